@@ -1,0 +1,128 @@
+//! Compound batches (the KVSSD paper's compound command): puts, deletes and checks, each
+//! optionally guarded by a precondition, applied all-or-nothing and atomically visible.
+
+use bytes::Bytes;
+
+/// What must hold for a batch to apply. Conditions are evaluated against the state just
+/// before the batch (not against earlier operations of the same batch).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Precondition {
+    /// The key exists.
+    Exists,
+    /// The key does not exist.
+    Absent,
+    /// The key exists and its value equals these bytes.
+    ValueEquals(Bytes),
+    /// The key does not exist (`None`) or has exactly this value: a WATCH-style snapshot.
+    Unchanged(Option<Bytes>),
+}
+
+/// What an operation does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BatchAction {
+    Put(Bytes),
+    Delete,
+    /// Writes nothing; only its precondition matters.
+    Check,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BatchOp {
+    pub key: Bytes,
+    pub action: BatchAction,
+    pub condition: Option<Precondition>,
+}
+
+/// A compound batch, built with the methods below.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Batch {
+    pub ops: Vec<BatchOp>,
+}
+
+impl Batch {
+    pub fn new() -> Batch {
+        Batch::default()
+    }
+
+    pub fn put(&mut self, key: impl Into<Bytes>, value: impl Into<Bytes>) -> &mut Batch {
+        self.push(key, BatchAction::Put(value.into()), None)
+    }
+
+    pub fn put_if(
+        &mut self,
+        key: impl Into<Bytes>,
+        value: impl Into<Bytes>,
+        condition: Precondition,
+    ) -> &mut Batch {
+        self.push(key, BatchAction::Put(value.into()), Some(condition))
+    }
+
+    pub fn delete(&mut self, key: impl Into<Bytes>) -> &mut Batch {
+        self.push(key, BatchAction::Delete, None)
+    }
+
+    pub fn delete_if(&mut self, key: impl Into<Bytes>, condition: Precondition) -> &mut Batch {
+        self.push(key, BatchAction::Delete, Some(condition))
+    }
+
+    /// A precondition on a key the batch does not write.
+    pub fn check(&mut self, key: impl Into<Bytes>, condition: Precondition) -> &mut Batch {
+        self.push(key, BatchAction::Check, Some(condition))
+    }
+
+    pub fn push(
+        &mut self,
+        key: impl Into<Bytes>,
+        action: BatchAction,
+        condition: Option<Precondition>,
+    ) -> &mut Batch {
+        self.ops.push(BatchOp {
+            key: key.into(),
+            action,
+            condition,
+        });
+        self
+    }
+
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+/// The result of [`crate::Store::apply`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BatchOutcome {
+    /// Every operation was applied.
+    Applied,
+    /// Nothing was applied: operation `op` (index into `Batch::ops`) had a precondition that
+    /// did not hold.
+    ConditionFailed { op: usize, condition: Precondition },
+}
+
+impl BatchOutcome {
+    pub fn is_applied(&self) -> bool {
+        matches!(self, BatchOutcome::Applied)
+    }
+}
+
+/// Whether `condition` holds for a key whose current value is `current`.
+pub(crate) fn holds(condition: &Precondition, current: Option<&[u8]>) -> bool {
+    match condition {
+        Precondition::Exists => current.is_some(),
+        Precondition::Absent => current.is_none(),
+        Precondition::ValueEquals(v) => current == Some(&v[..]),
+        Precondition::Unchanged(v) => current == v.as_deref(),
+    }
+}
+
+/// Whether evaluating `condition` needs the value (not just existence).
+pub(crate) fn needs_value(condition: &Precondition) -> bool {
+    matches!(
+        condition,
+        Precondition::ValueEquals(_) | Precondition::Unchanged(_)
+    )
+}

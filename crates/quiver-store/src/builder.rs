@@ -1,0 +1,165 @@
+//! Builds a partition's index by replaying log records in order. Recovery (after a checkpoint
+//! or from scratch), index growth and compaction all go through this one replay.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::error::Result;
+use crate::hash::KeyHash;
+use crate::index::{Index, LOAD_HARD_MAX};
+use crate::log::format::{self, RecordHeader, RecordType, RECORD_HEADER_LEN};
+use crate::partition::{Counters, SegmentSet};
+
+/// A batch member seen before its commit record.
+#[derive(Clone, Debug)]
+pub(crate) struct Member {
+    pub key: Vec<u8>,
+    pub hash: KeyHash,
+    pub loc: u32,
+    pub delete: bool,
+}
+
+pub(crate) struct IndexBuilder {
+    pub index: Index,
+    pub counters: Counters,
+    /// Highest sequence number seen.
+    pub max_seq: u64,
+    /// Batch seq -> members seen so far, waiting for the commit record.
+    pending: HashMap<u64, Vec<Member>>,
+    /// Seqs of every commit record replayed (resolves batches whose own commit is missing).
+    pub commits: HashSet<u64>,
+    /// Problems found while replaying (damaged batches), for the recovery report.
+    pub problems: Vec<String>,
+    /// Set when an insert found the index too full: the result must be rebuilt larger.
+    overflowed: bool,
+}
+
+impl IndexBuilder {
+    pub fn new(index: Index) -> IndexBuilder {
+        IndexBuilder {
+            index,
+            counters: Counters::default(),
+            max_seq: 0,
+            pending: HashMap::new(),
+            commits: HashSet::new(),
+            problems: Vec::new(),
+            overflowed: false,
+        }
+    }
+
+    /// Replays one verified record found at `loc`.
+    pub fn apply(&mut self, segs: &SegmentSet, loc: u32, h: &RecordHeader, rec: &[u8]) -> Result<()> {
+        self.counters.records += 1;
+        self.max_seq = self.max_seq.max(h.seq);
+        let key = &rec[RECORD_HEADER_LEN..RECORD_HEADER_LEN + h.key_len as usize];
+        match h.ty {
+            RecordType::Put => self.put(segs, KeyHash::of(key), key, loc)?,
+            RecordType::Delete => self.delete(segs, KeyHash::of(key), key)?,
+            RecordType::BatchPut | RecordType::BatchDelete => {
+                self.pending.entry(h.seq).or_default().push(Member {
+                    key: key.to_vec(),
+                    hash: KeyHash::of(key),
+                    loc,
+                    delete: h.ty == RecordType::BatchDelete,
+                });
+            }
+            RecordType::BatchCommit => {
+                self.counters.dead += 1;
+                self.commits.insert(h.seq);
+                let value_at = RECORD_HEADER_LEN + h.key_len as usize;
+                let expected = format::commit_count(&rec[value_at..value_at + 4]) as usize;
+                let members = self.pending.remove(&h.seq).unwrap_or_default();
+                if members.len() == expected {
+                    self.apply_members(segs, &members)?;
+                } else {
+                    // Only damage can separate a batch part from its commit record.
+                    self.counters.dead += members.len() as u64;
+                    self.problems.push(format!(
+                        "batch {} has {} of its {expected} members in this partition; not applied",
+                        h.seq,
+                        members.len()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn apply_members(&mut self, segs: &SegmentSet, members: &[Member]) -> Result<()> {
+        for m in members {
+            if m.delete {
+                self.delete(segs, m.hash, &m.key)?;
+            } else {
+                self.put(segs, m.hash, &m.key, m.loc)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Batches whose members were seen but whose commit record was not (yet).
+    pub fn take_pending(&mut self) -> HashMap<u64, Vec<Member>> {
+        std::mem::take(&mut self.pending)
+    }
+
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Counts members of a batch that will never be applied.
+    pub fn discard_members(&mut self, n: usize) {
+        self.counters.dead += n as u64;
+    }
+
+    /// Finds the slot of `key`, reading candidate records to compare full keys.
+    fn find(&self, segs: &SegmentSet, hash: KeyHash, key: &[u8]) -> Result<Option<usize>> {
+        let frag = hash.fragment();
+        let mut probe = self.index.probe(hash);
+        let mut buf = vec![0u8; RECORD_HEADER_LEN + key.len()];
+        while let Some((pos, loc)) = self.index.next_candidate(frag, &mut probe) {
+            let Ok((seg, offset)) = segs.resolve(loc) else {
+                continue;
+            };
+            let n = seg.read_at(&mut buf, offset)?;
+            if n == buf.len()
+                && format::check_header(&buf).is_ok()
+                && &buf[RECORD_HEADER_LEN..] == key
+            {
+                return Ok(Some(pos));
+            }
+        }
+        Ok(None)
+    }
+
+    pub fn put(&mut self, segs: &SegmentSet, hash: KeyHash, key: &[u8], loc: u32) -> Result<()> {
+        match self.find(segs, hash, key)? {
+            Some(pos) => {
+                self.index.set_loc(pos, loc);
+                self.counters.dead += 1;
+            }
+            None => self.insert_new(hash, loc),
+        }
+        Ok(())
+    }
+
+    /// Inserts a key known to be absent (compaction copies: one live record per key).
+    pub fn insert_new(&mut self, hash: KeyHash, loc: u32) {
+        if self.overflowed || !self.index.has_room(1) {
+            self.overflowed = true;
+            return;
+        }
+        self.index.insert(hash, loc);
+    }
+
+    pub fn delete(&mut self, segs: &SegmentSet, hash: KeyHash, key: &[u8]) -> Result<()> {
+        self.counters.dead += 1; // the tombstone record itself
+        if let Some(pos) = self.find(segs, hash, key)? {
+            self.index.remove(pos);
+            self.counters.dead += 1;
+        }
+        Ok(())
+    }
+
+    /// Load the finished index would have; above `LOAD_HARD_MAX` it is rebuilt larger.
+    pub fn too_full(&self) -> bool {
+        self.overflowed || self.index.load() > LOAD_HARD_MAX
+    }
+}

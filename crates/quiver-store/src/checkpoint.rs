@@ -1,0 +1,173 @@
+//! Index checkpoints: one file per partition holding its index arrays, counters and the log
+//! position they reflect, so reopening replays only the log after it.
+//!
+//! ```text
+//! checkpoint := magic[8] "QUIVCKP1" | version u32 | partition u32 | capacity u64 | records u64
+//!             | dead u64 | max_seq u64 | end_file_id u64 | end_offset u64 | segments u32
+//!             | (file_id u64 | slot u32){segments} | frags u16{capacity} | locs u32{capacity}
+//!             | crc32c u32 (of everything before it)
+//! ```
+//! A checkpoint is valid only if the partition still has exactly the segments it lists (up to
+//! the one holding `end`); compaction changes them, and the stale checkpoint is then ignored.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::index::Index;
+use crate::log::segment::sync_dir;
+use crate::partition::{Counters, SegmentSet};
+
+const MAGIC: [u8; 8] = *b"QUIVCKP1";
+const VERSION: u32 = 1;
+pub const CHECKPOINT_FILE: &str = "index.ckpt";
+const CHECKPOINT_TMP_FILE: &str = "index.ckpt.tmp";
+
+/// A loaded checkpoint.
+pub(crate) struct Checkpoint {
+    pub index: Index,
+    pub counters: Counters,
+    pub max_seq: u64,
+    pub end_file_id: u64,
+    pub end_offset: u64,
+}
+
+/// What a checkpoint records besides the index.
+pub(crate) struct CheckpointMeta<'a> {
+    pub partition: u32,
+    pub counters: Counters,
+    pub max_seq: u64,
+    pub end_file_id: u64,
+    pub end_offset: u64,
+    /// (file_id, slot) of every segment up to and including the end one, in log order.
+    pub segments: &'a [(u64, u32)],
+}
+
+pub fn checkpoint_path(dir: &Path) -> PathBuf {
+    dir.join(CHECKPOINT_FILE)
+}
+
+/// Serialises a checkpoint (call with the partition locked shared, so the index is stable).
+pub(crate) fn encode(meta: &CheckpointMeta<'_>, index: &Index) -> Vec<u8> {
+    let cap = index.capacity();
+    let mut b = Vec::with_capacity(80 + meta.segments.len() * 12 + cap * 6);
+    b.extend_from_slice(&MAGIC);
+    b.extend_from_slice(&VERSION.to_le_bytes());
+    b.extend_from_slice(&meta.partition.to_le_bytes());
+    b.extend_from_slice(&(cap as u64).to_le_bytes());
+    b.extend_from_slice(&meta.counters.records.to_le_bytes());
+    b.extend_from_slice(&meta.counters.dead.to_le_bytes());
+    b.extend_from_slice(&meta.max_seq.to_le_bytes());
+    b.extend_from_slice(&meta.end_file_id.to_le_bytes());
+    b.extend_from_slice(&meta.end_offset.to_le_bytes());
+    b.extend_from_slice(&(meta.segments.len() as u32).to_le_bytes());
+    for &(id, slot) in meta.segments {
+        b.extend_from_slice(&id.to_le_bytes());
+        b.extend_from_slice(&slot.to_le_bytes());
+    }
+    for f in index.frags() {
+        b.extend_from_slice(&f.to_le_bytes());
+    }
+    for l in index.locs() {
+        b.extend_from_slice(&l.to_le_bytes());
+    }
+    let crc = crc32c::crc32c(&b);
+    b.extend_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// Writes an encoded checkpoint durably: temp file, fsync, rename, fsync directory.
+pub(crate) fn write(dir: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = dir.join(CHECKPOINT_TMP_FILE);
+    let mut f = fs::File::create(&tmp).map_err(|e| Error::io("create checkpoint", &tmp, e))?;
+    f.write_all(bytes)
+        .and_then(|_| f.sync_all())
+        .map_err(|e| Error::io("write checkpoint", &tmp, e))?;
+    let path = checkpoint_path(dir);
+    fs::rename(&tmp, &path).map_err(|e| Error::io("rename checkpoint", &path, e))?;
+    sync_dir(dir)
+}
+
+/// Loads the partition's checkpoint if there is one and it is intact and matches `segs`.
+/// `Err(reason)` says why a present checkpoint was not used.
+pub(crate) fn load(
+    dir: &Path,
+    partition: u32,
+    segs: &SegmentSet,
+) -> std::result::Result<Option<Checkpoint>, String> {
+    let path = checkpoint_path(dir);
+    let b = match fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("unreadable: {e}")),
+    };
+    let mut r = Reader { b: &b, at: 0 };
+    if b.len() < 68 || r.bytes(8) != MAGIC {
+        return Err("bad magic".into());
+    }
+    let body = &b[..b.len() - 4];
+    let crc = u32::from_le_bytes(b[b.len() - 4..].try_into().expect("4 bytes"));
+    if crc32c::crc32c(body) != crc {
+        return Err("checksum mismatch".into());
+    }
+    if r.u32() != VERSION {
+        return Err("unsupported version".into());
+    }
+    if r.u32() != partition {
+        return Err("belongs to another partition".into());
+    }
+    let cap = r.u64() as usize;
+    let counters = Counters {
+        records: r.u64(),
+        dead: r.u64(),
+    };
+    let max_seq = r.u64();
+    let end_file_id = r.u64();
+    let end_offset = r.u64();
+    let n = r.u32() as usize;
+    if body.len() != 68 + n * 12 + cap * 6 || cap == 0 || cap > u32::MAX as usize {
+        return Err("length does not match its header".into());
+    }
+    let listed: Vec<(u64, u32)> = (0..n).map(|_| (r.u64(), r.u32())).collect();
+    let present: Vec<(u64, u32)> = segs
+        .ordered
+        .iter()
+        .take(n)
+        .map(|s| (s.file_id(), s.slot()))
+        .collect();
+    if listed != present || listed.last().map(|l| l.0) != Some(end_file_id) {
+        return Err("segments changed since the checkpoint".into());
+    }
+    let frags: Vec<u16> = (0..cap).map(|_| r.u16()).collect();
+    let locs: Vec<u32> = (0..cap).map(|_| r.u32()).collect();
+    Ok(Some(Checkpoint {
+        index: Index::from_parts(frags, locs),
+        counters,
+        max_seq,
+        end_file_id,
+        end_offset,
+    }))
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn bytes(&mut self, n: usize) -> &'a [u8] {
+        let s = &self.b[self.at..self.at + n];
+        self.at += n;
+        s
+    }
+    fn u16(&mut self) -> u16 {
+        u16::from_le_bytes(self.bytes(2).try_into().expect("2 bytes"))
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.bytes(4).try_into().expect("4 bytes"))
+    }
+    fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.bytes(8).try_into().expect("8 bytes"))
+    }
+}

@@ -1,0 +1,85 @@
+//! The engine's error type: one enum, every variant names what went wrong and where.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Result alias used throughout the engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything the engine can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O call failed.
+    #[error("I/O error during {op} on {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// The file system is full (ENOSPC). The write was not applied; the store stays readable and
+    /// accepts writes again once space is freed.
+    #[error("no space left on device while writing {path}")]
+    NoSpace { path: PathBuf },
+    /// Stored bytes failed verification. Never returned as data.
+    #[error("corruption in {path} at offset {offset}: {reason}")]
+    Corruption {
+        path: PathBuf,
+        offset: u64,
+        reason: String,
+    },
+    /// Another process holds the store's lock file.
+    #[error("store at {path} is locked by another process")]
+    Locked { path: PathBuf },
+    /// A key is empty or longer than the limit.
+    #[error("key length {len} is outside 1..={max}")]
+    KeyLength { len: usize, max: usize },
+    /// A value is longer than the configured limit.
+    #[error("value length {len} exceeds the maximum {max}")]
+    ValueTooLarge { len: usize, max: usize },
+    /// A batch (or one partition's share of it) does not fit in one segment.
+    #[error("batch of {bytes} bytes exceeds the segment capacity {max}")]
+    BatchTooLarge { bytes: u64, max: u64 },
+    /// A vector has more entries than the limit.
+    #[error("vector of {len} entries exceeds the maximum {max}")]
+    VectorTooWide { len: usize, max: usize },
+    /// A partition has used every segment slot its 32-bit index locations can address.
+    #[error("partition {partition} has no free segment slot (compaction frees them)")]
+    PartitionFull { partition: u32 },
+    /// Options are inconsistent or out of range.
+    #[error("invalid options: {0}")]
+    InvalidOptions(String),
+    /// The directory holds a store created with different fixed options.
+    #[error("store at {path} does not match the options: {reason}")]
+    Incompatible { path: PathBuf, reason: String },
+    /// The store has been closed.
+    #[error("store is closed")]
+    Closed,
+}
+
+impl Error {
+    /// Wraps an I/O error, turning ENOSPC into [`Error::NoSpace`].
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Error {
+        let path = path.into();
+        if source.raw_os_error() == Some(libc::ENOSPC) || source.raw_os_error() == Some(libc::EDQUOT)
+        {
+            Error::NoSpace { path }
+        } else {
+            Error::Io { op, path, source }
+        }
+    }
+
+    pub(crate) fn corruption(path: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> Error {
+        Error::Corruption {
+            path: path.into(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    /// True for [`Error::Corruption`].
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Error::Corruption { .. })
+    }
+}

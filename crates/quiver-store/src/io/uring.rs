@@ -1,0 +1,854 @@
+//! io_uring with O_DIRECT: the backend for device-resident data. A vector of reads becomes one
+//! batch of `Read` SQEs handed to the kernel with a single `submit_and_wait` (the paper's
+//! multiread), so the device sees the whole vector's queue depth at once and the page cache is
+//! bypassed.
+//!
+//! O_DIRECT needs the buffer address, the file offset and the length aligned to the device's
+//! logical block size; every read is widened to the 4 KiB-aligned range covering it (4096 is a
+//! multiple of every common logical block size) and the requested bytes are copied out of it.
+//!
+//! Rings are not meant to be shared between threads, so the backend keeps a small pool of them:
+//! a reading thread takes one (or creates one), uses it for its whole vector and puts it back.
+
+use std::alloc::{self, Layout};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::ptr::NonNull;
+
+use bytes::Bytes;
+use io_uring::{opcode, types, IoUring, Probe};
+use parking_lot::Mutex;
+
+use super::{ReadBackend, ReadRequest};
+use crate::error::{Error, Result};
+use crate::log::segment::Segment;
+use crate::options::BackendKind;
+
+/// Submission-queue size of every ring; also the width of one submission (wider vectors are
+/// read in chunks of this many requests).
+const RING_ENTRIES: u32 = 256;
+/// Alignment of O_DIRECT buffers, file offsets and lengths.
+const ALIGN: usize = 4096;
+/// Longest single `Read` SQE. The kernel caps one read at a little under 2 GiB anyway; anything
+/// longer is finished synchronously like any other short read. A multiple of `ALIGN`.
+const MAX_SQE_LEN: usize = 1 << 30;
+/// Rings kept for reuse; rings freed beyond this (after a burst of concurrent readers) are
+/// closed, so the pool does not hold descriptors and locked memory forever.
+const MAX_POOLED_RINGS: usize = 64;
+/// Largest buffer: a valid `Layout` size for ALIGN (at most isize::MAX rounded down to ALIGN).
+const MAX_BUF_LEN: usize = isize::MAX as usize & !(ALIGN - 1);
+
+pub struct UringBackend {
+    rings: Mutex<Vec<IoUring>>,
+    /// Tests only: read through the buffered descriptor, as on a file system without O_DIRECT.
+    buffered_only: bool,
+}
+
+impl UringBackend {
+    /// Creates the backend, failing if this system cannot run it: io_uring missing (kernel
+    /// older than 5.1, `kernel.io_uring_disabled`, a seccomp filter) or without `IORING_OP_READ`
+    /// (kernel older than 5.6).
+    pub fn new() -> Result<UringBackend> {
+        let unavailable = |why: String| {
+            Error::InvalidOptions(format!(
+                "the io_uring backend is unavailable on this system: {why}; \
+                 use the pread or mmap backend"
+            ))
+        };
+        let ring = new_ring().map_err(|e| unavailable(format!("io_uring_setup failed: {e}")))?;
+        let mut probe = Probe::new();
+        ring.submitter()
+            .register_probe(&mut probe)
+            .map_err(|e| unavailable(format!("cannot probe io_uring opcodes: {e}")))?;
+        if !probe.is_supported(opcode::Read::CODE) {
+            return Err(unavailable("IORING_OP_READ is not supported".into()));
+        }
+        Ok(UringBackend {
+            rings: Mutex::new(vec![ring]),
+            buffered_only: false,
+        })
+    }
+
+    /// A backend that never uses O_DIRECT, to test the fallback path on any file system.
+    #[cfg(test)]
+    fn buffered() -> Result<UringBackend> {
+        Ok(UringBackend {
+            buffered_only: true,
+            ..UringBackend::new()?
+        })
+    }
+
+    fn take_ring(&self) -> io::Result<IoUring> {
+        // Pop in its own statement so the lock is released before a new ring is created.
+        let pooled = self.rings.lock().pop();
+        match pooled {
+            Some(ring) => Ok(ring),
+            None => new_ring(),
+        }
+    }
+
+    /// Returns a ring to the pool. Only rings with an empty submission queue and nothing in
+    /// flight may come back (`run_ring` succeeded on them).
+    fn put_ring(&self, ring: IoUring) {
+        let mut pool = self.rings.lock();
+        if pool.len() < MAX_POOLED_RINGS {
+            pool.push(ring);
+        }
+    }
+
+    /// The descriptor to read `seg` through, memoised for one call in `cache` so a vector hitting
+    /// one segment many times resolves it once.
+    fn source<'a>(
+        &self,
+        seg: &'a Segment,
+        cache: &mut HashMap<*const Segment, Source<'a>>,
+    ) -> Result<Source<'a>> {
+        let key: *const Segment = seg;
+        if let Some(s) = cache.get(&key) {
+            return Ok(*s);
+        }
+        let buffered = Source {
+            file: seg.file(),
+            direct: false,
+        };
+        let s = if self.buffered_only {
+            buffered
+        } else {
+            match seg.direct() {
+                Ok(file) => Source { file, direct: true },
+                // File systems without O_DIRECT (tmpfs before Linux 6.6, some FUSE and network
+                // file systems) refuse the open with EINVAL. Read through the ordinary buffered
+                // descriptor instead: same io_uring batch, no alignment requirement, the page
+                // cache in between.
+                Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EINVAL) => {
+                    buffered
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        cache.insert(key, s);
+        Ok(s)
+    }
+}
+
+const _: () = assert!(ALIGN.is_power_of_two() && MAX_SQE_LEN & (ALIGN - 1) == 0);
+
+/// True if `n` is a multiple of ALIGN. (A mask rather than `is_multiple_of`, which is newer than
+/// the workspace's rust-version.)
+fn block_aligned(n: usize) -> bool {
+    n & (ALIGN - 1) == 0
+}
+
+fn new_ring() -> io::Result<IoUring> {
+    IoUring::new(RING_ENTRIES)
+}
+
+impl ReadBackend for UringBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Uring
+    }
+
+    fn read_ranges<'a>(&self, reqs: &mut [ReadRequest<'a>]) {
+        let mut cache: HashMap<*const Segment, Source<'a>> = HashMap::new();
+        let mut ring: Option<IoUring> = None;
+        let mut base = 0;
+        for chunk in reqs.chunks_mut(RING_ENTRIES as usize) {
+            let mut batch = Batch {
+                base,
+                plans: Vec::with_capacity(chunk.len()),
+            };
+            for r in chunk.iter_mut() {
+                let seg: &'a Segment = r.segment;
+                let plan = self
+                    .source(seg, &mut cache)
+                    .and_then(|src| Plan::new(seg, src, r.offset, r.len));
+                match plan {
+                    Ok(Some(p)) => batch.plans.push(Some(p)),
+                    Ok(None) => {
+                        r.result = Ok(Bytes::new());
+                        batch.plans.push(None);
+                    }
+                    Err(e) => {
+                        r.result = Err(e);
+                        batch.plans.push(None);
+                    }
+                }
+            }
+
+            if batch.plans.iter().any(Option::is_some) {
+                if ring.is_none() {
+                    // A new ring can fail only for lack of resources (locked memory, file
+                    // descriptors): the batch is then read synchronously below (every plan stays
+                    // `Idle`), which is slower but returns the same bytes.
+                    ring = self.take_ring().ok();
+                }
+                if let Some(r) = ring.as_mut() {
+                    if let Err(e) = batch.run_ring(r) {
+                        // Unsubmitted entries may sit in the ring's queue: it must never be
+                        // reused, so it is closed here (which also discards those entries).
+                        let in_flight = e.in_flight;
+                        ring = None;
+                        if in_flight {
+                            // The kernel may still write into the buffers of the reads not
+                            // reaped: fail them, and leak their buffers.
+                            batch.fail_queued(&e.error);
+                        } else {
+                            // Nothing reached the kernel unreaped: read the rest synchronously.
+                            batch.requeue_sync();
+                        }
+                    }
+                }
+            }
+
+            for (r, slot) in chunk.iter_mut().zip(batch.plans.iter_mut()) {
+                if let Some(p) = slot {
+                    r.result = p.finish();
+                }
+            }
+            base += chunk.len();
+        }
+        if let Some(r) = ring {
+            self.put_ring(r);
+        }
+    }
+}
+
+/// Where to read one segment from.
+#[derive(Clone, Copy)]
+struct Source<'a> {
+    file: &'a File,
+    /// True for the O_DIRECT descriptor: reads must be `ALIGN`-aligned.
+    direct: bool,
+}
+
+enum State {
+    /// Not (or no longer) in a ring: no ring could be had, or it failed before the kernel saw
+    /// the read. `finish` reads synchronously.
+    Idle,
+    /// Pushed to the ring's submission queue: the kernel may be writing into the buffer, which
+    /// must be neither touched nor freed until the completion is reaped.
+    Queued,
+    /// The ring read this many bytes, fewer than asked and not provably at the end of the file:
+    /// the rest is read synchronously.
+    Partial(usize),
+    /// This many bytes of the buffer are valid (fewer than its length only at the end of the
+    /// file).
+    Done(usize),
+    Failed(io::Error),
+}
+
+/// One request's read: the (aligned, for O_DIRECT) file range and the buffer receiving it.
+struct Plan<'a> {
+    seg: &'a Segment,
+    src: Source<'a>,
+    /// File offset of `buf[0]`.
+    start: u64,
+    /// Position of the requested range in `buf`, and its length.
+    skip: usize,
+    want: usize,
+    buf: AlignedBuf,
+    state: State,
+}
+
+impl<'a> Plan<'a> {
+    /// Plans reading `[offset, offset + len)` of `seg`, or `None` if nothing is to be read: an
+    /// empty range, or one starting at or after the end of the segment (the file is exactly
+    /// `segment_bytes` long, so the result is empty as for any read at EOF). Clamping at the
+    /// segment's end also keeps a garbage length (a damaged record header) from allocating a
+    /// buffer larger than the file.
+    fn new(seg: &'a Segment, src: Source<'a>, offset: u64, len: usize) -> Result<Option<Plan<'a>>> {
+        let cap = seg.header.segment_bytes;
+        let end = offset.saturating_add(len as u64).min(cap);
+        if offset >= end {
+            return Ok(None);
+        }
+        let (start, read_end) = if src.direct {
+            let align = ALIGN as u64;
+            // Saturating: only a nonsensical `segment_bytes` near u64::MAX could overflow, and
+            // the buffer size check below then rejects the range.
+            let up = end.div_ceil(align).saturating_mul(align);
+            (offset / align * align, up)
+        } else {
+            (offset, end)
+        };
+        let buf_len = usize::try_from(read_end - start)
+            .ok()
+            .filter(|&n| n <= MAX_BUF_LEN)
+            .ok_or_else(|| {
+                Error::io(
+                    "plan io_uring read",
+                    &seg.path,
+                    io::Error::new(io::ErrorKind::InvalidInput, "read range exceeds memory"),
+                )
+            })?;
+        // `offset >= start` and the difference is below one block (or zero).
+        let skip = (offset - start) as usize;
+        Ok(Some(Plan {
+            seg,
+            src,
+            start,
+            skip,
+            want: (end - offset) as usize,
+            buf: AlignedBuf::zeroed(buf_len),
+            state: State::Idle,
+        }))
+    }
+
+    /// Length of the `Read` SQE for this plan.
+    fn sqe_len(&self) -> u32 {
+        // Cannot fail: the value is at most MAX_SQE_LEN = 2^30.
+        u32::try_from(self.buf.len().min(MAX_SQE_LEN)).expect("MAX_SQE_LEN fits in u32")
+    }
+
+    /// Records the result of this plan's completion.
+    fn complete(&mut self, res: i32) {
+        self.state = if res < 0 {
+            match -res {
+                // Not expected for regular files (io_uring retries internally), but harmless:
+                // do the whole read synchronously.
+                libc::EINTR | libc::EAGAIN => State::Partial(0),
+                errno => State::Failed(io::Error::from_raw_os_error(errno)),
+            }
+        } else {
+            let n = (res as usize).min(self.buf.len());
+            self.after_read(n)
+        };
+    }
+
+    /// The state after `n` bytes of the buffer have been filled.
+    fn after_read(&self, n: usize) -> State {
+        if n == self.buf.len() || n == 0 || (self.src.direct && !block_aligned(n)) {
+            // Complete, or at the end of the file: a read returning nothing is at EOF, and an
+            // O_DIRECT read only stops inside a block where the file ends.
+            State::Done(n)
+        } else {
+            // Fewer bytes than asked: maybe the end of the file, maybe a partial read (or the
+            // MAX_SQE_LEN cap). `finish` continues synchronously and finds out.
+            State::Partial(n)
+        }
+    }
+
+    /// Reads the rest of the buffer from `filled` on, synchronously, until it is full or the
+    /// file ends. For O_DIRECT, `filled` is a multiple of ALIGN (see `after_read`), so the file
+    /// offset, the buffer address and the remaining length all stay aligned.
+    fn fill_sync(&mut self, mut filled: usize) -> State {
+        while filled < self.buf.len() {
+            let dst = &mut self.buf.as_mut_slice()[filled..];
+            match self.src.file.read_at(dst, self.start + filled as u64) {
+                Ok(0) => break,
+                Ok(n) => {
+                    filled += n;
+                    if self.src.direct && !block_aligned(n) {
+                        break; // Stopped inside a block: the end of the file.
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return State::Failed(e),
+            }
+        }
+        State::Done(filled)
+    }
+
+    /// The request's result, once the ring is done with the buffer.
+    fn finish(&mut self) -> Result<Bytes> {
+        let state = std::mem::replace(&mut self.state, State::Idle);
+        let state = match state {
+            State::Idle => self.fill_sync(0),
+            State::Partial(n) => self.fill_sync(n),
+            other => other,
+        };
+        match state {
+            State::Done(n) => {
+                let from = self.skip.min(n);
+                let to = (self.skip + self.want).min(n);
+                Ok(Bytes::copy_from_slice(&self.buf.as_slice()[from..to]))
+            }
+            State::Failed(e) => {
+                let op = if self.src.direct {
+                    "read segment (io_uring, O_DIRECT)"
+                } else {
+                    "read segment (io_uring)"
+                };
+                Err(Error::io(op, &self.seg.path, e))
+            }
+            // `Queued` plans are turned into `Failed` by `fail_queued` before `finish` runs.
+            State::Queued | State::Idle | State::Partial(_) => Err(Error::io(
+                "read segment (io_uring)",
+                &self.seg.path,
+                io::Error::other("read was not completed"),
+            )),
+        }
+    }
+}
+
+/// The plans of one submission. Owns their buffers; if it is dropped while reads are still
+/// queued (a failed ring, or a panic between submission and reaping) it leaks their buffers
+/// rather than free memory the kernel may still write into.
+struct Batch<'a> {
+    /// Index, in the caller's vector, of the request of `plans[0]`.
+    base: usize,
+    plans: Vec<Option<Plan<'a>>>,
+}
+
+impl Batch<'_> {
+    /// Pushes every plan's read to `ring`, submits them all at once and reaps every completion.
+    /// `user_data` carries the request's index in the caller's vector. On error, reads not
+    /// reaped stay `Queued` and the ring must be discarded.
+    fn run_ring(&mut self, ring: &mut IoUring) -> Result<(), RingError> {
+        let base = self.base;
+        let mut pushed = 0usize;
+        {
+            let mut sq = ring.submission();
+            for (i, slot) in self.plans.iter_mut().enumerate() {
+                let Some(p) = slot else { continue };
+                let entry = opcode::Read::new(
+                    types::Fd(p.src.file.as_raw_fd()),
+                    p.buf.as_mut_ptr(),
+                    p.sqe_len(),
+                )
+                .offset(p.start)
+                .build()
+                .user_data((base + i) as u64);
+                // A full queue cannot happen (a batch has at most RING_ENTRIES plans and the
+                // queue is empty between batches); if it did, the plan would stay `Idle` and be
+                // read synchronously.
+                //
+                // SAFETY: the entry points at `p.buf`, a heap allocation of at least `sqe_len`
+                // bytes owned by this batch. It stays alive and unmoved until the completion is
+                // reaped: moving the `Plan` does not move the heap block, nothing reads or
+                // writes the buffer while the plan is `Queued`, and if the completion is never
+                // reaped (ring failure: `fail_queued`; panic: `Batch::drop`) the buffer is
+                // leaked instead of freed. The descriptor belongs to the segment, borrowed for
+                // longer than this call, and every completion is reaped before the call returns.
+                if unsafe { sq.push(&entry) }.is_ok() {
+                    p.state = State::Queued;
+                    pushed += 1;
+                }
+            }
+        }
+
+        let mut reaped = 0usize;
+        while reaped < pushed {
+            // Normally one call: submits the whole batch and waits for all of it. It returns
+            // early if the kernel stopped submitting at an entry it rejected (that entry gets an
+            // error completion) or if a signal interrupted the wait; the loop then reaps what
+            // completed and submits or waits for the rest.
+            match ring.submit_and_wait(pushed - reaped) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                // Out of kernel resources with completions pending: reaping them frees some.
+                Err(e)
+                    if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EBUSY))
+                        && !ring.completion().is_empty() => {}
+                Err(error) => {
+                    // Unreaped reads are either still in the submission queue (never seen by
+                    // the kernel) or in flight.
+                    let in_flight = pushed - reaped > ring.submission().len();
+                    return Err(RingError { error, in_flight });
+                }
+            }
+            for cqe in ring.completion() {
+                let slot = (cqe.user_data() as usize)
+                    .checked_sub(base)
+                    .and_then(|i| self.plans.get_mut(i));
+                match slot {
+                    Some(Some(p)) if matches!(p.state, State::Queued) => {
+                        p.complete(cqe.result());
+                        reaped += 1;
+                    }
+                    // Not one of ours (impossible: only this batch uses the ring); ignore it.
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// After a ring failure: every read not reaped fails with `e`, and its buffer, which the
+    /// kernel may still write into, is leaked rather than freed.
+    fn fail_queued(&mut self, e: &io::Error) {
+        for p in self.plans.iter_mut().flatten() {
+            if matches!(p.state, State::Queued) {
+                p.state = State::Failed(copy_io_error(e));
+                p.buf.leak_on_drop = true;
+            }
+        }
+    }
+
+    /// After a ring failure with no read in flight (the ring closed, so queued entries can no
+    /// longer be submitted): the reads not reaped are done synchronously by `finish`.
+    fn requeue_sync(&mut self) {
+        for p in self.plans.iter_mut().flatten() {
+            if matches!(p.state, State::Queued) {
+                p.state = State::Idle;
+            }
+        }
+    }
+}
+
+/// A failed `io_uring_enter`.
+struct RingError {
+    error: io::Error,
+    /// Whether reads may still be in flight (submitted to the kernel but not reaped).
+    in_flight: bool,
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        for p in self.plans.iter_mut().flatten() {
+            if matches!(p.state, State::Queued) {
+                p.buf.leak_on_drop = true;
+            }
+        }
+    }
+}
+
+fn copy_io_error(e: &io::Error) -> io::Error {
+    match e.raw_os_error() {
+        Some(code) => io::Error::from_raw_os_error(code),
+        None => io::Error::new(e.kind(), e.to_string()),
+    }
+}
+
+/// A zero-initialised heap buffer aligned to `ALIGN`, as O_DIRECT requires.
+struct AlignedBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+    /// Set when the kernel may still write into the buffer: dropping it then leaks the memory
+    /// instead of returning it to the allocator.
+    leak_on_drop: bool,
+}
+
+impl AlignedBuf {
+    /// Allocates `len` (> 0) zeroed bytes. Zeroing means the buffer is always initialised, so
+    /// slicing it is sound whatever the kernel wrote.
+    fn zeroed(len: usize) -> AlignedBuf {
+        assert!(len > 0 && len <= MAX_BUF_LEN, "bad AlignedBuf length {len}");
+        let layout = Self::layout(len);
+        // SAFETY: the layout has a non-zero size (asserted above).
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            alloc::handle_alloc_error(layout)
+        };
+        AlignedBuf {
+            ptr,
+            len,
+            leak_on_drop: false,
+        }
+    }
+
+    fn layout(len: usize) -> Layout {
+        // Cannot fail: ALIGN is a power of two and `len` <= MAX_BUF_LEN (checked by Plan::new,
+        // the only caller of `zeroed`), so `len` rounded up to ALIGN stays <= isize::MAX.
+        Layout::from_size_align(len, ALIGN).expect("buffer layout")
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` points at `len` initialised bytes owned by `self`; callers only slice
+        // the buffer when no read into it is in flight.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`, and `&mut self` makes the slice unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        if self.leak_on_drop {
+            return;
+        }
+        // SAFETY: `ptr` was allocated in `zeroed` with exactly this layout and is freed once.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::format::{encode_record, RecordType, SegmentHeader, SegmentOrder};
+    use crate::log::segment::Segment;
+
+    const CAP: u64 = 1 << 20;
+
+    /// A uring backend, or `None` (test skipped) where the kernel or a sandbox refuses
+    /// io_uring.
+    fn uring(buffered: bool) -> Option<UringBackend> {
+        let b = if buffered {
+            UringBackend::buffered()
+        } else {
+            UringBackend::new()
+        };
+        match b {
+            Ok(b) => Some(b),
+            Err(e) => {
+                eprintln!("skipping io_uring test: {e}");
+                None
+            }
+        }
+    }
+
+    fn header(file_id: u64) -> SegmentHeader {
+        SegmentHeader {
+            partition: 0,
+            partitions: 1,
+            slot: file_id as u32,
+            file_id,
+            order: SegmentOrder {
+                major: file_id,
+                minor: 0,
+            },
+            segment_bytes: CAP,
+        }
+    }
+
+    /// A segment whose whole capacity is filled with a position-dependent pattern (the header
+    /// bytes included); returns it with the file's expected contents.
+    fn patterned(dir: &tempfile::TempDir, file_id: u64) -> (Segment, Vec<u8>) {
+        let path = dir.path().join(format!("{file_id}.seg"));
+        let seg = Segment::create(path, header(file_id)).unwrap();
+        let mut image: Vec<u8> = (0..CAP as usize)
+            .map(|i| (i.wrapping_mul(131) ^ (i >> 9) ^ file_id as usize) as u8)
+            .collect();
+        image[..64].copy_from_slice(&seg.header.encode());
+        seg.write_at(&image, 0).unwrap();
+        (seg, image)
+    }
+
+    fn expected(image: &[u8], offset: u64, len: usize) -> &[u8] {
+        let from = (offset as usize).min(image.len());
+        let to = (offset as usize).saturating_add(len).min(image.len());
+        &image[from..to]
+    }
+
+    fn check(backend: &UringBackend, seg: &Segment, image: &[u8], ranges: &[(u64, usize)]) {
+        let mut reqs: Vec<ReadRequest<'_>> = ranges
+            .iter()
+            .map(|&(o, l)| ReadRequest::new(seg, o, l))
+            .collect();
+        backend.read_ranges(&mut reqs);
+        for (r, &(o, l)) in reqs.iter().zip(ranges) {
+            let got = r
+                .result
+                .as_ref()
+                .unwrap_or_else(|e| panic!("read ({o}, {l}): {e}"));
+            assert_eq!(&got[..], expected(image, o, l), "read ({o}, {l})");
+        }
+    }
+
+    fn assorted_ranges() -> Vec<(u64, usize)> {
+        vec![
+            (100, 37),       // unaligned offset and length inside one block
+            (4095, 2),       // spans two 4 KiB blocks
+            (4000, 5000),    // spans three blocks
+            (8192, 4096),    // exactly one aligned block
+            (0, 64),         // the segment header
+            (12345, 0),      // empty
+            (64, 300_000),   // long
+            (CAP - 10, 100), // short: ends at EOF
+            (CAP - 4096, 4096),
+            (CAP, 10),       // at EOF: empty
+            (CAP + 5000, 7), // past EOF: empty
+        ]
+    }
+
+    #[test]
+    fn kind_is_uring() {
+        let Some(b) = uring(false) else { return };
+        assert_eq!(b.kind(), BackendKind::Uring);
+    }
+
+    #[test]
+    fn reads_unaligned_ranges() {
+        let Some(b) = uring(false) else { return };
+        let dir = tempfile::tempdir().unwrap();
+        let (seg, image) = patterned(&dir, 1);
+        check(&b, &seg, &image, &assorted_ranges());
+    }
+
+    #[test]
+    fn reads_through_buffered_fallback() {
+        let Some(b) = uring(true) else { return };
+        let dir = tempfile::tempdir().unwrap();
+        let (seg, image) = patterned(&dir, 1);
+        check(&b, &seg, &image, &assorted_ranges());
+    }
+
+    #[test]
+    fn vector_wider_than_the_ring() {
+        for buffered in [false, true] {
+            let Some(b) = uring(buffered) else { return };
+            let dir = tempfile::tempdir().unwrap();
+            let (seg, image) = patterned(&dir, 2);
+            let ranges: Vec<(u64, usize)> = (0..300u64)
+                .map(|i| ((i * 3001 + 7) % (CAP - 9000), 1 + (i as usize * 13) % 9000))
+                .collect();
+            assert!(ranges.len() > RING_ENTRIES as usize);
+            check(&b, &seg, &image, &ranges);
+            // The ring went back to the pool and is reused by the next call.
+            assert_eq!(b.rings.lock().len(), 1);
+            check(&b, &seg, &image, &ranges);
+        }
+    }
+
+    #[test]
+    fn mixes_segments_and_isolates_errors() {
+        let Some(b) = uring(false) else { return };
+        let dir = tempfile::tempdir().unwrap();
+        let (good, image) = patterned(&dir, 3);
+        let (gone, _) = patterned(&dir, 4);
+        // The O_DIRECT descriptor is opened on first use, by path: that now fails.
+        std::fs::remove_file(&gone.path).unwrap();
+        let mut reqs = vec![
+            ReadRequest::new(&good, 100, 50),
+            ReadRequest::new(&gone, 100, 50),
+            ReadRequest::new(&good, 5000, 5000),
+            ReadRequest::new(&gone, 0, 10),
+        ];
+        b.read_ranges(&mut reqs);
+        assert_eq!(&reqs[0].result.as_ref().unwrap()[..], &image[100..150]);
+        assert_eq!(&reqs[2].result.as_ref().unwrap()[..], &image[5000..10000]);
+        for i in [1, 3] {
+            match &reqs[i].result {
+                Err(Error::Io { .. }) => {}
+                other => panic!("request {i}: expected an I/O error, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn concurrent_readers() {
+        let Some(b) = uring(false) else { return };
+        let dir = tempfile::tempdir().unwrap();
+        let (seg, image) = patterned(&dir, 5);
+        std::thread::scope(|s| {
+            for t in 0..8u64 {
+                let (b, seg, image) = (&b, &seg, &image);
+                s.spawn(move || {
+                    for round in 0..20u64 {
+                        let ranges: Vec<(u64, usize)> = (0..50u64)
+                            .map(|i| {
+                                (
+                                    (t * 7919 + round * 104_729 + i * 4099) % CAP,
+                                    1 + i as usize * 97,
+                                )
+                            })
+                            .collect();
+                        check(b, seg, image, &ranges);
+                    }
+                });
+            }
+        });
+        assert!(b.rings.lock().len() <= MAX_POOLED_RINGS);
+    }
+
+    #[test]
+    fn read_records_fetches_long_records_in_a_second_round() {
+        for buffered in [false, true] {
+            let Some(b) = uring(buffered) else { return };
+            let dir = tempfile::tempdir().unwrap();
+            let seg = Segment::create(dir.path().join("r.seg"), header(6)).unwrap();
+            let values: [Vec<u8>; 3] = [
+                b"short".to_vec(),
+                (0..9000u32).map(|i| i as u8).collect(), // longer than the guess, spans blocks
+                vec![7u8; 40],
+            ];
+            let mut offsets = Vec::new();
+            let mut records = Vec::new();
+            let mut at = 4090u64; // the first record straddles a block boundary
+            for (i, v) in values.iter().enumerate() {
+                let mut rec = Vec::new();
+                encode_record(&mut rec, RecordType::Put, i as u64 + 1, b"key", v);
+                seg.write_at(&rec, at).unwrap();
+                offsets.push(at);
+                at += rec.len() as u64;
+                records.push(rec);
+            }
+            let guess = super::super::record_read_hint(3, 16);
+            let mut reqs: Vec<ReadRequest<'_>> = offsets
+                .iter()
+                .map(|&o| ReadRequest::new(&seg, o, guess))
+                .collect();
+            b.read_records(&mut reqs);
+            // Records shorter than the guess come back with whatever follows them; the record
+            // itself is the prefix.
+            for (r, rec) in reqs.iter().zip(&records) {
+                let got = r.result.as_ref().unwrap();
+                assert!(got.len() >= rec.len(), "{} < {}", got.len(), rec.len());
+                assert_eq!(&got[..rec.len()], &rec[..]);
+            }
+            assert_eq!(reqs[1].result.as_ref().unwrap().len(), records[1].len());
+        }
+    }
+
+    #[test]
+    fn short_and_failed_completions() {
+        let dir = tempfile::tempdir().unwrap();
+        let (seg, image) = patterned(&dir, 7);
+        let cache = &mut HashMap::new();
+        for buffered in [false, true] {
+            let b = UringBackend {
+                rings: Mutex::new(Vec::new()),
+                buffered_only: buffered,
+            };
+            let src = b.source(&seg, cache).unwrap();
+            cache.clear();
+            let plan = || Plan::new(&seg, src, 100, 10_000).unwrap().unwrap();
+
+            // A completion shorter than asked, not at EOF: the rest is read synchronously.
+            let mut p = plan();
+            let first = if src.direct { ALIGN } else { 1000 };
+            let n = src
+                .file
+                .read_at(&mut p.buf.as_mut_slice()[..first], p.start)
+                .unwrap();
+            assert_eq!(n, first);
+            p.complete(n as i32);
+            assert!(matches!(p.state, State::Partial(_)));
+            assert_eq!(&p.finish().unwrap()[..], &image[100..10_100]);
+
+            // An interrupted read is redone synchronously.
+            let mut p = plan();
+            p.complete(-libc::EINTR);
+            assert_eq!(&p.finish().unwrap()[..], &image[100..10_100]);
+
+            // A failed read is that request's error.
+            let mut p = plan();
+            p.complete(-libc::EIO);
+            match p.finish() {
+                Err(Error::Io { source, .. }) => assert_eq!(source.raw_os_error(), Some(libc::EIO)),
+                other => panic!("expected EIO, got {other:?}"),
+            }
+
+            // Nothing read: the end of the file.
+            let mut p = plan();
+            p.complete(0);
+            assert!(p.finish().unwrap().is_empty());
+        }
+    }
+
+    #[test]
+    fn aligned_buf_is_aligned_and_zeroed() {
+        for len in [1, 100, 4096, 4097, 65536] {
+            let mut buf = AlignedBuf::zeroed(len);
+            assert_eq!(buf.as_mut_ptr() as usize % ALIGN, 0);
+            assert_eq!(buf.len(), len);
+            assert!(buf.as_slice().iter().all(|&x| x == 0));
+            buf.as_mut_slice()[len - 1] = 1;
+            assert_eq!(buf.as_slice()[len - 1], 1);
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! Quiver's storage engine (layer 1 of DESIGN.md): FAWN-DS partitions — append-only segment
+//! logs plus a compact in-RAM hash index — with vector get/put, compound batches and
+//! crash-safe recovery. `ARCHITECTURE.md` at the repository root is the map.
+
+pub mod batch;
+mod builder;
+mod checkpoint;
+pub mod error;
+pub mod hash;
+pub mod index;
+pub mod io;
+mod lockfile;
+pub mod log;
+mod lookup;
+mod maintenance;
+mod meta;
+pub mod options;
+mod partition;
+mod recovery;
+pub mod scan;
+mod store;
+mod write;
+
+pub use batch::{Batch, BatchAction, BatchOp, BatchOutcome, Precondition};
+pub use error::{Error, Result};
+pub use maintenance::MaintenanceReport;
+pub use options::{BackendKind, Durability, Options};
+pub use recovery::{RecoveryProgress, RecoveryReport};
+pub use scan::ScanPage;
+pub use store::{Stats, Store};

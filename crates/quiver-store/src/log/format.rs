@@ -1,0 +1,329 @@
+//! Byte layout of segment files and records. `docs/log_format.md` is the specification; this
+//! module is the only code that knows the bytes. All integers are little-endian.
+//!
+//! ```text
+//! segment  := segment_header record* zero_header?
+//! segment_header (64 B) := magic[8] "QUIVSEG\x01" | version u32 | partition u32 | partitions u32
+//!                        | slot u32 | file_id u64 | order_major u64 | order_minor u32
+//!                        | segment_bytes u64 | reserved[8] | header_crc u32 (crc32c of bytes 0..60)
+//! record   := header(24 B) key value padding        (total a multiple of 8)
+//! header   := header_crc u32 | value_crc u32 | seq u64 | type u8 | flags u8 | key_len u16 | value_len u32
+//!   header_crc = crc32c(header[4..24] ++ key), value_crc = crc32c(value)
+//! ```
+
+use std::cmp::Ordering;
+
+pub const SEGMENT_MAGIC: [u8; 8] = *b"QUIVSEG\x01";
+pub const FORMAT_VERSION: u32 = 1;
+pub const SEGMENT_HEADER_LEN: usize = 64;
+pub const RECORD_HEADER_LEN: usize = 24;
+/// Records start on 8-byte boundaries so a 32-bit index location (in 8-byte units) can address
+/// a 32 GiB span of segments per partition.
+pub const RECORD_ALIGN: usize = 8;
+
+/// Where a segment sits in its partition's log order. Ordinary segments are `(n, 0)`; the
+/// outputs of a compaction whose last input was `(m, k)` are `(m, k + 1)`, `(m, k + 2)`, ... so
+/// they take their inputs' place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SegmentOrder {
+    pub major: u64,
+    pub minor: u32,
+}
+
+impl Ord for SegmentOrder {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.major, self.minor).cmp(&(other.major, other.minor))
+    }
+}
+
+impl PartialOrd for SegmentOrder {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentHeader {
+    pub partition: u32,
+    pub partitions: u32,
+    /// Addressing slot: index locations are `slot * span + offset / 8`.
+    pub slot: u32,
+    /// Unique, never reused file number (the file name).
+    pub file_id: u64,
+    pub order: SegmentOrder,
+    pub segment_bytes: u64,
+}
+
+impl SegmentHeader {
+    pub fn encode(&self) -> [u8; SEGMENT_HEADER_LEN] {
+        let mut b = [0u8; SEGMENT_HEADER_LEN];
+        b[0..8].copy_from_slice(&SEGMENT_MAGIC);
+        b[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&self.partition.to_le_bytes());
+        b[16..20].copy_from_slice(&self.partitions.to_le_bytes());
+        b[20..24].copy_from_slice(&self.slot.to_le_bytes());
+        b[24..32].copy_from_slice(&self.file_id.to_le_bytes());
+        b[32..40].copy_from_slice(&self.order.major.to_le_bytes());
+        b[40..44].copy_from_slice(&self.order.minor.to_le_bytes());
+        b[44..52].copy_from_slice(&self.segment_bytes.to_le_bytes());
+        let crc = crc32c::crc32c(&b[0..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Result<SegmentHeader, String> {
+        if b.len() < SEGMENT_HEADER_LEN {
+            return Err(format!("segment header truncated ({} bytes)", b.len()));
+        }
+        if b[0..8] != SEGMENT_MAGIC {
+            return Err("bad segment magic".into());
+        }
+        let crc = u32_at(b, 60);
+        if crc != crc32c::crc32c(&b[0..60]) {
+            return Err("segment header checksum mismatch".into());
+        }
+        let version = u32_at(b, 8);
+        if version != FORMAT_VERSION {
+            return Err(format!("unsupported segment format version {version}"));
+        }
+        Ok(SegmentHeader {
+            partition: u32_at(b, 12),
+            partitions: u32_at(b, 16),
+            slot: u32_at(b, 20),
+            file_id: u64_at(b, 24),
+            order: SegmentOrder {
+                major: u64_at(b, 32),
+                minor: u32_at(b, 40),
+            },
+            segment_bytes: u64_at(b, 44),
+        })
+    }
+}
+
+/// Record types. A batch is its members (BatchPut / BatchDelete, all carrying the batch's seq)
+/// followed by a BatchCommit with the same seq in every partition it touches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RecordType {
+    Put = 1,
+    Delete = 2,
+    BatchPut = 3,
+    BatchDelete = 4,
+    /// Empty key; value = member count of this partition's part (u32).
+    BatchCommit = 5,
+}
+
+impl RecordType {
+    pub fn from_u8(v: u8) -> Option<RecordType> {
+        Some(match v {
+            1 => RecordType::Put,
+            2 => RecordType::Delete,
+            3 => RecordType::BatchPut,
+            4 => RecordType::BatchDelete,
+            5 => RecordType::BatchCommit,
+            _ => return None,
+        })
+    }
+
+    pub fn is_put(self) -> bool {
+        matches!(self, RecordType::Put | RecordType::BatchPut)
+    }
+
+    pub fn is_delete(self) -> bool {
+        matches!(self, RecordType::Delete | RecordType::BatchDelete)
+    }
+
+    pub fn is_batch_member(self) -> bool {
+        matches!(self, RecordType::BatchPut | RecordType::BatchDelete)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordHeader {
+    pub header_crc: u32,
+    pub value_crc: u32,
+    pub seq: u64,
+    pub ty: RecordType,
+    pub key_len: u16,
+    pub value_len: u32,
+}
+
+impl RecordHeader {
+    /// Whole record length on disk, padding included.
+    pub fn record_len(&self) -> usize {
+        record_len(self.key_len as usize, self.value_len as usize)
+    }
+}
+
+/// Length of a record with the given key and value lengths, padding included.
+pub const fn record_len(key_len: usize, value_len: usize) -> usize {
+    (RECORD_HEADER_LEN + key_len + value_len).div_ceil(RECORD_ALIGN) * RECORD_ALIGN
+}
+
+/// True when the 24 bytes at the start of `b` are all zero: the clean end of a segment.
+pub fn is_zero_header(b: &[u8]) -> bool {
+    b.len() >= RECORD_HEADER_LEN && b[..RECORD_HEADER_LEN].iter().all(|&x| x == 0)
+}
+
+/// Appends one record (with padding) to `out`.
+pub fn encode_record(out: &mut Vec<u8>, ty: RecordType, seq: u64, key: &[u8], value: &[u8]) {
+    debug_assert!(key.len() <= u16::MAX as usize);
+    debug_assert!(value.len() <= u32::MAX as usize);
+    let start = out.len();
+    let value_crc = crc32c::crc32c(value);
+    out.extend_from_slice(&[0u8; 4]);
+    out.extend_from_slice(&value_crc.to_le_bytes());
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.push(ty as u8);
+    out.push(0);
+    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    out.extend_from_slice(key);
+    let header_crc = crc32c::crc32c(&out[start + 4..]);
+    out[start..start + 4].copy_from_slice(&header_crc.to_le_bytes());
+    out.extend_from_slice(value);
+    let padded = record_len(key.len(), value.len());
+    out.resize(start + padded, 0);
+}
+
+/// Re-types an encoded record in place (compaction turns committed batch members into plain
+/// records) and refreshes its header checksum. The value and its checksum are left untouched,
+/// so a damaged value stays detectably damaged.
+pub fn retype_record(rec: &mut [u8], ty: RecordType) {
+    let key_len = u16::from_le_bytes([rec[18], rec[19]]) as usize;
+    rec[16] = ty as u8;
+    let crc = crc32c::crc32c(&rec[4..RECORD_HEADER_LEN + key_len]);
+    rec[0..4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Parses a header without verifying checksums; `None` if the type byte or lengths are invalid.
+pub fn parse_header(b: &[u8]) -> Option<RecordHeader> {
+    if b.len() < RECORD_HEADER_LEN {
+        return None;
+    }
+    let ty = RecordType::from_u8(b[16])?;
+    if b[17] != 0 {
+        return None;
+    }
+    let h = RecordHeader {
+        header_crc: u32_at(b, 0),
+        value_crc: u32_at(b, 4),
+        seq: u64_at(b, 8),
+        ty,
+        key_len: u16::from_le_bytes([b[18], b[19]]),
+        value_len: u32_at(b, 20),
+    };
+    let shape_ok = match ty {
+        RecordType::BatchCommit => h.key_len == 0 && h.value_len == 4,
+        RecordType::Delete | RecordType::BatchDelete => h.key_len > 0 && h.value_len == 0,
+        RecordType::Put | RecordType::BatchPut => h.key_len > 0,
+    };
+    shape_ok.then_some(h)
+}
+
+/// Parses and verifies a header and its key: `b` must hold at least header + key bytes.
+pub fn check_header(b: &[u8]) -> Result<RecordHeader, &'static str> {
+    let h = parse_header(b).ok_or("invalid record header")?;
+    let key_end = RECORD_HEADER_LEN + h.key_len as usize;
+    if b.len() < key_end {
+        return Err("record truncated inside its key");
+    }
+    if crc32c::crc32c(&b[4..key_end]) != h.header_crc {
+        return Err("record header checksum mismatch");
+    }
+    Ok(h)
+}
+
+/// A verified record's parts, as ranges into the buffer it was decoded from.
+#[derive(Clone, Debug)]
+pub struct RecordView {
+    pub header: RecordHeader,
+    pub key: std::ops::Range<usize>,
+    pub value: std::ops::Range<usize>,
+}
+
+/// Verifies a whole record at the start of `b` (header, key and, if `check_value`, the value).
+pub fn decode_record(b: &[u8], check_value: bool) -> Result<RecordView, &'static str> {
+    let h = check_header(b)?;
+    let key = RECORD_HEADER_LEN..RECORD_HEADER_LEN + h.key_len as usize;
+    let value = key.end..key.end + h.value_len as usize;
+    if b.len() < value.end {
+        return Err("record truncated inside its value");
+    }
+    if check_value && crc32c::crc32c(&b[value.clone()]) != h.value_crc {
+        return Err("record value checksum mismatch");
+    }
+    Ok(RecordView {
+        header: h,
+        key,
+        value,
+    })
+}
+
+/// The member count carried by a BatchCommit record's value.
+pub fn commit_count(value: &[u8]) -> u32 {
+    u32_at(value, 0)
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4-byte slice"))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8-byte slice"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_round_trip_and_padding() {
+        let mut buf = Vec::new();
+        encode_record(&mut buf, RecordType::Put, 7, b"key", b"value");
+        assert_eq!(buf.len(), 32); // 24 + 3 + 5, already aligned
+        assert_eq!(buf.len() % RECORD_ALIGN, 0);
+        let v = decode_record(&buf, true).unwrap();
+        assert_eq!(&buf[v.key.clone()], b"key");
+        assert_eq!(&buf[v.value.clone()], b"value");
+        assert_eq!(v.header.seq, 7);
+        assert_eq!(v.header.ty, RecordType::Put);
+    }
+
+    #[test]
+    fn damaged_value_is_detected_but_header_survives() {
+        let mut buf = Vec::new();
+        encode_record(&mut buf, RecordType::Put, 1, b"k", b"hello");
+        buf[RECORD_HEADER_LEN + 2] ^= 1;
+        assert!(check_header(&buf).is_ok());
+        assert!(decode_record(&buf, true).is_err());
+        buf[RECORD_HEADER_LEN] ^= 1;
+        assert!(check_header(&buf).is_err());
+    }
+
+    #[test]
+    fn retype_keeps_record_valid() {
+        let mut buf = Vec::new();
+        encode_record(&mut buf, RecordType::BatchPut, 9, b"key", b"v");
+        retype_record(&mut buf, RecordType::Put);
+        let v = decode_record(&buf, true).unwrap();
+        assert_eq!(v.header.ty, RecordType::Put);
+    }
+
+    #[test]
+    fn segment_header_round_trip() {
+        let h = SegmentHeader {
+            partition: 3,
+            partitions: 16,
+            slot: 5,
+            file_id: 99,
+            order: SegmentOrder { major: 4, minor: 2 },
+            segment_bytes: 1 << 20,
+        };
+        let b = h.encode();
+        assert_eq!(SegmentHeader::decode(&b).unwrap(), h);
+        let mut bad = b;
+        bad[30] ^= 1;
+        assert!(SegmentHeader::decode(&bad).is_err());
+    }
+}

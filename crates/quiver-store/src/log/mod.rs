@@ -1,0 +1,6 @@
+//! The append-only log: record format, segment files, appending and sequential reading.
+
+pub mod format;
+pub mod reader;
+pub mod segment;
+pub mod writer;

@@ -1,0 +1,201 @@
+//! A segment file: one piece of a partition's append-only log.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use memmap2::Mmap;
+
+use crate::error::{Error, Result};
+use crate::log::format::{SegmentHeader, SEGMENT_HEADER_LEN};
+
+/// File-name suffix of a live segment.
+pub const SEGMENT_SUFFIX: &str = ".seg";
+/// File-name suffix of a compaction output that has not been committed yet.
+pub const SEGMENT_TMP_SUFFIX: &str = ".seg.tmp";
+
+/// A segment file and the handles the read backends use on it. Shared by `Arc`: a reader that
+/// looked a location up keeps the file (and its mapping) alive even if compaction retires it.
+pub struct Segment {
+    pub header: SegmentHeader,
+    pub path: PathBuf,
+    file: File,
+    /// Mapping of the whole segment capacity (mmap backend), made on first use.
+    map: OnceLock<Mmap>,
+    /// A second descriptor opened with O_DIRECT (io_uring backend), made on first use.
+    direct: OnceLock<File>,
+}
+
+pub fn segment_file_name(file_id: u64) -> String {
+    format!("{file_id:016x}{SEGMENT_SUFFIX}")
+}
+
+pub fn tmp_segment_file_name(file_id: u64) -> String {
+    format!("{file_id:016x}{SEGMENT_TMP_SUFFIX}")
+}
+
+impl Segment {
+    /// Creates a new segment file (sparse, `segment_bytes` long) and writes its header.
+    pub fn create(path: PathBuf, header: SegmentHeader) -> Result<Segment> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| Error::io("create segment", &path, e))?;
+        let init = (|| -> io::Result<()> {
+            file.write_all_at(&header.encode(), 0)?;
+            file.set_len(header.segment_bytes)
+        })();
+        if let Err(e) = init {
+            let _ = std::fs::remove_file(&path);
+            return Err(Error::io("initialise segment", &path, e));
+        }
+        Ok(Segment::from_parts(path, file, header))
+    }
+
+    /// Opens an existing segment and verifies its header.
+    pub fn open(path: PathBuf) -> Result<Segment> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io("open segment", &path, e))?;
+        let mut buf = [0u8; SEGMENT_HEADER_LEN];
+        file.read_exact_at(&mut buf, 0)
+            .map_err(|e| Error::corruption(&path, 0, format!("segment header unreadable: {e}")))?;
+        let header = SegmentHeader::decode(&buf).map_err(|r| Error::corruption(&path, 0, r))?;
+        Ok(Segment::from_parts(path, file, header))
+    }
+
+    fn from_parts(path: PathBuf, file: File, header: SegmentHeader) -> Segment {
+        Segment {
+            header,
+            path,
+            file,
+            map: OnceLock::new(),
+            direct: OnceLock::new(),
+        }
+    }
+
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    pub fn file_id(&self) -> u64 {
+        self.header.file_id
+    }
+
+    pub fn slot(&self) -> u32 {
+        self.header.slot
+    }
+
+    /// The mapping of the segment's whole capacity (the file is always that long).
+    pub fn map(&self) -> Result<&Mmap> {
+        if let Some(m) = self.map.get() {
+            return Ok(m);
+        }
+        // SAFETY: segment files are append-only: bytes below the log end never change while
+        // mapped, and the engine never reads a mapped offset beyond the log end.
+        let m = unsafe {
+            memmap2::MmapOptions::new()
+                .len(self.header.segment_bytes as usize)
+                .map(&self.file)
+        }
+        .map_err(|e| Error::io("mmap segment", &self.path, e))?;
+        let _ = self.map.set(m);
+        Ok(self.map.get().expect("set above"))
+    }
+
+    /// An O_DIRECT descriptor on the same file.
+    pub fn direct(&self) -> Result<&File> {
+        if let Some(f) = self.direct.get() {
+            return Ok(f);
+        }
+        let f = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&self.path)
+            .map_err(|e| Error::io("open segment O_DIRECT", &self.path, e))?;
+        let _ = self.direct.set(f);
+        Ok(self.direct.get().expect("set above"))
+    }
+
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        let mut done = 0;
+        while done < buf.len() {
+            match self.file.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io("read segment", &self.path, e)),
+            }
+        }
+        Ok(done)
+    }
+
+    pub fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.file
+            .write_all_at(buf, offset)
+            .map_err(|e| Error::io("write segment", &self.path, e))
+    }
+
+    /// Allocates disk blocks for `[offset, offset + len)` so a later write there cannot fail
+    /// for space. File systems without fallocate are trusted to have room.
+    pub fn reserve(&self, offset: u64, len: u64) -> Result<()> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: fallocate on a descriptor we own; mode 0 only allocates blocks.
+        let rc = unsafe {
+            libc::fallocate(self.file.as_raw_fd(), 0, offset as libc::off_t, len as libc::off_t)
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => Ok(()),
+            _ => Err(Error::io("reserve segment space", &self.path, err)),
+        }
+    }
+
+    pub fn sync_data(&self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io("fdatasync segment", &self.path, e))
+    }
+
+    /// Cuts the file at `len` and extends it again (sparse) to its capacity, so whatever lay
+    /// beyond `len` (a torn write) reads back as zeros: the clean end of the log.
+    pub fn zero_from(&self, len: u64) -> Result<()> {
+        self.file
+            .set_len(len)
+            .and_then(|_| self.file.set_len(self.header.segment_bytes))
+            .map_err(|e| Error::io("truncate segment tail", &self.path, e))
+    }
+
+    /// Segment files are always exactly their capacity long (sparse beyond the log end), so a
+    /// mapping or a read never runs past the end of the file. A file found shorter (a crash
+    /// while creating it, or damage) is extended back with zeros.
+    pub fn ensure_full_length(&self) -> Result<()> {
+        let len = self
+            .file
+            .metadata()
+            .map_err(|e| Error::io("stat segment", &self.path, e))?
+            .len();
+        if len != self.header.segment_bytes {
+            self.file
+                .set_len(self.header.segment_bytes)
+                .map_err(|e| Error::io("extend segment", &self.path, e))?;
+        }
+        Ok(())
+    }
+}
+
+/// fsyncs a directory so renames and creations in it are durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io("fsync directory", dir, e))
+}

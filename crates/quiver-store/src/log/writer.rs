@@ -1,0 +1,91 @@
+//! The append point of a partition's log: the active segment, its end, and (in `none`
+//! durability) the in-process tail buffer of records not yet written to the file.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::error::Result;
+use crate::log::segment::Segment;
+
+pub struct Appender {
+    pub segment: Arc<Segment>,
+    /// Logical end of the log in this segment (buffered bytes included).
+    end: u64,
+    /// End of what has been written to the file.
+    written: u64,
+    /// Records appended but not yet written (only in buffered mode).
+    buffer: Vec<u8>,
+    buffer_bytes_max: usize,
+    buffered: bool,
+}
+
+impl Appender {
+    pub fn new(segment: Arc<Segment>, end: u64, buffered: bool, buffer_bytes_max: usize) -> Appender {
+        Appender {
+            segment,
+            end,
+            written: end,
+            buffer: Vec::new(),
+            buffer_bytes_max,
+            buffered,
+        }
+    }
+
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.segment.header.segment_bytes
+    }
+
+    pub fn room(&self) -> u64 {
+        self.capacity() - self.end
+    }
+
+    /// Appends `bytes` (whole records) at the end and returns the offset they start at. On an
+    /// error nothing is appended: the end does not move, and a partly written run is simply
+    /// overwritten by the next append (and is a torn tail if the process dies first).
+    pub fn append(&mut self, bytes: &[u8]) -> Result<u64> {
+        debug_assert!(bytes.len() as u64 <= self.room());
+        let at = self.end;
+        if self.buffered {
+            self.buffer.extend_from_slice(bytes);
+            self.end += bytes.len() as u64;
+            if self.buffer.len() >= self.buffer_bytes_max {
+                self.flush()?;
+            }
+        } else {
+            self.segment.write_at(bytes, at)?;
+            self.end += bytes.len() as u64;
+            self.written = self.end;
+        }
+        Ok(at)
+    }
+
+    /// Writes the tail buffer to the file. On failure the buffer is kept for a later try.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        self.segment.write_at(&self.buffer, self.written)?;
+        self.written = self.end;
+        self.buffer.clear();
+        Ok(())
+    }
+
+    /// Bytes at `offset` that are still only in the tail buffer (at most `len` of them).
+    pub fn read_buffered(&self, offset: u64, len: usize) -> Option<Bytes> {
+        if offset < self.written || offset >= self.end {
+            return None;
+        }
+        let from = (offset - self.written) as usize;
+        let to = from.saturating_add(len).min(self.buffer.len());
+        Some(Bytes::copy_from_slice(&self.buffer[from..to]))
+    }
+
+    pub fn has_buffered(&self) -> bool {
+        !self.buffer.is_empty()
+    }
+}

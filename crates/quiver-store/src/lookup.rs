@@ -1,0 +1,227 @@
+//! The vector get (paper Sec. 4.2): hash all keys, prefetch their index buckets, probe all of
+//! them, read every candidate record as one batch, verify full keys, and retry only the
+//! fragment collisions from where their probe stopped.
+
+use bytes::Bytes;
+
+use crate::error::{Error, Result};
+use crate::hash::KeyHash;
+use crate::index::Probe;
+use crate::io::ReadRequest;
+use crate::log::format::{self, RECORD_HEADER_LEN};
+use crate::partition::{PartState, StoreCtx};
+
+/// What a lookup found for one key.
+#[derive(Debug)]
+pub(crate) enum Found {
+    Absent,
+    /// The key's live record: its index slot and the record bytes (`view` locates key and value).
+    Live {
+        pos: usize,
+        record: Bytes,
+        value: std::ops::Range<usize>,
+    },
+    /// The key could not be read: an I/O error, or damage that may hide it.
+    Failed(Error),
+}
+
+impl Found {
+    pub fn value(&self) -> Option<Bytes> {
+        match self {
+            Found::Live { record, value, .. } => Some(record.slice(value.clone())),
+            _ => None,
+        }
+    }
+
+    /// Takes the error out of a `Failed` result (leaving it `Absent`).
+    pub fn take_error(&mut self) -> Option<Error> {
+        match std::mem::replace(self, Found::Absent) {
+            Found::Failed(e) => Some(e),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+
+    pub fn pos(&self) -> Option<usize> {
+        match self {
+            Found::Live { pos, .. } => Some(*pos),
+            _ => None,
+        }
+    }
+}
+
+/// One key of a lookup vector.
+pub(crate) struct LookupKey<'k> {
+    /// Index into the `states` slice given to [`lookup`].
+    pub state: usize,
+    pub key: &'k [u8],
+    pub hash: KeyHash,
+}
+
+/// Looks up every key. `verify_values` also checks value checksums (gets do; puts, which only
+/// need to know where the key lives, do not).
+pub(crate) fn lookup(
+    ctx: &StoreCtx,
+    states: &[&PartState],
+    keys: &[LookupKey<'_>],
+    verify_values: bool,
+) -> Vec<Found> {
+    let n = keys.len();
+    // Prefetch every key's first index cache lines before probing any of them.
+    for k in keys {
+        states[k.state].index.prefetch(k.hash);
+    }
+    let mut probes: Vec<Probe> = keys
+        .iter()
+        .map(|k| states[k.state].index.probe(k.hash))
+        .collect();
+    let mut out: Vec<Found> = (0..n).map(|_| Found::Absent).collect();
+    // Damage seen on a candidate that might have been the key: reported if the key is not
+    // found further along its chain.
+    let mut damage: Vec<Option<Error>> = (0..n).map(|_| None).collect();
+    let mut active: Vec<usize> = (0..n).collect();
+    let mut cand_pos: Vec<usize> = vec![0; n];
+
+    while !active.is_empty() {
+        let mut reqs: Vec<ReadRequest<'_>> = Vec::with_capacity(active.len());
+        let mut who: Vec<usize> = Vec::with_capacity(active.len());
+        let mut buffered: Vec<(usize, u64, Bytes)> = Vec::new();
+        let mut next: Vec<usize> = Vec::new();
+        for &i in &active {
+            let k = &keys[i];
+            let st = states[k.state];
+            let Some((pos, loc)) = st.index.next_candidate(k.hash.fragment(), &mut probes[i])
+            else {
+                out[i] = match damage[i].take() {
+                    Some(e) => Found::Failed(e),
+                    None => Found::Absent,
+                };
+                continue;
+            };
+            cand_pos[i] = pos;
+            let (seg, offset) = match st.segs.resolve(loc) {
+                Ok(x) => x,
+                Err(e) => {
+                    // Keep probing: the key may still be further along its chain.
+                    damage[i] = Some(e);
+                    next.push(i);
+                    continue;
+                }
+            };
+            if std::sync::Arc::ptr_eq(seg, &st.appender.segment) {
+                if let Some(b) = st.appender.read_buffered(offset, usize::MAX) {
+                    buffered.push((i, offset, b));
+                    continue;
+                }
+            }
+            let hint = ctx.read_hint(k.key.len(), verify_values);
+            reqs.push(ReadRequest::new(seg, offset, hint));
+            who.push(i);
+        }
+        ctx.backend.read_records(&mut reqs);
+
+        let results = reqs
+            .into_iter()
+            .zip(who)
+            .map(|(r, i)| (i, r.segment, r.offset, r.result))
+            .chain(buffered.into_iter().map(|(i, off, b)| {
+                let seg: &crate::log::segment::Segment = &states[keys[i].state].appender.segment;
+                (i, seg, off, Ok(b))
+            }));
+        for (i, seg, offset, res) in results {
+            let bytes = match res {
+                Ok(b) => b,
+                Err(e) => {
+                    if e.is_corruption() {
+                        damage[i] = Some(e);
+                        next.push(i);
+                    } else {
+                        out[i] = Found::Failed(e);
+                    }
+                    continue;
+                }
+            };
+            match check_candidate(&bytes, keys[i].key, verify_values) {
+                Candidate::Match(value) => {
+                    out[i] = Found::Live {
+                        pos: cand_pos[i],
+                        record: bytes,
+                        value,
+                    };
+                }
+                Candidate::OtherKey => next.push(i),
+                Candidate::Damaged(reason, definite) => {
+                    let e = Error::corruption(&seg.path, offset, reason);
+                    if definite {
+                        out[i] = Found::Failed(e);
+                    } else {
+                        damage[i] = Some(e);
+                        next.push(i);
+                    }
+                }
+            }
+        }
+        active = next;
+    }
+    out
+}
+
+enum Candidate {
+    /// The record is the key's: the value's byte range.
+    Match(std::ops::Range<usize>),
+    /// A fragment collision: another key's record.
+    OtherKey,
+    /// Damage; `true` when it is certainly the key's record (its key verified, value did not).
+    Damaged(&'static str, bool),
+}
+
+fn check_candidate(bytes: &[u8], key: &[u8], verify_value: bool) -> Candidate {
+    let header = match format::check_header(bytes) {
+        Ok(h) => h,
+        Err(reason) => return Candidate::Damaged(reason, false),
+    };
+    let key_range = RECORD_HEADER_LEN..RECORD_HEADER_LEN + header.key_len as usize;
+    if &bytes[key_range.clone()] != key {
+        return Candidate::OtherKey;
+    }
+    if !header.ty.is_put() {
+        return Candidate::Damaged("index points at a record that is not a put", true);
+    }
+    let value = key_range.end..key_range.end + header.value_len as usize;
+    if bytes.len() < value.end {
+        return Candidate::Damaged("record truncated inside its value", true);
+    }
+    if verify_value && crc32c::crc32c(&bytes[value.clone()]) != header.value_crc {
+        return Candidate::Damaged("record value checksum mismatch", true);
+    }
+    Candidate::Match(value)
+}
+
+/// Looks up keys that all live in one partition.
+pub(crate) fn lookup_one_partition(
+    ctx: &StoreCtx,
+    st: &PartState,
+    keys: &[(&[u8], KeyHash)],
+    verify_values: bool,
+) -> Vec<Found> {
+    let items: Vec<LookupKey<'_>> = keys
+        .iter()
+        .map(|&(key, hash)| LookupKey {
+            state: 0,
+            key,
+            hash,
+        })
+        .collect();
+    lookup(ctx, &[st], &items, verify_values)
+}
+
+/// Turns a lookup into a get result.
+pub(crate) fn into_value(found: Found) -> Result<Option<Bytes>> {
+    match found {
+        Found::Absent => Ok(None),
+        f @ Found::Live { .. } => Ok(f.value()),
+        Found::Failed(e) => Err(e),
+    }
+}

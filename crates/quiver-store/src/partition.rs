@@ -1,0 +1,332 @@
+//! One partition: a FAWN-DS datastore — its segments, its append point, its index — and the
+//! locks that guard them.
+//!
+//! Locking model (see ARCHITECTURE.md): `state` is a reader-writer lock. Readers hold it shared
+//! from index probe to the end of their value reads, so a vector sees one state of the
+//! partition; writers hold it exclusive while they append and update the index. Operations
+//! that span partitions take the locks in ascending partition order. `maintenance` serialises
+//! index growth and compaction of the partition; they work mostly without `state` and take it
+//! exclusive only to catch up with the log tail and swap.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::error::{Error, Result};
+use crate::index::Index;
+use crate::io::ReadBackend;
+use crate::log::format::{SegmentHeader, SegmentOrder, RECORD_ALIGN, SEGMENT_HEADER_LEN};
+use crate::log::segment::{segment_file_name, sync_dir, Segment};
+use crate::log::writer::Appender;
+use crate::options::{Durability, Options};
+
+/// State shared by all partitions of a store.
+pub(crate) struct StoreCtx {
+    pub opts: Options,
+    pub backend: Box<dyn ReadBackend>,
+    /// Next segment file number (unique across the store's life).
+    pub next_file_id: AtomicU64,
+    /// Next record sequence number.
+    pub next_seq: AtomicU64,
+    /// Running estimate of value length, for first-round read sizes.
+    pub value_len_estimate: AtomicUsize,
+}
+
+impl StoreCtx {
+    pub fn alloc_file_id(&self) -> u64 {
+        self.next_file_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn alloc_seq(&self) -> u64 {
+        self.next_seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Records the length of a value written, keeping a cheap running estimate.
+    pub fn observe_value_len(&self, len: usize) {
+        let old = self.value_len_estimate.load(Ordering::Relaxed);
+        let new = (old * 7 + len) / 8;
+        if new != old {
+            self.value_len_estimate.store(new, Ordering::Relaxed);
+        }
+    }
+
+    /// First-round read length for a record with a `key_len`-byte key.
+    pub fn read_hint(&self, key_len: usize, with_value: bool) -> usize {
+        /// Upper bound of a first-round read: larger records take a second round.
+        const FIRST_READ_BYTES_MAX: usize = 4096;
+        let value = if with_value {
+            self.value_len_estimate.load(Ordering::Relaxed)
+        } else {
+            0
+        };
+        crate::io::record_read_hint(key_len, value)
+            .next_multiple_of(RECORD_ALIGN)
+            .min(FIRST_READ_BYTES_MAX)
+    }
+}
+
+/// The segments of a partition: in log order, and by addressing slot.
+#[derive(Clone)]
+pub(crate) struct SegmentSet {
+    /// Log order; the last one is the active (appended-to) segment.
+    pub ordered: Vec<Arc<Segment>>,
+    /// Slot -> segment. Also holds compaction outputs not yet in `ordered`.
+    by_slot: Vec<Option<Arc<Segment>>>,
+    /// 8-byte units per slot: `segment_bytes / 8`.
+    span: u64,
+    slots_max: u64,
+}
+
+impl SegmentSet {
+    pub fn new(segment_bytes: u64) -> SegmentSet {
+        let span = segment_bytes / RECORD_ALIGN as u64;
+        SegmentSet {
+            ordered: Vec::new(),
+            by_slot: Vec::new(),
+            span,
+            slots_max: (1u64 << 32) / span,
+        }
+    }
+
+    pub fn slot(&self, slot: u32) -> Option<&Arc<Segment>> {
+        self.by_slot.get(slot as usize).and_then(|s| s.as_ref())
+    }
+
+    /// Index location of `offset` in the segment at `slot`.
+    #[inline]
+    pub fn loc(&self, slot: u32, offset: u64) -> u32 {
+        debug_assert_eq!(offset % RECORD_ALIGN as u64, 0);
+        (slot as u64 * self.span + offset / RECORD_ALIGN as u64) as u32
+    }
+
+    /// (slot, offset) of an index location.
+    #[inline]
+    pub fn locate(&self, loc: u32) -> (u32, u64) {
+        let loc = loc as u64;
+        ((loc / self.span) as u32, (loc % self.span) * RECORD_ALIGN as u64)
+    }
+
+    /// Segment and offset of a location; an error if no segment has that slot (which only a
+    /// damaged checkpoint could cause).
+    pub fn resolve(&self, loc: u32) -> Result<(&Arc<Segment>, u64)> {
+        let (slot, offset) = self.locate(loc);
+        match self.slot(slot) {
+            Some(seg) if offset >= SEGMENT_HEADER_LEN as u64 => Ok((seg, offset)),
+            _ => Err(Error::corruption(
+                PathBuf::from(format!("<slot {slot}>")),
+                offset,
+                "index location names no segment",
+            )),
+        }
+    }
+
+    /// Smallest free slot.
+    pub fn free_slot(&self, partition: u32) -> Result<u32> {
+        if let Some(i) = self.by_slot.iter().position(|s| s.is_none()) {
+            return Ok(i as u32);
+        }
+        if (self.by_slot.len() as u64) < self.slots_max {
+            return Ok(self.by_slot.len() as u32);
+        }
+        Err(Error::PartitionFull { partition })
+    }
+
+    /// Registers a segment under its slot (not in log order).
+    pub fn register(&mut self, seg: Arc<Segment>) {
+        let slot = seg.slot() as usize;
+        if self.by_slot.len() <= slot {
+            self.by_slot.resize(slot + 1, None);
+        }
+        debug_assert!(self.by_slot[slot].is_none(), "slot {slot} taken twice");
+        self.by_slot[slot] = Some(seg);
+    }
+
+    pub fn unregister(&mut self, slot: u32) {
+        if let Some(s) = self.by_slot.get_mut(slot as usize) {
+            *s = None;
+        }
+    }
+
+    /// Registers and appends to log order.
+    pub fn push(&mut self, seg: Arc<Segment>) {
+        self.register(seg.clone());
+        self.ordered.push(seg);
+    }
+
+    pub fn active(&self) -> &Arc<Segment> {
+        self.ordered.last().expect("a partition always has an active segment")
+    }
+}
+
+/// Per-partition counters kept with the index.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Counters {
+    /// Records in the log (all types).
+    pub records: u64,
+    /// Records no longer needed: overwritten or deleted values, tombstones, commit records.
+    pub dead: u64,
+}
+
+pub(crate) struct PartState {
+    pub index: Index,
+    pub segs: SegmentSet,
+    pub appender: Appender,
+    pub counters: Counters,
+    /// Bytes ever appended (monotonic), the position group commit waits on.
+    pub appended_lsn: u64,
+    /// Changed since the last checkpoint.
+    pub dirty: bool,
+}
+
+/// Group commit: one fdatasync serves every writer waiting for it.
+#[derive(Default)]
+pub(crate) struct GroupCommit {
+    state: Mutex<SyncState>,
+    done: Condvar,
+}
+
+#[derive(Default)]
+struct SyncState {
+    synced_lsn: u64,
+    syncing: bool,
+}
+
+pub(crate) struct Partition {
+    pub id: u32,
+    pub dir: PathBuf,
+    pub state: RwLock<PartState>,
+    pub commit: GroupCommit,
+    pub maintenance: Mutex<()>,
+}
+
+pub fn partition_dir(root: &Path, id: u32) -> PathBuf {
+    root.join(format!("p{id:04}"))
+}
+
+impl PartState {
+    /// Makes room for `len` more bytes in the active segment, starting a new segment if needed.
+    pub fn ensure_room(&mut self, ctx: &StoreCtx, part: u32, dir: &Path, len: u64) -> Result<()> {
+        let capacity = ctx.opts.segment_bytes - SEGMENT_HEADER_LEN as u64;
+        if len > capacity {
+            return Err(Error::BatchTooLarge {
+                bytes: len,
+                max: capacity,
+            });
+        }
+        if self.appender.room() >= len {
+            return Ok(());
+        }
+        self.rotate(ctx, part, dir)
+    }
+
+    /// Seals the active segment and starts a new one.
+    pub fn rotate(&mut self, ctx: &StoreCtx, part: u32, dir: &Path) -> Result<()> {
+        self.appender.flush()?;
+        if ctx.opts.durability == Durability::Fsync {
+            // Synced positions must stay monotonic across segments: the group-commit syncer
+            // only syncs the active segment.
+            self.appender.segment.sync_data()?;
+        }
+        let last = self.segs.active().header.order;
+        let seg = new_segment(
+            ctx,
+            part,
+            dir,
+            self.segs.free_slot(part)?,
+            SegmentOrder {
+                major: last.major + 1,
+                minor: 0,
+            },
+        )?;
+        if ctx.opts.durability == Durability::Fsync {
+            sync_dir(dir)?;
+        }
+        let seg = Arc::new(seg);
+        self.segs.push(seg.clone());
+        self.appender = Appender::new(
+            seg,
+            SEGMENT_HEADER_LEN as u64,
+            ctx.opts.durability == Durability::None,
+            ctx.opts.write_buffer_bytes_max,
+        );
+        Ok(())
+    }
+
+    /// Appends whole records; returns their start offset in the active segment.
+    pub fn append(&mut self, bytes: &[u8]) -> Result<u64> {
+        let at = self.appender.append(bytes)?;
+        self.appended_lsn += bytes.len() as u64;
+        self.dirty = true;
+        Ok(at)
+    }
+}
+
+/// Creates a segment file for partition `part` (not yet registered anywhere).
+pub(crate) fn new_segment(
+    ctx: &StoreCtx,
+    part: u32,
+    dir: &Path,
+    slot: u32,
+    order: SegmentOrder,
+) -> Result<Segment> {
+    let file_id = ctx.alloc_file_id();
+    new_segment_at(ctx, part, &dir.join(segment_file_name(file_id)), file_id, slot, order)
+}
+
+/// Creates a segment file at `path`.
+pub(crate) fn new_segment_at(
+    ctx: &StoreCtx,
+    part: u32,
+    path: &Path,
+    file_id: u64,
+    slot: u32,
+    order: SegmentOrder,
+) -> Result<Segment> {
+    Segment::create(
+        path.to_path_buf(),
+        SegmentHeader {
+            partition: part,
+            partitions: ctx.opts.partitions,
+            slot,
+            file_id,
+            order,
+            segment_bytes: ctx.opts.segment_bytes,
+        },
+    )
+}
+
+impl Partition {
+    /// Blocks until everything appended up to `lsn` is on stable storage (fsync durability).
+    /// Concurrent callers share one fdatasync.
+    pub fn wait_durable(&self, lsn: u64) -> Result<()> {
+        loop {
+            {
+                let mut g = self.commit.state.lock();
+                loop {
+                    if g.synced_lsn >= lsn {
+                        return Ok(());
+                    }
+                    if !g.syncing {
+                        g.syncing = true;
+                        break;
+                    }
+                    self.commit.done.wait(&mut g);
+                }
+            }
+            let (target, seg) = {
+                let st = self.state.read();
+                (st.appended_lsn, st.appender.segment.clone())
+            };
+            let res = seg.sync_data();
+            let mut g = self.commit.state.lock();
+            g.syncing = false;
+            if res.is_ok() {
+                g.synced_lsn = g.synced_lsn.max(target);
+            }
+            self.commit.done.notify_all();
+            res?;
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! Opening a partition: finish an interrupted compaction, open its segments, load the index
+//! checkpoint and replay the log after it (or rebuild the index from the whole log), truncate a
+//! torn tail, and hand back batches whose fate depends on other partitions.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::builder::{IndexBuilder, Member};
+use crate::checkpoint;
+use crate::error::{Error, Result};
+use crate::index::Index;
+use crate::log::format::SEGMENT_HEADER_LEN;
+use crate::log::reader::{Scanner, Step};
+use crate::log::segment::{Segment, SEGMENT_SUFFIX};
+use crate::maintenance;
+use crate::partition::{SegmentSet, StoreCtx};
+
+/// What opening the store found and did.
+#[derive(Clone, Debug, Default)]
+pub struct RecoveryReport {
+    pub partitions_from_checkpoint: u32,
+    pub partitions_rebuilt: u32,
+    /// Records replayed from the logs.
+    pub records_replayed: u64,
+    /// Torn tails truncated (file and offset).
+    pub torn_tails: Vec<String>,
+    /// Damage found in the middle of logs or in files (reported, never returned as data).
+    pub damage: Vec<String>,
+    /// Checkpoints not used, and why.
+    pub checkpoints_ignored: Vec<String>,
+    /// Multi-partition batches completed by writing their missing commit records.
+    pub batches_repaired: u64,
+    /// Batches interrupted before any commit record: discarded.
+    pub batches_aborted: u64,
+}
+
+/// Progress of index rebuilding, for the CLI's progress bar.
+#[derive(Clone, Copy, Debug)]
+pub struct RecoveryProgress {
+    pub partition: u32,
+    pub partitions: u32,
+    pub bytes_done: u64,
+    pub bytes_total: u64,
+}
+
+/// A partition after replay, before cross-partition batch resolution.
+pub(crate) struct Recovered {
+    pub segs: SegmentSet,
+    pub builder: IndexBuilder,
+    /// End of the log in the last segment (None: the partition has no segment yet).
+    pub end_offset: Option<u64>,
+    pub pending: HashMap<u64, Vec<Member>>,
+    pub max_file_id: u64,
+}
+
+pub(crate) fn recover_partition(
+    ctx: &StoreCtx,
+    part: u32,
+    dir: &Path,
+    report: &mut RecoveryReport,
+    progress: &mut dyn FnMut(RecoveryProgress),
+) -> Result<Recovered> {
+    fs::create_dir_all(dir).map_err(|e| Error::io("create partition directory", dir, e))?;
+    let mut max_file_id = maintenance::finish_interrupted(dir)?;
+    let segs = open_segments(ctx, part, dir, report, &mut max_file_id)?;
+    let bytes_total: u64 = segs
+        .ordered
+        .iter()
+        .map(|s| {
+            use std::os::unix::fs::MetadataExt;
+            s.file().metadata().map(|m| m.blocks() * 512).unwrap_or(0)
+        })
+        .sum();
+    let mut prog = |done: u64| {
+        progress(RecoveryProgress {
+            partition: part,
+            partitions: ctx.opts.partitions,
+            bytes_done: done,
+            bytes_total,
+        })
+    };
+
+    let ckpt = match checkpoint::load(dir, part, &segs) {
+        Ok(c) => c,
+        Err(reason) => {
+            report
+                .checkpoints_ignored
+                .push(format!("{}: {reason}", checkpoint::checkpoint_path(dir).display()));
+            None
+        }
+    };
+    if let Some(ck) = ckpt {
+        let mut b = IndexBuilder::new(ck.index);
+        b.counters = ck.counters;
+        b.max_seq = ck.max_seq;
+        let start = segs
+            .ordered
+            .iter()
+            .position(|s| s.file_id() == ck.end_file_id)
+            .expect("checkpoint::load matched its segments");
+        let end = replay(&segs, start, ck.end_offset, &mut b, report, &mut prog)?;
+        if !b.too_full() {
+            report.partitions_from_checkpoint += 1;
+            return Ok(finish(segs, b, end, max_file_id));
+        }
+    }
+
+    // No usable checkpoint: rebuild from the whole log, sized by counting records first.
+    report.partitions_rebuilt += 1;
+    let puts = count_puts(&segs)?;
+    let mut capacity_keys = (puts as usize).max((ctx.opts.expected_keys / ctx.opts.partitions as u64) as usize);
+    loop {
+        let mut b = IndexBuilder::new(Index::for_keys(capacity_keys));
+        let end = replay(&segs, 0, SEGMENT_HEADER_LEN as u64, &mut b, report, &mut prog)?;
+        if !b.too_full() {
+            return Ok(finish(segs, b, end, max_file_id));
+        }
+        capacity_keys = capacity_keys * 2 + 1024;
+    }
+}
+
+fn finish(segs: SegmentSet, mut b: IndexBuilder, end: Option<u64>, max_file_id: u64) -> Recovered {
+    let pending = b.take_pending();
+    Recovered {
+        segs,
+        builder: b,
+        end_offset: end,
+        pending,
+        max_file_id,
+    }
+}
+
+fn open_segments(
+    ctx: &StoreCtx,
+    part: u32,
+    dir: &Path,
+    report: &mut RecoveryReport,
+    max_file_id: &mut u64,
+) -> Result<SegmentSet> {
+    let mut found: Vec<Segment> = Vec::new();
+    let entries = fs::read_dir(dir).map_err(|e| Error::io("list partition directory", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("list partition directory", dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.ends_with(SEGMENT_SUFFIX) {
+            continue;
+        }
+        match Segment::open(entry.path()) {
+            Ok(seg) => {
+                *max_file_id = (*max_file_id).max(seg.file_id());
+                let h = seg.header;
+                if h.partition != part
+                    || h.partitions != ctx.opts.partitions
+                    || h.segment_bytes != ctx.opts.segment_bytes
+                {
+                    report.damage.push(format!(
+                        "{}: segment belongs to another layout (partition {} of {}, {} bytes); skipped",
+                        seg.path.display(),
+                        h.partition,
+                        h.partitions,
+                        h.segment_bytes
+                    ));
+                    continue;
+                }
+                found.push(seg);
+            }
+            Err(e) => report.damage.push(format!("{e}; segment skipped")),
+        }
+    }
+    found.sort_by_key(|s| s.header.order);
+    let mut segs = SegmentSet::new(ctx.opts.segment_bytes);
+    for seg in found {
+        if segs.slot(seg.slot()).is_some() {
+            report.damage.push(format!(
+                "{}: slot {} used twice; segment skipped",
+                seg.path.display(),
+                seg.slot()
+            ));
+            continue;
+        }
+        seg.ensure_full_length()?;
+        segs.push(Arc::new(seg));
+    }
+    Ok(segs)
+}
+
+/// Counts put records (an upper bound of live keys) to size a rebuilt index.
+fn count_puts(segs: &SegmentSet) -> Result<u64> {
+    let mut puts = 0;
+    for seg in &segs.ordered {
+        let mut sc = Scanner::new(seg, SEGMENT_HEADER_LEN as u64, u64::MAX, false);
+        loop {
+            match sc.next_step()? {
+                Step::Record { header, .. } => puts += header.ty.is_put() as u64,
+                Step::Damaged { .. } => {}
+                Step::End { .. } => break,
+            }
+        }
+    }
+    Ok(puts)
+}
+
+/// Replays segments `start..` (the first from `offset`) into `b`; truncates a torn tail in the
+/// last segment. Returns the log end in the last segment.
+fn replay(
+    segs: &SegmentSet,
+    start: usize,
+    offset: u64,
+    b: &mut IndexBuilder,
+    report: &mut RecoveryReport,
+    prog: &mut dyn FnMut(u64),
+) -> Result<Option<u64>> {
+    let mut end = None;
+    let mut done = 0u64;
+    let last = segs.ordered.len().saturating_sub(1);
+    for (i, seg) in segs.ordered.iter().enumerate().skip(start) {
+        let from = if i == start { offset } else { SEGMENT_HEADER_LEN as u64 };
+        let mut sc = Scanner::new(seg, from, u64::MAX, false);
+        loop {
+            match sc.next_step()? {
+                Step::Record { offset, header, .. } => {
+                    let loc = segs.loc(seg.slot(), offset);
+                    b.apply(segs, loc, &header, sc.record())?;
+                    report.records_replayed += 1;
+                }
+                Step::Damaged {
+                    offset,
+                    resume_at,
+                    reason,
+                } => report.damage.push(format!(
+                    "{} at offset {offset}: {reason}; {} bytes skipped up to the next valid record",
+                    seg.path.display(),
+                    resume_at - offset
+                )),
+                Step::End { offset, torn } => {
+                    if let Some(reason) = torn {
+                        if i == last {
+                            seg.zero_from(offset)?;
+                            report.torn_tails.push(format!(
+                                "{} at offset {offset}: {reason}; truncated",
+                                seg.path.display()
+                            ));
+                        } else {
+                            report.damage.push(format!(
+                                "{} at offset {offset}: {reason}; the rest of the segment is unreadable",
+                                seg.path.display()
+                            ));
+                        }
+                    }
+                    end = Some(offset);
+                    done += offset;
+                    prog(done);
+                    break;
+                }
+            }
+        }
+    }
+    if end.is_none() {
+        end = segs.ordered.last().map(|_| offset);
+    }
+    Ok(end)
+}

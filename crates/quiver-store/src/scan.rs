@@ -1,0 +1,226 @@
+//! SCAN: cursor-based, unordered iteration with Redis semantics. A cursor is a position in
+//! hash order — `partition << 32 | order` — not a slot number, so it stays meaningful when an
+//! index is resized or compacted between calls: every key present for the whole scan is
+//! returned at least once.
+
+use bytes::Bytes;
+
+use crate::error::Result;
+use crate::hash::KeyHash;
+use crate::io::ReadRequest;
+use crate::log::format::{self, RECORD_HEADER_LEN};
+use crate::partition::{Partition, StoreCtx};
+
+/// One page of a scan.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScanPage {
+    /// Cursor for the next call; 0 when the scan is complete.
+    pub cursor: u64,
+    pub keys: Vec<Bytes>,
+}
+
+pub(crate) fn scan(
+    ctx: &StoreCtx,
+    parts: &[Partition],
+    cursor: u64,
+    pattern: Option<&[u8]>,
+    count: usize,
+) -> Result<ScanPage> {
+    let count = count.max(1);
+    let mut page = ScanPage::default();
+    let mut cursor = cursor;
+    let mut visited = 0usize;
+    loop {
+        let p = (cursor >> 32) as usize;
+        if p >= parts.len() {
+            page.cursor = 0;
+            return Ok(page);
+        }
+        let (next_order, n) = scan_partition(ctx, &parts[p], cursor as u32, count - visited, pattern, &mut page.keys)?;
+        visited += n;
+        cursor = match next_order {
+            Some(o) => ((p as u64) << 32) | o as u64,
+            None if p + 1 < parts.len() => (p as u64 + 1) << 32,
+            None => 0,
+        };
+        if cursor == 0 || visited >= count {
+            page.cursor = cursor;
+            return Ok(page);
+        }
+    }
+}
+
+/// Returns keys of partition `part` with order in `[from, end)` for an `end` chosen so about
+/// `budget` slots are visited; `None` as next order when the partition is done.
+fn scan_partition(
+    ctx: &StoreCtx,
+    part: &Partition,
+    from: u32,
+    budget: usize,
+    pattern: Option<&[u8]>,
+    keys: &mut Vec<Bytes>,
+) -> Result<(Option<u32>, usize)> {
+    let st = part.state.read();
+    let ix = &st.index;
+    let cap = ix.capacity();
+    let start = ix.home(KeyHash(from as u64));
+    // Phase 1: `budget` live slots from the start slot; the end slot bounds the order range.
+    let mut locs: Vec<u32> = Vec::new();
+    let mut pos = start;
+    let mut live_seen = 0;
+    while pos < cap && live_seen < budget {
+        if let Some(loc) = ix.live_at(pos) {
+            locs.push(loc);
+            live_seen += 1;
+        }
+        pos += 1;
+    }
+    let end_slot = pos;
+    let end_order: u64 = if end_slot >= cap {
+        1 << 32
+    } else {
+        ix.first_order_of_slot(end_slot)
+    };
+    // Phase 2: keys whose home is before the end slot may sit after it, up to the next empty
+    // slot (wrapping around the table end), but never past the start slot again.
+    let mut p2 = end_slot % cap;
+    let whole_table = end_slot == cap && start == 0;
+    while !whole_table && p2 != start && !ix.is_empty_at(p2) {
+        if let Some(loc) = ix.live_at(p2) {
+            locs.push(loc);
+        }
+        p2 = (p2 + 1) % cap;
+    }
+    // Read the candidates' keys as one vector and keep those in [from, end_order).
+    let mut reqs: Vec<ReadRequest<'_>> = Vec::with_capacity(locs.len());
+    for &loc in &locs {
+        if let Ok((seg, off)) = st.segs.resolve(loc) {
+            reqs.push(ReadRequest::new(seg, off, ctx.read_hint(64, false)));
+        }
+    }
+    ctx.backend.read_records(&mut reqs);
+    for r in reqs {
+        let Ok(bytes) = r.result else { continue };
+        let Ok(h) = format::check_header(&bytes) else { continue };
+        let key = bytes.slice(RECORD_HEADER_LEN..RECORD_HEADER_LEN + h.key_len as usize);
+        let order = KeyHash::of(&key).order() as u64;
+        if order < from as u64 || order >= end_order {
+            continue;
+        }
+        if pattern.is_none_or(|p| glob_match(p, &key)) {
+            keys.push(key);
+        }
+    }
+    let next = (end_order < (1 << 32)).then_some(end_order as u32);
+    Ok((next, live_seen.max(1)))
+}
+
+/// Redis glob matching (`*`, `?`, `[abc]`, `[^a-z]`, `\x`), on bytes.
+pub fn glob_match(pattern: &[u8], s: &[u8]) -> bool {
+    let (mut p, mut i) = (0usize, 0usize);
+    // Backtracking point for the last `*`: (pattern index after it, string index).
+    let mut star: Option<(usize, usize)> = None;
+    while i < s.len() {
+        if p < pattern.len() {
+            match pattern[p] {
+                b'*' => {
+                    while p < pattern.len() && pattern[p] == b'*' {
+                        p += 1;
+                    }
+                    if p == pattern.len() {
+                        return true;
+                    }
+                    star = Some((p, i));
+                    continue;
+                }
+                b'?' => {
+                    p += 1;
+                    i += 1;
+                    continue;
+                }
+                b'[' => {
+                    if let Some((matched, next)) = class_match(pattern, p, s[i]) {
+                        if matched {
+                            p = next;
+                            i += 1;
+                            continue;
+                        }
+                    }
+                }
+                b'\\' if p + 1 < pattern.len() => {
+                    if pattern[p + 1] == s[i] {
+                        p += 2;
+                        i += 1;
+                        continue;
+                    }
+                }
+                c => {
+                    if c == s[i] {
+                        p += 1;
+                        i += 1;
+                        continue;
+                    }
+                }
+            }
+        }
+        match star {
+            Some((sp, si)) => {
+                p = sp;
+                i = si + 1;
+                star = Some((sp, si + 1));
+            }
+            None => return false,
+        }
+    }
+    pattern[p..].iter().all(|&c| c == b'*')
+}
+
+/// Matches `c` against the class starting at `pattern[p] == '['`; returns (matched, index
+/// after the class). An unterminated class runs to the end of the pattern, as in Redis.
+fn class_match(pattern: &[u8], p: usize, c: u8) -> Option<(bool, usize)> {
+    let mut j = p + 1;
+    let negate = j < pattern.len() && pattern[j] == b'^';
+    if negate {
+        j += 1;
+    }
+    let mut matched = false;
+    while j < pattern.len() && pattern[j] != b']' {
+        if pattern[j] == b'\\' && j + 1 < pattern.len() {
+            matched |= pattern[j + 1] == c;
+            j += 2;
+        } else if j + 2 < pattern.len() && pattern[j + 1] == b'-' && pattern[j + 2] != b']' {
+            let (a, b) = (pattern[j].min(pattern[j + 2]), pattern[j].max(pattern[j + 2]));
+            matched |= a <= c && c <= b;
+            j += 3;
+        } else {
+            matched |= pattern[j] == c;
+            j += 1;
+        }
+    }
+    let next = if j < pattern.len() { j + 1 } else { j };
+    Some((matched != negate, next))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match(b"*", b"anything"));
+        assert!(glob_match(b"h?llo", b"hello"));
+        assert!(glob_match(b"h*llo", b"heeeello"));
+        assert!(glob_match(b"h[ae]llo", b"hallo"));
+        assert!(!glob_match(b"h[ae]llo", b"hillo"));
+        assert!(glob_match(b"h[^e]llo", b"hallo"));
+        assert!(!glob_match(b"h[^e]llo", b"hello"));
+        assert!(glob_match(b"h[a-b]llo", b"hbllo"));
+        assert!(glob_match(b"key:\\*", b"key:*"));
+        assert!(!glob_match(b"key:\\*", b"key:x"));
+        assert!(glob_match(b"user:*:name", b"user:42:name"));
+        assert!(!glob_match(b"user:*:name", b"user:42:age"));
+        assert!(glob_match(b"", b""));
+        assert!(!glob_match(b"", b"a"));
+        assert!(glob_match(b"a*", b"a"));
+    }
+}
