@@ -4,6 +4,7 @@
 
 pub mod batch;
 mod builder;
+mod check;
 mod checkpoint;
 pub mod error;
 pub mod hash;
@@ -21,6 +22,7 @@ pub mod scan;
 mod store;
 mod write;
 
+pub use check::CheckReport;
 pub use batch::{Batch, BatchAction, BatchOp, BatchOutcome, Precondition};
 pub use error::{Error, Result};
 pub use maintenance::MaintenanceReport;

@@ -86,7 +86,11 @@ pub(crate) fn run(
     for _ in 0..RESIZE_ATTEMPTS_MAX {
         match attempt(ctx, part, mode, extra)? {
             Some(report) => {
-                save_checkpoint(ctx, part)?;
+                if mode == Mode::Compact {
+                    // The old checkpoint names the retired segments: without a new one the
+                    // next open would rebuild this partition from its logs.
+                    save_checkpoint(ctx, part)?;
+                }
                 return Ok(report);
             }
             None => extra = extra * 2 + part.state.read().index.live() + 1024,
@@ -512,7 +516,10 @@ pub(crate) fn save_checkpoint(ctx: &StoreCtx, part: &Partition) -> Result<()> {
     let bytes = {
         let mut st = part.state.write();
         st.appender.flush()?;
-        st.segs.active().sync_data()?;
+        // Segments rotated in since the first pass are synced here, with the active one.
+        for seg in st.segs.ordered.iter().filter(|s| !sealed.iter().any(|x| Arc::ptr_eq(x, s))) {
+            seg.sync_data()?;
+        }
         let list: Vec<(u64, u32)> = st
             .segs
             .ordered

@@ -630,6 +630,15 @@ impl Store {
         s
     }
 
+    /// Verifies every record and every index entry; see [`CheckReport`].
+    pub fn check(&self) -> Result<crate::CheckReport> {
+        let mut report = crate::CheckReport::default();
+        for part in &self.inner.parts {
+            crate::check::check_partition(part, &mut report)?;
+        }
+        Ok(report)
+    }
+
     // ---- durability and maintenance ----
 
     /// Writes buffered records to the OS and fdatasyncs every partition's log.

@@ -290,6 +290,19 @@ mod tests {
         assert_eq!(v.header.ty, RecordType::Put);
     }
 
+    /// The worked example of docs/log_format.md, byte for byte.
+    #[test]
+    fn worked_example() {
+        let mut buf = Vec::new();
+        encode_record(&mut buf, RecordType::Put, 7, b"key", b"value");
+        let hex: Vec<String> = buf.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex.join(" "),
+            "5b 6b f2 60 63 03 e0 e1 07 00 00 00 00 00 00 00 01 00 03 00 05 00 00 00 \
+             6b 65 79 76 61 6c 75 65"
+        );
+    }
+
     #[test]
     fn damaged_value_is_detected_but_header_survives() {
         let mut buf = Vec::new();

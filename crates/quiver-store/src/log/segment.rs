@@ -24,8 +24,9 @@ pub struct Segment {
     file: File,
     /// Mapping of the whole segment capacity (mmap backend), made on first use.
     map: OnceLock<Mmap>,
-    /// A second descriptor opened with O_DIRECT (io_uring backend), made on first use.
-    direct: OnceLock<File>,
+    /// A second descriptor opened with O_DIRECT (io_uring backend), made on first use; `None`
+    /// remembers that the file system refused O_DIRECT (EINVAL), so it is not asked again.
+    direct: OnceLock<Option<File>>,
 }
 
 pub fn segment_file_name(file_id: u64) -> String {
@@ -109,18 +110,35 @@ impl Segment {
         Ok(self.map.get().expect("set above"))
     }
 
-    /// An O_DIRECT descriptor on the same file.
+    /// An O_DIRECT descriptor on the same file. EINVAL means the file system has no O_DIRECT.
     pub fn direct(&self) -> Result<&File> {
+        let unsupported = || {
+            Err(Error::io(
+                "open segment O_DIRECT",
+                &self.path,
+                io::Error::from_raw_os_error(libc::EINVAL),
+            ))
+        };
         if let Some(f) = self.direct.get() {
-            return Ok(f);
+            return f.as_ref().map_or_else(unsupported, Ok);
         }
-        let f = OpenOptions::new()
+        match OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_DIRECT)
             .open(&self.path)
-            .map_err(|e| Error::io("open segment O_DIRECT", &self.path, e))?;
-        let _ = self.direct.set(f);
-        Ok(self.direct.get().expect("set above"))
+        {
+            Ok(f) => {
+                let _ = self.direct.set(Some(f));
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                let _ = self.direct.set(None);
+            }
+            Err(e) => return Err(Error::io("open segment O_DIRECT", &self.path, e)),
+        }
+        match self.direct.get().expect("set above") {
+            Some(f) => Ok(f),
+            None => unsupported(),
+        }
     }
 
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {

@@ -194,6 +194,9 @@ fn compaction_reclaims_and_keeps_data() {
         let after = s.stats();
         assert!(after.disk_bytes < before.disk_bytes, "{before:?} -> {after:?}");
         assert_eq!(s.len(), n / 2);
+        let check = s.check().unwrap();
+        assert!(check.is_ok(), "{check:?}");
+        assert_eq!(check.index_entries, n / 2);
         for i in 0..n {
             let want = (i >= n / 2).then(|| value(i, 4));
             assert_eq!(s.get(&key(i)).unwrap().map(|v| v.to_vec()), want);
