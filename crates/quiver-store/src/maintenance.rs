@@ -504,6 +504,12 @@ pub(crate) fn finish_interrupted(dir: &Path) -> Result<u64> {
 /// Writes the partition's checkpoint. The log it refers to is made durable first, so the
 /// checkpoint never points at records a power loss could take away.
 pub(crate) fn save_checkpoint(ctx: &StoreCtx, part: &Partition) -> Result<()> {
+    // Checkpoints are saved from the background thread, from maintenance and on demand; two
+    // saves at once would share the partition's temporary file (one rename fails) or let an
+    // older snapshot replace a newer one. Encoding and writing are serialised (checkpoints are
+    // rare; the lock is taken before any partition lock, so it cannot deadlock).
+    static SAVING: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+    let _saving = SAVING.lock();
     let sealed: Vec<Arc<Segment>> = {
         let mut st = part.state.write();
         st.appender.flush()?;
@@ -539,5 +545,10 @@ pub(crate) fn save_checkpoint(ctx: &StoreCtx, part: &Partition) -> Result<()> {
         st.dirty = false;
         bytes
     };
-    checkpoint::write(&part.dir, &bytes)
+    let written = checkpoint::write(&part.dir, &bytes);
+    if written.is_err() {
+        // Not saved after all: the background thread must try again.
+        part.state.write().dirty = true;
+    }
+    written
 }

@@ -167,6 +167,14 @@ fn open_segments(
                 }
                 found.push(seg);
             }
+            Err(_) if creation_interrupted(&entry.path()) => {
+                let path = entry.path();
+                fs::remove_file(&path).map_err(|e| Error::io("remove unfinished segment", &path, e))?;
+                report.torn_tails.push(format!(
+                    "{}: empty segment file (a crash interrupted its creation); removed",
+                    path.display()
+                ));
+            }
             Err(e) => report.damage.push(format!("{e}; segment skipped")),
         }
     }
@@ -185,6 +193,17 @@ fn open_segments(
         segs.push(Arc::new(seg));
     }
     Ok(segs)
+}
+
+/// Whether a segment file that does not open is shorter than its header and holds only zeros:
+/// a crash came between creating the file and writing its header, so it never held a record.
+fn creation_interrupted(path: &Path) -> bool {
+    match fs::metadata(path) {
+        Ok(m) if m.len() < SEGMENT_HEADER_LEN as u64 => {
+            fs::read(path).is_ok_and(|b| b.iter().all(|&x| x == 0))
+        }
+        _ => false,
+    }
 }
 
 /// Counts put records (an upper bound of live keys) to size a rebuilt index.
@@ -218,9 +237,26 @@ fn replay(
     let last = segs.ordered.len().saturating_sub(1);
     for (i, seg) in segs.ordered.iter().enumerate().skip(start) {
         let from = if i == start { offset } else { SEGMENT_HEADER_LEN as u64 };
-        let mut sc = Scanner::new(seg, from, u64::MAX, false);
+        // Values are verified in the last segment: a write cut short there (a crash, a full
+        // disk) can leave a whole header and key before a partial value. Such a record is held
+        // back: if it is the last one, it is the torn tail (the key keeps its previous value);
+        // if records follow, it is damage in the middle and is indexed, so a read reports it.
+        let mut sc = Scanner::new(seg, from, u64::MAX, i == last);
+        let mut held: Option<(u64, crate::log::format::RecordHeader, Vec<u8>)> = None;
         loop {
-            match sc.next_step()? {
+            let step = sc.next_step()?;
+            if !matches!(step, Step::End { .. }) {
+                if let Some((offset, header, rec)) = held.take() {
+                    b.apply(segs, segs.loc(seg.slot(), offset), &header, &rec)?;
+                    report.records_replayed += 1;
+                }
+            }
+            match step {
+                Step::Record {
+                    offset,
+                    header,
+                    value_ok: false,
+                } => held = Some((offset, header, sc.record().to_vec())),
                 Step::Record { offset, header, .. } => {
                     let loc = segs.loc(seg.slot(), offset);
                     b.apply(segs, loc, &header, sc.record())?;
@@ -236,6 +272,10 @@ fn replay(
                     resume_at - offset
                 )),
                 Step::End { offset, torn } => {
+                    let (offset, torn) = match held.take() {
+                        Some((at, ..)) => (at, Some("record value checksum mismatch (value cut short)")),
+                        None => (offset, torn),
+                    };
                     if let Some(reason) = torn {
                         if i == last {
                             seg.zero_from(offset)?;

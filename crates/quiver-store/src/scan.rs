@@ -93,14 +93,25 @@ fn scan_partition(
     }
     // Read the candidates' keys as one vector and keep those in [from, end_order).
     let mut reqs: Vec<ReadRequest<'_>> = Vec::with_capacity(locs.len());
+    // Records still in the tail buffer (`none` durability) are not in the file yet.
+    let mut buffered: Vec<Bytes> = Vec::new();
     for &loc in &locs {
         if let Ok((seg, off)) = st.segs.resolve(loc) {
+            if std::sync::Arc::ptr_eq(seg, &st.appender.segment) {
+                if let Some(head) = st.appender.read_buffered(off, RECORD_HEADER_LEN) {
+                    // Header and key are all a scan needs.
+                    let len = format::parse_header(&head)
+                        .map_or(RECORD_HEADER_LEN, |h| RECORD_HEADER_LEN + h.key_len as usize);
+                    buffered.push(st.appender.read_buffered(off, len).unwrap_or(head));
+                    continue;
+                }
+            }
             reqs.push(ReadRequest::new(seg, off, ctx.read_hint(64, false)));
         }
     }
     ctx.backend.read_records(&mut reqs);
-    for r in reqs {
-        let Ok(bytes) = r.result else { continue };
+    for r in reqs.into_iter().map(|r| r.result).chain(buffered.into_iter().map(Ok)) {
+        let Ok(bytes) = r else { continue };
         let Ok(h) = format::check_header(&bytes) else { continue };
         let key = bytes.slice(RECORD_HEADER_LEN..RECORD_HEADER_LEN + h.key_len as usize);
         let order = KeyHash::of(&key).order() as u64;

@@ -184,10 +184,16 @@ impl Store {
             wake_cv: Condvar::new(),
             last_background_error: Mutex::new(None),
         });
-        // Checkpoint what had to be rebuilt or replayed, so the next open is fast.
+        // Checkpoint what had to be rebuilt or replayed, so the next open is fast. Only an
+        // optimisation: on a full disk the store opens anyway (the log holds everything).
         if !from_ckpt || report.records_replayed > 0 || !repaired.is_empty() {
             for part in &inner.parts {
-                maintenance::save_checkpoint(&inner.ctx, part)?;
+                match maintenance::save_checkpoint(&inner.ctx, part) {
+                    Err(e @ Error::NoSpace { .. }) => {
+                        *inner.last_background_error.lock() = Some(e.to_string())
+                    }
+                    r => r?,
+                }
             }
         }
         let background = if inner.ctx.opts.background {

@@ -57,7 +57,15 @@ impl Appender {
                 self.flush()?;
             }
         } else {
-            self.segment.write_at(bytes, at)?;
+            if let Err(e) = self.segment.write_at(bytes, at) {
+                // A prefix of the run may have reached the file (a full disk takes what fits).
+                // Zero it, so no record of a failed write comes back when the store is reopened,
+                // and no leftover follows a shorter next append. The prefix's blocks are
+                // allocated, so this succeeds up to where the failed write stopped; beyond lie
+                // holes. (Best effort: if even this fails, the reopen sees a torn tail.)
+                let _ = self.segment.write_at(&vec![0u8; bytes.len()], at);
+                return Err(e);
+            }
             self.end += bytes.len() as u64;
             self.written = self.end;
         }

@@ -2,3 +2,8 @@
 
 mod basic;
 mod common;
+mod concurrency;
+mod corruption;
+mod crash;
+mod full_disk;
+mod model;
