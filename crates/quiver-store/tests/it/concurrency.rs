@@ -34,8 +34,8 @@ const GROUPS: u64 = 6;
 /// second half (index growth, then shrinking).
 const BULK_KEYS: u64 = 2400;
 const BULK_CHUNK: u64 = 200;
-/// Operations per writer.
-const ROUNDS: u64 = 5000;
+/// Operations per writer (a quarter of it in `fsync` mode, where every write waits for a sync).
+const ROUNDS: u64 = 4000;
 /// Compaction passes (of the thread calling `compact()`) that overlap the writers' work.
 const COMPACTIONS_MIN: u64 = 8;
 /// Reads each reader does at least (it goes on until the writers are done).
@@ -173,6 +173,8 @@ struct Writer {
     groups: Vec<Vec<Vec<u8>>>,
     bulk_next: u64,
     bulk_deleted: u64,
+    /// Operations to do.
+    rounds: u64,
 }
 
 impl Writer {
@@ -364,11 +366,12 @@ impl Writer {
     }
 
     fn run(mut self) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, String> {
-        for round in 0..ROUNDS {
-            if round % (ROUNDS / COMPACTIONS_MIN) == 0 {
+        let rounds = self.rounds;
+        for round in 0..rounds {
+            if round % (rounds / COMPACTIONS_MIN) == 0 {
                 // However fast the writes are, some compaction passes run in the middle of them:
                 // the k-th slice of the work (from 1) waits for the k-th pass to start.
-                let k = round / (ROUNDS / COMPACTIONS_MIN) + 1;
+                let k = round / (rounds / COMPACTIONS_MIN) + 1;
                 while self.shared.compactions_started.load(Ordering::SeqCst) < k {
                     if self.shared.compactor_failed.load(Ordering::SeqCst) {
                         return Err("the compactor failed".into());
@@ -378,13 +381,13 @@ impl Writer {
             }
             // Bulk keys: loaded in chunks during the first half, deleted in the second.
             if round % 20 == 10 {
-                if round < ROUNDS / 2 && self.bulk_next < BULK_KEYS {
+                if round < rounds / 2 && self.bulk_next < BULK_KEYS {
                     let keys = (self.bulk_next..BULK_KEYS.min(self.bulk_next + BULK_CHUNK))
                         .map(|i| bulk_key(self.w, i))
                         .collect();
                     self.bulk_next += BULK_CHUNK;
                     self.multi_put(keys)?;
-                } else if round >= ROUNDS / 2 && self.bulk_deleted < self.bulk_next {
+                } else if round >= rounds / 2 && self.bulk_deleted < self.bulk_next {
                     let keys = (self.bulk_deleted
                         ..self.bulk_next.min(self.bulk_deleted + BULK_CHUNK))
                         .map(|i| bulk_key(self.w, i))
@@ -657,7 +660,7 @@ fn verify_final(store: &Store, model: &BTreeMap<Vec<u8>, Vec<u8>>, groups: &[Vec
     );
 }
 
-fn run_concurrently(backend: BackendKind, durability: Durability) {
+fn run_concurrently(backend: BackendKind, durability: Durability, rounds: u64) {
     let dir = tempfile::tempdir().unwrap();
     let opts = Options {
         durability,
@@ -693,6 +696,7 @@ fn run_concurrently(backend: BackendKind, durability: Durability) {
             groups: groups[w * GROUPS as usize..(w + 1) * GROUPS as usize].to_vec(),
             bulk_next: 0,
             bulk_deleted: 0,
+            rounds,
         };
         writer
             .multi_put((0..STABLE_KEYS).map(|i| stable_key(w, i)).collect())
@@ -809,15 +813,21 @@ fn run_concurrently(backend: BackendKind, durability: Durability) {
 
 #[test]
 fn writers_readers_and_compaction_mmap() {
-    run_concurrently(BackendKind::Mmap, Durability::Os);
+    run_concurrently(BackendKind::Mmap, Durability::Os, ROUNDS);
 }
 
 #[test]
 fn writers_readers_and_compaction_io_uring() {
-    run_concurrently(BackendKind::Uring, Durability::Os);
+    run_concurrently(BackendKind::Uring, Durability::Os, ROUNDS);
 }
 
 #[test]
 fn writers_readers_and_compaction_pread_buffered() {
-    run_concurrently(BackendKind::Pread, Durability::None);
+    run_concurrently(BackendKind::Pread, Durability::None, ROUNDS);
+}
+
+/// Group commit: concurrent writers share fdatasyncs while compaction and rotation go on.
+#[test]
+fn writers_readers_and_compaction_mmap_fsync() {
+    run_concurrently(BackendKind::Mmap, Durability::Fsync, ROUNDS / 4);
 }

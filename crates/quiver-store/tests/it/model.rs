@@ -25,7 +25,7 @@ const VALUE_LEN_MAX: u16 = 600;
 /// Longest operation sequence (exclusive).
 const SEQUENCE_LEN_MAX: usize = 60;
 /// Default number of cases per configuration.
-const CASES: u32 = 28;
+const CASES: u32 = 24;
 /// Scan calls after which a scan is considered not to terminate.
 const SCAN_CALLS_MAX: usize = 200_000;
 
@@ -596,8 +596,12 @@ impl Harness {
 fn run_case(opts: &Options, ops: &[Op]) -> Result<(), TestCaseError> {
     let mut h = Harness::new(opts.clone())?;
     for (i, op) in ops.iter().enumerate() {
-        h.step(op)
-            .map_err(|e| TestCaseError::fail(format!("step {i} ({}): {e}", op_name(op))))?;
+        h.step(op).map_err(|e| match e {
+            TestCaseError::Fail(why) => {
+                TestCaseError::fail(format!("step {i} ({}): {}", op_name(op), why.message()))
+            }
+            other => other,
+        })?;
     }
     h.verify_all()?;
     // A final clean reopen, then a final crash (after a flush in `none` mode).
