@@ -47,7 +47,13 @@ impl IndexBuilder {
     }
 
     /// Replays one verified record found at `loc`.
-    pub fn apply(&mut self, segs: &SegmentSet, loc: u32, h: &RecordHeader, rec: &[u8]) -> Result<()> {
+    pub fn apply(
+        &mut self,
+        segs: &SegmentSet,
+        loc: u32,
+        h: &RecordHeader,
+        rec: &[u8],
+    ) -> Result<()> {
         self.counters.records += 1;
         self.max_seq = self.max_seq.max(h.seq);
         let key = &rec[RECORD_HEADER_LEN..RECORD_HEADER_LEN + h.key_len as usize];

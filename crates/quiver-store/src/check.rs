@@ -29,7 +29,11 @@ pub(crate) fn check_partition(part: &Partition, report: &mut CheckReport) -> Res
     let end = (st.segs.active().file_id(), st.appender.end());
     for seg in &st.segs.ordered {
         report.segments += 1;
-        let limit = if seg.file_id() == end.0 { end.1 } else { u64::MAX };
+        let limit = if seg.file_id() == end.0 {
+            end.1
+        } else {
+            u64::MAX
+        };
         let mut sc = Scanner::new(seg, SEGMENT_HEADER_LEN as u64, limit, true);
         loop {
             match sc.next_step()? {
@@ -76,7 +80,10 @@ pub(crate) fn check_partition(part: &Partition, report: &mut CheckReport) -> Res
                 let mut head = [0u8; RECORD_HEADER_LEN];
                 seg.read_at(&mut head, offset)?;
                 match format::parse_header(&head) {
-                    None => Some(format!("{} at offset {offset}: index entry points at no record", seg.path.display())),
+                    None => Some(format!(
+                        "{} at offset {offset}: index entry points at no record",
+                        seg.path.display()
+                    )),
                     Some(h) => {
                         let mut rec = vec![0u8; h.record_len()];
                         seg.read_at(&mut rec, offset)?;
@@ -98,7 +105,9 @@ pub(crate) fn check_partition(part: &Partition, report: &mut CheckReport) -> Res
             }
         };
         if let Some(p) = problem {
-            report.problems.push(format!("partition {} slot {pos}: {p}", part.id));
+            report
+                .problems
+                .push(format!("partition {} slot {pos}: {p}", part.id));
         }
     }
     Ok(())

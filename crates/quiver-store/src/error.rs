@@ -62,7 +62,8 @@ impl Error {
     /// Wraps an I/O error, turning ENOSPC into [`Error::NoSpace`].
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Error {
         let path = path.into();
-        if source.raw_os_error() == Some(libc::ENOSPC) || source.raw_os_error() == Some(libc::EDQUOT)
+        if source.raw_os_error() == Some(libc::ENOSPC)
+            || source.raw_os_error() == Some(libc::EDQUOT)
         {
             Error::NoSpace { path }
         } else {
@@ -70,7 +71,11 @@ impl Error {
         }
     }
 
-    pub(crate) fn corruption(path: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> Error {
+    pub(crate) fn corruption(
+        path: impl Into<PathBuf>,
+        offset: u64,
+        reason: impl Into<String>,
+    ) -> Error {
         Error::Corruption {
             path: path.into(),
             offset,

@@ -22,8 +22,8 @@ pub mod scan;
 mod store;
 mod write;
 
-pub use check::CheckReport;
 pub use batch::{Batch, BatchAction, BatchOp, BatchOutcome, Precondition};
+pub use check::CheckReport;
 pub use error::{Error, Result};
 pub use maintenance::MaintenanceReport;
 pub use options::{BackendKind, Durability, Options};

@@ -24,8 +24,7 @@ use crate::index::{Index, CAPACITY_MIN, LOAD_GROW};
 use crate::log::format::{self, RecordType, SegmentOrder, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use crate::log::reader::{Scanner, Step};
 use crate::log::segment::{
-    segment_file_name, sync_dir, tmp_segment_file_name, Segment, SEGMENT_SUFFIX,
-    SEGMENT_TMP_SUFFIX,
+    segment_file_name, sync_dir, tmp_segment_file_name, Segment, SEGMENT_SUFFIX, SEGMENT_TMP_SUFFIX,
 };
 use crate::log::writer::Appender;
 use crate::partition::{new_segment_at, PartState, Partition, SegmentSet, StoreCtx};
@@ -152,7 +151,14 @@ fn attempt(
         view.register(seg.clone());
     }
     let rest: Vec<Arc<Segment>> = snapshot.ordered[inputs.len()..].to_vec();
-    let replayed = replay_range(&view, &rest, SEGMENT_HEADER_LEN as u64, end_file_id, end_offset, &mut b);
+    let replayed = replay_range(
+        &view,
+        &rest,
+        SEGMENT_HEADER_LEN as u64,
+        end_file_id,
+        end_offset,
+        &mut b,
+    );
     if let Err(e) = replayed {
         out.abandon(part);
         return Err(e);
@@ -179,7 +185,10 @@ fn attempt(
         out.abandon(part);
         return Err(e);
     }
-    debug_assert!(!b.has_pending(), "batches are appended whole under the partition lock");
+    debug_assert!(
+        !b.has_pending(),
+        "batches are appended whole under the partition lock"
+    );
     if b.too_full() {
         drop(st);
         out.abandon(part);
@@ -267,7 +276,11 @@ fn replay_range(
     b: &mut IndexBuilder,
 ) -> Result<()> {
     for (i, seg) in segs.iter().enumerate() {
-        let start = if i == 0 { from } else { SEGMENT_HEADER_LEN as u64 };
+        let start = if i == 0 {
+            from
+        } else {
+            SEGMENT_HEADER_LEN as u64
+        };
         let limit = if seg.file_id() == end_file_id {
             end_offset
         } else {
@@ -343,13 +356,21 @@ impl Outputs {
     }
 
     /// Appends a copy of a live record; returns its new location.
-    fn append(&mut self, ctx: &StoreCtx, part: &Partition, rec: &[u8], ty: RecordType) -> Result<u32> {
+    fn append(
+        &mut self,
+        ctx: &StoreCtx,
+        part: &Partition,
+        rec: &[u8],
+        ty: RecordType,
+    ) -> Result<u32> {
         let need = rec.len() as u64;
         if self.appender.as_ref().is_none_or(|a| a.room() < need) {
             if let Some(a) = self.appender.as_mut() {
                 a.flush()?;
             }
-            let last = self.last_input.expect("outputs exist only when there are inputs");
+            let last = self
+                .last_input
+                .expect("outputs exist only when there are inputs");
             let order = SegmentOrder {
                 major: last.major,
                 minor: last.minor + 1 + self.segments.len() as u32,
@@ -422,7 +443,8 @@ impl Outputs {
         let mut reopened = Vec::with_capacity(self.segments.len());
         for seg in &self.segments {
             let to = dir.join(segment_file_name(seg.file_id()));
-            fs::rename(&seg.path, &to).map_err(|e| Error::io("rename compaction output", &to, e))?;
+            fs::rename(&seg.path, &to)
+                .map_err(|e| Error::io("rename compaction output", &to, e))?;
             reopened.push(Arc::new(Segment::open(to)?));
         }
         sync_dir(dir)?;
@@ -523,7 +545,12 @@ pub(crate) fn save_checkpoint(ctx: &StoreCtx, part: &Partition) -> Result<()> {
         let mut st = part.state.write();
         st.appender.flush()?;
         // Segments rotated in since the first pass are synced here, with the active one.
-        for seg in st.segs.ordered.iter().filter(|s| !sealed.iter().any(|x| Arc::ptr_eq(x, s))) {
+        for seg in st
+            .segs
+            .ordered
+            .iter()
+            .filter(|s| !sealed.iter().any(|x| Arc::ptr_eq(x, s)))
+        {
             seg.sync_data()?;
         }
         let list: Vec<(u64, u32)> = st

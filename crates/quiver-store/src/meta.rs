@@ -29,13 +29,16 @@ pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<()> {
                         opts.partitions = v.parse().map_err(|_| bad("unreadable partitions"))?
                     }
                     (Some("segment_bytes"), Some(v)) => {
-                        opts.segment_bytes = v.parse().map_err(|_| bad("unreadable segment_bytes"))?
+                        opts.segment_bytes =
+                            v.parse().map_err(|_| bad("unreadable segment_bytes"))?
                     }
                     _ => {}
                 }
             }
             if version != Some(FORMAT_VERSION) {
-                return Err(bad(&format!("format version {version:?}, expected {FORMAT_VERSION}")));
+                return Err(bad(&format!(
+                    "format version {version:?}, expected {FORMAT_VERSION}"
+                )));
             }
             opts.validate()
         }

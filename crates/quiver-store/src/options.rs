@@ -149,7 +149,10 @@ impl Options {
     pub(crate) fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidOptions(m));
         if self.partitions == 0 || self.partitions > PARTITIONS_MAX {
-            return bad(format!("partitions {} outside 1..={PARTITIONS_MAX}", self.partitions));
+            return bad(format!(
+                "partitions {} outside 1..={PARTITIONS_MAX}",
+                self.partitions
+            ));
         }
         if !self.segment_bytes.is_power_of_two()
             || !(SEGMENT_BYTES_MIN..=SEGMENT_BYTES_MAX).contains(&self.segment_bytes)
@@ -171,7 +174,10 @@ impl Options {
             return bad("vector_width_max must be at least 1".into());
         }
         if !(0.0..1.0).contains(&self.compact_garbage_ratio) {
-            return bad(format!("compact_garbage_ratio {} outside [0, 1)", self.compact_garbage_ratio));
+            return bad(format!(
+                "compact_garbage_ratio {} outside [0, 1)",
+                self.compact_garbage_ratio
+            ));
         }
         Ok(())
     }

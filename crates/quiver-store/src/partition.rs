@@ -105,7 +105,10 @@ impl SegmentSet {
     #[inline]
     pub fn locate(&self, loc: u32) -> (u32, u64) {
         let loc = loc as u64;
-        ((loc / self.span) as u32, (loc % self.span) * RECORD_ALIGN as u64)
+        (
+            (loc / self.span) as u32,
+            (loc % self.span) * RECORD_ALIGN as u64,
+        )
     }
 
     /// Segment and offset of a location; an error if no segment has that slot (which only a
@@ -156,7 +159,9 @@ impl SegmentSet {
     }
 
     pub fn active(&self) -> &Arc<Segment> {
-        self.ordered.last().expect("a partition always has an active segment")
+        self.ordered
+            .last()
+            .expect("a partition always has an active segment")
     }
 }
 
@@ -272,7 +277,14 @@ pub(crate) fn new_segment(
     order: SegmentOrder,
 ) -> Result<Segment> {
     let file_id = ctx.alloc_file_id();
-    new_segment_at(ctx, part, &dir.join(segment_file_name(file_id)), file_id, slot, order)
+    new_segment_at(
+        ctx,
+        part,
+        &dir.join(segment_file_name(file_id)),
+        file_id,
+        slot,
+        order,
+    )
 }
 
 /// Creates a segment file at `path`.

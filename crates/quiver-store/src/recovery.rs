@@ -85,9 +85,10 @@ pub(crate) fn recover_partition(
     let ckpt = match checkpoint::load(dir, part, &segs) {
         Ok(c) => c,
         Err(reason) => {
-            report
-                .checkpoints_ignored
-                .push(format!("{}: {reason}", checkpoint::checkpoint_path(dir).display()));
+            report.checkpoints_ignored.push(format!(
+                "{}: {reason}",
+                checkpoint::checkpoint_path(dir).display()
+            ));
             None
         }
     };
@@ -110,10 +111,18 @@ pub(crate) fn recover_partition(
     // No usable checkpoint: rebuild from the whole log, sized by counting records first.
     report.partitions_rebuilt += 1;
     let puts = count_puts(&segs)?;
-    let mut capacity_keys = (puts as usize).max((ctx.opts.expected_keys / ctx.opts.partitions as u64) as usize);
+    let mut capacity_keys =
+        (puts as usize).max((ctx.opts.expected_keys / ctx.opts.partitions as u64) as usize);
     loop {
         let mut b = IndexBuilder::new(Index::for_keys(capacity_keys));
-        let end = replay(&segs, 0, SEGMENT_HEADER_LEN as u64, &mut b, report, &mut prog)?;
+        let end = replay(
+            &segs,
+            0,
+            SEGMENT_HEADER_LEN as u64,
+            &mut b,
+            report,
+            &mut prog,
+        )?;
         if !b.too_full() {
             return Ok(finish(segs, b, end, max_file_id));
         }
@@ -169,7 +178,8 @@ fn open_segments(
             }
             Err(_) if creation_interrupted(&entry.path()) => {
                 let path = entry.path();
-                fs::remove_file(&path).map_err(|e| Error::io("remove unfinished segment", &path, e))?;
+                fs::remove_file(&path)
+                    .map_err(|e| Error::io("remove unfinished segment", &path, e))?;
                 report.torn_tails.push(format!(
                     "{}: empty segment file (a crash interrupted its creation); removed",
                     path.display()
@@ -236,7 +246,11 @@ fn replay(
     let mut done = 0u64;
     let last = segs.ordered.len().saturating_sub(1);
     for (i, seg) in segs.ordered.iter().enumerate().skip(start) {
-        let from = if i == start { offset } else { SEGMENT_HEADER_LEN as u64 };
+        let from = if i == start {
+            offset
+        } else {
+            SEGMENT_HEADER_LEN as u64
+        };
         // Values are verified in the last segment: a write cut short there (a crash, a full
         // disk) can leave a whole header and key before a partial value. Such a record is held
         // back: if it is the last one, it is the torn tail (the key keeps its previous value);
@@ -273,7 +287,9 @@ fn replay(
                 )),
                 Step::End { offset, torn } => {
                     let (offset, torn) = match held.take() {
-                        Some((at, ..)) => (at, Some("record value checksum mismatch (value cut short)")),
+                        Some((at, ..)) => {
+                            (at, Some("record value checksum mismatch (value cut short)"))
+                        }
                         None => (offset, torn),
                     };
                     if let Some(reason) = torn {

@@ -36,7 +36,14 @@ pub(crate) fn scan(
             page.cursor = 0;
             return Ok(page);
         }
-        let (next_order, n) = scan_partition(ctx, &parts[p], cursor as u32, count - visited, pattern, &mut page.keys)?;
+        let (next_order, n) = scan_partition(
+            ctx,
+            &parts[p],
+            cursor as u32,
+            count - visited,
+            pattern,
+            &mut page.keys,
+        )?;
         visited += n;
         cursor = match next_order {
             Some(o) => ((p as u64) << 32) | o as u64,
@@ -100,8 +107,9 @@ fn scan_partition(
             if std::sync::Arc::ptr_eq(seg, &st.appender.segment) {
                 if let Some(head) = st.appender.read_buffered(off, RECORD_HEADER_LEN) {
                     // Header and key are all a scan needs.
-                    let len = format::parse_header(&head)
-                        .map_or(RECORD_HEADER_LEN, |h| RECORD_HEADER_LEN + h.key_len as usize);
+                    let len = format::parse_header(&head).map_or(RECORD_HEADER_LEN, |h| {
+                        RECORD_HEADER_LEN + h.key_len as usize
+                    });
                     buffered.push(st.appender.read_buffered(off, len).unwrap_or(head));
                     continue;
                 }
@@ -110,9 +118,15 @@ fn scan_partition(
         }
     }
     ctx.backend.read_records(&mut reqs);
-    for r in reqs.into_iter().map(|r| r.result).chain(buffered.into_iter().map(Ok)) {
+    for r in reqs
+        .into_iter()
+        .map(|r| r.result)
+        .chain(buffered.into_iter().map(Ok))
+    {
         let Ok(bytes) = r else { continue };
-        let Ok(h) = format::check_header(&bytes) else { continue };
+        let Ok(h) = format::check_header(&bytes) else {
+            continue;
+        };
         let key = bytes.slice(RECORD_HEADER_LEN..RECORD_HEADER_LEN + h.key_len as usize);
         let order = KeyHash::of(&key).order() as u64;
         if order < from as u64 || order >= end_order {
@@ -200,7 +214,10 @@ fn class_match(pattern: &[u8], p: usize, c: u8) -> Option<(bool, usize)> {
             matched |= pattern[j + 1] == c;
             j += 2;
         } else if j + 2 < pattern.len() && pattern[j + 1] == b'-' && pattern[j + 2] != b']' {
-            let (a, b) = (pattern[j].min(pattern[j + 2]), pattern[j].max(pattern[j + 2]));
+            let (a, b) = (
+                pattern[j].min(pattern[j + 2]),
+                pattern[j].max(pattern[j + 2]),
+            );
             matched |= a <= c && c <= b;
             j += 3;
         } else {

@@ -105,7 +105,11 @@ impl Store {
                 progress,
             )?);
         }
-        let max_seq = recovered.iter().map(|r| r.builder.max_seq).max().unwrap_or(0);
+        let max_seq = recovered
+            .iter()
+            .map(|r| r.builder.max_seq)
+            .max()
+            .unwrap_or(0);
         let max_file = recovered.iter().map(|r| r.max_file_id).max().unwrap_or(0);
         ctx.next_seq.store(max_seq + 1, Ordering::Relaxed);
         ctx.next_file_id.store(max_file + 1, Ordering::Relaxed);
@@ -289,7 +293,12 @@ impl Store {
                 hash,
             })
             .collect();
-        Ok(lookup::lookup(&self.inner.ctx, &states, &items, verify_values))
+        Ok(lookup::lookup(
+            &self.inner.ctx,
+            &states,
+            &items,
+            verify_values,
+        ))
     }
 
     // ---- writes ----
@@ -426,7 +435,12 @@ impl Store {
                     .count();
                 if !guards[gi].index.has_room(puts) {
                     drop(guards);
-                    maintenance::run(&self.inner.ctx, &self.inner.parts[p as usize], Mode::Resize, puts)?;
+                    maintenance::run(
+                        &self.inner.ctx,
+                        &self.inner.parts[p as usize],
+                        Mode::Resize,
+                        puts,
+                    )?;
                     continue 'retry;
                 }
             }
@@ -521,7 +535,15 @@ impl Store {
                 return Ok(BatchOutcome::Applied);
             }
             let mut all_locs = Vec::with_capacity(writing.len());
-            self.write_parts(&involved, &mut guards, &shares, &runs, &writing, framing, &mut all_locs)?;
+            self.write_parts(
+                &involved,
+                &mut guards,
+                &shares,
+                &runs,
+                &writing,
+                framing,
+                &mut all_locs,
+            )?;
             for (&s, locs) in writing.iter().zip(&all_locs) {
                 let (gi, ops, f) = &shares[s];
                 let st = &mut guards[*gi];
@@ -782,7 +804,10 @@ fn background_loop(inner: &Inner) {
         for part in &inner.parts {
             let (resize, compact) = {
                 let st = part.state.read();
-                (maintenance::wants_resize(&st), maintenance::wants_compaction(ctx, &st))
+                (
+                    maintenance::wants_resize(&st),
+                    maintenance::wants_compaction(ctx, &st),
+                )
             };
             if compact {
                 note(maintenance::run(ctx, part, Mode::Compact, 0).map(|_| ()));

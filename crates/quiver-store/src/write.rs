@@ -40,7 +40,12 @@ pub(crate) struct Run {
 
 /// Encodes `ops`. `found` is each key's lookup before the run. Deletes of absent keys write
 /// nothing.
-pub(crate) fn encode(ctx: &StoreCtx, ops: &[WriteOp<'_>], found: &[Found], framing: Framing) -> Run {
+pub(crate) fn encode(
+    ctx: &StoreCtx,
+    ops: &[WriteOp<'_>],
+    found: &[Found],
+    framing: Framing,
+) -> Run {
     let mut bytes = Vec::with_capacity(
         ops.iter()
             .map(|o| format::record_len(o.key.len(), o.value.map_or(0, |v| v.len())))
@@ -96,7 +101,13 @@ pub(crate) fn encode(ctx: &StoreCtx, ops: &[WriteOp<'_>], found: &[Found], frami
 }
 
 pub(crate) fn encode_commit(out: &mut Vec<u8>, seq: u64, members: u32) {
-    format::encode_record(out, RecordType::BatchCommit, seq, b"", &members.to_le_bytes());
+    format::encode_record(
+        out,
+        RecordType::BatchCommit,
+        seq,
+        b"",
+        &members.to_le_bytes(),
+    );
 }
 
 /// Appends a run and returns each op's index location. Plain runs are cut at segment ends;

@@ -2,9 +2,7 @@
 //! log with this scanner. It tells a clean end, a torn tail and damage in the middle apart.
 
 use crate::error::Result;
-use crate::log::format::{
-    self, RecordHeader, RECORD_ALIGN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
-};
+use crate::log::format::{self, RecordHeader, RECORD_ALIGN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use crate::log::segment::Segment;
 
 /// How much of a segment the scanner reads per call.
@@ -76,7 +74,9 @@ impl<'a> Scanner<'a> {
                 return Ok(len);
             }
         }
-        let want = len.max(READ_CHUNK_BYTES).min((self.limit.saturating_sub(pos)) as usize);
+        let want = len
+            .max(READ_CHUNK_BYTES)
+            .min((self.limit.saturating_sub(pos)) as usize);
         self.buf.resize(want, 0);
         let n = self.segment.read_at(&mut self.buf[..want], pos)?;
         self.buf.truncate(n);
@@ -87,15 +87,24 @@ impl<'a> Scanner<'a> {
     pub fn next_step(&mut self) -> Result<Step> {
         let at = self.pos;
         if at + RECORD_HEADER_LEN as u64 > self.limit {
-            return Ok(Step::End { offset: at, torn: None });
+            return Ok(Step::End {
+                offset: at,
+                torn: None,
+            });
         }
         let n = self.fill(at, RECORD_HEADER_LEN)?;
         if n < RECORD_HEADER_LEN {
-            return Ok(Step::End { offset: at, torn: None });
+            return Ok(Step::End {
+                offset: at,
+                torn: None,
+            });
         }
         let rel = (at - self.buf_start) as usize;
         if format::is_zero_header(&self.buf[rel..]) {
-            return Ok(Step::End { offset: at, torn: None });
+            return Ok(Step::End {
+                offset: at,
+                torn: None,
+            });
         }
         match self.try_record(at)? {
             Ok((header, value_ok)) => {

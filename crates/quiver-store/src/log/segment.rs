@@ -166,7 +166,12 @@ impl Segment {
         use std::os::fd::AsRawFd;
         // SAFETY: fallocate on a descriptor we own; mode 0 only allocates blocks.
         let rc = unsafe {
-            libc::fallocate(self.file.as_raw_fd(), 0, offset as libc::off_t, len as libc::off_t)
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                0,
+                offset as libc::off_t,
+                len as libc::off_t,
+            )
         };
         if rc == 0 {
             return Ok(());

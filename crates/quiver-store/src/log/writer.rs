@@ -21,7 +21,12 @@ pub struct Appender {
 }
 
 impl Appender {
-    pub fn new(segment: Arc<Segment>, end: u64, buffered: bool, buffer_bytes_max: usize) -> Appender {
+    pub fn new(
+        segment: Arc<Segment>,
+        end: u64,
+        buffered: bool,
+        buffer_bytes_max: usize,
+    ) -> Appender {
         Appender {
             segment,
             end,

@@ -67,7 +67,8 @@ fn rebuild_without_checkpoint_matches() {
     {
         let s = Store::open(dir.path(), small_options(BackendKind::Mmap)).unwrap();
         for round in 0..3 {
-            let pairs: Vec<(Vec<u8>, Vec<u8>)> = (0..n).map(|i| (key(i), value(i, round))).collect();
+            let pairs: Vec<(Vec<u8>, Vec<u8>)> =
+                (0..n).map(|i| (key(i), value(i, round))).collect();
             s.multi_put(&pairs).unwrap();
         }
         s.simulate_crash();
@@ -162,11 +163,20 @@ fn scan_returns_every_key_once_per_full_pass() {
 fn limits_have_named_errors() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(dir.path(), small_options(BackendKind::Pread)).unwrap();
-    assert!(matches!(s.put(b"", b"v"), Err(Error::KeyLength { len: 0, .. })));
+    assert!(matches!(
+        s.put(b"", b"v"),
+        Err(Error::KeyLength { len: 0, .. })
+    ));
     let long = vec![b'k'; 65_536];
-    assert!(matches!(s.put(&long, b"v"), Err(Error::KeyLength { len: 65_536, .. })));
+    assert!(matches!(
+        s.put(&long, b"v"),
+        Err(Error::KeyLength { len: 65_536, .. })
+    ));
     let big = vec![0u8; (16 << 10) + 1];
-    assert!(matches!(s.put(b"k", &big), Err(Error::ValueTooLarge { .. })));
+    assert!(matches!(
+        s.put(b"k", &big),
+        Err(Error::ValueTooLarge { .. })
+    ));
     let max_key = vec![b'k'; 65_535];
     s.put(&max_key, b"ok").unwrap();
     assert_eq!(s.get(&max_key).unwrap().as_deref(), Some(&b"ok"[..]));
@@ -183,7 +193,8 @@ fn compaction_reclaims_and_keeps_data() {
         let s = Store::open(dir.path(), small_options(b)).unwrap();
         let n = 1000u64;
         for round in 0..5 {
-            let pairs: Vec<(Vec<u8>, Vec<u8>)> = (0..n).map(|i| (key(i), value(i, round))).collect();
+            let pairs: Vec<(Vec<u8>, Vec<u8>)> =
+                (0..n).map(|i| (key(i), value(i, round))).collect();
             s.multi_put(&pairs).unwrap();
         }
         let keys: Vec<Vec<u8>> = (0..n / 2).map(key).collect();
@@ -192,7 +203,10 @@ fn compaction_reclaims_and_keeps_data() {
         let r = s.compact().unwrap();
         assert!(r.records_dropped > 0);
         let after = s.stats();
-        assert!(after.disk_bytes < before.disk_bytes, "{before:?} -> {after:?}");
+        assert!(
+            after.disk_bytes < before.disk_bytes,
+            "{before:?} -> {after:?}"
+        );
         assert_eq!(s.len(), n / 2);
         let check = s.check().unwrap();
         assert!(check.is_ok(), "{check:?}");
@@ -204,6 +218,9 @@ fn compaction_reclaims_and_keeps_data() {
         drop(s);
         let s = Store::open(dir.path(), small_options(b)).unwrap();
         assert_eq!(s.len(), n / 2);
-        assert_eq!(s.get(&key(n - 1)).unwrap().as_deref(), Some(&value(n - 1, 4)[..]));
+        assert_eq!(
+            s.get(&key(n - 1)).unwrap().as_deref(),
+            Some(&value(n - 1, 4)[..])
+        );
     });
 }

@@ -1,0 +1,22 @@
+//! Quiver's load generator and in-process engine benchmarks (`quiver load`, `quiver bench`).
+//!
+//! - `keys`: the deterministic key and value of index `i` (load, benchmarks and `quiver get`
+//!   agree on them);
+//! - `rng`, `distribution`: a fast PRNG, uniform and scrambled-Zipf key choice;
+//! - `load`: bulk load through vectors of `multi_put`;
+//! - `local`: multiget throughput of the engine in process (`quiver bench local`);
+//! - `reopen`: open time from checkpoints and from a full log rebuild (`quiver bench reopen`);
+//! - `benchdir`: what a benchmark data directory holds, and what it may delete;
+//! - `sysinfo`: process memory figures.
+
+pub mod benchdir;
+pub mod distribution;
+pub mod error;
+pub mod keys;
+pub mod load;
+pub mod local;
+pub mod reopen;
+pub mod rng;
+pub mod sysinfo;
+
+pub use error::{Error, Result};

@@ -1,0 +1,107 @@
+//! `quiver`: offline commands on a store directory and the benchmarks.
+//!
+//! Every failure ends with a message on stderr and exit code 1 (a usage error included); `get`
+//! of an absent key also exits 1, like `grep` finding nothing.
+
+mod bench;
+mod cli;
+mod commands;
+mod progress;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+
+/// Why a command failed; printed as `quiver: <message>`.
+#[derive(Debug)]
+pub enum CliError {
+    Store(quiver_store::Error),
+    Bench(quiver_bench::Error),
+    /// The answer is "no" (a key is absent, a check found damage); the message says what.
+    Negative(String),
+    /// Bad input that clap cannot see (a missing store directory, an out-of-range value).
+    Usage(String),
+    Output(std::io::Error),
+}
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CliError::Store(e) => write!(f, "error: {e}"),
+            CliError::Bench(e) => write!(f, "error: {e}"),
+            CliError::Negative(m) => f.write_str(m),
+            CliError::Usage(m) => write!(f, "error: {m}"),
+            CliError::Output(e) => write!(f, "error: cannot write the output: {e}"),
+        }
+    }
+}
+
+impl From<quiver_store::Error> for CliError {
+    fn from(e: quiver_store::Error) -> Self {
+        CliError::Store(e)
+    }
+}
+
+impl From<quiver_bench::Error> for CliError {
+    fn from(e: quiver_bench::Error) -> Self {
+        match e {
+            quiver_bench::Error::Store(e) => CliError::Store(e),
+            e => CliError::Bench(e),
+        }
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(e: std::io::Error) -> Self {
+        CliError::Output(e)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and --version go to stdout with success; usage errors exit 1.
+            let code = if e.use_stderr() { 1 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        // A closed pipe (`quiver get k | head -c1`) is not worth a message.
+        Err(CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = std::io::stdout().flush();
+            eprintln!("quiver: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), CliError> {
+    let store_dir = || {
+        cli.dir
+            .clone()
+            .unwrap_or_else(|| cli::DEFAULT_STORE_DIR.into())
+    };
+    let bench_dir = || {
+        cli.dir
+            .clone()
+            .unwrap_or_else(|| cli::DEFAULT_BENCH_DIR.into())
+    };
+    match &cli.command {
+        Command::Load(a) => commands::load(&store_dir(), a),
+        Command::Get { key } => commands::get(&store_dir(), key),
+        Command::Set { key, value } => commands::set(&store_dir(), key, value),
+        Command::Del { keys } => commands::del(&store_dir(), keys),
+        Command::Stats => commands::stats(&store_dir()),
+        Command::Compact => commands::compact(&store_dir()),
+        Command::Check => commands::check(&store_dir()),
+        Command::Bench(cli::BenchCommand::Local(a)) => bench::local(&bench_dir(), a),
+        Command::Bench(cli::BenchCommand::Reopen(a)) => bench::reopen(&bench_dir(), a),
+    }
+}
