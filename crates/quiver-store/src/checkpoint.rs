@@ -139,8 +139,14 @@ pub(crate) fn load(
     if listed != present || listed.last().map(|l| l.0) != Some(end_file_id) {
         return Err("segments changed since the checkpoint".into());
     }
-    let frags: Vec<u16> = (0..cap).map(|_| r.u16()).collect();
-    let locs: Vec<u32> = (0..cap).map(|_| r.u32()).collect();
+    let mut frags: Vec<u16> = crate::index::zeroed_huge(cap);
+    for f in frags.iter_mut() {
+        *f = r.u16();
+    }
+    let mut locs: Vec<u32> = crate::index::zeroed_huge(cap);
+    for l in locs.iter_mut() {
+        *l = r.u32();
+    }
     Ok(Some(Checkpoint {
         index: Index::from_parts(frags, locs),
         counters,

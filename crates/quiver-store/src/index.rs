@@ -18,6 +18,8 @@ pub const LOAD_GROW: f64 = 0.90;
 pub const LOAD_HARD_MAX: f64 = 0.96;
 /// Load a rebuilt index is sized for.
 pub const LOAD_AFTER_GROWTH: f64 = 0.75;
+/// Load an index rebuilt from the logs (whose key count is known) is sized for.
+pub const LOAD_AFTER_REBUILD: f64 = 0.80;
 /// Smallest capacity of a partition's index.
 pub const CAPACITY_MIN: usize = 1024;
 /// RAM per slot: u16 fragment + u32 location.
@@ -41,15 +43,20 @@ pub struct Probe {
 impl Index {
     /// An empty index sized for `keys` keys at `LOAD_AFTER_GROWTH`.
     pub fn for_keys(keys: usize) -> Index {
-        let cap = ((keys as f64 / LOAD_AFTER_GROWTH).ceil() as usize).max(CAPACITY_MIN);
+        Index::for_keys_at(keys, LOAD_AFTER_GROWTH)
+    }
+
+    /// An empty index sized for `keys` keys at `load`.
+    pub fn for_keys_at(keys: usize, load: f64) -> Index {
+        let cap = ((keys as f64 / load).ceil() as usize).max(CAPACITY_MIN);
         Index::with_capacity(cap)
     }
 
     pub fn with_capacity(cap: usize) -> Index {
         assert!(cap >= 1 && cap <= u32::MAX as usize);
         Index {
-            frags: vec![FRAG_EMPTY; cap],
-            locs: vec![0; cap],
+            frags: zeroed_huge(cap),
+            locs: zeroed_huge(cap),
             live: 0,
             tombstones: 0,
         }
@@ -196,6 +203,27 @@ impl Index {
     pub fn is_empty_at(&self, pos: usize) -> bool {
         self.frags[pos] == FRAG_EMPTY
     }
+}
+
+/// A zeroed array whose pages the kernel may back with transparent huge pages: index probes
+/// land at random, and 2 MiB pages spare most of their TLB misses.
+pub fn zeroed_huge<T: Copy + Default>(len: usize) -> Vec<T> {
+    /// Arrays smaller than a huge page gain nothing.
+    const HUGE_PAGE_BYTES: usize = 2 << 20;
+    let v = vec![T::default(); len];
+    let bytes = len * std::mem::size_of::<T>();
+    if bytes >= HUGE_PAGE_BYTES {
+        let start = (v.as_ptr() as usize).next_multiple_of(4096);
+        let end = (v.as_ptr() as usize + bytes) & !4095;
+        if end > start {
+            // SAFETY: advice on pages inside our own allocation; it never changes their
+            // contents (MADV_HUGEPAGE only allows huge pages), and failure is harmless.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    v
 }
 
 #[inline]

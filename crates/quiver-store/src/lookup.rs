@@ -83,6 +83,8 @@ pub(crate) fn lookup(
     let mut damage: Vec<Option<Error>> = (0..n).map(|_| None).collect();
     let mut active: Vec<usize> = (0..n).collect();
     let mut cand_pos: Vec<usize> = vec![0; n];
+    // Longest value read: keeps the first-round read size right after a reopen.
+    let mut value_len_max = 0;
 
     while !active.is_empty() {
         let mut reqs: Vec<ReadRequest<'_>> = Vec::with_capacity(active.len());
@@ -150,6 +152,7 @@ pub(crate) fn lookup(
             };
             match check_candidate(&bytes, keys[i].key, verify_values) {
                 Candidate::Match(value) => {
+                    value_len_max = value_len_max.max(value.len());
                     out[i] = Found::Live {
                         pos: cand_pos[i],
                         record: bytes,
@@ -169,6 +172,9 @@ pub(crate) fn lookup(
             }
         }
         active = next;
+    }
+    if value_len_max > 0 {
+        ctx.observe_value_len(value_len_max);
     }
     out
 }

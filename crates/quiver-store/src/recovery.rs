@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::builder::{IndexBuilder, Member};
 use crate::checkpoint;
 use crate::error::{Error, Result};
-use crate::index::Index;
+use crate::index::{Index, LOAD_AFTER_REBUILD};
 use crate::log::format::SEGMENT_HEADER_LEN;
 use crate::log::reader::{Scanner, Step};
 use crate::log::segment::{Segment, SEGMENT_SUFFIX};
@@ -53,6 +53,8 @@ pub(crate) struct Recovered {
     pub end_offset: Option<u64>,
     pub pending: HashMap<u64, Vec<Member>>,
     pub max_file_id: u64,
+    /// Loaded from a checkpoint that already describes the whole log: nothing to checkpoint.
+    pub clean: bool,
 }
 
 pub(crate) fn recover_partition(
@@ -101,10 +103,15 @@ pub(crate) fn recover_partition(
             .iter()
             .position(|s| s.file_id() == ck.end_file_id)
             .expect("checkpoint::load matched its segments");
+        let replayed_before = report.records_replayed;
+        let torn_before = report.torn_tails.len();
         let end = replay(&segs, start, ck.end_offset, &mut b, report, &mut prog)?;
         if !b.too_full() {
             report.partitions_from_checkpoint += 1;
-            return Ok(finish(segs, b, end, max_file_id));
+            let clean = report.records_replayed == replayed_before
+                && report.torn_tails.len() == torn_before
+                && end == Some(ck.end_offset);
+            return Ok(finish(segs, b, end, max_file_id, clean));
         }
     }
 
@@ -114,7 +121,7 @@ pub(crate) fn recover_partition(
     let mut capacity_keys =
         (puts as usize).max((ctx.opts.expected_keys / ctx.opts.partitions as u64) as usize);
     loop {
-        let mut b = IndexBuilder::new(Index::for_keys(capacity_keys));
+        let mut b = IndexBuilder::new(Index::for_keys_at(capacity_keys, LOAD_AFTER_REBUILD));
         let end = replay(
             &segs,
             0,
@@ -124,15 +131,22 @@ pub(crate) fn recover_partition(
             &mut prog,
         )?;
         if !b.too_full() {
-            return Ok(finish(segs, b, end, max_file_id));
+            return Ok(finish(segs, b, end, max_file_id, false));
         }
         capacity_keys = capacity_keys * 2 + 1024;
     }
 }
 
-fn finish(segs: SegmentSet, mut b: IndexBuilder, end: Option<u64>, max_file_id: u64) -> Recovered {
+fn finish(
+    segs: SegmentSet,
+    mut b: IndexBuilder,
+    end: Option<u64>,
+    max_file_id: u64,
+    clean: bool,
+) -> Recovered {
     let pending = b.take_pending();
     Recovered {
+        clean: clean && pending.is_empty(),
         segs,
         builder: b,
         end_offset: end,

@@ -122,10 +122,10 @@ impl Store {
         let mut repaired: HashSet<u64> = HashSet::new();
         let mut aborted: HashSet<u64> = HashSet::new();
         let mut parts = Vec::with_capacity(recovered.len());
-        let from_ckpt = report.partitions_rebuilt == 0;
         for (p, rec) in recovered.into_iter().enumerate() {
             let p = p as u32;
             let pdir = partition_dir(&dir, p);
+            let clean = rec.clean && !rec.segs.ordered.is_empty();
             let mut b = rec.builder;
             let mut segs = rec.segs;
             let mut repairs = Vec::new();
@@ -156,7 +156,7 @@ impl Store {
                 appender,
                 counters: b.counters,
                 appended_lsn: 0,
-                dirty: true,
+                dirty: !clean,
             };
             for (seq, members) in repairs {
                 let mut buf = Vec::new();
@@ -190,14 +190,12 @@ impl Store {
         });
         // Checkpoint what had to be rebuilt or replayed, so the next open is fast. Only an
         // optimisation: on a full disk the store opens anyway (the log holds everything).
-        if !from_ckpt || report.records_replayed > 0 || !repaired.is_empty() {
-            for part in &inner.parts {
-                match maintenance::save_checkpoint(&inner.ctx, part) {
-                    Err(e @ Error::NoSpace { .. }) => {
-                        *inner.last_background_error.lock() = Some(e.to_string())
-                    }
-                    r => r?,
+        for part in inner.parts.iter().filter(|p| p.state.read().dirty) {
+            match maintenance::save_checkpoint(&inner.ctx, part) {
+                Err(e @ Error::NoSpace { .. }) => {
+                    *inner.last_background_error.lock() = Some(e.to_string())
                 }
+                r => r?,
             }
         }
         let background = if inner.ctx.opts.background {
@@ -682,10 +680,13 @@ impl Store {
         Ok(())
     }
 
-    /// Writes every partition's index checkpoint.
+    /// Writes the index checkpoint of every partition changed since its last one (the others'
+    /// checkpoints on disk are current).
     pub fn checkpoint(&self) -> Result<()> {
         for part in &self.inner.parts {
-            maintenance::save_checkpoint(&self.inner.ctx, part)?;
+            if part.state.read().dirty {
+                maintenance::save_checkpoint(&self.inner.ctx, part)?;
+            }
         }
         Ok(())
     }

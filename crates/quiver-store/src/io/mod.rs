@@ -42,29 +42,38 @@ pub trait ReadBackend: Send + Sync {
     /// Reads the whole record starting at each request's offset; `len` is a first guess of its
     /// length. Records longer than the guess get a second batched round.
     fn read_records(&self, reqs: &mut [ReadRequest<'_>]) {
-        self.read_ranges(reqs);
-        let mut again: Vec<usize> = Vec::new();
-        for (i, r) in reqs.iter_mut().enumerate() {
-            if let Ok(b) = &r.result {
-                if let Some(h) = format::parse_header(b) {
-                    if h.record_len() > b.len() {
-                        r.len = h.record_len();
-                        again.push(i);
-                    }
+        read_records_in_two_rounds(self, reqs)
+    }
+}
+
+/// The usual `read_records`: one batched round of `len` bytes each, then a second batched round
+/// for the records whose header says they are longer.
+pub fn read_records_in_two_rounds<B: ReadBackend + ?Sized>(
+    backend: &B,
+    reqs: &mut [ReadRequest<'_>],
+) {
+    backend.read_ranges(reqs);
+    let mut again: Vec<usize> = Vec::new();
+    for (i, r) in reqs.iter_mut().enumerate() {
+        if let Ok(b) = &r.result {
+            if let Some(h) = format::parse_header(b) {
+                if h.record_len() > b.len() {
+                    r.len = h.record_len();
+                    again.push(i);
                 }
             }
         }
-        if again.is_empty() {
-            return;
-        }
-        let mut second: Vec<ReadRequest<'_>> = again
-            .iter()
-            .map(|&i| ReadRequest::new(reqs[i].segment, reqs[i].offset, reqs[i].len))
-            .collect();
-        self.read_ranges(&mut second);
-        for (&i, r) in again.iter().zip(second) {
-            reqs[i].result = r.result;
-        }
+    }
+    if again.is_empty() {
+        return;
+    }
+    let mut second: Vec<ReadRequest<'_>> = again
+        .iter()
+        .map(|&i| ReadRequest::new(reqs[i].segment, reqs[i].offset, reqs[i].len))
+        .collect();
+    backend.read_ranges(&mut second);
+    for (&i, r) in again.iter().zip(second) {
+        reqs[i].result = r.result;
     }
 }
 
