@@ -533,7 +533,7 @@ impl Store {
                 return Ok(BatchOutcome::Applied);
             }
             let mut all_locs = Vec::with_capacity(writing.len());
-            self.write_parts(
+            let late_failure = self.write_parts(
                 &involved,
                 &mut guards,
                 &shares,
@@ -549,13 +549,18 @@ impl Store {
                 st.counters.records += 1;
                 st.counters.dead += 1;
             }
-            return Ok(BatchOutcome::Applied);
+            return match late_failure {
+                None => Ok(BatchOutcome::Applied),
+                Some(e) => Err(e),
+            };
         }
     }
 
     /// Multi-partition batch: every part (made durable as the mode requires), then every
     /// commit record. Space for a part and its commit record is reserved before anything is
     /// written, so once the first commit record is written the rest do not fail for space.
+    /// `Err`: nothing was committed. `Ok(Some(e))`: committed, but a later step failed (the
+    /// indexes must still be updated; the error goes to the caller).
     #[allow(clippy::too_many_arguments)]
     fn write_parts(
         &self,
@@ -566,7 +571,7 @@ impl Store {
         writing: &[usize],
         framing: Framing,
         all_locs: &mut Vec<Vec<Option<u32>>>,
-    ) -> Result<()> {
+    ) -> Result<Option<Error>> {
         let ctx = &self.inner.ctx;
         let Framing::Batch { seq, .. } = framing else {
             unreachable!("write_parts writes batches")
@@ -585,28 +590,49 @@ impl Store {
             let gi = shares[s].0;
             let part = &self.inner.parts[involved[gi] as usize];
             let st = &mut guards[gi];
+            let start = st.appender.end();
             let (locs, res) = write::append_run(ctx, part, st, &runs[s], framing);
-            res?;
-            st.appender.flush()?;
+            if let Err(e) = res.and_then(|()| st.appender.flush()) {
+                // No commit record exists yet: the batch is not applied. (What reached the
+                // file is an orphaned part, discarded by replay.)
+                st.appender.discard_from(start);
+                return Err(e);
+            }
             if ctx.opts.durability == Durability::Fsync {
                 st.appender.segment.sync_data()?;
             }
             all_locs.push(locs);
         }
+        // From the first commit record written on, the batch is committed (replay completes
+        // it in every partition), so the caller must apply it to the indexes even if a later
+        // step fails; the space reservation above makes such a failure an I/O error, not a
+        // full disk.
+        let mut committed = false;
+        let mut failure = None;
         for &s in writing {
-            let gi = shares[s].0;
-            let st = &mut guards[gi];
+            let st = &mut guards[shares[s].0];
+            let start = st.appender.end();
             let mut buf = Vec::with_capacity(commit_len as usize);
             write::encode_commit(&mut buf, seq, runs[s].members);
-            st.append(&buf)?;
-            st.appender.flush()?;
+            match st.append(&buf).and_then(|_| st.appender.flush()) {
+                Ok(()) => committed = true,
+                Err(e) => {
+                    st.appender.discard_from(start);
+                    if !committed {
+                        return Err(e);
+                    }
+                    failure.get_or_insert(e);
+                }
+            }
         }
         if ctx.opts.durability == Durability::Fsync {
             for &s in writing {
-                guards[shares[s].0].appender.segment.sync_data()?;
+                if let Err(e) = guards[shares[s].0].appender.segment.sync_data() {
+                    failure.get_or_insert(e);
+                }
             }
         }
-        Ok(())
+        Ok(failure)
     }
 
     // ---- iteration and figures ----

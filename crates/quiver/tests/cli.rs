@@ -286,3 +286,14 @@ fn bench_local_smoke() {
     assert!(dir.join("p0000").join("index.ckpt").is_file());
     assert!(!dir.join("p0000").join("index.ckpt.bench-aside").exists());
 }
+
+#[test]
+fn a_store_open_in_another_process_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(dir.path(), &["set", "k", "v"]);
+    let store = quiver_store::Store::open(dir.path(), quiver_store::Options::default()).unwrap();
+    let err = fails(dir.path(), &["get", "k"]);
+    assert!(err.contains("locked"), "{err}");
+    drop(store);
+    assert_eq!(ok(dir.path(), &["get", "k"]).trim(), "v");
+}

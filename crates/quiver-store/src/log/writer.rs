@@ -59,7 +59,15 @@ impl Appender {
             self.buffer.extend_from_slice(bytes);
             self.end += bytes.len() as u64;
             if self.buffer.len() >= self.buffer_bytes_max {
-                self.flush()?;
+                if let Err(e) = self.flush() {
+                    // Buffered records are accepted (that is `none` durability) and later
+                    // flushes retry; but while writing out keeps failing the buffer may only
+                    // grow so far: past twice its size, this run is refused and dropped.
+                    if self.buffer.len() > 2 * self.buffer_bytes_max {
+                        self.discard_from(at);
+                        return Err(e);
+                    }
+                }
             }
         } else {
             if let Err(e) = self.segment.write_at(bytes, at) {
@@ -86,6 +94,15 @@ impl Appender {
         self.written = self.end;
         self.buffer.clear();
         Ok(())
+    }
+
+    /// Drops what was appended from `offset` on, if it is all still in the tail buffer: a run
+    /// whose write-out failed must not reach the file later behind the caller's back.
+    pub fn discard_from(&mut self, offset: u64) {
+        if offset >= self.written && offset < self.end {
+            self.buffer.truncate((offset - self.written) as usize);
+            self.end = offset;
+        }
     }
 
     /// Bytes at `offset` that are still only in the tail buffer (at most `len` of them).
