@@ -6,7 +6,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use memmap2::Mmap;
+use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::log::format::{SegmentHeader, SEGMENT_HEADER_LEN};
@@ -22,8 +22,10 @@ pub struct Segment {
     pub header: SegmentHeader,
     pub path: PathBuf,
     file: File,
-    /// Mapping of the whole segment capacity (mmap backend), made on first use.
-    map: OnceLock<Mmap>,
+    /// Mapping of the whole segment capacity (mmap backend), made on first use, owned by a
+    /// `Bytes` so reads hand out slices of it without copying. A value slice keeps the mapping
+    /// alive on its own, even after the segment is retired and its file deleted.
+    map: OnceLock<Bytes>,
     /// A second descriptor opened with O_DIRECT (io_uring backend), made on first use; `None`
     /// remembers that the file system refused O_DIRECT (EINVAL), so it is not asked again.
     direct: OnceLock<Option<File>>,
@@ -93,20 +95,22 @@ impl Segment {
         self.header.slot
     }
 
-    /// The mapping of the segment's whole capacity (the file is always that long).
-    pub fn map(&self) -> Result<&Mmap> {
+    /// The mapping of the segment's whole capacity (the file is always that long), as `Bytes`:
+    /// `slice` it to read without copying.
+    pub fn map(&self) -> Result<&Bytes> {
         if let Some(m) = self.map.get() {
             return Ok(m);
         }
         // SAFETY: segment files are append-only: bytes below the log end never change while
-        // mapped, and the engine never reads a mapped offset beyond the log end.
+        // mapped (a torn tail is cut before the store is opened for reads), files are never
+        // shortened while open, and the engine never reads a mapped offset beyond the log end.
         let m = unsafe {
             memmap2::MmapOptions::new()
                 .len(self.header.segment_bytes as usize)
                 .map(&self.file)
         }
         .map_err(|e| Error::io("mmap segment", &self.path, e))?;
-        let _ = self.map.set(m);
+        let _ = self.map.set(Bytes::from_owner(m));
         Ok(self.map.get().expect("set above"))
     }
 
