@@ -232,7 +232,14 @@ pub(crate) fn lookup_one_partition(
 pub(crate) fn into_value(found: Found) -> Result<Option<Bytes>> {
     match found {
         Found::Absent => Ok(None),
-        f @ Found::Live { .. } => Ok(f.value()),
+        Found::Live {
+            mut record, value, ..
+        } => {
+            // Narrow the record to its value in place: no reference-count traffic.
+            record.truncate(value.end);
+            bytes::Buf::advance(&mut record, value.start);
+            Ok(Some(record))
+        }
         Found::Failed(e) => Err(e),
     }
 }
