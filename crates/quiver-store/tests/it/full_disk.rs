@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use quiver_store::hash::KeyHash;
-use quiver_store::{BackendKind, Batch, Durability, Error, Options, Store};
+use quiver_store::{BackendKind, Batch, Error, Options, Store};
 
 use crate::common::{mix64, Rng};
 
@@ -66,14 +66,7 @@ impl Drop for Tmpfs {
 fn options(backend: BackendKind) -> Options {
     Options {
         partitions: 2,
-        segment_bytes: 128 << 10,
-        durability: Durability::Os,
-        backend,
-        value_len_max: 16 << 10,
-        background: false,
-        checkpoint_interval_ms: 0,
-        compact_garbage_ratio: 0.0,
-        ..Options::default()
+        ..crate::common::small_options(backend)
     }
 }
 
