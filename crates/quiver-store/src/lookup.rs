@@ -113,12 +113,7 @@ pub(crate) fn lookup(
                 }
             };
             if std::sync::Arc::ptr_eq(seg, &st.appender.segment) {
-                if let Some(head) = st.appender.read_buffered(offset, RECORD_HEADER_LEN) {
-                    // Copy this record only, not the rest of the buffer after it (which the
-                    // value returned would otherwise keep alive).
-                    let len =
-                        format::parse_header(&head).map_or(RECORD_HEADER_LEN, |h| h.record_len());
-                    let b = st.appender.read_buffered(offset, len).unwrap_or(head);
+                if let Some(b) = st.appender.buffered_record(offset) {
                     buffered.push((i, offset, b));
                     continue;
                 }

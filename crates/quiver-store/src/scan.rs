@@ -105,12 +105,8 @@ fn scan_partition(
     for &loc in &locs {
         if let Ok((seg, off)) = st.segs.resolve(loc) {
             if std::sync::Arc::ptr_eq(seg, &st.appender.segment) {
-                if let Some(head) = st.appender.read_buffered(off, RECORD_HEADER_LEN) {
-                    // Header and key are all a scan needs.
-                    let len = format::parse_header(&head).map_or(RECORD_HEADER_LEN, |h| {
-                        RECORD_HEADER_LEN + h.key_len as usize
-                    });
-                    buffered.push(st.appender.read_buffered(off, len).unwrap_or(head));
+                if let Some(b) = st.appender.buffered_record(off) {
+                    buffered.push(b);
                     continue;
                 }
             }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::error::Result;
+use crate::log::format::{self, RECORD_HEADER_LEN};
 use crate::log::segment::Segment;
 
 pub struct Appender {
@@ -105,13 +106,18 @@ impl Appender {
         }
     }
 
-    /// Bytes at `offset` that are still only in the tail buffer (at most `len` of them).
-    pub fn read_buffered(&self, offset: u64, len: usize) -> Option<Bytes> {
+    /// The record at `offset` if it is still only in the tail buffer: a copy of that record
+    /// alone (not of the buffer after it, which a value handed out would otherwise keep alive).
+    /// A damaged header yields just the header bytes, for the caller's checks to reject.
+    pub fn buffered_record(&self, offset: u64) -> Option<Bytes> {
         if offset < self.written || offset >= self.end {
             return None;
         }
         let from = (offset - self.written) as usize;
-        let to = from.saturating_add(len).min(self.buffer.len());
+        let head_end = (from + RECORD_HEADER_LEN).min(self.buffer.len());
+        let len = format::parse_header(&self.buffer[from..head_end])
+            .map_or(head_end - from, |h| h.record_len());
+        let to = (from + len).min(self.buffer.len());
         Some(Bytes::copy_from_slice(&self.buffer[from..to]))
     }
 
