@@ -53,9 +53,6 @@ pub enum Error {
     /// The directory holds a store created with different fixed options.
     #[error("store at {path} does not match the options: {reason}")]
     Incompatible { path: PathBuf, reason: String },
-    /// The store has been closed.
-    #[error("store is closed")]
-    Closed,
 }
 
 impl Error {

@@ -120,8 +120,4 @@ impl Appender {
         let to = (from + len).min(self.buffer.len());
         Some(Bytes::copy_from_slice(&self.buffer[from..to]))
     }
-
-    pub fn has_buffered(&self) -> bool {
-        !self.buffer.is_empty()
-    }
 }
