@@ -14,5 +14,11 @@ if ((${#need_apt[@]})); then
   fi
 fi
 
-cargo test --workspace --all-targets -- --test-threads 2
-cargo test --workspace --doc
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# Unit, integration and doc tests of every crate.
+cargo test --workspace -- --test-threads 2 2>&1 | tee "$log"
+
+# One closing line for the whole run (cargo prints one per test binary).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
