@@ -106,10 +106,6 @@ impl IndexBuilder {
         std::mem::take(&mut self.pending)
     }
 
-    pub fn has_pending(&self) -> bool {
-        !self.pending.is_empty()
-    }
-
     /// Counts members of a batch that will never be applied.
     pub fn discard_members(&mut self, n: usize) {
         self.counters.dead += n as u64;

@@ -224,3 +224,57 @@ fn compaction_reclaims_and_keeps_data() {
         );
     });
 }
+
+/// A crash between a multi-partition batch's parts and its commit records leaves orphaned
+/// parts: recovery discards them, and so does every later replay of the log (index growth,
+/// compaction, reopen).
+#[test]
+fn batch_without_commit_records_stays_aborted_through_growth_and_compaction() {
+    use crate::common::{scan_segment, segment_files, write_bytes_at};
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || small_options(BackendKind::Mmap);
+    {
+        let s = Store::open(dir.path(), opts()).unwrap();
+        s.put(b"before", b"1").unwrap();
+        let mut batch = Batch::new();
+        for i in 0..8 {
+            batch.put(format!("batch{i}"), "x");
+        }
+        assert!(s.apply(&batch).unwrap().is_applied());
+        s.simulate_crash();
+    }
+    // Erase every commit record: as if the process died right after writing the parts.
+    let mut erased = 0;
+    for p in 0..4 {
+        let last = segment_files(dir.path(), p).pop().unwrap();
+        let (records, _) = scan_segment(&last);
+        for r in records
+            .iter()
+            .filter(|r| r.key.is_empty() && r.value_len == 4)
+        {
+            write_bytes_at(&last, r.offset, &vec![0u8; r.len as usize]);
+            erased += 1;
+        }
+    }
+    assert!(
+        erased >= 2,
+        "the batch must span partitions ({erased} commit records)"
+    );
+    let s = Store::open(dir.path(), opts()).unwrap();
+    assert_eq!(s.recovery_report().batches_aborted, 1);
+    assert_eq!(s.get(b"batch0").unwrap(), None);
+    assert_eq!(s.get(b"before").unwrap().as_deref(), Some(&b"1"[..]));
+    // Grow every index (a replay of the whole log) and compact.
+    let pairs: Vec<(Vec<u8>, Vec<u8>)> = (0..6000).map(|i| (key(i), value(i, 0))).collect();
+    s.multi_put(&pairs).unwrap();
+    for i in 0..8 {
+        assert_eq!(s.get(format!("batch{i}").as_bytes()).unwrap(), None);
+    }
+    s.compact().unwrap();
+    assert_eq!(s.len(), 6001);
+    assert!(s.check().unwrap().is_ok());
+    drop(s);
+    let s = Store::open(dir.path(), opts()).unwrap();
+    assert_eq!(s.get(b"batch7").unwrap(), None);
+    assert_eq!(s.len(), 6001);
+}
