@@ -1,6 +1,24 @@
 //! Quiver's storage engine (layer 1 of DESIGN.md): FAWN-DS partitions — append-only segment
 //! logs plus a compact in-RAM hash index — with vector get/put, compound batches and
 //! crash-safe recovery. `ARCHITECTURE.md` at the repository root is the map.
+//!
+//! ```
+//! use quiver_store::{Batch, Options, Precondition, Store};
+//!
+//! # fn main() -> quiver_store::Result<()> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! let store = Store::open(dir.path(), Options::default())?;
+//! store.multi_put(&[(b"a", b"1"), (b"b", b"2")])?;
+//! let values = store.multi_get(&[b"a", b"b", b"c"])?;
+//! assert_eq!(values[0].as_deref(), Some(&b"1"[..]));
+//! assert_eq!(values[2], None);
+//! let mut batch = Batch::new();
+//! batch.put_if("a", "10", Precondition::ValueEquals("1".into())).delete("b");
+//! assert!(store.apply(&batch)?.is_applied()); // all or nothing, atomically visible
+//! store.close()?;
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod batch;
 mod builder;
