@@ -45,7 +45,7 @@ pub struct ReopenResult {
 
 pub fn run(
     cfg: &ReopenConfig,
-    progress: &mut dyn FnMut(RecoveryProgress),
+    progress: &mut (dyn FnMut(RecoveryProgress) + Send),
     emit: &mut dyn FnMut(&ReopenResult),
 ) -> Result<Vec<ReopenResult>> {
     if !holds_store(&cfg.dir) {
@@ -74,7 +74,7 @@ pub fn run(
 fn timed_open(
     cfg: &ReopenConfig,
     mode: &'static str,
-    progress: &mut dyn FnMut(RecoveryProgress),
+    progress: &mut (dyn FnMut(RecoveryProgress) + Send),
 ) -> Result<ReopenResult> {
     if cfg.cold {
         drop_page_cache()?;

@@ -36,6 +36,20 @@ pub struct RecoveryReport {
     pub batches_aborted: u64,
 }
 
+impl RecoveryReport {
+    /// Adds another partition's findings to this report.
+    pub(crate) fn merge(&mut self, other: RecoveryReport) {
+        self.partitions_from_checkpoint += other.partitions_from_checkpoint;
+        self.partitions_rebuilt += other.partitions_rebuilt;
+        self.records_replayed += other.records_replayed;
+        self.torn_tails.extend(other.torn_tails);
+        self.damage.extend(other.damage);
+        self.checkpoints_ignored.extend(other.checkpoints_ignored);
+        self.batches_repaired += other.batches_repaired;
+        self.batches_aborted += other.batches_aborted;
+    }
+}
+
 /// Progress of index rebuilding, for the CLI's progress bar.
 #[derive(Clone, Copy, Debug)]
 pub struct RecoveryProgress {

@@ -80,7 +80,7 @@ impl Store {
     pub fn open_with_progress(
         dir: impl AsRef<Path>,
         mut opts: Options,
-        progress: &mut dyn FnMut(RecoveryProgress),
+        progress: &mut (dyn FnMut(RecoveryProgress) + Send),
     ) -> Result<Store> {
         opts.validate()?;
         let dir = dir.as_ref().to_path_buf();
@@ -94,17 +94,7 @@ impl Store {
             next_seq: AtomicU64::new(1),
             value_len_estimate: AtomicUsize::new(64),
         };
-        let mut report = RecoveryReport::default();
-        let mut recovered = Vec::with_capacity(ctx.opts.partitions as usize);
-        for p in 0..ctx.opts.partitions {
-            recovered.push(recovery::recover_partition(
-                &ctx,
-                p,
-                &partition_dir(&dir, p),
-                &mut report,
-                progress,
-            )?);
-        }
+        let (recovered, mut report) = recover_partitions(&ctx, &dir, progress)?;
         let max_seq = recovered
             .iter()
             .map(|r| r.builder.max_seq)
@@ -795,6 +785,63 @@ impl Drop for Store {
             let _ = self.checkpoint();
         }
     }
+}
+
+/// Recovers every partition, on as many threads as there are cores (partitions are
+/// independent until their batches are resolved). Returns them in partition order.
+fn recover_partitions(
+    ctx: &StoreCtx,
+    dir: &Path,
+    progress: &mut (dyn FnMut(RecoveryProgress) + Send),
+) -> Result<(Vec<recovery::Recovered>, RecoveryReport)> {
+    let n = ctx.opts.partitions as usize;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |t| t.get())
+        .clamp(1, n);
+    let progress = Mutex::new(progress);
+    let results: Vec<Result<Vec<(u32, recovery::Recovered, RecoveryReport)>>> =
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let progress = &progress;
+                    scope.spawn(move || {
+                        let mut done = Vec::new();
+                        for p in (t..n).step_by(threads).map(|p| p as u32) {
+                            let mut report = RecoveryReport::default();
+                            let mut prog = |x: RecoveryProgress| (progress.lock())(x);
+                            let rec = recovery::recover_partition(
+                                ctx,
+                                p,
+                                &partition_dir(dir, p),
+                                &mut report,
+                                &mut prog,
+                            )?;
+                            done.push((p, rec, report));
+                        }
+                        Ok(done)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        });
+    let mut all = Vec::with_capacity(n);
+    for r in results {
+        all.extend(r?);
+    }
+    all.sort_by_key(|(p, ..)| *p);
+    let mut report = RecoveryReport::default();
+    let mut recovered = Vec::with_capacity(n);
+    for (_, rec, r) in all {
+        report.merge(r);
+        recovered.push(rec);
+    }
+    Ok((recovered, report))
 }
 
 /// The maintenance thread: flushes `none`-mode buffers, grows or shrinks indexes, compacts

@@ -42,6 +42,8 @@ pub fn open_store(dir: &Path, opts: Options) -> quiver_store::Result<Store> {
     let partitions_hint = opts.partitions as u64;
     let pb = bar(partitions_hint * OPEN_STEPS_PER_PARTITION, OPEN_TEMPLATE);
     pb.set_message("opening store");
+    // Partitions are recovered in parallel: the bar shows the sum of their progress.
+    let mut done_per_partition: Vec<u64> = Vec::new();
     let mut on_progress = |p: RecoveryProgress| {
         let parts = p.partitions.max(1) as u64;
         pb.set_length(parts * OPEN_STEPS_PER_PARTITION);
@@ -51,12 +53,12 @@ pub fn open_store(dir: &Path, opts: Options) -> quiver_store::Result<Store> {
             (p.bytes_done.min(p.bytes_total) as u128 * OPEN_STEPS_PER_PARTITION as u128
                 / p.bytes_total as u128) as u64
         };
-        pb.set_position(p.partition as u64 * OPEN_STEPS_PER_PARTITION + frac);
-        pb.set_message(format!(
-            "opening store: partition {}/{}",
-            p.partition + 1,
-            parts
-        ));
+        done_per_partition.resize(parts as usize, 0);
+        if let Some(d) = done_per_partition.get_mut(p.partition as usize) {
+            *d = frac;
+        }
+        pb.set_position(done_per_partition.iter().sum());
+        pb.set_message(format!("opening store: {parts} partitions"));
     };
     let res = Store::open_with_progress(dir, opts, &mut on_progress);
     pb.finish_and_clear();
