@@ -1,0 +1,140 @@
+//! RESP reply encoding, for RESP2 and RESP3 connections.
+//!
+//! RESP3-only types are downgraded on RESP2 connections the way Redis 7 does:
+//! `Null` -> `$-1`, `NullArray` -> `*-1`, `Map` -> flat array of keys and
+//! values, `Set` -> array, `Double` -> bulk string, `Boolean` -> integer 1/0,
+//! `Verbatim` -> bulk string of the text alone.
+
+use std::borrow::Cow;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::frame::ProtocolError;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    /// `+OK`: must not contain `\r` or `\n`.
+    Simple(Cow<'static, str>),
+    /// `-ERR ...` (the text after `-`): must not contain `\r` or `\n`.
+    Error(Bytes),
+    Integer(i64),
+    Bulk(Bytes),
+    /// The null bulk string (RESP2 `$-1`, RESP3 `_`).
+    Null,
+    Array(Vec<Reply>),
+    /// The null array (RESP2 `*-1`, RESP3 `_`).
+    NullArray,
+    Map(Vec<(Reply, Reply)>),
+    Double(f64),
+    Boolean(bool),
+    /// RESP3 verbatim string, e.g. format `txt` or `mkd`.
+    Verbatim {
+        format: [u8; 3],
+        text: Bytes,
+    },
+    Set(Vec<Reply>),
+}
+
+impl Reply {
+    pub const OK: Reply = Reply::Simple(Cow::Borrowed("OK"));
+
+    pub fn simple(s: impl Into<Cow<'static, str>>) -> Self {
+        Reply::Simple(s.into())
+    }
+
+    pub fn error(s: impl Into<String>) -> Self {
+        Reply::Error(Bytes::from(s.into()))
+    }
+
+    /// Appends this reply to `out`, in RESP3 if `resp3` else RESP2.
+    pub fn encode(&self, out: &mut BytesMut, resp3: bool) {
+        match self {
+            Reply::Simple(s) => line(out, b'+', s.as_bytes()),
+            Reply::Error(e) => line(out, b'-', e),
+            Reply::Integer(n) => line(out, b':', n.to_string().as_bytes()),
+            Reply::Bulk(b) => bulk(out, b),
+            Reply::Null if resp3 => out.put_slice(b"_\r\n"),
+            Reply::Null => out.put_slice(b"$-1\r\n"),
+            Reply::NullArray if resp3 => out.put_slice(b"_\r\n"),
+            Reply::NullArray => out.put_slice(b"*-1\r\n"),
+            Reply::Array(items) => aggregate(out, b'*', items, resp3),
+            Reply::Set(items) => aggregate(out, if resp3 { b'~' } else { b'*' }, items, resp3),
+            Reply::Map(pairs) => {
+                let (kind, n) = if resp3 {
+                    (b'%', pairs.len())
+                } else {
+                    (b'*', pairs.len() * 2)
+                };
+                line(out, kind, n.to_string().as_bytes());
+                for (k, v) in pairs {
+                    k.encode(out, resp3);
+                    v.encode(out, resp3);
+                }
+            }
+            Reply::Double(d) => {
+                let text = format_double(*d);
+                if resp3 {
+                    line(out, b',', text.as_bytes());
+                } else {
+                    bulk(out, text.as_bytes());
+                }
+            }
+            Reply::Boolean(b) if resp3 => out.put_slice(if *b { b"#t\r\n" } else { b"#f\r\n" }),
+            Reply::Boolean(b) => out.put_slice(if *b { b":1\r\n" } else { b":0\r\n" }),
+            Reply::Verbatim { format, text } if resp3 => {
+                line(out, b'=', (text.len() + 4).to_string().as_bytes());
+                out.put_slice(format);
+                out.put_u8(b':');
+                out.put_slice(text);
+                out.put_slice(b"\r\n");
+            }
+            Reply::Verbatim { text, .. } => bulk(out, text),
+        }
+    }
+
+    /// This reply's encoding as a new buffer.
+    pub fn to_bytes(&self, resp3: bool) -> Bytes {
+        let mut out = BytesMut::new();
+        self.encode(&mut out, resp3);
+        out.freeze()
+    }
+}
+
+impl From<ProtocolError> for Reply {
+    fn from(e: ProtocolError) -> Self {
+        Reply::Error(e.message)
+    }
+}
+
+fn line(out: &mut BytesMut, kind: u8, body: &[u8]) {
+    out.reserve(body.len() + 3);
+    out.put_u8(kind);
+    out.put_slice(body);
+    out.put_slice(b"\r\n");
+}
+
+fn bulk(out: &mut BytesMut, data: &[u8]) {
+    line(out, b'$', data.len().to_string().as_bytes());
+    out.reserve(data.len() + 2);
+    out.put_slice(data);
+    out.put_slice(b"\r\n");
+}
+
+fn aggregate(out: &mut BytesMut, kind: u8, items: &[Reply], resp3: bool) {
+    line(out, kind, items.len().to_string().as_bytes());
+    for item in items {
+        item.encode(out, resp3);
+    }
+}
+
+/// `inf`, `-inf`, `nan`, else the shortest text that reads back as `d`
+/// (like Redis 7.2's `fpconv_dtoa`, but never in exponent form).
+fn format_double(d: f64) -> String {
+    if d.is_nan() {
+        "nan".to_owned()
+    } else if d.is_infinite() {
+        if d > 0.0 { "inf" } else { "-inf" }.to_owned()
+    } else {
+        d.to_string()
+    }
+}
