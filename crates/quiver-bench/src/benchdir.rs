@@ -10,10 +10,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 pub const PARAMS_FILE: &str = "bench-params.json";
-/// The engine's metadata file (`quiver_store`'s `meta::META_FILE`): its presence marks a store.
-pub const STORE_META_FILE: &str = "QUIVER";
-/// The engine's lock file.
-const STORE_LOCK_FILE: &str = "LOCK";
+use quiver_store::layout::LOCK_FILE as STORE_LOCK_FILE;
+/// The engine's metadata file: its presence marks a store.
+pub use quiver_store::layout::META_FILE as STORE_META_FILE;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoadParams {
@@ -77,8 +76,14 @@ pub fn prepare_fresh(dir: &Path) -> Result<()> {
     }
     let ours = |p: &PathBuf| {
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        [PARAMS_FILE, STORE_META_FILE, STORE_LOCK_FILE, "QUIVER.tmp"].contains(&name)
-            || is_partition_dir_name(name)
+        [
+            PARAMS_FILE,
+            STORE_META_FILE,
+            STORE_LOCK_FILE,
+            quiver_store::layout::META_TMP_FILE,
+        ]
+        .contains(&name)
+            || quiver_store::layout::is_partition_dir_name(name)
     };
     if let Some(other) = entries.iter().find(|p| !ours(p)) {
         return Err(refuse(&format!(
@@ -101,11 +106,6 @@ pub fn prepare_fresh(dir: &Path) -> Result<()> {
         res.map_err(|e| Error::io("remove", &p, e))?;
     }
     Ok(())
-}
-
-/// `pNNNN`: a partition directory (`quiver_store`'s `partition_dir`).
-fn is_partition_dir_name(name: &str) -> bool {
-    name.len() == 5 && name.starts_with('p') && name[1..].bytes().all(|b| b.is_ascii_digit())
 }
 
 #[cfg(test)]

@@ -13,9 +13,8 @@ use serde::Serialize;
 use crate::benchdir::holds_store;
 use crate::error::{Error, Result};
 
-/// The engine's checkpoint file in each partition directory (`quiver_store`'s
-/// `checkpoint::CHECKPOINT_FILE`).
-pub const CHECKPOINT_FILE: &str = "index.ckpt";
+/// The engine's checkpoint file in each partition directory.
+pub use quiver_store::layout::CHECKPOINT_FILE;
 /// Suffix of a checkpoint moved aside during the rebuild measurement.
 const ASIDE_SUFFIX: &str = ".bench-aside";
 

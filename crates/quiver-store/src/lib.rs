@@ -28,6 +28,7 @@ pub mod error;
 pub mod hash;
 pub mod index;
 pub mod io;
+pub mod layout;
 mod lockfile;
 pub mod log;
 mod lookup;

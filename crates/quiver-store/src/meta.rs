@@ -9,6 +9,8 @@ use crate::log::segment::sync_dir;
 use crate::options::Options;
 
 pub const META_FILE: &str = "QUIVER";
+/// Written first and renamed over `META_FILE` when a store is created.
+pub const META_TMP_FILE: &str = "QUIVER.tmp";
 
 /// Reads the layout of an existing store into `opts` (partitions and segment size are fixed at
 /// creation), or records `opts`' layout for a new one.
@@ -47,7 +49,7 @@ pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<()> {
                 "quiver-store\nformat {FORMAT_VERSION}\npartitions {}\nsegment_bytes {}\n",
                 opts.partitions, opts.segment_bytes
             );
-            let tmp = dir.join("QUIVER.tmp");
+            let tmp = dir.join(META_TMP_FILE);
             fs::write(&tmp, text)
                 .and_then(|_| fs::File::open(&tmp)?.sync_all())
                 .and_then(|_| fs::rename(&tmp, &path))

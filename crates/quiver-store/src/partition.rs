@@ -206,9 +206,7 @@ pub(crate) struct Partition {
     pub maintenance: Mutex<()>,
 }
 
-pub fn partition_dir(root: &Path, id: u32) -> PathBuf {
-    root.join(format!("p{id:04}"))
-}
+pub use crate::layout::partition_dir;
 
 impl PartState {
     /// Makes room for `len` more bytes in the active segment, starting a new segment if needed.
