@@ -83,6 +83,7 @@ pub(crate) fn lookup(
     let mut damage: Vec<Option<Error>> = (0..n).map(|_| None).collect();
     let mut active: Vec<usize> = (0..n).collect();
     let mut cand_pos: Vec<usize> = vec![0; n];
+    let value_len_guess = ctx.value_len_guess(verify_values);
     // Longest value read: keeps the first-round read size right after a reopen.
     let mut value_len_max = 0;
 
@@ -118,7 +119,7 @@ pub(crate) fn lookup(
                     continue;
                 }
             }
-            let hint = ctx.read_hint(k.key.len(), verify_values);
+            let hint = crate::partition::first_read_len(k.key.len(), value_len_guess);
             reqs.push(ReadRequest::new(seg, offset, hint));
             who.push(i);
         }

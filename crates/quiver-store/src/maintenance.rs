@@ -178,8 +178,8 @@ fn attempt(
         .position(|s| s.file_id() == end_file_id)
         .expect("maintenance is serialised: the snapshot's end segment is still there");
     let tail: Vec<Arc<Segment>> = st.segs.ordered[tail_start..].to_vec();
-    let tail_end = (st.segs.active().file_id(), st.appender.end());
-    let caught_up = replay_tail(&st.segs, &tail, end_offset, tail_end, &mut b);
+    let (tail_file_id, tail_end) = (st.segs.active().file_id(), st.appender.end());
+    let caught_up = replay_range(&st.segs, &tail, end_offset, tail_file_id, tail_end, &mut b);
     if let Err(e) = caught_up {
         drop(st);
         out.abandon(part);
@@ -301,16 +301,6 @@ fn replay_range(
         }
     }
     Ok(())
-}
-
-fn replay_tail(
-    view: &SegmentSet,
-    tail: &[Arc<Segment>],
-    from: u64,
-    end: (u64, u64),
-    b: &mut IndexBuilder,
-) -> Result<()> {
-    replay_range(view, tail, from, end.0, end.1, b)
 }
 
 /// Replaces `inputs` (a prefix of the log) by `outputs`.

@@ -52,19 +52,25 @@ impl StoreCtx {
         }
     }
 
-    /// First-round read length for a record with a `key_len`-byte key.
-    pub fn read_hint(&self, key_len: usize, with_value: bool) -> usize {
-        /// Upper bound of a first-round read: larger records take a second round.
-        const FIRST_READ_BYTES_MAX: usize = 4096;
-        let value = if with_value {
+    /// Value length a first-round read allows for: the running estimate when the value is
+    /// wanted, else none. Read once per vector, not per key.
+    pub fn value_len_guess(&self, with_value: bool) -> usize {
+        if with_value {
             self.value_len_estimate.load(Ordering::Relaxed)
         } else {
             0
-        };
-        crate::io::record_read_hint(key_len, value)
-            .next_multiple_of(RECORD_ALIGN)
-            .min(FIRST_READ_BYTES_MAX)
+        }
     }
+}
+
+/// First-round read length for a record with a `key_len`-byte key and a value of about
+/// `value_len_guess` bytes.
+pub(crate) fn first_read_len(key_len: usize, value_len_guess: usize) -> usize {
+    /// Upper bound of a first-round read: larger records take a second round.
+    const FIRST_READ_BYTES_MAX: usize = 4096;
+    crate::io::record_read_hint(key_len, value_len_guess)
+        .next_multiple_of(RECORD_ALIGN)
+        .min(FIRST_READ_BYTES_MAX)
 }
 
 /// The segments of a partition: in log order, and by addressing slot.

@@ -342,8 +342,5 @@ fn replay(
             }
         }
     }
-    if end.is_none() {
-        end = segs.ordered.last().map(|_| offset);
-    }
     Ok(end)
 }

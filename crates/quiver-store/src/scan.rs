@@ -110,7 +110,11 @@ fn scan_partition(
                     continue;
                 }
             }
-            reqs.push(ReadRequest::new(seg, off, ctx.read_hint(64, false)));
+            reqs.push(ReadRequest::new(
+                seg,
+                off,
+                crate::partition::first_read_len(64, 0),
+            ));
         }
     }
     ctx.backend.read_records(&mut reqs);

@@ -295,16 +295,6 @@ fn byte_at_a_time_corpus() {
     }
 }
 
-fn encode(args: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
-}
-
 #[test]
 fn pipelined_run_of_1000() {
     let mut input = Vec::new();
@@ -318,7 +308,7 @@ fn pipelined_run_of_1000() {
             input.extend_from_slice(b"\r\n");
             expected.push(vec![b"GET".to_vec(), key]);
         } else {
-            input.extend_from_slice(&encode(&[b"SET", &key, &value]));
+            input.extend_from_slice(&crate::encode_multibulk(&[&b"SET"[..], &key, &value]));
             expected.push(vec![b"SET".to_vec(), key, value]);
         }
     }

@@ -121,3 +121,15 @@ pub fn parse_every_way(input: &[u8], limits: &Limits) -> Outcome {
     }
     whole
 }
+
+/// A request as a client sends it: a RESP multibulk of bulk strings.
+pub fn encode_multibulk<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        let a = a.as_ref();
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}

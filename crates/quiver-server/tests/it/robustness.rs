@@ -10,16 +10,6 @@ use crate::{parse_all, parse_every_way};
 
 const ALPHABET: &[u8] = b"*$\r\n0123456789-+ \t\"'\\xaZ\0";
 
-fn encode_multibulk(args: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
-}
-
 fn interesting_byte() -> impl Strategy<Value = u8> {
     prop_oneof![any::<u8>(), prop::sample::select(ALPHABET)]
 }
@@ -28,7 +18,7 @@ fn interesting_byte() -> impl Strategy<Value = u8> {
 fn valid_frame() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         prop::collection::vec(prop::collection::vec(any::<u8>(), 0..12), 0..5)
-            .prop_map(|args| encode_multibulk(&args)),
+            .prop_map(|args| crate::encode_multibulk(&args)),
         prop::collection::vec("[a-zA-Z0-9\"' \\\\]{0,8}", 0..4).prop_map(|words| {
             let mut line = words.join(" ").into_bytes();
             line.extend_from_slice(b"\r\n");
@@ -137,7 +127,7 @@ proptest! {
             0..6,
         )
     ) {
-        let input: Vec<u8> = requests.iter().flat_map(|r| encode_multibulk(r)).collect();
+        let input: Vec<u8> = requests.iter().flat_map(|r| crate::encode_multibulk(r)).collect();
         let out = parse_every_way(&input, &Limits::default());
         prop_assert_eq!(out.error, None);
         prop_assert_eq!(out.left, 0);
