@@ -4,15 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need_apt=()
-command -v mount >/dev/null || need_apt+=(mount)
-if ((${#need_apt[@]})); then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && apt-get install -y -qq "${need_apt[@]}"
-  else
-    sudo apt-get update -qq && sudo apt-get install -y -qq "${need_apt[@]}"
-  fi
-fi
+scripts/test_deps.sh
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -27,9 +27,11 @@
 //! * Numbers follow `string2ll`: optional `-`, no `+`, no leading zeros, no
 //!   blanks, at most 20 characters.
 //!
-//! Redis 7's extra limits for unauthenticated clients ("unauthenticated
-//! multibulk length", "unauthenticated bulk length") are not implemented:
-//! Quiver has no authentication yet.
+//! Redis 7's extra limits for a client that has yet to authenticate (when a
+//! password is required) apply after [`RequestParser::set_unauthenticated`]:
+//! at most [`UNAUTHENTICATED_MULTIBULK_MAX`] arguments and bulks of at most
+//! [`UNAUTHENTICATED_BULK_MAX`] bytes, so an anonymous client cannot make
+//! the server buffer much.
 //!
 //! Memory: limits are checked before anything is reserved. The argument list
 //! of a multibulk grows with the bulks that actually arrive (at most
@@ -52,6 +54,10 @@ pub const PROTO_MAX_BULK_LEN: usize = 512 * 1024 * 1024;
 pub const PROTO_MULTIBULK_MAX_LEN: usize = i32::MAX as usize;
 /// Redis `PROTO_INLINE_MAX_SIZE`: 64 KiB.
 pub const PROTO_INLINE_MAX_SIZE: usize = 64 * 1024;
+/// Largest multibulk count from a client that must still authenticate.
+pub const UNAUTHENTICATED_MULTIBULK_MAX: usize = 10;
+/// Largest bulk from a client that must still authenticate.
+pub const UNAUTHENTICATED_BULK_MAX: usize = 16 * 1024;
 /// Argument slots reserved when a multibulk header is read; more are added as
 /// bulks arrive (Redis 7 does the same with `argv_len = min(count, 1024)`).
 pub const ARGV_PREALLOC: usize = 1024;
@@ -127,6 +133,8 @@ const TOO_BIG_MBULK: &str = "ERR Protocol error: too big mbulk count string";
 const TOO_BIG_BULK: &str = "ERR Protocol error: too big bulk count string";
 const TOO_BIG_INLINE: &str = "ERR Protocol error: too big inline request";
 const UNBALANCED: &str = "ERR Protocol error: unbalanced quotes in request";
+const UNAUTH_MULTIBULK: &str = "ERR Protocol error: unauthenticated multibulk length";
+const UNAUTH_BULK: &str = "ERR Protocol error: unauthenticated bulk length";
 
 /// Parses one request from the front of `buf`.
 ///
@@ -165,6 +173,8 @@ pub fn parse_run(
 #[derive(Debug, Default)]
 pub struct RequestParser {
     limits: Limits,
+    /// The client must still authenticate: Redis's tighter limits apply.
+    unauthenticated: bool,
     st: State,
 }
 
@@ -206,8 +216,14 @@ impl RequestParser {
     pub fn new(limits: Limits) -> Self {
         Self {
             limits,
+            unauthenticated: false,
             st: State::default(),
         }
+    }
+
+    /// Applies (or lifts) the limits for a client that has not authenticated yet.
+    pub fn set_unauthenticated(&mut self, unauthenticated: bool) {
+        self.unauthenticated = unauthenticated;
     }
 
     pub fn limits(&self) -> &Limits {
@@ -313,6 +329,7 @@ impl RequestParser {
 
     fn multibulk(&mut self, buf: &[u8]) -> Result<Step, ProtocolError> {
         let limits = self.limits;
+        let unauthenticated = self.unauthenticated;
         let st = &mut self.st;
         if st.remaining == 0 {
             let Some(cr) = find_line_end(buf, 0, &mut st.scan, b'\r') else {
@@ -325,9 +342,15 @@ impl RequestParser {
                 return Ok(Step::Incomplete);
             }
             let count = match string2ll(&buf[1..cr]) {
+                Some(n) if n > 0 && n as u64 > limits.multibulk_len_max as u64 => {
+                    return Err(ProtocolError::new(INVALID_MULTIBULK))
+                }
+                Some(n) if unauthenticated && n > UNAUTHENTICATED_MULTIBULK_MAX as i64 => {
+                    return Err(ProtocolError::new(UNAUTH_MULTIBULK))
+                }
                 Some(n) if n <= 0 => return Ok(Step::Skip(cr + 2)),
-                Some(n) if n as u64 <= limits.multibulk_len_max as u64 => n as usize,
-                _ => return Err(ProtocolError::new(INVALID_MULTIBULK)),
+                Some(n) => n as usize,
+                None => return Err(ProtocolError::new(INVALID_MULTIBULK)),
             };
             st.remaining = count;
             st.args = Vec::with_capacity(count.min(ARGV_PREALLOC));
@@ -355,6 +378,9 @@ impl RequestParser {
                         }
                         _ => return Err(ProtocolError::new(INVALID_BULK)),
                     };
+                    if unauthenticated && len > UNAUTHENTICATED_BULK_MAX {
+                        return Err(ProtocolError::new(UNAUTH_BULK));
+                    }
                     st.pos = cr + 2;
                     st.bulk_len = Some(len);
                     len
@@ -394,7 +420,7 @@ fn find_line_end(buf: &[u8], from: usize, scan: &mut usize, target: u8) -> Optio
 
 /// Redis `string2ll`: an optionally negative decimal without leading zeros,
 /// `+`, blanks or overflow, shorter than 21 characters.
-fn string2ll(s: &[u8]) -> Option<i64> {
+pub fn string2ll(s: &[u8]) -> Option<i64> {
     if s.is_empty() || s.len() >= 21 {
         return None;
     }

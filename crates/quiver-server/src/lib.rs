@@ -1,19 +1,37 @@
-//! `quiver-server`: Quiver's Redis-protocol front end.
+//! `quiver-server`: Quiver's Redis-protocol front end (layer 2 of DESIGN.md).
 //!
-//! This crate will become a RESP2/RESP3 server that speaks to ordinary Redis
-//! clients and executes each *pipelined run* of commands read from a
-//! connection as engine vectors (batched `get`/`put` calls into
-//! `quiver-store`), so that one socket read turns into one vector operation
-//! rather than one engine call per command.
+//! Any Redis client can talk to it (RESP2, and RESP3 after `HELLO 3`). Each pipelined run of
+//! requests read from a connection is executed as engine vectors ([`exec`]): consecutive GETs
+//! become one `multi_get`, MGET / MSET / DEL / EXISTS arguments one vector, read-modify-write
+//! commands and MULTI/EXEC optimistic transactions committed as compound batches ([`txn`]).
 //!
-//! For now it holds only the protocol layer:
-//!
-//! * [`frame`] parses client requests (RESP multibulk and inline commands)
-//!   exactly as Redis 7 does, including its error replies and limits;
-//! * [`reply`] encodes replies in RESP2 or RESP3.
+//! * [`frame`] parses requests exactly as Redis 7 does; [`reply`] encodes replies;
+//! * [`config`] holds the settings (Redis's names and defaults);
+//! * [`server`] binds, accepts and shuts down; [`conn`] runs one connection;
+//! * [`coalesce`] is the optional intermediate queue of GETs across connections;
+//! * [`cmd`] is the command table and the commands; [`session`] a connection's state;
+//! * [`stats`], [`clients`], [`watch`] are shared registries; [`metrics`] the Prometheus view;
+//! * [`testing`] starts an in-process server for tests.
 
+pub mod clients;
+pub mod cmd;
+pub mod coalesce;
+pub mod config;
+pub mod conn;
+pub mod errors;
+pub mod exec;
 pub mod frame;
+pub mod metrics;
 pub mod reply;
+pub mod server;
+pub mod session;
+pub mod state;
+pub mod stats;
+pub mod testing;
+pub mod txn;
+pub mod watch;
 
+pub use config::Config;
 pub use frame::{parse_request, parse_run, Limits, ProtocolError, RequestParser};
 pub use reply::Reply;
+pub use server::{Server, ServerError, ShutdownHandle};

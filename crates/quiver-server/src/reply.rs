@@ -51,7 +51,11 @@ impl Reply {
         match self {
             Reply::Simple(s) => line(out, b'+', s.as_bytes()),
             Reply::Error(e) => line(out, b'-', e),
-            Reply::Integer(n) => line(out, b':', n.to_string().as_bytes()),
+            Reply::Integer(n) => {
+                out.put_u8(b':');
+                put_decimal(out, *n);
+                out.put_slice(b"\r\n");
+            }
             Reply::Bulk(b) => bulk(out, b),
             Reply::Null if resp3 => out.put_slice(b"_\r\n"),
             Reply::Null => out.put_slice(b"$-1\r\n"),
@@ -114,17 +118,40 @@ fn line(out: &mut BytesMut, kind: u8, body: &[u8]) {
 }
 
 fn bulk(out: &mut BytesMut, data: &[u8]) {
-    line(out, b'$', data.len().to_string().as_bytes());
-    out.reserve(data.len() + 2);
+    out.reserve(data.len() + 24);
+    out.put_u8(b'$');
+    put_decimal(out, data.len() as i64);
+    out.put_slice(b"\r\n");
     out.put_slice(data);
     out.put_slice(b"\r\n");
 }
 
 fn aggregate(out: &mut BytesMut, kind: u8, items: &[Reply], resp3: bool) {
-    line(out, kind, items.len().to_string().as_bytes());
+    out.put_u8(kind);
+    put_decimal(out, items.len() as i64);
+    out.put_slice(b"\r\n");
     for item in items {
         item.encode(out, resp3);
     }
+}
+
+/// Appends `n` in decimal without allocating (replies are encoded on the hot path).
+fn put_decimal(out: &mut BytesMut, n: i64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    let mut m = n.unsigned_abs();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (m % 10) as u8;
+        m /= 10;
+        if m == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        out.put_u8(b'-');
+    }
+    out.put_slice(&buf[i..]);
 }
 
 /// `inf`, `-inf`, `nan`, else the shortest text that reads back as `d`

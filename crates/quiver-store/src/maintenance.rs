@@ -85,6 +85,8 @@ pub(crate) fn run(
     for _ in 0..RESIZE_ATTEMPTS_MAX {
         match attempt(ctx, part, mode, extra)? {
             Some(report) => {
+                ctx.maintenance_runs
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if mode == Mode::Compact {
                     // The old checkpoint names the retired segments: without a new one the
                     // next open would rebuild this partition from its logs.

@@ -32,6 +32,8 @@ pub(crate) struct StoreCtx {
     pub next_seq: AtomicU64,
     /// Running estimate of value length, for first-round read sizes.
     pub value_len_estimate: AtomicUsize,
+    /// Completed compactions and index resizes (for monitoring).
+    pub maintenance_runs: AtomicU64,
 }
 
 impl StoreCtx {

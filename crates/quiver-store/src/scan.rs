@@ -58,7 +58,9 @@ pub(crate) fn scan(
 }
 
 /// Returns keys of partition `part` with order in `[from, end)` for an `end` chosen so about
-/// `budget` slots are visited; `None` as next order when the partition is done.
+/// `budget` live slots are visited, and how many were; `None` as next order when the
+/// partition is done. Empty slots cost nothing against the budget, so a sparse key space is
+/// walked to the end rather than answered with empty pages.
 fn scan_partition(
     ctx: &StoreCtx,
     part: &Partition,
@@ -137,7 +139,7 @@ fn scan_partition(
         }
     }
     let next = (end_order < (1 << 32)).then_some(end_order as u32);
-    Ok((next, live_seen.max(1)))
+    Ok((next, live_seen))
 }
 
 /// Redis glob matching (`*`, `?`, `[abc]`, `[^a-z]`, `\x`), on bytes.

@@ -63,6 +63,8 @@ pub struct Stats {
     /// dead_records / records.
     pub garbage_ratio: f64,
     pub last_background_error: Option<String>,
+    /// Compactions and index resizes completed since the store was opened.
+    pub maintenance_runs: u64,
 }
 
 /// First segment of a new partition.
@@ -93,6 +95,7 @@ impl Store {
             next_file_id: AtomicU64::new(1),
             next_seq: AtomicU64::new(1),
             value_len_estimate: AtomicUsize::new(64),
+            maintenance_runs: AtomicU64::new(0),
         };
         let (recovered, mut report) = recover_partitions(&ctx, &dir, progress)?;
         let max_seq = recovered
@@ -669,6 +672,7 @@ impl Store {
             s.dead_records as f64 / s.records as f64
         };
         s.last_background_error = self.inner.last_background_error.lock().clone();
+        s.maintenance_runs = self.inner.ctx.maintenance_runs.load(Ordering::Relaxed);
         s
     }
 

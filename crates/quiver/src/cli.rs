@@ -1,7 +1,13 @@
 //! The command line: every subcommand and flag of `quiver` (clap derive).
+//!
+//! Two kinds of commands: the server commands (`get`, `set`, `load`, ...) talk to a running
+//! `quiver serve` through `quiver-client` and take the connection flags of [`ConnArgs`]; the
+//! offline commands (`stats`, `compact`, `check`, `bench`) and `serve` itself open the store
+//! in `--dir`.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use quiver_bench::distribution::Distribution;
@@ -14,9 +20,18 @@ pub const DEFAULT_BENCH_DIR: &str = "./quiver-bench-data";
 
 /// Quiver: a persistent key-value store whose work travels as vectors.
 #[derive(Debug, Parser)]
-#[command(name = "quiver", version, about, propagate_version = true)]
+#[command(
+    name = "quiver",
+    version,
+    about,
+    propagate_version = true,
+    after_help = "Server commands (ping, get, set, del, mget, mset, scan, info, load) talk to a \
+                  running `quiver serve`: see their --host, --port, --password and --timeout-s. \
+                  Put `--` before a key or value that starts with '-'."
+)]
 pub struct Cli {
-    /// Data directory [default: ./quiver-data; for bench: ./quiver-bench-data]
+    /// Data directory of serve and the offline commands (stats, compact, check, bench)
+    /// [default: ./quiver-data; for bench: ./quiver-bench-data]
     #[arg(long, global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 
@@ -26,35 +41,188 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Bulk-load COUNT deterministic keys (key i is i in zero-padded decimal) through vectors of
-    /// multi_put; creates the store if the directory holds none.
+    /// Serve the store in --dir over the Redis protocol until SIGINT / SIGTERM.
+    Serve(ServeArgs),
+    /// Check that the server answers: prints PONG.
+    Ping(PingArgs),
+    /// Print a key's value.
+    ///
+    /// The value is written raw, then a newline. An absent key prints nothing on stdout, a
+    /// message on stderr, and exits with code 1.
+    Get(GetArgs),
+    /// Set a key to a value; prints OK.
+    Set(SetArgs),
+    /// Delete keys; prints how many of them existed.
+    Del(KeysArgs),
+    /// Print the values of several keys, one line per key.
+    ///
+    /// Lines follow the order of the keys given; each value is written raw. An absent key
+    /// prints as an empty line (as in `redis-cli --raw`), so it cannot be told from an empty
+    /// value; the exit code is 0 either way (use `get` to test one key).
+    Mget(KeysArgs),
+    /// Set several keys at once (one atomic MSET); prints OK.
+    Mset(MsetArgs),
+    /// Print every key, one per line (SCAN over the whole key space).
+    ///
+    /// Every key present for the whole scan is printed at least once; a key written or
+    /// deleted meanwhile may or may not be.
+    Scan(ScanArgs),
+    /// Print the server's INFO report (the default sections, or one).
+    ///
+    /// Lines end in LF (CRLF on the wire).
+    Info(InfoArgs),
+    /// Bulk-load COUNT deterministic keys through the server.
+    ///
+    /// Key i is i in zero-padded decimal, its value i followed by '.', repeated and cut to
+    /// the value size (key `0000000000000042`, value `42.42.42.42...`). Keys go as MSETs of
+    /// WIDTH pairs, DEPTH MSETs per round trip; prints `loaded N keys in S s (R keys/s)`.
     Load(LoadArgs),
-    /// Print a key's value (exit code 1 and a message on stderr if the key is absent).
-    Get {
-        #[arg(value_name = "KEY")]
-        key: OsString,
-    },
-    /// Set a key to a value (creates the store if the directory holds none).
-    Set {
-        #[arg(value_name = "KEY")]
-        key: OsString,
-        #[arg(value_name = "VALUE")]
-        value: OsString,
-    },
-    /// Delete keys; prints how many existed.
-    Del {
-        #[arg(value_name = "KEY", required = true)]
-        keys: Vec<OsString>,
-    },
-    /// Print the store's figures as JSON.
+    /// Offline: print the figures of the store in --dir as JSON.
+    ///
+    /// Offline commands open the store themselves: they fail while a server holds it.
     Stats,
-    /// Compact every partition now; prints what was done as JSON.
+    /// Offline: compact every partition of the store in --dir; prints what was done as JSON.
     Compact,
-    /// Verify every record and index entry; exit code 1 if anything is damaged.
+    /// Offline: verify every record and index entry of the store in --dir.
+    ///
+    /// Prints the findings as JSON; exit code 1 if anything is damaged.
     Check,
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+impl Command {
+    /// The connection flags of a server command; `None` for serve and the offline commands.
+    pub fn conn(&self) -> Option<&ConnArgs> {
+        match self {
+            Command::Ping(a) => Some(&a.conn),
+            Command::Get(a) => Some(&a.conn),
+            Command::Set(a) => Some(&a.conn),
+            Command::Del(a) | Command::Mget(a) => Some(&a.conn),
+            Command::Mset(a) => Some(&a.conn),
+            Command::Scan(a) => Some(&a.conn),
+            Command::Info(a) => Some(&a.conn),
+            Command::Load(a) => Some(&a.conn),
+            Command::Serve(_)
+            | Command::Stats
+            | Command::Compact
+            | Command::Check
+            | Command::Bench(_) => None,
+        }
+    }
+}
+
+/// How a server command reaches the server. Not global flags of `quiver` because `serve` has
+/// its own `--port` (the one it listens on).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Connection")]
+pub struct ConnArgs {
+    /// Server host name or address.
+    #[arg(long, value_name = "HOST", default_value = "127.0.0.1")]
+    pub host: String,
+    /// Server port.
+    #[arg(long, value_name = "PORT", default_value_t = quiver_server::config::DEFAULT_PORT)]
+    pub port: u16,
+    /// Password sent with AUTH (the server's requirepass).
+    #[arg(
+        long,
+        value_name = "PASSWORD",
+        env = "QUIVER_PASSWORD",
+        hide_env_values = true
+    )]
+    pub password: Option<String>,
+    /// Longest wait, in seconds, to connect and for each read or write of a request.
+    #[arg(long, value_name = "S", default_value = "10", value_parser = parse_timeout)]
+    pub timeout_s: Duration,
+}
+
+impl ConnArgs {
+    /// `host:port`, with an IPv6 address in brackets.
+    pub fn addr(&self) -> String {
+        if self.host.contains(':') && !self.host.starts_with('[') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// A positive, finite number of seconds.
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    match Duration::try_from_secs_f64(secs) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        _ => Err(format!("{s} s is not a positive duration")),
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct PingArgs {
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    #[arg(value_name = "KEY")]
+    pub key: OsString,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct SetArgs {
+    #[arg(value_name = "KEY")]
+    pub key: OsString,
+    #[arg(value_name = "VALUE", allow_negative_numbers = true)]
+    pub value: OsString,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+/// `del` and `mget`: one or more keys.
+#[derive(Debug, Args)]
+pub struct KeysArgs {
+    #[arg(value_name = "KEY", required = true)]
+    pub keys: Vec<OsString>,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct MsetArgs {
+    /// Keys and values, alternating: KEY VALUE [KEY VALUE ...].
+    #[arg(
+        value_names = ["KEY", "VALUE"],
+        required = true,
+        num_args = 2..,
+        allow_negative_numbers = true
+    )]
+    pub pairs: Vec<OsString>,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ScanArgs {
+    /// Only keys matching this Redis glob pattern (`*`, `?`, `[a-z]`, `\` escapes).
+    #[arg(long = "match", value_name = "PATTERN")]
+    pub pattern: Option<OsString>,
+    /// Keys the server examines per SCAN call (its COUNT hint) [server default: 10].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct InfoArgs {
+    /// One section: server, clients, memory, persistence, stats, keyspace, vectors, or all.
+    #[arg(value_name = "SECTION")]
+    pub section: Option<String>,
+    #[command(flatten)]
+    pub conn: ConnArgs,
 }
 
 #[derive(Debug, Args)]
@@ -68,18 +236,56 @@ pub struct LoadArgs {
     /// Value size in bytes.
     #[arg(long, value_name = "V", default_value_t = 32)]
     pub value_size: usize,
-    /// Pairs per multi_put vector.
+    /// Pairs per MSET (one engine vector on the server).
     #[arg(long, value_name = "W", default_value_t = 256)]
     pub width: usize,
-    /// What an acknowledged write survives: none, os (process crash) or fsync (power loss).
-    #[arg(long, value_name = "MODE", default_value_t = Durability::Os)]
-    pub durability: Durability,
-    /// Partitions of a new store (an existing store keeps its own).
-    #[arg(long, value_name = "P")]
-    pub partitions: Option<u32>,
-    /// Read backend: mmap, pread or io_uring.
-    #[arg(long, value_name = "B", default_value_t = BackendKind::Mmap)]
-    pub backend: BackendKind,
+    /// MSETs sent per round trip (pipelined).
+    #[arg(long, value_name = "D", default_value_t = 4)]
+    pub depth: usize,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+/// `quiver serve` flags; each overrides the same setting of the --config file.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// TOML file of settings (Redis's names: port, maxclients, requirepass, ...).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1].
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<std::net::IpAddr>,
+    /// TCP port; 0 picks a free one [default: 7379].
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
+    /// Also listen on this Unix socket.
+    #[arg(long, value_name = "PATH")]
+    pub unixsocket: Option<PathBuf>,
+    /// What an acknowledged write survives: none, os (process crash) or fsync (power loss)
+    /// [default: os].
+    #[arg(long, value_name = "MODE")]
+    pub durability: Option<Durability>,
+    /// Read backend: mmap, pread or io_uring [default: mmap].
+    #[arg(long, value_name = "B")]
+    pub backend: Option<BackendKind>,
+    /// Password clients must give with AUTH.
+    #[arg(long, value_name = "PASSWORD")]
+    pub requirepass: Option<String>,
+    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9121).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Widest engine vector built from pipelined single-key commands.
+    #[arg(long, value_name = "R")]
+    pub max_vector_width: Option<usize>,
+    /// Coalesce single GETs across connections: off or adaptive.
+    #[arg(long, value_name = "MODE")]
+    pub coalesce: Option<quiver_server::config::Coalesce>,
+    /// Worker threads (0 = one per core).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Log format: text or json.
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<quiver_server::config::LogFormat>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -186,5 +392,40 @@ mod tests {
         );
         assert_eq!(cli.dir, Some(PathBuf::from("/tmp/x")));
         assert!(Cli::try_parse_from(["quiver", "bench", "local", "--backend", "tape"]).is_err());
+    }
+
+    #[test]
+    fn connection_flags_parse() {
+        let cli =
+            Cli::try_parse_from(["quiver", "get", "k", "--port", "7380", "--timeout-s", "0.5"])
+                .unwrap();
+        let conn = cli.command.conn().expect("get is a server command");
+        assert_eq!(conn.addr(), "127.0.0.1:7380");
+        assert_eq!(conn.timeout_s, Duration::from_millis(500));
+        for bad in ["0", "-1", "nan", "inf", "soon"] {
+            assert!(
+                Cli::try_parse_from(["quiver", "ping", "--timeout-s", bad]).is_err(),
+                "{bad}"
+            );
+        }
+        let cli = Cli::try_parse_from(["quiver", "ping", "--host", "::1"]).unwrap();
+        assert_eq!(cli.command.conn().unwrap().addr(), "[::1]:7379");
+        // serve keeps its own --port: the one it listens on.
+        let cli = Cli::try_parse_from(["quiver", "serve", "--port", "0"]).unwrap();
+        assert!(cli.command.conn().is_none());
+        let Command::Serve(a) = cli.command else {
+            panic!("parsed as {:?}", cli.command)
+        };
+        assert_eq!(a.port, Some(0));
+    }
+
+    #[test]
+    fn mset_takes_pairs_and_negative_values() {
+        let cli = Cli::try_parse_from(["quiver", "mset", "a", "-1", "b", "2"]).unwrap();
+        let Command::Mset(a) = cli.command else {
+            panic!("parsed as {:?}", cli.command)
+        };
+        assert_eq!(a.pairs, ["a", "-1", "b", "2"]);
+        assert!(Cli::try_parse_from(["quiver", "mset", "a"]).is_err());
     }
 }

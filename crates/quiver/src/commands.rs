@@ -1,20 +1,18 @@
-//! The offline store commands: load, get, set, del, stats, compact, check.
+//! The offline store commands: stats, compact, check. They open the store in `--dir`
+//! themselves, so no server may be running on it (the store's lock says so).
 
-use std::ffi::OsString;
 use std::io::Write;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use quiver_bench::benchdir::holds_store;
-use quiver_bench::load::{self, LoadSpec};
 use quiver_store::{Options, Store};
 use serde::Serialize;
 
-use crate::cli::LoadArgs;
-use crate::progress::{self, LOAD_TEMPLATE};
+use crate::progress;
 use crate::CliError;
 
-/// Opens the store in `dir`, which must already hold one.
+/// Opens the store in `dir`, which must already hold one (an offline command never creates
+/// a store), and warns about what recovery found.
 fn open_existing(dir: &Path) -> Result<Store, CliError> {
     if !holds_store(dir) {
         let why = if dir.exists() {
@@ -23,16 +21,11 @@ fn open_existing(dir: &Path) -> Result<Store, CliError> {
             "does not exist"
         };
         return Err(CliError::Usage(format!(
-            "{} {why} (create a store with `quiver load` or `quiver set`, or pass --dir)",
+            "{} {why} (`quiver serve` creates a store; or pass --dir)",
             dir.display()
         )));
     }
-    open(dir, Options::default())
-}
-
-/// Opens (or creates) the store in `dir` and warns about what recovery found.
-fn open(dir: &Path, opts: Options) -> Result<Store, CliError> {
-    let store = progress::open_store(dir, opts)?;
+    let store = progress::open_store(dir, Options::default())?;
     let rep = store.recovery_report();
     for t in &rep.torn_tails {
         eprintln!("quiver: warning: torn log tail (an interrupted write) truncated: {t}");
@@ -41,95 +34,6 @@ fn open(dir: &Path, opts: Options) -> Result<Store, CliError> {
         eprintln!("quiver: warning: damaged log: {d}");
     }
     Ok(store)
-}
-
-fn printable(b: &[u8]) -> String {
-    format!("{:?}", String::from_utf8_lossy(b))
-}
-
-pub fn load(dir: &Path, a: &LoadArgs) -> Result<(), CliError> {
-    let spec = LoadSpec {
-        count: a.count,
-        key_size: a.key_size,
-        value_size: a.value_size,
-        width: a.width,
-    };
-    spec.validate()?;
-    let mut opts = Options {
-        durability: a.durability,
-        backend: a.backend,
-        expected_keys: a.count,
-        ..Options::default()
-    };
-    if let Some(p) = a.partitions {
-        opts.partitions = p;
-    }
-    let store = open(dir, opts)?;
-    if let Some(p) = a.partitions {
-        let have = store.options().partitions;
-        if have != p {
-            eprintln!("quiver: warning: the store already exists with {have} partitions; --partitions {p} ignored");
-        }
-    }
-    let pb = progress::bar(a.count, LOAD_TEMPLATE);
-    pb.set_message("loading");
-    let report = load::load(&store, &spec, &mut |done| pb.set_position(done));
-    pb.finish_and_clear();
-    let report = report?;
-    store.close()?;
-    println!(
-        "loaded {} keys in {:.3} s: {:.0} keys/s, {:.1} MB/s (then {:.3} s to flush to disk)",
-        report.keys,
-        report.seconds,
-        report.keys_per_sec(),
-        report.mb_per_sec(),
-        report.flush_seconds
-    );
-    Ok(())
-}
-
-pub fn get(dir: &Path, key: &OsString) -> Result<(), CliError> {
-    let store = open_existing(dir)?;
-    let key = key.as_bytes();
-    let value = store.get(key)?;
-    store.close()?;
-    match value {
-        Some(v) => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(&v)?;
-            out.write_all(b"\n")?;
-            out.flush()?;
-            Ok(())
-        }
-        None => Err(CliError::Negative(format!(
-            "key {} not found",
-            printable(key)
-        ))),
-    }
-}
-
-pub fn set(dir: &Path, key: &OsString, value: &OsString) -> Result<(), CliError> {
-    let store = open(dir, Options::default())?;
-    store.put(key.as_bytes(), value.as_bytes())?;
-    store.close()?;
-    println!("OK");
-    Ok(())
-}
-
-pub fn del(dir: &Path, keys: &[OsString]) -> Result<(), CliError> {
-    let store = open_existing(dir)?;
-    let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
-    let mut deleted = 0u64;
-    for chunk in keys.chunks(store.options().vector_width_max) {
-        deleted += store
-            .multi_delete(chunk)?
-            .into_iter()
-            .filter(|&d| d)
-            .count() as u64;
-    }
-    store.close()?;
-    println!("{deleted}");
-    Ok(())
 }
 
 /// `quiver stats` output.

@@ -1,12 +1,16 @@
-//! `quiver`: offline commands on a store directory and the benchmarks.
+//! `quiver`: the server (`serve`), the commands that talk to it (`get`, `set`, `load`, ...),
+//! offline commands on a store directory and the benchmarks.
 //!
-//! Every failure ends with a message on stderr and exit code 1 (a usage error included); `get`
-//! of an absent key also exits 1, like `grep` finding nothing.
+//! Every failure ends with a message on stderr and exit code 1 (a usage error, an unreachable
+//! server and an error reply included); `get` of an absent key also exits 1, like `grep`
+//! finding nothing.
 
 mod bench;
 mod cli;
 mod commands;
 mod progress;
+mod remote;
+mod serve;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -19,7 +23,11 @@ use crate::cli::{Cli, Command};
 #[derive(Debug)]
 pub enum CliError {
     Store(quiver_store::Error),
+    Server(quiver_server::ServerError),
     Bench(quiver_bench::Error),
+    /// A server command failed: the server is unreachable, refused the password, replied
+    /// with an error, or the connection broke.
+    Remote(remote::RemoteError),
     /// The answer is "no" (a key is absent, a check found damage); the message says what.
     Negative(String),
     /// Bad input that clap cannot see (a missing store directory, an out-of-range value).
@@ -31,7 +39,9 @@ impl std::fmt::Display for CliError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CliError::Store(e) => write!(f, "error: {e}"),
+            CliError::Server(e) => write!(f, "error: {e}"),
             CliError::Bench(e) => write!(f, "error: {e}"),
+            CliError::Remote(e) => write!(f, "{e}"),
             CliError::Negative(m) => f.write_str(m),
             CliError::Usage(m) => write!(f, "error: {m}"),
             CliError::Output(e) => write!(f, "error: cannot write the output: {e}"),
@@ -83,6 +93,15 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
+    // `--dir` is global for serve and the offline commands; a server command ignoring it
+    // would silently act on whatever store the server has, so it is refused instead.
+    if cli.dir.is_some() && cli.command.conn().is_some() {
+        return Err(CliError::Usage(
+            "--dir is for serve and the offline commands; this command talks to a running \
+             server (see --host and --port)"
+                .into(),
+        ));
+    }
     let store_dir = || {
         cli.dir
             .clone()
@@ -94,10 +113,16 @@ fn run(cli: Cli) -> Result<(), CliError> {
             .unwrap_or_else(|| cli::DEFAULT_BENCH_DIR.into())
     };
     match &cli.command {
-        Command::Load(a) => commands::load(&store_dir(), a),
-        Command::Get { key } => commands::get(&store_dir(), key),
-        Command::Set { key, value } => commands::set(&store_dir(), key, value),
-        Command::Del { keys } => commands::del(&store_dir(), keys),
+        Command::Serve(a) => serve::serve(cli.dir.clone(), a),
+        Command::Ping(a) => remote::ping(&a.conn),
+        Command::Get(a) => remote::get(a),
+        Command::Set(a) => remote::set(a),
+        Command::Del(a) => remote::del(a),
+        Command::Mget(a) => remote::mget(a),
+        Command::Mset(a) => remote::mset(a),
+        Command::Scan(a) => remote::scan(a),
+        Command::Info(a) => remote::info(a),
+        Command::Load(a) => remote::load(a),
         Command::Stats => commands::stats(&store_dir()),
         Command::Compact => commands::compact(&store_dir()),
         Command::Check => commands::check(&store_dir()),

@@ -1,9 +1,15 @@
 //! Byte-level tests for `quiver-server`: raw bytes in, exact result out.
 
+mod bad_input;
+mod compat;
 mod frame;
 mod inline;
+mod limits;
+mod observability;
 mod reply;
 mod robustness;
+mod security;
+mod semantics;
 
 use bytes::BytesMut;
 use quiver_server::{parse_request, Limits, RequestParser};

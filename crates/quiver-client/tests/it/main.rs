@@ -1,0 +1,16 @@
+//! Integration tests of `quiver-client` against a live server ([`common::TestServer`])
+//! and against scripted fake servers (timeouts, disconnects, bad replies).
+
+mod batch;
+mod commands;
+mod common;
+mod errors;
+mod pipeline;
+mod reconnect;
+mod resp3;
+
+/// A key unique to the calling test, so tests never see each other's data
+/// even if they share a server.
+pub fn key(test: &str, name: &str) -> Vec<u8> {
+    format!("{test}:{name}").into_bytes()
+}

@@ -1,0 +1,116 @@
+//! The intermediate queue (the paper's Sec. 5.3.2), on when `coalesce = "adaptive"`: GETs
+//! from every connection wait in one queue, and a storage thread takes whatever is queued —
+//! up to `max-vector-width` keys — as one engine `multi_get`. Under light load a vector holds
+//! one request; as load grows, requests pile up while the engine works and the next vector is
+//! wider: the width adapts to the load without a timer.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use bytes::Bytes;
+use parking_lot::{Condvar, Mutex};
+use tokio::sync::oneshot;
+
+use crate::errors::store_error;
+use crate::reply::Reply;
+use crate::state::ServerState;
+
+/// Values for one connection's keys, or the error reply for all of them.
+pub type GetResult = Result<Vec<Option<Bytes>>, Reply>;
+
+struct Pending {
+    keys: Vec<Bytes>,
+    reply: oneshot::Sender<GetResult>,
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: VecDeque<Pending>,
+    closed: bool,
+}
+
+/// The queue shared by the connections and the storage thread.
+#[derive(Default)]
+pub struct Coalescer {
+    queue: Mutex<Queue>,
+    ready: Condvar,
+}
+
+impl Coalescer {
+    /// Queues `keys` and waits for their values.
+    pub async fn get(&self, keys: Vec<Bytes>) -> GetResult {
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut q = self.queue.lock();
+            if q.closed {
+                return Err(crate::errors::err("ERR server is shutting down"));
+            }
+            q.pending.push_back(Pending { keys, reply: tx });
+        }
+        self.ready.notify_one();
+        rx.await
+            .unwrap_or_else(|_| Err(crate::errors::err("ERR server is shutting down")))
+    }
+
+    /// Stops the storage thread once the queue is empty.
+    pub fn close(&self) {
+        self.queue.lock().closed = true;
+        self.ready.notify_all();
+    }
+
+    /// Starts the storage thread serving `state.coalescer`.
+    pub fn spawn(state: Arc<ServerState>) -> std::io::Result<JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name("quiver-storage".into())
+            .spawn(move || storage_loop(&state))
+    }
+}
+
+fn storage_loop(state: &ServerState) {
+    let c = state
+        .coalescer
+        .as_ref()
+        .expect("the storage thread runs only with a coalescer");
+    let width_max = state.config.max_vector_width;
+    loop {
+        // Take every queued request up to the width limit (at least one).
+        let batch: Vec<Pending> = {
+            let mut q = c.queue.lock();
+            while q.pending.is_empty() && !q.closed {
+                c.ready.wait(&mut q);
+            }
+            if q.pending.is_empty() {
+                return;
+            }
+            let mut keys = 0;
+            let mut batch = Vec::new();
+            while let Some(p) = q.pending.front() {
+                if !batch.is_empty() && keys + p.keys.len() > width_max {
+                    break;
+                }
+                keys += p.keys.len();
+                batch.push(q.pending.pop_front().expect("front exists"));
+            }
+            batch
+        };
+        let keys: Vec<&Bytes> = batch.iter().flat_map(|p| &p.keys).collect();
+        state.stats.vector_widths.record(keys.len() as u64);
+        match state.store.multi_get(&keys) {
+            Ok(values) => {
+                let mut values = values.into_iter();
+                for p in batch {
+                    let mine: Vec<Option<Bytes>> = values.by_ref().take(p.keys.len()).collect();
+                    // The connection may have gone away meanwhile: nothing to do then.
+                    let _ = p.reply.send(Ok(mine));
+                }
+            }
+            Err(e) => {
+                let reply = store_error(&e);
+                for p in batch {
+                    let _ = p.reply.send(Err(reply.clone()));
+                }
+            }
+        }
+    }
+}

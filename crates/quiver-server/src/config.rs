@@ -1,0 +1,351 @@
+//! Server settings: a TOML file (`quiver serve --config`) whose keys use Redis's names
+//! (`maxclients`, `proto-max-bulk-len`, `client-query-buffer-limit`, `requirepass`, ...), with
+//! Redis's defaults, plus Quiver's own (`durability`, `backend`, `coalesce`, `max-vector-width`).
+//! Command-line flags override the file.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use quiver_store::{BackendKind, Durability, Options};
+use serde::{Deserialize, Deserializer};
+
+use crate::frame::{self, Limits};
+
+/// Default TCP port (Redis uses 6379; Quiver sits next to it so both can run side by side).
+pub const DEFAULT_PORT: u16 = 7379;
+/// Default data directory.
+pub const DEFAULT_DIR: &str = "./quiver-data";
+/// Redis `maxclients` default.
+pub const MAXCLIENTS_DEFAULT: usize = 10_000;
+/// Redis `client-query-buffer-limit` default: 1 GiB.
+pub const CLIENT_QUERY_BUFFER_LIMIT_DEFAULT: usize = 1 << 30;
+/// Hard limit on a normal client's pending replies. Redis's default for normal clients is
+/// "no limit"; Quiver stops reading a connection while its replies are pending, so the buffer
+/// only ever holds one pipelined run's replies, and this caps that run (a huge MGET of huge
+/// values) instead of letting it exhaust memory.
+pub const CLIENT_OUTPUT_BUFFER_LIMIT_DEFAULT: usize = 1 << 30;
+/// Default widest engine vector built from a pipelined run of single-key commands (the paper's
+/// storage vector width R). MGET / MSET / DEL / EXISTS arguments always go as one vector.
+pub const MAX_VECTOR_WIDTH_DEFAULT: usize = 64;
+
+/// Whether single GETs from different connections are coalesced into one engine vector.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Coalesce {
+    /// Each connection's pipelined run is its own vector (the direct pattern).
+    #[default]
+    Off,
+    /// GETs that arrive while the engine is busy wait in one queue and go together; the width
+    /// follows the load, up to `max-vector-width` (the paper's intermediate queue).
+    Adaptive,
+}
+
+impl FromStr for Coalesce {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(Coalesce::Off),
+            "adaptive" => Ok(Coalesce::Adaptive),
+            _ => Err(format!(
+                "unknown coalesce mode {s:?} (expected off or adaptive)"
+            )),
+        }
+    }
+}
+
+/// Log line format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+impl FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            _ => Err(format!("unknown log format {s:?} (expected text or json)")),
+        }
+    }
+}
+
+/// Every server setting. Field names map to kebab-case TOML keys.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct Config {
+    /// Address to listen on (one address).
+    #[serde(deserialize_with = "parse_str")]
+    pub bind: IpAddr,
+    /// TCP port; 0 picks a free one (the server prints it).
+    pub port: u16,
+    /// Also listen on this Unix socket.
+    pub unixsocket: Option<PathBuf>,
+    /// Data directory.
+    pub dir: PathBuf,
+    #[serde(deserialize_with = "parse_str")]
+    pub durability: Durability,
+    #[serde(deserialize_with = "parse_str")]
+    pub backend: BackendKind,
+    /// Partitions of a new store (an existing store keeps its own).
+    pub partitions: u32,
+    /// Worker threads (0 = one per core).
+    pub threads: usize,
+    /// Password every client must give with AUTH or HELLO.
+    pub requirepass: Option<String>,
+    /// Refuse to listen on a non-loopback address without a password.
+    #[serde(deserialize_with = "yes_no")]
+    pub protected_mode: bool,
+    pub maxclients: usize,
+    /// Close connections idle for this many seconds (0 = never).
+    pub timeout: u64,
+    #[serde(deserialize_with = "byte_size")]
+    pub proto_max_bulk_len: usize,
+    /// Largest multibulk count accepted (Redis 7: INT_MAX).
+    pub proto_max_multibulk_len: usize,
+    #[serde(deserialize_with = "byte_size")]
+    pub client_query_buffer_limit: usize,
+    #[serde(deserialize_with = "byte_size")]
+    pub client_output_buffer_limit: usize,
+    #[serde(deserialize_with = "parse_str")]
+    pub coalesce: Coalesce,
+    pub max_vector_width: usize,
+    /// Serve Prometheus metrics over HTTP here (off when unset).
+    pub metrics_addr: Option<SocketAddr>,
+    #[serde(deserialize_with = "parse_str")]
+    pub log_format: LogFormat,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            bind: IpAddr::from([127, 0, 0, 1]),
+            port: DEFAULT_PORT,
+            unixsocket: None,
+            dir: PathBuf::from(DEFAULT_DIR),
+            durability: Durability::Os,
+            backend: BackendKind::Mmap,
+            partitions: Options::default().partitions,
+            threads: 0,
+            requirepass: None,
+            protected_mode: true,
+            maxclients: MAXCLIENTS_DEFAULT,
+            timeout: 0,
+            proto_max_bulk_len: frame::PROTO_MAX_BULK_LEN,
+            proto_max_multibulk_len: frame::PROTO_MULTIBULK_MAX_LEN,
+            client_query_buffer_limit: CLIENT_QUERY_BUFFER_LIMIT_DEFAULT,
+            client_output_buffer_limit: CLIENT_OUTPUT_BUFFER_LIMIT_DEFAULT,
+            coalesce: Coalesce::Off,
+            max_vector_width: MAX_VECTOR_WIDTH_DEFAULT,
+            metrics_addr: None,
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+/// A configuration that cannot be used; the message says which setting and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+impl Config {
+    /// Reads a TOML file; keys it does not set keep their defaults.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
+        Config::from_toml(&text).map_err(|e| ConfigError(format!("{}: {}", path.display(), e.0)))
+    }
+
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError(e.to_string()))
+    }
+
+    /// Checks the settings against each other; called before anything is opened.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError(m));
+        if !self.bind.is_loopback() && self.requirepass.is_none() && self.protected_mode {
+            return bad(format!(
+                "refusing to listen on non-loopback address {} without a password: set \
+                 requirepass, or protected-mode no to accept connections from anyone",
+                self.bind
+            ));
+        }
+        if self.maxclients == 0 {
+            return bad("maxclients must be at least 1".into());
+        }
+        if self.max_vector_width == 0 {
+            return bad("max-vector-width must be at least 1".into());
+        }
+        if self.proto_max_bulk_len < 1024 * 1024 {
+            // Redis's own floor for this setting.
+            return bad("proto-max-bulk-len must be at least 1mb".into());
+        }
+        if self.proto_max_multibulk_len == 0 {
+            return bad("proto-max-multibulk-len must be at least 1".into());
+        }
+        if self.client_query_buffer_limit < 1024 * 1024 {
+            // Redis's own floor for this setting.
+            return bad("client-query-buffer-limit must be at least 1mb".into());
+        }
+        if self.requirepass.as_deref() == Some("") {
+            return bad("requirepass must not be empty (leave it unset for no password)".into());
+        }
+        Ok(())
+    }
+
+    /// The protocol parser's limits.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            proto_max_bulk_len: self.proto_max_bulk_len,
+            multibulk_len_max: self.proto_max_multibulk_len,
+            inline_max_bytes: frame::PROTO_INLINE_MAX_SIZE,
+        }
+    }
+
+    /// The engine's options for this server.
+    pub fn store_options(&self) -> Options {
+        Options {
+            partitions: self.partitions,
+            durability: self.durability,
+            backend: self.backend,
+            // MGET / MSET / DEL take any number of keys as one atomic vector: the protocol's
+            // own limits bound them, not the engine's default width.
+            vector_width_max: usize::MAX,
+            ..Options::default()
+        }
+    }
+
+    pub fn threads(&self) -> usize {
+        if self.threads > 0 {
+            self.threads
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        }
+    }
+}
+
+fn parse_str<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: FromStr,
+    T::Err: std::fmt::Display,
+{
+    let s = String::deserialize(d)?;
+    s.parse().map_err(serde::de::Error::custom)
+}
+
+/// Redis's `yes` / `no`, or a TOML boolean.
+fn yes_no<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum B {
+        Bool(bool),
+        Str(String),
+    }
+    match B::deserialize(d)? {
+        B::Bool(b) => Ok(b),
+        B::Str(s) => parse_yes_no(&s).map_err(serde::de::Error::custom),
+    }
+}
+
+pub fn parse_yes_no(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err(format!("expected yes or no, got {s:?}")),
+    }
+}
+
+/// A byte count as an integer or a string with Redis's units (`512mb`, `1gb`, `64k`).
+fn byte_size<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum N {
+        Int(u64),
+        Str(String),
+    }
+    match N::deserialize(d)? {
+        N::Int(n) => usize::try_from(n).map_err(serde::de::Error::custom),
+        N::Str(s) => parse_byte_size(&s).map_err(serde::de::Error::custom),
+    }
+}
+
+/// Parses Redis's memory units: `k` = 1000, `kb` = 1024, likewise m/mb and g/gb.
+pub fn parse_byte_size(s: &str) -> Result<usize, String> {
+    let lower = s.trim().to_ascii_lowercase();
+    let digits = lower.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &lower[digits.len()..];
+    let mult: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1 << 10,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return Err(format!("unknown unit in {s:?} (use k, kb, m, mb, g or gb)")),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a byte count"))?;
+    n.checked_mul(mult)
+        .and_then(|b| usize::try_from(b).ok())
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_redis_defaults() {
+        let c = Config::default();
+        assert_eq!(c.port, 7379);
+        assert!(c.bind.is_loopback());
+        assert_eq!(c.maxclients, 10_000);
+        assert_eq!(c.proto_max_bulk_len, 512 << 20);
+        assert_eq!(c.client_query_buffer_limit, 1 << 30);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn toml_with_redis_names_and_units() {
+        let c = Config::from_toml(
+            "port = 0\nmaxclients = 5\nproto-max-bulk-len = \"2mb\"\nprotected-mode = \"no\"\n\
+             bind = \"0.0.0.0\"\ndurability = \"fsync\"\ncoalesce = \"adaptive\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.port, 0);
+        assert_eq!(c.maxclients, 5);
+        assert_eq!(c.proto_max_bulk_len, 2 << 20);
+        assert!(!c.protected_mode);
+        assert_eq!(c.durability, Durability::Fsync);
+        assert_eq!(c.coalesce, Coalesce::Adaptive);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn the_readme_example_is_valid() {
+        let readme = include_str!("../../../README.md");
+        let start = readme.find("```toml\n").expect("README has a toml block") + 8;
+        let end = start + readme[start..].find("```").expect("closed block");
+        let c = Config::from_toml(&readme[start..end]).unwrap();
+        assert_eq!(c, Config::default());
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let e = Config::from_toml("maxclientz = 5").unwrap_err();
+        assert!(e.0.contains("maxclientz"), "{e}");
+        let e = Config::from_toml("durability = \"sometimes\"").unwrap_err();
+        assert!(e.0.contains("sometimes"), "{e}");
+        let c = Config::from_toml("bind = \"0.0.0.0\"").unwrap();
+        let e = c.validate().unwrap_err();
+        assert!(e.0.contains("protected-mode"), "{e}");
+        assert_eq!(parse_byte_size("1gb"), Ok(1 << 30));
+        assert_eq!(parse_byte_size("64k"), Ok(64_000));
+        assert!(parse_byte_size("12xb").is_err());
+    }
+}

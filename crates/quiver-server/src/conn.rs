@@ -1,0 +1,179 @@
+//! One client connection: read what has arrived, parse it as a run of requests, execute the
+//! run, write the replies, repeat.
+//!
+//! While replies are being written nothing more is read, so a client that pipelines without
+//! reading its replies stalls itself only, and the output buffer holds at most one run's
+//! replies (capped by `client-output-buffer-limit`). The query buffer is capped by
+//! `client-query-buffer-limit`; a protocol error is answered and the connection closed,
+//! as Redis does.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
+
+use crate::clients::ClientInfo;
+use crate::exec::{execute_run, RunEnd};
+use crate::frame::RequestParser;
+use crate::reply::Reply;
+use crate::session::Session;
+use crate::state::SharedState;
+
+/// Requests executed as one run at most; more stay buffered for the next run.
+pub const RUN_REQUESTS_MAX: usize = 1024;
+/// Bytes read per call at least, and at most (a large value arrives in chunks this big).
+const READ_CHUNK_MIN: usize = 16 * 1024;
+const READ_CHUNK_MAX: usize = 1 << 20;
+
+/// Why a connection ended (for the log).
+#[derive(Debug)]
+enum End {
+    ClientClosed,
+    Quit,
+    ProtocolError,
+    QueryBufferLimit,
+    OutputBufferLimit,
+    IdleTimeout,
+    Killed,
+    Shutdown,
+    Io(#[allow(dead_code, reason = "read through Debug, in the log")] std::io::Error),
+}
+
+/// Serves one connection until it ends, then unregisters it.
+pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    state: SharedState,
+    mut stream: S,
+    info: Arc<ClientInfo>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let mut session = Session::new(&state, info.clone());
+    let end = serve_loop(&state, &mut stream, &mut session, shutdown).await;
+    match &end {
+        End::ClientClosed | End::Quit | End::Shutdown => {
+            tracing::debug!(client = info.id, addr = %info.addr, reason = ?end, "connection closed")
+        }
+        _ => {
+            tracing::info!(client = info.id, addr = %info.addr, reason = ?end, "connection closed")
+        }
+    }
+    if matches!(
+        end,
+        End::QueryBufferLimit | End::OutputBufferLimit | End::IdleTimeout
+    ) {
+        state.stats.clients_closed_by_limit.fetch_add(1, Relaxed);
+    }
+    let _ = stream.shutdown().await;
+    session.unwatch(&state);
+    state.clients.unregister(info.id);
+    state.stats.connected_clients.fetch_sub(1, Relaxed);
+}
+
+async fn serve_loop<S: AsyncRead + AsyncWrite + Unpin>(
+    state: &SharedState,
+    stream: &mut S,
+    session: &mut Session,
+    mut shutdown: watch::Receiver<bool>,
+) -> End {
+    let config = &state.config;
+    let mut parser = RequestParser::new(config.limits());
+    let mut inbuf = BytesMut::with_capacity(READ_CHUNK_MIN);
+    let mut out = BytesMut::with_capacity(READ_CHUNK_MIN);
+    let idle = (config.timeout > 0).then(|| Duration::from_secs(config.timeout));
+    // Engine calls that wait on the disk (fsync, O_DIRECT reads) must not hold a worker
+    // thread that other connections' tasks need.
+    let blocking = config.durability == quiver_store::Durability::Fsync
+        || config.backend == quiver_store::BackendKind::Uring;
+    let info = session.info.clone();
+    loop {
+        // Until the client authenticates, one request at a time under Redis's tighter limits:
+        // an AUTH early in a pipeline lifts them for what follows it.
+        let run_max = if session.authenticated {
+            RUN_REQUESTS_MAX
+        } else {
+            1
+        };
+        parser.set_unauthenticated(!session.authenticated);
+        let (requests, error) = parser.parse_run(&mut inbuf, run_max);
+        let full_run = requests.len() == run_max;
+        if !requests.is_empty() {
+            let end = execute_run(state, session, &requests, &mut out, blocking).await;
+            if end == RunEnd::OutputLimit {
+                tracing::warn!(
+                    client = info.id,
+                    bytes = out.len(),
+                    "client-output-buffer-limit exceeded"
+                );
+                return End::OutputBufferLimit;
+            }
+        }
+        drop(requests);
+        if let Some(e) = &error {
+            state.stats.protocol_errors.fetch_add(1, Relaxed);
+            tracing::info!(client = info.id, error = %e, "protocol error");
+            Reply::from(e.clone()).encode(&mut out, session.resp3);
+        }
+        if !out.is_empty() {
+            // A client that does not read its replies must not hold up shutdown.
+            let written = tokio::select! {
+                r = stream.write_all(&out) => r,
+                _ = shutdown.wait_for(|&s| s) => return End::Shutdown,
+            };
+            if let Err(e) = written {
+                return End::Io(e);
+            }
+            state
+                .stats
+                .net_output_bytes
+                .fetch_add(out.len() as u64, Relaxed);
+            out.clear();
+        }
+        if error.is_some() {
+            return End::ProtocolError;
+        }
+        if session.closing {
+            return End::Quit;
+        }
+        if info.killed.load(Relaxed) {
+            return End::Killed;
+        }
+        if state.is_shutting_down() {
+            return End::Shutdown;
+        }
+        if full_run {
+            continue;
+        }
+        if inbuf.len() >= config.client_query_buffer_limit {
+            tracing::warn!(
+                client = info.id,
+                bytes = inbuf.len(),
+                "client-query-buffer-limit exceeded"
+            );
+            return End::QueryBufferLimit;
+        }
+        inbuf.reserve(inbuf.len().clamp(READ_CHUNK_MIN, READ_CHUNK_MAX));
+        let read = async {
+            match idle {
+                Some(d) => tokio::time::timeout(d, stream.read_buf(&mut inbuf))
+                    .await
+                    .ok(),
+                None => Some(stream.read_buf(&mut inbuf).await),
+            }
+        };
+        let n = tokio::select! {
+            r = read => r,
+            _ = shutdown.wait_for(|&s| s) => return End::Shutdown,
+            _ = info.kill_notify.notified() => return End::Killed,
+        };
+        match n {
+            None => return End::IdleTimeout,
+            Some(Ok(0)) => return End::ClientClosed,
+            Some(Ok(n)) => {
+                state.stats.net_input_bytes.fetch_add(n as u64, Relaxed);
+            }
+            Some(Err(e)) => return End::Io(e),
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! Error replies, with Redis 7's texts where Redis defines them.
+
+use bytes::{BufMut, BytesMut};
+use quiver_store::Error as StoreError;
+
+use crate::reply::Reply;
+
+pub const SYNTAX: &str = "ERR syntax error";
+pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+pub const OVERFLOW: &str = "ERR increment or decrement would overflow";
+pub const NOAUTH: &str = "NOAUTH Authentication required.";
+pub const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+pub const DB_OUT_OF_RANGE: &str = "ERR DB index is out of range";
+
+pub fn err(text: &'static str) -> Reply {
+    Reply::Error(bytes::Bytes::from_static(text.as_bytes()))
+}
+
+/// `ERR wrong number of arguments for '<name>' command`.
+pub fn wrong_arity(name: &str) -> Reply {
+    Reply::error(format!(
+        "ERR wrong number of arguments for '{name}' command"
+    ))
+}
+
+/// Redis's unknown-command error: the name and the start of the arguments, each cut to
+/// 128 bytes in all, control characters made blanks (an error line cannot hold `\r\n`).
+pub fn unknown_command(args: &[bytes::Bytes]) -> Reply {
+    let mut m = BytesMut::from(&b"ERR unknown command '"[..]);
+    m.put_slice(&args[0][..args[0].len().min(128)]);
+    m.put_slice(b"', with args beginning with: ");
+    let mut listed = 0usize;
+    for a in &args[1..] {
+        if listed >= 128 {
+            break;
+        }
+        let take = a.len().min(128 - listed);
+        m.put_u8(b'\'');
+        m.put_slice(&a[..take]);
+        m.put_slice(b"' ");
+        listed += take + 3;
+    }
+    Reply::Error(sanitize(m))
+}
+
+/// `EXECABORT Transaction discarded because of: <error without its ERR prefix>`.
+pub fn exec_abort(refusal: &Reply) -> Reply {
+    let Reply::Error(text) = refusal else {
+        unreachable!("a refusal is an error reply")
+    };
+    let text = text.strip_prefix(b"ERR ").unwrap_or(text);
+    let mut m = BytesMut::from(&b"EXECABORT Transaction discarded because of: "[..]);
+    m.put_slice(text);
+    Reply::Error(m.freeze())
+}
+
+/// `ERR unknown subcommand '<sub>'. Try <CMD> HELP.`
+pub fn unknown_subcommand(sub: &[u8], cmd: &str) -> Reply {
+    let mut m = BytesMut::from(&b"ERR unknown subcommand '"[..]);
+    m.put_slice(&sub[..sub.len().min(128)]);
+    m.put_slice(format!("'. Try {cmd} HELP.").as_bytes());
+    Reply::Error(sanitize(m))
+}
+
+/// Replaces `\r` and `\n` with blanks, as Redis's `addReplyErrorFormat` does.
+pub fn sanitize(mut m: BytesMut) -> bytes::Bytes {
+    for b in m.iter_mut() {
+        if *b == b'\r' || *b == b'\n' {
+            *b = b' ';
+        }
+    }
+    m.freeze()
+}
+
+/// The reply for an engine error. Limits get their own words; anything else is a storage
+/// failure, logged with its details.
+pub fn store_error(e: &StoreError) -> Reply {
+    match e {
+        StoreError::KeyLength { len: 0, .. } => {
+            err("ERR empty keys are not supported (a key must be 1 to 65535 bytes)")
+        }
+        StoreError::KeyLength { len, max } => Reply::error(format!(
+            "ERR key is too long ({len} bytes; the maximum is {max})"
+        )),
+        StoreError::ValueTooLarge { len, max } => Reply::error(format!(
+            "ERR value is too large ({len} bytes; the maximum is {max})"
+        )),
+        StoreError::BatchTooLarge { bytes, max } => Reply::error(format!(
+            "ERR the write is too large ({bytes} bytes; one partition takes at most {max} at once)"
+        )),
+        StoreError::NoSpace { .. } => err("ERR no space left on device: the write was not applied"),
+        e => {
+            tracing::error!(error = %e, "storage error");
+            Reply::Error(sanitize(BytesMut::from(
+                format!("ERR storage error: {e}").as_bytes(),
+            )))
+        }
+    }
+}

@@ -1,0 +1,381 @@
+//! Executing a pipelined run of requests: the direct pattern.
+//!
+//! A connection hands over every complete request it has read as one run. Consecutive GETs in
+//! the run become one engine `multi_get`, consecutive plain SETs one `multi_put`, consecutive
+//! DEL / UNLINK one `multi_delete` and consecutive EXISTS one `multi_exists` — at most
+//! `max-vector-width` keys each, and never across a command of another kind, so a read that
+//! follows a write in the pipeline sees it and replies stay in request order. MGET / MSET /
+//! DEL / EXISTS arguments reach the engine as one vector through the general path.
+//!
+//! Everything else goes through [`dispatch`]: table lookup, arity, authentication, MULTI
+//! queueing, then the command's module.
+
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::cmd::{self, connection, introspection, keyspace, strings, transactions, Cmd};
+use crate::errors::{self, store_error};
+use crate::reply::Reply;
+use crate::session::Session;
+use crate::state::ServerState;
+use crate::txn::{valid_key, Commit, Txn};
+
+/// A command's view of the server and of its connection.
+pub struct Ctx<'a> {
+    pub state: &'a ServerState,
+    pub session: &'a mut Session,
+}
+
+/// Why a run stopped early.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RunEnd {
+    /// Every request was executed.
+    Complete,
+    /// The replies exceed `client-output-buffer-limit`: close the connection.
+    OutputLimit,
+}
+
+/// Executes `requests` in order, appending each reply to `out`. Engine calls run on this
+/// thread (inside `block_in_place` when `blocking`: they may wait on the disk); with
+/// coalescing on, GETs are handed to the storage thread and awaited.
+pub async fn execute_run(
+    state: &ServerState,
+    session: &mut Session,
+    requests: &[Vec<Bytes>],
+    out: &mut BytesMut,
+    blocking: bool,
+) -> RunEnd {
+    let limit = state.config.client_output_buffer_limit;
+    let mut i = 0;
+    while i < requests.len() && !session.closing {
+        let started = Instant::now();
+        let n = match vector_kind(state, session, &requests[i]) {
+            Some(kind) => {
+                let n = group_len(state, session, kind, &requests[i..]);
+                let group = &requests[i..i + n];
+                match (&state.coalescer, kind) {
+                    (Some(c), VectorKind::Get) => {
+                        let keys = group.iter().map(|r| r[1].clone()).collect();
+                        let result = c.get(keys).await;
+                        encode_gets(state, result, n, out, session.resp3);
+                        state.stats.command(
+                            cmd::index_of(Cmd::Get),
+                            n as u64,
+                            started.elapsed().as_micros() as u64,
+                        );
+                    }
+                    _ => on_thread(blocking, || run_vector(state, session, kind, group, out)),
+                }
+                n
+            }
+            None => {
+                let reply = on_thread(blocking, || {
+                    dispatch(&mut Ctx { state, session }, &requests[i])
+                });
+                reply.encode(out, session.resp3);
+                1
+            }
+        };
+        state
+            .stats
+            .latency_us
+            .record_n(started.elapsed().as_micros() as u64, n as u64);
+        i += n;
+        if out.len() > limit {
+            return RunEnd::OutputLimit;
+        }
+    }
+    RunEnd::Complete
+}
+
+/// Runs `f`, telling the runtime first when it may block on the disk so that other
+/// connections' tasks move to another thread.
+fn on_thread<R>(blocking: bool, f: impl FnOnce() -> R) -> R {
+    if blocking {
+        tokio::task::block_in_place(f)
+    } else {
+        f()
+    }
+}
+
+/// Single-key commands that are grouped into one engine vector when they follow each other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum VectorKind {
+    Get,
+    Set,
+    Del,
+    Exists,
+}
+
+impl VectorKind {
+    fn cmd(self) -> Cmd {
+        match self {
+            VectorKind::Get => Cmd::Get,
+            VectorKind::Set => Cmd::Set,
+            VectorKind::Del => Cmd::Del,
+            VectorKind::Exists => Cmd::Exists,
+        }
+    }
+}
+
+/// Whether `args` can join a vector: the right shape, keys and values the engine accepts,
+/// and no MULTI or pending authentication (those take the general path).
+fn vector_kind(state: &ServerState, session: &Session, args: &[Bytes]) -> Option<VectorKind> {
+    if session.multi.is_some() || !session.authenticated || args.len() < 2 {
+        return None;
+    }
+    let name = &args[0][..];
+    let kind = match (name.len(), args.len()) {
+        (3, 2) if name.eq_ignore_ascii_case(b"get") => VectorKind::Get,
+        (3, 3) if name.eq_ignore_ascii_case(b"set") => VectorKind::Set,
+        (3, _) if name.eq_ignore_ascii_case(b"del") => VectorKind::Del,
+        (6, _) if name.eq_ignore_ascii_case(b"unlink") => VectorKind::Del,
+        (6, _) if name.eq_ignore_ascii_case(b"exists") => VectorKind::Exists,
+        _ => return None,
+    };
+    let keys_ok = match kind {
+        VectorKind::Set => {
+            valid_key(&args[1]) && args[2].len() <= state.store.options().value_len_max
+        }
+        _ => args[1..].iter().all(|k| valid_key(k)),
+    };
+    keys_ok.then_some(kind)
+}
+
+/// How many requests from the front of `requests` (all of vector kind `kind`) form one
+/// vector: at most `max-vector-width` keys, at least one command.
+fn group_len(
+    state: &ServerState,
+    session: &Session,
+    kind: VectorKind,
+    requests: &[Vec<Bytes>],
+) -> usize {
+    let width_max = state.config.max_vector_width;
+    let mut n = 0;
+    let mut keys = 0;
+    for r in requests {
+        if n > 0 && (vector_kind(state, session, r) != Some(kind) || keys + r.len() - 1 > width_max)
+        {
+            break;
+        }
+        keys += r.len() - 1;
+        n += 1;
+    }
+    n
+}
+
+/// Runs a group of same-kind single-key commands as one engine call.
+fn run_vector(
+    state: &ServerState,
+    session: &mut Session,
+    kind: VectorKind,
+    group: &[Vec<Bytes>],
+    out: &mut BytesMut,
+) {
+    let n = group.len();
+    let keys: usize = group.iter().map(|r| r.len() - 1).sum();
+    let started = Instant::now();
+    let store = &state.store;
+    let resp3 = session.resp3;
+    state.stats.vector_widths.record(keys as u64);
+    match kind {
+        VectorKind::Get => {
+            let keys: Vec<&Bytes> = group.iter().map(|r| &r[1]).collect();
+            let result = store.multi_get(&keys).map_err(|e| store_error(&e));
+            encode_gets(state, result, n, out, resp3);
+        }
+        VectorKind::Set => {
+            let pairs: Vec<(&Bytes, &Bytes)> = group.iter().map(|r| (&r[1], &r[2])).collect();
+            match store.multi_put(&pairs) {
+                Ok(()) => {
+                    state.watches.touch(group.iter().map(|r| &r[1]));
+                    encode_n(&Reply::OK, n, out, resp3);
+                }
+                Err(e) => encode_n(&store_error(&e), n, out, resp3),
+            }
+        }
+        VectorKind::Del => {
+            let keys: Vec<&Bytes> = group.iter().flat_map(|r| &r[1..]).collect();
+            match store.multi_delete(&keys) {
+                Ok(existed) => {
+                    // Deleting a missing key is no change for WATCH.
+                    state.watches.touch(
+                        keys.iter()
+                            .zip(&existed)
+                            .filter(|(_, &e)| e)
+                            .map(|(k, _)| *k),
+                    );
+                    let mut existed = existed.into_iter();
+                    for r in group {
+                        let count = existed.by_ref().take(r.len() - 1).filter(|&e| e).count();
+                        Reply::Integer(count as i64).encode(out, resp3);
+                    }
+                }
+                Err(e) => encode_n(&store_error(&e), n, out, resp3),
+            }
+        }
+        VectorKind::Exists => {
+            let keys: Vec<&Bytes> = group.iter().flat_map(|r| &r[1..]).collect();
+            match store.multi_exists(&keys) {
+                Ok(found) => {
+                    let mut found = found.into_iter();
+                    for r in group {
+                        let count = found.by_ref().take(r.len() - 1).filter(|&e| e).count();
+                        Reply::Integer(count as i64).encode(out, resp3);
+                    }
+                }
+                Err(e) => encode_n(&store_error(&e), n, out, resp3),
+            }
+        }
+    }
+    let index = cmd::index_of(kind.cmd());
+    state
+        .stats
+        .command(index, n as u64, started.elapsed().as_micros() as u64);
+    session.info.touch(index);
+}
+
+/// The replies of `n` GETs.
+fn encode_gets(
+    state: &ServerState,
+    result: Result<Vec<Option<Bytes>>, Reply>,
+    n: usize,
+    out: &mut BytesMut,
+    resp3: bool,
+) {
+    match result {
+        Ok(values) => {
+            for v in values {
+                state.stats.hit(v.is_some());
+                match v {
+                    Some(v) => Reply::Bulk(v).encode(out, resp3),
+                    None => Reply::Null.encode(out, resp3),
+                }
+            }
+        }
+        Err(e) => encode_n(&e, n, out, resp3),
+    }
+}
+
+fn encode_n(reply: &Reply, n: usize, out: &mut BytesMut, resp3: bool) {
+    for _ in 0..n {
+        reply.encode(out, resp3);
+    }
+}
+
+/// Executes one request through the command table.
+pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let Some((index, spec)) = cmd::lookup(&args[0]) else {
+        ctx.state
+            .stats
+            .unknown_commands
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        flag_transaction(ctx.session);
+        return errors::unknown_command(args);
+    };
+    let refused = if !spec.arity_ok(args.len()) {
+        Some(errors::wrong_arity(spec.name))
+    } else if !ctx.session.authenticated && !spec.flags.contains(&"no_auth") {
+        Some(errors::err(errors::NOAUTH))
+    } else {
+        None
+    };
+    if let Some(reply) = refused {
+        flag_transaction(ctx.session);
+        if spec.cmd == Cmd::Exec {
+            // Redis's execCommandAbort: a refused EXEC discards the transaction.
+            ctx.session.set_multi(None);
+            ctx.session.unwatch(ctx.state);
+            return errors::exec_abort(&reply);
+        }
+        return reply;
+    }
+    if let Some(multi) = &mut ctx.session.multi {
+        if !matches!(
+            spec.cmd,
+            Cmd::Exec | Cmd::Discard | Cmd::Multi | Cmd::Watch | Cmd::Quit | Cmd::Reset
+        ) {
+            multi.queued.push((index, args.to_vec()));
+            let queued = multi.queued.len() as u64;
+            ctx.session
+                .info
+                .multi
+                .store(queued, std::sync::atomic::Ordering::Relaxed);
+            return Reply::simple("QUEUED");
+        }
+    }
+    ctx.session.info.touch(index);
+    let started = Instant::now();
+    let reply = run(ctx, spec.cmd, args);
+    ctx.state
+        .stats
+        .command(index, 1, started.elapsed().as_micros() as u64);
+    reply
+}
+
+/// A refused command inside MULTI makes EXEC fail (Redis's `flagTransaction`).
+fn flag_transaction(session: &mut Session) {
+    if let Some(m) = &mut session.multi {
+        m.aborted = true;
+    }
+}
+
+/// Runs a command whose arity and permissions were checked.
+pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
+    match cmd {
+        Cmd::Ping
+        | Cmd::Echo
+        | Cmd::Hello
+        | Cmd::Auth
+        | Cmd::Select
+        | Cmd::Quit
+        | Cmd::Reset
+        | Cmd::Client => connection::run(ctx, cmd, args),
+        Cmd::Command | Cmd::Config | Cmd::Info => introspection::run(ctx, cmd, args),
+        Cmd::Scan | Cmd::Keys | Cmd::DbSize | Cmd::FlushDb | Cmd::FlushAll => {
+            keyspace::run(ctx, cmd, args)
+        }
+        Cmd::Multi | Cmd::Exec | Cmd::Discard | Cmd::Watch | Cmd::Unwatch => {
+            transactions::run(ctx, cmd, args)
+        }
+        c if c.on_keys() => run_atomic(ctx.state, cmd, args),
+        c => unreachable!("{c:?} has no implementation"),
+    }
+}
+
+/// Runs a key/value command as its own optimistic transaction, again on fresh values until
+/// no other client changed what it read.
+fn run_atomic(state: &ServerState, cmd: Cmd, args: &[Bytes]) -> Reply {
+    let spec = &cmd::COMMANDS[cmd::index_of(cmd)];
+    loop {
+        let mut txn = Txn::new(state);
+        let reply = match prefetch_and_run(&mut txn, state, spec, args) {
+            Ok(r) => r,
+            Err(e) => return store_error(&e),
+        };
+        match txn.commit(&[]) {
+            Ok(Commit::Applied) => return reply,
+            Ok(Commit::Conflict) => {
+                state
+                    .stats
+                    .transaction_retries
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Err(e) => return store_error(&e),
+        }
+    }
+}
+
+/// Prefetches a command's keys as one vector (when it has several), then runs it.
+pub fn prefetch_and_run(
+    txn: &mut Txn<'_>,
+    state: &ServerState,
+    spec: &cmd::CommandSpec,
+    args: &[Bytes],
+) -> quiver_store::Result<Reply> {
+    if spec.keys(args).nth(1).is_some() {
+        txn.prefetch(spec.keys(args))?;
+    }
+    strings::run(txn, &state.stats, spec.cmd, args)
+}

@@ -1,0 +1,210 @@
+//! The Prometheus text endpoint (`metrics-addr`): a minimal HTTP/1.1 server answering
+//! `GET /metrics` with the exposition format, one connection at a time per request.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering::Relaxed;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::cmd::COMMANDS;
+use crate::state::SharedState;
+use crate::stats::Histogram;
+
+/// Largest HTTP request head read from a scraper.
+const REQUEST_HEAD_MAX: usize = 8 * 1024;
+
+/// Resident set size of this process, from /proc (0 where unavailable).
+pub fn process_rss_bytes() -> u64 {
+    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
+        return 0;
+    };
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * page.max(0) as u64
+}
+
+/// Serves metrics until the task is dropped.
+pub async fn serve(listener: TcpListener, state: SharedState) {
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < REQUEST_HEAD_MAX {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let (status, body) = if head.starts_with(b"GET /metrics ") {
+                ("200 OK", render(&state))
+            } else {
+                ("404 Not Found", "try GET /metrics\n".to_string())
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+        });
+    }
+}
+
+/// The metrics in Prometheus's text exposition format.
+pub fn render(state: &SharedState) -> String {
+    let mut o = String::new();
+    let stats = &state.stats;
+    let store = state.store.stats();
+    let mut gauge = |name: &str, help: &str, kind: &str, value: String| {
+        let _ = write!(
+            o,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
+        );
+    };
+    gauge("quiver_keys", "Live keys.", "gauge", store.keys.to_string());
+    gauge(
+        "quiver_disk_bytes",
+        "Bytes of segment files on disk.",
+        "gauge",
+        store.disk_bytes.to_string(),
+    );
+    gauge(
+        "quiver_index_bytes",
+        "Bytes of in-RAM index.",
+        "gauge",
+        store.index_bytes.to_string(),
+    );
+    gauge(
+        "quiver_records",
+        "Records in the logs (live and dead).",
+        "gauge",
+        store.records.to_string(),
+    );
+    gauge(
+        "quiver_dead_records",
+        "Records superseded or deleted, awaiting compaction.",
+        "gauge",
+        store.dead_records.to_string(),
+    );
+    gauge(
+        "quiver_garbage_ratio",
+        "Dead records / records.",
+        "gauge",
+        format!("{}", store.garbage_ratio),
+    );
+    gauge(
+        "quiver_live_ratio",
+        "Live records / records.",
+        "gauge",
+        format!("{}", 1.0 - store.garbage_ratio),
+    );
+    gauge(
+        "quiver_maintenance_runs_total",
+        "Compactions and index resizes completed.",
+        "counter",
+        store.maintenance_runs.to_string(),
+    );
+    gauge(
+        "quiver_connected_clients",
+        "Open client connections.",
+        "gauge",
+        stats.connected_clients.load(Relaxed).to_string(),
+    );
+    gauge(
+        "quiver_connections_received_total",
+        "Connections accepted.",
+        "counter",
+        stats.connections_received.load(Relaxed).to_string(),
+    );
+    gauge(
+        "quiver_rejected_connections_total",
+        "Connections refused (maxclients).",
+        "counter",
+        stats.rejected_connections.load(Relaxed).to_string(),
+    );
+    gauge(
+        "quiver_keyspace_hits_total",
+        "Reads that found their key.",
+        "counter",
+        stats.keyspace_hits.load(Relaxed).to_string(),
+    );
+    gauge(
+        "quiver_keyspace_misses_total",
+        "Reads that did not find their key.",
+        "counter",
+        stats.keyspace_misses.load(Relaxed).to_string(),
+    );
+    gauge(
+        "quiver_net_input_bytes_total",
+        "Bytes read from clients.",
+        "counter",
+        stats.net_input_bytes.load(Relaxed).to_string(),
+    );
+    gauge(
+        "quiver_net_output_bytes_total",
+        "Bytes written to clients.",
+        "counter",
+        stats.net_output_bytes.load(Relaxed).to_string(),
+    );
+    gauge(
+        "quiver_process_resident_bytes",
+        "Resident set size.",
+        "gauge",
+        process_rss_bytes().to_string(),
+    );
+    let _ = write!(
+        o,
+        "# HELP quiver_commands_total Commands executed, by name.\n# TYPE quiver_commands_total counter\n"
+    );
+    for (c, s) in COMMANDS.iter().zip(&stats.commands) {
+        let calls = s.calls.load(Relaxed);
+        if calls > 0 {
+            let _ = writeln!(o, "quiver_commands_total{{command=\"{}\"}} {calls}", c.name);
+        }
+    }
+    histogram(
+        &mut o,
+        "quiver_vector_width",
+        "Keys per engine vector.",
+        &stats.vector_widths,
+        1.0,
+    );
+    histogram(
+        &mut o,
+        "quiver_command_latency_seconds",
+        "Time from the start of a pipelined run's execution to each command's reply.",
+        &stats.latency_us,
+        1e-6,
+    );
+    o
+}
+
+/// A Prometheus histogram from a power-of-two [`Histogram`], bounds multiplied by `scale`.
+fn histogram(o: &mut String, name: &str, help: &str, h: &Histogram, scale: f64) {
+    let _ = write!(o, "# HELP {name} {help}\n# TYPE {name} histogram\n");
+    let mut cumulative = 0;
+    for (bound, count) in h.buckets() {
+        cumulative += count;
+        if bound == u64::MAX {
+            let _ = writeln!(o, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
+        } else {
+            let _ = writeln!(
+                o,
+                "{name}_bucket{{le=\"{}\"}} {cumulative}",
+                bound as f64 * scale
+            );
+        }
+    }
+    let _ = writeln!(o, "{name}_sum {}", h.sum() as f64 * scale);
+    let _ = writeln!(o, "{name}_count {}", h.count());
+}

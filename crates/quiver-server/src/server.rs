@@ -1,0 +1,364 @@
+//! Starting and stopping the server: open the store, bind the listeners, accept connections
+//! (up to `maxclients`), and on shutdown stop accepting, let connections finish the run they
+//! are executing, close the store (which checkpoints every partition) and return.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quiver_store::Store;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::watch;
+
+use crate::clients::Clients;
+use crate::coalesce::Coalescer;
+use crate::config::{Coalesce, Config, ConfigError};
+use crate::conn;
+use crate::state::{ServerState, SharedState};
+use crate::stats::Stats;
+use crate::watch::Watches;
+
+/// How long shutdown waits for connections to finish their current run.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// File descriptors kept for the store and listeners beyond one per client.
+const RESERVED_FDS: u64 = 128;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("configuration: {0}")]
+    Config(#[from] ConfigError),
+    #[error("cannot open the store: {0}")]
+    Store(#[from] quiver_store::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Stops a running server from another thread (or from a test).
+#[derive(Clone)]
+pub struct ShutdownHandle(Arc<watch::Sender<bool>>);
+
+impl ShutdownHandle {
+    pub fn shutdown(&self) {
+        let _ = self.0.send(true);
+    }
+}
+
+/// A server whose store is open and whose sockets are bound; [`Server::run`] serves.
+pub struct Server {
+    state: SharedState,
+    runtime: tokio::runtime::Runtime,
+    tcp: std::net::TcpListener,
+    unix: Option<(std::os::unix::net::UnixListener, PathBuf)>,
+    metrics: Option<std::net::TcpListener>,
+    shutdown: Arc<watch::Sender<bool>>,
+}
+
+impl Server {
+    /// Validates `config`, opens the store (recovering it if needed) and binds the sockets.
+    pub fn bind(config: Config) -> Result<Server, ServerError> {
+        config.validate()?;
+        raise_fd_limit(config.maxclients as u64 + RESERVED_FDS);
+        let tcp = std::net::TcpListener::bind((config.bind, config.port)).map_err(|e| {
+            ServerError::Bind {
+                addr: format!("{}:{}", config.bind, config.port),
+                source: e,
+            }
+        })?;
+        tcp.set_nonblocking(true)?;
+        let unix = match &config.unixsocket {
+            Some(path) => {
+                // A socket file left by a previous run would make bind fail (Redis unlinks it too).
+                if std::fs::symlink_metadata(path)
+                    .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+                {
+                    let _ = std::fs::remove_file(path);
+                }
+                let l = std::os::unix::net::UnixListener::bind(path).map_err(|e| {
+                    ServerError::Bind {
+                        addr: path.display().to_string(),
+                        source: e,
+                    }
+                })?;
+                l.set_nonblocking(true)?;
+                Some((l, path.clone()))
+            }
+            None => None,
+        };
+        let metrics = match config.metrics_addr {
+            Some(addr) => {
+                let l = std::net::TcpListener::bind(addr).map_err(|e| ServerError::Bind {
+                    addr: addr.to_string(),
+                    source: e,
+                })?;
+                l.set_nonblocking(true)?;
+                Some(l)
+            }
+            None => None,
+        };
+        let started = Instant::now();
+        let store = Store::open(&config.dir, config.store_options())?;
+        let report = store.recovery_report();
+        tracing::info!(
+            dir = %config.dir.display(),
+            keys = store.len(),
+            seconds = started.elapsed().as_secs_f64(),
+            recovery = ?report,
+            "store open"
+        );
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(config.threads())
+            .thread_name("quiver-worker")
+            .enable_all()
+            .build()?;
+        let port = tcp.local_addr()?.port();
+        let config_coalesce = config.coalesce;
+        let state = Arc::new(ServerState {
+            store,
+            config,
+            stats: Stats::default(),
+            watches: Watches::default(),
+            clients: Clients::default(),
+            run_id: run_id(),
+            port,
+            coalescer: (config_coalesce == Coalesce::Adaptive).then(Coalescer::default),
+            shutting_down: AtomicBool::new(false),
+        });
+        let (shutdown, _) = watch::channel(false);
+        Ok(Server {
+            state,
+            runtime,
+            tcp,
+            unix,
+            metrics,
+            shutdown: Arc::new(shutdown),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.tcp
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle(self.shutdown.clone())
+    }
+
+    /// Serves until the shutdown handle fires (or, with `handle_signals`, SIGINT / SIGTERM),
+    /// then shuts down gracefully and closes the store.
+    pub fn run(self, handle_signals: bool) -> Result<(), ServerError> {
+        let Server {
+            state,
+            runtime,
+            tcp,
+            unix,
+            metrics,
+            shutdown,
+        } = self;
+        let storage = match state.coalescer {
+            Some(_) => Some(Coalescer::spawn(state.clone())?),
+            None => None,
+        };
+        let result = runtime.block_on(serve(
+            state.clone(),
+            tcp,
+            unix,
+            metrics,
+            shutdown,
+            handle_signals,
+        ));
+        runtime.shutdown_timeout(Duration::from_secs(1));
+        if let (Some(c), Some(thread)) = (&state.coalescer, storage) {
+            c.close();
+            let _ = thread.join();
+        }
+        let close = match Arc::try_unwrap(state) {
+            Ok(state) => state.store.close(),
+            // A task outlived the runtime's shutdown: make the store durable without closing.
+            Err(state) => state.store.flush().and_then(|()| state.store.checkpoint()),
+        };
+        result?;
+        close?;
+        tracing::info!("store closed; exiting");
+        Ok(())
+    }
+}
+
+async fn serve(
+    state: SharedState,
+    tcp: std::net::TcpListener,
+    unix: Option<(std::os::unix::net::UnixListener, PathBuf)>,
+    metrics: Option<std::net::TcpListener>,
+    shutdown: Arc<watch::Sender<bool>>,
+    handle_signals: bool,
+) -> Result<(), ServerError> {
+    let tcp = TcpListener::from_std(tcp)?;
+    let addr = tcp.local_addr()?;
+    let mut tasks = Vec::new();
+    tasks.push(tokio::spawn(accept_tcp(
+        tcp,
+        state.clone(),
+        shutdown.subscribe(),
+    )));
+    let mut unix_path = None;
+    if let Some((l, path)) = unix {
+        tasks.push(tokio::spawn(accept_unix(
+            UnixListener::from_std(l)?,
+            state.clone(),
+            shutdown.subscribe(),
+        )));
+        unix_path = Some(path);
+    }
+    if let Some(l) = metrics {
+        tasks.push(tokio::spawn(crate::metrics::serve(
+            TcpListener::from_std(l)?,
+            state.clone(),
+        )));
+    }
+    tracing::info!(%addr, unixsocket = ?unix_path, "ready to accept connections");
+
+    let mut rx = shutdown.subscribe();
+    if handle_signals {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut int = signal(SignalKind::interrupt())?;
+        let mut term = signal(SignalKind::terminate())?;
+        tokio::select! {
+            _ = int.recv() => tracing::info!("SIGINT received: shutting down"),
+            _ = term.recv() => tracing::info!("SIGTERM received: shutting down"),
+            _ = rx.wait_for(|&s| s) => tracing::info!("shutdown requested"),
+        }
+    } else {
+        let _ = rx.wait_for(|&s| s).await;
+        tracing::info!("shutdown requested");
+    }
+    state.shutting_down.store(true, Ordering::SeqCst);
+    let _ = shutdown.send(true);
+    for t in &tasks {
+        t.abort();
+    }
+    // Connections finish the run they are executing, write its replies, and close.
+    let deadline = Instant::now() + SHUTDOWN_GRACE;
+    while state.stats.connected_clients.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    if let Some(path) = unix_path {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
+async fn accept_tcp(listener: TcpListener, state: SharedState, shutdown: watch::Receiver<bool>) {
+    let laddr = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                admit(&state, stream, peer.to_string(), laddr.clone(), &shutdown);
+            }
+            Err(e) => accept_failed(e).await,
+        }
+    }
+}
+
+async fn accept_unix(listener: UnixListener, state: SharedState, shutdown: watch::Receiver<bool>) {
+    let laddr = state
+        .config
+        .unixsocket
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => admit(
+                &state,
+                stream,
+                format!("{laddr}:0"),
+                laddr.clone(),
+                &shutdown,
+            ),
+            Err(e) => accept_failed(e).await,
+        }
+    }
+}
+
+/// Out of file descriptors or similar: log, back off briefly, keep serving the others.
+async fn accept_failed(e: std::io::Error) {
+    tracing::warn!(error = %e, "accept failed");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+}
+
+/// Starts serving an accepted connection, or refuses it at `maxclients` like Redis does.
+fn admit<S>(
+    state: &SharedState,
+    mut stream: S,
+    addr: String,
+    laddr: String,
+    shutdown: &watch::Receiver<bool>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let stats = &state.stats;
+    stats.connections_received.fetch_add(1, Ordering::Relaxed);
+    if stats.connected_clients.fetch_add(1, Ordering::SeqCst) >= state.config.maxclients {
+        stats.connected_clients.fetch_sub(1, Ordering::SeqCst);
+        stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(%addr, "maxclients reached: connection refused");
+        tokio::spawn(async move {
+            let _ = stream
+                .write_all(b"-ERR max number of clients reached\r\n")
+                .await;
+        });
+        return;
+    }
+    let info = state.clients.register(addr, laddr);
+    tokio::spawn(conn::serve(state.clone(), stream, info, shutdown.clone()));
+}
+
+/// Raises the open-files limit towards `wanted` (as Redis does for maxclients).
+fn raise_fd_limit(wanted: u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= wanted {
+            return;
+        }
+        let target = wanted.min(lim.rlim_max);
+        lim.rlim_cur = target;
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+            tracing::warn!(wanted, "could not raise the open-files limit");
+        }
+    }
+}
+
+/// 40 hex digits, different for every start of the server.
+fn run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut id = String::with_capacity(40);
+    while id.len() < 40 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(Instant::now().elapsed().as_nanos());
+        h.write_u32(std::process::id());
+        id.push_str(&format!("{:016x}", h.finish()));
+    }
+    id.truncate(40);
+    id
+}

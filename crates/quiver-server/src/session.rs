@@ -1,0 +1,72 @@
+//! Per-connection state: protocol version, authentication, the transaction being queued and
+//! the watched keys.
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::clients::ClientInfo;
+use crate::state::ServerState;
+
+/// Commands queued between MULTI and EXEC.
+#[derive(Default)]
+pub struct Multi {
+    /// (index in the command table, arguments).
+    pub queued: Vec<(usize, Vec<Bytes>)>,
+    /// A queued command was refused (unknown, wrong arity): EXEC answers EXECABORT.
+    pub aborted: bool,
+}
+
+pub struct Session {
+    pub info: Arc<ClientInfo>,
+    pub resp3: bool,
+    pub authenticated: bool,
+    pub multi: Option<Multi>,
+    /// Watched keys and their values when WATCH ran.
+    pub watched: Vec<(Bytes, Option<Bytes>)>,
+    /// Set by any write to a watched key.
+    pub watch_dirty: Arc<AtomicBool>,
+    /// QUIT: close once the replies so far are written.
+    pub closing: bool,
+}
+
+impl Session {
+    pub fn new(state: &ServerState, info: Arc<ClientInfo>) -> Session {
+        Session {
+            info,
+            resp3: false,
+            authenticated: state.config.requirepass.is_none(),
+            multi: None,
+            watched: Vec::new(),
+            watch_dirty: Arc::new(AtomicBool::new(false)),
+            closing: false,
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.info.id
+    }
+
+    /// Forgets every watched key (UNWATCH, EXEC, DISCARD, RESET, disconnect).
+    pub fn unwatch(&mut self, state: &ServerState) {
+        if !self.watched.is_empty() {
+            state
+                .watches
+                .remove(self.info.id, self.watched.iter().map(|(k, _)| k));
+            self.watched.clear();
+        }
+        self.watch_dirty.store(false, Relaxed);
+    }
+
+    pub fn set_multi(&mut self, multi: Option<Multi>) {
+        let n = multi.as_ref().map_or(u64::MAX, |m| m.queued.len() as u64);
+        self.info.multi.store(n, Relaxed);
+        self.multi = multi;
+    }
+
+    pub fn set_resp3(&mut self, resp3: bool) {
+        self.resp3 = resp3;
+        self.info.resp.store(if resp3 { 3 } else { 2 }, Relaxed);
+    }
+}

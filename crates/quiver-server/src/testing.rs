@@ -1,0 +1,111 @@
+//! An in-process server for tests (of this crate, the client and the CLI): a fresh data
+//! directory, a free loopback port, stopped gracefully on drop.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+
+use crate::config::Config;
+use crate::server::{Server, ShutdownHandle};
+
+/// A running server; see the module documentation.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    config: Config,
+    dir: PathBuf,
+    /// Whether `dir` was made here (and is removed on drop).
+    owns_dir: bool,
+    handle: Option<(ShutdownHandle, JoinHandle<Result<(), crate::ServerError>>)>,
+}
+
+impl TestServer {
+    /// A server with default settings on a new empty data directory.
+    pub fn start() -> TestServer {
+        TestServer::start_with(|_| {})
+    }
+
+    /// Like [`TestServer::start`], with settings changed by `configure` first (the data
+    /// directory and port are set before, and may be overridden).
+    pub fn start_with(configure: impl FnOnce(&mut Config)) -> TestServer {
+        let dir = unique_temp_dir();
+        std::fs::create_dir_all(&dir).expect("create the test data directory");
+        let mut config = Config {
+            dir: dir.clone(),
+            port: 0,
+            threads: 2,
+            ..Config::default()
+        };
+        configure(&mut config);
+        let owns_dir = config.dir == dir;
+        let mut server = TestServer {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            config,
+            dir,
+            owns_dir,
+            handle: None,
+        };
+        server.launch();
+        server
+    }
+
+    fn launch(&mut self) {
+        let server = Server::bind(self.config.clone()).expect("start the test server");
+        self.addr = server.local_addr();
+        let shutdown = server.shutdown_handle();
+        let thread = std::thread::Builder::new()
+            .name("quiver-test-server".into())
+            .spawn(move || server.run(false))
+            .expect("spawn the server thread");
+        self.handle = Some((shutdown, thread));
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.config.dir
+    }
+
+    /// Stops the server gracefully (checkpointing the store) and returns how `run` ended.
+    pub fn stop(&mut self) -> Result<(), crate::ServerError> {
+        match self.handle.take() {
+            Some((shutdown, thread)) => {
+                shutdown.shutdown();
+                thread.join().expect("the server thread panicked")
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Stops the server and starts it again on the same port and data directory.
+    pub fn restart(&mut self) {
+        self.stop().expect("clean shutdown");
+        self.config.port = self.addr.port();
+        self.launch();
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let stopped = self.stop();
+        if self.owns_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+        if let Err(e) = stopped {
+            if !std::thread::panicking() {
+                panic!("test server did not shut down cleanly: {e}");
+            }
+        }
+    }
+}
+
+fn unique_temp_dir() -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    std::env::temp_dir().join(format!(
+        "quiver-test-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ))
+}

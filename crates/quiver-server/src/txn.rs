@@ -1,0 +1,242 @@
+//! Optimistic transactions over the engine: how a read-modify-write command (INCR, APPEND,
+//! GETSET, MSETNX, ...) and a whole MULTI/EXEC are made atomic without a global lock.
+//!
+//! A [`Txn`] reads through the store (remembering every value it saw), buffers its writes in
+//! an overlay that its own later reads see, and commits as one compound batch in which every
+//! key it read carries the precondition "still has the value I saw". If another client changed
+//! one of them in between, nothing is applied and the caller runs the command again on fresh
+//! values. The result is serializable: the batch applies exactly when the state the command
+//! computed from is still the store's state, and the batch itself is all-or-nothing.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use quiver_store::{Batch, BatchAction, BatchOutcome, Precondition, Store};
+
+use crate::state::ServerState;
+use crate::stats::Histogram;
+use crate::watch::Watches;
+
+/// What [`Txn::commit`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Commit {
+    /// The writes (if any) were applied and their watchers marked.
+    Applied,
+    /// A key read (or watched) changed before the commit: nothing was applied.
+    Conflict,
+}
+
+/// A transaction in progress; see the module documentation.
+pub struct Txn<'a> {
+    store: &'a Store,
+    /// Where the width of each engine read is recorded.
+    widths: &'a Histogram,
+    /// Watchers of the keys written are marked at commit.
+    watches: &'a Watches,
+    /// Value in the store when first read (`None`: absent).
+    read: HashMap<Bytes, Option<Bytes>>,
+    /// Buffered writes (`None`: delete), in first-write order.
+    written: Vec<Bytes>,
+    overlay: HashMap<Bytes, Option<Bytes>>,
+    /// FLUSHDB / FLUSHALL ran inside this transaction: keys not in the overlay now read absent,
+    /// and commit flushes the store before writing the overlay.
+    flushed: bool,
+}
+
+impl<'a> Txn<'a> {
+    pub fn new(state: &'a ServerState) -> Txn<'a> {
+        Txn {
+            store: &state.store,
+            widths: &state.stats.vector_widths,
+            watches: &state.watches,
+            read: HashMap::new(),
+            written: Vec::new(),
+            overlay: HashMap::new(),
+            flushed: false,
+        }
+    }
+
+    /// Reads every key not seen yet as one engine vector, so the commands that follow find
+    /// their values here instead of going to the store one by one.
+    pub fn prefetch<'k>(
+        &mut self,
+        keys: impl Iterator<Item = &'k Bytes>,
+    ) -> quiver_store::Result<()> {
+        if self.flushed {
+            return Ok(());
+        }
+        let mut missing: Vec<&Bytes> = keys
+            .filter(|k| !self.read.contains_key(*k) && !self.overlay.contains_key(*k))
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
+        // Keys the engine refuses (empty, too long) are left for the command to report.
+        missing.retain(|k| valid_key(k));
+        if missing.is_empty() {
+            return Ok(());
+        }
+        self.widths.record(missing.len() as u64);
+        let values = self.store.multi_get(&missing)?;
+        for (k, v) in missing.into_iter().zip(values) {
+            self.read.insert(k.clone(), v);
+        }
+        Ok(())
+    }
+
+    /// The key's value as this transaction sees it.
+    pub fn get(&mut self, key: &Bytes) -> quiver_store::Result<Option<Bytes>> {
+        if let Some(v) = self.overlay.get(key) {
+            return Ok(v.clone());
+        }
+        if self.flushed || !valid_key(key) {
+            return Ok(None);
+        }
+        if let Some(v) = self.read.get(key) {
+            return Ok(v.clone());
+        }
+        self.widths.record(1);
+        let v = self.store.get(key)?;
+        self.read.insert(key.clone(), v.clone());
+        Ok(v)
+    }
+
+    pub fn exists(&mut self, key: &Bytes) -> quiver_store::Result<bool> {
+        Ok(self.get(key)?.is_some())
+    }
+
+    pub fn put(&mut self, key: Bytes, value: Bytes) {
+        self.write(key, Some(value));
+    }
+
+    pub fn delete(&mut self, key: Bytes) {
+        self.write(key, None);
+    }
+
+    fn write(&mut self, key: Bytes, value: Option<Bytes>) {
+        if self.overlay.insert(key.clone(), value).is_none() {
+            self.written.push(key);
+        }
+    }
+
+    /// Every key becomes absent (FLUSHDB inside MULTI).
+    pub fn flush(&mut self) {
+        self.flushed = true;
+        self.overlay.clear();
+        self.written.clear();
+    }
+
+    /// Buffered writes: (key, new value or `None` for a delete).
+    pub fn overlay(&self) -> impl Iterator<Item = (&Bytes, Option<&Bytes>)> {
+        self.written.iter().map(|k| (k, self.overlay[k].as_ref()))
+    }
+
+    /// Whether `key` exists in the store, ignoring this transaction's own writes (for
+    /// keyspace commands that combine the store with the overlay).
+    pub fn exists_in_store(&mut self, key: &Bytes) -> quiver_store::Result<bool> {
+        if self.flushed || !valid_key(key) {
+            return Ok(false);
+        }
+        if let Some(v) = self.read.get(key) {
+            return Ok(v.is_some());
+        }
+        self.widths.record(1);
+        let v = self.store.get(key)?;
+        let found = v.is_some();
+        self.read.insert(key.clone(), v);
+        Ok(found)
+    }
+
+    pub fn is_flushed(&self) -> bool {
+        self.flushed
+    }
+
+    pub fn store(&self) -> &'a Store {
+        self.store
+    }
+
+    /// Whether this transaction writes anything.
+    pub fn has_writes(&self) -> bool {
+        !self.written.is_empty() || self.flushed
+    }
+
+    /// Applies the buffered writes as one batch whose preconditions are the values read,
+    /// plus `watched` (key, value when WATCH ran). A transaction that wrote nothing and has no
+    /// watched keys commits without touching the store: its reads came from one vector or
+    /// are otherwise independent.
+    ///
+    /// A flush inside the transaction is carried out first (key by key, not atomically with
+    /// the rest; see `keyspace::flush`).
+    pub fn commit(self, watched: &[(Bytes, Option<Bytes>)]) -> quiver_store::Result<Commit> {
+        if !self.has_writes() && watched.is_empty() {
+            return Ok(Commit::Applied);
+        }
+        let mut batch = Batch::new();
+        for (key, seen) in watched {
+            batch.check(key.clone(), Precondition::Unchanged(seen.clone()));
+        }
+        if self.flushed {
+            // The flush cannot be part of the batch: check the watched keys first, then flush,
+            // then write. Another client's write can slip in between (documented).
+            if !batch.is_empty() && !self.store.apply(&batch)?.is_applied() {
+                return Ok(Commit::Conflict);
+            }
+            batch = Batch::new();
+            crate::cmd::keyspace::flush_store(self.store, self.watches)?;
+        } else {
+            for (key, seen) in &self.read {
+                if !self.overlay.contains_key(key) {
+                    batch.check(key.clone(), Precondition::Unchanged(seen.clone()));
+                }
+            }
+        }
+        for key in &self.written {
+            let value = &self.overlay[key];
+            let seen = if self.flushed {
+                None
+            } else {
+                self.read.get(key)
+            };
+            let condition = seen.map(|s| Precondition::Unchanged(s.clone()));
+            let action = match value {
+                Some(v) => BatchAction::Put(v.clone()),
+                // Deleting what was absent writes nothing; only the read must still hold.
+                None if matches!(seen, Some(None)) => BatchAction::Check,
+                None => BatchAction::Delete,
+            };
+            if action == BatchAction::Check && condition.is_none() {
+                continue;
+            }
+            batch.push(key.clone(), action, condition);
+        }
+        if batch.is_empty() {
+            self.watches.touch(&self.written);
+            return Ok(Commit::Applied);
+        }
+        if let [op] = &batch.ops[..] {
+            // One unconditional write needs no batch records (SET, DEL of one key).
+            if op.condition.is_none() {
+                match &op.action {
+                    BatchAction::Put(v) => self.store.put(&op.key, v)?,
+                    BatchAction::Delete => {
+                        self.store.delete(&op.key)?;
+                    }
+                    BatchAction::Check => {}
+                }
+                self.watches.touch(&self.written);
+                return Ok(Commit::Applied);
+            }
+        }
+        match self.store.apply(&batch)? {
+            BatchOutcome::Applied => {
+                self.watches.touch(&self.written);
+                Ok(Commit::Applied)
+            }
+            BatchOutcome::ConditionFailed { .. } => Ok(Commit::Conflict),
+        }
+    }
+}
+
+/// Whether the engine accepts `key` (it refuses empty keys and keys over 64 KiB).
+pub fn valid_key(key: &[u8]) -> bool {
+    (1..=quiver_store::options::KEY_LEN_MAX).contains(&key.len())
+}

@@ -1,0 +1,67 @@
+//! Redis compatibility, checked with the material in `tests/compat/` (see its README) against
+//! an in-process Quiver server: Redis 7's recorded replies byte for byte, a redis-py script and
+//! a scripted redis-cli session. The tools come from `scripts/test_deps.sh`.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use quiver_server::testing::TestServer;
+
+fn compat_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/compat")
+}
+
+/// Runs `program args...` in the compat folder; fails the test with its output unless it
+/// exits 0.
+fn run(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(compat_dir())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {program} (run scripts/test_deps.sh): {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{program} {args:?} failed ({}); if a tool is missing, run scripts/test_deps.sh\n\
+         --- stdout\n{stdout}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn replies_match_redis_7_byte_for_byte() {
+    let server = TestServer::start();
+    let port = server.port().to_string();
+    let out = run(
+        "python3",
+        &[
+            "check_golden.py",
+            "--port",
+            &port,
+            "--deviations",
+            "quiver_deviations.json",
+        ],
+    );
+    assert!(out.contains(" 0 mismatches"), "{out}");
+}
+
+#[test]
+fn redis_py_works() {
+    let server = TestServer::start();
+    let out = run(
+        "python3",
+        &["redis_py_check.py", "--port", &server.port().to_string()],
+    );
+    assert!(out.contains("checks passed"), "{out}");
+}
+
+#[test]
+fn redis_cli_session_matches() {
+    let server = TestServer::start();
+    run(
+        "bash",
+        &["redis_cli_check.sh", "--port", &server.port().to_string()],
+    );
+}

@@ -1,0 +1,276 @@
+//! What operators see: INFO's sections and figures (keyspace, vectors, commandstats) and the
+//! Prometheus endpoint (`metrics-addr`).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::thread::JoinHandle;
+
+use quiver_server::testing::TestServer;
+use quiver_server::{Config, Server, ShutdownHandle};
+
+use crate::bad_input::{client, expect_reply, info_field, info_u64, multibulk, raw, WAIT};
+
+#[test]
+fn info_has_every_default_section_and_counts_keys() {
+    let server = TestServer::start();
+    let mut c = client(server.addr);
+    let info = c.info(None).unwrap();
+    for title in [
+        "# Server",
+        "# Clients",
+        "# Memory",
+        "# Persistence",
+        "# Stats",
+        "# Keyspace",
+        "# Vectors",
+    ] {
+        assert!(
+            info.lines().any(|l| l.trim_end() == title),
+            "INFO lacks {title}:\n{info}"
+        );
+    }
+    assert!(
+        !info.contains("db0:"),
+        "an empty store lists no db0:\n{info}"
+    );
+    // Each section on its own, case-insensitively.
+    for (section, field) in [
+        ("server", "redis_version"),
+        ("CLIENTS", "connected_clients"),
+        ("memory", "used_memory_rss"),
+        ("persistence", "durability"),
+        ("stats", "total_commands_processed"),
+        ("vectors", "max_vector_width"),
+    ] {
+        assert!(
+            info_field(&mut c, section, field).is_some(),
+            "INFO {section} lacks {field}"
+        );
+    }
+    assert_eq!(
+        info_u64(&mut c, "server", "tcp_port"),
+        u64::from(server.port())
+    );
+
+    let pairs: Vec<(String, String)> = (0..25)
+        .map(|i| (format!("key:{i}"), format!("value {i}")))
+        .collect();
+    c.multi_set(&pairs).unwrap();
+    c.set("key:0", "overwritten").unwrap();
+    c.delete("key:24").unwrap();
+    let keyspace = info_field(&mut c, "keyspace", "db0").expect("db0 after writes");
+    assert!(keyspace.starts_with("keys=24,"), "db0:{keyspace}");
+    assert!(info_u64(&mut c, "stats", "total_commands_processed") >= 3);
+}
+
+/// A run of 32 pipelined GETs in one write reaches the engine as one vector of width 32
+/// (the default max-vector-width is 64).
+#[test]
+fn a_pipelined_run_of_32_gets_is_one_vector() {
+    let server = TestServer::start();
+    let mut c = client(server.addr);
+    assert_eq!(info_field(&mut c, "vectors", "vector_width_le_32"), None);
+    let mut run = Vec::new();
+    for i in 0..32 {
+        run.extend(multibulk(&[b"GET", format!("missing:{i}").as_bytes()]));
+    }
+    let mut s = raw(server.addr);
+    // One write, so the server reads the whole run at once; loopback delivers it whole.
+    s.write_all(&run).unwrap();
+    expect_reply(&mut s, &b"$-1\r\n".repeat(32));
+    assert!(info_u64(&mut c, "vectors", "vector_width_le_32") >= 1);
+    assert!(info_u64(&mut c, "vectors", "vector_keys") >= 32);
+    let commandstats = c.info(Some("commandstats")).unwrap();
+    let get = commandstats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_get:"))
+        .unwrap_or_else(|| panic!("no cmdstat_get:\n{commandstats}"));
+    assert!(get.starts_with("calls=32,"), "cmdstat_get:{get}");
+    assert!(info_u64(&mut c, "stats", "keyspace_misses") >= 32);
+}
+
+#[test]
+fn an_mget_of_32_keys_is_one_vector() {
+    let server = TestServer::start();
+    let mut c = client(server.addr);
+    let keys: Vec<String> = (0..32).map(|i| format!("k{i}")).collect();
+    let pairs: Vec<(&String, &str)> = keys.iter().map(|k| (k, "v")).collect();
+    c.multi_set(&pairs).unwrap();
+    let before = info_field(&mut c, "vectors", "vector_width_le_32")
+        .map_or(0, |v| v.parse::<u64>().unwrap());
+    let values = c.multi_get(&keys).unwrap();
+    assert!(values.iter().all(|v| v.as_deref() == Some(&b"v"[..])));
+    assert_eq!(
+        info_u64(&mut c, "vectors", "vector_width_le_32"),
+        before + 1
+    );
+    assert!(info_u64(&mut c, "stats", "keyspace_hits") >= 32);
+}
+
+#[test]
+fn commandstats_lists_the_commands_run() {
+    let server = TestServer::start();
+    let mut c = client(server.addr);
+    c.set("a", "1").unwrap();
+    for _ in 0..3 {
+        c.get("a").unwrap();
+    }
+    c.incr("a").unwrap();
+    let stats = c.info(Some("commandstats")).unwrap();
+    assert!(stats.starts_with("# Commandstats"), "{stats}");
+    let line = |name: &str| {
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:")))
+            .map(str::to_string)
+    };
+    assert!(line("get").unwrap().starts_with("calls=3,usec="), "{stats}");
+    assert!(line("set").unwrap().starts_with("calls=1,"), "{stats}");
+    assert!(line("incr").unwrap().starts_with("calls=1,"), "{stats}");
+    assert!(
+        line("mget").is_none(),
+        "commands never run are not listed:\n{stats}"
+    );
+    // Not part of the default INFO, but of INFO all.
+    assert!(!c.info(None).unwrap().contains("cmdstat_get"));
+    assert!(c.info(Some("all")).unwrap().contains("cmdstat_get:"));
+}
+
+/// A server bound directly, to learn the metrics address it bound (`127.0.0.1:0`).
+struct MetricsServer {
+    addr: SocketAddr,
+    metrics: SocketAddr,
+    shutdown: ShutdownHandle,
+    thread: Option<JoinHandle<Result<(), quiver_server::ServerError>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl MetricsServer {
+    fn start() -> MetricsServer {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::bind(Config {
+            port: 0,
+            dir: dir.path().to_path_buf(),
+            threads: 2,
+            metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
+            ..Config::default()
+        })
+        .expect("start the server");
+        let metrics = server.metrics_addr().expect("a metrics listener");
+        assert!(metrics.ip().is_loopback() && metrics.port() != 0);
+        let addr = server.local_addr();
+        let shutdown = server.shutdown_handle();
+        let thread = std::thread::spawn(move || server.run(false));
+        MetricsServer {
+            addr,
+            metrics,
+            shutdown,
+            thread: Some(thread),
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.shutdown.shutdown();
+        if let Some(t) = self.thread.take() {
+            let result = t.join().expect("the server thread panicked");
+            if !std::thread::panicking() {
+                result.expect("clean shutdown");
+            }
+        }
+    }
+}
+
+/// One HTTP/1.1 exchange: (status line, headers, body). The server closes after answering.
+fn http(addr: SocketAddr, request: &str) -> (String, String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut response = Vec::new();
+    s.read_to_end(&mut response)
+        .expect("read the HTTP response");
+    let response = String::from_utf8(response).expect("a text response");
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no header end in {response:?}"));
+    let (status, headers) = head.split_once("\r\n").unwrap_or((head, ""));
+    (status.to_string(), headers.to_string(), body.to_string())
+}
+
+#[test]
+fn prometheus_endpoint_serves_metrics() {
+    let server = MetricsServer::start();
+    let mut c = client(server.addr);
+    let keys: Vec<String> = (0..32).map(|i| format!("m{i}")).collect();
+    for k in &keys {
+        c.set(k, "v").unwrap();
+    }
+    for k in &keys[..5] {
+        c.get(k).unwrap();
+    }
+    c.multi_get(&keys).unwrap();
+
+    let (status, headers, body) = http(
+        server.metrics,
+        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n",
+    );
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(headers.contains("Content-Type: text/plain"), "{headers}");
+    assert!(
+        headers.contains(&format!("Content-Length: {}", body.len())),
+        "{headers} for a body of {} bytes",
+        body.len()
+    );
+    let value = |series: &str| -> f64 {
+        body.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {series} in\n{body}"))
+            .parse()
+            .unwrap_or_else(|_| panic!("{series} is not a number"))
+    };
+    assert_eq!(value("quiver_commands_total{command=\"get\"}"), 5.0);
+    assert_eq!(value("quiver_commands_total{command=\"set\"}"), 32.0);
+    assert_eq!(value("quiver_commands_total{command=\"mget\"}"), 1.0);
+    assert_eq!(value("quiver_keys"), 32.0);
+    assert_eq!(value("quiver_connected_clients"), 1.0);
+    assert!(value("quiver_vector_width_bucket{le=\"32\"}") >= 1.0);
+    assert!(value("quiver_vector_width_bucket{le=\"+Inf\"}") >= 38.0);
+    assert!(value("quiver_command_latency_seconds_bucket{le=\"+Inf\"}") >= 38.0);
+    assert!(value("quiver_command_latency_seconds_count") >= 38.0);
+    for family in [
+        "quiver_commands_total counter",
+        "quiver_keys gauge",
+        "quiver_connected_clients gauge",
+        "quiver_vector_width histogram",
+        "quiver_command_latency_seconds histogram",
+    ] {
+        assert!(
+            body.contains(&format!("# TYPE {family}\n")),
+            "no # TYPE {family} in\n{body}"
+        );
+    }
+    // Histogram buckets are cumulative.
+    let buckets: Vec<f64> = body
+        .lines()
+        .filter(|l| l.starts_with("quiver_vector_width_bucket{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
+
+    // Other paths (and methods) are 404s.
+    for request in [
+        "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        "GET /metricsx HTTP/1.1\r\n\r\n",
+        "GET /other HTTP/1.0\r\n\r\n",
+        "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+    ] {
+        let (status, _, _) = http(server.metrics, request);
+        assert_eq!(status, "HTTP/1.1 404 Not Found", "{request:?}");
+    }
+    // The RESP side is unaffected.
+    let mut s = raw(server.addr);
+    s.write_all(b"PING\r\n").unwrap();
+    expect_reply(&mut s, b"+PONG\r\n");
+}

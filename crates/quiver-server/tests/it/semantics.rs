@@ -1,0 +1,287 @@
+//! What grouping and concurrency must never change: pipelined replies in request order with
+//! read-your-writes, atomic MSET / INCR / MULTI-EXEC under concurrent clients, WATCH, BATCH,
+//! and the adaptive intermediate queue answering every GET correctly.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+use quiver_client::{Batch, BatchOutcome, Condition, Connection, Value};
+use quiver_server::config::Coalesce;
+use quiver_server::testing::TestServer;
+
+use crate::encode_multibulk;
+
+fn connect(server: &TestServer) -> Connection {
+    Connection::connect(&server.addr.to_string()).expect("connect")
+}
+
+/// Sends `requests` in one write and reads until `expected` bytes arrived.
+fn exchange(server: &TestServer, requests: &[&[&[u8]]], expected: &[u8]) {
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    let mut wire = Vec::new();
+    for r in requests {
+        wire.extend_from_slice(&encode_multibulk(r));
+    }
+    s.write_all(&wire).unwrap();
+    let mut got = vec![0u8; expected.len()];
+    s.read_exact(&mut got).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(expected)
+    );
+}
+
+#[test]
+fn a_pipelined_run_keeps_order_and_reads_its_own_writes() {
+    let server = TestServer::start();
+    exchange(
+        &server,
+        &[
+            &[b"GET", b"k"],
+            &[b"SET", b"k", b"1"],
+            &[b"SET", b"j", b"2"],
+            &[b"GET", b"k"],
+            &[b"GET", b"j"],
+            &[b"DEL", b"k", b"k"],
+            &[b"EXISTS", b"k", b"j", b"j"],
+            &[b"SET", b"k", b"3"],
+            &[b"GET", b"k"],
+            &[b"INCR", b"k"],
+            &[b"GET", b"k"],
+        ],
+        b"$-1\r\n+OK\r\n+OK\r\n$1\r\n1\r\n$1\r\n2\r\n:1\r\n:2\r\n+OK\r\n$1\r\n3\r\n:4\r\n$1\r\n4\r\n",
+    );
+}
+
+#[test]
+fn wide_pipelines_are_split_at_the_vector_width() {
+    let server = TestServer::start_with(|c| c.max_vector_width = 4);
+    let mut conn = connect(&server);
+    let mut p = conn.pipeline();
+    for i in 0..50 {
+        p.command(&[
+            b"SET",
+            format!("k{i}").as_bytes(),
+            format!("v{i}").as_bytes(),
+        ]);
+    }
+    for i in 0..50 {
+        p.command(&[b"GET", format!("k{i}").as_bytes()]);
+    }
+    let replies = p.execute().unwrap();
+    for (i, r) in replies[50..].iter().enumerate() {
+        assert_eq!(
+            r.as_ref().unwrap().as_bytes(),
+            Some(format!("v{i}").as_bytes())
+        );
+    }
+    let info = conn.info(Some("vectors")).unwrap();
+    assert!(info.contains("vector_width_le_4:"), "{info}");
+    assert!(!info.contains("vector_width_le_8:"), "{info}");
+}
+
+#[test]
+fn concurrent_incr_loses_no_update() {
+    let server = TestServer::start();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let mut c = connect(&server);
+            thread::spawn(move || {
+                for _ in 0..250 {
+                    c.incr("counter").unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(
+        connect(&server).get("counter").unwrap().as_deref(),
+        Some(&b"1000"[..])
+    );
+}
+
+#[test]
+fn mset_is_seen_whole_or_not_at_all() {
+    let server = TestServer::start();
+    let keys: Vec<String> = (0..16).map(|i| format!("key:{i}")).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let mut c = connect(&server);
+        let keys = keys.clone();
+        let stop = stop.clone();
+        thread::spawn(move || {
+            let mut checked = 0;
+            while !stop.load(Ordering::Relaxed) || checked == 0 {
+                let values = c.multi_get(&keys).unwrap();
+                let first = values[0].clone();
+                assert!(
+                    values.iter().all(|v| *v == first),
+                    "MGET saw a partial MSET: {values:?}"
+                );
+                checked += 1;
+            }
+        })
+    };
+    let mut w = connect(&server);
+    for round in 0..200 {
+        let v = format!("round-{round}");
+        let pairs: Vec<(&String, &String)> = keys.iter().map(|k| (k, &v)).collect();
+        w.multi_set(&pairs).unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    reader.join().unwrap();
+}
+
+#[test]
+fn watch_aborts_exec_after_another_clients_write_and_retries_succeed() {
+    let server = TestServer::start();
+    let mut a = connect(&server);
+    let mut b = connect(&server);
+    a.set("w", "1").unwrap();
+    a.command(&[b"WATCH", b"w"]).unwrap();
+    b.set("w", "1").unwrap(); // same value: still a change for WATCH
+    a.command(&[b"MULTI"]).unwrap();
+    a.command(&[b"SET", b"w", b"2"]).unwrap();
+    assert_eq!(a.command(&[b"EXEC"]).unwrap(), Value::Null);
+    assert_eq!(a.get("w").unwrap().as_deref(), Some(&b"1"[..]));
+
+    // Optimistic increments from several clients: each retries until its EXEC applies.
+    let threads: Vec<_> = (0..3)
+        .map(|_| {
+            let mut c = connect(&server);
+            thread::spawn(move || {
+                for _ in 0..40 {
+                    loop {
+                        c.command(&[b"WATCH", b"n"]).unwrap();
+                        let n: i64 = c
+                            .get("n")
+                            .unwrap()
+                            .map_or(0, |v| std::str::from_utf8(&v).unwrap().parse().unwrap());
+                        c.command(&[b"MULTI"]).unwrap();
+                        c.command(&[b"SET", b"n", (n + 1).to_string().as_bytes()])
+                            .unwrap();
+                        if c.command(&[b"EXEC"]).unwrap() != Value::Null {
+                            break;
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(a.get("n").unwrap().as_deref(), Some(&b"120"[..]));
+}
+
+#[test]
+fn exec_is_all_or_nothing_and_isolated() {
+    let server = TestServer::start();
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let mut c = connect(&server);
+        let stop = stop.clone();
+        thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let v = c.multi_get(&["from", "to"]).unwrap();
+                let total: i64 = v
+                    .iter()
+                    .map(|x| {
+                        x.as_ref()
+                            .map_or(0, |b| std::str::from_utf8(b).unwrap().parse().unwrap())
+                    })
+                    .sum();
+                assert_eq!(total, 0, "a transfer was seen half done: {v:?}");
+            }
+        })
+    };
+    let mut c = connect(&server);
+    for _ in 0..200 {
+        c.command(&[b"MULTI"]).unwrap();
+        c.command(&[b"DECRBY", b"from", b"5"]).unwrap();
+        c.command(&[b"INCRBY", b"to", b"5"]).unwrap();
+        let r = c.command(&[b"EXEC"]).unwrap();
+        assert!(matches!(r, Value::Array(ref a) if a.len() == 2), "{r:?}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    reader.join().unwrap();
+    assert_eq!(c.get("to").unwrap().as_deref(), Some(&b"1000"[..]));
+}
+
+#[test]
+fn batch_applies_all_or_nothing() {
+    let server = TestServer::start();
+    let mut c = connect(&server);
+    c.set("a", "1").unwrap();
+    let applied = Batch::new()
+        .put_if("a", "2", Condition::equals("1"))
+        .put_if("b", "x", Condition::Absent)
+        .delete("c")
+        .execute(&mut c)
+        .unwrap();
+    assert_eq!(applied, BatchOutcome::Applied);
+    let failed = Batch::new()
+        .put("a", "3")
+        .check("b", Condition::Absent)
+        .execute(&mut c)
+        .unwrap();
+    assert_eq!(
+        failed,
+        BatchOutcome::ConditionFailed {
+            op: 1,
+            condition: "ABSENT".into()
+        }
+    );
+    assert_eq!(
+        c.multi_get(&["a", "b"]).unwrap(),
+        vec![Some("2".into()), Some("x".into())]
+    );
+    assert!(matches!(
+        c.command(&[b"BATCH", b"PUT", b"k"]),
+        Err(quiver_client::Error::Server(e)) if e == "ERR syntax error"
+    ));
+}
+
+#[test]
+fn the_intermediate_queue_answers_every_get() {
+    let server = TestServer::start_with(|c| {
+        c.coalesce = Coalesce::Adaptive;
+        c.max_vector_width = 8;
+    });
+    let mut w = connect(&server);
+    let pairs: Vec<(String, String)> = (0..200)
+        .map(|i| (format!("k{i}"), format!("v{i}")))
+        .collect();
+    w.multi_set(&pairs).unwrap();
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let mut c = connect(&server);
+            thread::spawn(move || {
+                for round in 0..100 {
+                    let i = (t * 37 + round * 11) % 250;
+                    let want = (i < 200).then(|| format!("v{i}"));
+                    let got = c.get(format!("k{i}")).unwrap();
+                    assert_eq!(got.as_deref(), want.as_deref().map(str::as_bytes));
+                }
+                // A pipelined run goes through the queue as one request of several keys.
+                let mut p = c.pipeline();
+                for i in 0..20 {
+                    p.command(&[b"GET", format!("k{i}").as_bytes()]);
+                }
+                for (i, r) in p.execute().unwrap().into_iter().enumerate() {
+                    assert_eq!(r.unwrap().as_bytes(), Some(format!("v{i}").as_bytes()));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let info = w.info(Some("vectors")).unwrap();
+    assert!(info.contains("vectors:"), "{info}");
+}

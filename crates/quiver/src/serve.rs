@@ -1,0 +1,66 @@
+//! `quiver serve`: settings from --config, overridden by flags; logs to stderr; the bound
+//! address on stdout (so `--port 0` callers learn the port); serves until SIGINT / SIGTERM.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use quiver_server::config::{Config, LogFormat};
+use quiver_server::Server;
+
+use crate::cli::ServeArgs;
+use crate::CliError;
+
+pub fn serve(dir: Option<PathBuf>, a: &ServeArgs) -> Result<(), CliError> {
+    let mut config = match &a.config {
+        Some(path) => Config::from_file(path).map_err(|e| CliError::Usage(e.to_string()))?,
+        None => Config::default(),
+    };
+    if let Some(d) = dir {
+        config.dir = d;
+    }
+    macro_rules! flag {
+        ($($field:ident),*) => { $( if let Some(v) = a.$field.clone() { config.$field = v.into(); } )* };
+    }
+    flag!(
+        bind,
+        port,
+        durability,
+        backend,
+        max_vector_width,
+        coalesce,
+        threads,
+        log_format
+    );
+    if let Some(p) = &a.unixsocket {
+        config.unixsocket = Some(p.clone());
+    }
+    if let Some(p) = &a.requirepass {
+        config.requirepass = Some(p.clone());
+    }
+    if let Some(m) = a.metrics_addr {
+        config.metrics_addr = Some(m);
+    }
+    init_logging(config.log_format);
+    let server = Server::bind(config).map_err(CliError::Server)?;
+    let mut out = std::io::stdout();
+    writeln!(out, "quiver listening on {}", server.local_addr())?;
+    if let Some(m) = server.metrics_addr() {
+        writeln!(out, "quiver metrics on http://{m}/metrics")?;
+    }
+    out.flush()?;
+    server.run(true).map_err(CliError::Server)
+}
+
+/// Structured logs on stderr; `RUST_LOG` filters them (default `info`).
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}

@@ -1,0 +1,620 @@
+//! `quiver serve` as a real process: kill -9 in the middle of a write load loses no
+//! acknowledged write and tears no MSET; SIGTERM and SIGINT shut down cleanly (exit 0) and the
+//! next start reopens from the checkpoint; `--config` files and the flags that override them;
+//! `redis-benchmark` runs against it without an error.
+//!
+//! Every server is started with `--port 0` on a temporary directory; the port is read from the
+//! `quiver listening on ADDR` line on stdout. Every process started here is stopped here (a
+//! server still running when its handle is dropped is killed).
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use quiver_client::{ClientOptions, Connection, Value};
+
+/// Generous bound for anything a process should do soon (liveness, not timing).
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A running `quiver serve`.
+struct Served {
+    child: Child,
+    /// `127.0.0.1:PORT`.
+    addr: String,
+    stderr_path: PathBuf,
+    /// Lines printed on stdout after the first one (kept so the reading thread keeps
+    /// draining the pipe).
+    _stdout: mpsc::Receiver<String>,
+}
+
+/// Starts `quiver --dir DIR serve --port 0 EXTRA...` and waits for its listening line.
+fn serve(dir: &Path, logs: &Path, extra: &[&str]) -> Served {
+    let (mut child, stderr_path, stdout) = spawn_serve(dir, logs, extra);
+    let first = match stdout.recv_timeout(WAIT) {
+        Ok(line) => line,
+        Err(e) => {
+            let _ = child.kill();
+            let status = child.wait().unwrap();
+            panic!(
+                "quiver serve printed no address ({e}; {status}); stderr:\n{}",
+                read_log(&stderr_path)
+            );
+        }
+    };
+    let addr = first
+        .strip_prefix("quiver listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .trim()
+        .to_string();
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+    Served {
+        child,
+        addr,
+        stderr_path,
+        _stdout: stdout,
+    }
+}
+
+/// Spawns `quiver serve` with stdout read line by line on a thread and stderr in a file (a
+/// pipe nobody reads could fill up and stall the server's logging).
+fn spawn_serve(
+    dir: &Path,
+    logs: &Path,
+    extra: &[&str],
+) -> (Child, PathBuf, mpsc::Receiver<String>) {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    std::fs::create_dir_all(logs).unwrap();
+    let stderr_path = logs.join(format!(
+        "serve-{}.stderr",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let stderr = std::fs::File::create(&stderr_path).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .arg("--dir")
+        .arg(dir)
+        .args(["serve", "--port", "0"])
+        .args(extra)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("the quiver binary starts");
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, stderr_path, rx)
+}
+
+fn read_log(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// Waits (at most [`WAIT`]) for `child` to exit; kills it and fails if it does not.
+fn wait_exit(child: &mut Child, what: &str) -> ExitStatus {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: the process did not exit within {WAIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+impl Served {
+    fn client(&self) -> Connection {
+        self.client_with(|_| {})
+    }
+
+    fn client_with(&self, configure: impl FnOnce(&mut ClientOptions)) -> Connection {
+        let mut options = ClientOptions::new(self.addr.clone());
+        options.reconnect = false;
+        options.read_timeout = Some(WAIT);
+        options.write_timeout = Some(WAIT);
+        configure(&mut options);
+        Connection::connect_with(options).expect("connect to quiver serve")
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let pid = libc::pid_t::try_from(self.child.id()).unwrap();
+        // SAFETY: kill(2) on our own child, which has not been reaped yet.
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(rc, 0, "kill({pid}, {signal})");
+    }
+
+    /// SIGKILL, then reap.
+    fn kill_9(&mut self) {
+        self.child.kill().expect("kill -9 the server");
+        self.child.wait().unwrap();
+    }
+
+    /// Sends `signal` and expects a clean exit (code 0).
+    fn stop_with(mut self, signal: libc::c_int) -> String {
+        self.signal(signal);
+        let status = wait_exit(&mut self.child, "shutdown");
+        let log = self.stderr();
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "exit after signal {signal}: {status}; stderr:\n{log}"
+        );
+        log
+    }
+
+    fn stderr(&self) -> String {
+        read_log(&self.stderr_path)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// wyrand: enough randomness for kill timing, reproducible from the printed seed.
+struct Rng(u64);
+
+impl Rng {
+    fn from_time() -> Rng {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        eprintln!("rng seed {seed}");
+        Rng(seed)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0xa076_1d64_78bd_642f);
+        let t = u128::from(self.0) * u128::from(self.0 ^ 0xe703_7ed1_a0b4_28db);
+        (((t >> 64) as u64) ^ (t as u64)) % n
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// kill -9
+
+const BATCH_KEYS: usize = 50;
+const WRITERS: usize = 2;
+const CYCLES: usize = 5;
+
+/// One MSET: its keys and values.
+#[derive(Clone)]
+struct Batch(Vec<(String, String)>);
+
+impl Batch {
+    fn new(cycle: usize, writer: usize, n: usize) -> Batch {
+        Batch(
+            (0..BATCH_KEYS)
+                .map(|i| {
+                    (
+                        format!("c{cycle}:w{writer}:b{n}:k{i}"),
+                        format!(
+                            "value of key {i} of batch {n} of writer {writer} in cycle {cycle}"
+                        ),
+                    )
+                })
+                .collect(),
+        )
+    }
+}
+
+/// What one writer saw: the batches acknowledged with +OK, and those in flight when the
+/// server died (each applied or not, but never in part).
+struct WriterLog {
+    acked: Vec<Batch>,
+    in_flight: Vec<Batch>,
+}
+
+/// MSETs in flight per writer: several, so the kill often lands while the server has
+/// unanswered MSETs in hand.
+const PIPELINE: usize = 4;
+
+/// MSETs batches, [`PIPELINE`] per write, until the connection fails; a batch counts as
+/// acknowledged once its +OK has been read.
+fn writer(addr: String, cycle: usize, id: usize, acks: Arc<AtomicUsize>) -> WriterLog {
+    let mut stream = std::net::TcpStream::connect(&addr).expect("connect a writer");
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    stream.set_write_timeout(Some(WAIT)).unwrap();
+    let mut log = WriterLog {
+        acked: Vec::new(),
+        in_flight: Vec::new(),
+    };
+    let mut next = 0;
+    loop {
+        let batches: Vec<Batch> = (next..next + PIPELINE)
+            .map(|n| Batch::new(cycle, id, n))
+            .collect();
+        next += PIPELINE;
+        let mut request = bytes::BytesMut::new();
+        for batch in &batches {
+            let mut args: Vec<&[u8]> = vec![b"MSET"];
+            for (k, v) in &batch.0 {
+                args.push(k.as_bytes());
+                args.push(v.as_bytes());
+            }
+            quiver_client::encode_command(&mut request, &args);
+        }
+        let mut pending = batches.into_iter();
+        if std::io::Write::write_all(&mut stream, &request).is_err() {
+            log.in_flight.extend(pending);
+            return log;
+        }
+        while let Some(batch) = pending.next() {
+            let mut reply = [0u8; 5];
+            match stream.read_exact(&mut reply) {
+                Ok(()) => {
+                    assert_eq!(
+                        &reply,
+                        b"+OK\r\n",
+                        "MSET answered {:?}",
+                        reply.escape_ascii().to_string()
+                    );
+                    log.acked.push(batch);
+                    acks.fetch_add(1, Ordering::SeqCst);
+                }
+                Err(e) => {
+                    assert!(
+                        matches!(
+                            e.kind(),
+                            std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset
+                        ),
+                        "writer {id}: {e} (expected the server's death)"
+                    );
+                    log.in_flight.push(batch);
+                    log.in_flight.extend(pending);
+                    return log;
+                }
+            }
+        }
+    }
+}
+
+/// Every acknowledged batch is there with its values. Of the batches one writer had in flight
+/// at a kill, each is there entirely or not at all, and those there are a prefix (one
+/// connection's MSETs are applied in order).
+fn verify(conn: &mut Connection, acked: &[Batch], in_flight: &[Vec<Batch>]) {
+    for chunk in acked.chunks(20) {
+        let keys: Vec<&str> = chunk
+            .iter()
+            .flat_map(|b| b.0.iter().map(|(k, _)| k.as_str()))
+            .collect();
+        let values = conn.multi_get(&keys).expect("MGET");
+        let expected = chunk
+            .iter()
+            .flat_map(|b| b.0.iter().map(|(_, v)| v.as_bytes()));
+        for ((key, got), want) in keys.iter().zip(&values).zip(expected) {
+            assert_eq!(
+                got.as_deref(),
+                Some(want),
+                "acknowledged key {key} after kill -9"
+            );
+        }
+    }
+    for group in in_flight {
+        let mut applied = Vec::new();
+        for batch in group {
+            let keys: Vec<&str> = batch.0.iter().map(|(k, _)| k.as_str()).collect();
+            let values = conn.multi_get(&keys).expect("MGET");
+            let present = values.iter().filter(|v| v.is_some()).count();
+            assert!(
+                present == 0 || present == keys.len(),
+                "the MSET in flight at kill -9 is torn: {present} of {} keys present (first {})",
+                keys.len(),
+                keys[0]
+            );
+            for ((key, want), got) in batch.0.iter().zip(&values) {
+                if present > 0 {
+                    assert_eq!(got.as_deref(), Some(want.as_bytes()), "{key}");
+                }
+            }
+            applied.push(present > 0);
+        }
+        assert!(
+            applied.windows(2).all(|w| w[0] || !w[1]),
+            "a later MSET of one connection survived an earlier one: {applied:?} from {}",
+            group[0].0[0].0
+        );
+    }
+}
+
+#[test]
+fn kill_9_loses_no_acknowledged_mset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, logs) = (tmp.path().join("store"), tmp.path().join("logs"));
+    let mut rng = Rng::from_time();
+    let mut acked: Vec<Batch> = Vec::new();
+    let mut in_flight: Vec<Vec<Batch>> = Vec::new();
+    for cycle in 0..CYCLES {
+        let mut server = serve(&dir, &logs, &["--durability", "os"]);
+        let mut check = server.client();
+        verify(&mut check, &acked, &in_flight);
+        let keys = info_keys(&mut check);
+        assert!(
+            keys >= (acked.len() * BATCH_KEYS) as u64,
+            "cycle {cycle}: {keys} keys for {} acknowledged batches",
+            acked.len()
+        );
+        drop(check);
+
+        let acks = Arc::new(AtomicUsize::new(0));
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|id| {
+                let (addr, acks) = (server.addr.clone(), acks.clone());
+                std::thread::spawn(move || writer(addr, cycle, id, acks))
+            })
+            .collect();
+        // Kill at a random moment after a few hundred acknowledged MSETs.
+        let target = 200 + rng.below(200) as usize;
+        let deadline = Instant::now() + WAIT;
+        while acks.load(Ordering::SeqCst) < target {
+            assert!(
+                writers.iter().all(|w| !w.is_finished()),
+                "a writer stopped before the kill; stderr:\n{}",
+                server.stderr()
+            );
+            assert!(Instant::now() < deadline, "the load made no progress");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_micros(rng.below(20_000)));
+        server.kill_9();
+        let before = acked.len();
+        for w in writers {
+            let log = w.join().expect("a writer panicked");
+            acked.extend(log.acked);
+            in_flight.push(log.in_flight);
+        }
+        assert!(acked.len() - before >= target);
+    }
+    let server = serve(&dir, &logs, &["--durability", "os"]);
+    let mut check = server.client();
+    verify(&mut check, &acked, &in_flight);
+    server.stop_with(libc::SIGTERM);
+}
+
+fn info_keys(conn: &mut Connection) -> u64 {
+    let text = conn.info(Some("keyspace")).expect("INFO keyspace");
+    text.lines()
+        .find_map(|l| l.strip_prefix("db0:keys="))
+        .map_or(0, |rest| {
+            rest.split(',')
+                .next()
+                .unwrap()
+                .parse()
+                .expect("a key count")
+        })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Graceful shutdown
+
+fn graceful_shutdown(signal: libc::c_int) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, logs) = (tmp.path().join("store"), tmp.path().join("logs"));
+    let server = serve(&dir, &logs, &[]);
+    let mut c = server.client();
+    let pairs: Vec<(String, String)> = (0..500)
+        .map(|i| (format!("key:{i}"), format!("value {i}")))
+        .collect();
+    for chunk in pairs.chunks(100) {
+        c.multi_set(chunk).unwrap();
+    }
+    c.delete("key:499").unwrap();
+    // An idle connection and one in the middle of a request do not hold the shutdown up.
+    let _idle = server.client();
+    let mut partial = std::net::TcpStream::connect(&server.addr).unwrap();
+    std::io::Write::write_all(&mut partial, b"*2\r\n$3\r\nGET\r\n$5\r\nke").unwrap();
+    server.stop_with(signal);
+    // The connections were closed by the server.
+    partial.set_read_timeout(Some(WAIT)).unwrap();
+    let mut rest = Vec::new();
+    let _ = partial.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "{rest:?}");
+    drop(c);
+
+    // The next start reopens from the checkpoint written at shutdown: nothing is replayed.
+    let server = serve(&dir, &logs, &[]);
+    let mut c = server.client();
+    assert_eq!(info_keys(&mut c), 499);
+    match c.command(&[b"DBSIZE"]).unwrap() {
+        Value::Integer(n) => assert_eq!(n, 499),
+        other => panic!("DBSIZE answered {other:?}"),
+    }
+    let keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+    let values = c.multi_get(&keys).unwrap();
+    for (i, ((k, v), got)) in pairs.iter().zip(&values).enumerate() {
+        let want = (i < 499).then_some(v.as_bytes());
+        assert_eq!(got.as_deref(), want, "{k}");
+    }
+    let log = server.stderr();
+    let open = log
+        .lines()
+        .find(|l| l.contains("store open"))
+        .unwrap_or_else(|| panic!("no 'store open' line in stderr:\n{log}"));
+    assert!(
+        open.contains("partitions_rebuilt: 0") && open.contains("records_replayed: 0"),
+        "the restart did not open from the checkpoint: {open}"
+    );
+    drop(c);
+    server.stop_with(libc::SIGTERM);
+}
+
+#[test]
+fn sigterm_shuts_down_cleanly_and_restart_reopens_from_the_checkpoint() {
+    graceful_shutdown(libc::SIGTERM);
+}
+
+#[test]
+fn sigint_shuts_down_cleanly_and_restart_reopens_from_the_checkpoint() {
+    graceful_shutdown(libc::SIGINT);
+}
+
+// ---------------------------------------------------------------------------------------------
+// --config
+
+fn config_get(conn: &mut Connection, name: &str) -> String {
+    match conn.command(&[b"CONFIG", b"GET", name.as_bytes()]).unwrap() {
+        Value::Array(items) if items.len() == 2 => match &items[1] {
+            Value::Bulk(v) => String::from_utf8_lossy(v).into_owned(),
+            other => panic!("CONFIG GET {name}: {other:?}"),
+        },
+        other => panic!("CONFIG GET {name}: {other:?}"),
+    }
+}
+
+#[test]
+fn config_file_settings_and_flag_overrides() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, logs) = (tmp.path().join("store"), tmp.path().join("logs"));
+    let file = tmp.path().join("quiver.toml");
+    std::fs::write(
+        &file,
+        "# Redis names\nmaxclients = 7\nrequirepass = \"from-file\"\ntimeout = 300\n\
+         proto-max-bulk-len = \"2mb\"\n",
+    )
+    .unwrap();
+    let file_arg = file.to_str().unwrap();
+
+    let server = serve(&dir, &logs, &["--config", file_arg]);
+    let mut anonymous = server.client();
+    let err = anonymous.ping().unwrap_err();
+    assert!(matches!(err, quiver_client::Error::NoAuth(_)), "{err:?}");
+    let mut c = server.client_with(|o| o.password = Some("from-file".into()));
+    assert_eq!(config_get(&mut c, "maxclients"), "7");
+    assert_eq!(config_get(&mut c, "timeout"), "300");
+    assert_eq!(
+        config_get(&mut c, "proto-max-bulk-len"),
+        (2 << 20).to_string()
+    );
+    c.set("k", "v").unwrap();
+    drop((anonymous, c));
+    server.stop_with(libc::SIGTERM);
+
+    // A flag overrides the file; the file's other settings stay.
+    let server = serve(
+        &dir,
+        &logs,
+        &["--config", file_arg, "--requirepass", "from-flag"],
+    );
+    let mut options = ClientOptions::new(server.addr.clone());
+    options.password = Some("from-file".into());
+    options.reconnect = false;
+    let err = Connection::connect_with(options).unwrap_err();
+    assert!(
+        matches!(err, quiver_client::Error::AuthFailed(_)),
+        "{err:?}"
+    );
+    let mut c = server.client_with(|o| o.password = Some("from-flag".into()));
+    assert_eq!(config_get(&mut c, "maxclients"), "7");
+    assert_eq!(c.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+    drop(c);
+    server.stop_with(libc::SIGINT);
+
+    // An unknown key: exit code 1 and a message naming it, before anything is served.
+    let bad = tmp.path().join("bad.toml");
+    std::fs::write(&bad, "maxclients = 7\nmaxclientz = 5\n").unwrap();
+    let (mut child, stderr_path, stdout) =
+        spawn_serve(&dir, &logs, &["--config", bad.to_str().unwrap()]);
+    let status = wait_exit(&mut child, "serve with a bad config");
+    let err = read_log(&stderr_path);
+    assert_eq!(status.code(), Some(1), "{status}; stderr:\n{err}");
+    assert!(err.contains("maxclientz"), "stderr:\n{err}");
+    assert!(!err.contains("panicked"), "stderr:\n{err}");
+    let printed: Vec<String> = stdout.try_iter().collect();
+    assert!(
+        printed.iter().all(|l| !l.contains("listening")),
+        "{printed:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// redis-benchmark
+
+/// `name` on the PATH.
+fn find_program(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+#[test]
+fn redis_benchmark_runs_without_errors() {
+    let Some(benchmark) = find_program("redis-benchmark") else {
+        panic!(
+            "redis-benchmark is not installed (Debian package redis-tools): run \
+             scripts/test_deps.sh"
+        );
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let server = serve(&tmp.path().join("store"), &tmp.path().join("logs"), &[]);
+    let port = server.addr.rsplit(':').next().unwrap().to_string();
+    let mut child = Command::new(&benchmark)
+        .args(["-h", "127.0.0.1", "-p", &port])
+        .args(["-t", "set,get,mset", "-P", "16", "-n", "20000", "-q"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run redis-benchmark");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let status = wait_exit(&mut child, "redis-benchmark");
+    let output = out.join().unwrap() + &err.join().unwrap();
+    assert!(status.success(), "redis-benchmark: {status}\n{output}");
+    // Progress lines end in \r, results in \n.
+    let lines: Vec<&str> = output
+        .split(['\r', '\n'])
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    for line in &lines {
+        let lower = line.to_ascii_lowercase();
+        assert!(
+            !lower.contains("error") && !line.contains("ERR") && !lower.contains("warning"),
+            "redis-benchmark reported: {line}\n{output}"
+        );
+    }
+    for test in ["SET:", "GET:", "MSET (10 keys):"] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(test) && l.contains("requests per second")),
+            "no result for {test}\n{output}"
+        );
+    }
+    // The server is fine afterwards, and has the benchmark's keys.
+    let mut c = server.client();
+    c.ping().unwrap();
+    assert!(c.get("key:__rand_int__").unwrap().is_some());
+    assert!(info_keys(&mut c) >= 1);
+    drop(c);
+    server.stop_with(libc::SIGTERM);
+}
