@@ -285,3 +285,25 @@ fn the_intermediate_queue_answers_every_get() {
     let info = w.info(Some("vectors")).unwrap();
     assert!(info.contains("vectors:"), "{info}");
 }
+
+#[test]
+fn unix_socket_serves_the_same_protocol() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("quiver.sock");
+    let sock = path.clone();
+    let mut server = TestServer::start_with(move |c| c.unixsocket = Some(sock));
+    let mut s = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    s.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nu\r\n$1\r\nx\r\nHELLO 3\r\nGET nothing\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    let want_tail = b"_\r\n"; // RESP3 null after HELLO 3
+    let mut buf = [0u8; 4096];
+    while !got.ends_with(want_tail) {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed early: {:?}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(got.starts_with(b"+OK\r\n%7\r\n"), "{:?}", String::from_utf8_lossy(&got));
+    server.stop().unwrap();
+    assert!(!path.exists(), "the socket file is removed at shutdown");
+}
