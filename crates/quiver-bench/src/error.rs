@@ -22,6 +22,43 @@ pub enum Error {
     /// The benchmark directory holds something the benchmark must not overwrite.
     #[error("{path}: {reason}")]
     UnsafeDir { path: PathBuf, reason: String },
+    /// `bench net`: the server cannot be reached (refused, unreachable, bad address).
+    #[error("cannot connect to {addr}: {source}{hint}")]
+    Connect {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+        /// A suggestion appended to the message (empty when there is none).
+        hint: &'static str,
+    },
+    /// `bench net`: the connection broke during a setup step (AUTH, DBSIZE, the load).
+    #[error("{addr}: {what}: {source}")]
+    Net {
+        addr: String,
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `bench net`: the server answered a setup step (AUTH, DBSIZE, a load MSET) with an error.
+    #[error("{addr}: {what}: the server replied {reply:?}")]
+    ServerReply {
+        addr: String,
+        what: &'static str,
+        reply: String,
+    },
+    /// `bench net`: the server's reply is not valid RESP.
+    #[error("{addr}: malformed reply: {reason}")]
+    Protocol { addr: String, reason: String },
+    /// `bench report`: a line of a result file is not a JSON object.
+    #[error("{path}:{line}: {reason}")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        reason: String,
+    },
+    /// `bench report`: drawing or writing a plot failed.
+    #[error("plotting {path}: {reason}")]
+    Plot { path: PathBuf, reason: String },
 }
 
 impl Error {

@@ -7,7 +7,12 @@
 //! - `local`: multiget throughput of the engine in process (`quiver bench local`);
 //! - `reopen`: open time from checkpoints and from a full log rebuild (`quiver bench reopen`);
 //! - `benchdir`: what a benchmark data directory holds, and what it may delete;
-//! - `sysinfo`: process memory figures.
+//! - `sysinfo`: process memory figures;
+//! - `sim`: the Monte Carlo of the expected multiget width across a replicated cluster
+//!   (`quiver sim vector-width`, the vector-interface paper's Fig. 13);
+//! - `report`, `plot`: result files in, PNG and SVG plots out (`quiver bench report`);
+//! - `net`: the networked load generator for any RESP server (`quiver bench net`): closed and
+//!   open loop, HDR latency, server CPU from `/proc`, JSON and CSV records.
 
 pub mod benchdir;
 pub mod distribution;
@@ -15,8 +20,12 @@ pub mod error;
 pub mod keys;
 pub mod load;
 pub mod local;
+pub mod net;
+pub mod plot;
 pub mod reopen;
+pub mod report;
 pub mod rng;
+pub mod sim;
 pub mod sysinfo;
 
 pub use error::{Error, Result};

@@ -1,5 +1,6 @@
-//! `quiver bench local` and `quiver bench reopen`: the CLI side (bars on stderr, one JSON
-//! object per line on stdout); the benchmarks themselves are in `quiver-bench`.
+//! `quiver bench local`, `quiver bench reopen` and `quiver bench net`: the CLI side (bars on
+//! stderr, one JSON object per line on stdout); the benchmarks themselves are in
+//! `quiver-bench`.
 
 use std::io::Write;
 use std::path::Path;
@@ -7,9 +8,10 @@ use std::path::Path;
 use indicatif::ProgressBar;
 use quiver_bench::load::LoadReport;
 use quiver_bench::local::{self, LocalConfig, LocalResult, Observer};
+use quiver_bench::net::{self, Mode, NetConfig, NetLoadReport, NetObserver, NetRecord};
 use quiver_bench::reopen::{self, ReopenConfig};
 
-use crate::cli::{BenchLocalArgs, BenchReopenArgs};
+use crate::cli::{BenchLocalArgs, BenchNetArgs, BenchReopenArgs};
 use crate::progress::{self, LOAD_TEMPLATE};
 use crate::CliError;
 
@@ -125,4 +127,197 @@ pub fn reopen(dir: &Path, a: &BenchReopenArgs) -> Result<(), CliError> {
     pb.finish_and_clear();
     res?;
     output_error.map_or(Ok(()), |e| Err(CliError::Output(e)))
+}
+
+/// Above this share of a core the client thread is (nearly) saturated.
+const CLIENT_SATURATED_UTIL: f64 = 0.95;
+/// Below this share of a core the server is not the bottleneck.
+const SERVER_IDLE_UTIL: f64 = 0.9;
+/// Open loop: a client whose p99 send lag exceeds this share of the p99 latency is a large
+/// part of what was measured.
+const CLIENT_LAG_SHARE_MAX: f64 = 0.25;
+
+struct NetCliObserver<'a> {
+    args: &'a BenchNetArgs,
+    bar: Option<ProgressBar>,
+    /// The first stdout or CSV error: later records are not attempted.
+    output_error: Option<CliError>,
+}
+
+impl NetObserver for NetCliObserver<'_> {
+    fn load_started(&mut self, present: u64, total: u64) {
+        eprintln!("quiver bench: the server holds {present} keys; loading keys 0..{total}");
+        let pb = progress::bar(total, LOAD_TEMPLATE);
+        pb.set_message("loading");
+        self.bar = Some(pb);
+    }
+
+    fn load_progress(&mut self, done: u64) {
+        if let Some(pb) = &self.bar {
+            pb.set_position(done);
+        }
+    }
+
+    fn load_finished(&mut self, r: &NetLoadReport) {
+        if let Some(pb) = self.bar.take() {
+            pb.finish_and_clear();
+        }
+        eprintln!(
+            "quiver bench: loaded {} keys in {:.2} s ({:.0} keys/s; {} MSETs of {} pairs)",
+            r.keys,
+            r.seconds,
+            r.keys_per_sec(),
+            r.msets,
+            r.pairs_per_mset
+        );
+    }
+
+    fn note(&mut self, message: &str) {
+        eprintln!("quiver bench: {message}");
+    }
+
+    fn running(&mut self, what: &str) {
+        if !self.args.json {
+            eprintln!("quiver bench: {what}...");
+        }
+    }
+
+    fn record(&mut self, r: &NetRecord) {
+        if r.errors > 0 {
+            eprintln!(
+                "quiver bench: warning: {} errors ({} error replies, {} broken connections); \
+                 first: {}",
+                r.errors,
+                r.error_replies,
+                r.disconnects,
+                r.first_error.as_deref().unwrap_or("?")
+            );
+        }
+        if r.misses > 0 {
+            eprintln!(
+                "quiver bench: warning: {} reads found no value (is the data set loaded? \
+                 see --load)",
+                r.misses
+            );
+        }
+        if let (Some(lag), Some(p99)) = (r.send_lag_p99_us, r.p99_us) {
+            if lag > CLIENT_LAG_SHARE_MAX * p99 {
+                eprintln!(
+                    "quiver bench: warning: requests left up to {lag:.0} us late (p99) against \
+                     a p99 latency of {p99:.0} us: the client fell behind the schedule, and \
+                     its lag is part of the latencies"
+                );
+            }
+        }
+        if let (Some(c), Some(s), "closed") = (r.client_cpu_util, r.server_cpu_util, r.mode) {
+            if c >= CLIENT_SATURATED_UTIL && s < SERVER_IDLE_UTIL {
+                eprintln!(
+                    "quiver bench: warning: the client thread was busy {:.0}% of the time and \
+                     the server {:.0}%: the client, not the server, limits this run",
+                    c * 100.0,
+                    s * 100.0
+                );
+            }
+        }
+        if !self.args.json {
+            eprintln!("quiver bench: {}", summary(r));
+        }
+        if self.output_error.is_some() {
+            return;
+        }
+        if let Err(e) = print_line(r) {
+            self.output_error = Some(CliError::Output(e));
+            return;
+        }
+        if let Some(path) = &self.args.csv {
+            if let Err(e) = net::record::append_csv(path, std::slice::from_ref(r)) {
+                self.output_error = Some(e.into());
+            }
+        }
+    }
+}
+
+/// One line for a person: throughput, latency, server cost.
+fn summary(r: &NetRecord) -> String {
+    let us = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+    let mut line = format!(
+        "{} {} {}: {:.0} ops/s, {:.0} keys/s, p50 {} us, p99 {} us, p99.9 {} us",
+        r.system,
+        r.workload,
+        r.mode,
+        r.ops_per_sec,
+        r.keys_per_sec,
+        us(r.p50_us),
+        us(r.p99_us),
+        us(r.p999_us)
+    );
+    if let (Some(cpu), Some(k)) = (r.server_cpu_s, r.keys_per_server_cpu_s) {
+        line.push_str(&format!(
+            ", server {cpu:.2} CPU s ({:.0} keys per CPU s)",
+            k
+        ));
+    }
+    match (r.send_lag_p99_us, r.client_cpu_util) {
+        (Some(lag), _) => line.push_str(&format!(", client send lag p99 {lag:.0} us")),
+        (None, Some(c)) => line.push_str(&format!(", client {:.0}% of a core", c * 100.0)),
+        (None, None) => {}
+    }
+    line
+}
+
+pub fn net(dir: Option<&Path>, a: &BenchNetArgs) -> Result<(), CliError> {
+    if dir.is_some() {
+        return Err(CliError::Usage(
+            "--dir is for serve and the offline commands; bench net talks to a running server \
+             (see --host and --port)"
+                .into(),
+        ));
+    }
+    let mode = match (&a.rate, &a.rate_sweep) {
+        (Some(r), _) => Mode::Open {
+            rates: vec![*r],
+            max_outstanding: a.max_outstanding,
+        },
+        (None, Some(rates)) => Mode::Open {
+            rates: rates.clone(),
+            max_outstanding: a.max_outstanding,
+        },
+        (None, None) => Mode::Closed {
+            depth: a.depth.unwrap_or(1),
+        },
+    };
+    let cfg = NetConfig {
+        host: a.host.clone(),
+        port: a.port,
+        password: a.password.clone(),
+        keys: a.keys,
+        key_size: a.key_size,
+        value_size: a.value_size,
+        distribution: a.distribution,
+        zipf_theta: a.zipf_theta,
+        get_ratio: a.get_ratio,
+        width: a.width,
+        connections: a.connections,
+        mode,
+        warmup_s: a.warmup_s,
+        duration_s: a.duration_s,
+        load: a.load,
+        load_only: a.load_only,
+        server_pid: a.server_pid,
+        system: a.system.clone(),
+        workload: a.workload.clone(),
+        tags: a.tags.iter().cloned().collect(),
+        seed: a.seed,
+    };
+    let mut obs = NetCliObserver {
+        args: a,
+        bar: None,
+        output_error: None,
+    };
+    let res = net::run(&cfg, &mut obs);
+    if let Some(pb) = obs.bar.take() {
+        pb.finish_and_clear();
+    }
+    res?;
+    obs.output_error.map_or(Ok(()), Err)
 }

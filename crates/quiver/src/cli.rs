@@ -90,6 +90,9 @@ pub enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Simulations (no store, no server).
+    #[command(subcommand)]
+    Sim(crate::sim::SimCommand),
 }
 
 impl Command {
@@ -108,7 +111,8 @@ impl Command {
             | Command::Stats
             | Command::Compact
             | Command::Check
-            | Command::Bench(_) => None,
+            | Command::Bench(_)
+            | Command::Sim(_) => None,
         }
     }
 }
@@ -296,6 +300,19 @@ pub enum BenchCommand {
     /// Time to open the store in --dir from its checkpoints, then without them (full rebuild
     /// from the logs); JSON lines.
     Reopen(BenchReopenArgs),
+    /// Plots (PNG and SVG) from result files of bench net, bench local and sim vector-width.
+    Report(crate::report::ReportArgs),
+    /// Load generator for any Redis-protocol server (Quiver, redis-server): one JSON line per
+    /// measured run on stdout.
+    ///
+    /// Each operation reads --width keys (GET, or MGET when wider) with probability
+    /// --get-ratio, else writes --width pairs (SET / MSET); key i and its value are the ones
+    /// `quiver load` writes. Closed loop: --connections x --depth requests outstanding. Open
+    /// loop (--rate or --rate-sweep): requests on a schedule, latency measured from each
+    /// request's intended send time. One client thread drives every connection: pin it apart
+    /// from the server (taskset); client_cpu_util (closed loop) and send_lag_p99_us (open
+    /// loop) tell whether the client kept up.
+    Net(BenchNetArgs),
 }
 
 #[derive(Debug, Args)]
@@ -346,6 +363,104 @@ pub struct BenchLocalArgs {
     /// Partitions of the loaded store.
     #[arg(long, value_name = "P", default_value_t = 16)]
     pub partitions: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchNetArgs {
+    /// Server host name or address.
+    #[arg(long, value_name = "HOST", default_value = "127.0.0.1")]
+    pub host: String,
+    /// Server port.
+    #[arg(long, value_name = "PORT")]
+    pub port: u16,
+    /// Password sent with AUTH on every connection.
+    #[arg(long, value_name = "PASSWORD")]
+    pub password: Option<String>,
+    /// Keys in the data set: keys 0..N are read, written, and loaded by --load.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub keys: u64,
+    /// Key size in bytes (at least 8).
+    #[arg(long, value_name = "K", default_value_t = 16)]
+    pub key_size: usize,
+    /// Value size in bytes.
+    #[arg(long, value_name = "V", default_value_t = 32)]
+    pub value_size: usize,
+    /// Key popularity: uniform or zipf.
+    #[arg(long, value_name = "D", default_value = "uniform")]
+    pub distribution: Distribution,
+    /// Zipf exponent, in (0, 1).
+    #[arg(long, value_name = "THETA", default_value_t = 0.99)]
+    pub zipf_theta: f64,
+    /// Probability that an operation reads (else it writes).
+    #[arg(long, value_name = "P", default_value_t = 1.0)]
+    pub get_ratio: f64,
+    /// Keys per operation: 1 sends GET / SET, more sends MGET / MSET of that many.
+    #[arg(long, value_name = "G", default_value_t = 1)]
+    pub width: usize,
+    /// Connections (all driven by one client thread).
+    #[arg(long, value_name = "C", default_value_t = 50)]
+    pub connections: usize,
+    /// Closed loop: requests each connection keeps outstanding (1 is request-response)
+    /// [default: 1].
+    #[arg(long, value_name = "D", conflicts_with_all = ["rate", "rate_sweep"])]
+    pub depth: Option<usize>,
+    /// Open loop at R operations/s in total.
+    #[arg(long, value_name = "R", conflicts_with = "rate_sweep")]
+    pub rate: Option<f64>,
+    /// Open loop once per rate, comma-separated (a throughput-vs-latency curve).
+    #[arg(long, value_name = "R,...", value_delimiter = ',')]
+    pub rate_sweep: Option<Vec<f64>>,
+    /// Open loop: most requests outstanding per connection.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = quiver_bench::net::spec::MAX_OUTSTANDING_DEFAULT
+    )]
+    pub max_outstanding: usize,
+    /// Seconds of load before measuring (not measured).
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    pub warmup_s: f64,
+    /// Measured seconds of each run.
+    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    pub duration_s: f64,
+    /// Before measuring, load keys 0..N (pipelined MSETs) if the server's DBSIZE is below N.
+    #[arg(long)]
+    pub load: bool,
+    /// Load as --load does, then exit without measuring.
+    #[arg(long)]
+    pub load_only: bool,
+    /// The server's process id: its CPU seconds over the run and its RSS at the end are
+    /// reported (server_cpu_s, keys_per_server_cpu_s, rss_bytes, rss_bytes_per_key).
+    #[arg(long, value_name = "PID")]
+    pub server_pid: Option<u32>,
+    /// Label of the server in the records (e.g. quiver, redis, redis-aof) [default: from the
+    /// server's INFO].
+    #[arg(long, value_name = "NAME")]
+    pub system: Option<String>,
+    /// Label of the workload (e.g. ycsb-b-zipf) [default: from the mix: get, mget32,
+    /// mixed-95-5-zipf, ...].
+    #[arg(long, value_name = "NAME")]
+    pub workload: Option<String>,
+    /// A label copied into the record's `tags` object; repeatable.
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
+    pub tags: Vec<(String, String)>,
+    /// Also append each record to this CSV file (header written when the file is new).
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Machine output only: the JSON lines on stdout, no summary lines on stderr.
+    #[arg(long)]
+    pub json: bool,
+    /// Seed of the key choices.
+    #[arg(long, value_name = "N", default_value_t = 0x5eed)]
+    pub seed: u64,
+}
+
+/// `key=value`, the key non-empty.
+fn parse_tag(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -417,6 +532,49 @@ mod tests {
             panic!("parsed as {:?}", cli.command)
         };
         assert_eq!(a.port, Some(0));
+    }
+
+    #[test]
+    fn bench_net_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "quiver",
+            "bench",
+            "net",
+            "--port",
+            "6379",
+            "--rate-sweep",
+            "1000,2000.5",
+            "--tag",
+            "run=a=b",
+            "--tag",
+            "host=x",
+            "--distribution",
+            "zipf",
+        ])
+        .unwrap();
+        let Command::Bench(BenchCommand::Net(a)) = cli.command else {
+            panic!("parsed as {:?}", cli.command)
+        };
+        assert_eq!(a.rate_sweep, Some(vec![1000.0, 2000.5]));
+        assert_eq!(
+            a.tags,
+            [("run".into(), "a=b".into()), ("host".into(), "x".into())]
+        );
+        assert_eq!(a.distribution, Distribution::Zipf);
+        assert_eq!((a.connections, a.depth, a.width), (50, None, 1));
+        let net = |extra: &[&str]| {
+            let mut args = vec!["quiver", "bench", "net", "--port", "1"];
+            args.extend_from_slice(extra);
+            Cli::try_parse_from(args)
+        };
+        assert!(net(&["--depth", "4", "--rate", "100"]).is_err());
+        assert!(net(&["--rate", "100", "--rate-sweep", "1,2"]).is_err());
+        assert!(net(&["--tag", "novalue"]).is_err());
+        assert!(net(&["--tag", "=v"]).is_err());
+        assert!(
+            Cli::try_parse_from(["quiver", "bench", "net"]).is_err(),
+            "--port is required"
+        );
     }
 
     #[test]

@@ -10,7 +10,9 @@ mod cli;
 mod commands;
 mod progress;
 mod remote;
+mod report;
 mod serve;
+mod sim;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -128,5 +130,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Check => commands::check(&store_dir()),
         Command::Bench(cli::BenchCommand::Local(a)) => bench::local(&bench_dir(), a),
         Command::Bench(cli::BenchCommand::Reopen(a)) => bench::reopen(&bench_dir(), a),
+        Command::Bench(cli::BenchCommand::Net(a)) => bench::net(cli.dir.as_deref(), a),
+        Command::Bench(cli::BenchCommand::Report(a)) => report::run(a),
+        Command::Sim(c) => sim::run(c),
     }
 }

@@ -303,7 +303,11 @@ fn unix_socket_serves_the_same_protocol() {
         assert!(n > 0, "closed early: {:?}", String::from_utf8_lossy(&got));
         got.extend_from_slice(&buf[..n]);
     }
-    assert!(got.starts_with(b"+OK\r\n%7\r\n"), "{:?}", String::from_utf8_lossy(&got));
+    assert!(
+        got.starts_with(b"+OK\r\n%7\r\n"),
+        "{:?}",
+        String::from_utf8_lossy(&got)
+    );
     server.stop().unwrap();
     assert!(!path.exists(), "the socket file is removed at shutdown");
 }

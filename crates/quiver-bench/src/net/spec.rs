@@ -1,0 +1,351 @@
+//! What `bench net` is asked to do: the server, the data, the mix, the loop, the labels; and
+//! the limits every parameter is checked against before a connection opens.
+
+use std::collections::BTreeMap;
+
+use crate::distribution::{Distribution, Zipf};
+use crate::error::{Error, Result};
+use crate::keys::check_key_params;
+use crate::net::token_bucket::{RATE_MAX, RATE_MIN};
+
+/// Most connections (each is a socket and a few buffers on one client thread).
+pub const CONNECTIONS_MAX: usize = 10_000;
+/// Deepest pipeline per connection in the closed loop.
+pub const DEPTH_MAX: usize = 65_536;
+/// Widest MGET / MSET (the server's default vector limit).
+pub const WIDTH_MAX: usize = 65_536;
+/// Largest value: the load and every write build values of this size in RAM.
+pub const VALUE_SIZE_MAX: usize = 16 << 20;
+/// Largest single request (`width` pairs of key and value): well under the query-buffer
+/// limits of Redis (1 GiB) and Quiver.
+pub const REQUEST_BYTES_MAX: usize = 64 << 20;
+/// Longest measured run and longest warm-up, in seconds.
+pub const DURATION_S_MAX: f64 = 86_400.0;
+pub const WARMUP_S_MAX: f64 = 3_600.0;
+/// Most rates in one `--rate-sweep`.
+pub const SWEEP_RATES_MAX: usize = 1000;
+/// Default cap on a connection's outstanding requests in the open loop: large, so that a
+/// stalled server shows up as latency rather than as a client that politely stopped sending.
+pub const MAX_OUTSTANDING_DEFAULT: usize = 65_536;
+/// Highest cap on outstanding requests per connection.
+pub const MAX_OUTSTANDING_MAX: usize = 1 << 24;
+/// Longest label (`--system`, `--workload`, a tag's key or value).
+pub const LABEL_LEN_MAX: usize = 256;
+/// Most `--tag`s.
+pub const TAGS_MAX: usize = 64;
+
+/// How requests are paced.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Mode {
+    /// Each connection keeps `depth` requests outstanding (depth 1: request-response).
+    Closed { depth: usize },
+    /// Requests at `rate` per second in total (one run per rate), latency measured from each
+    /// request's intended send time; at most `max_outstanding` per connection.
+    Open {
+        rates: Vec<f64>,
+        max_outstanding: usize,
+    },
+}
+
+impl Mode {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Mode::Closed { .. } => "closed",
+            Mode::Open { .. } => "open",
+        }
+    }
+}
+
+/// A `bench net` invocation.
+#[derive(Clone, Debug)]
+pub struct NetConfig {
+    pub host: String,
+    pub port: u16,
+    /// Sent with AUTH on every connection when given.
+    pub password: Option<String>,
+    /// Keys `0..keys` are read and written (and loaded by `load`).
+    pub keys: u64,
+    pub key_size: usize,
+    pub value_size: usize,
+    pub distribution: Distribution,
+    pub zipf_theta: f64,
+    /// Probability that an operation reads; otherwise it writes.
+    pub get_ratio: f64,
+    /// Keys per operation: 1 is GET / SET, more is MGET / MSET.
+    pub width: usize,
+    pub connections: usize,
+    pub mode: Mode,
+    pub warmup_s: f64,
+    pub duration_s: f64,
+    /// Load keys `0..keys` first unless the server's DBSIZE already reaches `keys`.
+    pub load: bool,
+    /// Load (if needed) and measure nothing.
+    pub load_only: bool,
+    /// The server process, for its CPU time and RSS.
+    pub server_pid: Option<u32>,
+    /// `None`: detected from the server's INFO (`quiver` or `redis`).
+    pub system: Option<String>,
+    /// `None`: derived from the mix ([`NetConfig::default_workload_name`]).
+    pub workload: Option<String>,
+    pub tags: BTreeMap<String, String>,
+    /// Seed of the key choices (each connection derives its own from it).
+    pub seed: u64,
+}
+
+impl NetConfig {
+    /// A closed-loop read-only configuration with the defaults of the command line.
+    pub fn new(host: impl Into<String>, port: u16) -> NetConfig {
+        NetConfig {
+            host: host.into(),
+            port,
+            password: None,
+            keys: 1_000_000,
+            key_size: 16,
+            value_size: 32,
+            distribution: Distribution::Uniform,
+            zipf_theta: 0.99,
+            get_ratio: 1.0,
+            width: 1,
+            connections: 50,
+            mode: Mode::Closed { depth: 1 },
+            warmup_s: 1.0,
+            duration_s: 10.0,
+            load: false,
+            load_only: false,
+            server_pid: None,
+            system: None,
+            workload: None,
+            tags: BTreeMap::new(),
+            seed: 0x5eed,
+        }
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Invalid(m));
+        if self.keys == 0 {
+            return bad("--keys must be at least 1".into());
+        }
+        check_key_params(self.keys, self.key_size)?;
+        if self.value_size > VALUE_SIZE_MAX {
+            return bad(format!(
+                "value size {} exceeds {VALUE_SIZE_MAX} bytes",
+                self.value_size
+            ));
+        }
+        if !(1..=WIDTH_MAX).contains(&self.width) {
+            return bad(format!("width {} outside 1..={WIDTH_MAX}", self.width));
+        }
+        let request = self.width * (self.key_size + self.value_size + 32);
+        if request > REQUEST_BYTES_MAX {
+            return bad(format!(
+                "one request of {} pairs of {} + {} bytes exceeds {REQUEST_BYTES_MAX} bytes",
+                self.width, self.key_size, self.value_size
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.get_ratio) {
+            return bad(format!("get ratio {} outside [0, 1]", self.get_ratio));
+        }
+        if self.distribution == Distribution::Zipf {
+            Zipf::new(1, self.zipf_theta)?;
+        }
+        if !(1..=CONNECTIONS_MAX).contains(&self.connections) {
+            return bad(format!(
+                "connections {} outside 1..={CONNECTIONS_MAX}",
+                self.connections
+            ));
+        }
+        match &self.mode {
+            Mode::Closed { depth } => {
+                if !(1..=DEPTH_MAX).contains(depth) {
+                    return bad(format!("depth {depth} outside 1..={DEPTH_MAX}"));
+                }
+            }
+            Mode::Open {
+                rates,
+                max_outstanding,
+            } => {
+                if rates.is_empty() || rates.len() > SWEEP_RATES_MAX {
+                    return bad(format!("give 1..={SWEEP_RATES_MAX} rates"));
+                }
+                if let Some(r) = rates.iter().find(|r| !(RATE_MIN..=RATE_MAX).contains(*r)) {
+                    return bad(format!(
+                        "rate {r} outside [{RATE_MIN}, {RATE_MAX}] operations/s"
+                    ));
+                }
+                if !(1..=MAX_OUTSTANDING_MAX).contains(max_outstanding) {
+                    return bad(format!(
+                        "max outstanding {max_outstanding} outside 1..={MAX_OUTSTANDING_MAX}"
+                    ));
+                }
+            }
+        }
+        if !(self.duration_s > 0.0 && self.duration_s <= DURATION_S_MAX) {
+            return bad(format!(
+                "duration {} s outside (0, {DURATION_S_MAX}]",
+                self.duration_s
+            ));
+        }
+        if !(0.0..=WARMUP_S_MAX).contains(&self.warmup_s) {
+            return bad(format!(
+                "warm-up {} s outside [0, {WARMUP_S_MAX}]",
+                self.warmup_s
+            ));
+        }
+        if self.tags.len() > TAGS_MAX {
+            return bad(format!("at most {TAGS_MAX} tags"));
+        }
+        let labels = self.system.iter().chain(&self.workload);
+        let tag_parts = self.tags.iter().flat_map(|(k, v)| [k, v]);
+        if let Some(l) = labels.chain(tag_parts).find(|l| l.len() > LABEL_LEN_MAX) {
+            return bad(format!(
+                "label {:?}... longer than {LABEL_LEN_MAX} bytes",
+                &l[..LABEL_LEN_MAX.min(l.len())]
+            ));
+        }
+        if self.tags.keys().any(|k| k.is_empty()) {
+            return bad("a tag needs a non-empty key (key=value)".into());
+        }
+        Ok(())
+    }
+
+    /// `host:port`, with an IPv6 address in brackets.
+    pub fn addr(&self) -> String {
+        if self.host.contains(':') && !self.host.starts_with('[') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+
+    /// The workload's label: `--workload`, or one derived from the mix.
+    pub fn workload_name(&self) -> String {
+        self.workload
+            .clone()
+            .unwrap_or_else(|| self.default_workload_name())
+    }
+
+    /// `get`, `set`, `mget32`, `mset32` for pure reads or writes; `mixed-95-5` (percent read,
+    /// percent written) otherwise, with `-w32` for a width above 1; `-zipf` appended for Zipf
+    /// keys.
+    pub fn default_workload_name(&self) -> String {
+        let w = self.width;
+        let mut name = if self.get_ratio >= 1.0 {
+            if w == 1 {
+                "get".to_string()
+            } else {
+                format!("mget{w}")
+            }
+        } else if self.get_ratio <= 0.0 {
+            if w == 1 {
+                "set".to_string()
+            } else {
+                format!("mset{w}")
+            }
+        } else {
+            let get = percent(self.get_ratio);
+            let set = percent(1.0 - self.get_ratio);
+            let mut n = format!("mixed-{get}-{set}");
+            if w > 1 {
+                n.push_str(&format!("-w{w}"));
+            }
+            n
+        };
+        if self.distribution == Distribution::Zipf {
+            name.push_str("-zipf");
+        }
+        name
+    }
+}
+
+/// A ratio as a percentage with at most one decimal: 0.95 -> `95`, 0.955 -> `95.5`.
+fn percent(ratio: f64) -> String {
+    let tenths = (ratio * 1000.0).round() as u64;
+    if tenths.is_multiple_of(10) {
+        format!("{}", tenths / 10)
+    } else {
+        format!("{}.{}", tenths / 10, tenths % 10)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workload_names_follow_the_mix() {
+        let mut c = NetConfig::new("127.0.0.1", 1);
+        assert_eq!(c.workload_name(), "get");
+        c.width = 32;
+        assert_eq!(c.workload_name(), "mget32");
+        c.get_ratio = 0.0;
+        assert_eq!(c.workload_name(), "mset32");
+        c.width = 1;
+        assert_eq!(c.workload_name(), "set");
+        c.get_ratio = 0.95;
+        c.distribution = Distribution::Zipf;
+        assert_eq!(c.workload_name(), "mixed-95-5-zipf");
+        c.get_ratio = 0.955;
+        c.distribution = Distribution::Uniform;
+        c.width = 8;
+        assert_eq!(c.workload_name(), "mixed-95.5-4.5-w8");
+        c.workload = Some("ycsb-b-zipf".into());
+        assert_eq!(c.workload_name(), "ycsb-b-zipf");
+    }
+
+    type Change = Box<dyn Fn(&mut NetConfig)>;
+
+    #[test]
+    fn parameters_are_checked() {
+        let ok = NetConfig::new("127.0.0.1", 1);
+        ok.validate().unwrap();
+        let cases: Vec<Change> = vec![
+            Box::new(|c| c.keys = 0),
+            Box::new(|c| c.key_size = 4),
+            Box::new(|c| c.width = 0),
+            Box::new(|c| c.width = WIDTH_MAX + 1),
+            Box::new(|c| c.get_ratio = 1.5),
+            Box::new(|c| c.get_ratio = f64::NAN),
+            Box::new(|c| c.connections = 0),
+            Box::new(|c| c.mode = Mode::Closed { depth: 0 }),
+            Box::new(|c| {
+                c.mode = Mode::Open {
+                    rates: vec![],
+                    max_outstanding: 1,
+                }
+            }),
+            Box::new(|c| {
+                c.mode = Mode::Open {
+                    rates: vec![1000.0, -1.0],
+                    max_outstanding: 1,
+                }
+            }),
+            Box::new(|c| {
+                c.mode = Mode::Open {
+                    rates: vec![1000.0],
+                    max_outstanding: 0,
+                }
+            }),
+            Box::new(|c| c.duration_s = 0.0),
+            Box::new(|c| c.warmup_s = -1.0),
+            Box::new(|c| {
+                c.distribution = Distribution::Zipf;
+                c.zipf_theta = 1.0
+            }),
+            Box::new(|c| c.value_size = VALUE_SIZE_MAX + 1),
+            Box::new(|c| {
+                c.width = 10_000;
+                c.value_size = 10_000
+            }),
+            Box::new(|c| c.system = Some("x".repeat(LABEL_LEN_MAX + 1))),
+            Box::new(|c| {
+                c.tags.insert(String::new(), "v".into());
+            }),
+        ];
+        for (i, f) in cases.iter().enumerate() {
+            let mut c = ok.clone();
+            f(&mut c);
+            assert!(c.validate().is_err(), "case {i}: {c:?}");
+        }
+        assert_eq!(NetConfig::new("::1", 7).addr(), "[::1]:7");
+    }
+}

@@ -1,0 +1,248 @@
+#!/usr/bin/env bash
+# Quiver side by side with Redis 7, in one run, on one server core.
+#
+#   scripts/compare.sh [--quick] [--json] [--no-engine]
+#
+# Starts Quiver (`quiver serve --threads 1`, durability os) and Debian's redis-server twice — no
+# persistence, and `appendonly yes` + `appendfsync everysec` (the persistence-fair row) — each on
+# a free loopback port and pinned to SERVER_CORE, with the load generator (`quiver bench net`) on
+# CLIENT_CORE. For each value size (32 B: HERD; 512 B: FAWN) the three get the same keys, then the
+# workloads run interleaved (round 1: workload 1 on quiver, redis, redis-aof; workload 2 ...):
+#
+#   get          GET,    8 connections x 32 pipelined          uniform
+#   set          SET,    8 connections x 32 pipelined          uniform
+#   mget32       MGET of 32 keys, 8 connections x 4 pipelined uniform
+#   mset32       MSET of 32 pairs, 8 connections x 4 pipelined uniform
+#   ycsb-b-zipf  95% GET / 5% SET, 8 x 32 pipelined,           Zipf 0.99
+#   mixed-50-50  50% GET / 50% SET, 8 x 32 pipelined,          uniform
+#
+# Prints a table of keys/s, p50 / p99 latency, server CPU seconds, keys per server-CPU-second and
+# RSS per key for each system (means over rounds), the ratios Quiver / Redis and Quiver / Redis
+# AOF, and then (unless --no-engine) the engine-vs-RocksDB rows of scripts/bench_engine.sh.
+# With --json, prints instead one JSON object per line: every `quiver bench net` record (fields
+# system, workload, value_size, keys_per_sec, p50_us, p99_us, server_cpu_s, rss_bytes_per_key,
+# ...), then the engine rows as {"system": "quiver-engine" | "rocksdb" | "fio", "workload", ...}.
+# --quick: fewer keys, shorter runs, one round (a spot check in under three minutes).
+#
+# Environment (defaults in brackets; --quick changes the first three):
+#   KEYS [1000000; quick 100000]  DURATION seconds per run [10; quick 2]  ROUNDS [2; quick 1]
+#   WARMUP seconds [1; quick 0.5]  VALUE_SIZES ["32 512"]  KEY_SIZE [16]
+#   SERVER_CORE [0]  CLIENT_CORE [1]  OUT [a results file under the run directory]
+#   KEEP=1 keeps the data directories and raw results (default: removed at the end).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+usage() { sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; }
+
+QUICK=0
+JSON=0
+ENGINE=1
+for arg in "$@"; do
+  case "$arg" in
+    --quick) QUICK=1 ;;
+    --json) JSON=1 ;;
+    --no-engine) ENGINE=0 ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "compare.sh: unknown argument $arg" >&2; usage >&2; exit 2 ;;
+  esac
+done
+if ((QUICK)); then
+  KEYS=${KEYS:-100000}
+  DURATION=${DURATION:-2}
+  ROUNDS=${ROUNDS:-1}
+  WARMUP=${WARMUP:-0.5}
+fi
+KEYS=${KEYS:-1000000}
+DURATION=${DURATION:-10}
+ROUNDS=${ROUNDS:-2}
+WARMUP=${WARMUP:-1}
+VALUE_SIZES=${VALUE_SIZES:-32 512}
+KEY_SIZE=${KEY_SIZE:-16}
+SERVER_CORE=${SERVER_CORE:-0}
+CLIENT_CORE=${CLIENT_CORE:-1}
+KEEP=${KEEP:-0}
+
+# ---- tools ----
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v jq >/dev/null || need+=(jq)
+command -v taskset >/dev/null || need+=(util-linux)
+if ((${#need[@]})); then
+  echo "installing ${need[*]}" >&2
+  as_root apt-get install -y -qq "${need[@]}" >/dev/null 2>&1 ||
+    { as_root apt-get update -qq && as_root apt-get install -y -qq "${need[@]}" >/dev/null; }
+fi
+echo "building quiver (release)" >&2
+cargo build --release -q -p quiver
+Q=$PWD/target/release/quiver
+
+RUN=$(mktemp -d /tmp/quiver-compare.XXXXXX)
+OUT=${OUT:-$RUN/results.jsonl}
+: >"$OUT"
+PIDS=()
+cleanup() {
+  local rc=$?
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if ((rc != 0)); then
+    echo "compare.sh failed (exit $rc); server logs:" >&2
+    tail -n 5 "$RUN"/*.log >&2 2>/dev/null || true
+  fi
+  if ((KEEP)); then echo "kept $RUN" >&2; else rm -rf "$RUN"; fi
+}
+trap cleanup EXIT
+
+# A loopback port nothing listens on.
+free_port() {
+  local p
+  for p in $(shuf -i 20000-60000 -n 50); do
+    if ! (: <>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "$p"
+      return
+    fi
+  done
+  echo "compare.sh: no free port found" >&2
+  return 1
+}
+
+# Waits until something on port $1 answers PING (any RESP reply).
+wait_ready() {
+  local i
+  for i in $(seq 1 600); do
+    if redis-cli -p "$1" ping >/dev/null 2>&1; then return 0; fi
+    sleep 0.1
+  done
+  echo "compare.sh: server on port $1 did not start" >&2
+  return 1
+}
+
+declare -A PORT PID
+start_servers() { # $1: value size (names the data directories)
+  local v=$1 d
+  d=$RUN/quiver-$v
+  mkdir -p "$d"
+  taskset -c "$SERVER_CORE" "$Q" --dir "$d" serve --port 0 --threads 1 --durability os \
+    >"$RUN/quiver-$v.out" 2>"$RUN/quiver-$v.log" &
+  PID[quiver]=$!
+  PIDS+=("${PID[quiver]}")
+  local i
+  for i in $(seq 1 600); do
+    PORT[quiver]=$(grep -o '[0-9]*$' "$RUN/quiver-$v.out" 2>/dev/null || true)
+    [ -n "${PORT[quiver]}" ] && break
+    sleep 0.1
+  done
+  for sys in redis redis-aof; do
+    d=$RUN/$sys-$v
+    mkdir -p "$d"
+    PORT[$sys]=$(free_port)
+    local persist=(--save '' --appendonly no)
+    [ "$sys" = redis-aof ] && persist=(--save '' --appendonly yes --appendfsync everysec)
+    taskset -c "$SERVER_CORE" redis-server --port "${PORT[$sys]}" --bind 127.0.0.1 \
+      --dir "$d" "${persist[@]}" --daemonize no >"$RUN/$sys-$v.log" 2>&1 &
+    PID[$sys]=$!
+    PIDS+=("${PID[$sys]}")
+  done
+  for sys in quiver redis redis-aof; do wait_ready "${PORT[$sys]}"; done
+}
+
+stop_servers() {
+  for sys in quiver redis redis-aof; do kill "${PID[$sys]}" 2>/dev/null || true; done
+  for sys in quiver redis redis-aof; do wait "${PID[$sys]}" 2>/dev/null || true; done
+}
+
+# name|arguments of `quiver bench net`
+WORKLOADS=(
+  "get|--width 1 --get-ratio 1 --connections 8 --depth 32"
+  "set|--width 1 --get-ratio 0 --connections 8 --depth 32"
+  "mget32|--width 32 --get-ratio 1 --connections 8 --depth 4"
+  "mset32|--width 32 --get-ratio 0 --connections 8 --depth 4"
+  "ycsb-b-zipf|--width 1 --get-ratio 0.95 --distribution zipf --zipf-theta 0.99 --connections 8 --depth 32"
+  "mixed-50-50|--width 1 --get-ratio 0.5 --connections 8 --depth 32"
+)
+
+bench() { # $1 system, $2 value size, then bench net arguments
+  local sys=$1 v=$2
+  shift 2
+  taskset -c "$CLIENT_CORE" "$Q" bench net --port "${PORT[$sys]}" --server-pid "${PID[$sys]}" \
+    --system "$sys" --keys "$KEYS" --key-size "$KEY_SIZE" --value-size "$v" "$@"
+}
+
+for v in $VALUE_SIZES; do
+  echo "== value size $v: starting quiver, redis, redis-aof on core $SERVER_CORE" >&2
+  start_servers "$v"
+  for sys in quiver redis redis-aof; do
+    echo "   loading $KEYS keys into $sys" >&2
+    bench "$sys" "$v" --load-only >/dev/null
+  done
+  for round in $(seq 1 "$ROUNDS"); do
+    for w in "${WORKLOADS[@]}"; do
+      name=${w%%|*}
+      read -r -a args <<<"${w#*|}"
+      for sys in quiver redis redis-aof; do
+        echo "   round $round/$ROUNDS value $v: $name on $sys" >&2
+        bench "$sys" "$v" "${args[@]}" --workload "$name" --duration-s "$DURATION" \
+          --warmup-s "$WARMUP" --tag figure=compare --tag round="$round" >>"$OUT"
+      done
+    done
+  done
+  stop_servers
+done
+
+ENGINE_OUT=$RUN/engine.txt
+if ((ENGINE)); then
+  echo "== engine vs RocksDB (scripts/bench_engine.sh$( ((QUICK)) && echo ' --quick'))" >&2
+  quick=()
+  ((QUICK)) && quick=(--quick)
+  DURATION=$( ((QUICK)) && echo 2 || echo "$DURATION") CORE=$CLIENT_CORE \
+    scripts/bench_engine.sh "${quick[@]}" >"$ENGINE_OUT"
+fi
+
+# The engine table's rows, as "label<TAB>keys/s".
+engine_rows() {
+  [ -s "$ENGINE_OUT" ] || return 0
+  awk '/^(RocksDB|Quiver|fio) / && $NF ~ /^[0-9]+$/ { v = $NF; sub(/ +[0-9]+$/, ""); print $0 "\t" v }' "$ENGINE_OUT"
+}
+
+if ((JSON)); then
+  cat "$OUT"
+  engine_rows | jq -cR 'split("\t") | {system: (if (.[0] | test("^Quiver")) then "quiver-engine" elif (.[0] | test("^fio")) then "fio" else "rocksdb" end), workload: .[0], keys_per_sec: (.[1] | tonumber), value_size: null, p50_us: null, p99_us: null, server_cpu_s: null, rss_bytes_per_key: null}'
+  exit 0
+fi
+
+echo
+echo "keys=$KEYS key_size=$KEY_SIZE duration=${DURATION}s rounds=$ROUNDS server_core=$SERVER_CORE client_core=$CLIENT_CORE $(date -u +%FT%TZ)"
+jq -rs '
+  def mean(f): (map(f) | add) / length;
+  group_by([.value_size, .workload, .system])
+  | map({value_size: .[0].value_size, workload: .[0].workload, system: .[0].system,
+         keys_per_sec: mean(.keys_per_sec), p50_us: mean(.p50_us), p99_us: mean(.p99_us),
+         cpu: mean(.server_cpu_s // 0), per_cpu: mean(.keys_per_server_cpu_s // 0),
+         rss: mean(.rss_bytes_per_key // 0), errors: (map(.errors) | add)})
+  | (["value", "workload", "system", "keys/s", "p50 us", "p99 us", "srv cpu s", "keys/cpu-s", "RSS B/key", "errors"] | @tsv),
+    (.[] | [.value_size, .workload, .system, (.keys_per_sec | floor), (.p50_us | floor), (.p99_us | floor),
+            (.cpu * 100 | floor / 100), (.per_cpu | floor), (.rss | floor), .errors] | @tsv)
+' "$OUT" | column -t -s $'\t'
+
+echo
+echo "ratios Quiver / Redis and Quiver / Redis AOF (keys/s, per round; then keys per server-CPU-second)"
+jq -rs '
+  group_by([.value_size, .workload, .tags.round])
+  | map({key: "\(.[0].value_size) \(.[0].workload)",
+         q: (map(select(.system == "quiver")) | .[0]),
+         r: (map(select(.system == "redis")) | .[0]),
+         a: (map(select(.system == "redis-aof")) | .[0])})
+  | group_by(.key)
+  | .[]
+  | [.[0].key,
+     (map((.q.keys_per_sec / .r.keys_per_sec * 100 | floor) / 100 | tostring) | join(" ")),
+     (map((.q.keys_per_sec / .a.keys_per_sec * 100 | floor) / 100 | tostring) | join(" ")),
+     (map(if (.r.keys_per_server_cpu_s // 0) > 0 then ((.q.keys_per_server_cpu_s / .r.keys_per_server_cpu_s * 100 | floor) / 100 | tostring) else "-" end) | join(" "))]
+  | "  \(.[0]):  /redis \(.[1])   /redis-aof \(.[2])   per-cpu /redis \(.[3])"
+' "$OUT"
+
+if [ -s "$ENGINE_OUT" ]; then
+  echo
+  echo "engine vs RocksDB (scripts/bench_engine.sh, in-process, one core)"
+  sed -n '/^keys=/,$p' "$ENGINE_OUT"
+fi
