@@ -14,8 +14,8 @@
 # - Intermediate queue (Fig. 10-12): for R in WIDTHS the server coalesces single GETs of all
 #   connections (coalesce = adaptive, max-vector-width R); clients send single GETs from 32
 #   connections, one outstanding each. Peak and sweep as above.
-# - Fig. 3: keys/s of the engine in process (`quiver bench local`, mmap, widths 1 and 32) beside
-#   the networked G = 1 and G = 32 peaks.
+# - Fig. 3: raw page-cache reads (fio, 64 B random reads through mmap), keys/s of the engine in
+#   process (`quiver bench local`, mmap, widths 1 and 32) and the networked G = 1 and G = 32 peaks.
 # - Fig. 13: `quiver sim vector-width` (Monte Carlo, exact minimum set cover).
 # All records go to OUT (JSON lines, tagged figure / pattern / G / R), and `quiver bench report`
 # draws the plots into PLOTS.
@@ -142,6 +142,13 @@ echo "== engine in process (Fig. 3)" >&2
 taskset -c "$CLIENT_CORE" "$Q" --dir "$DIR/local" bench local --keys "$KEYS" --width 1,32 \
   --backend mmap --duration-s "$DURATION" 2>/dev/null |
   jq -c '. + {tags: {figure: "fig3", bar: "engine multi_get w\(.width) (in process)"}}' >>"$OUT"
+
+echo "== raw page-cache reads (Fig. 3): fio, 64 B random reads through mmap, one per I/O" >&2
+command -v fio >/dev/null || as_root apt-get install -y -qq fio >/dev/null
+taskset -c "$CLIENT_CORE" fio --name=raw --filename="$DIR/fio-raw" --size=76M --ioengine=mmap \
+  --rw=randread --bs=64 --time_based --runtime="$DURATION" --output-format=json 2>/dev/null |
+  jq -c '{bench: "fio", keys_per_sec: .jobs[0].read.iops,
+          tags: {figure: "fig3", bar: "raw reads (fio mmap, 64 B)"}}' >>"$OUT"
 
 echo "== Fig. 13: simulated vector width" >&2
 "$Q" sim vector-width --json >>"$OUT"

@@ -367,14 +367,16 @@ fn run_atomic(state: &ServerState, cmd: Cmd, args: &[Bytes]) -> Reply {
     }
 }
 
-/// Prefetches a command's keys as one vector (when it has several), then runs it.
+/// Prefetches a command's keys as one vector (when it has several and reads them), then
+/// runs it.
 pub fn prefetch_and_run(
     txn: &mut Txn<'_>,
     state: &ServerState,
     spec: &cmd::CommandSpec,
     args: &[Bytes],
 ) -> quiver_store::Result<Reply> {
-    if spec.keys(args).nth(1).is_some() {
+    // MSET writes blindly: reading its keys first would only add preconditions.
+    if spec.cmd != Cmd::MSet && spec.keys(args).nth(1).is_some() {
         txn.prefetch(spec.keys(args))?;
     }
     strings::run(txn, &state.stats, spec.cmd, args)
