@@ -4,8 +4,8 @@
 //! the run become one engine `multi_get`, consecutive plain SETs one `multi_put`, consecutive
 //! DEL / UNLINK one `multi_delete` and consecutive EXISTS one `multi_exists` — at most
 //! `max-vector-width` keys each, and never across a command of another kind, so a read that
-//! follows a write in the pipeline sees it and replies stay in request order. MGET / MSET /
-//! DEL / EXISTS arguments reach the engine as one vector through the general path.
+//! follows a write in the pipeline sees it and replies stay in request order. An MGET's keys
+//! are one vector of their own; MSET's go as one compound batch through the general path.
 //!
 //! Everything else goes through [`dispatch`]: table lookup, arity, authentication, MULTI
 //! queueing, then the command's module.
@@ -106,6 +106,9 @@ enum VectorKind {
     Set,
     Del,
     Exists,
+    /// One MGET: its keys are the vector (never grouped with other commands, so its reply is
+    /// one consistent state of the store, as Redis's MGET).
+    MGet,
 }
 
 impl VectorKind {
@@ -115,6 +118,7 @@ impl VectorKind {
             VectorKind::Set => Cmd::Set,
             VectorKind::Del => Cmd::Del,
             VectorKind::Exists => Cmd::Exists,
+            VectorKind::MGet => Cmd::MGet,
         }
     }
 }
@@ -132,6 +136,7 @@ fn vector_kind(state: &ServerState, session: &Session, args: &[Bytes]) -> Option
         (3, _) if name.eq_ignore_ascii_case(b"del") => VectorKind::Del,
         (6, _) if name.eq_ignore_ascii_case(b"unlink") => VectorKind::Del,
         (6, _) if name.eq_ignore_ascii_case(b"exists") => VectorKind::Exists,
+        (4, _) if name.eq_ignore_ascii_case(b"mget") => VectorKind::MGet,
         _ => return None,
     };
     let keys_ok = match kind {
@@ -154,6 +159,9 @@ fn group_len(
     let width_max = state.config.max_vector_width;
     let mut n = 0;
     let mut keys = 0;
+    if kind == VectorKind::MGet {
+        return 1;
+    }
     for r in requests {
         if n > 0 && (vector_kind(state, session, r) != Some(kind) || keys + r.len() - 1 > width_max)
         {
@@ -213,6 +221,18 @@ fn run_vector(
                     }
                 }
                 Err(e) => encode_n(&store_error(&e), n, out, resp3),
+            }
+        }
+        VectorKind::MGet => {
+            let keys = &group[0][1..];
+            match store.multi_get(keys) {
+                Ok(values) => {
+                    for v in &values {
+                        state.stats.hit(v.is_some());
+                    }
+                    crate::reply::encode_bulks(out, &values, resp3);
+                }
+                Err(e) => store_error(&e).encode(out, resp3),
             }
         }
         VectorKind::Exists => {

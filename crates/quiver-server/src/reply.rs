@@ -104,6 +104,26 @@ impl Reply {
     }
 }
 
+/// Encodes an array of bulk strings or nulls (an MGET reply) straight from the values, without
+/// building a [`Reply`] tree: the same bytes as `Reply::Array` of `Reply::Bulk` / `Reply::Null`.
+pub fn encode_bulks(out: &mut BytesMut, values: &[Option<Bytes>], resp3: bool) {
+    let payload: usize = values
+        .iter()
+        .map(|v| v.as_ref().map_or(5, |b| b.len() + 16))
+        .sum();
+    out.reserve(payload + 16);
+    out.put_u8(b'*');
+    put_decimal(out, values.len() as i64);
+    out.put_slice(b"\r\n");
+    for v in values {
+        match v {
+            Some(b) => bulk(out, b),
+            None if resp3 => out.put_slice(b"_\r\n"),
+            None => out.put_slice(b"$-1\r\n"),
+        }
+    }
+}
+
 impl From<ProtocolError> for Reply {
     fn from(e: ProtocolError) -> Self {
         Reply::Error(e.message)

