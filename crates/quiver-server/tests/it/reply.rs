@@ -122,7 +122,11 @@ fn protocol_error_reply() {
 
 #[test]
 fn encode_bulks_matches_an_array_of_bulks() {
-    let values = vec![Some(Bytes::from_static(b"a\r\nb")), None, Some(Bytes::new())];
+    let values = vec![
+        Some(Bytes::from_static(b"a\r\nb")),
+        None,
+        Some(Bytes::new()),
+    ];
     for resp3 in [false, true] {
         let mut direct = BytesMut::new();
         quiver_server::reply::encode_bulks(&mut direct, &values, resp3);
