@@ -47,6 +47,7 @@ pub async fn execute_run(
     blocking: bool,
 ) -> RunEnd {
     let limit = state.config.client_output_buffer_limit;
+    let run_started = Instant::now();
     let mut i = 0;
     while i < requests.len() && !session.closing {
         let started = Instant::now();
@@ -77,10 +78,11 @@ pub async fn execute_run(
                 1
             }
         };
+        // A command's latency inside the server includes the commands before it in its run.
         state
             .stats
             .latency_us
-            .record_n(started.elapsed().as_micros() as u64, n as u64);
+            .record_n(run_started.elapsed().as_micros() as u64, n as u64);
         i += n;
         if out.len() > limit {
             return RunEnd::OutputLimit;
