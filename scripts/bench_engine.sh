@@ -24,7 +24,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; }
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 QUICK=0
 for arg in "$@"; do
@@ -48,17 +49,7 @@ CORE=${CORE:-1}
 KEEP=${KEEP:-0}
 
 # ---- tools ----
-as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
-need=()
-command -v db_bench >/dev/null || need+=(rocksdb-tools)
-command -v fio >/dev/null || need+=(fio)
-command -v jq >/dev/null || need+=(jq)
-command -v taskset >/dev/null || need+=(util-linux)
-if ((${#need[@]})); then
-  echo "installing ${need[*]}" >&2
-  as_root apt-get install -y -qq "${need[@]}" >/dev/null 2>&1 ||
-    { as_root apt-get update -qq && as_root apt-get install -y -qq "${need[@]}" >/dev/null; }
-fi
+apt_install_missing db_bench:rocksdb-tools fio:fio jq:jq taskset:util-linux
 # Debian's rocksdb-tools installs /usr/bin/db_bench (dpkg -L rocksdb-tools).
 DB_BENCH=$(command -v db_bench)
 

@@ -32,7 +32,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; }
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 QUICK=0
 JSON=0
@@ -63,16 +64,7 @@ CLIENT_CORE=${CLIENT_CORE:-1}
 KEEP=${KEEP:-0}
 
 # ---- tools ----
-as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
-need=()
-command -v redis-server >/dev/null || need+=(redis-server)
-command -v jq >/dev/null || need+=(jq)
-command -v taskset >/dev/null || need+=(util-linux)
-if ((${#need[@]})); then
-  echo "installing ${need[*]}" >&2
-  as_root apt-get install -y -qq "${need[@]}" >/dev/null 2>&1 ||
-    { as_root apt-get update -qq && as_root apt-get install -y -qq "${need[@]}" >/dev/null; }
-fi
+apt_install_missing redis-server:redis-server redis-cli:redis-tools jq:jq taskset:util-linux
 echo "building quiver (release)" >&2
 cargo build --release -q -p quiver
 Q=$PWD/target/release/quiver

@@ -28,7 +28,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; }
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 QUICK=0
 for arg in "$@"; do
@@ -53,14 +54,7 @@ OUT=${OUT:-docs/bench/paper.jsonl}
 PLOTS=${PLOTS:-docs/bench}
 KEEP=${KEEP:-0}
 
-as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
-need=()
-command -v jq >/dev/null || need+=(jq)
-command -v taskset >/dev/null || need+=(util-linux)
-if ((${#need[@]})); then
-  as_root apt-get install -y -qq "${need[@]}" >/dev/null 2>&1 ||
-    { as_root apt-get update -qq && as_root apt-get install -y -qq "${need[@]}" >/dev/null; }
-fi
+apt_install_missing jq:jq taskset:util-linux fio:fio
 echo "building quiver (release)" >&2
 cargo build --release -q -p quiver
 Q=$PWD/target/release/quiver
@@ -144,7 +138,6 @@ taskset -c "$CLIENT_CORE" "$Q" --dir "$DIR/local" bench local --keys "$KEYS" --w
   jq -c '. + {tags: {figure: "fig3", bar: "engine multi_get w\(.width) (in process)"}}' >>"$OUT"
 
 echo "== raw page-cache reads (Fig. 3): fio, 64 B random reads through mmap, one per I/O" >&2
-command -v fio >/dev/null || as_root apt-get install -y -qq fio >/dev/null
 taskset -c "$CLIENT_CORE" fio --name=raw --filename="$DIR/fio-raw" --size=76M --ioengine=mmap \
   --rw=randread --bs=64 --time_based --runtime="$DURATION" --output-format=json 2>/dev/null |
   jq -c '{bench: "fio", keys_per_sec: .jobs[0].read.iops,
