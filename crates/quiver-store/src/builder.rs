@@ -76,13 +76,16 @@ impl IndexBuilder {
                 let members = self.pending.remove(&h.seq).unwrap_or_default();
                 if members.len() == expected {
                     self.apply_members(segs, &members)?;
-                } else {
-                    // Only damage can separate a batch part from its commit record.
+                } else if !members.is_empty() {
+                    // Only damage can separate some members of a part from its commit record.
+                    // (None at all: compaction made the part plain records and dropped it.)
                     self.counters.dead += members.len() as u64;
                     self.problems.push(format!(
-                        "batch {} has {} of its {expected} members in this partition; not applied",
+                        "batch {} has {} of its {expected} members in this partition and was not \
+                         applied: keys {} may hold older values",
                         h.seq,
-                        members.len()
+                        members.len(),
+                        show_keys(&members)
                     ));
                 }
             }
@@ -164,4 +167,18 @@ impl IndexBuilder {
     pub fn too_full(&self) -> bool {
         self.overflowed || self.index.load() > LOAD_HARD_MAX
     }
+}
+
+/// The keys of batch members, for a message (the first few).
+fn show_keys(members: &[Member]) -> String {
+    const SHOWN_KEYS_MAX: usize = 256;
+    let mut s: Vec<String> = members
+        .iter()
+        .take(SHOWN_KEYS_MAX)
+        .map(|m| format!("{:?}", String::from_utf8_lossy(&m.key)))
+        .collect();
+    if members.len() > SHOWN_KEYS_MAX {
+        s.push(format!("and {} more", members.len() - SHOWN_KEYS_MAX));
+    }
+    s.join(", ")
 }

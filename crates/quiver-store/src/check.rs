@@ -1,11 +1,17 @@
-//! `check`: verifies every record of every segment (header, key and value checksums) and every
-//! index entry (it must point at a put record whose key hashes to the entry's fragment).
+//! `check`: verifies every record of every segment (header, key and value checksums), every
+//! index entry (it must point at a put record, in a segment of the log, whose key hashes to
+//! the entry's fragment), and that the log's segments are exactly the partition's segment
+//! files.
 
-use crate::error::Result;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::log::format::{self, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use crate::log::reader::{Scanner, Step};
-use crate::partition::Partition;
+use crate::log::segment::SEGMENT_SUFFIX;
+use crate::partition::{PartState, Partition};
 
 /// What [`crate::Store::check`] found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -24,8 +30,13 @@ impl CheckReport {
 }
 
 pub(crate) fn check_partition(part: &Partition, report: &mut CheckReport) -> Result<()> {
+    // Maintenance would change the files under the comparison below.
+    let _m = part.maintenance.lock();
+    // Records still in the `none`-mode buffer are checked in the file, like the others.
+    part.state.write().appender.flush()?;
     // Shared lock: writers wait while this partition is checked; readers go on.
     let st = part.state.read();
+    check_files(part, &st, report)?;
     let end = (st.segs.active().file_id(), st.appender.end());
     for seg in &st.segs.ordered {
         report.segments += 1;
@@ -76,6 +87,12 @@ pub(crate) fn check_partition(part: &Partition, report: &mut CheckReport) -> Res
         let frag = ix.frags()[pos];
         let problem = match st.segs.resolve(loc) {
             Err(e) => Some(e.to_string()),
+            Ok((seg, offset)) if !st.segs.ordered.iter().any(|s| Arc::ptr_eq(s, seg)) => {
+                Some(format!(
+                    "{} at offset {offset}: index entry points into a segment outside the log",
+                    seg.path.display()
+                ))
+            }
             Ok((seg, offset)) => {
                 let mut head = [0u8; RECORD_HEADER_LEN];
                 seg.read_at(&mut head, offset)?;
@@ -109,6 +126,41 @@ pub(crate) fn check_partition(part: &Partition, report: &mut CheckReport) -> Res
                 .problems
                 .push(format!("partition {} slot {pos}: {p}", part.id));
         }
+    }
+    Ok(())
+}
+
+/// The segments of the log are exactly the partition's `*.seg` files (none missing, none
+/// left over).
+fn check_files(part: &Partition, st: &PartState, report: &mut CheckReport) -> Result<()> {
+    let in_log: BTreeSet<String> = st
+        .segs
+        .ordered
+        .iter()
+        .filter_map(|s| s.path.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    let mut on_disk = BTreeSet::new();
+    let entries = std::fs::read_dir(&part.dir)
+        .map_err(|e| Error::io("list partition directory", &part.dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("list partition directory", &part.dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(SEGMENT_SUFFIX) {
+            on_disk.insert(name);
+        }
+    }
+    for name in in_log.difference(&on_disk) {
+        report.problems.push(format!(
+            "partition {}: segment {name} is in the log but not on disk",
+            part.id
+        ));
+    }
+    for name in on_disk.difference(&in_log) {
+        report.problems.push(format!(
+            "partition {}: {} is not part of the log",
+            part.id,
+            part.dir.join(name).display()
+        ));
     }
     Ok(())
 }

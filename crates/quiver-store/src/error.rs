@@ -50,6 +50,30 @@ pub enum Error {
     /// Options are inconsistent or out of range.
     #[error("invalid options: {0}")]
     InvalidOptions(String),
+    /// Opening found damage in the middle of a log (see [`crate::DamagePolicy`]): the store was
+    /// not opened and nothing was changed. Each entry names a file, an offset and what may be
+    /// affected.
+    #[error("the store is damaged and was not opened ({} problem(s)): {}", .places.len(), .places.join("; "))]
+    Damaged { places: Vec<String> },
+    /// A write on a store opened read-only.
+    #[error("the store is open read-only")]
+    ReadOnly,
+    /// A partition's index has no room for more keys and maintenance could not make any in
+    /// time (it is reported in `Stats::last_background_error`). Nothing was written.
+    #[error(
+        "partition {partition}: the index has no room for {keys} more key(s); nothing was written"
+    )]
+    IndexFull { partition: u32, keys: usize },
+    /// A vector of plain puts or deletes failed part-way through: `applied[i]` says whether
+    /// operation `i` took effect. Only an I/O error (or a full disk under a vector too large
+    /// for one segment) does this; a failure before anything was written is returned as
+    /// itself, with nothing applied.
+    #[error("{source}; the vector was partly applied ({} of {} operations took effect)", .applied.iter().filter(|&&a| a).count(), .applied.len())]
+    PartlyApplied {
+        applied: Vec<bool>,
+        #[source]
+        source: Box<Error>,
+    },
     /// The directory holds a store created with different fixed options.
     #[error("store at {path} does not match the options: {reason}")]
     Incompatible { path: PathBuf, reason: String },
@@ -78,6 +102,11 @@ impl Error {
             offset,
             reason: reason.into(),
         }
+    }
+
+    /// True for [`Error::NoSpace`].
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, Error::NoSpace { .. })
     }
 
     /// True for [`Error::Corruption`].

@@ -20,10 +20,12 @@
 //! # }
 //! ```
 
+mod background;
 pub mod batch;
 mod builder;
 mod check;
 mod checkpoint;
+mod compact;
 pub mod error;
 pub mod hash;
 pub mod index;
@@ -34,9 +36,13 @@ pub mod log;
 mod lookup;
 mod maintenance;
 mod meta;
+mod open;
 pub mod options;
 mod partition;
 mod recovery;
+mod repair;
+mod reserve;
+mod resize;
 pub mod scan;
 mod store;
 mod write;
@@ -45,7 +51,8 @@ pub use batch::{Batch, BatchAction, BatchOp, BatchOutcome, Precondition};
 pub use check::CheckReport;
 pub use error::{Error, Result};
 pub use maintenance::MaintenanceReport;
-pub use options::{BackendKind, Durability, Options};
+pub use options::{BackendKind, DamagePolicy, Durability, Options};
 pub use recovery::{RecoveryProgress, RecoveryReport};
+pub use repair::{repair, RepairReport, DAMAGED_SUFFIX};
 pub use scan::ScanPage;
 pub use store::{Stats, Store};

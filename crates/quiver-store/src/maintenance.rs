@@ -1,42 +1,39 @@
-//! Background maintenance of a partition: compaction (FAWN-DS Compact), index resizing, and
-//! checkpoints. All three run while readers and writers go on.
+//! Background maintenance of a partition, and what its two procedures share.
 //!
-//! Compaction and resizing are one procedure: snapshot the log end, replay the log into a new
-//! index — copying the live records of the compacted segments into new output segments on the
-//! way — then take the partition lock briefly to replay the tail written meanwhile and swap.
-//! Compaction outputs become part of the store atomically through a manifest file:
-//! 1. outputs are written as `*.seg.tmp` and fsynced;
-//! 2. `COMPACT` (inputs and outputs) is written to a temp file, fsynced and renamed: the commit;
-//! 3. outputs are renamed to `*.seg`, the in-memory state is swapped, inputs are deleted, and
-//!    `COMPACT` is removed.
+//! - `resize` rebuilds the index at a size fitting the live keys (growth, shrinking, and
+//!   clearing the tombstones that deletes leave in it);
+//! - `compact` rewrites the live records of the oldest segments and frees them (FAWN-DS
+//!   Compact), a few segments at a time when disk space is short;
+//! - checkpoints save the index so reopening replays only the log after them.
 //!
-//! Opening a store finishes step 3 if `COMPACT` exists, and otherwise deletes `*.seg.tmp`.
+//! Neither procedure replays the history of the log into a new index: a put record is kept
+//! only if the partition's current index still points at it (a test on locations, no key
+//! comparison, see [`scan_records`]). So a partition that once held many keys and deleted them
+//! costs nothing more to maintain than one that never had them.
 
-use std::fs;
-use std::path::Path;
 use std::sync::Arc;
 
 use crate::builder::IndexBuilder;
 use crate::checkpoint::{self, CheckpointMeta};
+use crate::compact::{self, Pass, PassOutcome};
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
-use crate::index::{Index, CAPACITY_MIN, LOAD_GROW};
-use crate::log::format::{self, RecordType, SegmentOrder, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
+use crate::index::{CAPACITY_MIN, LOAD_GROW};
+use crate::log::format::{RecordHeader, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use crate::log::reader::{Scanner, Step};
-use crate::log::segment::{
-    segment_file_name, sync_dir, tmp_segment_file_name, Segment, SEGMENT_SUFFIX, SEGMENT_TMP_SUFFIX,
-};
-use crate::log::writer::Appender;
-use crate::partition::{new_segment_at, PartState, Partition, SegmentSet, StoreCtx};
+use crate::log::segment::Segment;
+use crate::options::DamagePolicy;
+use crate::partition::{MaintenanceState, PartState, Partition, StoreCtx};
 
-const MANIFEST_FILE: &str = "COMPACT";
-const MANIFEST_TMP_FILE: &str = "COMPACT.tmp";
+pub(crate) use crate::compact::finish_interrupted;
+
 /// Below this load (and above twice the minimum capacity) an index is rebuilt smaller.
 pub const LOAD_SHRINK: f64 = 0.35;
-/// How many times maintenance retries with a larger index when writers outran its estimate.
-const RESIZE_ATTEMPTS_MAX: usize = 4;
-/// Output buffer of a compaction: records are written in runs of this size.
-const COMPACTION_WRITE_BYTES: usize = 1 << 20;
+/// Put records whose liveness is tested under one shared lock of the partition: long enough
+/// to make the lock cheap per record, short enough that writers barely wait for it.
+const LIVENESS_CHUNK_RECORDS: usize = 1024;
+/// Record bytes a liveness chunk holds at most (compaction keeps the records it tests).
+const LIVENESS_CHUNK_BYTES: usize = 1 << 20;
 
 /// What one maintenance pass did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -47,14 +44,20 @@ pub struct MaintenanceReport {
     pub records_dropped: u64,
     pub index_capacity_before: usize,
     pub index_capacity_after: usize,
+    /// Damage skipped (only when the store was opened with `DamagePolicy::Salvage`).
+    pub damage: Vec<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// Rewrite live records of every segment but a fresh active one; rebuild the index.
-    Compact,
-    /// Rebuild the index at a size fitting its live keys; the log is untouched.
-    Resize,
+impl MaintenanceReport {
+    pub(crate) fn merge(&mut self, r: MaintenanceReport) {
+        self.segments_compacted += r.segments_compacted;
+        self.segments_written += r.segments_written;
+        self.records_copied += r.records_copied;
+        self.records_dropped += r.records_dropped;
+        self.index_capacity_before += r.index_capacity_before;
+        self.index_capacity_after += r.index_capacity_after;
+        self.damage.extend(r.damage);
+    }
 }
 
 /// Whether the partition's index should be resized now.
@@ -64,455 +67,265 @@ pub(crate) fn wants_resize(st: &PartState) -> bool {
         || (cap > 2 * CAPACITY_MIN && (st.index.live() as f64) < LOAD_SHRINK * cap as f64)
 }
 
-/// Whether the partition has enough garbage to compact.
+/// Whether the partition has enough garbage to compact: its garbage ratio is above the
+/// trigger (and it has more than a token number of dead records).
 pub(crate) fn wants_compaction(ctx: &StoreCtx, st: &PartState) -> bool {
     let c = st.counters;
     ctx.opts.compact_garbage_ratio > 0.0
-        && c.dead >= ctx.opts.compact_min_dead_records
+        && c.dead >= ctx.opts.compact_min_dead_records.max(1)
         && c.dead as f64 > ctx.opts.compact_garbage_ratio * c.records as f64
 }
 
-/// Compacts or resizes the partition. The new index has room for `extra_keys` keys beyond
-/// the live ones (a writer waiting to insert that many).
-pub(crate) fn run(
-    ctx: &StoreCtx,
-    part: &Partition,
-    mode: Mode,
-    extra_keys: usize,
-) -> Result<MaintenanceReport> {
-    let _serial = part.maintenance.lock();
-    let mut extra = extra_keys;
-    for _ in 0..RESIZE_ATTEMPTS_MAX {
-        match attempt(ctx, part, mode, extra)? {
-            Some(report) => {
-                ctx.maintenance_runs
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if mode == Mode::Compact {
-                    // The old checkpoint names the retired segments: without a new one the
-                    // next open would rebuild this partition from its logs.
-                    save_checkpoint(ctx, part)?;
-                }
-                return Ok(report);
-            }
-            None => extra = extra * 2 + part.state.read().index.live() + 1024,
-        }
-    }
-    Err(Error::InvalidOptions(format!(
-        "partition {}: writers kept outgrowing the rebuilt index",
-        part.id
-    )))
+/// A position in a partition's log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LogPos {
+    pub file_id: u64,
+    pub offset: u64,
 }
 
-/// One pass; `Ok(None)` if the new index turned out too small (retry larger).
-fn attempt(
-    ctx: &StoreCtx,
-    part: &Partition,
-    mode: Mode,
-    extra_keys: usize,
-) -> Result<Option<MaintenanceReport>> {
-    // 1. Snapshot: which segments to compact, where the log ends.
-    let (snapshot, inputs, end_file_id, end_offset, live, cap_before) = {
-        let mut st = part.state.write();
-        st.appender.flush()?;
-        if mode == Mode::Compact && st.appender.end() > SEGMENT_HEADER_LEN as u64 {
-            st.rotate(ctx, part.id, &part.dir)?;
+impl LogPos {
+    /// The end of the partition's log now.
+    pub fn end_of(st: &PartState) -> LogPos {
+        LogPos {
+            file_id: st.segs.active().file_id(),
+            offset: st.appender.end(),
         }
-        let n = st.segs.ordered.len();
-        let inputs: Vec<Arc<Segment>> = match mode {
-            Mode::Compact => st.segs.ordered[..n - 1].to_vec(),
-            Mode::Resize => Vec::new(),
-        };
-        (
-            st.segs.clone(),
-            inputs,
-            st.segs.active().file_id(),
-            st.appender.end(),
-            st.index.live(),
-            st.index.capacity(),
-        )
-    };
-    let mut report = MaintenanceReport {
-        segments_compacted: inputs.len(),
-        index_capacity_before: cap_before,
-        ..Default::default()
-    };
-    let mut b = IndexBuilder::new(Index::for_keys(live + extra_keys));
-    let mut out = Outputs::new(&snapshot, inputs.last().map(|s| s.header.order));
-
-    // 2. Copy the live records of the inputs.
-    let copied = copy_live(ctx, part, &inputs, &mut b, &mut out, &mut report);
-    let copied = copied.and_then(|()| out.finish());
-    if let Err(e) = copied {
-        out.abandon(part);
-        return Err(e);
     }
-
-    // 3. Replay the rest of the log up to the snapshot end, in place.
-    let mut view = snapshot.clone();
-    for seg in &out.segments {
-        view.register(seg.clone());
-    }
-    let rest: Vec<Arc<Segment>> = snapshot.ordered[inputs.len()..].to_vec();
-    let replayed = replay_range(
-        &view,
-        &rest,
-        SEGMENT_HEADER_LEN as u64,
-        end_file_id,
-        end_offset,
-        &mut b,
-    );
-    if let Err(e) = replayed {
-        out.abandon(part);
-        return Err(e);
-    }
-
-    // 4. Catch up with the tail and swap, under the partition lock.
-    let mut st = part.state.write();
-    if let Err(e) = st.appender.flush() {
-        drop(st);
-        out.abandon(part);
-        return Err(e);
-    }
-    let tail_start = st
-        .segs
-        .ordered
-        .iter()
-        .position(|s| s.file_id() == end_file_id)
-        .expect("maintenance is serialised: the snapshot's end segment is still there");
-    let tail: Vec<Arc<Segment>> = st.segs.ordered[tail_start..].to_vec();
-    let (tail_file_id, tail_end) = (st.segs.active().file_id(), st.appender.end());
-    let caught_up = replay_range(&st.segs, &tail, end_offset, tail_file_id, tail_end, &mut b);
-    if let Err(e) = caught_up {
-        drop(st);
-        out.abandon(part);
-        return Err(e);
-    }
-    // Batches are appended whole under the partition lock, so members still waiting for a
-    // commit record belong to batches aborted by a crash or a failed write: never applied.
-    let aborted: usize = b.take_pending().values().map(Vec::len).sum();
-    b.discard_members(aborted);
-    if b.too_full() {
-        drop(st);
-        out.abandon(part);
-        return Ok(None);
-    }
-    let outputs = if inputs.is_empty() {
-        Vec::new()
-    } else {
-        match out.commit(&part.dir, &inputs) {
-            Ok(o) => o,
-            Err(e) => {
-                drop(st);
-                out.abandon(part);
-                return Err(e);
-            }
-        }
-    };
-    report.segments_written = outputs.len();
-    swap_segments(&mut st, &inputs, &outputs);
-    report.index_capacity_after = b.index.capacity();
-    st.index = b.index;
-    st.counters = b.counters;
-    st.dirty = true;
-    drop(st);
-
-    // 5. Retire the inputs.
-    if !inputs.is_empty() {
-        for seg in &inputs {
-            let _ = fs::remove_file(&seg.path);
-        }
-        let _ = fs::remove_file(part.dir.join(MANIFEST_FILE));
-        sync_dir(&part.dir)?;
-    }
-    Ok(Some(report))
 }
 
-/// Copies every live put of `inputs` to the outputs and indexes it there.
-fn copy_live(
-    ctx: &StoreCtx,
-    part: &Partition,
-    inputs: &[Arc<Segment>],
-    b: &mut IndexBuilder,
-    out: &mut Outputs,
-    report: &mut MaintenanceReport,
-) -> Result<()> {
-    for seg in inputs {
-        let mut sc = Scanner::new(seg, SEGMENT_HEADER_LEN as u64, u64::MAX, false);
-        loop {
-            match sc.next_step()? {
-                Step::Record { offset, header, .. } => {
-                    let rec = sc.record();
-                    if !header.ty.is_put() {
-                        report.records_dropped += 1;
-                        continue;
-                    }
-                    let key = &rec[RECORD_HEADER_LEN..RECORD_HEADER_LEN + header.key_len as usize];
-                    let hash = KeyHash::of(key);
-                    let loc = out.snapshot_loc(seg.slot(), offset);
-                    let live = part.state.read().index.find_loc(hash, loc).is_some();
-                    if !live {
-                        report.records_dropped += 1;
-                        continue;
-                    }
-                    let new_loc = out.append(ctx, part, rec, header.ty)?;
-                    b.insert_new(hash, new_loc);
-                    b.counters.records += 1;
-                    b.max_seq = b.max_seq.max(header.seq);
-                    report.records_copied += 1;
-                }
-                Step::Damaged { .. } => {}
-                Step::End { .. } => break,
-            }
-        }
-    }
-    Ok(())
+/// A record read by [`scan_records`].
+pub(crate) struct ScannedRecord<'a> {
+    pub segment: &'a Arc<Segment>,
+    pub offset: u64,
+    pub loc: u32,
+    pub header: RecordHeader,
+    /// Puts only: the key's hash, and whether the partition's index pointed at this record
+    /// when it was tested.
+    pub hash: KeyHash,
+    pub live: bool,
+    /// The record's bytes (only when the scan keeps them).
+    pub bytes: &'a [u8],
+    /// Whether the value checksum matched (always true when values are not verified).
+    pub value_ok: bool,
 }
 
-/// Replays `segs` in place from `from` (first segment) up to (`end_file_id`, `end_offset`).
-fn replay_range(
-    view: &SegmentSet,
+/// How [`scan_records`] reads.
+#[derive(Clone, Copy)]
+pub(crate) struct ScanMode {
+    /// Keep the bytes of every record and hand over every record (compaction copies them);
+    /// otherwise only puts, without their bytes (resizing needs their locations).
+    pub keep_bytes: bool,
+    /// Verify value checksums.
+    pub verify_values: bool,
+    pub on_damage: DamagePolicy,
+}
+
+/// A record waiting in a chunk for the liveness test of its chunk's puts.
+struct Held {
+    segment: usize,
+    offset: u64,
+    loc: u32,
+    header: RecordHeader,
+    hash: KeyHash,
+    bytes: std::ops::Range<usize>,
+    value_ok: bool,
+}
+
+/// Reads `segs` in log order, up to `end` if it lies in one of them, and hands `on_record`
+/// every record in order (with `keep_bytes`; else only the puts), each put marked live if
+/// the partition's index still points at it — tested in chunks, each under one shared lock
+/// of the partition, so writers barely wait. Returns the damage skipped: under
+/// `DamagePolicy::Refuse` damage (bytes that are no record, a sealed segment whose rest is
+/// unreadable) fails the scan with `Error::Corruption` instead, since a live record could
+/// hide there and maintenance must not drop it silently.
+pub(crate) fn scan_records(
+    part: &Partition,
     segs: &[Arc<Segment>],
-    from: u64,
-    end_file_id: u64,
-    end_offset: u64,
-    b: &mut IndexBuilder,
-) -> Result<()> {
+    end: Option<LogPos>,
+    mode: ScanMode,
+    mut on_record: impl FnMut(&ScannedRecord<'_>) -> Result<()>,
+) -> Result<Vec<String>> {
+    let mut skipped = Vec::new();
+    let span = part.state.read().segs.clone();
+    let mut held: Vec<Held> = Vec::with_capacity(LIVENESS_CHUNK_RECORDS);
+    let mut chunk: Vec<u8> = Vec::new();
+    let mut flush = |held: &mut Vec<Held>, chunk: &mut Vec<u8>| {
+        let live: Vec<bool> = {
+            let st = part.state.read();
+            held.iter()
+                .map(|h| h.header.ty.is_put() && st.index.find_loc(h.hash, h.loc).is_some())
+                .collect()
+        };
+        for (h, live) in held.iter().zip(live) {
+            on_record(&ScannedRecord {
+                segment: &segs[h.segment],
+                offset: h.offset,
+                loc: h.loc,
+                header: h.header,
+                hash: h.hash,
+                live,
+                bytes: &chunk[h.bytes.clone()],
+                value_ok: h.value_ok,
+            })?;
+        }
+        held.clear();
+        chunk.clear();
+        Ok::<(), Error>(())
+    };
     for (i, seg) in segs.iter().enumerate() {
-        let start = if i == 0 {
-            from
-        } else {
-            SEGMENT_HEADER_LEN as u64
+        let limit = match end {
+            Some(e) if e.file_id == seg.file_id() => e.offset,
+            _ => u64::MAX,
         };
-        let limit = if seg.file_id() == end_file_id {
-            end_offset
-        } else {
-            u64::MAX
-        };
-        let mut sc = Scanner::new(seg, start, limit, false);
+        let mut sc = Scanner::new(seg, SEGMENT_HEADER_LEN as u64, limit, mode.verify_values);
         loop {
             match sc.next_step()? {
-                Step::Record { offset, header, .. } => {
-                    b.apply(view, view.loc(seg.slot(), offset), &header, sc.record())?
+                Step::Record {
+                    offset,
+                    header,
+                    value_ok,
+                } => {
+                    if !mode.keep_bytes && !header.ty.is_put() {
+                        continue;
+                    }
+                    let rec = sc.record();
+                    let key = &rec[RECORD_HEADER_LEN..RECORD_HEADER_LEN + header.key_len as usize];
+                    let at = chunk.len();
+                    if mode.keep_bytes {
+                        chunk.extend_from_slice(rec);
+                    }
+                    held.push(Held {
+                        segment: i,
+                        offset,
+                        loc: span.loc(seg.slot(), offset),
+                        header,
+                        hash: KeyHash::of(key),
+                        bytes: at..chunk.len(),
+                        value_ok,
+                    });
+                    if held.len() >= LIVENESS_CHUNK_RECORDS || chunk.len() >= LIVENESS_CHUNK_BYTES {
+                        flush(&mut held, &mut chunk)?;
+                    }
                 }
-                Step::Damaged { .. } => {}
-                Step::End { .. } => break,
+                Step::Damaged {
+                    offset,
+                    resume_at,
+                    reason,
+                } => damage(
+                    mode.on_damage,
+                    seg,
+                    offset,
+                    format!("{reason}; {} bytes skipped", resume_at - offset),
+                    &mut skipped,
+                )?,
+                Step::End { offset, torn } => {
+                    if let Some(reason) = torn {
+                        damage(
+                            mode.on_damage,
+                            seg,
+                            offset,
+                            format!("{reason}; the rest of the segment is unreadable"),
+                            &mut skipped,
+                        )?;
+                    }
+                    break;
+                }
             }
         }
-        if seg.file_id() == end_file_id {
+        if limit != u64::MAX {
             break;
         }
     }
+    flush(&mut held, &mut chunk)?;
+    Ok(skipped)
+}
+
+fn damage(
+    policy: DamagePolicy,
+    seg: &Segment,
+    offset: u64,
+    what: String,
+    skipped: &mut Vec<String>,
+) -> Result<()> {
+    match policy {
+        DamagePolicy::Refuse => Err(Error::corruption(&seg.path, offset, what)),
+        DamagePolicy::Salvage => {
+            skipped.push(format!("{} at offset {offset}: {what}", seg.path.display()));
+            Ok(())
+        }
+    }
+}
+
+/// Replays the log from `from` to the partition's end into `b` (under the partition's
+/// exclusive lock: the catch-up step of a resize). Batches are appended whole under that
+/// lock, so members left without a commit record at the end belong to batches that failed:
+/// they are dropped.
+pub(crate) fn catch_up(st: &PartState, from: LogPos, b: &mut IndexBuilder) -> Result<()> {
+    let start = st
+        .segs
+        .ordered
+        .iter()
+        .position(|s| s.file_id() == from.file_id)
+        .expect("maintenance is serialised: the snapshot's end segment is still there");
+    let end = LogPos::end_of(st);
+    for (i, seg) in st.segs.ordered[start..].iter().enumerate() {
+        let first = if i == 0 {
+            from.offset
+        } else {
+            SEGMENT_HEADER_LEN as u64
+        };
+        let limit = if seg.file_id() == end.file_id {
+            end.offset
+        } else {
+            u64::MAX
+        };
+        let mut sc = Scanner::new(seg, first, limit, false);
+        loop {
+            match sc.next_step()? {
+                Step::Record { offset, header, .. } => b.apply(
+                    &st.segs,
+                    st.segs.loc(seg.slot(), offset),
+                    &header,
+                    sc.record(),
+                )?,
+                Step::Damaged { offset, reason, .. } => {
+                    return Err(Error::corruption(&seg.path, offset, reason))
+                }
+                Step::End { .. } => break,
+            }
+        }
+    }
+    b.take_pending();
     Ok(())
 }
 
-/// Replaces `inputs` (a prefix of the log) by `outputs`.
-fn swap_segments(st: &mut PartState, inputs: &[Arc<Segment>], outputs: &[Arc<Segment>]) {
-    for seg in inputs {
-        st.segs.unregister(seg.slot());
+/// One compaction pass — over the whole log (`budget_bytes: None`, the active segment sealed
+/// into it) or the next pass of the partition's sweep — then a checkpoint (the old one names
+/// the retired segments; on a full disk it is skipped: the next open is only slower). The
+/// caller holds the partition's maintenance lock, `m`.
+pub(crate) fn compact_pass(
+    ctx: &StoreCtx,
+    part: &Partition,
+    m: &mut MaintenanceState,
+    budget_bytes: Option<u64>,
+) -> Result<PassOutcome> {
+    let dead = part.state.read().counters.dead;
+    let pass = match budget_bytes {
+        None => Pass {
+            budget_bytes: u64::MAX,
+            start_after: None,
+        },
+        Some(b) => m.next_pass(b),
+    };
+    let o = compact::compact(ctx, part, pass)?;
+    m.after_pass(&o, dead, ctx.opts.compact_min_dead_records);
+    ctx.maintenance_runs
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    match save_checkpoint(ctx, part) {
+        Err(e) if e.is_no_space() => {}
+        other => other?,
     }
-    let rest: Vec<Arc<Segment>> = st.segs.ordered[inputs.len()..].to_vec();
-    for seg in outputs {
-        st.segs.unregister(seg.slot()); // the .tmp handle registered while writing
-    }
-    st.segs.ordered.clear();
-    for seg in outputs.iter().chain(rest.iter()) {
-        if st.segs.slot(seg.slot()).is_none() {
-            st.segs.register(seg.clone());
-        }
-        st.segs.ordered.push(seg.clone());
-    }
-}
-
-/// Compaction output segments being written.
-struct Outputs {
-    /// Addressing of the snapshot (input locations).
-    span_set: SegmentSet,
-    /// Order of the last input: outputs take `(major, minor + i)`.
-    last_input: Option<SegmentOrder>,
-    segments: Vec<Arc<Segment>>,
-    appender: Option<Appender>,
-}
-
-impl Outputs {
-    fn new(snapshot: &SegmentSet, last_input: Option<SegmentOrder>) -> Outputs {
-        Outputs {
-            span_set: snapshot.clone(),
-            last_input,
-            segments: Vec::new(),
-            appender: None,
-        }
-    }
-
-    fn snapshot_loc(&self, slot: u32, offset: u64) -> u32 {
-        self.span_set.loc(slot, offset)
-    }
-
-    /// Appends a copy of a live record; returns its new location.
-    fn append(
-        &mut self,
-        ctx: &StoreCtx,
-        part: &Partition,
-        rec: &[u8],
-        ty: RecordType,
-    ) -> Result<u32> {
-        let need = rec.len() as u64;
-        if self.appender.as_ref().is_none_or(|a| a.room() < need) {
-            if let Some(a) = self.appender.as_mut() {
-                a.flush()?;
-            }
-            let last = self
-                .last_input
-                .expect("outputs exist only when there are inputs");
-            let order = SegmentOrder {
-                major: last.major,
-                minor: last.minor + 1 + self.segments.len() as u32,
-            };
-            let seg = {
-                let mut st = part.state.write();
-                let slot = st.segs.free_slot(part.id)?;
-                let file_id = ctx.alloc_file_id();
-                let seg = Arc::new(new_segment_at(
-                    ctx,
-                    part.id,
-                    &part.dir.join(tmp_segment_file_name(file_id)),
-                    file_id,
-                    slot,
-                    order,
-                )?);
-                st.segs.register(seg.clone());
-                seg
-            };
-            self.segments.push(seg.clone());
-            self.appender = Some(Appender::new(
-                seg,
-                SEGMENT_HEADER_LEN as u64,
-                true,
-                COMPACTION_WRITE_BYTES,
-            ));
-        }
-        let a = self.appender.as_mut().expect("made above");
-        let mut copy = rec.to_vec();
-        if ty == RecordType::BatchPut {
-            // The batch is committed (its member is live): keep it as a plain record.
-            format::retype_record(&mut copy, RecordType::Put);
-        }
-        let at = a.append(&copy)?;
-        Ok(self.span_set.loc(a.segment.slot(), at))
-    }
-
-    /// Writes out buffered records and makes the outputs durable.
-    fn finish(&mut self) -> Result<()> {
-        if let Some(a) = self.appender.as_mut() {
-            a.flush()?;
-        }
-        for seg in &self.segments {
-            seg.sync_data()?;
-        }
-        Ok(())
-    }
-
-    /// Commits the compaction on disk: manifest, then renames. Returns the outputs reopened
-    /// under their final names.
-    fn commit(&self, dir: &Path, inputs: &[Arc<Segment>]) -> Result<Vec<Arc<Segment>>> {
-        let ids = |v: &[Arc<Segment>]| {
-            v.iter()
-                .map(|s| format!("{:016x}", s.file_id()))
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        let manifest = format!(
-            "quiver-compaction v1\ninputs {}\noutputs {}\n",
-            ids(inputs),
-            ids(&self.segments)
-        );
-        let tmp = dir.join(MANIFEST_TMP_FILE);
-        fs::write(&tmp, manifest)
-            .and_then(|_| fs::File::open(&tmp)?.sync_all())
-            .map_err(|e| Error::io("write compaction manifest", &tmp, e))?;
-        let path = dir.join(MANIFEST_FILE);
-        fs::rename(&tmp, &path).map_err(|e| Error::io("commit compaction manifest", &path, e))?;
-        sync_dir(dir)?;
-        let mut reopened = Vec::with_capacity(self.segments.len());
-        for seg in &self.segments {
-            let to = dir.join(segment_file_name(seg.file_id()));
-            fs::rename(&seg.path, &to)
-                .map_err(|e| Error::io("rename compaction output", &to, e))?;
-            reopened.push(Arc::new(Segment::open(to)?));
-        }
-        sync_dir(dir)?;
-        Ok(reopened)
-    }
-
-    /// Drops unfinished outputs: frees their slots and deletes their files.
-    fn abandon(self, part: &Partition) {
-        let mut st = part.state.write();
-        for seg in &self.segments {
-            st.segs.unregister(seg.slot());
-            let _ = fs::remove_file(&seg.path);
-        }
-    }
-}
-
-/// Completes or rolls back a compaction interrupted by a crash. Returns the largest file id
-/// seen in the files it handled.
-pub(crate) fn finish_interrupted(dir: &Path) -> Result<u64> {
-    let mut max_id = 0;
-    let manifest = dir.join(MANIFEST_FILE);
-    match fs::read_to_string(&manifest) {
-        Ok(text) => {
-            let list = |prefix: &str| -> Vec<u64> {
-                text.lines()
-                    .find_map(|l| l.strip_prefix(prefix))
-                    .map(|l| {
-                        l.split(',')
-                            .filter_map(|x| u64::from_str_radix(x.trim(), 16).ok())
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            };
-            for id in list("outputs ") {
-                max_id = max_id.max(id);
-                let tmp = dir.join(tmp_segment_file_name(id));
-                if tmp.exists() {
-                    let to = dir.join(segment_file_name(id));
-                    fs::rename(&tmp, &to)
-                        .map_err(|e| Error::io("finish compaction rename", &to, e))?;
-                }
-            }
-            for id in list("inputs ") {
-                max_id = max_id.max(id);
-                let p = dir.join(segment_file_name(id));
-                match fs::remove_file(&p) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(Error::io("finish compaction delete", &p, e)),
-                }
-            }
-            sync_dir(dir)?;
-            fs::remove_file(&manifest)
-                .map_err(|e| Error::io("remove compaction manifest", &manifest, e))?;
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::io("read compaction manifest", &manifest, e)),
-    }
-    let _ = fs::remove_file(dir.join(MANIFEST_TMP_FILE));
-    if let Ok(entries) = fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if let Some(stem) = name.strip_suffix(SEGMENT_TMP_SUFFIX) {
-                if let Ok(id) = u64::from_str_radix(stem, 16) {
-                    max_id = max_id.max(id);
-                }
-                let _ = fs::remove_file(entry.path());
-            } else if let Some(stem) = name.strip_suffix(SEGMENT_SUFFIX) {
-                if let Ok(id) = u64::from_str_radix(stem, 16) {
-                    max_id = max_id.max(id);
-                }
-            }
-        }
-    }
-    Ok(max_id)
+    Ok(o)
 }
 
 /// Writes the partition's checkpoint. The log it refers to is made durable first, so the

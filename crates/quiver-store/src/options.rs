@@ -89,6 +89,22 @@ impl std::str::FromStr for BackendKind {
     }
 }
 
+/// What opening a store does about damage in the middle of a log (bytes that are not a valid
+/// record, a batch part missing members). Such damage can hide the newest record of a key, so
+/// that an older value would be served as current.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DamagePolicy {
+    /// Opening fails with [`crate::Error::Damaged`], naming every damaged place and the keys
+    /// that may be affected; nothing is changed on disk. (A torn tail — the end of the last
+    /// write cut short by a crash — is not damage: it is truncated in every policy.)
+    #[default]
+    Refuse,
+    /// The store opens without what is damaged, and [`crate::RecoveryReport`] says what was
+    /// skipped and which keys may have lost their newest value. Compaction drops damaged
+    /// records instead of stopping at them, so compacting afterwards leaves a clean log.
+    Salvage,
+}
+
 impl std::fmt::Display for BackendKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -115,7 +131,8 @@ pub struct Options {
     /// Background checkpoint period (0 = only on close and on demand).
     pub checkpoint_interval_ms: u64,
     /// Background compaction starts when a partition's garbage ratio (dead records / records)
-    /// exceeds this, and it holds at least `compact_min_dead_records`. 0.0 disables it.
+    /// exceeds this, and it holds at least `compact_min_dead_records` (a floor that only
+    /// spares tiny partitions needless passes). 0.0 disables it.
     pub compact_garbage_ratio: f64,
     pub compact_min_dead_records: u64,
     /// Run maintenance (index growth, compaction, checkpoints, flushes) on a background thread.
@@ -123,6 +140,22 @@ pub struct Options {
     pub background: bool,
     /// Expected number of keys: sizes the initial index so a bulk load does not regrow it.
     pub expected_keys: u64,
+    /// Segment bytes one background compaction pass reads at most (the oldest segments
+    /// first): bounds the disk space a pass needs before it frees anything, and its duration.
+    /// At least one segment is compacted per pass.
+    pub compact_pass_bytes_max: u64,
+    /// Disk space held in reserve (the `RESERVE` file) so that deletes and compaction can
+    /// still run when the disk is full: when a delete or a compaction finds no space, the
+    /// reserve is released and, until compaction has made room to take it back, writes that
+    /// add data are refused. Capped at 1/32 of the file system's size; 0 disables it. It should
+    /// hold the live records of at least one segment (compaction's unit).
+    pub disk_reserve_bytes: u64,
+    /// Open without writing anything: no checkpoints, no torn-tail truncation, no background
+    /// thread, no reserve; every write fails with [`crate::Error::ReadOnly`]. For offline
+    /// inspection (`quiver check`, `quiver stats`).
+    pub read_only: bool,
+    /// What opening does about damage in the middle of a log.
+    pub on_damage: DamagePolicy,
 }
 
 impl Default for Options {
@@ -138,9 +171,13 @@ impl Default for Options {
             flush_interval_ms: 100,
             checkpoint_interval_ms: 60_000,
             compact_garbage_ratio: 0.5,
-            compact_min_dead_records: 4096,
+            compact_min_dead_records: 64,
             background: true,
             expected_keys: 0,
+            compact_pass_bytes_max: 4 << 30,
+            disk_reserve_bytes: 1 << 30,
+            read_only: false,
+            on_damage: DamagePolicy::Refuse,
         }
     }
 }

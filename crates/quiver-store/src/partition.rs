@@ -9,7 +9,7 @@
 //! exclusive only to catch up with the log tail and swap.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -34,6 +34,9 @@ pub(crate) struct StoreCtx {
     pub value_len_estimate: AtomicUsize,
     /// Completed compactions and index resizes (for monitoring).
     pub maintenance_runs: AtomicU64,
+    /// Set while the disk reserve is released (see `reserve`): appenders then allocate no
+    /// disk blocks ahead of need.
+    pub space_short: Arc<AtomicBool>,
 }
 
 impl StoreCtx {
@@ -211,7 +214,54 @@ pub(crate) struct Partition {
     pub dir: PathBuf,
     pub state: RwLock<PartState>,
     pub commit: GroupCommit,
-    pub maintenance: Mutex<()>,
+    /// Held for a whole resize or compaction pass (one at a time per partition); it also
+    /// keeps the background thread's memory of past passes.
+    pub maintenance: Mutex<MaintenanceState>,
+    /// Keys a writer waits to insert: the background thread resizes the index for them.
+    pub room_wanted: AtomicUsize,
+    /// Resizes of the index by the background thread (a waiting writer watches it move).
+    pub resizes: AtomicU64,
+}
+
+impl MaintenanceState {
+    /// The next pass of the partition's sweep, reading at most `budget_bytes`.
+    pub fn next_pass(&self, budget_bytes: u64) -> crate::compact::Pass {
+        crate::compact::Pass {
+            budget_bytes,
+            start_after: self.sweep_cursor,
+        }
+    }
+
+    /// Moves the sweep on after a pass. A sweep that reached the end having dropped nothing
+    /// waits for `min_dead` more dead records (the partition had `dead` before the pass).
+    pub fn after_pass(&mut self, o: &crate::compact::PassOutcome, dead: u64, min_dead: u64) {
+        self.sweep_dropped += o.report.records_dropped;
+        if o.reached_end || o.last_major.is_none() {
+            if self.sweep_dropped == 0 {
+                self.compact_when_dead = dead + min_dead.max(1);
+            }
+            self.sweep_cursor = None;
+            self.sweep_dropped = 0;
+        } else {
+            self.sweep_cursor = o.last_major;
+        }
+    }
+}
+
+/// What the background thread remembers about a partition's maintenance.
+#[derive(Debug, Default)]
+pub(crate) struct MaintenanceState {
+    /// Failed passes in a row, and when to try again.
+    pub failures: u32,
+    pub retry_at: Option<std::time::Instant>,
+    /// A sweep of compaction passes that dropped nothing is not tried again before the
+    /// partition's dead records reach this (no pass after pass copying live records for
+    /// nothing).
+    pub compact_when_dead: u64,
+    /// Where the next pass of a sweep starts (after this major order; `None`: the head), and
+    /// what the sweep dropped so far.
+    pub sweep_cursor: Option<u64>,
+    pub sweep_dropped: u64,
 }
 
 pub use crate::layout::partition_dir;
@@ -232,9 +282,27 @@ impl PartState {
         self.rotate(ctx, part, dir)
     }
 
+    /// Makes appending `len` more bytes unable to fail for space: room in the active segment
+    /// (a fresh one if the run does not fit this one) and disk blocks reserved. A full disk
+    /// fails here, before anything is written. (A run longer than a segment is split by the
+    /// write path and reserves piece by piece.)
+    pub fn prepare_append(
+        &mut self,
+        ctx: &StoreCtx,
+        part: u32,
+        dir: &Path,
+        len: u64,
+    ) -> Result<()> {
+        if len > ctx.opts.segment_bytes - SEGMENT_HEADER_LEN as u64 {
+            return Ok(());
+        }
+        self.ensure_room(ctx, part, dir, len)?;
+        self.appender.reserve(len)
+    }
+
     /// Seals the active segment and starts a new one.
     pub fn rotate(&mut self, ctx: &StoreCtx, part: u32, dir: &Path) -> Result<()> {
-        self.appender.flush()?;
+        self.appender.release_unused()?;
         if ctx.opts.durability == Durability::Fsync {
             // Synced positions must stay monotonic across segments: the group-commit syncer
             // only syncs the active segment.
@@ -261,6 +329,7 @@ impl PartState {
             SEGMENT_HEADER_LEN as u64,
             ctx.opts.durability == Durability::None,
             ctx.opts.write_buffer_bytes_max,
+            ctx.space_short.clone(),
         );
         Ok(())
     }

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::index::{Index, LOAD_AFTER_REBUILD};
 use crate::log::format::SEGMENT_HEADER_LEN;
 use crate::log::reader::{Scanner, Step};
-use crate::log::segment::{Segment, SEGMENT_SUFFIX};
+use crate::log::segment::Segment;
 use crate::maintenance;
 use crate::partition::{SegmentSet, StoreCtx};
 
@@ -26,8 +26,13 @@ pub struct RecoveryReport {
     pub records_replayed: u64,
     /// Torn tails truncated (file and offset).
     pub torn_tails: Vec<String>,
-    /// Damage found in the middle of logs or in files (reported, never returned as data).
+    /// Damage found in the middle of logs or in files: each names a file, an offset and what
+    /// may be affected. Opening with `DamagePolicy::Refuse` fails when there is any; with
+    /// `Salvage`, the store opens without it (never returning it as data).
     pub damage: Vec<String>,
+    /// Segment files that could not be used at all (unreadable header, another store's
+    /// layout, a slot taken twice): skipped, and listed in `damage` too.
+    pub unusable_files: Vec<std::path::PathBuf>,
     /// Checkpoints not used, and why.
     pub checkpoints_ignored: Vec<String>,
     /// Multi-partition batches completed by writing their missing commit records.
@@ -44,6 +49,7 @@ impl RecoveryReport {
         self.records_replayed += other.records_replayed;
         self.torn_tails.extend(other.torn_tails);
         self.damage.extend(other.damage);
+        self.unusable_files.extend(other.unusable_files);
         self.checkpoints_ignored.extend(other.checkpoints_ignored);
         self.batches_repaired += other.batches_repaired;
         self.batches_aborted += other.batches_aborted;
@@ -78,9 +84,13 @@ pub(crate) fn recover_partition(
     report: &mut RecoveryReport,
     progress: &mut dyn FnMut(RecoveryProgress),
 ) -> Result<Recovered> {
-    fs::create_dir_all(dir).map_err(|e| Error::io("create partition directory", dir, e))?;
-    let mut max_file_id = maintenance::finish_interrupted(dir)?;
-    let segs = open_segments(ctx, part, dir, report, &mut max_file_id)?;
+    let read_only = ctx.opts.read_only;
+    if !read_only {
+        fs::create_dir_all(dir).map_err(|e| Error::io("create partition directory", dir, e))?;
+    }
+    let files = maintenance::finish_interrupted(dir, read_only)?;
+    let mut max_file_id = files.max_file_id;
+    let segs = open_segments(ctx, part, &files.paths, report, &mut max_file_id)?;
     let bytes_total: u64 = segs
         .ordered
         .iter()
@@ -119,12 +129,13 @@ pub(crate) fn recover_partition(
             .expect("checkpoint::load matched its segments");
         let replayed_before = report.records_replayed;
         let torn_before = report.torn_tails.len();
-        let end = replay(&segs, start, ck.end_offset, &mut b, report, &mut prog)?;
+        let end = replay(ctx, &segs, start, ck.end_offset, &mut b, report, &mut prog)?;
         if !b.too_full() {
             report.partitions_from_checkpoint += 1;
             let clean = report.records_replayed == replayed_before
                 && report.torn_tails.len() == torn_before
                 && end == Some(ck.end_offset);
+            report.damage.append(&mut b.problems);
             return Ok(finish(segs, b, end, max_file_id, clean));
         }
     }
@@ -137,6 +148,7 @@ pub(crate) fn recover_partition(
     loop {
         let mut b = IndexBuilder::new(Index::for_keys_at(capacity_keys, LOAD_AFTER_REBUILD));
         let end = replay(
+            ctx,
             &segs,
             0,
             SEGMENT_HEADER_LEN as u64,
@@ -145,6 +157,7 @@ pub(crate) fn recover_partition(
             &mut prog,
         )?;
         if !b.too_full() {
+            report.damage.append(&mut b.problems);
             return Ok(finish(segs, b, end, max_file_id, false));
         }
         capacity_keys = capacity_keys * 2 + 1024;
@@ -172,20 +185,14 @@ fn finish(
 fn open_segments(
     ctx: &StoreCtx,
     part: u32,
-    dir: &Path,
+    paths: &[std::path::PathBuf],
     report: &mut RecoveryReport,
     max_file_id: &mut u64,
 ) -> Result<SegmentSet> {
+    let read_only = ctx.opts.read_only;
     let mut found: Vec<Segment> = Vec::new();
-    let entries = fs::read_dir(dir).map_err(|e| Error::io("list partition directory", dir, e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io("list partition directory", dir, e))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if !name.ends_with(SEGMENT_SUFFIX) {
-            continue;
-        }
-        match Segment::open(entry.path()) {
+    for path in paths {
+        match Segment::open(path.clone(), read_only) {
             Ok(seg) => {
                 *max_file_id = (*max_file_id).max(seg.file_id());
                 let h = seg.header;
@@ -200,20 +207,25 @@ fn open_segments(
                         h.partitions,
                         h.segment_bytes
                     ));
+                    report.unusable_files.push(seg.path.clone());
                     continue;
                 }
                 found.push(seg);
             }
-            Err(_) if creation_interrupted(&entry.path()) => {
-                let path = entry.path();
-                fs::remove_file(&path)
-                    .map_err(|e| Error::io("remove unfinished segment", &path, e))?;
+            Err(_) if creation_interrupted(path) => {
+                if !read_only {
+                    fs::remove_file(path)
+                        .map_err(|e| Error::io("remove unfinished segment", path, e))?;
+                }
                 report.torn_tails.push(format!(
                     "{}: empty segment file (a crash interrupted its creation); removed",
                     path.display()
                 ));
             }
-            Err(e) => report.damage.push(format!("{e}; segment skipped")),
+            Err(e) => {
+                report.damage.push(format!("{e}; segment skipped"));
+                report.unusable_files.push(path.clone());
+            }
         }
     }
     found.sort_by_key(|s| s.header.order);
@@ -225,9 +237,12 @@ fn open_segments(
                 seg.path.display(),
                 seg.slot()
             ));
+            report.unusable_files.push(seg.path.clone());
             continue;
         }
-        seg.ensure_full_length()?;
+        if !read_only {
+            seg.ensure_full_length()?;
+        }
         segs.push(Arc::new(seg));
     }
     Ok(segs)
@@ -263,6 +278,7 @@ fn count_puts(segs: &SegmentSet) -> Result<u64> {
 /// Replays segments `start..` (the first from `offset`) into `b`; truncates a torn tail in the
 /// last segment. Returns the log end in the last segment.
 fn replay(
+    ctx: &StoreCtx,
     segs: &SegmentSet,
     start: usize,
     offset: u64,
@@ -282,13 +298,20 @@ fn replay(
         // Values are verified in the last segment: a write cut short there (a crash, a full
         // disk) can leave a whole header and key before a partial value. Such a record is held
         // back: if it is the last one, it is the torn tail (the key keeps its previous value);
-        // if records follow, it is damage in the middle and is indexed, so a read reports it.
+        // if records follow, it is damage in the middle: it is indexed, so a read of its key
+        // reports it, and it is reported here.
         let mut sc = Scanner::new(seg, from, u64::MAX, i == last);
         let mut held: Option<(u64, crate::log::format::RecordHeader, Vec<u8>)> = None;
         loop {
             let step = sc.next_step()?;
             if !matches!(step, Step::End { .. }) {
                 if let Some((offset, header, rec)) = held.take() {
+                    report.damage.push(format!(
+                        "{} at offset {offset}: record value checksum mismatch; reads of key {} \
+                         report the damage",
+                        seg.path.display(),
+                        crate::compact::show_key(&rec)
+                    ));
                     b.apply(segs, segs.loc(seg.slot(), offset), &header, &rec)?;
                     report.records_replayed += 1;
                 }
@@ -309,7 +332,9 @@ fn replay(
                     resume_at,
                     reason,
                 } => report.damage.push(format!(
-                    "{} at offset {offset}: {reason}; {} bytes skipped up to the next valid record",
+                    "{} at offset {offset}: {reason}; {} bytes up to the next valid record are \
+                     unreadable (the newest values of the keys written there are lost; older \
+                     ones would show)",
                     seg.path.display(),
                     resume_at - offset
                 )),
@@ -322,14 +347,19 @@ fn replay(
                     };
                     if let Some(reason) = torn {
                         if i == last {
-                            seg.zero_from(offset)?;
+                            // Read-only: the tail is only ignored (the log ends before it).
+                            if !ctx.opts.read_only {
+                                seg.zero_from(offset)?;
+                            }
                             report.torn_tails.push(format!(
                                 "{} at offset {offset}: {reason}; truncated",
                                 seg.path.display()
                             ));
                         } else {
                             report.damage.push(format!(
-                                "{} at offset {offset}: {reason}; the rest of the segment is unreadable",
+                                "{} at offset {offset}: {reason}; the rest of the segment is \
+                                 unreadable (the newest values of the keys written there are \
+                                 lost; older ones would show)",
                                 seg.path.display()
                             ));
                         }

@@ -1,30 +1,35 @@
 //! The public engine: [`Store`]. Splits every vector by partition, takes the partitions' locks
 //! in ascending order, and hands each partition its share as one vector.
+//!
+//! Every write follows the same two phases while it holds the locks of all the partitions it
+//! touches: first everything that can fail for want of room (index room, log space, disk
+//! blocks) is settled for every partition, then the records are appended and indexed. So a
+//! write refused for room or space has changed nothing, and readers (who lock the same way)
+//! see a vector's writes all or none.
 
-use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use parking_lot::{Condvar, Mutex, RwLock, RwLockWriteGuard};
+use parking_lot::RwLockWriteGuard;
 
+use crate::background::{self, Background};
 use crate::batch::{self, Batch, BatchAction, BatchOutcome};
+use crate::compact;
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::index::LOAD_GROW;
-use crate::io;
 use crate::lockfile::DirLock;
-use crate::log::format::{self, SegmentOrder, SEGMENT_HEADER_LEN};
-use crate::log::writer::Appender;
 use crate::lookup::{self, Found, LookupKey};
-use crate::maintenance::{self, MaintenanceReport, Mode};
-use crate::meta;
+use crate::maintenance::{self, MaintenanceReport};
 use crate::options::{Durability, Options, KEY_LEN_MAX};
-use crate::partition::{new_segment, partition_dir, PartState, Partition, StoreCtx};
-use crate::recovery::{self, RecoveryProgress, RecoveryReport};
+use crate::partition::{PartState, Partition, StoreCtx};
+use crate::recovery::{RecoveryProgress, RecoveryReport};
+use crate::reserve::DiskReserve;
+use crate::resize;
 use crate::scan::{self, ScanPage};
 use crate::write::{self, Framing, WriteOp};
 
@@ -35,16 +40,15 @@ pub struct Store {
     report: RecoveryReport,
 }
 
-struct Inner {
-    ctx: StoreCtx,
-    parts: Vec<Partition>,
-    dir: PathBuf,
-    _lock: DirLock,
+pub(crate) struct Inner {
+    pub ctx: StoreCtx,
+    pub parts: Vec<Partition>,
+    pub dir: PathBuf,
+    pub _lock: DirLock,
     /// Set once closed (or crashed): no more checkpoints or flushes from drop.
-    closed: AtomicBool,
-    wake: Mutex<bool>,
-    wake_cv: Condvar,
-    last_background_error: Mutex<Option<String>>,
+    pub closed: AtomicBool,
+    pub reserve: DiskReserve,
+    pub background: Background,
 }
 
 /// Figures about a store.
@@ -65,12 +69,18 @@ pub struct Stats {
     pub last_background_error: Option<String>,
     /// Compactions and index resizes completed since the store was opened.
     pub maintenance_runs: u64,
+    /// Disk space held in reserve for deletes and compaction (the `RESERVE` file).
+    pub disk_reserve_bytes: u64,
+    /// The reserve is released because the disk filled: writes that add data are refused
+    /// until compaction has made room to take it back.
+    pub short_of_space: bool,
 }
 
-/// First segment of a new partition.
-const FIRST_ORDER: SegmentOrder = SegmentOrder { major: 1, minor: 0 };
-/// Background thread's longest sleep between checks.
-const BACKGROUND_TICK_MS_MAX: u64 = 100;
+/// Times a writer asks for room in one partition's index before it gives up with
+/// `Error::IndexFull` (concurrent writers may take the room of one resize first).
+const ROOM_ATTEMPTS_MAX: usize = 8;
+/// How long a writer waits for the background thread to make index room, per attempt.
+const ROOM_WAIT: Duration = Duration::from_secs(10);
 
 impl Store {
     /// Opens (or creates) the store in `dir`.
@@ -81,122 +91,16 @@ impl Store {
     /// Opens the store, reporting index-rebuild progress.
     pub fn open_with_progress(
         dir: impl AsRef<Path>,
-        mut opts: Options,
+        opts: Options,
         progress: &mut (dyn FnMut(RecoveryProgress) + Send),
     ) -> Result<Store> {
-        opts.validate()?;
-        let dir = dir.as_ref().to_path_buf();
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create store directory", &dir, e))?;
-        let lock = DirLock::acquire(&dir)?;
-        meta::load_or_create(&dir, &mut opts)?;
-        let ctx = StoreCtx {
-            backend: io::backend(opts.backend)?,
-            opts,
-            next_file_id: AtomicU64::new(1),
-            next_seq: AtomicU64::new(1),
-            value_len_estimate: AtomicUsize::new(64),
-            maintenance_runs: AtomicU64::new(0),
-        };
-        let (recovered, mut report) = recover_partitions(&ctx, &dir, progress)?;
-        let max_seq = recovered
-            .iter()
-            .map(|r| r.builder.max_seq)
-            .max()
-            .unwrap_or(0);
-        let max_file = recovered.iter().map(|r| r.max_file_id).max().unwrap_or(0);
-        ctx.next_seq.store(max_seq + 1, Ordering::Relaxed);
-        ctx.next_file_id.store(max_file + 1, Ordering::Relaxed);
-
-        // A batch is committed if any partition holds its commit record.
-        let committed: HashSet<u64> = recovered
-            .iter()
-            .flat_map(|r| r.builder.commits.iter().copied())
-            .collect();
-        let mut repaired: HashSet<u64> = HashSet::new();
-        let mut aborted: HashSet<u64> = HashSet::new();
-        let mut parts = Vec::with_capacity(recovered.len());
-        for (p, rec) in recovered.into_iter().enumerate() {
-            let p = p as u32;
-            let pdir = partition_dir(&dir, p);
-            let clean = rec.clean && !rec.segs.ordered.is_empty();
-            let mut b = rec.builder;
-            let mut segs = rec.segs;
-            let mut repairs = Vec::new();
-            let pending: BTreeMap<u64, _> = rec.pending.into_iter().collect();
-            for (seq, members) in pending {
-                if committed.contains(&seq) {
-                    b.apply_members(&segs, &members)?;
-                    repairs.push((seq, members.len() as u32));
-                    repaired.insert(seq);
-                } else {
-                    b.discard_members(members.len());
-                    aborted.insert(seq);
-                }
-            }
-            if segs.ordered.is_empty() {
-                segs.push(Arc::new(new_segment(&ctx, p, &pdir, 0, FIRST_ORDER)?));
-            }
-            let end = rec.end_offset.unwrap_or(SEGMENT_HEADER_LEN as u64);
-            let appender = Appender::new(
-                segs.active().clone(),
-                end,
-                ctx.opts.durability == Durability::None,
-                ctx.opts.write_buffer_bytes_max,
-            );
-            let mut st = PartState {
-                index: b.index,
-                segs,
-                appender,
-                counters: b.counters,
-                appended_lsn: 0,
-                dirty: !clean,
-            };
-            for (seq, members) in repairs {
-                let mut buf = Vec::new();
-                write::encode_commit(&mut buf, seq, members);
-                st.ensure_room(&ctx, p, &pdir, buf.len() as u64)?;
-                st.append(&buf)?;
-                st.counters.records += 1;
-                st.counters.dead += 1;
-            }
-            st.appender.flush()?;
-            parts.push(Partition {
-                id: p,
-                dir: pdir,
-                state: RwLock::new(st),
-                commit: Default::default(),
-                maintenance: Mutex::new(()),
-            });
-        }
-        report.batches_repaired = repaired.len() as u64;
-        report.batches_aborted = aborted.len() as u64;
-
-        let inner = Arc::new(Inner {
-            ctx,
-            parts,
-            dir,
-            _lock: lock,
-            closed: AtomicBool::new(false),
-            wake: Mutex::new(false),
-            wake_cv: Condvar::new(),
-            last_background_error: Mutex::new(None),
-        });
-        // Checkpoint what had to be rebuilt or replayed, so the next open is fast. Only an
-        // optimisation: on a full disk the store opens anyway (the log holds everything).
-        for part in inner.parts.iter().filter(|p| p.state.read().dirty) {
-            match maintenance::save_checkpoint(&inner.ctx, part) {
-                Err(e @ Error::NoSpace { .. }) => {
-                    *inner.last_background_error.lock() = Some(e.to_string())
-                }
-                r => r?,
-            }
-        }
-        let background = if inner.ctx.opts.background {
+        let (inner, report) = crate::open::open(dir.as_ref(), opts, progress)?;
+        let background = if inner.ctx.opts.background && !inner.ctx.opts.read_only {
             let bg = inner.clone();
             Some(
                 std::thread::Builder::new()
                     .name("quiver-maintenance".into())
-                    .spawn(move || background_loop(&bg))
+                    .spawn(move || background::run(&bg))
                     .map_err(|e| Error::io("spawn maintenance thread", &inner.dir, e))?,
             )
         } else {
@@ -299,8 +203,9 @@ impl Store {
     }
 
     /// Puts many pairs: each partition's share is appended as one run with one write (and, in
-    /// fsync mode, made durable by one group-committed fdatasync). Not atomic across
-    /// partitions — use [`Store::apply`] for that.
+    /// fsync mode, made durable by one group-committed fdatasync). Readers see all of it or
+    /// none; a full disk refuses all of it. A crash may keep part of it (plain records) —
+    /// use [`Store::apply`] for a vector that must survive a crash all or nothing.
     pub fn multi_put<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, pairs: &[(K, V)]) -> Result<()> {
         self.check_width(pairs.len())?;
         let mut ops = Vec::with_capacity(pairs.len());
@@ -322,7 +227,8 @@ impl Store {
         Ok(self.multi_delete(&[key])?[0])
     }
 
-    /// Deletes many keys; per key, whether it existed.
+    /// Deletes many keys; per key, whether it existed. Deletes run on a full disk too (they
+    /// may use the disk reserve).
     pub fn multi_delete<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
         self.check_width(keys.len())?;
         let mut ops = Vec::with_capacity(keys.len());
@@ -338,56 +244,129 @@ impl Store {
         self.write_plain(&ops)
     }
 
-    /// Writes plain ops grouped by partition; returns per op whether the key existed before.
+    /// Writes plain ops (see the module documentation for the two phases); returns per op
+    /// whether the key existed before it.
     fn write_plain(&self, ops: &[WriteOp<'_>]) -> Result<Vec<bool>> {
-        let n_parts = self.inner.ctx.opts.partitions;
+        self.check_writable()?;
+        let frees_space = ops.iter().all(|o| o.value.is_none());
+        if !frees_space {
+            self.inner.reserve.admit_growth()?;
+        }
+        let ctx = &self.inner.ctx;
+        let n_parts = ctx.opts.partitions;
         let mut order: Vec<(u32, usize)> = ops
             .iter()
             .enumerate()
             .map(|(i, o)| (o.hash.partition(n_parts), i))
             .collect();
         order.sort_unstable();
-        let mut existed = vec![false; ops.len()];
-        let mut lsns: Vec<(u32, u64)> = Vec::new();
-        let mut start = 0;
-        while start < order.len() {
-            let p = order[start].0;
-            let end = start + order[start..].iter().take_while(|x| x.0 == p).count();
-            let group: Vec<WriteOp<'_>> = order[start..end].iter().map(|&(_, i)| ops[i]).collect();
-            let part = &self.inner.parts[p as usize];
-            let mut st = self.lock_with_room(p, write::inserts_needed(&group))?;
-            let res = write::write_plain(&self.inner.ctx, part, &mut st, &group);
-            let lsn = st.appended_lsn;
-            let grow = st.index.load() > LOAD_GROW;
-            drop(st);
-            if grow {
-                self.wake_background();
-            }
-            for (&(_, i), e) in order[start..end].iter().zip(res?) {
-                existed[i] = e;
-            }
-            lsns.push((p, lsn));
-            start = end;
-        }
-        if self.inner.ctx.opts.durability == Durability::Fsync {
-            for (p, lsn) in lsns {
-                self.inner.parts[p as usize].wait_durable(lsn)?;
+        // (partition, range of `order`)
+        let mut groups: Vec<(u32, std::ops::Range<usize>)> = Vec::new();
+        for (at, &(p, _)) in order.iter().enumerate() {
+            match groups.last_mut() {
+                Some((q, r)) if *q == p => r.end = at + 1,
+                _ => groups.push((p, at..at + 1)),
             }
         }
-        Ok(existed)
-    }
-
-    /// Locks partition `p` exclusively once its index has room for `inserts` more keys,
-    /// growing the index first if needed (the readers keep being served meanwhile).
-    fn lock_with_room(&self, p: u32, inserts: usize) -> Result<RwLockWriteGuard<'_, PartState>> {
-        let part = &self.inner.parts[p as usize];
+        let group_ops: Vec<Vec<WriteOp<'_>>> = groups
+            .iter()
+            .map(|(_, r)| order[r.clone()].iter().map(|&(_, i)| ops[i]).collect())
+            .collect();
+        let mut room = Room::new(self);
+        let mut released = false;
         loop {
-            let st = part.state.write();
-            if st.index.has_room(inserts) {
-                return Ok(st);
+            let mut guards: Vec<RwLockWriteGuard<'_, PartState>> = groups
+                .iter()
+                .map(|&(p, _)| self.inner.parts[p as usize].state.write())
+                .collect();
+            // Phase 1: index room, lookups, encoding, log space for every partition.
+            if let Some((gi, need)) =
+                guards
+                    .iter()
+                    .zip(&group_ops)
+                    .enumerate()
+                    .find_map(|(gi, (st, g))| {
+                        let need = write::inserts_needed(g);
+                        (!st.index.has_room(need)).then_some((gi, need))
+                    })
+            {
+                drop(guards);
+                room.make(groups[gi].0, need)?;
+                continue;
             }
-            drop(st);
-            maintenance::run(&self.inner.ctx, part, Mode::Resize, inserts)?;
+            let mut plans = Vec::with_capacity(groups.len());
+            let mut refused = None;
+            for (gi, g) in group_ops.iter().enumerate() {
+                let part = &self.inner.parts[groups[gi].0 as usize];
+                match write::plan_plain(ctx, part, &mut guards[gi], g) {
+                    Ok(plan) => plans.push(plan),
+                    Err(e) => {
+                        refused = Some(e);
+                        break;
+                    }
+                }
+            }
+            if let Some(e) = refused {
+                drop(guards);
+                if e.is_no_space() && frees_space && !released && self.inner.reserve.release() {
+                    released = true;
+                    continue;
+                }
+                return Err(e);
+            }
+
+            // Phase 2: append and index.
+            let mut existed = vec![false; ops.len()];
+            let mut applied = vec![true; ops.len()];
+            let mut failure = None;
+            let mut lsns = Vec::with_capacity(groups.len());
+            let mut grow = false;
+            for (gi, plan) in plans.iter().enumerate() {
+                let part = &self.inner.parts[groups[gi].0 as usize];
+                let st = &mut guards[gi];
+                let idx = &order[groups[gi].1.clone()];
+                if failure.is_some() {
+                    for (j, &(_, i)) in idx.iter().enumerate() {
+                        applied[i] = plan.run.records[j].is_none();
+                    }
+                    continue;
+                }
+                let (locs, res) = write::append_run(ctx, part, st, &plan.run, Framing::Plain);
+                write::update_index(st, &group_ops[gi], &plan.found, &locs);
+                for (j, &(_, i)) in idx.iter().enumerate() {
+                    existed[i] = plan.run.existed[j];
+                    applied[i] = plan.run.records[j].is_none() || locs[j].is_some();
+                }
+                lsns.push((part, st.appended_lsn));
+                grow |= st.index.load() > LOAD_GROW;
+                if let Err(e) = res {
+                    failure = Some(e);
+                }
+            }
+            drop(guards);
+            if grow {
+                self.inner.background.wake();
+            }
+            if let Some(e) = failure {
+                let none_applied = ops
+                    .iter()
+                    .zip(&applied)
+                    .all(|(o, &a)| !a || o.value.is_none());
+                return Err(if none_applied {
+                    e
+                } else {
+                    Error::PartlyApplied {
+                        applied,
+                        source: Box::new(e),
+                    }
+                });
+            }
+            if ctx.opts.durability == Durability::Fsync {
+                for (part, lsn) in lsns {
+                    part.wait_durable(lsn)?;
+                }
+            }
+            return Ok(existed);
         }
     }
 
@@ -396,6 +375,7 @@ impl Store {
     /// of it or none, and a crash never leaves part of it (see docs/design.md).
     pub fn apply(&self, batch: &Batch) -> Result<BatchOutcome> {
         self.check_width(batch.len())?;
+        self.check_writable()?;
         let n_parts = self.inner.ctx.opts.partitions;
         let mut hashed = Vec::with_capacity(batch.len());
         for op in &batch.ops {
@@ -406,226 +386,143 @@ impl Store {
             let h = KeyHash::of(&op.key);
             hashed.push((h, h.partition(n_parts)));
         }
+        let frees_space = !batch
+            .ops
+            .iter()
+            .any(|op| matches!(op.action, BatchAction::Put(_)));
+        if !frees_space {
+            self.inner.reserve.admit_growth()?;
+        }
         let mut involved: Vec<u32> = hashed.iter().map(|x| x.1).collect();
         involved.sort_unstable();
         involved.dedup();
-        let slot_of = |p: u32| involved.binary_search(&p).expect("collected above");
-
-        'retry: loop {
-            let mut guards: Vec<RwLockWriteGuard<'_, PartState>> = involved
-                .iter()
-                .map(|&p| self.inner.parts[p as usize].state.write())
-                .collect();
-            // Room in every index for the puts.
-            for (gi, &p) in involved.iter().enumerate() {
-                let puts = batch
-                    .ops
-                    .iter()
-                    .zip(&hashed)
-                    .filter(|(op, h)| h.1 == p && matches!(op.action, BatchAction::Put(_)))
-                    .count();
-                if !guards[gi].index.has_room(puts) {
-                    drop(guards);
-                    maintenance::run(
-                        &self.inner.ctx,
-                        &self.inner.parts[p as usize],
-                        Mode::Resize,
-                        puts,
-                    )?;
-                    continue 'retry;
-                }
-            }
-            // Preconditions, against the state before the batch.
-            let needs_value = batch
-                .ops
-                .iter()
-                .any(|op| op.condition.as_ref().is_some_and(batch::needs_value));
-            let items: Vec<LookupKey<'_>> = batch
-                .ops
-                .iter()
-                .zip(&hashed)
-                .map(|(op, &(hash, p))| LookupKey {
-                    state: slot_of(p),
-                    key: &op.key,
-                    hash,
-                })
-                .collect();
-            let mut found = {
-                let states: Vec<&PartState> = guards.iter().map(|g| &**g).collect();
-                lookup::lookup(&self.inner.ctx, &states, &items, needs_value)
-            };
-            for (i, op) in batch.ops.iter().enumerate() {
-                if let Some(cond) = &op.condition {
-                    if let Some(e) = found[i].take_error() {
-                        return Err(e);
-                    }
-                    let current = found[i].value();
-                    if !batch::holds(cond, current.as_deref()) {
-                        return Ok(BatchOutcome::ConditionFailed {
-                            op: i,
-                            condition: cond.clone(),
-                        });
-                    }
-                }
-            }
-            write::check_found(&mut found)?;
-
-            // Each partition's share of the writes.
-            let seq = self.inner.ctx.alloc_seq();
-            let mut shares: Vec<(usize, Vec<WriteOp<'_>>, Vec<Found>)> = Vec::new();
-            for (gi, &p) in involved.iter().enumerate() {
-                let mut ops = Vec::new();
-                let mut f = Vec::new();
-                for (i, op) in batch.ops.iter().enumerate() {
-                    if hashed[i].1 != p {
+        let mut room = Room::new(self);
+        let mut released = false;
+        loop {
+            match self.try_apply(batch, &hashed, &involved) {
+                Attempt::Done(r) => return r,
+                Attempt::NeedRoom { partition, keys } => room.make(partition, keys)?,
+                Attempt::NoSpace(e) => {
+                    if frees_space && !released && self.inner.reserve.release() {
+                        released = true;
                         continue;
                     }
-                    let value = match &op.action {
-                        BatchAction::Put(v) => Some(&v[..]),
-                        BatchAction::Delete => None,
-                        BatchAction::Check => continue,
-                    };
-                    ops.push(WriteOp {
-                        key: &op.key,
-                        hash: hashed[i].0,
-                        value,
-                    });
-                    f.push(std::mem::replace(&mut found[i], Found::Absent));
-                }
-                if !ops.is_empty() {
-                    shares.push((gi, ops, f));
+                    return Err(e);
                 }
             }
-            let inline = shares.len() == 1;
-            let framing = Framing::Batch {
-                seq,
-                inline_commit: inline,
-            };
-            let runs: Vec<write::Run> = shares
-                .iter()
-                .map(|(_, ops, f)| write::encode(&self.inner.ctx, ops, f, framing))
-                .collect();
-            let writing: Vec<usize> = (0..shares.len()).filter(|&s| runs[s].members > 0).collect();
-            if writing.is_empty() {
-                return Ok(BatchOutcome::Applied);
-            }
-            if inline {
-                let (gi, ops, f) = &shares[0];
-                let part = &self.inner.parts[involved[*gi] as usize];
-                let st = &mut guards[*gi];
-                let (locs, res) = write::append_run(&self.inner.ctx, part, st, &runs[0], framing);
-                res?;
-                write::update_index(st, ops, f, &locs);
-                st.counters.records += 1;
-                st.counters.dead += 1; // the commit record
-                let lsn = st.appended_lsn;
-                drop(guards);
-                if self.inner.ctx.opts.durability == Durability::Fsync {
-                    part.wait_durable(lsn)?;
-                }
-                return Ok(BatchOutcome::Applied);
-            }
-            let mut all_locs = Vec::with_capacity(writing.len());
-            let late_failure = self.write_parts(
-                &involved,
-                &mut guards,
-                &shares,
-                &runs,
-                &writing,
-                framing,
-                &mut all_locs,
-            )?;
-            for (&s, locs) in writing.iter().zip(&all_locs) {
-                let (gi, ops, f) = &shares[s];
-                let st = &mut guards[*gi];
-                write::update_index(st, ops, f, locs);
-                st.counters.records += 1;
-                st.counters.dead += 1;
-            }
-            return match late_failure {
-                None => Ok(BatchOutcome::Applied),
-                Some(e) => Err(e),
-            };
         }
     }
 
-    /// Multi-partition batch: every part (made durable as the mode requires), then every
-    /// commit record. Space for a part and its commit record is reserved before anything is
-    /// written, so once the first commit record is written the rest do not fail for space.
-    /// `Err`: nothing was committed. `Ok(Some(e))`: committed, but a later step failed (the
-    /// indexes must still be updated; the error goes to the caller).
-    #[allow(clippy::too_many_arguments)]
-    fn write_parts(
-        &self,
-        involved: &[u32],
-        guards: &mut [RwLockWriteGuard<'_, PartState>],
-        shares: &[(usize, Vec<WriteOp<'_>>, Vec<Found>)],
-        runs: &[write::Run],
-        writing: &[usize],
-        framing: Framing,
-        all_locs: &mut Vec<Vec<Option<u32>>>,
-    ) -> Result<Option<Error>> {
+    /// One try of [`Store::apply`] with all the involved partitions locked.
+    fn try_apply(&self, batch: &Batch, hashed: &[(KeyHash, u32)], involved: &[u32]) -> Attempt {
         let ctx = &self.inner.ctx;
-        let Framing::Batch { seq, .. } = framing else {
-            unreachable!("write_parts writes batches")
+        let slot_of = |p: u32| involved.binary_search(&p).expect("collected above");
+        let mut guards: Vec<RwLockWriteGuard<'_, PartState>> = involved
+            .iter()
+            .map(|&p| self.inner.parts[p as usize].state.write())
+            .collect();
+        // Room in every index for the puts.
+        for (gi, &p) in involved.iter().enumerate() {
+            let puts = batch
+                .ops
+                .iter()
+                .zip(hashed)
+                .filter(|(op, h)| h.1 == p && matches!(op.action, BatchAction::Put(_)))
+                .count();
+            if !guards[gi].index.has_room(puts) {
+                return Attempt::NeedRoom {
+                    partition: p,
+                    keys: puts,
+                };
+            }
+        }
+        // Preconditions, against the state before the batch.
+        let needs_value = batch
+            .ops
+            .iter()
+            .any(|op| op.condition.as_ref().is_some_and(batch::needs_value));
+        let items: Vec<LookupKey<'_>> = batch
+            .ops
+            .iter()
+            .zip(hashed)
+            .map(|(op, &(hash, p))| LookupKey {
+                state: slot_of(p),
+                key: &op.key,
+                hash,
+            })
+            .collect();
+        let mut found = {
+            let states: Vec<&PartState> = guards.iter().map(|g| &**g).collect();
+            lookup::lookup(ctx, &states, &items, needs_value)
         };
-        let commit_len = format::record_len(0, 4) as u64;
-        for &s in writing {
-            let gi = shares[s].0;
-            let part = &self.inner.parts[involved[gi] as usize];
-            let st = &mut guards[gi];
-            let need = runs[s].bytes.len() as u64 + commit_len;
-            st.ensure_room(ctx, part.id, &part.dir, need)?;
-            let end = st.appender.end();
-            st.appender.segment.reserve(end, need)?;
-        }
-        for &s in writing {
-            let gi = shares[s].0;
-            let part = &self.inner.parts[involved[gi] as usize];
-            let st = &mut guards[gi];
-            let start = st.appender.end();
-            let (locs, res) = write::append_run(ctx, part, st, &runs[s], framing);
-            if let Err(e) = res.and_then(|()| st.appender.flush()) {
-                // No commit record exists yet: the batch is not applied. (What reached the
-                // file is an orphaned part, discarded by replay.)
-                st.appender.discard_from(start);
-                return Err(e);
-            }
-            if ctx.opts.durability == Durability::Fsync {
-                st.appender.segment.sync_data()?;
-            }
-            all_locs.push(locs);
-        }
-        // From the first commit record written on, the batch is committed (replay completes
-        // it in every partition), so the caller must apply it to the indexes even if a later
-        // step fails; the space reservation above makes such a failure an I/O error, not a
-        // full disk.
-        let mut committed = false;
-        let mut failure = None;
-        for &s in writing {
-            let st = &mut guards[shares[s].0];
-            let start = st.appender.end();
-            let mut buf = Vec::with_capacity(commit_len as usize);
-            write::encode_commit(&mut buf, seq, runs[s].members);
-            match st.append(&buf).and_then(|_| st.appender.flush()) {
-                Ok(()) => committed = true,
-                Err(e) => {
-                    st.appender.discard_from(start);
-                    if !committed {
-                        return Err(e);
-                    }
-                    failure.get_or_insert(e);
+        for (i, op) in batch.ops.iter().enumerate() {
+            if let Some(cond) = &op.condition {
+                if let Some(e) = found[i].take_error() {
+                    return Attempt::Done(Err(e));
+                }
+                let current = found[i].value();
+                if !batch::holds(cond, current.as_deref()) {
+                    return Attempt::Done(Ok(BatchOutcome::ConditionFailed {
+                        op: i,
+                        condition: cond.clone(),
+                    }));
                 }
             }
+        }
+        if let Err(e) = write::check_found(&mut found) {
+            return Attempt::Done(Err(e));
+        }
+
+        // Each partition's share of the writes.
+        let mut shares: Vec<write::Share<'_>> = Vec::new();
+        for (gi, &p) in involved.iter().enumerate() {
+            let mut ops = Vec::new();
+            let mut f = Vec::new();
+            for (i, op) in batch.ops.iter().enumerate() {
+                if hashed[i].1 != p {
+                    continue;
+                }
+                let value = match &op.action {
+                    BatchAction::Put(v) => Some(&v[..]),
+                    BatchAction::Delete => None,
+                    BatchAction::Check => continue,
+                };
+                ops.push(WriteOp {
+                    key: &op.key,
+                    hash: hashed[i].0,
+                    value,
+                });
+                f.push(std::mem::replace(&mut found[i], Found::Absent));
+            }
+            if !ops.is_empty() {
+                shares.push(write::Share {
+                    guard: gi,
+                    partition: &self.inner.parts[p as usize],
+                    ops,
+                    found: f,
+                });
+            }
+        }
+        let result = write::write_batch(ctx, &mut guards, &shares);
+        let lsns: Vec<(&Partition, u64)> = shares
+            .iter()
+            .map(|s| (s.partition, guards[s.guard].appended_lsn))
+            .collect();
+        drop(guards);
+        match result {
+            Ok(None) => {}
+            Ok(Some(late)) => return Attempt::Done(Err(late)),
+            Err(e) if e.is_no_space() => return Attempt::NoSpace(e),
+            Err(e) => return Attempt::Done(Err(e)),
         }
         if ctx.opts.durability == Durability::Fsync {
-            for &s in writing {
-                if let Err(e) = guards[shares[s].0].appender.segment.sync_data() {
-                    failure.get_or_insert(e);
+            for (part, lsn) in lsns {
+                if let Err(e) = part.wait_durable(lsn) {
+                    return Attempt::Done(Err(e));
                 }
             }
         }
-        Ok(failure)
+        Attempt::Done(Ok(BatchOutcome::Applied))
     }
 
     // ---- iteration and figures ----
@@ -671,8 +568,10 @@ impl Store {
         } else {
             s.dead_records as f64 / s.records as f64
         };
-        s.last_background_error = self.inner.last_background_error.lock().clone();
+        s.last_background_error = self.inner.background.last_error();
         s.maintenance_runs = self.inner.ctx.maintenance_runs.load(Ordering::Relaxed);
+        s.disk_reserve_bytes = self.inner.reserve.held_bytes();
+        s.short_of_space = self.inner.reserve.is_short();
         s
     }
 
@@ -689,6 +588,9 @@ impl Store {
 
     /// Writes buffered records to the OS and fdatasyncs every partition's log.
     pub fn flush(&self) -> Result<()> {
+        if self.inner.ctx.opts.read_only {
+            return Ok(());
+        }
         for part in &self.inner.parts {
             let seg = {
                 let mut st = part.state.write();
@@ -703,6 +605,9 @@ impl Store {
     /// Writes the index checkpoint of every partition changed since its last one (the others'
     /// checkpoints on disk are current).
     pub fn checkpoint(&self) -> Result<()> {
+        if self.inner.ctx.opts.read_only {
+            return Ok(());
+        }
         for part in &self.inner.parts {
             if part.state.read().dirty {
                 maintenance::save_checkpoint(&self.inner.ctx, part)?;
@@ -711,25 +616,71 @@ impl Store {
         Ok(())
     }
 
-    /// Compacts every partition now (reads and writes go on meanwhile).
+    /// Compacts every partition now (reads and writes go on meanwhile): all of each
+    /// partition's log in one pass when the disk has room for its live records; otherwise
+    /// (the disk reserve released) a few segments at a time, the oldest first.
     pub fn compact(&self) -> Result<MaintenanceReport> {
+        self.check_writable()?;
         let mut total = MaintenanceReport::default();
         for part in &self.inner.parts {
-            let r = maintenance::run(&self.inner.ctx, part, Mode::Compact, 0)?;
-            total.segments_compacted += r.segments_compacted;
-            total.segments_written += r.segments_written;
-            total.records_copied += r.records_copied;
-            total.records_dropped += r.records_dropped;
-            total.index_capacity_before += r.index_capacity_before;
-            total.index_capacity_after += r.index_capacity_after;
+            total.merge(self.compact_partition(part)?);
         }
         Ok(total)
     }
 
-    /// Flushes, checkpoints and releases the store.
+    /// One step of incremental compaction: in each partition, the next pass of its sweep
+    /// over at most `budget_bytes` of segments (at least one group), as the background thread
+    /// runs when the disk has no room for a whole partition's live records. Bounded work.
+    pub fn compact_step(&self, budget_bytes: u64) -> Result<MaintenanceReport> {
+        self.check_writable()?;
+        let mut total = MaintenanceReport::default();
+        for part in &self.inner.parts {
+            total.merge(self.compact_pass(part, Some(budget_bytes))?.report);
+        }
+        self.inner.reserve.restore();
+        Ok(total)
+    }
+
+    fn compact_partition(&self, part: &Partition) -> Result<MaintenanceReport> {
+        let r = match self.compact_pass(part, None) {
+            Err(e) if e.is_no_space() => self.compact_sweep(part),
+            r => r.map(|o| o.report),
+        };
+        self.inner.reserve.restore();
+        r
+    }
+
+    /// Compacts a partition in passes of a few segments, on a disk without room for all its
+    /// live records: each pass needs room for its own range only and frees it before the next.
+    fn compact_sweep(&self, part: &Partition) -> Result<MaintenanceReport> {
+        self.inner.reserve.release();
+        let mut total = MaintenanceReport::default();
+        // Each pass takes at least one group: the sweep is over after this many.
+        let groups = part.state.read().segs.ordered.len();
+        for _ in 0..groups {
+            let free = self.inner.reserve.fs_free_bytes().unwrap_or(0);
+            let o = self.compact_pass(part, Some(free))?;
+            total.merge(o.report);
+            if o.reached_end || o.last_major.is_none() {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    fn compact_pass(&self, part: &Partition, budget: Option<u64>) -> Result<compact::PassOutcome> {
+        let mut m = part.maintenance.lock();
+        maintenance::compact_pass(&self.inner.ctx, part, &mut m, budget)
+    }
+
+    /// Flushes, checkpoints and releases the store. A checkpoint that does not fit on a full
+    /// disk is skipped (the log holds everything; the next open replays more of it).
     pub fn close(mut self) -> Result<()> {
         self.stop_background();
-        let res = self.flush().and_then(|()| self.checkpoint());
+        let res = self.flush().and_then(|()| match self.checkpoint() {
+            Err(e) if e.is_no_space() => Ok(()),
+            other => other,
+        });
         self.inner.closed.store(true, Ordering::SeqCst);
         res
     }
@@ -744,14 +695,16 @@ impl Store {
 
     fn stop_background(&mut self) {
         if let Some(h) = self.background.take() {
-            *self.inner.wake.lock() = true;
-            self.inner.wake_cv.notify_all();
+            self.inner.background.stop();
             let _ = h.join();
         }
     }
 
-    fn wake_background(&self) {
-        self.inner.wake_cv.notify_all();
+    fn check_writable(&self) -> Result<()> {
+        if self.inner.ctx.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
+        Ok(())
     }
 
     fn check_width(&self, n: usize) -> Result<()> {
@@ -767,6 +720,63 @@ impl Store {
         if v.len() > max {
             return Err(Error::ValueTooLarge { len: v.len(), max });
         }
+        Ok(())
+    }
+}
+
+/// How one try of a batch ended.
+enum Attempt {
+    Done(Result<BatchOutcome>),
+    /// A partition's index lacks room: make some, then try again.
+    NeedRoom {
+        partition: u32,
+        keys: usize,
+    },
+    /// The disk is full; nothing was written.
+    NoSpace(Error),
+}
+
+/// A writer's requests for index room, bounded: after `ROOM_ATTEMPTS_MAX` for one partition
+/// the write fails with `IndexFull` instead of waiting for ever.
+struct Room<'s> {
+    store: &'s Store,
+    /// (partition, requests made for it)
+    attempts: Vec<(u32, usize)>,
+}
+
+impl<'s> Room<'s> {
+    fn new(store: &'s Store) -> Room<'s> {
+        Room {
+            store,
+            attempts: Vec::new(),
+        }
+    }
+
+    /// Makes room for `keys` more keys in partition `p`'s index: asks the background thread
+    /// and waits for its next resize (or, without a background thread, resizes here).
+    fn make(&mut self, p: u32, keys: usize) -> Result<()> {
+        let attempts = match self.attempts.iter_mut().find(|(q, _)| *q == p) {
+            Some((_, n)) => n,
+            None => {
+                self.attempts.push((p, 0));
+                &mut self.attempts.last_mut().expect("pushed").1
+            }
+        };
+        if *attempts == ROOM_ATTEMPTS_MAX {
+            return Err(Error::IndexFull { partition: p, keys });
+        }
+        *attempts += 1;
+        let inner = &self.store.inner;
+        let part = &inner.parts[p as usize];
+        if self.store.background.is_none() {
+            let _m = part.maintenance.lock();
+            resize::resize(&inner.ctx, part, keys)?;
+            return Ok(());
+        }
+        part.room_wanted.fetch_max(keys, Ordering::Relaxed);
+        inner
+            .background
+            .wait_for_resize(part, Instant::now() + ROOM_WAIT);
         Ok(())
     }
 }
@@ -787,121 +797,6 @@ impl Drop for Store {
         if !self.inner.closed.swap(true, Ordering::SeqCst) {
             let _ = self.flush();
             let _ = self.checkpoint();
-        }
-    }
-}
-
-/// Recovers every partition, on as many threads as there are cores (partitions are
-/// independent until their batches are resolved). Returns them in partition order.
-fn recover_partitions(
-    ctx: &StoreCtx,
-    dir: &Path,
-    progress: &mut (dyn FnMut(RecoveryProgress) + Send),
-) -> Result<(Vec<recovery::Recovered>, RecoveryReport)> {
-    let n = ctx.opts.partitions as usize;
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |t| t.get())
-        .clamp(1, n);
-    let progress = Mutex::new(progress);
-    let results: Vec<Result<Vec<(u32, recovery::Recovered, RecoveryReport)>>> =
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
-                .map(|t| {
-                    let progress = &progress;
-                    scope.spawn(move || {
-                        let mut done = Vec::new();
-                        for p in (t..n).step_by(threads).map(|p| p as u32) {
-                            let mut report = RecoveryReport::default();
-                            let mut prog = |x: RecoveryProgress| (progress.lock())(x);
-                            let rec = recovery::recover_partition(
-                                ctx,
-                                p,
-                                &partition_dir(dir, p),
-                                &mut report,
-                                &mut prog,
-                            )?;
-                            done.push((p, rec, report));
-                        }
-                        Ok(done)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                })
-                .collect()
-        });
-    let mut all = Vec::with_capacity(n);
-    for r in results {
-        all.extend(r?);
-    }
-    all.sort_by_key(|(p, ..)| *p);
-    let mut report = RecoveryReport::default();
-    let mut recovered = Vec::with_capacity(n);
-    for (_, rec, r) in all {
-        report.merge(r);
-        recovered.push(rec);
-    }
-    Ok((recovered, report))
-}
-
-/// The maintenance thread: flushes `none`-mode buffers, grows or shrinks indexes, compacts
-/// partitions with enough garbage, and writes periodic checkpoints.
-fn background_loop(inner: &Inner) {
-    let ctx = &inner.ctx;
-    let tick = Duration::from_millis(ctx.opts.flush_interval_ms.clamp(1, BACKGROUND_TICK_MS_MAX));
-    let mut last_flush = Instant::now();
-    let mut last_checkpoint = Instant::now();
-    loop {
-        {
-            let mut stop = inner.wake.lock();
-            if *stop {
-                return;
-            }
-            inner.wake_cv.wait_for(&mut stop, tick);
-            if *stop {
-                return;
-            }
-        }
-        let note = |r: Result<()>| {
-            if let Err(e) = r {
-                *inner.last_background_error.lock() = Some(e.to_string());
-            }
-        };
-        if ctx.opts.durability == Durability::None
-            && last_flush.elapsed() >= Duration::from_millis(ctx.opts.flush_interval_ms)
-        {
-            for part in &inner.parts {
-                note(part.state.write().appender.flush());
-            }
-            last_flush = Instant::now();
-        }
-        for part in &inner.parts {
-            let (resize, compact) = {
-                let st = part.state.read();
-                (
-                    maintenance::wants_resize(&st),
-                    maintenance::wants_compaction(ctx, &st),
-                )
-            };
-            if compact {
-                note(maintenance::run(ctx, part, Mode::Compact, 0).map(|_| ()));
-            } else if resize {
-                note(maintenance::run(ctx, part, Mode::Resize, 0).map(|_| ()));
-            }
-        }
-        if ctx.opts.checkpoint_interval_ms > 0
-            && last_checkpoint.elapsed() >= Duration::from_millis(ctx.opts.checkpoint_interval_ms)
-        {
-            for part in &inner.parts {
-                if part.state.read().dirty {
-                    note(maintenance::save_checkpoint(ctx, part));
-                }
-            }
-            last_checkpoint = Instant::now();
         }
     }
 }

@@ -260,6 +260,64 @@ pub fn decode_record(b: &[u8], check_value: bool) -> Result<RecordView, &'static
     })
 }
 
+/// The compaction manifest (the partition's `COMPACT` file): the segment files a committed
+/// compaction replaces (inputs) and those that replace them (outputs), by file id. Text, so an
+/// operator can read it:
+///
+/// ```text
+/// quiver-compaction v1
+/// inputs 0000000000000003,0000000000000004
+/// outputs 0000000000000009
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompactionManifest {
+    pub inputs: Vec<u64>,
+    pub outputs: Vec<u64>,
+}
+
+const MANIFEST_MAGIC: &str = "quiver-compaction v1";
+
+impl CompactionManifest {
+    pub fn encode(&self) -> String {
+        let ids = |v: &[u64]| {
+            v.iter()
+                .map(|id| format!("{id:016x}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        format!(
+            "{MANIFEST_MAGIC}\ninputs {}\noutputs {}\n",
+            ids(&self.inputs),
+            ids(&self.outputs)
+        )
+    }
+
+    /// Parses a manifest; an error for anything but exactly what `encode` writes (it is
+    /// written whole through a rename, so anything else is damage).
+    pub fn decode(text: &str) -> Result<CompactionManifest, &'static str> {
+        let mut lines = text.lines();
+        if lines.next() != Some(MANIFEST_MAGIC) {
+            return Err("not a compaction manifest");
+        }
+        let mut list = |prefix: &str| -> Result<Vec<u64>, &'static str> {
+            let line = lines
+                .next()
+                .and_then(|l| l.strip_prefix(prefix))
+                .ok_or("compaction manifest line missing")?;
+            line.split(',')
+                .filter(|x| !x.is_empty())
+                .map(|x| u64::from_str_radix(x, 16).map_err(|_| "bad file id in manifest"))
+                .collect()
+        };
+        let inputs = list("inputs ")?;
+        let outputs = list("outputs ")?;
+        if lines.next().is_some() {
+            return Err("trailing lines in compaction manifest");
+        }
+        Ok(CompactionManifest { inputs, outputs })
+    }
+}
+
 /// The member count carried by a BatchCommit record's value.
 pub fn commit_count(value: &[u8]) -> u32 {
     u32_at(value, 0)
@@ -321,6 +379,30 @@ mod tests {
         retype_record(&mut buf, RecordType::Put);
         let v = decode_record(&buf, true).unwrap();
         assert_eq!(v.header.ty, RecordType::Put);
+    }
+
+    #[test]
+    fn manifest_round_trip_and_damage() {
+        let m = CompactionManifest {
+            inputs: vec![3, 4],
+            outputs: vec![0x1_0000_0009],
+        };
+        let text = m.encode();
+        assert_eq!(
+            text,
+            "quiver-compaction v1\ninputs 0000000000000003,0000000000000004\noutputs 0000000100000009\n"
+        );
+        assert_eq!(CompactionManifest::decode(&text).unwrap(), m);
+        let none = CompactionManifest::default();
+        assert_eq!(CompactionManifest::decode(&none.encode()).unwrap(), none);
+        for bad in [
+            "",
+            "quiver-compaction v1\ninputs 3\n",
+            "quiver-compaction v1\ninputs 3x\noutputs \n",
+            "quiver-compaction v2\ninputs \noutputs \n",
+        ] {
+            assert!(CompactionManifest::decode(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

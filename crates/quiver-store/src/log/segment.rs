@@ -59,11 +59,12 @@ impl Segment {
         Ok(Segment::from_parts(path, file, header))
     }
 
-    /// Opens an existing segment and verifies its header.
-    pub fn open(path: PathBuf) -> Result<Segment> {
+    /// Opens an existing segment and verifies its header (`read_only`: without write access,
+    /// for a store opened read-only).
+    pub fn open(path: PathBuf, read_only: bool) -> Result<Segment> {
         let file = OpenOptions::new()
             .read(true)
-            .write(true)
+            .write(!read_only)
             .open(&path)
             .map_err(|e| Error::io("open segment", &path, e))?;
         let mut buf = [0u8; SEGMENT_HEADER_LEN];
@@ -184,6 +185,22 @@ impl Segment {
         match err.raw_os_error() {
             Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => Ok(()),
             _ => Err(Error::io("reserve segment space", &self.path, err)),
+        }
+    }
+
+    /// Frees the disk blocks of `[offset, offset + len)` (which must hold no record: it reads
+    /// back as zeros, the clean end of the log). Best effort.
+    pub fn release(&self, offset: u64, len: u64) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: fallocate on a descriptor we own; PUNCH_HOLE|KEEP_SIZE only deallocates
+        // the range (it reads as zeros afterwards) and keeps the file's length.
+        unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                offset as libc::off_t,
+                len as libc::off_t,
+            );
         }
     }
 

@@ -1,6 +1,7 @@
 //! The append point of a partition's log: the active segment, its end, and (in `none`
 //! durability) the in-process tail buffer of records not yet written to the file.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -9,10 +10,17 @@ use crate::error::Result;
 use crate::log::format::{self, RECORD_HEADER_LEN};
 use crate::log::segment::Segment;
 
+/// Disk blocks allocated ahead of the log end at a time: one fallocate serves many appends.
+const RESERVE_AHEAD_BYTES: u64 = 1 << 20;
+
 pub struct Appender {
     pub segment: Arc<Segment>,
     /// Logical end of the log in this segment (buffered bytes included).
     end: u64,
+    /// Disk blocks are allocated up to here (at least): writing below it cannot fail for space.
+    allocated: u64,
+    /// Set while the store is short of disk space: no blocks are allocated ahead of need.
+    frugal: Arc<AtomicBool>,
     /// End of what has been written to the file.
     written: u64,
     /// Records appended but not yet written (only in buffered mode).
@@ -27,10 +35,13 @@ impl Appender {
         end: u64,
         buffered: bool,
         buffer_bytes_max: usize,
+        frugal: Arc<AtomicBool>,
     ) -> Appender {
         Appender {
             segment,
             end,
+            allocated: end,
+            frugal,
             written: end,
             buffer: Vec::new(),
             buffer_bytes_max,
@@ -50,11 +61,43 @@ impl Appender {
         self.capacity() - self.end
     }
 
+    /// Allocates disk blocks for the next `len` bytes after the end (and, when the disk
+    /// allows and the store is not short of space, up to `RESERVE_AHEAD_BYTES` more), so
+    /// that appending them cannot fail for space. On `NoSpace` nothing has changed: a caller
+    /// that reserves everything it is about to write before writing any of it fails whole,
+    /// never half.
+    pub fn reserve(&mut self, len: u64) -> Result<()> {
+        let need_end = self.end + len;
+        debug_assert!(need_end <= self.capacity());
+        if need_end <= self.allocated {
+            return Ok(());
+        }
+        let from = self.allocated.max(self.end);
+        let ahead = if self.frugal.load(Ordering::Relaxed) {
+            0
+        } else {
+            RESERVE_AHEAD_BYTES
+        };
+        let ahead_end = (self.end + len.max(ahead)).min(self.capacity());
+        match self.segment.reserve(from, ahead_end - from) {
+            Ok(()) => self.allocated = ahead_end,
+            Err(e) if e.is_no_space() && ahead_end > need_end => {
+                // The margin does not fit: the bytes themselves may.
+                self.segment.reserve(from, need_end - from)?;
+                self.allocated = need_end;
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
     /// Appends `bytes` (whole records) at the end and returns the offset they start at. On an
     /// error nothing is appended: the end does not move, and a partly written run is simply
-    /// overwritten by the next append (and is a torn tail if the process dies first).
+    /// overwritten by the next append (and is a torn tail if the process dies first). Space
+    /// is reserved first, so a full disk fails the append before any byte is written.
     pub fn append(&mut self, bytes: &[u8]) -> Result<u64> {
         debug_assert!(bytes.len() as u64 <= self.room());
+        self.reserve(bytes.len() as u64)?;
         let at = self.end;
         if self.buffered {
             self.buffer.extend_from_slice(bytes);
@@ -84,6 +127,17 @@ impl Appender {
             self.written = self.end;
         }
         Ok(at)
+    }
+
+    /// Gives back the disk blocks allocated beyond the end (the segment is sealed: nothing
+    /// will be appended there). Best effort: a file system that cannot punch holes keeps them.
+    pub fn release_unused(&mut self) -> Result<()> {
+        self.flush()?;
+        if self.allocated > self.end {
+            self.segment.release(self.end, self.allocated - self.end);
+            self.allocated = self.end;
+        }
+        Ok(())
     }
 
     /// Writes the tail buffer to the file. On failure the buffer is kept for a later try.

@@ -141,7 +141,7 @@ pub fn scan_segment(path: &std::path::Path) -> (Vec<RecordAt>, u64) {
     use quiver_store::log::format::{RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
     use quiver_store::log::reader::{Scanner, Step};
     use quiver_store::log::segment::Segment;
-    let seg = Segment::open(path.to_path_buf()).unwrap();
+    let seg = Segment::open(path.to_path_buf(), true).unwrap();
     let mut sc = Scanner::new(&seg, SEGMENT_HEADER_LEN as u64, u64::MAX, false);
     let mut records = Vec::new();
     loop {

@@ -1,6 +1,7 @@
-//! Concurrency: two writers (disjoint key ranges; puts, vector puts, deletes, compound
-//! batches), two readers validating everything they see, and a thread compacting over and over,
-//! all at once with background maintenance (growth, shrinking, compaction, checkpoints) on.
+//! Concurrency: two writers (disjoint key ranges; puts, vector puts, deletes, churn of fresh
+//! keys written and deleted, compound batches), two readers validating everything they see,
+//! and a thread compacting over and over (whole partitions and incremental steps), all at once
+//! with background maintenance (growth, shrinking, sweeps of compaction, checkpoints) on.
 //!
 //! Every value names its key and a version, and the rest of its bytes derive from both, so a
 //! reader recognises a torn or foreign value. Versions come from one counter per writer, so a
@@ -34,6 +35,9 @@ const GROUPS: u64 = 6;
 /// second half (index growth, then shrinking).
 const BULK_KEYS: u64 = 2400;
 const BULK_CHUNK: u64 = 200;
+/// Keys each churn writes and deletes at once (fresh every time, numbered after the bulk
+/// keys): indexes fill with tombstones, as in the hang of issue 8.
+const CHURN_KEYS: u64 = 300;
 /// Operations per writer (a quarter of it in `fsync` mode, where every write waits for a sync).
 const ROUNDS: u64 = 4000;
 /// Compaction passes (of the thread calling `compact()`) that overlap the writers' work.
@@ -173,6 +177,8 @@ struct Writer {
     groups: Vec<Vec<Vec<u8>>>,
     bulk_next: u64,
     bulk_deleted: u64,
+    /// Churn keys written (and deleted) so far.
+    churned: u64,
     /// Operations to do.
     rounds: u64,
 }
@@ -378,6 +384,16 @@ impl Writer {
                     }
                     thread::sleep(Duration::from_millis(1));
                 }
+            }
+            if round % 50 == 30 {
+                let first = BULK_KEYS + self.churned;
+                self.churned += CHURN_KEYS;
+                let keys: Vec<Vec<u8>> = (first..first + CHURN_KEYS)
+                    .map(|i| bulk_key(self.w, i))
+                    .collect();
+                self.multi_put(keys.clone())?;
+                self.multi_delete(keys)?;
+                continue;
             }
             // Bulk keys: loaded in chunks during the first half, deleted in the second.
             if round % 20 == 10 {
@@ -658,6 +674,8 @@ fn verify_final(store: &Store, model: &BTreeMap<Vec<u8>, Vec<u8>>, groups: &[Vec
         scanned.iter().eq(model.keys()),
         "a final scan returns exactly the model's keys"
     );
+    let check = store.check().unwrap();
+    assert!(check.is_ok(), "{:?}", check.problems);
 }
 
 fn run_concurrently(backend: BackendKind, durability: Durability, rounds: u64) {
@@ -669,6 +687,7 @@ fn run_concurrently(backend: BackendKind, durability: Durability, rounds: u64) {
         compact_min_dead_records: 200,
         checkpoint_interval_ms: 50,
         flush_interval_ms: 5,
+        compact_pass_bytes_max: 256 << 10,
         ..small_options(backend)
     };
     let store = Store::open(dir.path(), opts.clone()).unwrap();
@@ -696,6 +715,7 @@ fn run_concurrently(backend: BackendKind, durability: Durability, rounds: u64) {
             groups: groups[w * GROUPS as usize..(w + 1) * GROUPS as usize].to_vec(),
             bulk_next: 0,
             bulk_deleted: 0,
+            churned: 0,
             rounds,
         };
         writer
@@ -737,10 +757,17 @@ fn run_concurrently(backend: BackendKind, durability: Durability, rounds: u64) {
                     let mut passes = 0;
                     while !shared.done.load(Ordering::SeqCst) {
                         shared.compactions_started.fetch_add(1, Ordering::SeqCst);
-                        shared
-                            .store
-                            .compact()
-                            .map_err(|e| format!("compact: {e}"))?;
+                        if passes % 2 == 0 {
+                            shared
+                                .store
+                                .compact()
+                                .map_err(|e| format!("compact: {e}"))?;
+                        } else {
+                            shared
+                                .store
+                                .compact_step(64 << 10)
+                                .map_err(|e| format!("compact_step: {e}"))?;
+                        }
                         passes += 1;
                         if passes % 4 == 0 {
                             shared

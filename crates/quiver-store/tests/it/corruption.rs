@@ -1,11 +1,13 @@
 //! Damaged files: torn tails, flipped bytes in values, headers, keys and checkpoints, and
 //! truncated segment files. Damage is detected and reported, never returned as data; a torn
-//! tail is cut off and the store goes on.
+//! tail is cut off and the store goes on. Damage in the middle of a log makes opening fail
+//! (`DamagePolicy::Refuse`, the default) naming file, offset and what may be affected;
+//! `Salvage` opens without it, and `repair` leaves a log that opens cleanly again.
 
 use std::path::{Path, PathBuf};
 
 use quiver_store::log::format::{encode_record, RecordType, RECORD_HEADER_LEN};
-use quiver_store::{BackendKind, Error, Options, Store};
+use quiver_store::{BackendKind, Batch, DamagePolicy, Error, Options, Store};
 
 use crate::common::{
     checkpoint_files, find_record, flip_byte, key, scan_segment, segment_files, small_options,
@@ -51,6 +53,41 @@ fn locate(dir: &Path, partitions: u32, k: &[u8]) -> (PathBuf, u64) {
         }
     }
     found.unwrap_or_else(|| panic!("record of {} not found", String::from_utf8_lossy(k)))
+}
+
+fn salvaging(opts: &Options) -> Options {
+    Options {
+        on_damage: DamagePolicy::Salvage,
+        ..opts.clone()
+    }
+}
+
+/// Opening with the default policy fails with `Error::Damaged`, one of whose places names
+/// `path` (and `offset`, if given) and contains `mentions`.
+fn assert_refused(
+    opts: &Options,
+    dir: &Path,
+    path: &Path,
+    offset: Option<u64>,
+    mentions: &str,
+    what: &str,
+) {
+    match Store::open(dir, opts.clone()) {
+        Err(Error::Damaged { places }) => {
+            let named = places.iter().any(|p| {
+                p.contains(&path.display().to_string())
+                    && offset.is_none_or(|o| p.contains(&format!("at offset {o}")))
+                    && p.contains(mentions)
+            });
+            assert!(
+                named,
+                "{what}: the refusal should name {} at {offset:?} ({mentions}): {places:#?}",
+                path.display()
+            );
+        }
+        Err(e) => panic!("{what}: expected Error::Damaged, got {e:?}"),
+        Ok(_) => panic!("{what}: a damaged store opened without a word"),
+    }
 }
 
 fn remove_checkpoints(dir: &Path) {
@@ -292,9 +329,15 @@ fn flipped_value_byte_is_an_error_naming_file_and_offset() {
                     "rebuilt"
                 }
             );
-            if !from_checkpoint {
+            let opts = if from_checkpoint {
+                // The damaged record is not read when opening; the read reports it.
+                opts.clone()
+            } else {
+                // Rebuilding reads it: opening refuses, naming it; salvaging opens.
                 remove_checkpoints(dir.path());
-            }
+                assert_refused(&opts, dir.path(), &seg, Some(off), "value checksum", &what);
+                salvaging(&opts)
+            };
             let s = Store::open(dir.path(), opts.clone()).unwrap();
             let r = s.recovery_report().clone();
             if from_checkpoint {
@@ -315,13 +358,15 @@ fn flipped_value_byte_is_an_error_naming_file_and_offset() {
             s.close().unwrap();
         }
 
-        // Writing the key again replaces the damaged record.
-        let s = Store::open(dir.path(), opts.clone()).unwrap();
+        // Writing the key again replaces the damaged record; compaction drops it, and the
+        // store opens cleanly again.
+        let s = Store::open(dir.path(), salvaging(&opts)).unwrap();
         s.put(&key(victim), b"rewritten").unwrap();
         assert_eq!(
             s.get(&key(victim)).unwrap().as_deref(),
             Some(&b"rewritten"[..])
         );
+        s.compact().unwrap();
         drop(s);
         let s = Store::open(dir.path(), opts).unwrap();
         assert_eq!(
@@ -382,9 +427,11 @@ fn flipped_header_or_key_byte_is_reported_as_damage() {
         assert_values(&s, &others, |i| value(i, 0), &what);
         s.close().unwrap();
 
-        // Rebuilt from the log: reported, skipped, the rest of the segment read.
+        // Rebuilt from the log: opening refuses, naming the damage; salvaging skips it and
+        // reads the rest of the segment.
         remove_checkpoints(dir.path());
-        let s = Store::open(dir.path(), opts.clone())
+        assert_refused(&opts, dir.path(), &seg, Some(off), "unreadable", &what);
+        let s = Store::open(dir.path(), salvaging(&opts))
             .unwrap_or_else(|e| panic!("{what}: open failed: {e}"));
         let r = s.recovery_report().clone();
         assert_eq!(r.partitions_rebuilt, 1, "{what}: {r:#?}");
@@ -408,7 +455,11 @@ fn flipped_header_or_key_byte_is_reported_as_damage() {
         s.put(&key(victim), b"again").unwrap();
         s.put(&key(n), b"new").unwrap();
         drop(s);
+        // A repair rewrites the log without the damage: an ordinary open works again.
+        let rep = quiver_store::repair(dir.path(), opts.clone()).unwrap();
+        assert!(!rep.losses().is_empty(), "{what}: {rep:#?}");
         let s = Store::open(dir.path(), opts).unwrap();
+        assert!(s.recovery_report().damage.is_empty(), "{what}");
         assert_eq!(
             s.get(&key(victim)).unwrap().as_deref(),
             Some(&b"again"[..]),
@@ -524,9 +575,19 @@ fn segment_file_shorter_than_its_header_is_reported_and_skipped() {
         .set_len(40)
         .unwrap();
 
-    let s = Store::open(dir.path(), opts.clone()).unwrap_or_else(|e| panic!("open failed: {e}"));
+    assert_refused(
+        &opts,
+        dir.path(),
+        &segs[0],
+        None,
+        "segment skipped",
+        "short segment",
+    );
+    let s =
+        Store::open(dir.path(), salvaging(&opts)).unwrap_or_else(|e| panic!("open failed: {e}"));
     let r = s.recovery_report().clone();
     assert_eq!(r.damage.len(), 1, "{r:#?}");
+    assert_eq!(r.unusable_files, vec![segs[0].clone()]);
     assert!(
         r.damage[0].contains(&segs[0].display().to_string()),
         "{r:#?}"
@@ -546,7 +607,13 @@ fn segment_file_shorter_than_its_header_is_reported_and_skipped() {
     }
     drop(s);
 
+    // The repair sets the unusable file aside; an ordinary open works again.
+    let rep = quiver_store::repair(dir.path(), opts.clone()).unwrap();
+    let aside = format!("{}{}", segs[0].display(), quiver_store::DAMAGED_SUFFIX);
+    assert_eq!(rep.set_aside, vec![std::path::PathBuf::from(&aside)]);
+    assert!(std::path::Path::new(&aside).exists() && !segs[0].exists());
     let s = Store::open(dir.path(), opts).unwrap();
+    assert!(s.recovery_report().damage.is_empty());
     assert_values(&s, &kept, |i| value(i, 0), "second reopen");
     assert_values(
         &s,
@@ -605,4 +672,177 @@ fn empty_segment_file_from_an_interrupted_rotation_is_removed() {
         |i| value(i, 1),
         "reopened",
     );
+}
+
+/// Regression (issue 8, item 3): an acknowledged MSET (a multi-partition batch) overwrote 100
+/// keys; one flipped key byte in its part in partition 0 made the whole part "not applied" on
+/// replay, so its keys silently answered their *old* values. Opening must refuse instead,
+/// naming the file, the offset and the keys that may hold older values — with the checkpoint
+/// present (the batch is in the replayed tail) and without it (full rebuild). Salvaging says
+/// what is lost, and a repair leaves a store that opens cleanly.
+#[test]
+fn damaged_batch_part_refuses_to_open_instead_of_rolling_back() {
+    for lose_checkpoint in [false, true] {
+        let what = if lose_checkpoint {
+            "rebuilt"
+        } else {
+            "from checkpoint"
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let opts = options(4, BackendKind::Mmap);
+        let n = 100u64;
+        let mset = |s: &Store, round: u64| {
+            let mut b = Batch::new();
+            for i in 0..n {
+                b.put(key(i), value(i, round));
+            }
+            assert!(s.apply(&b).unwrap().is_applied());
+        };
+        {
+            let s = Store::open(dir.path(), opts.clone()).unwrap();
+            mset(&s, 0);
+            mset(&s, 1);
+            s.simulate_crash();
+        }
+        // A key byte of the second MSET's first record in partition 0.
+        let seg = segment_files(dir.path(), 0).pop().unwrap();
+        let (records, _) = scan_segment(&seg);
+        let second = records
+            .iter()
+            .filter(|r| r.value_len > 4)
+            .nth(records.iter().filter(|r| r.value_len > 4).count() / 2 + 1)
+            .expect("records of the second MSET");
+        let off = second.offset;
+        // The damaged record's own key cannot be read: the place (file, offset) stands for it.
+        let victim = second.key.clone();
+        flip_byte(&seg, off + RECORD_HEADER_LEN as u64);
+        if lose_checkpoint {
+            remove_checkpoints(dir.path());
+        }
+
+        assert_refused(&opts, dir.path(), &seg, Some(off), "", what);
+        // The refusal names the keys whose newest values are lost.
+        let Err(Error::Damaged { places }) = Store::open(dir.path(), opts.clone()) else {
+            unreachable!("refused above")
+        };
+        let all = places.join("\n");
+        let named = String::from_utf8_lossy(&key(0)[..4]).to_string();
+        assert!(
+            all.contains("older values") && all.contains(&named),
+            "{what}: {all}"
+        );
+
+        // Salvage: the store opens; every key holds its old or new value, none is damaged,
+        // and the report lists every key of the part that was not applied.
+        {
+            let s = Store::open(dir.path(), salvaging(&opts)).unwrap();
+            let r = s.recovery_report().clone();
+            assert!(!r.damage.is_empty(), "{what}");
+            let mut old = 0;
+            for i in 0..n {
+                let got = s.get(&key(i)).unwrap().unwrap();
+                if got[..] == value(i, 0)[..] {
+                    old += 1;
+                    let k = String::from_utf8_lossy(&key(i)).to_string();
+                    assert!(
+                        key(i) == victim || r.damage.iter().any(|d| d.contains(&k)),
+                        "{what}: key {i} rolled back without being named: {r:#?}"
+                    );
+                } else {
+                    assert_eq!(got[..], value(i, 1)[..], "{what}: key {i}");
+                }
+            }
+            assert!(
+                old > 0,
+                "{what}: the damaged part should have rolled keys back"
+            );
+        }
+
+        // Repair: the losses are reported and an ordinary open finds a clean log.
+        let rep = quiver_store::repair(dir.path(), opts.clone()).unwrap();
+        assert!(!rep.losses().is_empty(), "{what}");
+        let s = Store::open(dir.path(), opts.clone()).unwrap();
+        assert!(s.recovery_report().damage.is_empty(), "{what}");
+        assert_eq!(s.len(), n, "{what}");
+        let c = s.check().unwrap();
+        assert!(c.is_ok(), "{what}: {c:#?}");
+    }
+}
+
+/// Regression (issue 8, item 3): compaction copied a record whose value was damaged, so the
+/// damage moved to a new file (and a new offset) unnoticed. It verifies every value it
+/// copies: with the default policy a damaged live record stops the compaction (naming file and
+/// offset) and the store stays as it was; when salvaging, the record is dropped and its key
+/// named.
+#[test]
+fn compaction_refuses_to_copy_a_damaged_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = options(1, BackendKind::Mmap);
+    let n = 400u64;
+    {
+        let s = Store::open(dir.path(), opts.clone()).unwrap();
+        for chunk in (0..n).collect::<Vec<_>>().chunks(40) {
+            let pairs: Vec<(Vec<u8>, Vec<u8>)> =
+                chunk.iter().map(|&i| (key(i), value(i, 0))).collect();
+            s.multi_put(&pairs).unwrap();
+        }
+        // Garbage, so that compaction has work: half the keys overwritten.
+        for i in (0..n).step_by(2) {
+            s.put(&key(i), &value(i, 1)).unwrap();
+        }
+        s.close().unwrap();
+    }
+    let victim = 101; // never overwritten: its first record is live
+    let (seg, off) = locate(dir.path(), 1, &key(victim));
+    flip_byte(
+        &seg,
+        off + (RECORD_HEADER_LEN + key(victim).len() + 1) as u64,
+    );
+    let want = |i: u64| value(i, (i % 2 == 0) as u64);
+    let others: Vec<u64> = (0..n).filter(|&i| i != victim).collect();
+
+    // The checkpoint spares opening from reading the record; compaction reads it.
+    let s = Store::open(dir.path(), opts.clone()).unwrap();
+    let segments_before = segment_files(dir.path(), 0);
+    match s.compact() {
+        Err(Error::Corruption { path, offset, .. }) => {
+            assert_eq!((path.as_path(), offset), (seg.as_path(), off))
+        }
+        other => panic!("compaction over a damaged value: {other:?}"),
+    }
+    assert_eq!(
+        segment_files(dir.path(), 0).len(),
+        segments_before.len() + 1,
+        "only the sealed active segment is new"
+    );
+    assert_corruption_at(
+        s.get(&key(victim)),
+        &seg,
+        off,
+        "after the refused compaction",
+    );
+    assert_values(&s, &others, want, "after the refused compaction");
+    drop(s);
+
+    let s = Store::open(dir.path(), salvaging(&opts)).unwrap();
+    let report = s.compact().unwrap();
+    let k = String::from_utf8_lossy(&key(victim)).to_string();
+    assert!(
+        report
+            .damage
+            .iter()
+            .any(|d| d.contains(&k) && d.contains(&format!("at offset {off}"))),
+        "{report:#?}"
+    );
+    assert_eq!(
+        s.get(&key(victim)).unwrap(),
+        None,
+        "a dropped damaged record is not data"
+    );
+    assert_values(&s, &others, want, "after the salvaging compaction");
+    assert!(s.check().unwrap().is_ok());
+    drop(s);
+    let s = Store::open(dir.path(), opts).unwrap();
+    assert!(s.recovery_report().damage.is_empty());
+    assert_values(&s, &others, want, "reopened");
 }

@@ -5,5 +5,6 @@ mod common;
 mod concurrency;
 mod corruption;
 mod crash;
+mod deletes;
 mod full_disk;
 mod model;

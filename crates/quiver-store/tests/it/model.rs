@@ -1,7 +1,8 @@
 //! Model-based property test: random sequences of operations — plain and vector reads and
-//! writes, compound batches with preconditions, scans, compaction, checkpoints, clean reopens
-//! and simulated crashes — checked step by step against a `BTreeMap` model, on every backend
-//! and in every durability mode.
+//! writes, compound batches with preconditions, scans, whole and incremental compaction,
+//! checkpoints, clean reopens and simulated crashes — checked step by step against a
+//! `BTreeMap` model, on every backend and in every durability mode; and a delete-heavy mix
+//! (churn that fills indexes with tombstones, mass deletes, compaction of mid-log ranges).
 //!
 //! For long local runs, `QUIVER_MODEL_CASES` overrides the number of cases per configuration
 //! and `QUIVER_MODEL_OPS` the longest sequence.
@@ -151,7 +152,18 @@ enum Op {
         n: usize,
         seed: u32,
     },
+    /// Puts `n` fresh keys and deletes them again (two vectors): the index fills with
+    /// tombstones, as in the hang of issue 8.
+    Churn {
+        n: usize,
+        seed: u32,
+    },
     Compact,
+    /// One pass of incremental compaction per partition over at most `kib` KiB of segments
+    /// (a range in the middle of the log once a sweep is under way).
+    CompactStep {
+        kib: u32,
+    },
     Checkpoint,
     Reopen,
     /// A clean reopen with the next backend: files written through one backend are read
@@ -198,13 +210,15 @@ fn batch_op() -> impl Strategy<Value = BOp> {
     })
 }
 
-fn op() -> impl Strategy<Value = Op> {
+/// The general mix (`heavy` 1), or deletes, churn and incremental compaction `heavy` times as
+/// likely.
+fn op_weighted(heavy: u32) -> impl Strategy<Value = Op> {
     use prop::collection::vec;
     prop_oneof![
         10 => (key(), val()).prop_map(|(k, v)| Op::Put(k, v)),
-        5 => key().prop_map(Op::Delete),
+        5 * heavy => key().prop_map(Op::Delete),
         5 => vec((key(), val()), 0..12).prop_map(Op::MultiPut),
-        3 => vec(key(), 0..12).prop_map(Op::MultiDelete),
+        3 * heavy => vec(key(), 0..12).prop_map(Op::MultiDelete),
         4 => key().prop_map(Op::Get),
         4 => vec(key(), 0..16).prop_map(Op::MultiGet),
         2 => key().prop_map(Op::Exists),
@@ -213,8 +227,10 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (1usize..50, prop::option::weighted(0.4, prop::sample::select(&PATTERNS[..])))
             .prop_map(|(count, pattern)| Op::Scan { count, pattern }),
         4 => (300usize..1500, any::<u32>()).prop_map(|(n, seed)| Op::BulkFresh { n, seed }),
-        1 => (50usize..400, any::<u32>()).prop_map(|(n, seed)| Op::BulkDeleteFresh { n, seed }),
+        heavy => (50usize..400, any::<u32>()).prop_map(|(n, seed)| Op::BulkDeleteFresh { n, seed }),
+        heavy => (200usize..2000, any::<u32>()).prop_map(|(n, seed)| Op::Churn { n, seed }),
         2 => Just(Op::Compact),
+        2 * heavy => (1u32..600).prop_map(|kib| Op::CompactStep { kib }),
         1 => Just(Op::Checkpoint),
         2 => Just(Op::Reopen),
         1 => Just(Op::ReopenOtherBackend),
@@ -224,8 +240,12 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn ops() -> impl Strategy<Value = Vec<Op>> {
+    ops_weighted(1)
+}
+
+fn ops_weighted(heavy: u32) -> impl Strategy<Value = Vec<Op>> {
     let len_max = env_or("QUIVER_MODEL_OPS", SEQUENCE_LEN_MAX as u32) as usize;
-    prop::collection::vec(op(), 1..len_max)
+    prop::collection::vec(op_weighted(heavy), 1..len_max)
 }
 
 macro_rules! ensure {
@@ -371,8 +391,32 @@ impl Harness {
                     .collect();
                 self.multi_delete(&keys)?;
             }
+            Op::Churn { n, seed } => {
+                let keys: Vec<Vec<u8>> = (0..*n as u64)
+                    .map(|j| fresh_key(self.next_fresh + j))
+                    .collect();
+                self.next_fresh += *n as u64;
+                let pairs: Vec<(&Vec<u8>, Vec<u8>)> = keys
+                    .iter()
+                    .enumerate()
+                    .map(|(j, k)| (k, Val::bulk(*seed, j).bytes()))
+                    .collect();
+                ok("churn multi_put", self.store().multi_put(&pairs))?;
+                let existed = ok("churn multi_delete", self.store().multi_delete(&keys))?;
+                ensure!(
+                    existed.iter().all(|&e| e),
+                    "churn: a key just written did not exist"
+                );
+            }
             Op::Compact => {
                 ok("compact", self.store().compact())?;
+                self.verify_all()?;
+            }
+            Op::CompactStep { kib } => {
+                ok(
+                    "compact_step",
+                    self.store().compact_step(*kib as u64 * 1024),
+                )?;
                 self.verify_all()?;
             }
             Op::Checkpoint => ok("checkpoint", self.store().checkpoint())?,
@@ -589,6 +633,9 @@ impl Harness {
             "len() is {len}, the model holds {}",
             self.model.len()
         );
+        // The store's own view is consistent: records, index entries, segment files.
+        let check = ok("check", self.store().check())?;
+        ensure!(check.is_ok(), "check: {:?}", check.problems);
         Ok(())
     }
 }
@@ -660,11 +707,22 @@ fn run_model_background(backend: BackendKind, durability: Durability) {
         compact_min_dead_records: 50,
         checkpoint_interval_ms: 20,
         flush_interval_ms: 5,
+        // Passes of a few segments: the background sweeps ranges in the middle of the log.
+        compact_pass_bytes_max: 256 << 10,
         ..small_options(backend)
     });
 }
 
 fn run_model_with(opts: Options) {
+    run_model_ops(opts, ops());
+}
+
+/// The delete-heavy mix: deletes, churn and incremental compaction five times as likely.
+fn run_model_delete_heavy(opts: Options) {
+    run_model_ops(opts, ops_weighted(5));
+}
+
+fn run_model_ops(opts: Options, ops: impl Strategy<Value = Vec<Op>>) {
     let (backend, durability) = (opts.backend, opts.durability);
     let config = Config {
         cases: env_or("QUIVER_MODEL_CASES", CASES),
@@ -674,7 +732,7 @@ fn run_model_with(opts: Options) {
         ..Config::default()
     };
     let mut runner = TestRunner::new(config);
-    match runner.run(&ops(), |ops| run_case(&opts, &ops)) {
+    match runner.run(&ops, |ops| run_case(&opts, &ops)) {
         Ok(()) => {}
         Err(TestError::Fail(reason, ops)) => {
             panic!(
@@ -724,6 +782,25 @@ fn model_mmap_os_background() {
 #[test]
 fn model_pread_none_background() {
     run_model_background(BackendKind::Pread, Durability::None);
+}
+
+#[test]
+fn model_delete_heavy_mmap_os() {
+    run_model_delete_heavy(small_options(BackendKind::Mmap));
+}
+
+#[test]
+fn model_delete_heavy_pread_none_background() {
+    run_model_delete_heavy(Options {
+        durability: Durability::None,
+        background: true,
+        compact_garbage_ratio: 0.3,
+        compact_min_dead_records: 50,
+        checkpoint_interval_ms: 20,
+        flush_interval_ms: 5,
+        compact_pass_bytes_max: 256 << 10,
+        ..small_options(BackendKind::Pread)
+    });
 }
 
 /// Every backend sees the same operations: the sequence below touches each op kind once.
@@ -777,7 +854,11 @@ fn model_every_op_kind_once() {
         Op::Exists(4),
         Op::Get(4),
         Op::Delete(4),
+        Op::Churn { n: 900, seed: 3 },
+        Op::CompactStep { kib: 200 },
         Op::Compact,
+        Op::CompactStep { kib: 1 },
+        Op::CompactStep { kib: 1 },
         Op::Checkpoint,
         Op::Crash,
         Op::Reopen,

@@ -1,0 +1,220 @@
+//! The maintenance thread: writes out `none`-mode buffers, resizes indexes (first the ones a
+//! writer is waiting for), compacts partitions with enough garbage — any garbage at all when
+//! the disk is short of space — takes the disk reserve back when there is room, and saves
+//! periodic checkpoints. Writers never run maintenance themselves while this thread exists:
+//! they ask for index room and wait (bounded) for the next resize.
+//!
+//! A failing pass is retried with exponential backoff; a compaction pass that dropped nothing
+//! is not tried again until more records have died.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::error::{Error, Result};
+use crate::maintenance;
+use crate::options::Durability;
+use crate::partition::{MaintenanceState, Partition};
+use crate::resize;
+use crate::store::Inner;
+
+/// Longest sleep between two rounds of checks.
+const TICK_MS_MAX: u64 = 100;
+/// Backoff after a failed pass: doubling from the first to the last.
+const BACKOFF_MS_FIRST: u64 = 100;
+const BACKOFF_MS_MAX: u64 = 60_000;
+
+/// The thread's controls, shared with the store.
+pub(crate) struct Background {
+    stop: Mutex<bool>,
+    wake: Condvar,
+    /// Signalled after every index resize (or failed one); a writer waiting for room watches
+    /// its partition's `Partition::resizes`.
+    resizes: Mutex<()>,
+    resized: Condvar,
+    last_error: Mutex<Option<String>>,
+}
+
+impl Background {
+    pub fn new() -> Background {
+        Background {
+            stop: Mutex::new(false),
+            wake: Condvar::new(),
+            resizes: Mutex::new(()),
+            resized: Condvar::new(),
+            last_error: Mutex::new(None),
+        }
+    }
+
+    pub fn wake(&self) {
+        self.wake.notify_all();
+    }
+
+    pub fn stop(&self) {
+        *self.stop.lock() = true;
+        self.wake.notify_all();
+    }
+
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().clone()
+    }
+
+    pub fn note(&self, e: &Error) {
+        *self.last_error.lock() = Some(e.to_string());
+    }
+
+    /// Waits until the thread has finished its next resize of `part`'s index, or until
+    /// `deadline`.
+    pub fn wait_for_resize(&self, part: &Partition, deadline: Instant) {
+        let mut g = self.resizes.lock();
+        let start = part.resizes.load(Ordering::SeqCst);
+        self.wake();
+        while part.resizes.load(Ordering::SeqCst) == start {
+            if self.resized.wait_until(&mut g, deadline).timed_out() {
+                break;
+            }
+        }
+    }
+
+    fn resized(&self, part: &Partition) {
+        let _g = self.resizes.lock();
+        part.resizes.fetch_add(1, Ordering::SeqCst);
+        self.resized.notify_all();
+    }
+}
+
+pub(crate) fn run(inner: &Inner) {
+    let ctx = &inner.ctx;
+    let tick = Duration::from_millis(ctx.opts.flush_interval_ms.clamp(1, TICK_MS_MAX));
+    let mut last_flush = Instant::now();
+    let mut last_checkpoint = Instant::now();
+    loop {
+        {
+            let mut stop = inner.background.stop.lock();
+            let urgent = inner
+                .parts
+                .iter()
+                .any(|p| p.room_wanted.load(Ordering::Relaxed) > 0);
+            if !*stop && !urgent {
+                inner.background.wake.wait_for(&mut stop, tick);
+            }
+            if *stop {
+                return;
+            }
+        }
+        if ctx.opts.durability == Durability::None
+            && last_flush.elapsed() >= Duration::from_millis(ctx.opts.flush_interval_ms)
+        {
+            for part in &inner.parts {
+                note(inner, part.state.write().appender.flush());
+            }
+            last_flush = Instant::now();
+        }
+        inner.reserve.restore();
+        resize_where_needed(inner);
+        for part in &inner.parts {
+            compact_if_needed(inner, part);
+            // Writers waiting for room come before the next partition's compaction.
+            resize_where_needed(inner);
+        }
+        if ctx.opts.checkpoint_interval_ms > 0
+            && last_checkpoint.elapsed() >= Duration::from_millis(ctx.opts.checkpoint_interval_ms)
+        {
+            for part in &inner.parts {
+                if part.state.read().dirty {
+                    note(inner, maintenance::save_checkpoint(ctx, part));
+                }
+            }
+            last_checkpoint = Instant::now();
+        }
+    }
+}
+
+fn note(inner: &Inner, r: Result<()>) {
+    if let Err(e) = r {
+        inner.background.note(&e);
+    }
+}
+
+/// Resizes every index that a writer waits for, or that is too full or too empty.
+fn resize_where_needed(inner: &Inner) {
+    for part in &inner.parts {
+        let urgent = part.room_wanted.load(Ordering::Relaxed) > 0;
+        if !urgent && !maintenance::wants_resize(&part.state.read()) {
+            continue;
+        }
+        let mut m = part.maintenance.lock();
+        if !ready(&m) {
+            if urgent {
+                // Let the waiting writer see that no room is coming (it gives up after a
+                // bounded number of tries).
+                part.room_wanted.store(0, Ordering::Relaxed);
+                inner.background.resized(part);
+            }
+            continue;
+        }
+        let extra = part.room_wanted.swap(0, Ordering::Relaxed);
+        let r = resize::resize(&inner.ctx, part, extra);
+        finish(inner, &mut m, r.map(|_| ()));
+        inner.background.resized(part);
+    }
+}
+
+/// One compaction pass on the partition if it has enough garbage: all of it when the disk
+/// has room, else the next few segments of a sweep.
+fn compact_if_needed(inner: &Inner, part: &Partition) {
+    let ctx = &inner.ctx;
+    let short = inner.reserve.is_short();
+    let dead = {
+        let st = part.state.read();
+        let wanted = if short {
+            st.counters.dead > 0
+        } else {
+            maintenance::wants_compaction(ctx, &st)
+        };
+        if !wanted {
+            return;
+        }
+        st.counters.dead
+    };
+    let mut m = part.maintenance.lock();
+    if !ready(&m) || dead < m.compact_when_dead {
+        return;
+    }
+    let mut released = false;
+    let r = loop {
+        let free = inner.reserve.fs_free_bytes().unwrap_or(u64::MAX);
+        let budget = ctx.opts.compact_pass_bytes_max.min(free);
+        match maintenance::compact_pass(ctx, part, &mut m, Some(budget)) {
+            Err(e) if e.is_no_space() && !released && inner.reserve.release() => released = true,
+            r => break r,
+        }
+    };
+    let saved = r.map(|_| ());
+    finish(inner, &mut m, saved);
+    inner.reserve.restore();
+}
+
+/// Whether the partition's maintenance is out of its backoff.
+fn ready(m: &MaintenanceState) -> bool {
+    m.retry_at.is_none_or(|t| Instant::now() >= t)
+}
+
+/// Records a pass's outcome: on an error, notes it and backs off.
+fn finish(inner: &Inner, m: &mut MaintenanceState, r: Result<()>) {
+    match r {
+        Ok(()) => {
+            m.failures = 0;
+            m.retry_at = None;
+        }
+        Err(e) => {
+            inner.background.note(&e);
+            let backoff = BACKOFF_MS_FIRST
+                .saturating_mul(1 << m.failures.min(16))
+                .min(BACKOFF_MS_MAX);
+            m.failures += 1;
+            m.retry_at = Some(Instant::now() + Duration::from_millis(backoff));
+        }
+    }
+}

@@ -1,0 +1,569 @@
+//! Compaction (FAWN-DS Compact): the live records of a range of sealed segments are copied
+//! into new segments, the index entries that pointed at them move to the copies, and the old
+//! segments are deleted — while reads and writes go on.
+//!
+//! A pass takes a range of whole groups of sealed segments (a group: segments sharing a major
+//! order, i.e. the outputs of one earlier pass), as many as its byte budget allows, and its
+//! outputs take the range's place in log order (`SegmentOrder`). Which records survive:
+//! - a put the index points at: copied (a committed batch member becomes a plain put);
+//! - any other put: dropped;
+//! - a tombstone: dropped if the range is a prefix of the log (every put it shadows is in the
+//!   range, and dead), else kept — an older copy of its key may lie before the range;
+//! - a batch's members and commit record: resolved like plain records when the whole part and
+//!   its commit record are in the range; otherwise kept exactly as they are (replay must
+//!   still find the part whole when it meets the commit record).
+//!
+//! When the disk has room, a pass takes every segment (sealing the active one first). When it
+//! does not, passes of a few segments sweep the log from a cursor, so that each frees its own
+//! garbage before the next needs room, and none copies the same records twice in a sweep.
+//!
+//! 1. Under the partition lock: choose the range (sealing the active segment if the range
+//!    reaches it).
+//! 2. Without the lock: note the batches of the range; copy what survives (values verified)
+//!    into `*.seg.tmp` outputs; fsync them.
+//! 3. Commit on disk: `COMPACT` (inputs, outputs) is written to a temp file, fsynced and
+//!    renamed; the outputs are renamed to `*.seg`.
+//! 4. Under the lock, in chunks: each index entry that still points at an input record moves
+//!    to its copy (a writer that replaced the key meanwhile made the copy dead; nothing to
+//!    do). With the last chunk the inputs leave the segment list.
+//! 5. The inputs and `COMPACT` are deleted.
+//!
+//! Opening a store finishes step 5 if `COMPACT` exists, and otherwise deletes `*.seg.tmp`.
+//! The index never points at an output before step 3, so a crash before it loses nothing.
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::hash::KeyHash;
+use crate::log::format::{self, CompactionManifest, RecordType, SegmentOrder, SEGMENT_HEADER_LEN};
+use crate::log::reader::{Scanner, Step};
+use crate::log::segment::{
+    segment_file_name, sync_dir, tmp_segment_file_name, Segment, SEGMENT_SUFFIX, SEGMENT_TMP_SUFFIX,
+};
+use crate::log::writer::Appender;
+use crate::maintenance::{self, MaintenanceReport, ScanMode};
+use crate::options::DamagePolicy;
+use crate::partition::{new_segment_at, PartState, Partition, SegmentSet, StoreCtx};
+
+const MANIFEST_FILE: &str = "COMPACT";
+const MANIFEST_TMP_FILE: &str = "COMPACT.tmp";
+/// Output buffer of a compaction: records are written in runs of this size.
+const COMPACTION_WRITE_BYTES: usize = 1 << 20;
+/// Index entries moved to their copies under one hold of the partition's exclusive lock:
+/// writers and readers wait at most this many probes (a few milliseconds).
+const REMAP_CHUNK_ENTRIES: usize = 32 * 1024;
+
+/// Which segments one pass takes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pass {
+    /// Bytes of input (disk blocks of the segments) the pass reads at most; one group of
+    /// segments is taken whatever its size.
+    pub budget_bytes: u64,
+    /// Start after the group with this major order (a sweep's cursor); `None`: at the head.
+    /// A cursor past the last sealed group starts again at the head.
+    pub start_after: Option<u64>,
+}
+
+/// What a pass covered, for a sweep's cursor.
+#[derive(Debug, Default)]
+pub(crate) struct PassOutcome {
+    pub report: MaintenanceReport,
+    /// Major order of the last group compacted (`None`: nothing to compact).
+    pub last_major: Option<u64>,
+    /// The range reached the end of the log (the active segment was sealed into it).
+    pub reached_end: bool,
+}
+
+/// An index entry to move from an input record to its copy.
+struct Remap {
+    hash: KeyHash,
+    from: u32,
+    to: u32,
+}
+
+/// Runs one compaction pass on the partition. The caller holds its maintenance lock.
+pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<PassOutcome> {
+    // 1. The range.
+    let (snapshot, inputs, prefix, reached_end) = {
+        let mut st = part.state.write();
+        st.appender.flush()?;
+        let sealed = st.segs.ordered.len() - 1;
+        let start = match pass.start_after {
+            Some(major) => st.segs.ordered[..sealed]
+                .iter()
+                .position(|s| s.header.order.major > major)
+                .unwrap_or(0),
+            None => 0,
+        };
+        let mut n = range_len(&st.segs.ordered[start..sealed], pass.budget_bytes);
+        let reached_end = start + n == sealed;
+        if reached_end && st.appender.end() > SEGMENT_HEADER_LEN as u64 {
+            st.rotate(ctx, part.id, &part.dir)?;
+            n += 1; // the sealed active segment: a group of its own
+        }
+        let inputs = st.segs.ordered[start..start + n].to_vec();
+        (st.segs.clone(), inputs, start == 0, reached_end)
+    };
+    let mut outcome = PassOutcome {
+        report: MaintenanceReport {
+            segments_compacted: inputs.len(),
+            ..Default::default()
+        },
+        last_major: inputs.last().map(|s| s.header.order.major),
+        reached_end,
+    };
+    let Some(last_input) = inputs.last().map(|s| s.header.order) else {
+        return Ok(outcome);
+    };
+    let report = &mut outcome.report;
+
+    // 2. Copy what survives.
+    let resolved = resolved_batches(&inputs)?;
+    let mut out = Outputs::new(&snapshot, last_input);
+    let mut remaps: Vec<Remap> = Vec::new();
+    // Live records whose value is damaged (salvage only): dropped from the index at the swap.
+    let mut lost: Vec<(KeyHash, u32)> = Vec::new();
+    let (mut dropped, mut kept_dead) = (0u64, 0u64);
+    let mode = ScanMode {
+        keep_bytes: true,
+        verify_values: true,
+        on_damage: ctx.opts.on_damage,
+    };
+    let scanned = maintenance::scan_records(part, &inputs, None, mode, |r| {
+        let ty = r.header.ty;
+        // Some(whole part in range) for a member or commit record of a resolved batch.
+        let resolved_batch = resolved
+            .get(&r.header.seq)
+            .filter(|_| ty.is_batch_member() || ty == RecordType::BatchCommit);
+        let resolved_member = ty.is_batch_member() && resolved_batch.is_some();
+        if r.live {
+            if !r.value_ok {
+                let what = "record value checksum mismatch";
+                return match ctx.opts.on_damage {
+                    DamagePolicy::Refuse => Err(Error::corruption(&r.segment.path, r.offset, what)),
+                    DamagePolicy::Salvage => {
+                        lost.push((r.hash, r.loc));
+                        report.damage.push(format!(
+                            "{} at offset {}: {what}; key {} dropped",
+                            r.segment.path.display(),
+                            r.offset,
+                            show_key(r.bytes)
+                        ));
+                        Ok(())
+                    }
+                };
+            }
+            let as_type = if resolved_member { RecordType::Put } else { ty };
+            let to = out.append(ctx, part, r.bytes, as_type)?;
+            remaps.push(Remap {
+                hash: r.hash,
+                from: r.loc,
+                to,
+            });
+            return Ok(());
+        }
+        // Dead puts, tombstones, commit records.
+        let keep_as = match ty {
+            RecordType::Put => None,
+            RecordType::Delete => (!prefix).then_some(RecordType::Delete),
+            RecordType::BatchPut | RecordType::BatchCommit if resolved_batch.is_some() => None,
+            // A delete of a batch that was applied keeps shadowing older copies.
+            RecordType::BatchDelete if resolved_member => {
+                (!prefix && resolved_batch == Some(&true)).then_some(RecordType::Delete)
+            }
+            // A part (or commit) that replay must find as it is.
+            RecordType::BatchPut | RecordType::BatchDelete | RecordType::BatchCommit => Some(ty),
+        };
+        match keep_as {
+            Some(t) => {
+                out.append(ctx, part, r.bytes, t)?;
+                kept_dead += 1;
+            }
+            None => dropped += 1,
+        }
+        Ok(())
+    })
+    .and_then(|skipped| out.finish().map(|()| skipped));
+    let skipped = match scanned {
+        Ok(s) => s,
+        Err(e) => {
+            out.abandon(part);
+            return Err(e);
+        }
+    };
+    report.records_copied = remaps.len() as u64 + kept_dead;
+    report.records_dropped = dropped + lost.len() as u64;
+    report.damage.extend(skipped);
+
+    // 3. Commit on disk.
+    let outputs = match out.commit(&part.dir, &inputs) {
+        Ok(o) => o,
+        Err(e) => {
+            out.abandon(part);
+            return Err(e);
+        }
+    };
+    report.segments_written = outputs.len();
+
+    // 4. Move the index entries, then the segment list.
+    let mut chunks = remaps.chunks(REMAP_CHUNK_ENTRIES).peekable();
+    loop {
+        let chunk = chunks.next().unwrap_or(&[]);
+        let mut st = part.state.write();
+        for r in chunk {
+            if let Some(pos) = st.index.find_loc(r.hash, r.from) {
+                st.index.set_loc(pos, r.to);
+            }
+        }
+        st.dirty = true;
+        if chunks.peek().is_some() {
+            continue;
+        }
+        // The dropped records leave the log; all were dead (counted in `dead` when they
+        // died) but the damaged live ones dropped here.
+        let mut gone_dead = dropped;
+        for &(hash, loc) in &lost {
+            match st.index.find_loc(hash, loc) {
+                Some(pos) => st.index.remove(pos),
+                None => gone_dead += 1,
+            }
+        }
+        let c = &mut st.counters;
+        c.records = c.records.saturating_sub(dropped + lost.len() as u64);
+        c.dead = c.dead.saturating_sub(gone_dead);
+        swap_segments(&mut st, &inputs, &outputs);
+        break;
+    }
+
+    // 5. Retire the inputs.
+    for seg in &inputs {
+        let _ = fs::remove_file(&seg.path);
+    }
+    let _ = fs::remove_file(part.dir.join(MANIFEST_FILE));
+    sync_dir(&part.dir)?;
+    Ok(outcome)
+}
+
+/// The batches a pass resolves into plain records: those whose commit record lies in `inputs`
+/// with members of the part there too. A part is written whole, in one segment, before its
+/// commit record (only a commit record written when opening repaired a crashed batch lies in
+/// a later segment), so its members are all in the range — `true` — or none is; some but not
+/// all means damage (`false`: a salvaging open did not apply the batch).
+fn resolved_batches(inputs: &[Arc<Segment>]) -> Result<HashMap<u64, bool>> {
+    // seq -> (members seen, members the commit record announces)
+    let mut seen: HashMap<u64, (u32, Option<u32>)> = HashMap::new();
+    for seg in inputs {
+        let mut sc = Scanner::new(seg, SEGMENT_HEADER_LEN as u64, u64::MAX, false);
+        loop {
+            match sc.next_step()? {
+                Step::Record { header, .. } if header.ty.is_batch_member() => {
+                    seen.entry(header.seq).or_default().0 += 1
+                }
+                Step::Record { header, .. } if header.ty == RecordType::BatchCommit => {
+                    let value = &sc.record()[format::RECORD_HEADER_LEN..];
+                    seen.entry(header.seq).or_default().1 = Some(format::commit_count(value));
+                }
+                Step::Record { .. } | Step::Damaged { .. } => {}
+                Step::End { .. } => break,
+            }
+        }
+    }
+    Ok(seen
+        .into_iter()
+        .filter_map(|(seq, (members, commit))| match commit {
+            Some(expected) if members > 0 => Some((seq, members == expected)),
+            _ => None,
+        })
+        .collect())
+}
+
+/// How many of the segments of `sealed` (from its start) a pass with `budget_bytes` takes:
+/// whole groups (segments sharing a major order: the outputs of one earlier pass), at least
+/// one group, while their disk blocks fit the budget.
+fn range_len(sealed: &[Arc<Segment>], budget_bytes: u64) -> usize {
+    let mut bytes = 0u64;
+    let mut n = 0;
+    while n < sealed.len() {
+        let major = sealed[n].header.order.major;
+        let group = sealed[n..]
+            .iter()
+            .take_while(|s| s.header.order.major == major)
+            .count();
+        let group_bytes: u64 = sealed[n..n + group]
+            .iter()
+            .map(|s| s.file().metadata().map_or(0, |m| m.blocks() * 512))
+            .sum();
+        if n > 0 && bytes + group_bytes > budget_bytes {
+            break;
+        }
+        bytes += group_bytes;
+        n += group;
+    }
+    n
+}
+
+/// A key for a message: printable if it is, else hex; cut to a readable length.
+pub(crate) fn show_key(record: &[u8]) -> String {
+    const SHOWN_BYTES_MAX: usize = 64;
+    let Some(h) = format::parse_header(record) else {
+        return "<unreadable>".into();
+    };
+    let start = format::RECORD_HEADER_LEN;
+    let key = &record[start..(start + h.key_len as usize).min(record.len())];
+    let shown = &key[..key.len().min(SHOWN_BYTES_MAX)];
+    let more = if key.len() > SHOWN_BYTES_MAX {
+        "..."
+    } else {
+        ""
+    };
+    if shown.iter().all(|b| b.is_ascii_graphic()) {
+        format!("{:?}{more}", String::from_utf8_lossy(shown))
+    } else {
+        let hex: String = shown.iter().map(|b| format!("{b:02x}")).collect();
+        format!("0x{hex}{more}")
+    }
+}
+
+/// Replaces `inputs` (a contiguous range of the log) by `outputs`, in the segment list and
+/// the slot table.
+fn swap_segments(st: &mut PartState, inputs: &[Arc<Segment>], outputs: &[Arc<Segment>]) {
+    let at = st
+        .segs
+        .ordered
+        .iter()
+        .position(|s| Arc::ptr_eq(s, &inputs[0]))
+        .expect("maintenance is serialised: the inputs are still in the log");
+    debug_assert!(inputs
+        .iter()
+        .zip(&st.segs.ordered[at..])
+        .all(|(a, b)| Arc::ptr_eq(a, b)));
+    for seg in inputs {
+        st.segs.unregister(seg.slot());
+    }
+    for seg in outputs {
+        st.segs.unregister(seg.slot()); // the .tmp handle registered while writing
+        st.segs.register(seg.clone());
+    }
+    st.segs
+        .ordered
+        .splice(at..at + inputs.len(), outputs.iter().cloned());
+}
+
+/// Compaction output segments being written.
+struct Outputs {
+    /// Addressing of the snapshot (input locations).
+    span_set: SegmentSet,
+    /// Order of the last input: outputs take `(major, minor + 1 + i)`, before any later segment
+    /// (whose major is larger: a pass never splits a group).
+    last_input: SegmentOrder,
+    segments: Vec<Arc<Segment>>,
+    appender: Option<Appender>,
+}
+
+impl Outputs {
+    fn new(snapshot: &SegmentSet, last_input: SegmentOrder) -> Outputs {
+        Outputs {
+            span_set: snapshot.clone(),
+            last_input,
+            segments: Vec::new(),
+            appender: None,
+        }
+    }
+
+    /// Appends a copy of a record (as type `ty`); returns its new location.
+    fn append(
+        &mut self,
+        ctx: &StoreCtx,
+        part: &Partition,
+        rec: &[u8],
+        ty: RecordType,
+    ) -> Result<u32> {
+        let need = rec.len() as u64;
+        if self.appender.as_ref().is_none_or(|a| a.room() < need) {
+            if let Some(a) = self.appender.as_mut() {
+                a.release_unused()?;
+            }
+            let order = SegmentOrder {
+                major: self.last_input.major,
+                minor: self.last_input.minor + 1 + self.segments.len() as u32,
+            };
+            let seg = {
+                let mut st = part.state.write();
+                let slot = st.segs.free_slot(part.id)?;
+                let file_id = ctx.alloc_file_id();
+                let seg = Arc::new(new_segment_at(
+                    ctx,
+                    part.id,
+                    &part.dir.join(tmp_segment_file_name(file_id)),
+                    file_id,
+                    slot,
+                    order,
+                )?);
+                st.segs.register(seg.clone());
+                seg
+            };
+            self.segments.push(seg.clone());
+            self.appender = Some(Appender::new(
+                seg,
+                SEGMENT_HEADER_LEN as u64,
+                true,
+                COMPACTION_WRITE_BYTES,
+                ctx.space_short.clone(),
+            ));
+        }
+        let a = self.appender.as_mut().expect("made above");
+        let at = if format::parse_header(rec).is_some_and(|h| h.ty != ty) {
+            // A resolved batch member becomes a plain record.
+            let mut copy = rec.to_vec();
+            format::retype_record(&mut copy, ty);
+            a.append(&copy)?
+        } else {
+            a.append(rec)?
+        };
+        Ok(self.span_set.loc(a.segment.slot(), at))
+    }
+
+    /// Writes out buffered records and makes the outputs durable.
+    fn finish(&mut self) -> Result<()> {
+        if let Some(a) = self.appender.as_mut() {
+            a.release_unused()?;
+        }
+        for seg in &self.segments {
+            seg.sync_data()?;
+        }
+        Ok(())
+    }
+
+    /// Commits the compaction on disk: manifest, then renames. Returns the outputs reopened
+    /// under their final names.
+    fn commit(&self, dir: &Path, inputs: &[Arc<Segment>]) -> Result<Vec<Arc<Segment>>> {
+        let manifest = CompactionManifest {
+            inputs: inputs.iter().map(|s| s.file_id()).collect(),
+            outputs: self.segments.iter().map(|s| s.file_id()).collect(),
+        };
+        let tmp = dir.join(MANIFEST_TMP_FILE);
+        fs::write(&tmp, manifest.encode())
+            .and_then(|_| fs::File::open(&tmp)?.sync_all())
+            .map_err(|e| Error::io("write compaction manifest", &tmp, e))?;
+        let path = dir.join(MANIFEST_FILE);
+        fs::rename(&tmp, &path).map_err(|e| Error::io("commit compaction manifest", &path, e))?;
+        sync_dir(dir)?;
+        let mut reopened = Vec::with_capacity(self.segments.len());
+        for seg in &self.segments {
+            let to = dir.join(segment_file_name(seg.file_id()));
+            fs::rename(&seg.path, &to)
+                .map_err(|e| Error::io("rename compaction output", &to, e))?;
+            reopened.push(Arc::new(Segment::open(to, false)?));
+        }
+        sync_dir(dir)?;
+        Ok(reopened)
+    }
+
+    /// Drops unfinished outputs: frees their slots and deletes their files.
+    fn abandon(self, part: &Partition) {
+        let mut st = part.state.write();
+        for seg in &self.segments {
+            st.segs.unregister(seg.slot());
+            let _ = fs::remove_file(&seg.path);
+        }
+    }
+}
+
+fn read_manifest(dir: &Path) -> Result<Option<CompactionManifest>> {
+    let path = dir.join(MANIFEST_FILE);
+    match fs::read_to_string(&path) {
+        Ok(text) => CompactionManifest::decode(&text)
+            .map(Some)
+            .map_err(|reason| Error::corruption(&path, 0, reason)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("read compaction manifest", &path, e)),
+    }
+}
+
+/// The segment files of a partition directory, as a crash left them.
+pub(crate) struct SegmentFiles {
+    /// Files to open as segments: `*.seg` files and, if a committed compaction was
+    /// interrupted, its outputs still named `*.seg.tmp` (read-only opening only; a read-write
+    /// opening renames them first).
+    pub paths: Vec<std::path::PathBuf>,
+    /// Largest file id seen, in any file name.
+    pub max_file_id: u64,
+}
+
+/// Completes a compaction interrupted by a crash (or, `read_only`, only works out which files
+/// it leaves in the log) and lists the partition's segment files.
+pub(crate) fn finish_interrupted(dir: &Path, read_only: bool) -> Result<SegmentFiles> {
+    let manifest = read_manifest(dir)?;
+    let (inputs, outputs): (HashSet<u64>, HashSet<u64>) = match &manifest {
+        Some(m) => (
+            m.inputs.iter().copied().collect(),
+            m.outputs.iter().copied().collect(),
+        ),
+        None => Default::default(),
+    };
+    if !read_only {
+        if manifest.is_some() {
+            for &id in &outputs {
+                let tmp = dir.join(tmp_segment_file_name(id));
+                if tmp.exists() {
+                    let to = dir.join(segment_file_name(id));
+                    fs::rename(&tmp, &to)
+                        .map_err(|e| Error::io("finish compaction rename", &to, e))?;
+                }
+            }
+            for &id in &inputs {
+                let p = dir.join(segment_file_name(id));
+                match fs::remove_file(&p) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(Error::io("finish compaction delete", &p, e)),
+                }
+            }
+            sync_dir(dir)?;
+            let path = dir.join(MANIFEST_FILE);
+            fs::remove_file(&path)
+                .map_err(|e| Error::io("remove compaction manifest", &path, e))?;
+        }
+        let _ = fs::remove_file(dir.join(MANIFEST_TMP_FILE));
+    }
+    let mut files = SegmentFiles {
+        paths: Vec::new(),
+        max_file_id: inputs.iter().chain(&outputs).copied().max().unwrap_or(0),
+    };
+    let entries = fs::read_dir(dir).map_err(|e| Error::io("list partition directory", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("list partition directory", dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let (id, tmp) = if let Some(stem) = name.strip_suffix(SEGMENT_TMP_SUFFIX) {
+            (stem, true)
+        } else if let Some(stem) = name.strip_suffix(SEGMENT_SUFFIX) {
+            (stem, false)
+        } else {
+            continue;
+        };
+        let Ok(id) = u64::from_str_radix(id, 16) else {
+            continue;
+        };
+        files.max_file_id = files.max_file_id.max(id);
+        let in_log = if tmp {
+            // An uncommitted output: deleted (read-write), or ignored (read-only).
+            if !read_only {
+                let _ = fs::remove_file(entry.path());
+            }
+            read_only && outputs.contains(&id)
+        } else {
+            // In a read-only view of an interrupted compaction, its inputs are gone.
+            !(read_only && inputs.contains(&id))
+        };
+        if in_log {
+            files.paths.push(entry.path());
+        }
+    }
+    files.paths.sort();
+    Ok(files)
+}

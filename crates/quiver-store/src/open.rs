@@ -1,0 +1,233 @@
+//! Opening a store: lock the directory, read its layout, recover every partition (in
+//! parallel), refuse damage unless told to salvage, resolve multi-partition batches, take the
+//! disk reserve, and checkpoint what had to be replayed.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::background::Background;
+use crate::error::{Error, Result};
+use crate::io;
+use crate::lockfile::DirLock;
+use crate::log::format::{SegmentOrder, SEGMENT_HEADER_LEN};
+use crate::log::writer::Appender;
+use crate::maintenance;
+use crate::meta;
+use crate::options::{DamagePolicy, Durability, Options};
+use crate::partition::{new_segment, partition_dir, PartState, Partition, StoreCtx};
+use crate::recovery::{self, RecoveryProgress, RecoveryReport};
+use crate::reserve::DiskReserve;
+use crate::store::Inner;
+use crate::write;
+
+/// First segment of a new partition.
+const FIRST_ORDER: SegmentOrder = SegmentOrder { major: 1, minor: 0 };
+
+pub(crate) fn open(
+    dir: &Path,
+    mut opts: Options,
+    progress: &mut (dyn FnMut(RecoveryProgress) + Send),
+) -> Result<(Arc<Inner>, RecoveryReport)> {
+    opts.validate()?;
+    let dir = dir.to_path_buf();
+    let read_only = opts.read_only;
+    if read_only {
+        if !crate::layout::is_store(&dir) {
+            return Err(Error::Incompatible {
+                path: dir,
+                reason: "no Quiver store here (opening read-only never creates one)".into(),
+            });
+        }
+    } else {
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create store directory", &dir, e))?;
+    }
+    let lock = DirLock::acquire(&dir)?;
+    meta::load_or_create(&dir, &mut opts)?;
+    let ctx = StoreCtx {
+        backend: io::backend(opts.backend)?,
+        opts,
+        next_file_id: AtomicU64::new(1),
+        next_seq: AtomicU64::new(1),
+        value_len_estimate: AtomicUsize::new(64),
+        maintenance_runs: AtomicU64::new(0),
+        space_short: Arc::new(AtomicBool::new(false)),
+    };
+    let (recovered, mut report) = recover_partitions(&ctx, &dir, progress)?;
+    if ctx.opts.on_damage == DamagePolicy::Refuse && !report.damage.is_empty() {
+        return Err(Error::Damaged {
+            places: report.damage,
+        });
+    }
+    let max_seq = recovered
+        .iter()
+        .map(|r| r.builder.max_seq)
+        .max()
+        .unwrap_or(0);
+    let max_file = recovered.iter().map(|r| r.max_file_id).max().unwrap_or(0);
+    ctx.next_seq.store(max_seq + 1, Ordering::Relaxed);
+    ctx.next_file_id.store(max_file + 1, Ordering::Relaxed);
+
+    // A batch is committed if any partition holds its commit record.
+    let committed: HashSet<u64> = recovered
+        .iter()
+        .flat_map(|r| r.builder.commits.iter().copied())
+        .collect();
+    let mut repaired: HashSet<u64> = HashSet::new();
+    let mut aborted: HashSet<u64> = HashSet::new();
+    let mut parts = Vec::with_capacity(recovered.len());
+    for (p, rec) in recovered.into_iter().enumerate() {
+        let p = p as u32;
+        let pdir = partition_dir(&dir, p);
+        let clean = rec.clean && !rec.segs.ordered.is_empty();
+        let mut b = rec.builder;
+        let mut segs = rec.segs;
+        let mut repairs = Vec::new();
+        let pending: BTreeMap<u64, _> = rec.pending.into_iter().collect();
+        for (seq, members) in pending {
+            if committed.contains(&seq) {
+                b.apply_members(&segs, &members)?;
+                repairs.push((seq, members.len() as u32));
+                repaired.insert(seq);
+            } else {
+                b.discard_members(members.len());
+                aborted.insert(seq);
+            }
+        }
+        if segs.ordered.is_empty() {
+            if read_only {
+                return Err(Error::Incompatible {
+                    path: pdir,
+                    reason: "partition has no segment (opening read-only never creates one)".into(),
+                });
+            }
+            segs.push(Arc::new(new_segment(&ctx, p, &pdir, 0, FIRST_ORDER)?));
+        }
+        let end = rec.end_offset.unwrap_or(SEGMENT_HEADER_LEN as u64);
+        let appender = Appender::new(
+            segs.active().clone(),
+            end,
+            ctx.opts.durability == Durability::None,
+            ctx.opts.write_buffer_bytes_max,
+            ctx.space_short.clone(),
+        );
+        let mut st = PartState {
+            index: b.index,
+            segs,
+            appender,
+            counters: b.counters,
+            appended_lsn: 0,
+            dirty: !clean,
+        };
+        // The batch is applied in memory above; its commit record makes it so on disk too.
+        // (Read-only: the next read-write opening writes it.)
+        for (seq, members) in repairs.into_iter().filter(|_| !read_only) {
+            let mut buf = Vec::new();
+            write::encode_commit(&mut buf, seq, members);
+            st.ensure_room(&ctx, p, &pdir, buf.len() as u64)?;
+            st.append(&buf)?;
+            st.counters.records += 1;
+            st.counters.dead += 1;
+        }
+        if !read_only {
+            st.appender.flush()?;
+        }
+        parts.push(Partition {
+            id: p,
+            dir: pdir,
+            state: RwLock::new(st),
+            commit: Default::default(),
+            maintenance: Mutex::new(Default::default()),
+            room_wanted: AtomicUsize::new(0),
+            resizes: AtomicU64::new(0),
+        });
+    }
+    report.batches_repaired = repaired.len() as u64;
+    report.batches_aborted = aborted.len() as u64;
+
+    let reserve = if read_only {
+        DiskReserve::none(&dir, ctx.space_short.clone())
+    } else {
+        DiskReserve::open(&dir, ctx.opts.disk_reserve_bytes, ctx.space_short.clone())?
+    };
+    let inner = Arc::new(Inner {
+        ctx,
+        parts,
+        dir,
+        _lock: lock,
+        closed: AtomicBool::new(false),
+        reserve,
+        background: Background::new(),
+    });
+    // Checkpoint what had to be rebuilt or replayed, so the next open is fast. Only an
+    // optimisation: on a full disk the store opens anyway (the log holds everything).
+    if !read_only {
+        for part in inner.parts.iter().filter(|p| p.state.read().dirty) {
+            match maintenance::save_checkpoint(&inner.ctx, part) {
+                Err(e) if e.is_no_space() => inner.background.note(&e),
+                r => r?,
+            }
+        }
+    }
+    Ok((inner, report))
+}
+
+/// Recovers every partition, on as many threads as there are cores (partitions are
+/// independent until their batches are resolved). Returns them in partition order.
+fn recover_partitions(
+    ctx: &StoreCtx,
+    dir: &Path,
+    progress: &mut (dyn FnMut(RecoveryProgress) + Send),
+) -> Result<(Vec<recovery::Recovered>, RecoveryReport)> {
+    let n = ctx.opts.partitions as usize;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |t| t.get())
+        .clamp(1, n);
+    let progress = Mutex::new(progress);
+    let results: Vec<Result<Vec<(u32, recovery::Recovered, RecoveryReport)>>> =
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let progress = &progress;
+                    scope.spawn(move || {
+                        let mut done = Vec::new();
+                        for p in (t..n).step_by(threads).map(|p| p as u32) {
+                            let mut report = RecoveryReport::default();
+                            let mut prog = |x: RecoveryProgress| (progress.lock())(x);
+                            let rec = recovery::recover_partition(
+                                ctx,
+                                p,
+                                &partition_dir(dir, p),
+                                &mut report,
+                                &mut prog,
+                            )?;
+                            done.push((p, rec, report));
+                        }
+                        Ok(done)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        });
+    let mut all = Vec::with_capacity(n);
+    for r in results {
+        all.extend(r?);
+    }
+    all.sort_by_key(|(p, ..)| *p);
+    let mut report = RecoveryReport::default();
+    let mut recovered = Vec::with_capacity(n);
+    for (_, rec, r) in all {
+        report.merge(r);
+        recovered.push(rec);
+    }
+    Ok((recovered, report))
+}

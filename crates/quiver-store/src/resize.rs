@@ -1,0 +1,91 @@
+//! Index resizing: a new index sized for the partition's live keys replaces the old one.
+//!
+//! 1. Under the partition lock, note the log's end and the number of live keys.
+//! 2. Without the lock, read the log up to that end and insert every put record the current
+//!    index still points at (see `maintenance::scan_records`): only live keys, so no tombstones
+//!    and no room taken by keys deleted long ago, and no key is read twice.
+//! 3. Under the lock again, replay what was appended meanwhile and swap the indexes.
+//!
+//! The log and the counters are untouched: resizing changes no record.
+
+use crate::builder::IndexBuilder;
+use crate::error::{Error, Result};
+use crate::index::Index;
+use crate::maintenance::{self, LogPos, MaintenanceReport, ScanMode};
+use crate::partition::{Partition, StoreCtx};
+
+/// Rebuilds tried before giving up, each sized for what outran the previous one: writers can
+/// insert keys faster than a rebuild catches up only so many times in a row.
+const RESIZE_ATTEMPTS_MAX: usize = 4;
+
+/// Rebuilds the partition's index with room for `extra_keys` keys beyond the live ones.
+/// The caller holds the partition's maintenance lock.
+pub(crate) fn resize(
+    ctx: &StoreCtx,
+    part: &Partition,
+    extra_keys: usize,
+) -> Result<MaintenanceReport> {
+    let mut extra = extra_keys;
+    for _ in 0..RESIZE_ATTEMPTS_MAX {
+        match attempt(ctx, part, extra)? {
+            Some(report) => {
+                ctx.maintenance_runs
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return Ok(report);
+            }
+            None => extra = extra * 2 + part.state.read().index.live() + 1024,
+        }
+    }
+    Err(Error::IndexFull {
+        partition: part.id,
+        keys: extra_keys,
+    })
+}
+
+/// One rebuild; `Ok(None)` if writers inserted more keys meanwhile than it has room for.
+fn attempt(
+    ctx: &StoreCtx,
+    part: &Partition,
+    extra_keys: usize,
+) -> Result<Option<MaintenanceReport>> {
+    let (segs, end, live, capacity_before) = {
+        let mut st = part.state.write();
+        st.appender.flush()?;
+        (
+            st.segs.ordered.clone(),
+            LogPos::end_of(&st),
+            st.index.live(),
+            st.index.capacity(),
+        )
+    };
+    // Keys live at the snapshot whose record precedes it are at most `live`: no overflow here.
+    let mut index = Index::for_keys(live + extra_keys);
+    let mode = ScanMode {
+        keep_bytes: false,
+        // A damaged value is the reader's to report; the index only needs the key.
+        verify_values: false,
+        on_damage: ctx.opts.on_damage,
+    };
+    maintenance::scan_records(part, &segs, Some(end), mode, |r| {
+        if r.live {
+            index.insert(r.hash, r.loc);
+        }
+        Ok(())
+    })?;
+
+    let mut st = part.state.write();
+    st.appender.flush()?;
+    let mut b = IndexBuilder::new(index);
+    maintenance::catch_up(&st, end, &mut b)?;
+    if b.too_full() {
+        return Ok(None);
+    }
+    let report = MaintenanceReport {
+        index_capacity_before: capacity_before,
+        index_capacity_after: b.index.capacity(),
+        ..Default::default()
+    };
+    st.index = b.index;
+    st.dirty = true;
+    Ok(Some(report))
+}
