@@ -1,9 +1,17 @@
 //! Error replies, with Redis 7's texts where Redis defines them.
 
+use std::time::{Duration, Instant};
+
 use bytes::{BufMut, BytesMut};
 use quiver_store::Error as StoreError;
 
+use crate::ratelog::LogLimiter;
 use crate::reply::Reply;
+
+/// At most one log line per this interval for each kind of repeated refusal below.
+pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(1);
+/// Writes refused because the disk is full.
+static NO_SPACE_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);
 
 pub const SYNTAX: &str = "ERR syntax error";
 pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
@@ -88,7 +96,16 @@ pub fn store_error(e: &StoreError) -> Reply {
         StoreError::BatchTooLarge { bytes, max } => Reply::error(format!(
             "ERR the write is too large ({bytes} bytes; one partition takes at most {max} at once)"
         )),
-        StoreError::NoSpace { .. } => err("ERR no space left on device: the write was not applied"),
+        StoreError::NoSpace { path } => {
+            if let Some(n) = NO_SPACE_LOG.event(Instant::now()) {
+                tracing::warn!(
+                    path = %path.display(),
+                    refused = n,
+                    "no space left on device: writes refused (count since the last such line)"
+                );
+            }
+            err("ERR no space left on device: the write was not applied")
+        }
         e => {
             tracing::error!(error = %e, "storage error");
             Reply::Error(sanitize(BytesMut::from(

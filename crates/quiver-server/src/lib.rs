@@ -11,6 +11,7 @@
 //! * [`coalesce`] is the optional intermediate queue of GETs across connections;
 //! * [`cmd`] is the command table and the commands; [`session`] a connection's state;
 //! * [`stats`], [`clients`], [`watch`] are shared registries; [`metrics`] the Prometheus view;
+//!   [`ratelog`] keeps repeated warnings to one line a second;
 //! * [`testing`] starts an in-process server for tests.
 
 pub mod clients;
@@ -22,6 +23,7 @@ pub mod errors;
 pub mod exec;
 pub mod frame;
 pub mod metrics;
+pub mod ratelog;
 pub mod reply;
 pub mod server;
 pub mod session;
