@@ -12,6 +12,8 @@ use crate::reply::Reply;
 pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(1);
 /// Writes refused because the disk is full.
 static NO_SPACE_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);
+/// Commands and EXECs given up after too many conflicting attempts.
+static CONFLICTS_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);
 
 pub const SYNTAX: &str = "ERR syntax error";
 pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
@@ -49,6 +51,23 @@ pub fn unknown_command(args: &[bytes::Bytes]) -> Reply {
         listed += take + 3;
     }
     Reply::Error(sanitize(m))
+}
+
+/// A command or EXEC that was run `attempts` times, each time conflicting with concurrent
+/// writes to a key it read, and given up: nothing of it was applied. `what` is "command" or
+/// "transaction".
+pub fn not_applied_after_conflicts(what: &str, attempts: u32) -> Reply {
+    if let Some(n) = CONFLICTS_LOG.event(Instant::now()) {
+        tracing::warn!(
+            attempts,
+            given_up = n,
+            "commands given up: concurrent writes kept changing the keys they read"
+        );
+    }
+    Reply::error(format!(
+        "ERR the {what} was not applied: concurrent writes changed the keys it read {attempts} \
+         times in a row"
+    ))
 }
 
 /// `EXECABORT Transaction discarded because of: <error without its ERR prefix>`.
@@ -112,5 +131,21 @@ pub fn store_error(e: &StoreError) -> Reply {
                 format!("ERR storage error: {e}").as_bytes(),
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_texts() {
+        assert_eq!(
+            not_applied_after_conflicts("command", 1000),
+            Reply::error(
+                "ERR the command was not applied: concurrent writes changed the keys it read \
+                 1000 times in a row"
+            )
+        );
     }
 }

@@ -19,7 +19,7 @@ use crate::errors::{self, store_error};
 use crate::reply::Reply;
 use crate::session::Session;
 use crate::state::ServerState;
-use crate::txn::{valid_key, Commit, Txn};
+use crate::txn::{retry_on_conflict, valid_key, Attempt, Commit, Txn, TXN_ATTEMPTS_MAX};
 
 /// A command's view of the server and of its connection.
 pub struct Ctx<'a> {
@@ -366,27 +366,22 @@ pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
     }
 }
 
-/// Runs a key/value command as its own optimistic transaction, again on fresh values until
-/// no other client changed what it read.
+/// Runs a key/value command as its own optimistic transaction, again on fresh values while
+/// another client changed what it read (at most `TXN_ATTEMPTS_MAX` times).
 fn run_atomic(state: &ServerState, cmd: Cmd, args: &[Bytes]) -> Reply {
     let spec = &cmd::COMMANDS[cmd::index_of(cmd)];
-    loop {
+    retry_on_conflict(&state.stats, TXN_ATTEMPTS_MAX, "command", || {
         let mut txn = Txn::new(state);
         let reply = match prefetch_and_run(&mut txn, state, spec, args) {
             Ok(r) => r,
-            Err(e) => return store_error(&e),
+            Err(e) => return Attempt::Done(store_error(&e)),
         };
         match txn.commit(&[]) {
-            Ok(Commit::Applied) => return reply,
-            Ok(Commit::Conflict) => {
-                state
-                    .stats
-                    .transaction_retries
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            Err(e) => return store_error(&e),
+            Ok(Commit::Applied) => Attempt::Done(reply),
+            Ok(Commit::Conflict) => Attempt::Conflict,
+            Err(e) => Attempt::Done(store_error(&e)),
         }
-    }
+    })
 }
 
 /// Prefetches a command's keys as one vector (when it has several and reads them), then

@@ -157,6 +157,12 @@ pub fn render(state: &SharedState) -> String {
         stats.net_output_bytes.load(Relaxed).to_string(),
     );
     gauge(
+        "quiver_transactions_abandoned_total",
+        "Commands and EXECs given up after too many conflicts with concurrent writes.",
+        "counter",
+        stats.transactions_abandoned.load(Relaxed).to_string(),
+    );
+    gauge(
         "quiver_process_resident_bytes",
         "Resident set size.",
         "gauge",

@@ -99,6 +99,9 @@ pub struct Stats {
     pub protocol_errors: AtomicU64,
     pub unknown_commands: AtomicU64,
     pub transaction_retries: AtomicU64,
+    /// Commands and EXECs given up after `txn::TXN_ATTEMPTS_MAX` attempts that all conflicted
+    /// with concurrent writers (answered with an error; nothing applied).
+    pub transactions_abandoned: AtomicU64,
     /// Clients closed for exceeding a buffer limit or the idle timeout.
     pub clients_closed_by_limit: AtomicU64,
 }
@@ -120,6 +123,7 @@ impl Default for Stats {
             protocol_errors: AtomicU64::new(0),
             unknown_commands: AtomicU64::new(0),
             transaction_retries: AtomicU64::new(0),
+            transactions_abandoned: AtomicU64::new(0),
             clients_closed_by_limit: AtomicU64::new(0),
         }
     }

@@ -351,6 +351,10 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
                 stats.transaction_retries.load(Relaxed).to_string(),
             ),
             l(
+                "transactions_abandoned",
+                stats.transactions_abandoned.load(Relaxed).to_string(),
+            ),
+            l(
                 "clients_closed_by_limit",
                 stats.clients_closed_by_limit.load(Relaxed).to_string(),
             ),
