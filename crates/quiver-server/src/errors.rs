@@ -14,6 +14,8 @@ pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(1);
 static NO_SPACE_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);
 /// Commands and EXECs given up after too many conflicting attempts.
 static CONFLICTS_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);
+/// Replies refused at `client-output-buffer-total-limit`.
+static TOTAL_OUTPUT_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);
 
 pub const SYNTAX: &str = "ERR syntax error";
 pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
@@ -67,6 +69,23 @@ pub fn not_applied_after_conflicts(what: &str, attempts: u32) -> Reply {
     Reply::error(format!(
         "ERR the {what} was not applied: concurrent writes changed the keys it read {attempts} \
          times in a row"
+    ))
+}
+
+/// A reply of `len` bytes not sent because the buffered replies of all connections would
+/// have passed `client-output-buffer-total-limit` (`limit` bytes).
+pub fn reply_over_total_limit(len: usize, limit: usize) -> Reply {
+    if let Some(n) = TOTAL_OUTPUT_LOG.event(Instant::now()) {
+        tracing::warn!(
+            bytes = len,
+            limit,
+            refused = n,
+            "replies refused: client-output-buffer-total-limit reached"
+        );
+    }
+    Reply::error(format!(
+        "ERR reply of {len} bytes not sent: the server's buffered replies would exceed \
+         client-output-buffer-total-limit ({limit} bytes)"
     ))
 }
 
@@ -145,6 +164,13 @@ mod tests {
             Reply::error(
                 "ERR the command was not applied: concurrent writes changed the keys it read \
                  1000 times in a row"
+            )
+        );
+        assert_eq!(
+            reply_over_total_limit(5000, 4096),
+            Reply::error(
+                "ERR reply of 5000 bytes not sent: the server's buffered replies would exceed \
+                 client-output-buffer-total-limit (4096 bytes)"
             )
         );
     }

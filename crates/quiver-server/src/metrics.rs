@@ -163,6 +163,21 @@ pub fn render(state: &SharedState) -> String {
         stats.transactions_abandoned.load(Relaxed).to_string(),
     );
     gauge(
+        "quiver_client_output_buffer_bytes",
+        "Reply bytes buffered by all connections (bounded by client-output-buffer-total-limit).",
+        "gauge",
+        state.output_budget.buffered_bytes().to_string(),
+    );
+    gauge(
+        "quiver_replies_refused_by_total_limit_total",
+        "Replies replaced by an error at client-output-buffer-total-limit.",
+        "counter",
+        stats
+            .replies_refused_by_total_limit
+            .load(Relaxed)
+            .to_string(),
+    );
+    gauge(
         "quiver_process_resident_bytes",
         "Resident set size.",
         "gauge",

@@ -17,6 +17,7 @@ use crate::clients::Clients;
 use crate::coalesce::Coalescer;
 use crate::config::{Coalesce, Config, ConfigError};
 use crate::conn;
+use crate::output::OutputBudget;
 use crate::state::{ServerState, SharedState};
 use crate::stats::Stats;
 use crate::watch::Watches;
@@ -145,6 +146,7 @@ impl Server {
         let config_coalesce = config.coalesce;
         let state = Arc::new(ServerState {
             store,
+            output_budget: OutputBudget::new(config.client_output_buffer_total_limit),
             config,
             stats: Stats::default(),
             watches: Watches::default(),

@@ -102,6 +102,9 @@ pub struct Stats {
     /// Commands and EXECs given up after `txn::TXN_ATTEMPTS_MAX` attempts that all conflicted
     /// with concurrent writers (answered with an error; nothing applied).
     pub transactions_abandoned: AtomicU64,
+    /// Replies refused because the server's buffered replies would have exceeded
+    /// `client-output-buffer-total-limit` (each replaced by an error).
+    pub replies_refused_by_total_limit: AtomicU64,
     /// Clients closed for exceeding a buffer limit or the idle timeout.
     pub clients_closed_by_limit: AtomicU64,
 }
@@ -124,6 +127,7 @@ impl Default for Stats {
             unknown_commands: AtomicU64::new(0),
             transaction_retries: AtomicU64::new(0),
             transactions_abandoned: AtomicU64::new(0),
+            replies_refused_by_total_limit: AtomicU64::new(0),
             clients_closed_by_limit: AtomicU64::new(0),
         }
     }

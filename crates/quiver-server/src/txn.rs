@@ -305,6 +305,7 @@ mod tests {
         };
         ServerState {
             store: Store::open(dir, config.store_options()).unwrap(),
+            output_budget: crate::output::OutputBudget::new(0),
             config,
             stats: Stats::default(),
             watches: Watches::default(),

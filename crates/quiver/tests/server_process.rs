@@ -528,7 +528,7 @@ fn config_file_settings_and_flag_overrides() {
     std::fs::write(
         &file,
         "# Redis names\nmaxclients = 7\nrequirepass = \"from-file\"\ntimeout = 300\n\
-         proto-max-bulk-len = \"2mb\"\n",
+         proto-max-bulk-len = \"2mb\"\nclient-output-buffer-total-limit = \"64mb\"\n",
     )
     .unwrap();
     let file_arg = file.to_str().unwrap();
@@ -543,6 +543,10 @@ fn config_file_settings_and_flag_overrides() {
     assert_eq!(
         config_get(&mut c, "proto-max-bulk-len"),
         (2 << 20).to_string()
+    );
+    assert_eq!(
+        config_get(&mut c, "client-output-buffer-total-limit"),
+        (64 << 20).to_string()
     );
     c.set("k", "v").unwrap();
     drop((anonymous, c));

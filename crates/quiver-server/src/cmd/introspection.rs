@@ -141,6 +141,10 @@ fn config_values(state: &ServerState) -> Vec<(&'static str, String)> {
             format!("normal {} 0 0", c.client_output_buffer_limit),
         ),
         (
+            "client-output-buffer-total-limit",
+            c.client_output_buffer_total_limit.to_string(),
+        ),
+        (
             "protected-mode",
             if c.protected_mode { "yes" } else { "no" }.into(),
         ),
@@ -262,6 +266,14 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
             ),
             l("maxclients", state.config.maxclients.to_string()),
             l("blocked_clients", "0".into()),
+            l(
+                "client_output_buffer_total_bytes",
+                state.output_budget.buffered_bytes().to_string(),
+            ),
+            l(
+                "client_output_buffer_total_limit",
+                state.output_budget.limit_bytes().to_string(),
+            ),
         ],
     );
     let rss = crate::metrics::process_rss_bytes();
@@ -357,6 +369,13 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
             l(
                 "clients_closed_by_limit",
                 stats.clients_closed_by_limit.load(Relaxed).to_string(),
+            ),
+            l(
+                "replies_refused_by_total_limit",
+                stats
+                    .replies_refused_by_total_limit
+                    .load(Relaxed)
+                    .to_string(),
             ),
         ],
     );
