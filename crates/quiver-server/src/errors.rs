@@ -55,6 +55,33 @@ pub fn unknown_command(args: &[bytes::Bytes]) -> Reply {
     Reply::Error(sanitize(m))
 }
 
+/// An error reply from a command's own code that Redis gives before running the command
+/// (Redis looks subcommands up and checks their arity itself; Quiver's container commands
+/// CLIENT, CONFIG and COMMAND do it in their own code), so it counts as Redis counts it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// `ERR unknown subcommand ...`: Redis finds no command to count it against.
+    UnknownSubcommand,
+    /// `ERR wrong number of arguments for 'cmd|sub' command`: a rejected call.
+    SubcommandArity,
+}
+
+/// Whether `reply` is one of the refusals of [`Refusal`] (recognised by the texts that
+/// [`unknown_subcommand`] and [`wrong_arity`] with a `cmd|sub` name produce).
+pub fn refusal(reply: &Reply) -> Option<Refusal> {
+    let Reply::Error(text) = reply else {
+        return None;
+    };
+    if text.starts_with(b"ERR unknown subcommand '") {
+        return Some(Refusal::UnknownSubcommand);
+    }
+    let name = text.strip_prefix(b"ERR wrong number of arguments for '")?;
+    let name_end = name.iter().position(|&b| b == b'\'')?;
+    name[..name_end]
+        .contains(&b'|')
+        .then_some(Refusal::SubcommandArity)
+}
+
 /// A command or EXEC that was run `attempts` times, each time conflicting with concurrent
 /// writes to a key it read, and given up: nothing of it was applied. `what` is "command" or
 /// "transaction".
@@ -156,6 +183,22 @@ pub fn store_error(e: &StoreError) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_inside_commands_are_recognised() {
+        assert_eq!(
+            refusal(&unknown_subcommand(b"nosuch", "CONFIG")),
+            Some(Refusal::UnknownSubcommand)
+        );
+        assert_eq!(
+            refusal(&wrong_arity("config|get")),
+            Some(Refusal::SubcommandArity)
+        );
+        // A command's own arity error after it ran (MSET with a missing value) is a failure.
+        assert_eq!(refusal(&wrong_arity("mset")), None);
+        assert_eq!(refusal(&err(NOT_INTEGER)), None);
+        assert_eq!(refusal(&Reply::OK), None);
+    }
 
     #[test]
     fn error_texts() {

@@ -15,7 +15,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::cmd::{self, connection, introspection, keyspace, strings, transactions, Cmd};
-use crate::errors::{self, store_error};
+use crate::errors::{self, store_error, Refusal};
 use crate::output::Output;
 use crate::reply::Reply;
 use crate::session::Session;
@@ -194,6 +194,7 @@ fn run_vector(
     state.stats.vector_widths.record(keys as u64);
     // An engine error fails every command of the vector.
     let failed = |error: &Reply, out: &mut Output<'_>| {
+        state.stats.failed(index, n as u64);
         out.reply_n(error, n, resp3);
     };
     match kind {
@@ -292,7 +293,10 @@ fn encode_gets(
                 .collect();
             out.replies(&replies, resp3);
         }
-        Err(e) => out.reply_n(&e, n, resp3),
+        Err(e) => {
+            state.stats.failed(cmd::index_of(Cmd::Get), n as u64);
+            out.reply_n(&e, n, resp3);
+        }
     }
 }
 
@@ -314,6 +318,7 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         None
     };
     if let Some(reply) = refused {
+        ctx.state.stats.rejected(index);
         flag_transaction(ctx.session);
         if spec.cmd == Cmd::Exec {
             // Redis's execCommandAbort: a refused EXEC discards the transaction.
@@ -340,9 +345,19 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     ctx.session.info.touch(index);
     let started = Instant::now();
     let reply = run(ctx, spec.cmd, args);
-    ctx.state
-        .stats
-        .command(index, 1, started.elapsed().as_micros() as u64);
+    let stats = &ctx.state.stats;
+    match errors::refusal(&reply) {
+        // Redis refuses these before running the command, and finds no command to count an
+        // unknown subcommand against.
+        Some(Refusal::UnknownSubcommand) => {}
+        Some(Refusal::SubcommandArity) => stats.rejected(index),
+        None => {
+            stats.command(index, 1, started.elapsed().as_micros() as u64);
+            if matches!(reply, Reply::Error(_)) {
+                stats.failed(index, 1);
+            }
+        }
+    }
     reply
 }
 

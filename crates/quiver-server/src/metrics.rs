@@ -157,6 +157,12 @@ pub fn render(state: &SharedState) -> String {
         stats.net_output_bytes.load(Relaxed).to_string(),
     );
     gauge(
+        "quiver_error_replies_total",
+        "Error replies sent (Redis's total_error_replies).",
+        "counter",
+        stats.error_replies.load(Relaxed).to_string(),
+    );
+    gauge(
         "quiver_transactions_abandoned_total",
         "Commands and EXECs given up after too many conflicts with concurrent writes.",
         "counter",

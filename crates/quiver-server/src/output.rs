@@ -150,8 +150,12 @@ impl<'s> Output<'s> {
         }
     }
 
-    /// Encodes a reply already counted in the budget.
+    /// Encodes a reply already counted in the budget. Error replies are counted in the
+    /// statistics here, where they are sent.
     fn encode(&mut self, reply: &Reply, resp3: bool) {
+        if let Reply::Error(text) = reply {
+            self.stats.error_reply(text);
+        }
         reply.encode(&mut self.buf, resp3);
     }
 
@@ -221,6 +225,7 @@ mod tests {
         );
         assert_eq!(budget.buffered_bytes(), 94 + text.len());
         assert_eq!(stats.replies_refused_by_total_limit.load(Relaxed), 1);
+        assert_eq!(stats.error_replies.load(Relaxed), 1);
         // Written: a's bytes are given back, and its next reply fits.
         a.written();
         assert_eq!(budget.buffered_bytes(), 47);

@@ -142,10 +142,15 @@ fn exec_queued(ctx: &mut Ctx<'_>, queued: &[(usize, Vec<Bytes>)]) -> Reply {
             Err(e) => Attempt::Done(store_error(&e)),
         }
     });
-    // The queued commands count once, for the attempt that was applied.
-    if matches!(reply, Reply::Array(_)) {
-        for (i, _) in queued {
+    // The queued commands count once, for the attempt that was applied; an error among their
+    // replies is a failed call and an error reply sent (inside EXEC's array).
+    if let Reply::Array(replies) = &reply {
+        for ((i, _), r) in queued.iter().zip(replies) {
             state.stats.command(*i, 1, 0);
+            if let Reply::Error(text) = r {
+                state.stats.failed(*i, 1);
+                state.stats.error_reply(text);
+            }
         }
     }
     reply
