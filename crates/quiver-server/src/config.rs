@@ -25,6 +25,10 @@ pub const CLIENT_QUERY_BUFFER_LIMIT_DEFAULT: usize = 1 << 30;
 /// only ever holds one pipelined run's replies, and this caps that run (a huge MGET of huge
 /// values) instead of letting it exhaust memory.
 pub const CLIENT_OUTPUT_BUFFER_LIMIT_DEFAULT: usize = 1 << 30;
+/// Bound on the replies buffered by all connections together (a reply that would pass it is
+/// replaced by an error). Each connection may hold up to `client-output-buffer-limit`; without
+/// this, a few clients reading huge MGETs at once could together take many gigabytes.
+pub const CLIENT_OUTPUT_BUFFER_TOTAL_LIMIT_DEFAULT: usize = 4 << 30;
 /// Partitions of a store the server creates. Each partition is its own log, so a vector of
 /// writes costs one append per partition it touches: with 16 (the engine's default) a pipelined
 /// run of 32 SETs made about 14 writes; with 4, pipelined SET and MSET-32 ran 16-28% faster on
@@ -114,6 +118,9 @@ pub struct Config {
     pub client_query_buffer_limit: usize,
     #[serde(deserialize_with = "byte_size")]
     pub client_output_buffer_limit: usize,
+    /// Bound on the sum of all connections' buffered replies (0 = no limit).
+    #[serde(deserialize_with = "byte_size")]
+    pub client_output_buffer_total_limit: usize,
     #[serde(deserialize_with = "parse_str")]
     pub coalesce: Coalesce,
     pub max_vector_width: usize,
@@ -142,6 +149,7 @@ impl Default for Config {
             proto_max_multibulk_len: frame::PROTO_MULTIBULK_MAX_LEN,
             client_query_buffer_limit: CLIENT_QUERY_BUFFER_LIMIT_DEFAULT,
             client_output_buffer_limit: CLIENT_OUTPUT_BUFFER_LIMIT_DEFAULT,
+            client_output_buffer_total_limit: CLIENT_OUTPUT_BUFFER_TOTAL_LIMIT_DEFAULT,
             coalesce: Coalesce::Off,
             max_vector_width: MAX_VECTOR_WIDTH_DEFAULT,
             metrics_addr: None,
@@ -312,6 +320,7 @@ mod tests {
         assert_eq!(c.maxclients, 10_000);
         assert_eq!(c.proto_max_bulk_len, 512 << 20);
         assert_eq!(c.client_query_buffer_limit, 1 << 30);
+        assert_eq!(c.client_output_buffer_total_limit, 4 << 30);
         c.validate().unwrap();
     }
 
@@ -319,7 +328,8 @@ mod tests {
     fn toml_with_redis_names_and_units() {
         let c = Config::from_toml(
             "port = 0\nmaxclients = 5\nproto-max-bulk-len = \"2mb\"\nprotected-mode = \"no\"\n\
-             bind = \"0.0.0.0\"\ndurability = \"fsync\"\ncoalesce = \"adaptive\"\n",
+             bind = \"0.0.0.0\"\ndurability = \"fsync\"\ncoalesce = \"adaptive\"\n\
+             client-output-buffer-total-limit = \"64mb\"\n",
         )
         .unwrap();
         assert_eq!(c.port, 0);
@@ -328,7 +338,10 @@ mod tests {
         assert!(!c.protected_mode);
         assert_eq!(c.durability, Durability::Fsync);
         assert_eq!(c.coalesce, Coalesce::Adaptive);
+        assert_eq!(c.client_output_buffer_total_limit, 64 << 20);
         c.validate().unwrap();
+        let c = Config::from_toml("client-output-buffer-total-limit = 0").unwrap();
+        assert_eq!(c.client_output_buffer_total_limit, 0, "0: no limit");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //!
 //! While replies are being written nothing more is read, so a client that pipelines without
 //! reading its replies stalls itself only, and the output buffer holds at most one run's
-//! replies (capped by `client-output-buffer-limit`). The query buffer is capped by
+//! replies (capped by `client-output-buffer-limit`, and all connections' together by
+//! `client-output-buffer-total-limit`: see [`crate::output`]). The query buffer is capped by
 //! `client-query-buffer-limit`; a protocol error is answered and the connection closed,
 //! as Redis does.
 
@@ -18,6 +19,7 @@ use tokio::sync::watch;
 use crate::clients::ClientInfo;
 use crate::exec::{execute_run, RunEnd};
 use crate::frame::RequestParser;
+use crate::output::Output;
 use crate::reply::Reply;
 use crate::session::Session;
 use crate::state::SharedState;
@@ -80,7 +82,9 @@ async fn serve_loop<S: AsyncRead + AsyncWrite + Unpin>(
     let config = &state.config;
     let mut parser = RequestParser::new(config.limits());
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK_MIN);
-    let mut out = BytesMut::with_capacity(READ_CHUNK_MIN);
+    // Counted in the server-wide budget until written; its Drop gives back what is left
+    // however this loop ends.
+    let mut out = Output::new(&state.output_budget, &state.stats);
     let idle = (config.timeout > 0).then(|| Duration::from_secs(config.timeout));
     // Engine calls that wait on the disk (fsync, O_DIRECT reads) must not hold a worker
     // thread that other connections' tasks need.
@@ -113,12 +117,12 @@ async fn serve_loop<S: AsyncRead + AsyncWrite + Unpin>(
         if let Some(e) = &error {
             state.stats.protocol_errors.fetch_add(1, Relaxed);
             tracing::info!(client = info.id, error = %e, "protocol error");
-            Reply::from(e.clone()).encode(&mut out, session.resp3);
+            out.reply(&Reply::from(e.clone()), session.resp3);
         }
         if !out.is_empty() {
             // A client that does not read its replies must not hold up shutdown.
             let written = tokio::select! {
-                r = stream.write_all(&out) => r,
+                r = stream.write_all(out.bytes()) => r,
                 _ = shutdown.wait_for(|&s| s) => return End::Shutdown,
             };
             if let Err(e) = written {
@@ -128,7 +132,7 @@ async fn serve_loop<S: AsyncRead + AsyncWrite + Unpin>(
                 .stats
                 .net_output_bytes
                 .fetch_add(out.len() as u64, Relaxed);
-            out.clear();
+            out.written();
         }
         if error.is_some() {
             return End::ProtocolError;

@@ -1,9 +1,21 @@
 //! Error replies, with Redis 7's texts where Redis defines them.
 
+use std::time::{Duration, Instant};
+
 use bytes::{BufMut, BytesMut};
 use quiver_store::Error as StoreError;
 
+use crate::ratelog::LogLimiter;
 use crate::reply::Reply;
+
+/// At most one log line per this interval for each kind of repeated refusal below.
+pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(1);
+/// Writes refused because the disk is full.
+static NO_SPACE_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);
+/// Commands and EXECs given up after too many conflicting attempts.
+static CONFLICTS_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);
+/// Replies refused at `client-output-buffer-total-limit`.
+static TOTAL_OUTPUT_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);
 
 pub const SYNTAX: &str = "ERR syntax error";
 pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
@@ -41,6 +53,67 @@ pub fn unknown_command(args: &[bytes::Bytes]) -> Reply {
         listed += take + 3;
     }
     Reply::Error(sanitize(m))
+}
+
+/// An error reply from a command's own code that Redis gives before running the command
+/// (Redis looks subcommands up and checks their arity itself; Quiver's container commands
+/// CLIENT, CONFIG and COMMAND do it in their own code), so it counts as Redis counts it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// `ERR unknown subcommand ...`: Redis finds no command to count it against.
+    UnknownSubcommand,
+    /// `ERR wrong number of arguments for 'cmd|sub' command`: a rejected call.
+    SubcommandArity,
+}
+
+/// Whether `reply` is one of the refusals of [`Refusal`] (recognised by the texts that
+/// [`unknown_subcommand`] and [`wrong_arity`] with a `cmd|sub` name produce).
+pub fn refusal(reply: &Reply) -> Option<Refusal> {
+    let Reply::Error(text) = reply else {
+        return None;
+    };
+    if text.starts_with(b"ERR unknown subcommand '") {
+        return Some(Refusal::UnknownSubcommand);
+    }
+    let name = text.strip_prefix(b"ERR wrong number of arguments for '")?;
+    let name_end = name.iter().position(|&b| b == b'\'')?;
+    name[..name_end]
+        .contains(&b'|')
+        .then_some(Refusal::SubcommandArity)
+}
+
+/// A command or EXEC that was run `attempts` times, each time conflicting with concurrent
+/// writes to a key it read, and given up: nothing of it was applied. `what` is "command" or
+/// "transaction".
+pub fn not_applied_after_conflicts(what: &str, attempts: u32) -> Reply {
+    if let Some(n) = CONFLICTS_LOG.event(Instant::now()) {
+        tracing::warn!(
+            attempts,
+            given_up = n,
+            "commands given up: concurrent writes kept changing the keys they read"
+        );
+    }
+    Reply::error(format!(
+        "ERR the {what} was not applied: concurrent writes changed the keys it read {attempts} \
+         times in a row"
+    ))
+}
+
+/// A reply of `len` bytes not sent because the buffered replies of all connections would
+/// have passed `client-output-buffer-total-limit` (`limit` bytes).
+pub fn reply_over_total_limit(len: usize, limit: usize) -> Reply {
+    if let Some(n) = TOTAL_OUTPUT_LOG.event(Instant::now()) {
+        tracing::warn!(
+            bytes = len,
+            limit,
+            refused = n,
+            "replies refused: client-output-buffer-total-limit reached"
+        );
+    }
+    Reply::error(format!(
+        "ERR reply of {len} bytes not sent: the server's buffered replies would exceed \
+         client-output-buffer-total-limit ({limit} bytes)"
+    ))
 }
 
 /// `EXECABORT Transaction discarded because of: <error without its ERR prefix>`.
@@ -88,12 +161,60 @@ pub fn store_error(e: &StoreError) -> Reply {
         StoreError::BatchTooLarge { bytes, max } => Reply::error(format!(
             "ERR the write is too large ({bytes} bytes; one partition takes at most {max} at once)"
         )),
-        StoreError::NoSpace { .. } => err("ERR no space left on device: the write was not applied"),
+        StoreError::NoSpace { path } => {
+            if let Some(n) = NO_SPACE_LOG.event(Instant::now()) {
+                tracing::warn!(
+                    path = %path.display(),
+                    refused = n,
+                    "no space left on device: writes refused (count since the last such line)"
+                );
+            }
+            err("ERR no space left on device: the write was not applied")
+        }
         e => {
             tracing::error!(error = %e, "storage error");
             Reply::Error(sanitize(BytesMut::from(
                 format!("ERR storage error: {e}").as_bytes(),
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_inside_commands_are_recognised() {
+        assert_eq!(
+            refusal(&unknown_subcommand(b"nosuch", "CONFIG")),
+            Some(Refusal::UnknownSubcommand)
+        );
+        assert_eq!(
+            refusal(&wrong_arity("config|get")),
+            Some(Refusal::SubcommandArity)
+        );
+        // A command's own arity error after it ran (MSET with a missing value) is a failure.
+        assert_eq!(refusal(&wrong_arity("mset")), None);
+        assert_eq!(refusal(&err(NOT_INTEGER)), None);
+        assert_eq!(refusal(&Reply::OK), None);
+    }
+
+    #[test]
+    fn error_texts() {
+        assert_eq!(
+            not_applied_after_conflicts("command", 1000),
+            Reply::error(
+                "ERR the command was not applied: concurrent writes changed the keys it read \
+                 1000 times in a row"
+            )
+        );
+        assert_eq!(
+            reply_over_total_limit(5000, 4096),
+            Reply::error(
+                "ERR reply of 5000 bytes not sent: the server's buffered replies would exceed \
+                 client-output-buffer-total-limit (4096 bytes)"
+            )
+        );
     }
 }

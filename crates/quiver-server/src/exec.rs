@@ -12,14 +12,15 @@
 
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use crate::cmd::{self, connection, introspection, keyspace, strings, transactions, Cmd};
-use crate::errors::{self, store_error};
+use crate::errors::{self, store_error, Refusal};
+use crate::output::Output;
 use crate::reply::Reply;
 use crate::session::Session;
 use crate::state::ServerState;
-use crate::txn::{valid_key, Commit, Txn};
+use crate::txn::{retry_on_conflict, valid_key, Attempt, Commit, Txn, TXN_ATTEMPTS_MAX};
 
 /// A command's view of the server and of its connection.
 pub struct Ctx<'a> {
@@ -36,14 +37,15 @@ pub enum RunEnd {
     OutputLimit,
 }
 
-/// Executes `requests` in order, appending each reply to `out`. Engine calls run on this
-/// thread (inside `block_in_place` when `blocking`: they may wait on the disk); with
-/// coalescing on, GETs are handed to the storage thread and awaited.
+/// Executes `requests` in order, appending each reply to `out` (which refuses a reply that
+/// would pass `client-output-buffer-total-limit`). Engine calls run on this thread (inside
+/// `block_in_place` when `blocking`: they may wait on the disk); with coalescing on, GETs are
+/// handed to the storage thread and awaited.
 pub async fn execute_run(
     state: &ServerState,
     session: &mut Session,
     requests: &[Vec<Bytes>],
-    out: &mut BytesMut,
+    out: &mut Output<'_>,
     blocking: bool,
 ) -> RunEnd {
     let limit = state.config.client_output_buffer_limit;
@@ -74,7 +76,7 @@ pub async fn execute_run(
                 let reply = on_thread(blocking, || {
                     dispatch(&mut Ctx { state, session }, &requests[i])
                 });
-                reply.encode(out, session.resp3);
+                out.reply(&reply, session.resp3);
                 1
             }
         };
@@ -181,14 +183,20 @@ fn run_vector(
     session: &mut Session,
     kind: VectorKind,
     group: &[Vec<Bytes>],
-    out: &mut BytesMut,
+    out: &mut Output<'_>,
 ) {
     let n = group.len();
     let keys: usize = group.iter().map(|r| r.len() - 1).sum();
     let started = Instant::now();
     let store = &state.store;
     let resp3 = session.resp3;
+    let index = cmd::index_of(kind.cmd());
     state.stats.vector_widths.record(keys as u64);
+    // An engine error fails every command of the vector.
+    let failed = |error: &Reply, out: &mut Output<'_>| {
+        state.stats.failed(index, n as u64);
+        out.reply_n(error, n, resp3);
+    };
     match kind {
         VectorKind::Get => {
             let keys: Vec<&Bytes> = group.iter().map(|r| &r[1]).collect();
@@ -200,9 +208,9 @@ fn run_vector(
             match store.multi_put(&pairs) {
                 Ok(()) => {
                     state.watches.touch(group.iter().map(|r| &r[1]));
-                    encode_n(&Reply::OK, n, out, resp3);
+                    out.reply_n(&Reply::OK, n, resp3);
                 }
-                Err(e) => encode_n(&store_error(&e), n, out, resp3),
+                Err(e) => failed(&store_error(&e), out),
             }
         }
         VectorKind::Del => {
@@ -217,12 +225,16 @@ fn run_vector(
                             .map(|(k, _)| *k),
                     );
                     let mut existed = existed.into_iter();
-                    for r in group {
-                        let count = existed.by_ref().take(r.len() - 1).filter(|&e| e).count();
-                        Reply::Integer(count as i64).encode(out, resp3);
-                    }
+                    let replies: Vec<Reply> = group
+                        .iter()
+                        .map(|r| {
+                            let count = existed.by_ref().take(r.len() - 1).filter(|&e| e).count();
+                            Reply::Integer(count as i64)
+                        })
+                        .collect();
+                    out.replies(&replies, resp3);
                 }
-                Err(e) => encode_n(&store_error(&e), n, out, resp3),
+                Err(e) => failed(&store_error(&e), out),
             }
         }
         VectorKind::MGet => {
@@ -232,9 +244,9 @@ fn run_vector(
                     for v in &values {
                         state.stats.hit(v.is_some());
                     }
-                    crate::reply::encode_bulks(out, &values, resp3);
+                    out.bulks(&values, resp3);
                 }
-                Err(e) => store_error(&e).encode(out, resp3),
+                Err(e) => failed(&store_error(&e), out),
             }
         }
         VectorKind::Exists => {
@@ -242,47 +254,49 @@ fn run_vector(
             match store.multi_exists(&keys) {
                 Ok(found) => {
                     let mut found = found.into_iter();
-                    for r in group {
-                        let count = found.by_ref().take(r.len() - 1).filter(|&e| e).count();
-                        Reply::Integer(count as i64).encode(out, resp3);
-                    }
+                    let replies: Vec<Reply> = group
+                        .iter()
+                        .map(|r| {
+                            let count = found.by_ref().take(r.len() - 1).filter(|&e| e).count();
+                            Reply::Integer(count as i64)
+                        })
+                        .collect();
+                    out.replies(&replies, resp3);
                 }
-                Err(e) => encode_n(&store_error(&e), n, out, resp3),
+                Err(e) => failed(&store_error(&e), out),
             }
         }
     }
-    let index = cmd::index_of(kind.cmd());
     state
         .stats
         .command(index, n as u64, started.elapsed().as_micros() as u64);
     session.info.touch(index);
 }
 
-/// The replies of `n` GETs.
+/// The replies of `n` GETs (each its own command: each is checked against the output limit
+/// on its own).
 fn encode_gets(
     state: &ServerState,
     result: Result<Vec<Option<Bytes>>, Reply>,
     n: usize,
-    out: &mut BytesMut,
+    out: &mut Output<'_>,
     resp3: bool,
 ) {
     match result {
         Ok(values) => {
-            for v in values {
-                state.stats.hit(v.is_some());
-                match v {
-                    Some(v) => Reply::Bulk(v).encode(out, resp3),
-                    None => Reply::Null.encode(out, resp3),
-                }
-            }
+            let replies: Vec<Reply> = values
+                .into_iter()
+                .map(|v| {
+                    state.stats.hit(v.is_some());
+                    v.map_or(Reply::Null, Reply::Bulk)
+                })
+                .collect();
+            out.replies(&replies, resp3);
         }
-        Err(e) => encode_n(&e, n, out, resp3),
-    }
-}
-
-fn encode_n(reply: &Reply, n: usize, out: &mut BytesMut, resp3: bool) {
-    for _ in 0..n {
-        reply.encode(out, resp3);
+        Err(e) => {
+            state.stats.failed(cmd::index_of(Cmd::Get), n as u64);
+            out.reply_n(&e, n, resp3);
+        }
     }
 }
 
@@ -304,6 +318,7 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         None
     };
     if let Some(reply) = refused {
+        ctx.state.stats.rejected(index);
         flag_transaction(ctx.session);
         if spec.cmd == Cmd::Exec {
             // Redis's execCommandAbort: a refused EXEC discards the transaction.
@@ -330,9 +345,19 @@ pub fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     ctx.session.info.touch(index);
     let started = Instant::now();
     let reply = run(ctx, spec.cmd, args);
-    ctx.state
-        .stats
-        .command(index, 1, started.elapsed().as_micros() as u64);
+    let stats = &ctx.state.stats;
+    match errors::refusal(&reply) {
+        // Redis refuses these before running the command, and finds no command to count an
+        // unknown subcommand against.
+        Some(Refusal::UnknownSubcommand) => {}
+        Some(Refusal::SubcommandArity) => stats.rejected(index),
+        None => {
+            stats.command(index, 1, started.elapsed().as_micros() as u64);
+            if matches!(reply, Reply::Error(_)) {
+                stats.failed(index, 1);
+            }
+        }
+    }
     reply
 }
 
@@ -366,27 +391,22 @@ pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
     }
 }
 
-/// Runs a key/value command as its own optimistic transaction, again on fresh values until
-/// no other client changed what it read.
+/// Runs a key/value command as its own optimistic transaction, again on fresh values while
+/// another client changed what it read (at most `TXN_ATTEMPTS_MAX` times).
 fn run_atomic(state: &ServerState, cmd: Cmd, args: &[Bytes]) -> Reply {
     let spec = &cmd::COMMANDS[cmd::index_of(cmd)];
-    loop {
+    retry_on_conflict(&state.stats, TXN_ATTEMPTS_MAX, "command", || {
         let mut txn = Txn::new(state);
         let reply = match prefetch_and_run(&mut txn, state, spec, args) {
             Ok(r) => r,
-            Err(e) => return store_error(&e),
+            Err(e) => return Attempt::Done(store_error(&e)),
         };
         match txn.commit(&[]) {
-            Ok(Commit::Applied) => return reply,
-            Ok(Commit::Conflict) => {
-                state
-                    .stats
-                    .transaction_retries
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            Err(e) => return store_error(&e),
+            Ok(Commit::Applied) => Attempt::Done(reply),
+            Ok(Commit::Conflict) => Attempt::Conflict,
+            Err(e) => Attempt::Done(store_error(&e)),
         }
-    }
+    })
 }
 
 /// Prefetches a command's keys as one vector (when it has several and reads them), then

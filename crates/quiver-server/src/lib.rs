@@ -7,10 +7,12 @@
 //!
 //! * [`frame`] parses requests exactly as Redis 7 does; [`reply`] encodes replies;
 //! * [`config`] holds the settings (Redis's names and defaults);
-//! * [`server`] binds, accepts and shuts down; [`conn`] runs one connection;
+//! * [`server`] binds, accepts and shuts down; [`conn`] runs one connection; [`output`] holds
+//!   a connection's replies under the per-connection and server-wide limits;
 //! * [`coalesce`] is the optional intermediate queue of GETs across connections;
 //! * [`cmd`] is the command table and the commands; [`session`] a connection's state;
 //! * [`stats`], [`clients`], [`watch`] are shared registries; [`metrics`] the Prometheus view;
+//!   [`ratelog`] keeps repeated warnings to one line a second;
 //! * [`testing`] starts an in-process server for tests.
 
 pub mod clients;
@@ -22,6 +24,8 @@ pub mod errors;
 pub mod exec;
 pub mod frame;
 pub mod metrics;
+pub mod output;
+pub mod ratelog;
 pub mod reply;
 pub mod server;
 pub mod session;

@@ -157,6 +157,33 @@ pub fn render(state: &SharedState) -> String {
         stats.net_output_bytes.load(Relaxed).to_string(),
     );
     gauge(
+        "quiver_error_replies_total",
+        "Error replies sent (Redis's total_error_replies).",
+        "counter",
+        stats.error_replies.load(Relaxed).to_string(),
+    );
+    gauge(
+        "quiver_transactions_abandoned_total",
+        "Commands and EXECs given up after too many conflicts with concurrent writes.",
+        "counter",
+        stats.transactions_abandoned.load(Relaxed).to_string(),
+    );
+    gauge(
+        "quiver_client_output_buffer_bytes",
+        "Reply bytes buffered by all connections (bounded by client-output-buffer-total-limit).",
+        "gauge",
+        state.output_budget.buffered_bytes().to_string(),
+    );
+    gauge(
+        "quiver_replies_refused_by_total_limit_total",
+        "Replies replaced by an error at client-output-buffer-total-limit.",
+        "counter",
+        stats
+            .replies_refused_by_total_limit
+            .load(Relaxed)
+            .to_string(),
+    );
+    gauge(
         "quiver_process_resident_bytes",
         "Resident set size.",
         "gauge",

@@ -96,6 +96,39 @@ impl Reply {
         }
     }
 
+    /// How many bytes [`Reply::encode`] appends for this reply, computed without encoding it
+    /// (so a reply can be checked against a buffer limit before memory is committed to it).
+    pub fn encoded_len(&self, resp3: bool) -> usize {
+        match self {
+            Reply::Simple(s) => s.len() + 3,
+            Reply::Error(e) => e.len() + 3,
+            Reply::Integer(n) => decimal_len(*n) + 3,
+            Reply::Bulk(b) => bulk_len(b.len()),
+            Reply::Null | Reply::NullArray if resp3 => 3,
+            Reply::Null => 5,
+            Reply::NullArray => 5,
+            Reply::Array(items) | Reply::Set(items) => {
+                decimal_len(items.len() as i64)
+                    + 3
+                    + items.iter().map(|i| i.encoded_len(resp3)).sum::<usize>()
+            }
+            Reply::Map(pairs) => {
+                let n = if resp3 { pairs.len() } else { pairs.len() * 2 };
+                decimal_len(n as i64)
+                    + 3
+                    + pairs
+                        .iter()
+                        .map(|(k, v)| k.encoded_len(resp3) + v.encoded_len(resp3))
+                        .sum::<usize>()
+            }
+            Reply::Double(d) if resp3 => format_double(*d).len() + 3,
+            Reply::Double(d) => bulk_len(format_double(*d).len()),
+            Reply::Boolean(_) => 4,
+            Reply::Verbatim { text, .. } if resp3 => bulk_len(text.len() + 4),
+            Reply::Verbatim { text, .. } => bulk_len(text.len()),
+        }
+    }
+
     /// This reply's encoding as a new buffer.
     pub fn to_bytes(&self, resp3: bool) -> Bytes {
         let mut out = BytesMut::new();
@@ -122,6 +155,17 @@ pub fn encode_bulks(out: &mut BytesMut, values: &[Option<Bytes>], resp3: bool) {
             None => out.put_slice(b"$-1\r\n"),
         }
     }
+}
+
+/// How many bytes [`encode_bulks`] appends for `values`.
+pub fn bulks_encoded_len(values: &[Option<Bytes>], resp3: bool) -> usize {
+    let null = if resp3 { 3 } else { 5 };
+    decimal_len(values.len() as i64)
+        + 3
+        + values
+            .iter()
+            .map(|v| v.as_ref().map_or(null, |b| bulk_len(b.len())))
+            .sum::<usize>()
 }
 
 impl From<ProtocolError> for Reply {
@@ -153,6 +197,20 @@ fn aggregate(out: &mut BytesMut, kind: u8, items: &[Reply], resp3: bool) {
     for item in items {
         item.encode(out, resp3);
     }
+}
+
+/// Bytes of a bulk string of `len` bytes: `$<len>\r\n<data>\r\n`.
+fn bulk_len(len: usize) -> usize {
+    1 + decimal_len(len as i64) + 2 + len + 2
+}
+
+/// Digits (and sign) of `n` in decimal, as [`put_decimal`] writes it.
+fn decimal_len(n: i64) -> usize {
+    let digits = n
+        .unsigned_abs()
+        .checked_ilog10()
+        .map_or(1, |d| d as usize + 1);
+    digits + usize::from(n < 0)
 }
 
 /// Appends `n` in decimal without allocating (replies are encoded on the hot path).

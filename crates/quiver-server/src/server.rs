@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quiver_store::Store;
+use quiver_store::{RecoveryReport, Store};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
@@ -17,6 +17,7 @@ use crate::clients::Clients;
 use crate::coalesce::Coalescer;
 use crate::config::{Coalesce, Config, ConfigError};
 use crate::conn;
+use crate::output::OutputBudget;
 use crate::state::{ServerState, SharedState};
 use crate::stats::Stats;
 use crate::watch::Watches;
@@ -26,20 +27,35 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// File descriptors kept for the store and listeners beyond one per client.
 const RESERVED_FDS: u64 = 128;
 
+/// Why the server could not start, or did not stop cleanly. Each variant names the operation
+/// that failed (no `From` conversions: every `?` says which one it is).
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     #[error("configuration: {0}")]
-    Config(#[from] ConfigError),
+    Config(#[source] ConfigError),
     #[error("cannot open the store: {0}")]
-    Store(#[from] quiver_store::Error),
+    OpenStore(#[source] quiver_store::Error),
+    /// At shutdown: flushing or checkpointing the store failed (a full disk, say).
+    #[error("closing the store failed: {0}")]
+    CloseStore(#[source] quiver_store::Error),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
+    #[error("{op}: {source}")]
+    Io {
+        /// What was being done, e.g. "cannot start the runtime".
+        op: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Maps an I/O error to [`ServerError::Io`] naming `op`.
+fn io_error(op: &'static str) -> impl FnOnce(std::io::Error) -> ServerError {
+    move |source| ServerError::Io { op, source }
 }
 
 /// Stops a running server from another thread (or from a test).
@@ -65,7 +81,7 @@ pub struct Server {
 impl Server {
     /// Validates `config`, opens the store (recovering it if needed) and binds the sockets.
     pub fn bind(config: Config) -> Result<Server, ServerError> {
-        config.validate()?;
+        config.validate().map_err(ServerError::Config)?;
         raise_fd_limit(config.maxclients as u64 + RESERVED_FDS);
         let tcp = std::net::TcpListener::bind((config.bind, config.port)).map_err(|e| {
             ServerError::Bind {
@@ -73,7 +89,8 @@ impl Server {
                 source: e,
             }
         })?;
-        tcp.set_nonblocking(true)?;
+        tcp.set_nonblocking(true)
+            .map_err(io_error("cannot configure the listening socket"))?;
         let unix = match &config.unixsocket {
             Some(path) => {
                 // A socket file left by a previous run would make bind fail (Redis unlinks it too).
@@ -88,7 +105,8 @@ impl Server {
                         source: e,
                     }
                 })?;
-                l.set_nonblocking(true)?;
+                l.set_nonblocking(true)
+                    .map_err(io_error("cannot configure the Unix socket"))?;
                 Some((l, path.clone()))
             }
             None => None,
@@ -99,30 +117,36 @@ impl Server {
                     addr: addr.to_string(),
                     source: e,
                 })?;
-                l.set_nonblocking(true)?;
+                l.set_nonblocking(true)
+                    .map_err(io_error("cannot configure the metrics socket"))?;
                 Some(l)
             }
             None => None,
         };
         let started = Instant::now();
-        let store = Store::open(&config.dir, config.store_options())?;
-        let report = store.recovery_report();
+        let store =
+            Store::open(&config.dir, config.store_options()).map_err(ServerError::OpenStore)?;
+        log_recovery(store.recovery_report());
         tracing::info!(
             dir = %config.dir.display(),
             keys = store.len(),
             seconds = started.elapsed().as_secs_f64(),
-            recovery = ?report,
             "store open"
         );
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.threads())
             .thread_name("quiver-worker")
             .enable_all()
-            .build()?;
-        let port = tcp.local_addr()?.port();
+            .build()
+            .map_err(io_error("cannot start the runtime"))?;
+        let port = tcp
+            .local_addr()
+            .map_err(io_error("cannot read the listening address"))?
+            .port();
         let config_coalesce = config.coalesce;
         let state = Arc::new(ServerState {
             store,
+            output_budget: OutputBudget::new(config.client_output_buffer_total_limit),
             config,
             stats: Stats::default(),
             watches: Watches::default(),
@@ -169,7 +193,10 @@ impl Server {
             shutdown,
         } = self;
         let storage = match state.coalescer {
-            Some(_) => Some(Coalescer::spawn(state.clone())?),
+            Some(_) => Some(
+                Coalescer::spawn(state.clone())
+                    .map_err(io_error("cannot start the storage thread"))?,
+            ),
             None => None,
         };
         let result = runtime.block_on(serve(
@@ -190,11 +217,46 @@ impl Server {
             // A task outlived the runtime's shutdown: make the store durable without closing.
             Err(state) => state.store.flush().and_then(|()| state.store.checkpoint()),
         };
-        result?;
-        close?;
-        tracing::info!("store closed; exiting");
-        Ok(())
+        match (result, close) {
+            (Ok(()), Ok(())) => {
+                tracing::info!("store closed; exiting");
+                Ok(())
+            }
+            (Ok(()), Err(e)) => Err(ServerError::CloseStore(e)),
+            (Err(e), close) => {
+                // Serving failed first; the close failure would be lost with it.
+                if let Err(c) = close {
+                    tracing::error!(error = %c, "closing the store failed");
+                }
+                Err(e)
+            }
+        }
     }
+}
+
+/// Logs what recovery found when the store was opened: damage at ERROR (records were lost or
+/// are unreadable), what was repaired or skipped at WARN, the counts at INFO.
+fn log_recovery(report: &RecoveryReport) {
+    for damage in &report.damage {
+        tracing::error!(%damage, "recovery found damage in the store");
+    }
+    for tail in &report.torn_tails {
+        tracing::warn!(%tail, "recovery truncated a torn log tail (an interrupted write)");
+    }
+    for reason in &report.checkpoints_ignored {
+        tracing::warn!(%reason, "recovery ignored an index checkpoint and replayed the log");
+    }
+    tracing::info!(
+        partitions_from_checkpoint = report.partitions_from_checkpoint,
+        partitions_rebuilt = report.partitions_rebuilt,
+        records_replayed = report.records_replayed,
+        torn_tails = report.torn_tails.len(),
+        damage = report.damage.len(),
+        checkpoints_ignored = report.checkpoints_ignored.len(),
+        batches_repaired = report.batches_repaired,
+        batches_aborted = report.batches_aborted,
+        "recovery"
+    );
 }
 
 async fn serve(
@@ -205,8 +267,10 @@ async fn serve(
     shutdown: Arc<watch::Sender<bool>>,
     handle_signals: bool,
 ) -> Result<(), ServerError> {
-    let tcp = TcpListener::from_std(tcp)?;
-    let addr = tcp.local_addr()?;
+    let tcp = TcpListener::from_std(tcp).map_err(io_error("cannot register the listener"))?;
+    let addr = tcp
+        .local_addr()
+        .map_err(io_error("cannot read the listening address"))?;
     let mut tasks = Vec::new();
     tasks.push(tokio::spawn(accept_tcp(
         tcp,
@@ -216,7 +280,7 @@ async fn serve(
     let mut unix_path = None;
     if let Some((l, path)) = unix {
         tasks.push(tokio::spawn(accept_unix(
-            UnixListener::from_std(l)?,
+            UnixListener::from_std(l).map_err(io_error("cannot register the Unix socket"))?,
             state.clone(),
             shutdown.subscribe(),
         )));
@@ -224,7 +288,7 @@ async fn serve(
     }
     if let Some(l) = metrics {
         tasks.push(tokio::spawn(crate::metrics::serve(
-            TcpListener::from_std(l)?,
+            TcpListener::from_std(l).map_err(io_error("cannot register the metrics socket"))?,
             state.clone(),
         )));
     }
@@ -233,8 +297,9 @@ async fn serve(
     let mut rx = shutdown.subscribe();
     if handle_signals {
         use tokio::signal::unix::{signal, SignalKind};
-        let mut int = signal(SignalKind::interrupt())?;
-        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt()).map_err(io_error("cannot handle SIGINT"))?;
+        let mut term =
+            signal(SignalKind::terminate()).map_err(io_error("cannot handle SIGTERM"))?;
         tokio::select! {
             _ = int.recv() => tracing::info!("SIGINT received: shutting down"),
             _ = term.recv() => tracing::info!("SIGTERM received: shutting down"),
@@ -361,4 +426,24 @@ fn run_id() -> String {
     }
     id.truncate(40);
     id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A failed close at shutdown (SIGTERM on a full disk) must not read as a failed open.
+    #[test]
+    fn errors_name_the_operation_that_failed() {
+        let no_space = || quiver_store::Error::NoSpace {
+            path: PathBuf::from("/data/p0/00000001.seg"),
+        };
+        let close = ServerError::CloseStore(no_space()).to_string();
+        assert!(close.starts_with("closing the store failed: "), "{close}");
+        assert!(!close.contains("open"), "{close}");
+        let open = ServerError::OpenStore(no_space()).to_string();
+        assert!(open.starts_with("cannot open the store: "), "{open}");
+        let io = io_error("cannot start the runtime")(std::io::Error::other("no threads"));
+        assert_eq!(io.to_string(), "cannot start the runtime: no threads");
+    }
 }

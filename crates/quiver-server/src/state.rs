@@ -7,6 +7,7 @@ use quiver_store::Store;
 
 use crate::clients::Clients;
 use crate::config::Config;
+use crate::output::OutputBudget;
 use crate::stats::Stats;
 use crate::watch::Watches;
 
@@ -22,6 +23,8 @@ pub struct ServerState {
     pub port: u16,
     /// The intermediate queue, when `coalesce = "adaptive"`.
     pub coalescer: Option<crate::coalesce::Coalescer>,
+    /// Reply bytes buffered by all connections, bounded by `client-output-buffer-total-limit`.
+    pub output_budget: OutputBudget,
     /// Set once shutdown begins: connections finish their current run and close.
     pub shutting_down: AtomicBool,
 }

@@ -2,10 +2,19 @@
 //! the Prometheus endpoint. Everything is a relaxed atomic: figures are for humans and
 //! dashboards, not for synchronisation.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Instant;
 
+use parking_lot::Mutex;
+
 use crate::cmd::COMMANDS;
+
+/// Distinct error codes INFO errorstats lists at most (Redis's limit too). Quiver's own codes
+/// are a handful; the bound only matters if error texts ever start with client input.
+pub const ERROR_CODES_MAX: usize = 128;
+/// Bytes of an error reply searched for the space that ends its code (Redis's bound).
+const ERROR_CODE_LEN_MAX: usize = 32;
 
 /// Buckets of a [`Histogram`]: bucket `i` counts values in `(2^(i-1), 2^i]` (bucket 0: 0 and 1),
 /// the last one everything larger.
@@ -73,11 +82,15 @@ fn upper_bound(bucket: usize) -> u64 {
     }
 }
 
-/// Calls and time per command.
+/// Calls and time per command, with Redis 7's error counts.
 #[derive(Default)]
 pub struct CommandStat {
     pub calls: AtomicU64,
     pub usec: AtomicU64,
+    /// Refused before running (wrong arity, NOAUTH, a subcommand's arity): not in `calls`.
+    pub rejected_calls: AtomicU64,
+    /// Ran and answered an error (in `calls` too).
+    pub failed_calls: AtomicU64,
 }
 
 /// Every counter of the server.
@@ -99,6 +112,16 @@ pub struct Stats {
     pub protocol_errors: AtomicU64,
     pub unknown_commands: AtomicU64,
     pub transaction_retries: AtomicU64,
+    /// Commands and EXECs given up after `exec::TXN_ATTEMPTS_MAX` attempts that all conflicted
+    /// with concurrent writers (answered with an error; nothing applied).
+    pub transactions_abandoned: AtomicU64,
+    /// Replies refused because the server's buffered replies would have exceeded
+    /// `client-output-buffer-total-limit` (each replaced by an error).
+    pub replies_refused_by_total_limit: AtomicU64,
+    /// Every error reply sent (Redis's `total_error_replies`), EXEC's inner ones included.
+    pub error_replies: AtomicU64,
+    /// Error replies by code, the error text's first word (INFO errorstats).
+    pub error_codes: Mutex<BTreeMap<String, u64>>,
     /// Clients closed for exceeding a buffer limit or the idle timeout.
     pub clients_closed_by_limit: AtomicU64,
 }
@@ -120,6 +143,10 @@ impl Default for Stats {
             protocol_errors: AtomicU64::new(0),
             unknown_commands: AtomicU64::new(0),
             transaction_retries: AtomicU64::new(0),
+            transactions_abandoned: AtomicU64::new(0),
+            replies_refused_by_total_limit: AtomicU64::new(0),
+            error_replies: AtomicU64::new(0),
+            error_codes: Mutex::new(BTreeMap::new()),
             clients_closed_by_limit: AtomicU64::new(0),
         }
     }
@@ -131,6 +158,34 @@ impl Stats {
         let c = &self.commands[index];
         c.calls.fetch_add(n, Relaxed);
         c.usec.fetch_add(usec, Relaxed);
+    }
+
+    /// Command `index` was refused before running (Redis's `rejected_calls`).
+    pub fn rejected(&self, index: usize) {
+        self.commands[index].rejected_calls.fetch_add(1, Relaxed);
+    }
+
+    /// `n` calls of command `index` ran and answered an error (Redis's `failed_calls`).
+    pub fn failed(&self, index: usize, n: u64) {
+        self.commands[index].failed_calls.fetch_add(n, Relaxed);
+    }
+
+    /// An error reply with text `text` (without the `-`) is sent: counted in
+    /// `total_error_replies` and by its code, the text up to the first space, as Redis does.
+    pub fn error_reply(&self, text: &[u8]) {
+        self.error_replies.fetch_add(1, Relaxed);
+        let searched = &text[..text.len().min(ERROR_CODE_LEN_MAX)];
+        let code = match searched.iter().position(|&b| b == b' ') {
+            Some(end) => String::from_utf8_lossy(&searched[..end]),
+            // Redis counts an error without a code as ERR.
+            None => "ERR".into(),
+        };
+        let mut codes = self.error_codes.lock();
+        if let Some(count) = codes.get_mut(code.as_ref()) {
+            *count += 1;
+        } else if codes.len() < ERROR_CODES_MAX {
+            codes.insert(code.into_owned(), 1);
+        }
     }
 
     pub fn total_commands(&self) -> u64 {
@@ -165,5 +220,29 @@ mod tests {
         assert_eq!(b[6], (64, 1));
         assert_eq!(b[HISTOGRAM_BUCKETS - 1], (u64::MAX, 1));
         assert_eq!(h.count(), 9);
+    }
+
+    #[test]
+    fn error_replies_are_counted_by_code() {
+        let s = Stats::default();
+        s.error_reply(b"ERR wrong number of arguments for 'get' command");
+        s.error_reply(b"ERR value is not an integer or out of range");
+        s.error_reply(b"NOAUTH Authentication required.");
+        s.error_reply(b"NOCODE");
+        assert_eq!(s.error_replies.load(Relaxed), 4);
+        let codes = s.error_codes.lock().clone();
+        assert_eq!(
+            codes.into_iter().collect::<Vec<_>>(),
+            [("ERR".to_string(), 3), ("NOAUTH".to_string(), 1)]
+        );
+        // Past the limit on distinct codes, new codes are counted in the total only.
+        for i in 0..2 * ERROR_CODES_MAX {
+            s.error_reply(format!("CODE{i} text").as_bytes());
+        }
+        assert_eq!(s.error_codes.lock().len(), ERROR_CODES_MAX);
+        assert_eq!(
+            s.error_replies.load(Relaxed),
+            4 + 2 * ERROR_CODES_MAX as u64
+        );
     }
 }

@@ -7,15 +7,64 @@
 //! one of them in between, nothing is applied and the caller runs the command again on fresh
 //! values. The result is serializable: the batch applies exactly when the state the command
 //! computed from is still the store's state, and the batch itself is all-or-nothing.
+//!
+//! Running again is bounded ([`retry_on_conflict`], [`TXN_ATTEMPTS_MAX`]): a command whose keys
+//! other clients keep changing gets an error instead of spinning forever.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::Bytes;
 use quiver_store::{Batch, BatchAction, BatchOutcome, Precondition, Store};
 
+use crate::errors;
+use crate::reply::Reply;
 use crate::state::ServerState;
-use crate::stats::Histogram;
+use crate::stats::{Histogram, Stats};
 use crate::watch::Watches;
+
+/// Attempts of one optimistic command or EXEC before it is given up. Each failed attempt means
+/// another client's write to a key it read landed in between (so the others made progress);
+/// many clients INCRementing one key need a handful. Hundreds in a row only happen when writers
+/// keep changing the keys faster than the command can run.
+pub const TXN_ATTEMPTS_MAX: u32 = 1000;
+/// Attempts run back to back; each later one first yields the thread, so that the writers it
+/// keeps losing to can finish.
+const TXN_ATTEMPTS_BEFORE_YIELD: u32 = 4;
+
+/// What one attempt of an optimistic transaction came to.
+pub enum Attempt {
+    /// Finished with this reply: applied, or an outcome that no new attempt would change
+    /// (an engine error, EXEC's nil for a changed watched key).
+    Done(Reply),
+    /// A key it read changed before the commit: nothing was applied; run it again.
+    Conflict,
+}
+
+/// Runs `attempt` until it is done, at most `attempts_max` times. When every attempt
+/// conflicted, the reply is an error saying that nothing was applied (`what`: "command" or
+/// "transaction"), counted in `transactions_abandoned`.
+pub fn retry_on_conflict(
+    stats: &Stats,
+    attempts_max: u32,
+    what: &str,
+    mut attempt: impl FnMut() -> Attempt,
+) -> Reply {
+    for n in 1..=attempts_max {
+        if n > TXN_ATTEMPTS_BEFORE_YIELD {
+            std::thread::yield_now();
+        }
+        match attempt() {
+            Attempt::Done(reply) => return reply,
+            Attempt::Conflict if n < attempts_max => {
+                stats.transaction_retries.fetch_add(1, Relaxed);
+            }
+            Attempt::Conflict => {}
+        }
+    }
+    stats.transactions_abandoned.fetch_add(1, Relaxed);
+    errors::not_applied_after_conflicts(what, attempts_max)
+}
 
 /// What [`Txn::commit`] found.
 #[derive(Debug, PartialEq, Eq)]
@@ -239,4 +288,92 @@ impl<'a> Txn<'a> {
 /// Whether the engine accepts `key` (it refuses empty keys and keys over 64 KiB).
 pub fn valid_key(key: &[u8]) -> bool {
     (1..=quiver_store::options::KEY_LEN_MAX).contains(&key.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+    use crate::cmd::{strings, Cmd};
+
+    /// A server's shared state on a fresh store in `dir`, without a server around it.
+    fn state_in(dir: &std::path::Path) -> ServerState {
+        let config = crate::Config {
+            dir: dir.to_path_buf(),
+            ..crate::Config::default()
+        };
+        ServerState {
+            store: Store::open(dir, config.store_options()).unwrap(),
+            output_budget: crate::output::OutputBudget::new(0),
+            config,
+            stats: Stats::default(),
+            watches: Watches::default(),
+            clients: crate::clients::Clients::default(),
+            run_id: String::new(),
+            port: 0,
+            coalescer: None,
+            shutting_down: AtomicBool::new(false),
+        }
+    }
+
+    /// INCR through a transaction, exactly as a command runs, except that another client's
+    /// write lands between every attempt's read and its commit: every attempt conflicts.
+    #[test]
+    fn a_command_whose_keys_keep_changing_is_given_up_and_nothing_is_applied() {
+        const ATTEMPTS: u32 = 7;
+        let dir = tempfile::tempdir().unwrap();
+        let state = state_in(dir.path());
+        state.store.put(b"counter", b"10").unwrap();
+        let args: Vec<Bytes> = vec!["INCR".into(), "counter".into()];
+        let mut attempts = 0;
+        let reply = retry_on_conflict(&state.stats, ATTEMPTS, "command", || {
+            attempts += 1;
+            let mut txn = Txn::new(&state);
+            let reply = strings::run(&mut txn, &state.stats, Cmd::Incr, &args).unwrap();
+            // The rival client's write: a value the INCR did not read.
+            let rival = format!("{}", 1000 + attempts);
+            state.store.put(b"counter", rival.as_bytes()).unwrap();
+            match txn.commit(&[]).unwrap() {
+                Commit::Applied => Attempt::Done(reply),
+                Commit::Conflict => Attempt::Conflict,
+            }
+        });
+        assert_eq!(
+            reply,
+            Reply::error(
+                "ERR the command was not applied: concurrent writes changed the keys it read \
+                 7 times in a row"
+            )
+        );
+        assert_eq!(attempts, ATTEMPTS);
+        // The rival's last value, not incremented: none of the attempts was applied.
+        assert_eq!(
+            state.store.get(b"counter").unwrap().as_deref(),
+            Some(&b"1007"[..])
+        );
+        assert_eq!(state.stats.transactions_abandoned.load(Relaxed), 1);
+        assert_eq!(
+            state.stats.transaction_retries.load(Relaxed),
+            u64::from(ATTEMPTS - 1)
+        );
+    }
+
+    #[test]
+    fn a_conflict_then_success_is_one_retry() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = state_in(dir.path());
+        let mut conflicts_left = 2;
+        let reply = retry_on_conflict(&state.stats, TXN_ATTEMPTS_MAX, "command", || {
+            if conflicts_left > 0 {
+                conflicts_left -= 1;
+                Attempt::Conflict
+            } else {
+                Attempt::Done(Reply::OK)
+            }
+        });
+        assert_eq!(reply, Reply::OK);
+        assert_eq!(state.stats.transaction_retries.load(Relaxed), 2);
+        assert_eq!(state.stats.transactions_abandoned.load(Relaxed), 0);
+    }
 }

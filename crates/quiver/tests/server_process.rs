@@ -446,14 +446,30 @@ fn graceful_shutdown(signal: libc::c_int) {
         assert_eq!(got.as_deref(), want, "{k}");
     }
     let log = server.stderr();
-    let open = log
-        .lines()
-        .find(|l| l.contains("store open"))
-        .unwrap_or_else(|| panic!("no 'store open' line in stderr:\n{log}"));
     assert!(
-        open.contains("partitions_rebuilt: 0") && open.contains("records_replayed: 0"),
-        "the restart did not open from the checkpoint: {open}"
+        log.lines().any(|l| l.contains("store open")),
+        "no 'store open' line in stderr:\n{log}"
     );
+    let recovery = log
+        .lines()
+        .find(|l| l.contains(" recovery ") && l.contains("partitions_rebuilt="))
+        .unwrap_or_else(|| panic!("no recovery line in stderr:\n{log}"));
+    let fields: Vec<&str> = recovery.split_whitespace().collect();
+    for expected in [
+        "partitions_rebuilt=0",
+        "records_replayed=0",
+        "torn_tails=0",
+        "damage=0",
+    ] {
+        assert!(
+            fields.contains(&expected),
+            "the restart did not open cleanly from the checkpoint ({expected}): {recovery}"
+        );
+    }
+    // A clean restart has nothing to warn about.
+    assert!(!log.contains("recovery found"), "{log}");
+    assert!(!log.contains("recovery truncated"), "{log}");
+    assert!(!log.contains("recovery ignored"), "{log}");
     drop(c);
     server.stop_with(libc::SIGTERM);
 }
@@ -466,6 +482,29 @@ fn sigterm_shuts_down_cleanly_and_restart_reopens_from_the_checkpoint() {
 #[test]
 fn sigint_shuts_down_cleanly_and_restart_reopens_from_the_checkpoint() {
     graceful_shutdown(libc::SIGINT);
+}
+
+/// The store cannot be closed at shutdown (here its directory is gone, so the checkpoint cannot
+/// be written; a full disk does the same): the exit code says so, and the message names the
+/// close, not the open.
+#[test]
+fn sigterm_with_a_failing_close_names_the_close() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, logs) = (tmp.path().join("store"), tmp.path().join("logs"));
+    let mut server = serve(&dir, &logs, &[]);
+    let mut c = server.client();
+    c.set("k", "v").unwrap();
+    drop(c);
+    std::fs::remove_dir_all(&dir).unwrap();
+    server.signal(libc::SIGTERM);
+    let status = wait_exit(&mut server.child, "shutdown with a failing close");
+    let log = server.stderr();
+    assert_eq!(status.code(), Some(1), "{status}; stderr:\n{log}");
+    assert!(
+        log.contains("quiver: error: closing the store failed: "),
+        "stderr:\n{log}"
+    );
+    assert!(!log.contains("cannot open the store"), "stderr:\n{log}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -489,7 +528,7 @@ fn config_file_settings_and_flag_overrides() {
     std::fs::write(
         &file,
         "# Redis names\nmaxclients = 7\nrequirepass = \"from-file\"\ntimeout = 300\n\
-         proto-max-bulk-len = \"2mb\"\n",
+         proto-max-bulk-len = \"2mb\"\nclient-output-buffer-total-limit = \"64mb\"\n",
     )
     .unwrap();
     let file_arg = file.to_str().unwrap();
@@ -504,6 +543,10 @@ fn config_file_settings_and_flag_overrides() {
     assert_eq!(
         config_get(&mut c, "proto-max-bulk-len"),
         (2 << 20).to_string()
+    );
+    assert_eq!(
+        config_get(&mut c, "client-output-buffer-total-limit"),
+        (64 << 20).to_string()
     );
     c.set("k", "v").unwrap();
     drop((anonymous, c));

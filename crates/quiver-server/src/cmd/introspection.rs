@@ -141,6 +141,10 @@ fn config_values(state: &ServerState) -> Vec<(&'static str, String)> {
             format!("normal {} 0 0", c.client_output_buffer_limit),
         ),
         (
+            "client-output-buffer-total-limit",
+            c.client_output_buffer_total_limit.to_string(),
+        ),
+        (
             "protected-mode",
             if c.protected_mode { "yes" } else { "no" }.into(),
         ),
@@ -192,16 +196,33 @@ fn config(state: &ServerState, args: &[Bytes]) -> Reply {
     }
 }
 
-/// Sections INFO prints without arguments (and with `default`).
+/// Sections INFO prints without arguments (and with `default`): Redis 7's defaults that Quiver
+/// has, plus `vectors`. `commandstats` comes only with `all` / `everything` or by name.
 const DEFAULT_SECTIONS: &[&str] = &[
     "server",
     "clients",
     "memory",
     "persistence",
     "stats",
+    "cpu",
+    "errorstats",
     "keyspace",
     "vectors",
 ];
+
+/// CPU seconds (system, user) used by `who` (`RUSAGE_SELF`, `RUSAGE_CHILDREN` or
+/// `RUSAGE_THREAD`), each printed as Redis prints them: seconds with 6 decimals.
+fn cpu_seconds(who: libc::c_int) -> (String, String) {
+    // SAFETY: `rusage` is plain integers, so all zeroes is a valid value; getrusage only
+    // writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `who` is one of the constants getrusage accepts.
+    if unsafe { libc::getrusage(who, &mut usage) } != 0 {
+        return ("0.000000".into(), "0.000000".into());
+    }
+    let seconds = |t: libc::timeval| format!("{}.{:06}", t.tv_sec, t.tv_usec);
+    (seconds(usage.ru_stime), seconds(usage.ru_utime))
+}
 
 /// INFO text, Redis's format: `# Section` headers and `name:value` lines, CRLF ends.
 pub fn info(state: &ServerState, asked: &[String]) -> String {
@@ -262,6 +283,14 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
             ),
             l("maxclients", state.config.maxclients.to_string()),
             l("blocked_clients", "0".into()),
+            l(
+                "client_output_buffer_total_bytes",
+                state.output_budget.buffered_bytes().to_string(),
+            ),
+            l(
+                "client_output_buffer_total_limit",
+                state.output_budget.limit_bytes().to_string(),
+            ),
         ],
     );
     let rss = crate::metrics::process_rss_bytes();
@@ -280,6 +309,8 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
                 ),
             ),
             l("maxmemory", "0".into()),
+            // Quiver uses Rust's default, the system allocator (Redis prints "libc" for it).
+            l("mem_allocator", "libc".into()),
         ],
     );
     section(
@@ -339,6 +370,10 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
                 stats.keyspace_misses.load(Relaxed).to_string(),
             ),
             l(
+                "total_error_replies",
+                stats.error_replies.load(Relaxed).to_string(),
+            ),
+            l(
                 "total_error_replies_protocol",
                 stats.protocol_errors.load(Relaxed).to_string(),
             ),
@@ -351,9 +386,37 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
                 stats.transaction_retries.load(Relaxed).to_string(),
             ),
             l(
+                "transactions_abandoned",
+                stats.transactions_abandoned.load(Relaxed).to_string(),
+            ),
+            l(
                 "clients_closed_by_limit",
                 stats.clients_closed_by_limit.load(Relaxed).to_string(),
             ),
+            l(
+                "replies_refused_by_total_limit",
+                stats
+                    .replies_refused_by_total_limit
+                    .load(Relaxed)
+                    .to_string(),
+            ),
+        ],
+    );
+    let (sys, user) = cpu_seconds(libc::RUSAGE_SELF);
+    let (sys_children, user_children) = cpu_seconds(libc::RUSAGE_CHILDREN);
+    // Redis's main thread executes every command; Quiver's worker threads all do, so this is
+    // the worker thread answering this INFO.
+    let (sys_thread, user_thread) = cpu_seconds(libc::RUSAGE_THREAD);
+    section(
+        "cpu",
+        "CPU",
+        vec![
+            l("used_cpu_sys", sys),
+            l("used_cpu_user", user),
+            l("used_cpu_sys_children", sys_children),
+            l("used_cpu_user_children", user_children),
+            l("used_cpu_sys_main_thread", sys_thread),
+            l("used_cpu_user_main_thread", user_thread),
         ],
     );
     let keys = state.store.len();
@@ -390,22 +453,39 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
         }
     }
     section("vectors", "Vectors", vector_lines);
+    // Redis 7 lists a command once it was called, rejected or failed.
     let command_lines = COMMANDS
         .iter()
         .zip(&stats.commands)
-        .filter(|(_, s)| s.calls.load(Relaxed) > 0)
-        .map(|(c, s)| {
+        .filter_map(|(c, s)| {
             let calls = s.calls.load(Relaxed);
             let usec = s.usec.load(Relaxed);
-            (
+            let rejected = s.rejected_calls.load(Relaxed);
+            let failed = s.failed_calls.load(Relaxed);
+            if calls == 0 && rejected == 0 && failed == 0 {
+                return None;
+            }
+            let per_call = if calls == 0 {
+                0.0
+            } else {
+                usec as f64 / calls as f64
+            };
+            Some((
                 format!("cmdstat_{}", c.name),
                 format!(
-                    "calls={calls},usec={usec},usec_per_call={:.2}",
-                    usec as f64 / calls as f64
+                    "calls={calls},usec={usec},usec_per_call={per_call:.2},\
+                     rejected_calls={rejected},failed_calls={failed}"
                 ),
-            )
+            ))
         })
         .collect();
     section("commandstats", "Commandstats", command_lines);
+    let error_lines = stats
+        .error_codes
+        .lock()
+        .iter()
+        .map(|(code, count)| (format!("errorstat_{code}"), format!("count={count}")))
+        .collect();
+    section("errorstats", "Errorstats", error_lines);
     out
 }

@@ -20,7 +20,7 @@ use crate::errors::{err, store_error};
 use crate::exec::{self, Ctx};
 use crate::reply::Reply;
 use crate::session::Multi;
-use crate::txn::{valid_key, Commit, Txn};
+use crate::txn::{retry_on_conflict, valid_key, Attempt, Commit, Txn, TXN_ATTEMPTS_MAX};
 
 pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
     match cmd {
@@ -107,9 +107,9 @@ fn exec_queued(ctx: &mut Ctx<'_>, queued: &[(usize, Vec<Bytes>)]) -> Reply {
         .filter(|(k, _)| valid_key(k))
         .cloned()
         .collect();
-    loop {
+    let reply = retry_on_conflict(&state.stats, TXN_ATTEMPTS_MAX, "transaction", || {
         if ctx.session.watch_dirty.load(Ordering::SeqCst) {
-            return Reply::NullArray;
+            return Attempt::Done(Reply::NullArray);
         }
         let mut txn = Txn::new(state);
         let all_keys = queued
@@ -117,7 +117,7 @@ fn exec_queued(ctx: &mut Ctx<'_>, queued: &[(usize, Vec<Bytes>)]) -> Reply {
             .filter(|(i, _)| COMMANDS[*i].cmd.on_keys())
             .flat_map(|(i, args)| COMMANDS[*i].keys(args));
         if let Err(e) = txn.prefetch(all_keys) {
-            return store_error(&e);
+            return Attempt::Done(store_error(&e));
         }
         let mut replies = Vec::with_capacity(queued.len());
         for (i, args) in queued {
@@ -129,25 +129,31 @@ fn exec_queued(ctx: &mut Ctx<'_>, queued: &[(usize, Vec<Bytes>)]) -> Reply {
                 }
                 c => Ok(exec::run(ctx, c, args)),
             };
-            state.stats.command(*i, 1, 0);
             replies.push(reply.unwrap_or_else(|e| store_error(&e)));
         }
         match txn.commit(&watched) {
-            Ok(Commit::Applied) => return Reply::Array(replies),
-            Ok(Commit::Conflict) => {
-                // Either a watched key changed (its mark is set, or about to be: the writer
-                // marks after its write) or a value read did: run again on fresh values.
-                state
-                    .stats
-                    .transaction_retries
-                    .fetch_add(1, Ordering::Relaxed);
-                if changed_since_watch(ctx, &watched) {
-                    return Reply::NullArray;
-                }
+            Ok(Commit::Applied) => Attempt::Done(Reply::Array(replies)),
+            // Either a watched key changed (its mark is set, or about to be: the writer marks
+            // after its write) or a value read did: run again on fresh values.
+            Ok(Commit::Conflict) if changed_since_watch(ctx, &watched) => {
+                Attempt::Done(Reply::NullArray)
             }
-            Err(e) => return store_error(&e),
+            Ok(Commit::Conflict) => Attempt::Conflict,
+            Err(e) => Attempt::Done(store_error(&e)),
+        }
+    });
+    // The queued commands count once, for the attempt that was applied; an error among their
+    // replies is a failed call and an error reply sent (inside EXEC's array).
+    if let Reply::Array(replies) = &reply {
+        for ((i, _), r) in queued.iter().zip(replies) {
+            state.stats.command(*i, 1, 0);
+            if let Reply::Error(text) = r {
+                state.stats.failed(*i, 1);
+                state.stats.error_reply(text);
+            }
         }
     }
+    reply
 }
 
 /// Whether a watched key no longer has its WATCH-time value (read directly, so EXEC does

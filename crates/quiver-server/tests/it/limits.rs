@@ -1,8 +1,12 @@
 //! The server's resource limits, each on its own server: `maxclients`, the idle `timeout`,
-//! `client-query-buffer-limit` and `client-output-buffer-limit`. A client over a limit is
-//! refused or disconnected; everyone else keeps being served.
+//! `client-query-buffer-limit`, `client-output-buffer-limit` and
+//! `client-output-buffer-total-limit`. A client over a per-client limit is refused or
+//! disconnected; a reply over the server-wide one is replaced by an error. Everyone else keeps
+//! being served.
 
-use std::io::{ErrorKind, Write};
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use quiver_server::testing::TestServer;
@@ -196,4 +200,136 @@ fn output_buffer_limit_closes_the_greedy_connection() {
     assert!(info_u64(&mut c, "stats", "clients_closed_by_limit") >= 2);
     wait_connected_clients(&mut c, 2);
     canary.finish();
+}
+
+/// `-ERR reply of <len> bytes not sent: ... (<limit> bytes)\r\n`, the error that replaces a reply
+/// over client-output-buffer-total-limit.
+fn total_limit_error(len: usize, limit: usize) -> Vec<u8> {
+    format!(
+        "-ERR reply of {len} bytes not sent: the server's buffered replies would exceed \
+         client-output-buffer-total-limit ({limit} bytes)\r\n"
+    )
+    .into_bytes()
+}
+
+/// The RESP2 bulk reply of a value of `len` bytes, in bytes.
+fn bulk_reply_len(len: usize) -> usize {
+    len.to_string().len() + len + 5
+}
+
+#[test]
+fn output_total_limit_replaces_a_reply_too_large_and_the_connection_goes_on() {
+    const LIMIT: usize = 64 << 10;
+    const VALUE: usize = 256 << 10;
+    let server = TestServer::start_with(|c| c.client_output_buffer_total_limit = LIMIT);
+    let mut c = client(server.addr);
+    c.set("big", vec![b'b'; VALUE]).unwrap();
+    c.set("small", "s").unwrap();
+
+    // GET (the vector path) and MGET (its own vector): each reply is replaced by the error,
+    // and the connection stays open for what follows.
+    let mut s = raw(server.addr);
+    s.write_all(&multibulk(&[b"GET", b"big"])).unwrap();
+    expect_reply(&mut s, &total_limit_error(bulk_reply_len(VALUE), LIMIT));
+    s.write_all(&multibulk(&[b"MGET", b"small", b"big"]))
+        .unwrap();
+    let mget_len = 4 + bulk_reply_len(1) + bulk_reply_len(VALUE);
+    expect_reply(&mut s, &total_limit_error(mget_len, LIMIT));
+    s.write_all(b"PING\r\n").unwrap();
+    expect_reply(&mut s, b"+PONG\r\n");
+
+    // In a pipelined run (one engine vector) only the reply that does not fit is replaced.
+    let mut run = multibulk(&[b"GET", b"small"]);
+    run.extend(multibulk(&[b"GET", b"big"]));
+    run.extend(multibulk(&[b"GET", b"small"]));
+    s.write_all(&run).unwrap();
+    let mut expected = b"$1\r\ns\r\n".to_vec();
+    expected.extend(total_limit_error(bulk_reply_len(VALUE), LIMIT));
+    expected.extend(b"$1\r\ns\r\n");
+    expect_reply(&mut s, &expected);
+
+    // The general path (GETSET): the reply is refused, the write was made (the error says
+    // the reply was not sent, nothing more).
+    s.write_all(&multibulk(&[b"GETSET", b"big", b"replaced"]))
+        .unwrap();
+    expect_reply(&mut s, &total_limit_error(bulk_reply_len(VALUE), LIMIT));
+    s.write_all(&multibulk(&[b"GET", b"big"])).unwrap();
+    expect_reply(&mut s, b"$8\r\nreplaced\r\n");
+
+    assert_eq!(
+        info_u64(&mut c, "stats", "replies_refused_by_total_limit"),
+        4
+    );
+    assert_eq!(
+        info_u64(&mut c, "clients", "client_output_buffer_total_limit"),
+        LIMIT as u64
+    );
+}
+
+/// A client socket whose receive buffer is small, so that the server cannot hand a large reply
+/// to the kernel: it stays in the server's buffer until the client reads it.
+fn raw_small_window(addr: std::net::SocketAddr) -> TcpStream {
+    let s = raw(addr);
+    let size: libc::c_int = 64 << 10;
+    // SAFETY: setsockopt reads `size` (a c_int, as SO_RCVBUF expects) from a live socket.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "setsockopt SO_RCVBUF");
+    s
+}
+
+#[test]
+fn output_total_limit_counts_every_connection_and_closed_ones_give_their_bytes_back() {
+    // Far more than the socket buffers can take, so an unread reply stays in the server.
+    const VALUE: usize = 16 << 20;
+    const LIMIT: usize = 24 << 20;
+    let server = TestServer::start_with(|c| c.client_output_buffer_total_limit = LIMIT);
+    let mut c = client(server.addr);
+    c.set("big", vec![b'b'; VALUE]).unwrap();
+    let get_big = multibulk(&[b"GET", b"big"]);
+    let reply_len = bulk_reply_len(VALUE);
+    let total = |c: &mut quiver_client::Connection| {
+        info_u64(c, "clients", "client_output_buffer_total_bytes")
+    };
+    assert_eq!(total(&mut c), 0);
+
+    // A asks and does not read: its reply is held in the server's buffer.
+    let mut a = raw_small_window(server.addr);
+    a.write_all(&get_big).unwrap();
+    wait_until("A's reply to be buffered", || {
+        total(&mut c) == reply_len as u64
+    });
+    // B's reply would take the total past the limit: refused, B stays usable.
+    let mut b = raw(server.addr);
+    b.write_all(&get_big).unwrap();
+    expect_reply(&mut b, &total_limit_error(reply_len, LIMIT));
+    b.write_all(b"PING\r\n").unwrap();
+    expect_reply(&mut b, b"+PONG\r\n");
+
+    // Once A has read its reply, B's fits.
+    let mut got = vec![0; reply_len];
+    a.read_exact(&mut got).unwrap();
+    assert!(got.starts_with(format!("${VALUE}\r\nbbb").as_bytes()));
+    wait_until("A's bytes to be given back", || total(&mut c) == 0);
+    b.write_all(&get_big).unwrap();
+    assert_eq!(read_bulk(&mut b).len(), VALUE);
+
+    // A connection that closes with its reply unread gives its bytes back too.
+    let mut d = raw_small_window(server.addr);
+    d.write_all(&get_big).unwrap();
+    wait_until("D's reply to be buffered", || {
+        total(&mut c) == reply_len as u64
+    });
+    drop(d);
+    wait_until("D's bytes to be given back", || total(&mut c) == 0);
+    drop((a, b));
+    wait_connected_clients(&mut c, 1);
+    assert_eq!(total(&mut c), 0);
 }

@@ -274,3 +274,177 @@ fn prometheus_endpoint_serves_metrics() {
     s.write_all(b"PING\r\n").unwrap();
     expect_reply(&mut s, b"+PONG\r\n");
 }
+
+/// `name:value` of `text` (one INFO reply).
+fn field<'t>(text: &'t str, name: &str) -> Option<&'t str> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim_end)
+}
+
+/// Redis 7's CPU section, its memory allocator line, in the sections where Redis has them.
+#[test]
+fn info_cpu_section_and_allocator_as_redis_prints_them() {
+    let server = TestServer::start();
+    let mut c = client(server.addr);
+    // Some work, so that the process has used CPU time.
+    for i in 0..500 {
+        c.set(format!("key:{i}"), format!("value {i}")).unwrap();
+    }
+    let keys: Vec<String> = (0..500).map(|i| format!("key:{i}")).collect();
+    c.multi_get(&keys).unwrap();
+
+    for asked in [
+        None,
+        Some("default"),
+        Some("all"),
+        Some("everything"),
+        Some("cpu"),
+        Some("CPU"),
+    ] {
+        let text = c.info(asked).unwrap();
+        assert!(
+            text.lines().any(|l| l.trim_end() == "# CPU"),
+            "INFO {asked:?} lacks # CPU:\n{text}"
+        );
+    }
+    assert!(!c.info(Some("server")).unwrap().contains("# CPU"));
+
+    let cpu = c.info(Some("cpu")).unwrap();
+    let seconds = |name: &str| -> f64 {
+        let v = field(&cpu, name).unwrap_or_else(|| panic!("INFO cpu has no {name}:\n{cpu}"));
+        // Redis's format: seconds, a dot, exactly 6 digits.
+        let (whole, micros) = v.split_once('.').unwrap_or_else(|| panic!("{name}:{v}"));
+        assert!(
+            !whole.is_empty()
+                && whole.bytes().all(|b| b.is_ascii_digit())
+                && micros.len() == 6
+                && micros.bytes().all(|b| b.is_ascii_digit()),
+            "{name}:{v} is not in Redis's format"
+        );
+        v.parse().unwrap()
+    };
+    let used = seconds("used_cpu_sys") + seconds("used_cpu_user");
+    assert!(used > 0.0, "no CPU time used after 1000 commands:\n{cpu}");
+    for name in [
+        "used_cpu_sys_children",
+        "used_cpu_user_children",
+        "used_cpu_sys_main_thread",
+        "used_cpu_user_main_thread",
+    ] {
+        assert!(seconds(name) >= 0.0);
+    }
+    // Fields in Redis's order.
+    let names: Vec<&str> = cpu
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':').map(|(n, _)| n))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "used_cpu_sys",
+            "used_cpu_user",
+            "used_cpu_sys_children",
+            "used_cpu_user_children",
+            "used_cpu_sys_main_thread",
+            "used_cpu_user_main_thread"
+        ]
+    );
+    assert_eq!(
+        info_field(&mut c, "memory", "mem_allocator").as_deref(),
+        Some("libc")
+    );
+}
+
+/// Redis 7's `rejected_calls` (refused before running) and `failed_calls` (ran, answered an
+/// error), `total_error_replies` and errorstats, for the same commands Redis was checked with.
+#[test]
+fn commandstats_count_rejected_and_failed_calls_like_redis() {
+    let server = TestServer::start();
+    let mut c = client(server.addr);
+    assert_eq!(info_u64(&mut c, "stats", "total_error_replies"), 0);
+    let error = |c: &mut quiver_client::Connection, args: &[&[u8]]| {
+        let e = c.command(args).unwrap_err();
+        assert!(e.to_string().contains("ERR"), "{args:?}: {e}");
+    };
+    error(&mut c, &[b"GET"]); // wrong arity: rejected, not a call
+    error(&mut c, &[b"GET", b"a", b"b"]); // the same
+    c.set("text", "abc").unwrap();
+    error(&mut c, &[b"INCR", b"text"]); // ran, failed
+    c.incr("counter").unwrap(); // ran, succeeded
+    error(&mut c, &[b"CONFIG", b"NOSUCH"]); // unknown subcommand: counted against nothing
+    error(&mut c, &[b"CONFIG", b"GET"]); // a subcommand's arity: rejected
+    error(&mut c, &[b"NOSUCHCOMMAND", b"x"]); // unknown command: an error reply only
+                                              // An error inside EXEC: INCR failed; EXEC itself did not.
+    c.command(&[b"MULTI"]).unwrap();
+    c.command(&[b"INCR", b"text"]).unwrap();
+    match c.command(&[b"EXEC"]).unwrap() {
+        quiver_client::Value::Array(replies) => {
+            assert!(
+                matches!(&replies[..], [quiver_client::Value::Error(e)] if e.starts_with("ERR value")),
+                "{replies:?}"
+            );
+        }
+        other => panic!("EXEC answered {other:?}"),
+    }
+    // A refused command inside MULTI is rejected, and makes EXEC fail.
+    c.command(&[b"MULTI"]).unwrap();
+    error(&mut c, &[b"GET"]);
+    let e = c.command(&[b"EXEC"]).unwrap_err();
+    assert!(e.to_string().contains("EXECABORT"), "{e}");
+
+    let stats = c.info(Some("commandstats")).unwrap();
+    let line = |name: &str| {
+        field(&stats, &format!("cmdstat_{name}"))
+            .unwrap_or_else(|| panic!("no cmdstat_{name}:\n{stats}"))
+            .to_string()
+    };
+    let counts = |name: &str| -> (u64, u64, u64) {
+        let l = line(name);
+        let get = |key: &str| -> u64 {
+            l.split(',')
+                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+                .unwrap_or_else(|| panic!("cmdstat_{name}:{l} lacks {key}"))
+                .parse()
+                .unwrap()
+        };
+        (get("calls"), get("rejected_calls"), get("failed_calls"))
+    };
+    // The exact line of a command never run, as Redis 7 prints it.
+    assert_eq!(
+        line("get"),
+        "calls=0,usec=0,usec_per_call=0.00,rejected_calls=3,failed_calls=0"
+    );
+    assert_eq!(counts("incr"), (3, 0, 2));
+    assert_eq!(counts("config"), (0, 1, 0));
+    assert_eq!(counts("set"), (1, 0, 0));
+    assert_eq!(counts("exec"), (2, 0, 1));
+    assert_eq!(counts("multi"), (2, 0, 0));
+    // Fields in Redis 7's order.
+    let keys: Vec<String> = line("set")
+        .split(',')
+        .map(|kv| kv.split('=').next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "calls",
+            "usec",
+            "usec_per_call",
+            "rejected_calls",
+            "failed_calls"
+        ]
+    );
+
+    // 3 GET arity + 2 INCR + CONFIG NOSUCH + CONFIG GET + unknown command, + EXECABORT.
+    assert_eq!(info_u64(&mut c, "stats", "total_error_replies"), 9);
+    let errorstats = c.info(Some("errorstats")).unwrap();
+    assert!(errorstats.starts_with("# Errorstats\r\n"), "{errorstats}");
+    assert_eq!(field(&errorstats, "errorstat_ERR"), Some("count=8"));
+    assert_eq!(field(&errorstats, "errorstat_EXECABORT"), Some("count=1"));
+    // Errorstats is a default section (as in Redis 7), commandstats is not.
+    let default = c.info(None).unwrap();
+    assert!(default.contains("errorstat_ERR:count=8"), "{default}");
+    assert!(!default.contains("cmdstat_"), "{default}");
+}

@@ -11,6 +11,9 @@ fn both(r: Reply, resp2: &[u8], resp3: &[u8]) {
     assert_eq!(enc(&r, false), resp2, "RESP2 {r:?}");
     assert_eq!(enc(&r, true), resp3, "RESP3 {r:?}");
     assert_eq!(&r.to_bytes(true)[..], resp3);
+    // The size the output budget is checked with is the size encoded.
+    assert_eq!(r.encoded_len(false), resp2.len(), "RESP2 length of {r:?}");
+    assert_eq!(r.encoded_len(true), resp3.len(), "RESP3 length of {r:?}");
 }
 
 #[test]
@@ -136,6 +139,36 @@ fn encode_bulks_matches_an_array_of_bulks() {
                 .map(|v| v.clone().map_or(Reply::Null, Reply::Bulk))
                 .collect(),
         );
+        assert_eq!(
+            quiver_server::reply::bulks_encoded_len(&values, resp3),
+            direct.len()
+        );
         assert_eq!(direct.freeze(), tree.to_bytes(resp3));
+    }
+}
+
+#[test]
+fn encoded_len_matches_at_digit_boundaries() {
+    let mut cases = Vec::new();
+    for n in [9i64, 10, 99, 100, -1, -9, -10, i64::MAX, i64::MIN + 1] {
+        cases.push(Reply::Integer(n));
+    }
+    for len in [0usize, 9, 10, 99, 100, 1000] {
+        cases.push(Reply::Bulk(Bytes::from(vec![b'v'; len])));
+        cases.push(Reply::Verbatim {
+            format: *b"txt",
+            text: Bytes::from(vec![b't'; len]),
+        });
+        cases.push(Reply::Array(vec![Reply::Null; len]));
+        cases.push(Reply::Map(vec![(Reply::Integer(1), Reply::NullArray); len]));
+    }
+    for r in &cases {
+        for resp3 in [false, true] {
+            assert_eq!(
+                r.encoded_len(resp3),
+                enc(r, resp3).len(),
+                "{r:?} resp3 {resp3}"
+            );
+        }
     }
 }

@@ -1,0 +1,276 @@
+//! A connection's buffered replies, and the server-wide bound on all of them.
+//!
+//! Two limits apply to replies waiting to be written:
+//! * `client-output-buffer-limit`, per connection, checked after each command by
+//!   `exec::execute_run`: a connection past it is closed (Redis's hard limit);
+//! * `client-output-buffer-total-limit`, the sum over every connection, checked here before a
+//!   reply is encoded: a reply that would take the sum past it is not encoded at all (no memory
+//!   is committed to it), and an error saying so takes its place. The connection stays open,
+//!   and the same command succeeds once other connections' replies have been written out.
+//!
+//! [`OutputBudget`] (in the shared state) holds the sum; [`Output`] (one per connection) adds
+//! each reply's size before encoding it and gives all of it back when its buffer has been
+//! written or the connection ends (its `Drop`): a closed connection keeps nothing.
+
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+use bytes::{Bytes, BytesMut};
+
+use crate::errors;
+use crate::reply::{self, Reply};
+use crate::stats::Stats;
+
+/// Initial capacity of a connection's reply buffer.
+const OUTPUT_CAPACITY_INITIAL_BYTES: usize = 16 * 1024;
+/// A reply buffer grown past this (by a large reply) is dropped once written instead of being
+/// kept for the next replies: an idle connection must not hold on to a gigabyte.
+const OUTPUT_CAPACITY_KEPT_MAX_BYTES: usize = 1 << 20;
+
+/// The bytes of replies buffered by all connections; see the module documentation.
+pub struct OutputBudget {
+    buffered_bytes: AtomicUsize,
+    /// `client-output-buffer-total-limit`; 0: no limit.
+    limit_bytes: usize,
+}
+
+impl OutputBudget {
+    pub fn new(limit_bytes: usize) -> OutputBudget {
+        OutputBudget {
+            buffered_bytes: AtomicUsize::new(0),
+            limit_bytes,
+        }
+    }
+
+    /// Reply bytes buffered by all connections now (INFO `client_output_buffer_total_bytes`).
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffered_bytes.load(Relaxed)
+    }
+
+    pub fn limit_bytes(&self) -> usize {
+        self.limit_bytes
+    }
+
+    /// Counts `n` more bytes if the sum stays within the limit; else counts nothing.
+    fn try_take(&self, n: usize) -> bool {
+        if self.limit_bytes == 0 {
+            self.take(n);
+            return true;
+        }
+        self.buffered_bytes
+            .fetch_update(Relaxed, Relaxed, |b| {
+                b.checked_add(n).filter(|&sum| sum <= self.limit_bytes)
+            })
+            .is_ok()
+    }
+
+    /// Counts `n` more bytes whatever the limit.
+    fn take(&self, n: usize) {
+        self.buffered_bytes.fetch_add(n, Relaxed);
+    }
+
+    fn give_back(&self, n: usize) {
+        self.buffered_bytes.fetch_sub(n, Relaxed);
+    }
+}
+
+/// One connection's reply buffer; every byte in it is counted in the [`OutputBudget`].
+pub struct Output<'s> {
+    buf: BytesMut,
+    budget: &'s OutputBudget,
+    stats: &'s Stats,
+    /// Bytes this buffer has counted in `budget` (all of `buf`).
+    held_bytes: usize,
+}
+
+impl<'s> Output<'s> {
+    pub fn new(budget: &'s OutputBudget, stats: &'s Stats) -> Output<'s> {
+        Output {
+            buf: BytesMut::with_capacity(OUTPUT_CAPACITY_INITIAL_BYTES),
+            budget,
+            stats,
+            held_bytes: 0,
+        }
+    }
+
+    /// Bytes waiting to be written.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Appends `reply`, or, if the server's buffered replies would pass the total limit with
+    /// it, the error that replaces it.
+    pub fn reply(&mut self, reply: &Reply, resp3: bool) {
+        let len = reply.encoded_len(resp3);
+        if !self.budget.try_take(len) {
+            return self.refuse(len, resp3);
+        }
+        self.held_bytes += len;
+        self.encode(reply, resp3);
+    }
+
+    /// Appends the replies of a vector's commands, each under the limit as with
+    /// [`Output::reply`]. When all of them fit they are counted at once (one atomic operation
+    /// on the shared sum per vector, not one per reply).
+    pub fn replies(&mut self, replies: &[Reply], resp3: bool) {
+        let len = replies.iter().map(|r| r.encoded_len(resp3)).sum();
+        if !self.budget.try_take(len) {
+            // Some do not fit: each on its own, so that only those are refused.
+            for r in replies {
+                self.reply(r, resp3);
+            }
+            return;
+        }
+        self.held_bytes += len;
+        for r in replies {
+            self.encode(r, resp3);
+        }
+    }
+
+    /// Appends `n` copies of `reply` (the replies of a vector's commands that all answer
+    /// alike), like [`Output::replies`].
+    pub fn reply_n(&mut self, reply: &Reply, n: usize, resp3: bool) {
+        let len = reply.encoded_len(resp3) * n;
+        if !self.budget.try_take(len) {
+            for _ in 0..n {
+                self.reply(reply, resp3);
+            }
+            return;
+        }
+        self.held_bytes += len;
+        for _ in 0..n {
+            self.encode(reply, resp3);
+        }
+    }
+
+    /// Encodes a reply already counted in the budget. Error replies are counted in the
+    /// statistics here, where they are sent.
+    fn encode(&mut self, reply: &Reply, resp3: bool) {
+        if let Reply::Error(text) = reply {
+            self.stats.error_reply(text);
+        }
+        reply.encode(&mut self.buf, resp3);
+    }
+
+    /// Appends an array of bulk strings or nulls (an MGET reply) straight from the values,
+    /// under the same limit as [`Output::reply`].
+    pub fn bulks(&mut self, values: &[Option<Bytes>], resp3: bool) {
+        let len = reply::bulks_encoded_len(values, resp3);
+        if !self.budget.try_take(len) {
+            return self.refuse(len, resp3);
+        }
+        self.held_bytes += len;
+        reply::encode_bulks(&mut self.buf, values, resp3);
+    }
+
+    /// Appends the error that replaces a reply of `len` bytes refused at the total limit.
+    fn refuse(&mut self, len: usize, resp3: bool) {
+        self.stats
+            .replies_refused_by_total_limit
+            .fetch_add(1, Relaxed);
+        let error = errors::reply_over_total_limit(len, self.budget.limit_bytes);
+        // The error is a few dozen bytes: it is counted but never refused itself, so that every
+        // request gets a reply.
+        let error_len = error.encoded_len(resp3);
+        self.budget.take(error_len);
+        self.held_bytes += error_len;
+        self.encode(&error, resp3);
+    }
+
+    /// The buffer has been written to the client: empty it and give its bytes back.
+    pub fn written(&mut self) {
+        self.buf.clear();
+        self.budget.give_back(std::mem::take(&mut self.held_bytes));
+        if self.buf.capacity() > OUTPUT_CAPACITY_KEPT_MAX_BYTES {
+            self.buf = BytesMut::with_capacity(OUTPUT_CAPACITY_INITIAL_BYTES);
+        }
+    }
+}
+
+impl Drop for Output<'_> {
+    /// A connection that ends with replies unwritten (closed, killed, over a limit, shut down)
+    /// gives their bytes back.
+    fn drop(&mut self) {
+        self.budget.give_back(self.held_bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_total_is_bounded_and_given_back() {
+        let budget = OutputBudget::new(100);
+        let stats = Stats::default();
+        let value = Reply::Bulk(Bytes::from(vec![b'v'; 40])); // 47 bytes encoded
+        let mut a = Output::new(&budget, &stats);
+        let mut b = Output::new(&budget, &stats);
+        a.reply(&value, false);
+        b.reply(&value, false);
+        assert_eq!(budget.buffered_bytes(), 94);
+        // A third would pass 100: replaced by the error, which is counted nonetheless.
+        a.reply(&value, false);
+        let text = String::from_utf8_lossy(&a.bytes()[47..]).into_owned();
+        assert!(
+            text.starts_with("-ERR reply of 47 bytes not sent:") && text.contains("(100 bytes)"),
+            "{text}"
+        );
+        assert_eq!(budget.buffered_bytes(), 94 + text.len());
+        assert_eq!(stats.replies_refused_by_total_limit.load(Relaxed), 1);
+        assert_eq!(stats.error_replies.load(Relaxed), 1);
+        // Written: a's bytes are given back, and its next reply fits.
+        a.written();
+        assert_eq!(budget.buffered_bytes(), 47);
+        a.bulks(&[Some(Bytes::from_static(b"x")), None], false);
+        assert_eq!(a.bytes(), b"*2\r\n$1\r\nx\r\n$-1\r\n");
+        assert_eq!(budget.buffered_bytes(), 47 + a.len());
+        // Dropped with replies unwritten (a closed connection): given back too.
+        drop(a);
+        drop(b);
+        assert_eq!(budget.buffered_bytes(), 0);
+    }
+
+    #[test]
+    fn in_a_vector_only_the_replies_that_do_not_fit_are_refused() {
+        let budget = OutputBudget::new(300);
+        let stats = Stats::default();
+        let mut out = Output::new(&budget, &stats);
+        let small = Reply::Bulk(Bytes::from_static(b"s")); // 7 bytes
+        let large = Reply::Bulk(Bytes::from(vec![b'v'; 400])); // 408 bytes
+        out.replies(&[small.clone(), large, small.clone()], false);
+        let text = String::from_utf8_lossy(out.bytes()).into_owned();
+        assert!(
+            text.starts_with("$1\r\ns\r\n-ERR reply of 408 bytes"),
+            "{text}"
+        );
+        assert!(text.ends_with("bytes)\r\n$1\r\ns\r\n"), "{text}");
+        assert_eq!(budget.buffered_bytes(), out.len());
+        // All alike and all fitting: counted at once.
+        out.written();
+        out.reply_n(&small, 3, true);
+        assert_eq!(out.bytes(), b"$1\r\ns\r\n".repeat(3));
+        assert_eq!(budget.buffered_bytes(), 21);
+        assert_eq!(stats.replies_refused_by_total_limit.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn zero_means_no_limit() {
+        let budget = OutputBudget::new(0);
+        let stats = Stats::default();
+        let mut out = Output::new(&budget, &stats);
+        out.reply(&Reply::Bulk(Bytes::from(vec![b'v'; 1 << 20])), true);
+        assert_eq!(budget.buffered_bytes(), out.len());
+        assert_eq!(stats.replies_refused_by_total_limit.load(Relaxed), 0);
+        out.written();
+        assert_eq!(budget.buffered_bytes(), 0);
+        assert!(out.is_empty());
+    }
+}
