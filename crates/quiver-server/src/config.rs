@@ -7,6 +7,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use quiver_store::log::format::{record_len, SEGMENT_HEADER_LEN};
+use quiver_store::options::{KEY_LEN_MAX, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
 use quiver_store::{BackendKind, Durability, Options};
 use serde::{Deserialize, Deserializer};
 
@@ -100,6 +102,14 @@ pub struct Config {
     pub backend: BackendKind,
     /// Partitions of a new store (an existing store keeps its own).
     pub partitions: u32,
+    /// Segment file size of a new store (an existing store keeps its own): a power of two,
+    /// and the unit compaction frees space in. A value of `proto-max-bulk-len` must fit.
+    #[serde(deserialize_with = "byte_size")]
+    pub segment_size: usize,
+    /// Disk space held in reserve (the store's `RESERVE` file) so that deletes and
+    /// compaction still run on a full disk; capped at 1/32 of the file system; 0: none.
+    #[serde(deserialize_with = "byte_size")]
+    pub disk_reserve: usize,
     /// Worker threads (0 = one per core).
     pub threads: usize,
     /// Password every client must give with AUTH or HELLO.
@@ -140,6 +150,8 @@ impl Default for Config {
             durability: Durability::Os,
             backend: BackendKind::Mmap,
             partitions: PARTITIONS_DEFAULT,
+            segment_size: Options::default().segment_bytes as usize,
+            disk_reserve: Options::default().disk_reserve_bytes as usize,
             threads: 0,
             requirepass: None,
             protected_mode: true,
@@ -205,6 +217,21 @@ impl Config {
         if self.requirepass.as_deref() == Some("") {
             return bad("requirepass must not be empty (leave it unset for no password)".into());
         }
+        let segment = self.segment_size as u64;
+        if !segment.is_power_of_two() || !(SEGMENT_BYTES_MIN..=SEGMENT_BYTES_MAX).contains(&segment)
+        {
+            return bad(format!(
+                "segment-size must be a power of two from {SEGMENT_BYTES_MIN} to {SEGMENT_BYTES_MAX} bytes"
+            ));
+        }
+        let record_max = record_len(KEY_LEN_MAX, self.proto_max_bulk_len) + SEGMENT_HEADER_LEN;
+        if record_max as u64 > segment {
+            return bad(format!(
+                "segment-size {segment} cannot hold a value of proto-max-bulk-len {} (a record \
+                 must fit in one segment: raise segment-size or lower proto-max-bulk-len)",
+                self.proto_max_bulk_len
+            ));
+        }
         Ok(())
     }
 
@@ -221,6 +248,9 @@ impl Config {
     pub fn store_options(&self) -> Options {
         Options {
             partitions: self.partitions,
+            segment_bytes: self.segment_size as u64,
+            disk_reserve_bytes: self.disk_reserve as u64,
+            value_len_max: self.proto_max_bulk_len,
             durability: self.durability,
             backend: self.backend,
             // MGET / MSET / DEL take any number of keys as one atomic vector: the protocol's

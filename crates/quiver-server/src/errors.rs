@@ -116,6 +116,14 @@ pub fn reply_over_total_limit(len: usize, limit: usize) -> Reply {
     ))
 }
 
+/// A command some of whose writes took effect before `e` stopped the rest.
+pub fn partly_applied(e: &StoreError) -> Reply {
+    tracing::error!(error = %e, "storage error: a write was partly applied");
+    Reply::Error(sanitize(BytesMut::from(
+        format!("ERR storage error: {e}; the command was partly applied").as_bytes(),
+    )))
+}
+
 /// `EXECABORT Transaction discarded because of: <error without its ERR prefix>`.
 pub fn exec_abort(refusal: &Reply) -> Reply {
     let Reply::Error(text) = refusal else {
@@ -171,6 +179,11 @@ pub fn store_error(e: &StoreError) -> Reply {
             }
             err("ERR no space left on device: the write was not applied")
         }
+        StoreError::IndexFull { partition, keys } => Reply::error(format!(
+            "ERR the write was not applied: partition {partition}'s index has no room for {keys} \
+             more keys yet (its maintenance is behind; retry)"
+        )),
+        StoreError::PartlyApplied { source, .. } => partly_applied(source),
         e => {
             tracing::error!(error = %e, "storage error");
             Reply::Error(sanitize(BytesMut::from(

@@ -205,37 +205,18 @@ fn run_vector(
         }
         VectorKind::Set => {
             let pairs: Vec<(&Bytes, &Bytes)> = group.iter().map(|r| (&r[1], &r[2])).collect();
-            match store.multi_put(&pairs) {
-                Ok(()) => {
-                    state.watches.touch(group.iter().map(|r| &r[1]));
-                    out.reply_n(&Reply::OK, n, resp3);
-                }
-                Err(e) => failed(&store_error(&e), out),
-            }
+            let keys: Vec<&Bytes> = pairs.iter().map(|p| p.0).collect();
+            let result = store.multi_put(&pairs).map(|()| vec![true; n]);
+            write_replies(state, out, resp3, index, group, &keys, result, |_| {
+                Reply::OK
+            });
         }
         VectorKind::Del => {
             let keys: Vec<&Bytes> = group.iter().flat_map(|r| &r[1..]).collect();
-            match store.multi_delete(&keys) {
-                Ok(existed) => {
-                    // Deleting a missing key is no change for WATCH.
-                    state.watches.touch(
-                        keys.iter()
-                            .zip(&existed)
-                            .filter(|(_, &e)| e)
-                            .map(|(k, _)| *k),
-                    );
-                    let mut existed = existed.into_iter();
-                    let replies: Vec<Reply> = group
-                        .iter()
-                        .map(|r| {
-                            let count = existed.by_ref().take(r.len() - 1).filter(|&e| e).count();
-                            Reply::Integer(count as i64)
-                        })
-                        .collect();
-                    out.replies(&replies, resp3);
-                }
-                Err(e) => failed(&store_error(&e), out),
-            }
+            let result = store.multi_delete(&keys);
+            write_replies(state, out, resp3, index, group, &keys, result, |existed| {
+                Reply::Integer(existed.iter().filter(|&&e| e).count() as i64)
+            });
         }
         VectorKind::MGet => {
             let keys = &group[0][1..];
@@ -271,6 +252,70 @@ fn run_vector(
         .stats
         .command(index, n as u64, started.elapsed().as_micros() as u64);
     session.info.touch(index);
+}
+
+/// The replies of a vector of writes (SETs or DELs): each command's own, from which of its
+/// keys' writes took effect — all of them (`ok` of whether each key existed before), none
+/// (the engine's error), or, after an I/O error in the middle of the vector, some (an error
+/// that says so). Watchers of every key changed are marked (a delete of a missing key changes
+/// nothing).
+#[allow(clippy::too_many_arguments)]
+fn write_replies(
+    state: &ServerState,
+    out: &mut Output<'_>,
+    resp3: bool,
+    index: usize,
+    group: &[Vec<Bytes>],
+    keys: &[&Bytes],
+    result: quiver_store::Result<Vec<bool>>,
+    ok: impl Fn(&[bool]) -> Reply,
+) {
+    let deletes = index == cmd::index_of(Cmd::Del);
+    let (applied, existed, error) = match result {
+        Ok(existed) => (vec![true; keys.len()], existed, None),
+        Err(quiver_store::Error::PartlyApplied {
+            applied,
+            existed,
+            source,
+        }) => (applied, existed, Some(*source)),
+        Err(e) => {
+            state.stats.failed(index, group.len() as u64);
+            out.reply_n(&store_error(&e), group.len(), resp3);
+            return;
+        }
+    };
+    state.watches.touch(
+        keys.iter()
+            .zip(applied.iter().zip(&existed))
+            .filter(|(_, (&a, &e))| a && (e || !deletes))
+            .map(|(k, _)| *k),
+    );
+    let mut at = 0;
+    let mut failed = 0;
+    let replies: Vec<Reply> = group
+        .iter()
+        .map(|r| {
+            // A SET has one key, a DEL all its arguments.
+            let n = if deletes { r.len() - 1 } else { 1 };
+            let (a, e) = (&applied[at..at + n], &existed[at..at + n]);
+            at += n;
+            match &error {
+                Some(err) if !a.iter().all(|&x| x) => {
+                    failed += 1;
+                    if a.iter().any(|&x| x) {
+                        errors::partly_applied(err)
+                    } else {
+                        store_error(err)
+                    }
+                }
+                _ => ok(e),
+            }
+        })
+        .collect();
+    if failed > 0 {
+        state.stats.failed(index, failed);
+    }
+    out.replies(&replies, resp3);
 }
 
 /// The replies of `n` GETs (each its own command: each is checked against the output limit
@@ -422,4 +467,84 @@ pub fn prefetch_and_run(
         txn.prefetch(spec.keys(args))?;
     }
     strings::run(txn, &state.stats, spec.cmd, args)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+    use crate::clients::Clients;
+    use crate::config::Config;
+    use crate::output::OutputBudget;
+    use crate::stats::Stats;
+    use crate::watch::Watches;
+
+    fn state(dir: &std::path::Path) -> ServerState {
+        let config = Config::default();
+        ServerState {
+            store: quiver_store::Store::open(dir, config.store_options()).unwrap(),
+            output_budget: OutputBudget::new(0),
+            config,
+            stats: Stats::default(),
+            watches: Watches::default(),
+            clients: Clients::default(),
+            run_id: String::new(),
+            port: 0,
+            coalescer: None,
+            shutting_down: AtomicBool::new(false),
+        }
+    }
+
+    fn request(args: &[&str]) -> Vec<Bytes> {
+        args.iter().map(|a| Bytes::from(a.to_string())).collect()
+    }
+
+    /// An I/O error stopped a pipelined vector part-way (the engine says which writes took
+    /// effect): each command gets its own answer — its reply if all its writes took effect,
+    /// the error if none did, "partly applied" if some did.
+    #[test]
+    fn a_partly_applied_vector_answers_each_command_for_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = state(dir.path());
+        let group = vec![
+            request(&["DEL", "a", "b"]),
+            request(&["DEL", "c"]),
+            request(&["DEL", "d", "e"]),
+        ];
+        let keys: Vec<&Bytes> = group.iter().flat_map(|r| &r[1..]).collect();
+        let result = Err(quiver_store::Error::PartlyApplied {
+            applied: vec![true, true, false, true, false],
+            existed: vec![true, false, true, true, true],
+            source: Box::new(quiver_store::Error::NoSpace {
+                path: "/x/p0001/0000000000000009.seg".into(),
+            }),
+        });
+        let mut out = Output::new(&state.output_budget, &state.stats);
+        let del = cmd::index_of(Cmd::Del);
+        write_replies(
+            &state,
+            &mut out,
+            false,
+            del,
+            &group,
+            &keys,
+            result,
+            |existed| Reply::Integer(existed.iter().filter(|&&e| e).count() as i64),
+        );
+        let text = String::from_utf8_lossy(out.bytes()).into_owned();
+        let lines: Vec<&str> = text.split("\r\n").collect();
+        assert_eq!(lines[0], ":1", "DEL a b: both deleted, one existed");
+        assert_eq!(
+            lines[1], "-ERR no space left on device: the write was not applied",
+            "DEL c: nothing applied"
+        );
+        assert!(
+            lines[2].starts_with("-ERR storage error: ")
+                && lines[2].ends_with("the command was partly applied"),
+            "DEL d e: {}",
+            lines[2]
+        );
+        assert_eq!(lines.len(), 4, "{text:?}");
+    }
 }

@@ -65,12 +65,13 @@ pub enum Error {
     )]
     IndexFull { partition: u32, keys: usize },
     /// A vector of plain puts or deletes failed part-way through: `applied[i]` says whether
-    /// operation `i` took effect. Only an I/O error (or a full disk under a vector too large
-    /// for one segment) does this; a failure before anything was written is returned as
-    /// itself, with nothing applied.
+    /// operation `i` took effect, and `existed[i]` whether its key existed before it. Only an
+    /// I/O error (or a full disk under a vector too large for one segment) does this; a
+    /// failure before anything was written is returned as itself, with nothing applied.
     #[error("{source}; the vector was partly applied ({} of {} operations took effect)", .applied.iter().filter(|&&a| a).count(), .applied.len())]
     PartlyApplied {
         applied: Vec<bool>,
+        existed: Vec<bool>,
         #[source]
         source: Box<Error>,
     },

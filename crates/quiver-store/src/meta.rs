@@ -42,6 +42,11 @@ pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<()> {
                     "format version {version:?}, expected {FORMAT_VERSION}"
                 )));
             }
+            // The store's segments bound the values it can hold: a larger limit asked for
+            // (the default one, by a tool opening a store with small segments) is lowered.
+            opts.value_len_max = opts
+                .value_len_max
+                .min(value_len_fitting(opts.segment_bytes));
             opts.validate()
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -58,4 +63,14 @@ pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<()> {
         }
         Err(e) => Err(Error::io("read store metadata", &path, e)),
     }
+}
+
+/// Largest value whose record (with the longest key) fits in a segment of `segment_bytes`.
+fn value_len_fitting(segment_bytes: u64) -> usize {
+    use crate::log::format::{record_len, RECORD_ALIGN, SEGMENT_HEADER_LEN};
+    let room = segment_bytes as usize - SEGMENT_HEADER_LEN;
+    // record_len rounds up to RECORD_ALIGN: leave room for the padding.
+    let v = room.saturating_sub(record_len(crate::options::KEY_LEN_MAX, 0) + RECORD_ALIGN);
+    debug_assert!(record_len(crate::options::KEY_LEN_MAX, v) <= room);
+    v
 }

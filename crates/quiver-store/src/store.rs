@@ -274,6 +274,8 @@ impl Store {
             .collect();
         let mut room = Room::new(self);
         let mut released = false;
+        // Bounded: `room` gives up after a few requests per partition, and the reserve is
+        // released once.
         loop {
             let mut guards: Vec<RwLockWriteGuard<'_, PartState>> = groups
                 .iter()
@@ -319,6 +321,8 @@ impl Store {
             let mut existed = vec![false; ops.len()];
             let mut applied = vec![true; ops.len()];
             let mut failure = None;
+            // Whether any record reached the log (a delete of an absent key writes none).
+            let mut wrote = false;
             let mut lsns = Vec::with_capacity(groups.len());
             let mut grow = false;
             for (gi, plan) in plans.iter().enumerate() {
@@ -337,6 +341,7 @@ impl Store {
                     existed[i] = plan.run.existed[j];
                     applied[i] = plan.run.records[j].is_none() || locs[j].is_some();
                 }
+                wrote |= locs.iter().any(Option::is_some);
                 lsns.push((part, st.appended_lsn));
                 grow |= st.index.load() > LOAD_GROW;
                 if let Err(e) = res {
@@ -348,15 +353,12 @@ impl Store {
                 self.inner.background.wake();
             }
             if let Some(e) = failure {
-                let none_applied = ops
-                    .iter()
-                    .zip(&applied)
-                    .all(|(o, &a)| !a || o.value.is_none());
-                return Err(if none_applied {
+                return Err(if !wrote {
                     e
                 } else {
                     Error::PartlyApplied {
                         applied,
+                        existed,
                         source: Box::new(e),
                     }
                 });
@@ -398,6 +400,7 @@ impl Store {
         involved.dedup();
         let mut room = Room::new(self);
         let mut released = false;
+        // Bounded as `write_plain`'s loop.
         loop {
             match self.try_apply(batch, &hashed, &involved) {
                 Attempt::Done(r) => return r,

@@ -77,7 +77,7 @@ pub enum Command {
     /// the value size (key `0000000000000042`, value `42.42.42.42...`). Keys go as MSETs of
     /// WIDTH pairs, DEPTH MSETs per round trip; prints `loaded N keys in S s (R keys/s)`.
     Load(LoadArgs),
-    /// Offline: print the figures of the store in --dir as JSON.
+    /// Offline: print the figures of the store in --dir as JSON (reads only: writes nothing).
     ///
     /// Offline commands open the store themselves: they fail while a server holds it.
     Stats,
@@ -85,8 +85,9 @@ pub enum Command {
     Compact,
     /// Offline: verify every record and index entry of the store in --dir.
     ///
-    /// Prints the findings as JSON; exit code 1 if anything is damaged.
-    Check,
+    /// Prints the findings as JSON; exit code 1 if anything is damaged. Without --repair it
+    /// only reads (it works on a full disk and changes nothing).
+    Check(CheckArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -110,11 +111,21 @@ impl Command {
             Command::Serve(_)
             | Command::Stats
             | Command::Compact
-            | Command::Check
+            | Command::Check(_)
             | Command::Bench(_)
             | Command::Sim(_) => None,
         }
     }
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Repair a damaged store: keep what is intact, set aside segment files that cannot be
+    /// read (renamed *.damaged), rewrite the log without the damage, and print what was lost
+    /// (keys whose newest value was in the damage may now show an older one). A store that
+    /// refuses to open because of damage opens again afterwards.
+    #[arg(long)]
+    pub repair: bool,
 }
 
 /// How a server command reaches the server. Not global flags of `quiver` because `serve` has

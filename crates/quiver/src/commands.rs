@@ -1,11 +1,12 @@
 //! The offline store commands: stats, compact, check. They open the store in `--dir`
-//! themselves, so no server may be running on it (the store's lock says so).
+//! themselves, so no server may be running on it (the store's lock says so). `stats` and
+//! `check` open it read-only: they write nothing, so they work on a full disk too.
 
 use std::io::Write;
 use std::path::Path;
 
 use quiver_bench::benchdir::holds_store;
-use quiver_store::{Options, Store};
+use quiver_store::{DamagePolicy, Options, Store};
 use serde::Serialize;
 
 use crate::progress;
@@ -13,7 +14,28 @@ use crate::CliError;
 
 /// Opens the store in `dir`, which must already hold one (an offline command never creates
 /// a store), and warns about what recovery found.
-fn open_existing(dir: &Path) -> Result<Store, CliError> {
+fn open_existing(dir: &Path, opts: Options) -> Result<Store, CliError> {
+    require_store(dir)?;
+    let store = progress::open_store(dir, opts)?;
+    let rep = store.recovery_report();
+    for t in &rep.torn_tails {
+        eprintln!("quiver: warning: torn log tail (an interrupted write): {t}");
+    }
+    for d in &rep.damage {
+        eprintln!("quiver: warning: damaged log: {d}");
+    }
+    Ok(store)
+}
+
+/// Options that open a store without writing anything.
+fn reading_only() -> Options {
+    Options {
+        read_only: true,
+        ..Options::default()
+    }
+}
+
+fn require_store(dir: &Path) -> Result<(), CliError> {
     if !holds_store(dir) {
         let why = if dir.exists() {
             "does not hold a Quiver store"
@@ -25,15 +47,7 @@ fn open_existing(dir: &Path) -> Result<Store, CliError> {
             dir.display()
         )));
     }
-    let store = progress::open_store(dir, Options::default())?;
-    let rep = store.recovery_report();
-    for t in &rep.torn_tails {
-        eprintln!("quiver: warning: torn log tail (an interrupted write) truncated: {t}");
-    }
-    for d in &rep.damage {
-        eprintln!("quiver: warning: damaged log: {d}");
-    }
-    Ok(store)
+    Ok(())
 }
 
 /// `quiver stats` output.
@@ -62,7 +76,7 @@ fn print_json(v: &impl Serialize) -> Result<(), CliError> {
 }
 
 pub fn stats(dir: &Path) -> Result<(), CliError> {
-    let store = open_existing(dir)?;
+    let store = open_existing(dir, reading_only())?;
     let s = store.stats();
     store.close()?;
     print_json(&StatsOut {
@@ -97,7 +111,7 @@ struct CompactOut {
 }
 
 pub fn compact(dir: &Path) -> Result<(), CliError> {
-    let store = open_existing(dir)?;
+    let store = open_existing(dir, Options::default())?;
     let before = store.stats().disk_bytes;
     let r = store.compact()?;
     let after = store.stats().disk_bytes;
@@ -121,13 +135,23 @@ struct CheckOut<'a> {
     index_entries: u64,
     /// What `Store::check` found.
     problems: &'a [String],
-    /// What opening the store found and repaired or skipped.
-    torn_tails_truncated: &'a [String],
+    /// What opening the store found (torn tails are ignored, not truncated: nothing is
+    /// written).
+    torn_tails: &'a [String],
     damage_found_on_open: &'a [String],
 }
 
-pub fn check(dir: &Path) -> Result<(), CliError> {
-    let store = open_existing(dir)?;
+/// `quiver check`: read-only. The store is opened salvaging (damage is reported rather than
+/// refused), so that every problem can be listed.
+pub fn check(dir: &Path, repair: bool) -> Result<(), CliError> {
+    if repair {
+        return check_repair(dir);
+    }
+    let opts = Options {
+        on_damage: DamagePolicy::Salvage,
+        ..reading_only()
+    };
+    let store = open_existing(dir, opts)?;
     let r = store.check()?;
     let rep = store.recovery_report().clone();
     store.close()?;
@@ -136,15 +160,63 @@ pub fn check(dir: &Path) -> Result<(), CliError> {
         records: r.records,
         index_entries: r.index_entries,
         problems: &r.problems,
-        torn_tails_truncated: &rep.torn_tails,
+        torn_tails: &rep.torn_tails,
         damage_found_on_open: &rep.damage,
     })?;
     let bad = r.problems.len() + rep.damage.len();
     if bad > 0 {
         return Err(CliError::Negative(format!(
-            "check found {bad} problem(s) in {}",
+            "check found {bad} problem(s) in {}; `quiver check --repair` keeps what is intact \
+             and reports what is lost",
             dir.display()
         )));
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct RepairOut<'a> {
+    /// Damaged places and the keys that may now show an older value (or none).
+    lost: &'a [String],
+    /// Segment files that could not be read, renamed `*.damaged`.
+    set_aside: Vec<String>,
+    records_copied: u64,
+    records_dropped: u64,
+    /// What a check of the repaired store found (empty: it is intact).
+    problems_after: &'a [String],
+}
+
+fn check_repair(dir: &Path) -> Result<(), CliError> {
+    require_store(dir)?;
+    let rep = quiver_store::repair(dir, Options::default())?;
+    let after = open_existing(dir, reading_only())?;
+    let check = after.check()?;
+    after.close()?;
+    let lost = rep.losses();
+    print_json(&RepairOut {
+        lost: &lost,
+        set_aside: rep
+            .set_aside
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        records_copied: rep.compaction.records_copied,
+        records_dropped: rep.compaction.records_dropped,
+        problems_after: &check.problems,
+    })?;
+    if !check.is_ok() {
+        return Err(CliError::Negative(format!(
+            "{} still has {} problem(s) after the repair",
+            dir.display(),
+            check.problems.len()
+        )));
+    }
+    if !lost.is_empty() {
+        eprintln!(
+            "quiver: repaired {}: {} damaged place(s); see \"lost\" for what they held",
+            dir.display(),
+            lost.len()
+        );
     }
     Ok(())
 }

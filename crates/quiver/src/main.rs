@@ -40,14 +40,31 @@ pub enum CliError {
 impl std::fmt::Display for CliError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CliError::Store(e) => write!(f, "error: {e}"),
-            CliError::Server(e) => write!(f, "error: {e}"),
+            CliError::Store(e) => write!(f, "error: {e}{}", damage_hint(e)),
+            CliError::Server(e) => {
+                let hint = match e {
+                    quiver_server::ServerError::OpenStore(e) => damage_hint(e),
+                    _ => "",
+                };
+                write!(f, "error: {e}{hint}")
+            }
             CliError::Bench(e) => write!(f, "error: {e}"),
             CliError::Remote(e) => write!(f, "{e}"),
             CliError::Negative(m) => f.write_str(m),
             CliError::Usage(m) => write!(f, "error: {m}"),
             CliError::Output(e) => write!(f, "error: cannot write the output: {e}"),
         }
+    }
+}
+
+/// What to do about a store that refuses to open because of damage.
+fn damage_hint(e: &quiver_store::Error) -> &'static str {
+    match e {
+        quiver_store::Error::Damaged { .. } => {
+            "\n`quiver check` lists the damage (it changes nothing); `quiver check --repair` \
+             keeps what is intact, reports what was lost, and makes the store open again"
+        }
+        _ => "",
     }
 }
 
@@ -127,7 +144,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Load(a) => remote::load(a),
         Command::Stats => commands::stats(&store_dir()),
         Command::Compact => commands::compact(&store_dir()),
-        Command::Check => commands::check(&store_dir()),
+        Command::Check(a) => commands::check(&store_dir(), a.repair),
         Command::Bench(cli::BenchCommand::Local(a)) => bench::local(&bench_dir(), a),
         Command::Bench(cli::BenchCommand::Reopen(a)) => bench::reopen(&bench_dir(), a),
         Command::Bench(cli::BenchCommand::Net(a)) => bench::net(cli.dir.as_deref(), a),

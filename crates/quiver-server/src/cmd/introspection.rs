@@ -154,6 +154,8 @@ fn config_values(state: &ServerState) -> Vec<(&'static str, String)> {
         ("maxmemory", "0".into()),
         ("maxmemory-policy", "noeviction".into()),
         ("durability", c.durability.to_string()),
+        ("segment-size", c.segment_size.to_string()),
+        ("disk-reserve", c.disk_reserve.to_string()),
         ("backend", c.backend.to_string()),
         ("coalesce", format!("{:?}", c.coalesce).to_ascii_lowercase()),
         ("max-vector-width", c.max_vector_width.to_string()),

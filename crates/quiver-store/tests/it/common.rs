@@ -13,6 +13,8 @@ pub fn small_options(backend: BackendKind) -> Options {
         background: false,
         checkpoint_interval_ms: 0,
         compact_garbage_ratio: 0.0,
+        // Enough for a few small segments (the full-disk tests); tests open many stores.
+        disk_reserve_bytes: 1 << 20,
         ..Options::default()
     }
 }
