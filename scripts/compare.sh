@@ -29,6 +29,11 @@
 #   WARMUP seconds [1; quick 0.5]  VALUE_SIZES ["32 512"]  KEY_SIZE [16]
 #   SERVER_CORE [0]  CLIENT_CORE [1]  OUT [a results file under the run directory]
 #   KEEP=1 keeps the data directories and raw results (default: removed at the end).
+#   ONLY ["": all]: the workloads to run, by name (e.g. ONLY="get set").
+#   SYSTEMS ["quiver redis redis-aof"]: the servers compared (quiver first; ratios are quiver /
+#   each other one). BASE=path/to/an/older/quiver adds the system quiver-base, that binary
+#   (e.g. a build of the previous commit): `SYSTEMS="quiver quiver-base" BASE=... compare.sh`
+#   compares two builds the same way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -62,6 +67,15 @@ KEY_SIZE=${KEY_SIZE:-16}
 SERVER_CORE=${SERVER_CORE:-0}
 CLIENT_CORE=${CLIENT_CORE:-1}
 KEEP=${KEEP:-0}
+read -r -a SYS <<<"${SYSTEMS:-quiver redis redis-aof}"
+[ "${SYS[0]}" = quiver ] || { echo "compare.sh: SYSTEMS must start with quiver" >&2; exit 2; }
+for sys in "${SYS[@]}"; do
+  case "$sys" in
+    quiver | redis | redis-aof) ;;
+    quiver-base) [ -x "${BASE:-}" ] || { echo "compare.sh: quiver-base needs BASE=path/to/quiver" >&2; exit 2; } ;;
+    *) echo "compare.sh: unknown system $sys" >&2; exit 2 ;;
+  esac
+done
 
 # ---- tools ----
 apt_install_missing redis-server:redis-server redis-cli:redis-tools jq:jq taskset:util-linux
@@ -111,36 +125,41 @@ wait_ready() {
 
 declare -A PORT PID
 start_servers() { # $1: value size (names the data directories)
-  local v=$1 d
-  d=$RUN/quiver-$v
-  mkdir -p "$d"
-  taskset -c "$SERVER_CORE" "$Q" --dir "$d" serve --port 0 --threads 1 --durability os \
-    >"$RUN/quiver-$v.out" 2>"$RUN/quiver-$v.log" &
-  PID[quiver]=$!
-  PIDS+=("${PID[quiver]}")
-  local i
-  for i in $(seq 1 600); do
-    PORT[quiver]=$(grep -o '[0-9]*$' "$RUN/quiver-$v.out" 2>/dev/null || true)
-    [ -n "${PORT[quiver]}" ] && break
-    sleep 0.1
-  done
-  for sys in redis redis-aof; do
+  local v=$1 d sys bin i
+  for sys in "${SYS[@]}"; do
     d=$RUN/$sys-$v
     mkdir -p "$d"
-    PORT[$sys]=$(free_port)
-    local persist=(--save '' --appendonly no)
-    [ "$sys" = redis-aof ] && persist=(--save '' --appendonly yes --appendfsync everysec)
-    taskset -c "$SERVER_CORE" redis-server --port "${PORT[$sys]}" --bind 127.0.0.1 \
-      --dir "$d" "${persist[@]}" --daemonize no >"$RUN/$sys-$v.log" 2>&1 &
-    PID[$sys]=$!
-    PIDS+=("${PID[$sys]}")
+    case "$sys" in
+      quiver | quiver-base)
+        bin=$Q
+        [ "$sys" = quiver-base ] && bin=$BASE
+        taskset -c "$SERVER_CORE" "$bin" --dir "$d" serve --port 0 --threads 1 --durability os \
+          >"$RUN/$sys-$v.out" 2>"$RUN/$sys-$v.log" &
+        PID[$sys]=$!
+        PIDS+=("${PID[$sys]}")
+        for i in $(seq 1 600); do
+          PORT[$sys]=$(grep -o '[0-9]*$' "$RUN/$sys-$v.out" 2>/dev/null || true)
+          [ -n "${PORT[$sys]}" ] && break
+          sleep 0.1
+        done
+        ;;
+      *)
+        PORT[$sys]=$(free_port)
+        local persist=(--save '' --appendonly no)
+        [ "$sys" = redis-aof ] && persist=(--save '' --appendonly yes --appendfsync everysec)
+        taskset -c "$SERVER_CORE" redis-server --port "${PORT[$sys]}" --bind 127.0.0.1 \
+          --dir "$d" "${persist[@]}" --daemonize no >"$RUN/$sys-$v.log" 2>&1 &
+        PID[$sys]=$!
+        PIDS+=("${PID[$sys]}")
+        ;;
+    esac
   done
-  for sys in quiver redis redis-aof; do wait_ready "${PORT[$sys]}"; done
+  for sys in "${SYS[@]}"; do wait_ready "${PORT[$sys]}"; done
 }
 
 stop_servers() {
-  for sys in quiver redis redis-aof; do kill "${PID[$sys]}" 2>/dev/null || true; done
-  for sys in quiver redis redis-aof; do wait "${PID[$sys]}" 2>/dev/null || true; done
+  for sys in "${SYS[@]}"; do kill "${PID[$sys]}" 2>/dev/null || true; done
+  for sys in "${SYS[@]}"; do wait "${PID[$sys]}" 2>/dev/null || true; done
 }
 
 # name|arguments of `quiver bench net`
@@ -161,17 +180,18 @@ bench() { # $1 system, $2 value size, then bench net arguments
 }
 
 for v in $VALUE_SIZES; do
-  echo "== value size $v: starting quiver, redis, redis-aof on core $SERVER_CORE" >&2
+  echo "== value size $v: starting ${SYS[*]} on core $SERVER_CORE" >&2
   start_servers "$v"
-  for sys in quiver redis redis-aof; do
+  for sys in "${SYS[@]}"; do
     echo "   loading $KEYS keys into $sys" >&2
     bench "$sys" "$v" --load-only >/dev/null
   done
   for round in $(seq 1 "$ROUNDS"); do
     for w in "${WORKLOADS[@]}"; do
       name=${w%%|*}
+      [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $name "* ]] || continue
       read -r -a args <<<"${w#*|}"
-      for sys in quiver redis redis-aof; do
+      for sys in "${SYS[@]}"; do
         echo "   round $round/$ROUNDS value $v: $name on $sys" >&2
         bench "$sys" "$v" "${args[@]}" --workload "$name" --duration-s "$DURATION" \
           --warmup-s "$WARMUP" --tag figure=compare --tag round="$round" >>"$OUT"
@@ -217,21 +237,21 @@ jq -rs '
 ' "$OUT" | column -t -s $'\t'
 
 echo
-echo "ratios Quiver / Redis and Quiver / Redis AOF (keys/s, per round; then keys per server-CPU-second)"
-jq -rs '
-  group_by([.value_size, .workload, .tags.round])
-  | map({key: "\(.[0].value_size) \(.[0].workload)",
-         q: (map(select(.system == "quiver")) | .[0]),
-         r: (map(select(.system == "redis")) | .[0]),
-         a: (map(select(.system == "redis-aof")) | .[0])})
-  | group_by(.key)
-  | .[]
-  | [.[0].key,
-     (map((.q.keys_per_sec / .r.keys_per_sec * 100 | floor) / 100 | tostring) | join(" ")),
-     (map((.q.keys_per_sec / .a.keys_per_sec * 100 | floor) / 100 | tostring) | join(" ")),
-     (map(if (.r.keys_per_server_cpu_s // 0) > 0 then ((.q.keys_per_server_cpu_s / .r.keys_per_server_cpu_s * 100 | floor) / 100 | tostring) else "-" end) | join(" "))]
-  | "  \(.[0]):  /redis \(.[1])   /redis-aof \(.[2])   per-cpu /redis \(.[3])"
-' "$OUT"
+echo "ratios quiver / each other system (keys/s, per round; then keys per server-CPU-second)"
+for other in "${SYS[@]:1}"; do
+  jq -rs --arg other "$other" '
+    group_by([.value_size, .workload, .tags.round])
+    | map({key: "\(.[0].value_size) \(.[0].workload)",
+           q: (map(select(.system == "quiver")) | .[0]),
+           o: (map(select(.system == $other)) | .[0])})
+    | group_by(.key)
+    | .[]
+    | [.[0].key,
+       (map((.q.keys_per_sec / .o.keys_per_sec * 100 | floor) / 100 | tostring) | join(" ")),
+       (map(if (.o.keys_per_server_cpu_s // 0) > 0 then ((.q.keys_per_server_cpu_s / .o.keys_per_server_cpu_s * 100 | floor) / 100 | tostring) else "-" end) | join(" "))]
+    | "  \(.[0]):  /\($other) \(.[1])   per-cpu \(.[2])"
+  ' "$OUT"
+done
 
 if [ -s "$ENGINE_OUT" ]; then
   echo

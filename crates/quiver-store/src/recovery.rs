@@ -127,17 +127,20 @@ pub(crate) fn recover_partition(
             .iter()
             .position(|s| s.file_id() == ck.end_file_id)
             .expect("checkpoint::load matched its segments");
-        let replayed_before = report.records_replayed;
-        let torn_before = report.torn_tails.len();
+        // Damage this attempt finds is found again by the rebuild if it is not kept. (A torn
+        // tail it truncated stays reported: the rebuild will not see it again.)
+        let before = report.clone();
         let end = replay(ctx, &segs, start, ck.end_offset, &mut b, report, &mut prog)?;
         if !b.too_full() {
             report.partitions_from_checkpoint += 1;
-            let clean = report.records_replayed == replayed_before
-                && report.torn_tails.len() == torn_before
+            let clean = report.records_replayed == before.records_replayed
+                && report.torn_tails.len() == before.torn_tails.len()
                 && end == Some(ck.end_offset);
             report.damage.append(&mut b.problems);
             return Ok(finish(segs, b, end, max_file_id, clean));
         }
+        report.damage.truncate(before.damage.len());
+        report.records_replayed = before.records_replayed;
     }
 
     // No usable checkpoint: rebuild from the whole log, sized by counting records first.
@@ -145,7 +148,9 @@ pub(crate) fn recover_partition(
     let puts = count_puts(&segs)?;
     let mut capacity_keys =
         (puts as usize).max((ctx.opts.expected_keys / ctx.opts.partitions as u64) as usize);
-    loop {
+    // Sized by every put of the log, the first rebuild has room (each insert takes at most
+    // one slot); the bound only guards that reasoning.
+    for _ in 0..REBUILD_ATTEMPTS_MAX {
         let mut b = IndexBuilder::new(Index::for_keys_at(capacity_keys, LOAD_AFTER_REBUILD));
         let end = replay(
             ctx,
@@ -162,7 +167,17 @@ pub(crate) fn recover_partition(
         }
         capacity_keys = capacity_keys * 2 + 1024;
     }
+    Err(Error::corruption(
+        dir,
+        0,
+        format!(
+            "the index rebuilt from {puts} put records overflowed {REBUILD_ATTEMPTS_MAX} times"
+        ),
+    ))
 }
+
+/// Index rebuilds from the whole log tried before giving up (see `recover_partition`).
+const REBUILD_ATTEMPTS_MAX: usize = 4;
 
 fn finish(
     segs: SegmentSet,

@@ -700,7 +700,11 @@ fn run_model(backend: BackendKind, durability: Durability) {
 /// mode) buffer flushes happen between and during the operations, and must not change what
 /// they see.
 fn run_model_background(backend: BackendKind, durability: Durability) {
-    run_model_with(Options {
+    run_model_with(background_options(backend, durability));
+}
+
+fn background_options(backend: BackendKind, durability: Durability) -> Options {
+    Options {
         durability,
         background: true,
         compact_garbage_ratio: 0.3,
@@ -710,7 +714,7 @@ fn run_model_background(backend: BackendKind, durability: Durability) {
         // Passes of a few segments: the background sweeps ranges in the middle of the log.
         compact_pass_bytes_max: 256 << 10,
         ..small_options(backend)
-    });
+    }
 }
 
 fn run_model_with(opts: Options) {
@@ -791,16 +795,7 @@ fn model_delete_heavy_mmap_os() {
 
 #[test]
 fn model_delete_heavy_pread_none_background() {
-    run_model_delete_heavy(Options {
-        durability: Durability::None,
-        background: true,
-        compact_garbage_ratio: 0.3,
-        compact_min_dead_records: 50,
-        checkpoint_interval_ms: 20,
-        flush_interval_ms: 5,
-        compact_pass_bytes_max: 256 << 10,
-        ..small_options(BackendKind::Pread)
-    });
+    run_model_delete_heavy(background_options(BackendKind::Pread, Durability::None));
 }
 
 /// Every backend sees the same operations: the sequence below touches each op kind once.

@@ -664,25 +664,13 @@ fn redis_benchmark_runs_without_errors() {
     let tmp = tempfile::tempdir().unwrap();
     let server = serve(&tmp.path().join("store"), &tmp.path().join("logs"), &[]);
     let port = server.addr.rsplit(':').next().unwrap().to_string();
-    let mut child = Command::new(&benchmark)
-        .args(["-h", "127.0.0.1", "-p", &port])
-        .args(["-t", "set,get,mset", "-P", "16", "-n", "20000", "-q"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run redis-benchmark");
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            s
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let status = wait_exit(&mut child, "redis-benchmark");
-    let output = out.join().unwrap() + &err.join().unwrap();
+    let (status, out, err) = run(
+        Command::new(&benchmark)
+            .args(["-h", "127.0.0.1", "-p", &port])
+            .args(["-t", "set,get,mset", "-P", "16", "-n", "20000", "-q"]),
+        "redis-benchmark",
+    );
+    let output = out + &err;
     assert!(status.success(), "redis-benchmark: {status}\n{output}");
     // Progress lines end in \r, results in \n.
     let lines: Vec<&str> = output
