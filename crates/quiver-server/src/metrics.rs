@@ -109,6 +109,19 @@ pub fn render(state: &SharedState) -> String {
         format!("{}", 1.0 - store.garbage_ratio),
     );
     gauge(
+        "quiver_disk_reserve_bytes",
+        "Disk space held in reserve for deletes and compaction on a full disk.",
+        "gauge",
+        store.disk_reserve_bytes.to_string(),
+    );
+    gauge(
+        "quiver_short_of_space",
+        "1 while the reserve is released: writes that add data are refused until compaction \
+         makes room.",
+        "gauge",
+        (store.short_of_space as u8).to_string(),
+    );
+    gauge(
         "quiver_maintenance_runs_total",
         "Compactions and index resizes completed.",
         "counter",

@@ -329,6 +329,14 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
             l("dead_records", store_stats.dead_records.to_string()),
             l("garbage_ratio", format!("{:.4}", store_stats.garbage_ratio)),
             l(
+                "disk_reserve_bytes",
+                store_stats.disk_reserve_bytes.to_string(),
+            ),
+            l(
+                "short_of_space",
+                (store_stats.short_of_space as u8).to_string(),
+            ),
+            l(
                 "last_background_error",
                 store_stats
                     .last_background_error

@@ -51,6 +51,9 @@ fn info_has_every_default_section_and_counts_keys() {
         info_u64(&mut c, "server", "tcp_port"),
         u64::from(server.port())
     );
+    // The disk reserve (held if the file system has room) and whether it is released.
+    info_u64(&mut c, "persistence", "disk_reserve_bytes");
+    assert_eq!(info_u64(&mut c, "persistence", "short_of_space"), 0);
 
     let pairs: Vec<(String, String)> = (0..25)
         .map(|i| (format!("key:{i}"), format!("value {i}")))
@@ -235,6 +238,8 @@ fn prometheus_endpoint_serves_metrics() {
     assert_eq!(value("quiver_commands_total{command=\"mget\"}"), 1.0);
     assert_eq!(value("quiver_keys"), 32.0);
     assert_eq!(value("quiver_connected_clients"), 1.0);
+    assert_eq!(value("quiver_short_of_space"), 0.0);
+    assert!(value("quiver_disk_reserve_bytes") >= 0.0);
     assert!(value("quiver_vector_width_bucket{le=\"32\"}") >= 1.0);
     assert!(value("quiver_vector_width_bucket{le=\"+Inf\"}") >= 38.0);
     assert!(value("quiver_command_latency_seconds_bucket{le=\"+Inf\"}") >= 38.0);
