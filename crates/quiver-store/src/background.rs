@@ -156,7 +156,7 @@ fn resize_where_needed(inner: &Inner) {
         }
         let extra = part.room_wanted.swap(0, Ordering::Relaxed);
         let r = resize::resize(&inner.ctx, part, extra);
-        finish(inner, &mut m, r.map(|_| ()));
+        finish(inner, &mut m, r);
         inner.background.resized(part);
     }
 }
@@ -191,8 +191,7 @@ fn compact_if_needed(inner: &Inner, part: &Partition) {
             r => break r,
         }
     };
-    let saved = r.map(|_| ());
-    finish(inner, &mut m, saved);
+    finish(inner, &mut m, r.map(drop));
     inner.reserve.restore();
 }
 

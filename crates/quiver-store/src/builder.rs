@@ -175,7 +175,7 @@ fn show_keys(members: &[Member]) -> String {
     let mut s: Vec<String> = members
         .iter()
         .take(SHOWN_KEYS_MAX)
-        .map(|m| format!("{:?}", String::from_utf8_lossy(&m.key)))
+        .map(|m| crate::error::show_key(&m.key))
         .collect();
     if members.len() > SHOWN_KEYS_MAX {
         s.push(format!("and {} more", members.len() - SHOWN_KEYS_MAX));

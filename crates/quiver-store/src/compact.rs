@@ -37,7 +37,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::error::{show_key, Error, Result};
 use crate::hash::KeyHash;
 use crate::log::format::{self, CompactionManifest, RecordType, SegmentOrder, SEGMENT_HEADER_LEN};
 use crate::log::reader::{Scanner, Step};
@@ -151,14 +151,14 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
                             "{} at offset {}: {what}; key {} dropped",
                             r.segment.path.display(),
                             r.offset,
-                            show_key(r.bytes)
+                            show_key(format::record_key(r.bytes))
                         ));
                         Ok(())
                     }
                 };
             }
-            let as_type = if resolved_member { RecordType::Put } else { ty };
-            let to = out.append(ctx, part, r.bytes, as_type)?;
+            let retype = resolved_member.then_some(RecordType::Put);
+            let to = out.append(ctx, part, r.bytes, retype)?;
             remaps.push(Remap {
                 hash: r.hash,
                 from: r.loc,
@@ -166,21 +166,21 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
             });
             return Ok(());
         }
-        // Dead puts, tombstones, commit records.
-        let keep_as = match ty {
+        // Dead puts, tombstones, commit records: dropped, or kept (`Some`), retyped or not.
+        let keep: Option<Option<RecordType>> = match ty {
             RecordType::Put => None,
-            RecordType::Delete => (!prefix).then_some(RecordType::Delete),
+            RecordType::Delete => (!prefix).then_some(None),
             RecordType::BatchPut | RecordType::BatchCommit if resolved_batch.is_some() => None,
             // A delete of a batch that was applied keeps shadowing older copies.
             RecordType::BatchDelete if resolved_member => {
-                (!prefix && resolved_batch == Some(&true)).then_some(RecordType::Delete)
+                (!prefix && resolved_batch == Some(&true)).then_some(Some(RecordType::Delete))
             }
             // A part (or commit) that replay must find as it is.
-            RecordType::BatchPut | RecordType::BatchDelete | RecordType::BatchCommit => Some(ty),
+            RecordType::BatchPut | RecordType::BatchDelete | RecordType::BatchCommit => Some(None),
         };
-        match keep_as {
-            Some(t) => {
-                out.append(ctx, part, r.bytes, t)?;
+        match keep {
+            Some(retype) => {
+                out.append(ctx, part, r.bytes, retype)?;
                 kept_dead += 1;
             }
             None => dropped += 1,
@@ -306,28 +306,6 @@ fn range_len(sealed: &[Arc<Segment>], budget_bytes: u64) -> usize {
     n
 }
 
-/// A key for a message: printable if it is, else hex; cut to a readable length.
-pub(crate) fn show_key(record: &[u8]) -> String {
-    const SHOWN_BYTES_MAX: usize = 64;
-    let Some(h) = format::parse_header(record) else {
-        return "<unreadable>".into();
-    };
-    let start = format::RECORD_HEADER_LEN;
-    let key = &record[start..(start + h.key_len as usize).min(record.len())];
-    let shown = &key[..key.len().min(SHOWN_BYTES_MAX)];
-    let more = if key.len() > SHOWN_BYTES_MAX {
-        "..."
-    } else {
-        ""
-    };
-    if shown.iter().all(|b| b.is_ascii_graphic()) {
-        format!("{:?}{more}", String::from_utf8_lossy(shown))
-    } else {
-        let hex: String = shown.iter().map(|b| format!("{b:02x}")).collect();
-        format!("0x{hex}{more}")
-    }
-}
-
 /// Replaces `inputs` (a contiguous range of the log) by `outputs`, in the segment list and
 /// the slot table.
 fn swap_segments(st: &mut PartState, inputs: &[Arc<Segment>], outputs: &[Arc<Segment>]) {
@@ -374,13 +352,14 @@ impl Outputs {
         }
     }
 
-    /// Appends a copy of a record (as type `ty`); returns its new location.
+    /// Appends a copy of a record (retyped: a resolved batch member becomes a plain record);
+    /// returns its new location.
     fn append(
         &mut self,
         ctx: &StoreCtx,
         part: &Partition,
         rec: &[u8],
-        ty: RecordType,
+        retype: Option<RecordType>,
     ) -> Result<u32> {
         let need = rec.len() as u64;
         if self.appender.as_ref().is_none_or(|a| a.room() < need) {
@@ -416,13 +395,13 @@ impl Outputs {
             ));
         }
         let a = self.appender.as_mut().expect("made above");
-        let at = if format::parse_header(rec).is_some_and(|h| h.ty != ty) {
-            // A resolved batch member becomes a plain record.
-            let mut copy = rec.to_vec();
-            format::retype_record(&mut copy, ty);
-            a.append(&copy)?
-        } else {
-            a.append(rec)?
+        let at = match retype {
+            Some(ty) => {
+                let mut copy = rec.to_vec();
+                format::retype_record(&mut copy, ty);
+                a.append(&copy)?
+            }
+            None => a.append(rec)?,
         };
         Ok(self.span_set.loc(a.segment.slot(), at))
     }

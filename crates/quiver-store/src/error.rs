@@ -80,6 +80,23 @@ pub enum Error {
     Incompatible { path: PathBuf, reason: String },
 }
 
+/// A key for a message: as text if it is printable, else in hex; cut to a readable length.
+pub(crate) fn show_key(key: &[u8]) -> String {
+    const SHOWN_BYTES_MAX: usize = 64;
+    let shown = &key[..key.len().min(SHOWN_BYTES_MAX)];
+    let more = if key.len() > SHOWN_BYTES_MAX {
+        "..."
+    } else {
+        ""
+    };
+    if shown.iter().all(|b| b.is_ascii_graphic()) {
+        format!("{:?}{more}", String::from_utf8_lossy(shown))
+    } else {
+        let hex: String = shown.iter().map(|b| format!("{b:02x}")).collect();
+        format!("0x{hex}{more}")
+    }
+}
+
 impl Error {
     /// Wraps an I/O error, turning ENOSPC into [`Error::NoSpace`].
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Error {

@@ -35,15 +35,13 @@ const LIVENESS_CHUNK_RECORDS: usize = 1024;
 /// Record bytes a liveness chunk holds at most (compaction keeps the records it tests).
 const LIVENESS_CHUNK_BYTES: usize = 1 << 20;
 
-/// What one maintenance pass did.
+/// What one compaction pass (or several, added up) did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MaintenanceReport {
     pub segments_compacted: usize,
     pub segments_written: usize,
     pub records_copied: u64,
     pub records_dropped: u64,
-    pub index_capacity_before: usize,
-    pub index_capacity_after: usize,
     /// Damage skipped (only when the store was opened with `DamagePolicy::Salvage`).
     pub damage: Vec<String>,
 }
@@ -54,8 +52,6 @@ impl MaintenanceReport {
         self.segments_written += r.segments_written;
         self.records_copied += r.records_copied;
         self.records_dropped += r.records_dropped;
-        self.index_capacity_before += r.index_capacity_before;
-        self.index_capacity_after += r.index_capacity_after;
         self.damage.extend(r.damage);
     }
 }

@@ -325,7 +325,7 @@ fn replay(
                         "{} at offset {offset}: record value checksum mismatch; reads of key {} \
                          report the damage",
                         seg.path.display(),
-                        crate::compact::show_key(&rec)
+                        crate::error::show_key(crate::log::format::record_key(&rec))
                     ));
                     b.apply(segs, segs.loc(seg.slot(), offset), &header, &rec)?;
                     report.records_replayed += 1;

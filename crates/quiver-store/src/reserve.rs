@@ -51,20 +51,11 @@ impl DiskReserve {
     /// A reserve of `bytes` (capped at 1/32 of the file system) in `dir`, taken now if the disk
     /// has room for it; `bytes == 0`: none.
     pub fn open(dir: &Path, bytes: u64, short: Arc<AtomicBool>) -> Result<DiskReserve> {
-        let path = dir.join(RESERVE_FILE);
         let target = match bytes {
             0 => 0,
             _ => bytes.min(fs_stats(dir)?.total / RESERVE_FS_FRACTION_DIVISOR),
         };
-        let r = DiskReserve {
-            path,
-            target,
-            state: Mutex::new(State {
-                held: false,
-                last_restore_check: None,
-            }),
-            short,
-        };
+        let r = DiskReserve::with_target(dir, target, short);
         if target == 0 {
             let _ = std::fs::remove_file(&r.path);
             return Ok(r);
@@ -76,9 +67,13 @@ impl DiskReserve {
 
     /// A store without a reserve (read-only opening).
     pub fn none(dir: &Path, short: Arc<AtomicBool>) -> DiskReserve {
+        DiskReserve::with_target(dir, 0, short)
+    }
+
+    fn with_target(dir: &Path, target: u64, short: Arc<AtomicBool>) -> DiskReserve {
         DiskReserve {
             path: dir.join(RESERVE_FILE),
-            target: 0,
+            target,
             state: Mutex::new(State {
                 held: false,
                 last_restore_check: None,

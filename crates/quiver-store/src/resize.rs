@@ -11,7 +11,7 @@
 use crate::builder::IndexBuilder;
 use crate::error::{Error, Result};
 use crate::index::Index;
-use crate::maintenance::{self, LogPos, MaintenanceReport, ScanMode};
+use crate::maintenance::{self, LogPos, ScanMode};
 use crate::partition::{Partition, StoreCtx};
 
 /// Rebuilds tried before giving up, each sized for what outran the previous one: writers can
@@ -20,21 +20,15 @@ const RESIZE_ATTEMPTS_MAX: usize = 4;
 
 /// Rebuilds the partition's index with room for `extra_keys` keys beyond the live ones.
 /// The caller holds the partition's maintenance lock.
-pub(crate) fn resize(
-    ctx: &StoreCtx,
-    part: &Partition,
-    extra_keys: usize,
-) -> Result<MaintenanceReport> {
+pub(crate) fn resize(ctx: &StoreCtx, part: &Partition, extra_keys: usize) -> Result<()> {
     let mut extra = extra_keys;
     for _ in 0..RESIZE_ATTEMPTS_MAX {
-        match attempt(ctx, part, extra)? {
-            Some(report) => {
-                ctx.maintenance_runs
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                return Ok(report);
-            }
-            None => extra = extra * 2 + part.state.read().index.live() + 1024,
+        if attempt(ctx, part, extra)? {
+            ctx.maintenance_runs
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Ok(());
         }
+        extra = extra * 2 + part.state.read().index.live() + 1024;
     }
     Err(Error::IndexFull {
         partition: part.id,
@@ -42,20 +36,15 @@ pub(crate) fn resize(
     })
 }
 
-/// One rebuild; `Ok(None)` if writers inserted more keys meanwhile than it has room for.
-fn attempt(
-    ctx: &StoreCtx,
-    part: &Partition,
-    extra_keys: usize,
-) -> Result<Option<MaintenanceReport>> {
-    let (segs, end, live, capacity_before) = {
+/// One rebuild; `Ok(false)` if writers inserted more keys meanwhile than it has room for.
+fn attempt(ctx: &StoreCtx, part: &Partition, extra_keys: usize) -> Result<bool> {
+    let (segs, end, live) = {
         let mut st = part.state.write();
         st.appender.flush()?;
         (
             st.segs.ordered.clone(),
             LogPos::end_of(&st),
             st.index.live(),
-            st.index.capacity(),
         )
     };
     // Keys live at the snapshot whose record precedes it are at most `live`: no overflow here.
@@ -78,14 +67,9 @@ fn attempt(
     let mut b = IndexBuilder::new(index);
     maintenance::catch_up(&st, end, &mut b)?;
     if b.too_full() {
-        return Ok(None);
+        return Ok(false);
     }
-    let report = MaintenanceReport {
-        index_capacity_before: capacity_before,
-        index_capacity_after: b.index.capacity(),
-        ..Default::default()
-    };
     st.index = b.index;
     st.dirty = true;
-    Ok(Some(report))
+    Ok(true)
 }

@@ -104,8 +104,6 @@ struct CompactOut {
     segments_written: usize,
     records_copied: u64,
     records_dropped: u64,
-    index_capacity_before: usize,
-    index_capacity_after: usize,
     disk_bytes_before: u64,
     disk_bytes_after: u64,
 }
@@ -121,8 +119,6 @@ pub fn compact(dir: &Path) -> Result<(), CliError> {
         segments_written: r.segments_written,
         records_copied: r.records_copied,
         records_dropped: r.records_dropped,
-        index_capacity_before: r.index_capacity_before,
-        index_capacity_after: r.index_capacity_after,
         disk_bytes_before: before,
         disk_bytes_after: after,
     })

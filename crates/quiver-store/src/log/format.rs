@@ -234,6 +234,18 @@ pub fn check_header(b: &[u8]) -> Result<RecordHeader, &'static str> {
     Ok(h)
 }
 
+/// The key of the record at the start of `b` (for messages: its header is not verified; empty
+/// if it does not parse).
+pub fn record_key(b: &[u8]) -> &[u8] {
+    match parse_header(b) {
+        Some(h) => {
+            &b[RECORD_HEADER_LEN.min(b.len())
+                ..(RECORD_HEADER_LEN + h.key_len as usize).min(b.len())]
+        }
+        None => &[],
+    }
+}
+
 /// A verified record's parts, as ranges into the buffer it was decoded from.
 #[derive(Clone, Debug)]
 pub struct RecordView {
