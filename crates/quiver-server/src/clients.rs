@@ -9,7 +9,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use crate::cmd::COMMANDS;
+use crate::table::COMMANDS;
 
 /// One connected client, shared between its connection task and the registry.
 pub struct ClientInfo {

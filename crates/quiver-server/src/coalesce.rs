@@ -5,16 +5,20 @@
 //! wider: the width adapts to the load without a timer.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
+use quiver_store::Store;
 use tokio::sync::oneshot;
 
-use crate::errors::store_error;
+use crate::errors::{err, store_error};
 use crate::reply::Reply;
-use crate::state::ServerState;
+use crate::stats::Histogram;
+
+/// Requests the queue holds at most. Each connection waits for its own before sending another,
+/// so `maxclients` bounds the queue already; this bound says so, and refuses rather than grows
+/// if that ever changes.
+pub const QUEUE_REQUESTS_MAX: usize = 65_536;
 
 /// Values for one connection's keys, or the error reply for all of them.
 pub type GetResult = Result<Vec<Option<Bytes>>, Reply>;
@@ -44,13 +48,16 @@ impl Coalescer {
         {
             let mut q = self.queue.lock();
             if q.closed {
-                return Err(crate::errors::err("ERR server is shutting down"));
+                return Err(err("ERR server is shutting down"));
+            }
+            if q.pending.len() >= QUEUE_REQUESTS_MAX {
+                return Err(err("ERR the intermediate queue is full: try again"));
             }
             q.pending.push_back(Pending { keys, reply: tx });
         }
         self.ready.notify_one();
         rx.await
-            .unwrap_or_else(|_| Err(crate::errors::err("ERR server is shutting down")))
+            .unwrap_or_else(|_| Err(err("ERR server is shutting down")))
     }
 
     /// Stops the storage thread once the queue is empty.
@@ -59,56 +66,50 @@ impl Coalescer {
         self.ready.notify_all();
     }
 
-    /// Starts the storage thread serving `state.coalescer`.
-    pub fn spawn(state: Arc<ServerState>) -> std::io::Result<JoinHandle<()>> {
-        std::thread::Builder::new()
-            .name("quiver-storage".into())
-            .spawn(move || storage_loop(&state))
-    }
-}
-
-fn storage_loop(state: &ServerState) {
-    let c = state
-        .coalescer
-        .as_ref()
-        .expect("the storage thread runs only with a coalescer");
-    let width_max = state.config.max_vector_width;
-    loop {
-        // Take every queued request up to the width limit (at least one).
-        let batch: Vec<Pending> = {
-            let mut q = c.queue.lock();
-            while q.pending.is_empty() && !q.closed {
-                c.ready.wait(&mut q);
-            }
-            if q.pending.is_empty() {
-                return;
-            }
-            let mut keys = 0;
-            let mut batch = Vec::new();
-            while let Some(p) = q.pending.front() {
-                if !batch.is_empty() && keys + p.keys.len() > width_max {
-                    break;
+    /// The storage thread's loop: serves the queue from `store` until [`Coalescer::close`],
+    /// at most `width_max` keys per engine call, recording each call's width in `widths`.
+    pub fn serve(&self, store: &Store, widths: &Histogram, width_max: usize) {
+        let c = self;
+        loop {
+            // Take every queued request up to the width limit (at least one).
+            let batch: Vec<Pending> = {
+                let mut q = c.queue.lock();
+                while q.pending.is_empty() && !q.closed {
+                    c.ready.wait(&mut q);
                 }
-                keys += p.keys.len();
-                batch.push(q.pending.pop_front().expect("front exists"));
-            }
-            batch
-        };
-        let keys: Vec<&Bytes> = batch.iter().flat_map(|p| &p.keys).collect();
-        state.stats.vector_widths.record(keys.len() as u64);
-        match state.store.multi_get(&keys) {
-            Ok(values) => {
-                let mut values = values.into_iter();
-                for p in batch {
-                    let mine: Vec<Option<Bytes>> = values.by_ref().take(p.keys.len()).collect();
-                    // The connection may have gone away meanwhile: nothing to do then.
-                    let _ = p.reply.send(Ok(mine));
+                if q.pending.is_empty() {
+                    return;
                 }
-            }
-            Err(e) => {
-                let reply = store_error(&e);
-                for p in batch {
-                    let _ = p.reply.send(Err(reply.clone()));
+                let mut keys = 0;
+                let mut batch = Vec::new();
+                while let Some(p) = q.pending.front() {
+                    if !batch.is_empty() && keys + p.keys.len() > width_max {
+                        break;
+                    }
+                    keys += p.keys.len();
+                    let Some(p) = q.pending.pop_front() else {
+                        break;
+                    };
+                    batch.push(p);
+                }
+                batch
+            };
+            let keys: Vec<&Bytes> = batch.iter().flat_map(|p| &p.keys).collect();
+            widths.record(keys.len() as u64);
+            match store.multi_get(&keys) {
+                Ok(values) => {
+                    let mut values = values.into_iter();
+                    for p in batch {
+                        let mine: Vec<Option<Bytes>> = values.by_ref().take(p.keys.len()).collect();
+                        // The connection may have gone away meanwhile: nothing to do then.
+                        let _ = p.reply.send(Ok(mine));
+                    }
+                }
+                Err(e) => {
+                    let reply = store_error(&e);
+                    for p in batch {
+                        let _ = p.reply.send(Err(reply.clone()));
+                    }
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! Server settings: a TOML file (`quiver serve --config`) whose keys use Redis's names
 //! (`maxclients`, `proto-max-bulk-len`, `client-query-buffer-limit`, `requirepass`, ...), with
-//! Redis's defaults, plus Quiver's own (`durability`, `backend`, `coalesce`, `max-vector-width`).
+//! Redis's defaults, plus Quiver's own (`durability`, `backend`, `coalesce`, `max-vector-width`,
+//! `max-multikey-width`).
 //! Command-line flags override the file.
 
 use std::net::{IpAddr, SocketAddr};
@@ -37,8 +38,15 @@ pub const CLIENT_OUTPUT_BUFFER_TOTAL_LIMIT_DEFAULT: usize = 4 << 30;
 /// this 2-core machine (docs/BENCHMARKS.md §12). More partitions pay off with more cores.
 pub const PARTITIONS_DEFAULT: u32 = 4;
 /// Default widest engine vector built from a pipelined run of single-key commands (the paper's
-/// storage vector width R). MGET / MSET / DEL / EXISTS arguments always go as one vector.
+/// storage vector width R). One command with more keys (an MGET of 100) is a vector of its own.
 pub const MAX_VECTOR_WIDTH_DEFAULT: usize = 64;
+/// Default widest engine read or delete call for one command: an MGET, EXISTS or DEL with more
+/// keys is split into several calls (an MGET's reads are then checked unchanged before it is
+/// answered, so its reply is still one state of the store).
+pub const MAX_MULTIKEY_WIDTH_DEFAULT: usize = 4096;
+/// Most keys of one engine call of any kind. A compound batch (an MSET, an EXEC) cannot be
+/// split without losing its atomicity, so this bounds them: a wider one is refused whole.
+pub const ENGINE_VECTOR_WIDTH_MAX: usize = 1 << 20;
 
 /// Whether single GETs from different connections are coalesced into one engine vector.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -134,6 +142,7 @@ pub struct Config {
     #[serde(deserialize_with = "parse_str")]
     pub coalesce: Coalesce,
     pub max_vector_width: usize,
+    pub max_multikey_width: usize,
     /// Serve Prometheus metrics over HTTP here (off when unset).
     pub metrics_addr: Option<SocketAddr>,
     #[serde(deserialize_with = "parse_str")]
@@ -164,6 +173,7 @@ impl Default for Config {
             client_output_buffer_total_limit: CLIENT_OUTPUT_BUFFER_TOTAL_LIMIT_DEFAULT,
             coalesce: Coalesce::Off,
             max_vector_width: MAX_VECTOR_WIDTH_DEFAULT,
+            max_multikey_width: MAX_MULTIKEY_WIDTH_DEFAULT,
             metrics_addr: None,
             log_format: LogFormat::Text,
         }
@@ -202,6 +212,11 @@ impl Config {
         }
         if self.max_vector_width == 0 {
             return bad("max-vector-width must be at least 1".into());
+        }
+        if !(1..=ENGINE_VECTOR_WIDTH_MAX).contains(&self.max_multikey_width) {
+            return bad(format!(
+                "max-multikey-width must be between 1 and {ENGINE_VECTOR_WIDTH_MAX}"
+            ));
         }
         if self.proto_max_bulk_len < 1024 * 1024 {
             // Redis's own floor for this setting.
@@ -253,9 +268,9 @@ impl Config {
             value_len_max: self.proto_max_bulk_len,
             durability: self.durability,
             backend: self.backend,
-            // MGET / MSET / DEL take any number of keys as one atomic vector: the protocol's
-            // own limits bound them, not the engine's default width.
-            vector_width_max: usize::MAX,
+            // Reads and deletes come split at `max-multikey-width`; compound batches (MSET,
+            // EXEC) cannot be split, and this bounds them.
+            vector_width_max: ENGINE_VECTOR_WIDTH_MAX,
             ..Options::default()
         }
     }

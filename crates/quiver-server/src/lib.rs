@@ -10,7 +10,10 @@
 //! * [`server`] binds, accepts and shuts down; [`conn`] runs one connection; [`output`] holds
 //!   a connection's replies under the per-connection and server-wide limits;
 //! * [`coalesce`] is the optional intermediate queue of GETs across connections;
-//! * [`cmd`] is the command table and the commands; [`session`] a connection's state;
+//! * [`table`] is the command table (data only); [`cmd`] the commands, each parsed into an
+//!   engine vector operation or a transaction's step; [`exec`] runs them (vectors grouped,
+//!   transactions retried, MULTI/EXEC); [`txn`] is the optimistic transaction; [`session`] a
+//!   connection's state;
 //! * [`stats`], [`clients`], [`watch`] are shared registries; [`metrics`] the Prometheus view;
 //!   [`ratelog`] keeps repeated warnings to one line a second;
 //! * [`testing`] starts an in-process server for tests.
@@ -31,6 +34,7 @@ pub mod server;
 pub mod session;
 pub mod state;
 pub mod stats;
+pub mod table;
 pub mod testing;
 pub mod txn;
 pub mod watch;

@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::cmd::COMMANDS;
 use crate::state::SharedState;
 use crate::stats::Histogram;
+use crate::table::COMMANDS;
 
 /// Largest HTTP request head read from a scraper.
 const REQUEST_HEAD_MAX: usize = 8 * 1024;

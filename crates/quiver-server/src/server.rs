@@ -193,10 +193,22 @@ impl Server {
             shutdown,
         } = self;
         let storage = match state.coalescer {
-            Some(_) => Some(
-                Coalescer::spawn(state.clone())
-                    .map_err(io_error("cannot start the storage thread"))?,
-            ),
+            Some(_) => {
+                let state = state.clone();
+                let thread = std::thread::Builder::new()
+                    .name("quiver-storage".into())
+                    .spawn(move || {
+                        if let Some(c) = &state.coalescer {
+                            c.serve(
+                                &state.store,
+                                &state.stats.vector_widths,
+                                state.config.max_vector_width,
+                            );
+                        }
+                    })
+                    .map_err(io_error("cannot start the storage thread"))?;
+                Some(thread)
+            }
             None => None,
         };
         let result = runtime.block_on(serve(

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
-use crate::cmd::COMMANDS;
+use crate::table::COMMANDS;
 
 /// Distinct error codes INFO errorstats lists at most (Redis's limit too). Quiver's own codes
 /// are a handful; the bound only matters if error texts ever start with client input.

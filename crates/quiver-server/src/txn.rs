@@ -20,7 +20,7 @@ use quiver_store::{Batch, BatchAction, BatchOutcome, Precondition, Store};
 use crate::errors;
 use crate::reply::Reply;
 use crate::state::ServerState;
-use crate::stats::{Histogram, Stats};
+use crate::stats::Stats;
 use crate::watch::Watches;
 
 /// Attempts of one optimistic command or EXEC before it is given up. Each failed attempt means
@@ -33,29 +33,29 @@ pub const TXN_ATTEMPTS_MAX: u32 = 1000;
 const TXN_ATTEMPTS_BEFORE_YIELD: u32 = 4;
 
 /// What one attempt of an optimistic transaction came to.
-pub enum Attempt {
-    /// Finished with this reply: applied, or an outcome that no new attempt would change
-    /// (an engine error, EXEC's nil for a changed watched key).
-    Done(Reply),
+pub enum Attempt<T> {
+    /// Finished: applied, or an outcome that no new attempt would change (an engine error,
+    /// EXEC's nil for a changed watched key).
+    Done(T),
     /// A key it read changed before the commit: nothing was applied; run it again.
     Conflict,
 }
 
 /// Runs `attempt` until it is done, at most `attempts_max` times. When every attempt
-/// conflicted, the reply is an error saying that nothing was applied (`what`: "command" or
-/// "transaction"), counted in `transactions_abandoned`.
-pub fn retry_on_conflict(
+/// conflicted, the result is the error reply saying that nothing was applied (`what`:
+/// "command" or "transaction"), counted in `transactions_abandoned`.
+pub fn retry_on_conflict<T>(
     stats: &Stats,
     attempts_max: u32,
     what: &str,
-    mut attempt: impl FnMut() -> Attempt,
-) -> Reply {
+    mut attempt: impl FnMut() -> Attempt<T>,
+) -> Result<T, Reply> {
     for n in 1..=attempts_max {
         if n > TXN_ATTEMPTS_BEFORE_YIELD {
             std::thread::yield_now();
         }
         match attempt() {
-            Attempt::Done(reply) => return reply,
+            Attempt::Done(done) => return Ok(done),
             Attempt::Conflict if n < attempts_max => {
                 stats.transaction_retries.fetch_add(1, Relaxed);
             }
@@ -63,7 +63,7 @@ pub fn retry_on_conflict(
         }
     }
     stats.transactions_abandoned.fetch_add(1, Relaxed);
-    errors::not_applied_after_conflicts(what, attempts_max)
+    Err(errors::not_applied_after_conflicts(what, attempts_max))
 }
 
 /// What [`Txn::commit`] found.
@@ -75,11 +75,19 @@ pub enum Commit {
     Conflict,
 }
 
+/// Keys read per engine call while walking the whole key space (KEYS, FLUSHDB).
+pub const WALK_PAGE: usize = 4096;
+
 /// A transaction in progress; see the module documentation.
 pub struct Txn<'a> {
     store: &'a Store,
-    /// Where the width of each engine read is recorded.
-    widths: &'a Histogram,
+    /// Hits and misses, and the width of each engine read.
+    stats: &'a Stats,
+    /// Keys per engine read (`max-multikey-width`): a wider prefetch takes several.
+    read_width_max: usize,
+    /// Engine reads so far: more than one, and the reads are checked unchanged at commit even
+    /// when nothing is written, so that what the transaction answered is one state of the store.
+    read_calls: usize,
     /// Watchers of the keys written are marked at commit.
     watches: &'a Watches,
     /// Value in the store when first read (`None`: absent).
@@ -96,7 +104,9 @@ impl<'a> Txn<'a> {
     pub fn new(state: &'a ServerState) -> Txn<'a> {
         Txn {
             store: &state.store,
-            widths: &state.stats.vector_widths,
+            stats: &state.stats,
+            read_width_max: state.config.max_multikey_width,
+            read_calls: 0,
             watches: &state.watches,
             read: HashMap::new(),
             written: Vec::new(),
@@ -105,8 +115,9 @@ impl<'a> Txn<'a> {
         }
     }
 
-    /// Reads every key not seen yet as one engine vector, so the commands that follow find
-    /// their values here instead of going to the store one by one.
+    /// Reads every key not seen yet as one engine vector (or several of `max-multikey-width`
+    /// keys), so the commands that follow find their values here instead of going to the
+    /// store one by one.
     pub fn prefetch<'k>(
         &mut self,
         keys: impl Iterator<Item = &'k Bytes>,
@@ -124,10 +135,13 @@ impl<'a> Txn<'a> {
         if missing.is_empty() {
             return Ok(());
         }
-        self.widths.record(missing.len() as u64);
-        let values = self.store.multi_get(&missing)?;
-        for (k, v) in missing.into_iter().zip(values) {
-            self.read.insert(k.clone(), v);
+        for chunk in missing.chunks(self.read_width_max.max(1)) {
+            self.stats.vector_widths.record(chunk.len() as u64);
+            self.read_calls += 1;
+            let values = self.store.multi_get(chunk)?;
+            for (k, v) in chunk.iter().zip(values) {
+                self.read.insert((*k).clone(), v);
+            }
         }
         Ok(())
     }
@@ -143,7 +157,8 @@ impl<'a> Txn<'a> {
         if let Some(v) = self.read.get(key) {
             return Ok(v.clone());
         }
-        self.widths.record(1);
+        self.stats.vector_widths.record(1);
+        self.read_calls += 1;
         let v = self.store.get(key)?;
         self.read.insert(key.clone(), v.clone());
         Ok(v)
@@ -188,7 +203,8 @@ impl<'a> Txn<'a> {
         if let Some(v) = self.read.get(key) {
             return Ok(v.is_some());
         }
-        self.widths.record(1);
+        self.stats.vector_widths.record(1);
+        self.read_calls += 1;
         let v = self.store.get(key)?;
         let found = v.is_some();
         self.read.insert(key.clone(), v);
@@ -203,20 +219,25 @@ impl<'a> Txn<'a> {
         self.store
     }
 
+    pub fn stats(&self) -> &'a Stats {
+        self.stats
+    }
+
     /// Whether this transaction writes anything.
     pub fn has_writes(&self) -> bool {
         !self.written.is_empty() || self.flushed
     }
 
     /// Applies the buffered writes as one batch whose preconditions are the values read,
-    /// plus `watched` (key, value when WATCH ran). A transaction that wrote nothing and has no
-    /// watched keys commits without touching the store: its reads came from one vector or
-    /// are otherwise independent.
+    /// plus `watched` (key, value when WATCH ran). A transaction that wrote nothing, has no
+    /// watched keys and read in one engine call commits without touching the store: that
+    /// call saw one state of the store. Reads from several calls are checked unchanged by a
+    /// batch of checks (which writes nothing).
     ///
     /// A flush inside the transaction is carried out first (key by key, not atomically with
-    /// the rest; see `keyspace::flush`).
+    /// the rest; see [`flush_store`]).
     pub fn commit(self, watched: &[(Bytes, Option<Bytes>)]) -> quiver_store::Result<Commit> {
-        if !self.has_writes() && watched.is_empty() {
+        if !self.has_writes() && watched.is_empty() && self.read_calls <= 1 {
             return Ok(Commit::Applied);
         }
         let mut batch = Batch::new();
@@ -230,7 +251,7 @@ impl<'a> Txn<'a> {
                 return Ok(Commit::Conflict);
             }
             batch = Batch::new();
-            crate::cmd::keyspace::flush_store(self.store, self.watches)?;
+            flush_store(self.store, self.watches)?;
         } else {
             for (key, seen) in &self.read {
                 if !self.overlay.contains_key(key) {
@@ -285,6 +306,37 @@ impl<'a> Txn<'a> {
     }
 }
 
+/// Deletes every key, walking the key space in hash order, and marks the watchers of the
+/// keys deleted. Writes that run concurrently with the walk may survive it (Redis's FLUSHALL
+/// is atomic; this one is not).
+pub fn flush_store(store: &Store, watches: &Watches) -> quiver_store::Result<()> {
+    let mut cursor = 0;
+    loop {
+        let page = store.scan(cursor, None, WALK_PAGE)?;
+        if !page.keys.is_empty() {
+            store.multi_delete(&page.keys)?;
+            watches.touch(&page.keys);
+        }
+        if page.cursor == 0 {
+            return Ok(());
+        }
+        cursor = page.cursor;
+    }
+}
+
+/// Reads `keys` (all valid) in engine calls of at most `width_max` keys.
+pub fn read_all(
+    store: &Store,
+    keys: &[&Bytes],
+    width_max: usize,
+) -> quiver_store::Result<Vec<Option<Bytes>>> {
+    let mut values = Vec::with_capacity(keys.len());
+    for chunk in keys.chunks(width_max.max(1)) {
+        values.extend(store.multi_get(chunk)?);
+    }
+    Ok(values)
+}
+
 /// Whether the engine accepts `key` (it refuses empty keys and keys over 64 KiB).
 pub fn valid_key(key: &[u8]) -> bool {
     (1..=quiver_store::options::KEY_LEN_MAX).contains(&key.len())
@@ -295,7 +347,9 @@ mod tests {
     use std::sync::atomic::AtomicBool;
 
     use super::*;
-    use crate::cmd::{strings, Cmd};
+    use crate::cmd::common::TxnCommand;
+    use crate::cmd::incr::IncrBy;
+    use crate::table::Cmd;
 
     /// A server's shared state on a fresh store in `dir`, without a server around it.
     fn state_in(dir: &std::path::Path) -> ServerState {
@@ -330,7 +384,8 @@ mod tests {
         let reply = retry_on_conflict(&state.stats, ATTEMPTS, "command", || {
             attempts += 1;
             let mut txn = Txn::new(&state);
-            let reply = strings::run(&mut txn, &state.stats, Cmd::Incr, &args).unwrap();
+            let incr = IncrBy::parse(Cmd::Incr, &args).unwrap();
+            let reply = incr.apply(&mut txn).unwrap();
             // The rival client's write: a value the INCR did not read.
             let rival = format!("{}", 1000 + attempts);
             state.store.put(b"counter", rival.as_bytes()).unwrap();
@@ -338,7 +393,8 @@ mod tests {
                 Commit::Applied => Attempt::Done(reply),
                 Commit::Conflict => Attempt::Conflict,
             }
-        });
+        })
+        .unwrap_or_else(|given_up| given_up);
         assert_eq!(
             reply,
             Reply::error(
@@ -371,7 +427,8 @@ mod tests {
             } else {
                 Attempt::Done(Reply::OK)
             }
-        });
+        })
+        .unwrap_or_else(|given_up| given_up);
         assert_eq!(reply, Reply::OK);
         assert_eq!(state.stats.transaction_retries.load(Relaxed), 2);
         assert_eq!(state.stats.transactions_abandoned.load(Relaxed), 0);

@@ -1,5 +1,6 @@
-//! Commands over the whole key space: SCAN, KEYS, DBSIZE, FLUSHDB, FLUSHALL — on the store,
-//! or inside MULTI/EXEC on the store combined with the transaction's pending writes.
+//! Commands over the whole key space: SCAN, KEYS, DBSIZE, FLUSHDB, FLUSHALL. They run against
+//! a transaction like every key command: alone, the transaction is empty and they see the
+//! store; inside MULTI/EXEC they see the store combined with the writes queued before them.
 
 use std::collections::HashSet;
 
@@ -7,92 +8,85 @@ use bytes::Bytes;
 use quiver_store::scan::glob_match;
 use quiver_store::Store;
 
-use crate::cmd::Cmd;
-use crate::errors::{self, err, store_error};
-use crate::exec::Ctx;
+use crate::cmd::common::TxnCommand;
+use crate::errors::{self, err};
 use crate::frame::string2ll;
 use crate::reply::Reply;
-use crate::txn::Txn;
-use crate::watch::Watches;
+use crate::table::Cmd;
+use crate::txn::{Txn, WALK_PAGE};
 
-/// Keys examined per engine call while walking the whole key space (KEYS, FLUSHDB).
-const WALK_PAGE: usize = 4096;
 /// SCAN's COUNT when none is given (Redis's default).
 const SCAN_COUNT_DEFAULT: usize = 10;
 
-pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
-    let store = &ctx.state.store;
-    let result = match cmd {
-        Cmd::Scan => match ScanArgs::parse(args) {
-            Ok(a) => scan(store, &a).map(|(cursor, keys)| scan_reply(cursor, keys)),
-            Err(e) => return e,
-        },
-        Cmd::Keys => keys(store, pattern(&args[1]))
-            .map(|k| Reply::Array(k.into_iter().map(Reply::Bulk).collect())),
-        Cmd::DbSize => Ok(Reply::Integer(store.len() as i64)),
-        Cmd::FlushDb | Cmd::FlushAll => {
-            if let Some(reply) = check_flush_args(args) {
-                return reply;
-            }
-            flush_store(store, &ctx.state.watches).map(|()| Reply::OK)
-        }
-        other => unreachable!("{other:?} is not a keyspace command"),
-    };
-    result.unwrap_or_else(|e| store_error(&e))
+/// A parsed keyspace command.
+pub enum Keyspace<'a> {
+    Scan(ScanArgs<'a>),
+    Keys(Option<&'a [u8]>),
+    DbSize,
+    Flush,
 }
 
-/// The same commands inside EXEC: they see the writes queued before them.
-pub fn run_in_txn(txn: &mut Txn<'_>, cmd: Cmd, args: &[Bytes]) -> quiver_store::Result<Reply> {
-    let store = txn.store();
-    match cmd {
-        Cmd::FlushDb | Cmd::FlushAll => Ok(check_flush_args(args).unwrap_or_else(|| {
-            txn.flush();
-            Reply::OK
-        })),
-        Cmd::DbSize => {
-            let mut n = if txn.is_flushed() {
-                0
-            } else {
-                store.len() as i64
-            };
-            let pending: Vec<(Bytes, bool)> = txn
-                .overlay()
-                .map(|(k, v)| (k.clone(), v.is_some()))
-                .collect();
-            for (k, live) in pending {
-                match (txn.exists_in_store(&k)?, live) {
-                    (false, true) => n += 1,
-                    (true, false) => n -= 1,
-                    _ => {}
-                }
+impl<'a> Keyspace<'a> {
+    pub fn parse(cmd: Cmd, args: &'a [Bytes]) -> Result<Keyspace<'a>, Reply> {
+        Ok(match cmd {
+            Cmd::Scan => Keyspace::Scan(ScanArgs::parse(args)?),
+            Cmd::Keys => Keyspace::Keys(pattern(&args[1])),
+            Cmd::DbSize => Keyspace::DbSize,
+            _ => {
+                check_flush_args(args)?;
+                Keyspace::Flush
             }
-            Ok(Reply::Integer(n))
+        })
+    }
+}
+
+impl TxnCommand for Keyspace<'_> {
+    fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
+        let store = txn.store();
+        match self {
+            Keyspace::Flush => {
+                txn.flush();
+                Ok(Reply::OK)
+            }
+            Keyspace::DbSize => {
+                let mut n = if txn.is_flushed() {
+                    0
+                } else {
+                    store.len() as i64
+                };
+                let pending: Vec<(Bytes, bool)> = txn
+                    .overlay()
+                    .map(|(k, v)| (k.clone(), v.is_some()))
+                    .collect();
+                for (k, live) in pending {
+                    match (txn.exists_in_store(&k)?, live) {
+                        (false, true) => n += 1,
+                        (true, false) => n -= 1,
+                        _ => {}
+                    }
+                }
+                Ok(Reply::Integer(n))
+            }
+            Keyspace::Keys(p) => {
+                let base = if txn.is_flushed() {
+                    Vec::new()
+                } else {
+                    keys(store, *p)?
+                };
+                let found = merge_overlay(txn, base, *p, true);
+                Ok(Reply::Array(found.into_iter().map(Reply::Bulk).collect()))
+            }
+            Keyspace::Scan(a) => {
+                let (cursor, base) = if txn.is_flushed() {
+                    (0, Vec::new())
+                } else {
+                    scan(store, a)?
+                };
+                // Pending new keys are reported once, on the first page.
+                let found = merge_overlay(txn, base, a.pattern, a.cursor == 0 && a.strings);
+                Ok(scan_reply(cursor, found))
+            }
         }
-        Cmd::Keys => {
-            let p = pattern(&args[1]);
-            let base = if txn.is_flushed() {
-                Vec::new()
-            } else {
-                keys(store, p)?
-            };
-            let found = merge_overlay(txn, base, p, true);
-            Ok(Reply::Array(found.into_iter().map(Reply::Bulk).collect()))
-        }
-        Cmd::Scan => {
-            let a = match ScanArgs::parse(args) {
-                Ok(a) => a,
-                Err(e) => return Ok(e),
-            };
-            let (cursor, base) = if txn.is_flushed() {
-                (0, Vec::new())
-            } else {
-                scan(store, &a)?
-            };
-            // Pending new keys are reported once, on the first page.
-            let found = merge_overlay(txn, base, a.pattern, a.cursor == 0 && a.strings);
-            Ok(scan_reply(cursor, found))
-        }
-        other => unreachable!("{other:?} is not a keyspace command"),
     }
 }
 
@@ -112,31 +106,13 @@ fn merge_overlay(txn: &Txn<'_>, base: Vec<Bytes>, pattern: Option<&[u8]>, add: b
 }
 
 /// FLUSHDB / FLUSHALL take an optional ASYNC or SYNC (both mean the same here).
-pub fn check_flush_args(args: &[Bytes]) -> Option<Reply> {
+fn check_flush_args(args: &[Bytes]) -> Result<(), Reply> {
     match args {
-        [_] => None,
+        [_] => Ok(()),
         [_, mode] if mode.eq_ignore_ascii_case(b"async") || mode.eq_ignore_ascii_case(b"sync") => {
-            None
+            Ok(())
         }
-        _ => Some(err(errors::SYNTAX)),
-    }
-}
-
-/// Deletes every key, walking the key space in hash order, and marks the watchers of the
-/// keys deleted. Writes that run concurrently with the walk may survive it (Redis's FLUSHALL
-/// is atomic; this one is not).
-pub fn flush_store(store: &Store, watches: &Watches) -> quiver_store::Result<()> {
-    let mut cursor = 0;
-    loop {
-        let page = store.scan(cursor, None, WALK_PAGE)?;
-        if !page.keys.is_empty() {
-            store.multi_delete(&page.keys)?;
-            watches.touch(&page.keys);
-        }
-        if page.cursor == 0 {
-            return Ok(());
-        }
-        cursor = page.cursor;
+        _ => Err(err(errors::SYNTAX)),
     }
 }
 
@@ -146,7 +122,7 @@ fn pattern(p: &[u8]) -> Option<&[u8]> {
 }
 
 /// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type].
-struct ScanArgs<'a> {
+pub struct ScanArgs<'a> {
     cursor: u64,
     pattern: Option<&'a [u8]>,
     count: usize,

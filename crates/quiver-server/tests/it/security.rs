@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::net::IpAddr;
 
-use quiver_server::cmd::COMMANDS;
+use quiver_server::table::{Flags, COMMANDS};
 use quiver_server::testing::TestServer;
 use quiver_server::{Config, Server};
 
@@ -29,7 +29,7 @@ fn server_with_password() -> TestServer {
 fn only_auth_hello_quit_and_reset_skip_authentication() {
     let mut no_auth: Vec<&str> = COMMANDS
         .iter()
-        .filter(|c| c.flags.contains(&"no_auth"))
+        .filter(|c| c.flags.contains(Flags::NO_AUTH))
         .map(|c| c.name)
         .collect();
     no_auth.sort_unstable();
@@ -44,7 +44,10 @@ fn every_other_command_answers_noauth_until_auth() {
 
     let mut s = raw(server.addr);
     let mut tried = 0;
-    for spec in COMMANDS.iter().filter(|c| !c.flags.contains(&"no_auth")) {
+    for spec in COMMANDS
+        .iter()
+        .filter(|c| !c.flags.contains(Flags::NO_AUTH))
+    {
         // Enough arguments for the arity check, which Redis (and Quiver) make first; real
         // subcommands for the container commands (Redis looks those up before AUTH too).
         let args: Vec<&[u8]> = match spec.name {

@@ -311,3 +311,90 @@ fn unix_socket_serves_the_same_protocol() {
     server.stop().unwrap();
     assert!(!path.exists(), "the socket file is removed at shutdown");
 }
+
+/// An MGET, EXISTS or DEL wider than `max-multikey-width` is split into engine calls, not
+/// refused: every key is answered, and concurrent MSETs are still seen whole by the MGET
+/// (its reads are checked unchanged before it answers).
+#[test]
+fn commands_wider_than_an_engine_call_are_split_and_mget_stays_one_state() {
+    let server = TestServer::start_with(|c| c.max_multikey_width = 3);
+    let keys: Vec<String> = (0..16).map(|i| format!("wide:{i}")).collect();
+    let mut c = connect(&server);
+    let pairs: Vec<(&String, &String)> = keys.iter().map(|k| (k, k)).collect();
+    c.multi_set(&pairs).unwrap();
+    let mut with_missing = keys.clone();
+    with_missing.push("wide:absent".into());
+    let values = c.multi_get(&with_missing).unwrap();
+    for (k, v) in keys.iter().zip(&values) {
+        assert_eq!(v.as_deref(), Some(k.as_bytes()));
+    }
+    assert_eq!(values[16], None);
+    let mut exists: Vec<&[u8]> = vec![b"EXISTS"];
+    exists.extend(with_missing.iter().map(|k| k.as_bytes()));
+    assert_eq!(c.command(&exists).unwrap(), Value::Integer(16));
+
+    let start = "start".to_string();
+    let pairs: Vec<(&String, &String)> = keys.iter().map(|k| (k, &start)).collect();
+    c.multi_set(&pairs).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let mut w = connect(&server);
+        let keys = keys.clone();
+        let stop = stop.clone();
+        thread::spawn(move || {
+            let mut round = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let v = format!("round-{round}");
+                let pairs: Vec<(&String, &String)> = keys.iter().map(|k| (k, &v)).collect();
+                w.multi_set(&pairs).unwrap();
+                round += 1;
+            }
+        })
+    };
+    for _ in 0..1000 {
+        let values = c.multi_get(&keys).unwrap();
+        assert!(
+            values.iter().all(|v| *v == values[0]),
+            "a split MGET saw a partial MSET: {values:?}"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+
+    let mut del: Vec<&[u8]> = vec![b"DEL"];
+    del.extend(with_missing.iter().map(|k| k.as_bytes()));
+    assert_eq!(c.command(&del).unwrap(), Value::Integer(16));
+    assert_eq!(c.command(&[b"DBSIZE"]).unwrap(), Value::Integer(0));
+}
+
+/// GETs, MGETs and DEL / UNLINK share engine vectors, but each command is counted under its
+/// own name, and GET and MGET replies interleave in request order.
+#[test]
+fn grouped_commands_are_counted_under_their_own_names() {
+    let server = TestServer::start();
+    exchange(
+        &server,
+        &[
+            &[b"SET", b"a", b"1"],
+            &[b"SET", b"b", b"2"],
+            &[b"GET", b"a"],
+            &[b"MGET", b"a", b"b", b"c"],
+            &[b"GET", b"b"],
+            &[b"UNLINK", b"a"],
+            &[b"DEL", b"b", b"c"],
+        ],
+        b"+OK\r\n+OK\r\n$1\r\n1\r\n*3\r\n$1\r\n1\r\n$1\r\n2\r\n$-1\r\n$1\r\n2\r\n:1\r\n:1\r\n",
+    );
+    let stats = connect(&server).info(Some("commandstats")).unwrap();
+    let calls = |name: &str| {
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
+            .and_then(|rest| rest.split(',').next())
+            .map(|n| n.to_string())
+    };
+    assert_eq!(calls("get").as_deref(), Some("2"), "{stats}");
+    assert_eq!(calls("mget").as_deref(), Some("1"), "{stats}");
+    assert_eq!(calls("unlink").as_deref(), Some("1"), "{stats}");
+    assert_eq!(calls("del").as_deref(), Some("1"), "{stats}");
+}

@@ -1,200 +1,23 @@
-//! COMMAND, CONFIG GET and INFO: what clients and operators ask the server about itself.
+//! INFO [section ...]: the server's state and statistics in Redis's format.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::Bytes;
-use quiver_store::scan::glob_match;
 
-use crate::cmd::{connection::REDIS_COMPAT_VERSION, lookup, Cmd, CommandSpec, COMMANDS};
-use crate::errors::{err, unknown_subcommand, wrong_arity};
-use crate::exec::Ctx;
+use crate::cmd::connection::REDIS_COMPAT_VERSION;
 use crate::reply::Reply;
 use crate::state::ServerState;
+use crate::table::COMMANDS;
 
-pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
-    match cmd {
-        Cmd::Command => command(args),
-        Cmd::Config => config(ctx.state, args),
-        Cmd::Info => {
-            let sections: Vec<String> = args[1..]
-                .iter()
-                .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
-                .collect();
-            Reply::Verbatim {
-                format: *b"txt",
-                text: Bytes::from(info(ctx.state, &sections)),
-            }
-        }
-        other => unreachable!("{other:?} is not an introspection command"),
-    }
-}
-
-fn bulk(s: &str) -> Reply {
-    Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()))
-}
-
-/// COMMAND [COUNT | LIST | INFO name... | DOCS name... | HELP].
-fn command(args: &[Bytes]) -> Reply {
-    let Some(sub) = args.get(1) else {
-        return Reply::Array(COMMANDS.iter().map(command_info).collect());
-    };
-    let sub = sub.to_ascii_lowercase();
-    match &sub[..] {
-        b"count" if args.len() == 2 => Reply::Integer(COMMANDS.len() as i64),
-        b"count" => wrong_arity("command|count"),
-        b"list" => Reply::Array(COMMANDS.iter().map(|c| bulk(c.name)).collect()),
-        b"info" => Reply::Array(
-            args[2..]
-                .iter()
-                .map(|n| lookup(n).map_or(Reply::Null, |(_, c)| command_info(c)))
-                .collect(),
-        ),
-        b"docs" => {
-            let specs: Vec<&CommandSpec> = if args.len() == 2 {
-                COMMANDS.iter().collect()
-            } else {
-                args[2..]
-                    .iter()
-                    .filter_map(|n| lookup(n).map(|x| x.1))
-                    .collect()
-            };
-            Reply::Map(
-                specs
-                    .into_iter()
-                    .map(|c| (bulk(c.name), command_docs(c)))
-                    .collect(),
-            )
-        }
-        b"help" => Reply::Array(
-            [
-                "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "(no subcommand)",
-                "    Return details about all Quiver commands.",
-                "COUNT",
-                "    Return the total number of commands in this Quiver server.",
-                "LIST",
-                "    Return a list of all commands in this Quiver server.",
-                "INFO [<command-name> ...]",
-                "    Return details about multiple commands.",
-                "DOCS [<command-name> ...]",
-                "    Return documentation details about multiple commands.",
-                "HELP",
-                "    Print this help.",
-            ]
-            .iter()
-            .map(|l| Reply::simple(*l))
-            .collect(),
-        ),
-        _ => unknown_subcommand(&args[1], "COMMAND"),
-    }
-}
-
-/// One command in Redis 7's COMMAND INFO shape: name, arity, flags, first key, last key,
-/// step, ACL categories, tips, key specifications, subcommands.
-fn command_info(c: &CommandSpec) -> Reply {
-    Reply::Array(vec![
-        bulk(c.name),
-        Reply::Integer(c.arity.into()),
-        Reply::Set(c.flags.iter().map(|f| Reply::simple(*f)).collect()),
-        Reply::Integer(c.first_key.into()),
-        Reply::Integer(c.last_key.into()),
-        Reply::Integer(c.step.into()),
-        Reply::Set(vec![Reply::simple(format!("@{}", c.group))]),
-        Reply::Array(Vec::new()),
-        Reply::Array(Vec::new()),
-        Reply::Array(Vec::new()),
-    ])
-}
-
-fn command_docs(c: &CommandSpec) -> Reply {
-    Reply::Map(vec![
-        (bulk("summary"), bulk(c.summary)),
-        (bulk("since"), bulk(c.since)),
-        (bulk("group"), bulk(c.group)),
-    ])
-}
-
-/// The settings CONFIG GET reports, by Redis name.
-fn config_values(state: &ServerState) -> Vec<(&'static str, String)> {
-    let c = &state.config;
-    vec![
-        ("bind", c.bind.to_string()),
-        ("port", state.port.to_string()),
-        (
-            "unixsocket",
-            c.unixsocket
-                .as_ref()
-                .map_or(String::new(), |p| p.display().to_string()),
-        ),
-        ("dir", c.dir.display().to_string()),
-        ("databases", "1".into()),
-        ("maxclients", c.maxclients.to_string()),
-        ("timeout", c.timeout.to_string()),
-        ("proto-max-bulk-len", c.proto_max_bulk_len.to_string()),
-        (
-            "client-query-buffer-limit",
-            c.client_query_buffer_limit.to_string(),
-        ),
-        (
-            "client-output-buffer-limit",
-            format!("normal {} 0 0", c.client_output_buffer_limit),
-        ),
-        (
-            "client-output-buffer-total-limit",
-            c.client_output_buffer_total_limit.to_string(),
-        ),
-        (
-            "protected-mode",
-            if c.protected_mode { "yes" } else { "no" }.into(),
-        ),
-        ("requirepass", c.requirepass.clone().unwrap_or_default()),
-        ("save", String::new()),
-        ("appendonly", "no".into()),
-        ("maxmemory", "0".into()),
-        ("maxmemory-policy", "noeviction".into()),
-        ("durability", c.durability.to_string()),
-        ("segment-size", c.segment_size.to_string()),
-        ("disk-reserve", c.disk_reserve.to_string()),
-        ("backend", c.backend.to_string()),
-        ("coalesce", format!("{:?}", c.coalesce).to_ascii_lowercase()),
-        ("max-vector-width", c.max_vector_width.to_string()),
-    ]
-}
-
-/// CONFIG GET pattern [pattern ...]; CONFIG SET is refused (settings are fixed at start).
-fn config(state: &ServerState, args: &[Bytes]) -> Reply {
-    let sub = args[1].to_ascii_lowercase();
-    match &sub[..] {
-        b"get" => {
-            if args.len() < 3 {
-                return wrong_arity("config|get");
-            }
-            let values = config_values(state);
-            let mut found = Vec::new();
-            for (name, value) in &values {
-                let matched = args[2..]
-                    .iter()
-                    .any(|p| glob_match(&p.to_ascii_lowercase(), name.as_bytes()));
-                if matched {
-                    found.push((bulk(name), bulk(value)));
-                }
-            }
-            Reply::Map(found)
-        }
-        b"set" | b"rewrite" | b"resetstat" => {
-            err("ERR Quiver's settings are fixed at start: edit the config file and restart")
-        }
-        b"help" => Reply::Array(vec![
-            Reply::simple("CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
-            Reply::simple("GET <pattern>"),
-            Reply::simple(
-                "    Return parameters matching the glob-like <pattern> and their values.",
-            ),
-            Reply::simple("HELP"),
-            Reply::simple("    Print this help."),
-        ]),
-        _ => unknown_subcommand(&args[1], "CONFIG"),
+pub fn run(state: &ServerState, args: &[Bytes]) -> Reply {
+    let sections: Vec<String> = args[1..]
+        .iter()
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+        .collect();
+    Reply::Verbatim {
+        format: *b"txt",
+        text: Bytes::from(info(state, &sections)),
     }
 }
 
@@ -217,8 +40,10 @@ const DEFAULT_SECTIONS: &[&str] = &[
 fn cpu_seconds(who: libc::c_int) -> (String, String) {
     // SAFETY: `rusage` is plain integers, so all zeroes is a valid value; getrusage only
     // writes the struct it is given.
+    // SAFETY: `rusage` is a plain C struct of integers, for which all zeroes is a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: as above; `who` is one of the constants getrusage accepts.
+    // SAFETY: `usage` is a valid, writable `rusage` that outlives the call.
     if unsafe { libc::getrusage(who, &mut usage) } != 0 {
         return ("0.000000".into(), "0.000000".into());
     }

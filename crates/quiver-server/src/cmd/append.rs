@@ -1,0 +1,54 @@
+//! APPEND and STRLEN.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::cmd::common::{check_new_key, TxnCommand};
+use crate::reply::Reply;
+use crate::txn::Txn;
+
+/// APPEND key value: the new length.
+pub struct Append<'a> {
+    key: &'a Bytes,
+    value: &'a Bytes,
+}
+
+impl<'a> Append<'a> {
+    pub fn parse(args: &'a [Bytes]) -> Result<Append<'a>, Reply> {
+        check_new_key(&args[1])?;
+        Ok(Append {
+            key: &args[1],
+            value: &args[2],
+        })
+    }
+}
+
+impl TxnCommand for Append<'_> {
+    fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
+        let old = txn.get(self.key)?.unwrap_or_default();
+        let mut v = BytesMut::with_capacity(old.len() + self.value.len());
+        v.put_slice(&old);
+        v.put_slice(self.value);
+        let len = v.len() as i64;
+        txn.put(self.key.clone(), v.freeze());
+        Ok(Reply::Integer(len))
+    }
+}
+
+/// STRLEN key: the value's length, 0 when absent.
+pub struct StrLen<'a> {
+    key: &'a Bytes,
+}
+
+impl StrLen<'_> {
+    pub fn parse(args: &[Bytes]) -> StrLen<'_> {
+        StrLen { key: &args[1] }
+    }
+}
+
+impl TxnCommand for StrLen<'_> {
+    fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
+        Ok(Reply::Integer(
+            txn.get(self.key)?.map_or(0, |v| v.len() as i64),
+        ))
+    }
+}

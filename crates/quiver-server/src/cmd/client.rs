@@ -1,0 +1,201 @@
+//! CLIENT ID | GETNAME | SETNAME | SETINFO | INFO | LIST | KILL | NO-EVICT | NO-TOUCH | HELP.
+
+use bytes::Bytes;
+
+use crate::cmd::ctx::Ctx;
+use crate::errors::{self, err, unknown_subcommand, wrong_arity};
+use crate::frame::string2ll;
+use crate::reply::Reply;
+
+/// Redis accepts client names of printable ASCII without blanks.
+pub fn check_client_name(name: &[u8]) -> Option<Reply> {
+    name.iter()
+        .any(|&c| !(b'!'..=b'~').contains(&c))
+        .then(|| err("ERR Client names cannot contain spaces, newlines or special characters."))
+}
+
+pub fn set_name(ctx: &Ctx<'_>, name: Bytes) {
+    *ctx.session.info.name.lock() = (!name.is_empty()).then_some(name);
+}
+
+const CLIENT_HELP: &[&str] = &[
+    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "KILL <ip:port>",
+    "    Kill connection made from <ip:port>.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>, LADDR <ip:port>.",
+    "LIST [TYPE normal] [ID <id> [<id> ...]]",
+    "    Return information about client connections.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "SETINFO <LIB-NAME|LIB-VER> <value>",
+    "    Accepted and ignored (client libraries send it on connect).",
+    "HELP",
+    "    Print this help.",
+];
+
+pub fn run(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let sub = args[1].to_ascii_lowercase();
+    let arity = |ok: bool, name: &str| (!ok).then(|| wrong_arity(&format!("client|{name}")));
+    match &sub[..] {
+        b"id" => arity(args.len() == 2, "id").unwrap_or(Reply::Integer(ctx.session.id() as i64)),
+        b"getname" => arity(args.len() == 2, "getname").unwrap_or_else(|| {
+            ctx.session
+                .info
+                .name
+                .lock()
+                .clone()
+                .map_or(Reply::Null, Reply::Bulk)
+        }),
+        b"setname" => {
+            if let Some(e) = arity(args.len() == 3, "setname") {
+                return e;
+            }
+            if let Some(e) = check_client_name(&args[2]) {
+                return e;
+            }
+            set_name(ctx, args[2].clone());
+            Reply::OK
+        }
+        b"setinfo" => arity(args.len() == 4, "setinfo").unwrap_or(Reply::OK),
+        b"no-evict" | b"no-touch" => arity(args.len() == 3, "no-evict").unwrap_or(Reply::OK),
+        b"info" => arity(args.len() == 2, "info")
+            .unwrap_or_else(|| verbatim(ctx.session.info.list_line() + "\n")),
+        b"list" => client_list(ctx, &args[2..]),
+        b"kill" => client_kill(ctx, &args[2..]),
+        b"help" => Reply::Array(CLIENT_HELP.iter().map(|l| Reply::simple(*l)).collect()),
+        _ => unknown_subcommand(&args[1], "CLIENT"),
+    }
+}
+
+fn verbatim(text: String) -> Reply {
+    Reply::Verbatim {
+        format: *b"txt",
+        text: Bytes::from(text),
+    }
+}
+
+/// CLIENT LIST [TYPE normal] [ID id ...].
+fn client_list(ctx: &Ctx<'_>, args: &[Bytes]) -> Reply {
+    let mut ids: Option<Vec<u64>> = None;
+    let mut j = 0;
+    while j < args.len() {
+        if args[j].eq_ignore_ascii_case(b"type") && j + 1 < args.len() {
+            if !args[j + 1].eq_ignore_ascii_case(b"normal") {
+                let mut m = bytes::BytesMut::from(&b"ERR Unknown client type '"[..]);
+                m.extend_from_slice(&args[j + 1]);
+                m.extend_from_slice(b"'");
+                return Reply::Error(errors::sanitize(m));
+            }
+            j += 2;
+        } else if args[j].eq_ignore_ascii_case(b"id") && j + 1 < args.len() {
+            let mut list = Vec::new();
+            for a in &args[j + 1..] {
+                match string2ll(a) {
+                    Some(n) if n > 0 => list.push(n as u64),
+                    _ => return err("ERR Invalid client ID"),
+                }
+            }
+            ids = Some(list);
+            j = args.len();
+        } else {
+            return err(errors::SYNTAX);
+        }
+    }
+    let mut text = String::new();
+    for c in ctx.state.clients.all() {
+        if ids.as_ref().is_none_or(|ids| ids.contains(&c.id)) {
+            text.push_str(&c.list_line());
+            text.push('\n');
+        }
+    }
+    verbatim(text)
+}
+
+/// CLIENT KILL addr | CLIENT KILL [ID id] [TYPE normal] [ADDR addr] [LADDR addr] [SKIPME yes/no].
+fn client_kill(ctx: &Ctx<'_>, args: &[Bytes]) -> Reply {
+    if args.len() == 1 {
+        let addr = String::from_utf8_lossy(&args[0]);
+        let victims: Vec<_> = ctx
+            .state
+            .clients
+            .all()
+            .into_iter()
+            .filter(|c| c.addr == addr)
+            .collect();
+        if victims.is_empty() {
+            return err("ERR No such client");
+        }
+        kill_and_wait(ctx, &victims);
+        return Reply::OK;
+    }
+    if args.is_empty() || args.len() % 2 != 0 {
+        return err(errors::SYNTAX);
+    }
+    let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, true);
+    let mut normal = true;
+    for pair in args.chunks(2) {
+        let value = String::from_utf8_lossy(&pair[1]).into_owned();
+        let opt = pair[0].to_ascii_lowercase();
+        match &opt[..] {
+            b"id" => match string2ll(&pair[1]) {
+                Some(n) if n > 0 => id = Some(n as u64),
+                _ => return err("ERR client-id should be greater than 0"),
+            },
+            b"addr" => addr = Some(value),
+            b"laddr" => laddr = Some(value),
+            // Every Quiver client is a normal one.
+            b"type" if value.eq_ignore_ascii_case("normal") => {}
+            b"type" => normal = false,
+            b"skipme" => match crate::config::parse_yes_no(&value) {
+                Ok(b) => skipme = b,
+                Err(_) => return err(errors::SYNTAX),
+            },
+            _ => return err(errors::SYNTAX),
+        }
+    }
+    let mut victims = Vec::new();
+    for c in ctx.state.clients.all() {
+        let matches = normal
+            && id.is_none_or(|i| c.id == i)
+            && addr.as_ref().is_none_or(|a| &c.addr == a)
+            && laddr.as_ref().is_none_or(|a| &c.laddr == a)
+            && !(skipme && c.id == ctx.session.id());
+        if matches {
+            victims.push(c);
+        }
+    }
+    kill_and_wait(ctx, &victims);
+    Reply::Integer(victims.len() as i64)
+}
+
+/// How long CLIENT KILL waits for its victims' connections to be closed.
+const KILL_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Kills `victims` and waits (briefly) until their sockets are closed, so that, as with
+/// Redis, a client that sees the reply can rely on the victims being disconnected. The
+/// caller's own connection closes after its reply instead.
+fn kill_and_wait(ctx: &Ctx<'_>, victims: &[std::sync::Arc<crate::clients::ClientInfo>]) {
+    for c in victims {
+        c.kill();
+    }
+    let deadline = std::time::Instant::now() + KILL_WAIT;
+    let me = ctx.session.id();
+    // The victims' tasks may be queued on this very worker thread: hand its queue to another
+    // thread while waiting.
+    tokio::task::block_in_place(|| {
+        while victims
+            .iter()
+            .any(|c| c.id != me && ctx.state.clients.get(c.id).is_some())
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    });
+}

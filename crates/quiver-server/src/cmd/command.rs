@@ -1,0 +1,93 @@
+//! COMMAND [COUNT | LIST | INFO name... | DOCS name... | HELP]: the command table as clients
+//! see it (redis-py's cluster client reads key positions from it).
+
+use bytes::Bytes;
+
+use crate::errors::{unknown_subcommand, wrong_arity};
+use crate::reply::Reply;
+use crate::table::{lookup, CommandSpec, COMMANDS};
+
+pub fn run(args: &[Bytes]) -> Reply {
+    command(args)
+}
+
+fn bulk(s: &str) -> Reply {
+    Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()))
+}
+/// COMMAND [COUNT | LIST | INFO name... | DOCS name... | HELP].
+fn command(args: &[Bytes]) -> Reply {
+    let Some(sub) = args.get(1) else {
+        return Reply::Array(COMMANDS.iter().map(command_info).collect());
+    };
+    let sub = sub.to_ascii_lowercase();
+    match &sub[..] {
+        b"count" if args.len() == 2 => Reply::Integer(COMMANDS.len() as i64),
+        b"count" => wrong_arity("command|count"),
+        b"list" => Reply::Array(COMMANDS.iter().map(|c| bulk(c.name)).collect()),
+        b"info" => Reply::Array(
+            args[2..]
+                .iter()
+                .map(|n| lookup(n).map_or(Reply::Null, command_info))
+                .collect(),
+        ),
+        b"docs" => {
+            let specs: Vec<&CommandSpec> = if args.len() == 2 {
+                COMMANDS.iter().collect()
+            } else {
+                args[2..].iter().filter_map(|n| lookup(n)).collect()
+            };
+            Reply::Map(
+                specs
+                    .into_iter()
+                    .map(|c| (bulk(c.name), command_docs(c)))
+                    .collect(),
+            )
+        }
+        b"help" => Reply::Array(
+            [
+                "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "(no subcommand)",
+                "    Return details about all Quiver commands.",
+                "COUNT",
+                "    Return the total number of commands in this Quiver server.",
+                "LIST",
+                "    Return a list of all commands in this Quiver server.",
+                "INFO [<command-name> ...]",
+                "    Return details about multiple commands.",
+                "DOCS [<command-name> ...]",
+                "    Return documentation details about multiple commands.",
+                "HELP",
+                "    Print this help.",
+            ]
+            .iter()
+            .map(|l| Reply::simple(*l))
+            .collect(),
+        ),
+        _ => unknown_subcommand(&args[1], "COMMAND"),
+    }
+}
+
+/// One command in Redis 7's COMMAND INFO shape: name, arity, flags, first key, last key,
+/// step, ACL categories, tips, key specifications, subcommands.
+fn command_info(c: &CommandSpec) -> Reply {
+    Reply::Array(vec![
+        bulk(c.name),
+        Reply::Integer(c.arity.into()),
+        Reply::Set(c.flags.names().map(Reply::simple).collect()),
+        Reply::Integer(c.keys.first.into()),
+        Reply::Integer(c.keys.last.into()),
+        Reply::Integer(c.keys.step.into()),
+        Reply::Set(c.acl_categories().map(Reply::simple).collect()),
+        Reply::Array(Vec::new()),
+        Reply::Array(Vec::new()),
+        Reply::Array(Vec::new()),
+    ])
+}
+
+fn command_docs(c: &CommandSpec) -> Reply {
+    Reply::Map(vec![
+        (bulk("summary"), bulk(c.summary)),
+        (bulk("since"), bulk(c.since)),
+        (bulk("group"), bulk(c.group)),
+    ])
+}

@@ -1,0 +1,60 @@
+//! What the key commands share: the [`TxnCommand`] trait that runs one against a
+//! transaction, the limits their arguments are checked against, and those checks.
+
+use bytes::Bytes;
+
+use crate::errors::store_error;
+use crate::reply::Reply;
+use crate::state::ServerState;
+use crate::txn::{valid_key, Txn};
+
+/// A parsed command on keys: it reads through the transaction and buffers its writes there,
+/// so the executor decides whether it commits alone (an atomic read-modify-write) or with the
+/// other commands of a MULTI/EXEC. It may run several times (after a conflict), so it has no
+/// effect outside the transaction.
+pub trait TxnCommand: Send + Sync {
+    /// The command's reply; engine failures come back as `Err` (they fail the transaction).
+    fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply>;
+}
+
+/// What parsing checks arguments against.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Longest value the engine stores (a longer one is refused before anything runs).
+    pub value_len_max: usize,
+}
+
+impl Limits {
+    pub fn of(state: &ServerState) -> Limits {
+        Limits {
+            value_len_max: state.store.options().value_len_max,
+        }
+    }
+}
+
+/// The error for a key the engine can never store (empty, over 64 KiB): a command that
+/// would create it is refused when parsed. (Reading or deleting it simply finds nothing.)
+pub fn check_new_key(key: &[u8]) -> Result<(), Reply> {
+    if valid_key(key) {
+        return Ok(());
+    }
+    Err(store_error(&quiver_store::Error::KeyLength {
+        len: key.len(),
+        max: quiver_store::options::KEY_LEN_MAX,
+    }))
+}
+
+/// The error for a value longer than the engine stores.
+pub fn check_value(limits: &Limits, value: &[u8]) -> Result<(), Reply> {
+    if value.len() <= limits.value_len_max {
+        return Ok(());
+    }
+    Err(store_error(&quiver_store::Error::ValueTooLarge {
+        len: value.len(),
+        max: limits.value_len_max,
+    }))
+}
+
+pub fn bulk_or_null(v: Option<Bytes>) -> Reply {
+    v.map_or(Reply::Null, Reply::Bulk)
+}

@@ -1,0 +1,100 @@
+//! CONFIG GET: the settings by their Redis names.
+
+use bytes::Bytes;
+use quiver_store::scan::glob_match;
+
+use crate::errors::{err, unknown_subcommand, wrong_arity};
+use crate::reply::Reply;
+use crate::state::ServerState;
+
+pub fn run(state: &ServerState, args: &[Bytes]) -> Reply {
+    config(state, args)
+}
+
+fn bulk(s: &str) -> Reply {
+    Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()))
+}
+
+/// The settings CONFIG GET reports, by Redis name.
+fn config_values(state: &ServerState) -> Vec<(&'static str, String)> {
+    let c = &state.config;
+    vec![
+        ("bind", c.bind.to_string()),
+        ("port", state.port.to_string()),
+        (
+            "unixsocket",
+            c.unixsocket
+                .as_ref()
+                .map_or(String::new(), |p| p.display().to_string()),
+        ),
+        ("dir", c.dir.display().to_string()),
+        ("databases", "1".into()),
+        ("maxclients", c.maxclients.to_string()),
+        ("timeout", c.timeout.to_string()),
+        ("proto-max-bulk-len", c.proto_max_bulk_len.to_string()),
+        (
+            "client-query-buffer-limit",
+            c.client_query_buffer_limit.to_string(),
+        ),
+        (
+            "client-output-buffer-limit",
+            format!("normal {} 0 0", c.client_output_buffer_limit),
+        ),
+        (
+            "client-output-buffer-total-limit",
+            c.client_output_buffer_total_limit.to_string(),
+        ),
+        (
+            "protected-mode",
+            if c.protected_mode { "yes" } else { "no" }.into(),
+        ),
+        ("requirepass", c.requirepass.clone().unwrap_or_default()),
+        ("save", String::new()),
+        ("appendonly", "no".into()),
+        ("maxmemory", "0".into()),
+        ("maxmemory-policy", "noeviction".into()),
+        ("durability", c.durability.to_string()),
+        ("segment-size", c.segment_size.to_string()),
+        ("disk-reserve", c.disk_reserve.to_string()),
+        ("backend", c.backend.to_string()),
+        ("coalesce", format!("{:?}", c.coalesce).to_ascii_lowercase()),
+        ("max-vector-width", c.max_vector_width.to_string()),
+        ("max-multikey-width", c.max_multikey_width.to_string()),
+    ]
+}
+
+/// CONFIG GET pattern [pattern ...]; CONFIG SET is refused (settings are fixed at start).
+fn config(state: &ServerState, args: &[Bytes]) -> Reply {
+    let sub = args[1].to_ascii_lowercase();
+    match &sub[..] {
+        b"get" => {
+            if args.len() < 3 {
+                return wrong_arity("config|get");
+            }
+            let values = config_values(state);
+            let mut found = Vec::new();
+            for (name, value) in &values {
+                let matched = args[2..]
+                    .iter()
+                    .any(|p| glob_match(&p.to_ascii_lowercase(), name.as_bytes()));
+                if matched {
+                    found.push((bulk(name), bulk(value)));
+                }
+            }
+            Reply::Map(found)
+        }
+        b"set" | b"rewrite" | b"resetstat" => {
+            err("ERR Quiver's settings are fixed at start: edit the config file and restart")
+        }
+        b"help" => Reply::Array(vec![
+            Reply::simple("CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
+            Reply::simple("GET <pattern>"),
+            Reply::simple(
+                "    Return parameters matching the glob-like <pattern> and their values.",
+            ),
+            Reply::simple("HELP"),
+            Reply::simple("    Print this help."),
+        ]),
+        _ => unknown_subcommand(&args[1], "CONFIG"),
+    }
+}

@@ -1,0 +1,142 @@
+//! [`VectorOp`]: a command that is one engine vector operation (GET, MGET, a plain SET, DEL,
+//! UNLINK, EXISTS). The executor runs consecutive ones of a kind as one engine call
+//! (`exec::vector`); inside MULTI/EXEC, or when one is wider than an engine call may be, it runs
+//! against a transaction instead ([`TxnCommand`]). Either way its reply is built here, from the
+//! per-key results, so both paths answer alike.
+
+use bytes::Bytes;
+
+use crate::cmd::common::{bulk_or_null, TxnCommand};
+use crate::reply::Reply;
+use crate::table::{Cmd, Vector};
+use crate::txn::{valid_key, Txn};
+
+/// How a vector command's per-key results become its reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// The value or nil (GET).
+    Value,
+    /// An array of values or nils (MGET).
+    Values,
+    /// `+OK` (SET).
+    Ok,
+    /// How many keys were found (EXISTS) or deleted (DEL, UNLINK).
+    Count,
+}
+
+/// One command as a vector operation on its keys.
+#[derive(Clone, Copy, Debug)]
+pub struct VectorOp<'a> {
+    pub cmd: Cmd,
+    pub kind: Vector,
+    /// The keys, or for [`Vector::Put`] the key, value pairs.
+    args: &'a [Bytes],
+    pub shape: Shape,
+}
+
+/// The per-key results a vector produced, in key order.
+pub enum Results<'r> {
+    /// Values found (get).
+    Values(&'r [Option<Bytes>]),
+    /// Whether each key existed (exists; delete: before the delete).
+    Found(&'r [bool]),
+    /// Puts.
+    Written,
+}
+
+impl<'a> VectorOp<'a> {
+    /// `args`: the keys, or key, value pairs for a put (the command's arguments after its name).
+    pub fn new(cmd: Cmd, args: &'a [Bytes], shape: Shape) -> VectorOp<'a> {
+        VectorOp {
+            cmd,
+            kind: cmd.spec().vector,
+            args,
+            shape,
+        }
+    }
+
+    /// How many keys the operation touches.
+    pub fn width(&self) -> usize {
+        match self.kind {
+            Vector::Put => self.args.len() / 2,
+            _ => self.args.len(),
+        }
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &'a Bytes> {
+        let step = if self.kind == Vector::Put { 2 } else { 1 };
+        self.args.iter().step_by(step)
+    }
+
+    /// (key, value) of a put's pairs.
+    pub fn pairs(&self) -> impl Iterator<Item = (&'a Bytes, &'a Bytes)> {
+        self.args.chunks_exact(2).map(|p| (&p[0], &p[1]))
+    }
+
+    /// Whether the engine accepts every key (it refuses empty and over-long ones; such a key
+    /// is read as absent through a transaction instead).
+    pub fn keys_valid(&self) -> bool {
+        self.keys().all(|k| valid_key(k))
+    }
+
+    /// The reply from this operation's results.
+    pub fn reply(&self, results: Results<'_>) -> Reply {
+        match (self.shape, results) {
+            (Shape::Value, Results::Values(v)) => bulk_or_null(v.first().cloned().flatten()),
+            (Shape::Values, Results::Values(v)) => {
+                Reply::Array(v.iter().cloned().map(bulk_or_null).collect())
+            }
+            (Shape::Count, Results::Found(f)) => {
+                Reply::Integer(f.iter().filter(|&&x| x).count() as i64)
+            }
+            (Shape::Ok, _) => Reply::OK,
+            (shape, _) => Reply::error(format!(
+                "ERR internal error: {shape:?} reply from other results"
+            )),
+        }
+    }
+}
+
+impl TxnCommand for VectorOp<'_> {
+    fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
+        match self.kind {
+            Vector::Get => {
+                let mut values = Vec::with_capacity(self.width());
+                for k in self.keys() {
+                    let v = txn.get(k)?;
+                    txn.stats().hit(v.is_some());
+                    values.push(v);
+                }
+                Ok(self.reply(Results::Values(&values)))
+            }
+            Vector::Put => {
+                for (k, v) in self.pairs() {
+                    txn.put(k.clone(), v.clone());
+                }
+                Ok(self.reply(Results::Written))
+            }
+            Vector::Delete => {
+                let mut found = Vec::with_capacity(self.width());
+                for k in self.keys() {
+                    let exists = txn.exists(k)?;
+                    if exists {
+                        txn.delete(k.clone());
+                    }
+                    found.push(exists);
+                }
+                Ok(self.reply(Results::Found(&found)))
+            }
+            Vector::Exists => {
+                let mut found = Vec::with_capacity(self.width());
+                for k in self.keys() {
+                    found.push(txn.exists(k)?);
+                }
+                Ok(self.reply(Results::Found(&found)))
+            }
+            Vector::None => Ok(Reply::error(format!(
+                "ERR internal error: {:?} is no vector operation",
+                self.cmd
+            ))),
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! Executing a pipelined run of requests: one rule for every command.
+//!
+//! A connection hands over every complete request it has read as one run. Each request is
+//! checked (known, arity, authentication; queued instead inside MULTI) and parsed
+//! (`cmd::parse`) into what runs it:
+//!
+//! * a **vector operation** (GET, MGET, a plain SET, DEL, UNLINK, EXISTS): consecutive ones of
+//!   one kind become one engine vector ([`vector`]) of at most `max-vector-width` keys, never
+//!   across a command of another kind, so a read that follows a write in the pipeline sees it
+//!   and replies stay in request order;
+//! * a **command on keys** (everything else that touches keys, and a vector operation wider
+//!   than `max-multikey-width`): its own optimistic transaction ([`atomic`]), committed as one
+//!   compound batch, retried (boundedly) on conflict;
+//! * **EXEC**: the queued commands as one transaction, by the same code as a single command;
+//! * a command about the **connection or the server**: run once on the connection.
+//!
+//! "How is MGET executed?" — `cmd::get` makes it a `Get` vector operation; [`vector::run`]
+//! sends it (with the GETs and MGETs around it) to the engine's `multi_get` and encodes the
+//! values straight into the reply buffer.
+
+pub mod atomic;
+pub mod thread;
+pub mod vector;
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::cmd::common::Limits;
+use crate::cmd::ctx::Ctx;
+use crate::cmd::parsed::Command;
+use crate::cmd::{self};
+use crate::errors::{self, Refusal};
+use crate::output::Output;
+use crate::reply::Reply;
+use crate::session::Session;
+use crate::state::ServerState;
+use crate::table::{self, Cmd, CommandSpec, Flags};
+use thread::on_thread;
+
+/// Why a run stopped early.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RunEnd {
+    /// Every request was executed.
+    Complete,
+    /// The replies exceed `client-output-buffer-limit`: close the connection.
+    OutputLimit,
+}
+
+/// A request made ready to run.
+enum Prepared<'a> {
+    /// Answered without running: refused, queued inside MULTI, or a syntax error.
+    Answered(Reply),
+    Run {
+        spec: &'static CommandSpec,
+        args: &'a [Bytes],
+        command: Command<'a>,
+    },
+}
+
+/// Executes `requests` in order, appending each reply to `out` (which refuses a reply that
+/// would pass `client-output-buffer-total-limit`). Engine calls run on this thread (inside
+/// `block_in_place` when `blocking`: they may wait on the disk); with coalescing on, GET
+/// vectors are handed to the storage thread and awaited.
+pub async fn execute_run(
+    state: &ServerState,
+    session: &mut Session,
+    requests: &[Vec<Bytes>],
+    out: &mut Output<'_>,
+    blocking: bool,
+) -> RunEnd {
+    let limit = state.config.client_output_buffer_limit;
+    let group_width_max = state.config.max_vector_width;
+    let run_started = Instant::now();
+    let mut group = Vec::new();
+    // A request prepared while looking for the end of a vector group, run next.
+    let mut next: Option<Prepared<'_>> = None;
+    let mut i = 0;
+    while i < requests.len() && !session.closing {
+        let prepared = match next.take() {
+            Some(p) => p,
+            None => prepare(state, session, &requests[i]),
+        };
+        let n = match prepared {
+            Prepared::Answered(reply) => {
+                out.reply(&reply, session.resp3);
+                1
+            }
+            Prepared::Run {
+                command: Command::Vector(op),
+                ..
+            } if op.width() <= state.config.max_multikey_width => {
+                // Requests prepared here cannot change the session (only a command that is
+                // no vector operation can, and it ends the group), so preparing ahead is safe.
+                group.clear();
+                let mut width = op.width();
+                group.push(op);
+                let mut j = i + 1;
+                while j < requests.len() {
+                    match prepare(state, session, &requests[j]) {
+                        Prepared::Run {
+                            command: Command::Vector(more),
+                            ..
+                        } if more.kind == op.kind && width + more.width() <= group_width_max => {
+                            width += more.width();
+                            group.push(more);
+                            j += 1;
+                        }
+                        other => {
+                            next = Some(other);
+                            break;
+                        }
+                    }
+                }
+                vector::run(state, session, &group, out, blocking).await;
+                j - i
+            }
+            Prepared::Run {
+                spec,
+                args,
+                command,
+            } => {
+                let reply = on_thread(blocking, || {
+                    run_one(&mut Ctx { state, session }, spec, args, command)
+                });
+                out.reply(&reply, session.resp3);
+                1
+            }
+        };
+        // A command's latency inside the server includes the commands before it in its run.
+        state
+            .stats
+            .latency_us
+            .record_n(run_started.elapsed().as_micros() as u64, n as u64);
+        i += n;
+        if out.len() > limit {
+            return RunEnd::OutputLimit;
+        }
+    }
+    RunEnd::Complete
+}
+
+/// Looks a request up, checks it (arity, authentication), queues it inside MULTI, and parses
+/// it. Refusals are counted here; nothing runs.
+fn prepare<'a>(state: &ServerState, session: &mut Session, args: &'a [Bytes]) -> Prepared<'a> {
+    let Some(spec) = table::lookup(&args[0]) else {
+        state.stats.unknown_commands.fetch_add(1, Relaxed);
+        flag_transaction(session);
+        return Prepared::Answered(errors::unknown_command(args));
+    };
+    let index = spec.cmd.index();
+    let refused = if !spec.arity_ok(args.len()) {
+        Some(errors::wrong_arity(spec.name))
+    } else if !session.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
+        Some(errors::err(errors::NOAUTH))
+    } else {
+        None
+    };
+    if let Some(reply) = refused {
+        state.stats.rejected(index);
+        flag_transaction(session);
+        if spec.cmd == Cmd::Exec {
+            // Redis's execCommandAbort: a refused EXEC discards the transaction.
+            session.set_multi(None);
+            session.unwatch(state);
+            return Prepared::Answered(errors::exec_abort(&reply));
+        }
+        return Prepared::Answered(reply);
+    }
+    if let Some(multi) = &mut session.multi {
+        if !spec.flags.contains(Flags::NOT_QUEUED) {
+            multi.queued.push((index, args.to_vec()));
+            let queued = multi.queued.len() as u64;
+            session.info.multi.store(queued, Relaxed);
+            return Prepared::Answered(Reply::simple("QUEUED"));
+        }
+    }
+    match cmd::parse(spec, args, &Limits::of(state)) {
+        Ok(command) => Prepared::Run {
+            spec,
+            args,
+            command,
+        },
+        Err(reply) => {
+            // Parsing is part of running the command: Redis counts a syntax error as a
+            // failed call.
+            session.info.touch(index);
+            state.stats.command(index, 1, 0);
+            state.stats.failed(index, 1);
+            Prepared::Answered(reply)
+        }
+    }
+}
+
+/// A refused command inside MULTI makes EXEC fail (Redis's `flagTransaction`).
+fn flag_transaction(session: &mut Session) {
+    if let Some(m) = &mut session.multi {
+        m.aborted = true;
+    }
+}
+
+/// Runs one command that is not part of a vector group, and counts it.
+fn run_one(
+    ctx: &mut Ctx<'_>,
+    spec: &'static CommandSpec,
+    args: &[Bytes],
+    command: Command<'_>,
+) -> Reply {
+    let index = spec.cmd.index();
+    ctx.session.info.touch(index);
+    let started = Instant::now();
+    let reply = match command {
+        Command::Server => cmd::run_server(ctx, spec.cmd, args),
+        Command::Exec => atomic::exec(ctx),
+        Command::Keys(c) => atomic::run_command(ctx.state, spec, args, &*c),
+        // Wider than one engine call: read (or written) through a transaction.
+        Command::Vector(op) => atomic::run_command(ctx.state, spec, args, &op),
+    };
+    let stats = &ctx.state.stats;
+    match errors::refusal(&reply) {
+        // Redis refuses these before running the command, and finds no command to count an
+        // unknown subcommand against.
+        Some(Refusal::UnknownSubcommand) => {}
+        Some(Refusal::SubcommandArity) => stats.rejected(index),
+        None => {
+            stats.command(index, 1, started.elapsed().as_micros() as u64);
+            if matches!(reply, Reply::Error(_)) {
+                stats.failed(index, 1);
+            }
+        }
+    }
+    reply
+}

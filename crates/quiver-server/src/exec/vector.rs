@@ -1,0 +1,286 @@
+//! A group of vector operations of one kind as one engine call: `multi_get` (through the
+//! intermediate queue when coalescing is on), `multi_put`, `multi_delete` or `multi_exists`.
+//! Each command's reply is built from its share of the results (`VectorOp::reply`); values
+//! of a GET or MGET are encoded straight into the reply buffer.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::cmd::vector::{Results, Shape, VectorOp};
+use crate::errors::{self, store_error};
+use crate::exec::thread::on_thread;
+use crate::output::Output;
+use crate::reply::Reply;
+use crate::session::Session;
+use crate::state::ServerState;
+use crate::table::Vector;
+
+/// Runs `group` (non-empty, all of one kind, keys the engine accepts) and appends each
+/// command's reply to `out`, in order.
+pub async fn run(
+    state: &ServerState,
+    session: &mut Session,
+    group: &[VectorOp<'_>],
+    out: &mut Output<'_>,
+    blocking: bool,
+) {
+    let Some(first) = group.first() else {
+        return;
+    };
+    let started = Instant::now();
+    let resp3 = session.resp3;
+    match (&state.coalescer, first.kind) {
+        (Some(c), Vector::Get) => {
+            let keys = group.iter().flat_map(|op| op.keys()).cloned().collect();
+            let result = c.get(keys).await;
+            get_replies(state, group, result, out, resp3);
+        }
+        _ => on_thread(blocking, || on_engine(state, group, out, resp3)),
+    }
+    account(state, session, group, started);
+}
+
+/// The engine call for `group`, and its replies.
+fn on_engine(state: &ServerState, group: &[VectorOp<'_>], out: &mut Output<'_>, resp3: bool) {
+    let store = &state.store;
+    let kind = group[0].kind;
+    let keys: Vec<&Bytes> = group.iter().flat_map(|op| op.keys()).collect();
+    state.stats.vector_widths.record(keys.len() as u64);
+    match kind {
+        Vector::Get => {
+            let result = store.multi_get(&keys).map_err(|e| store_error(&e));
+            get_replies(state, group, result, out, resp3);
+        }
+        Vector::Put => {
+            let pairs: Vec<(&Bytes, &Bytes)> = group.iter().flat_map(|op| op.pairs()).collect();
+            let result = store.multi_put(&pairs).map(|()| vec![true; keys.len()]);
+            write_replies(state, out, resp3, group, &keys, result);
+        }
+        Vector::Delete => {
+            let result = store.multi_delete(&keys);
+            write_replies(state, out, resp3, group, &keys, result);
+        }
+        Vector::Exists => match store.multi_exists(&keys) {
+            Ok(found) => {
+                let mut at = 0;
+                let replies: Vec<Reply> = group
+                    .iter()
+                    .map(|op| {
+                        let mine = &found[at..at + op.width()];
+                        at += op.width();
+                        op.reply(Results::Found(mine))
+                    })
+                    .collect();
+                out.replies(&replies, resp3);
+            }
+            Err(e) => failed_all(state, group, &store_error(&e), out, resp3),
+        },
+        Vector::None => failed_all(
+            state,
+            group,
+            &errors::err("ERR internal error: no vector operation"),
+            out,
+            resp3,
+        ),
+    }
+}
+
+/// Counts the group's calls (per command, so an UNLINK counts as UNLINK) and marks the
+/// connection's last command.
+fn account(state: &ServerState, session: &Session, group: &[VectorOp<'_>], started: Instant) {
+    let usec = started.elapsed().as_micros() as u64;
+    let n = group.len() as u64;
+    let mut at = 0;
+    while at < group.len() {
+        let cmd = group[at].cmd;
+        let run = group[at..].iter().take_while(|op| op.cmd == cmd).count();
+        // The group's time is shared out by the number of commands.
+        state
+            .stats
+            .command(cmd.index(), run as u64, usec * run as u64 / n);
+        at += run;
+    }
+    if let Some(last) = group.last() {
+        session.info.touch(last.cmd.index());
+    }
+}
+
+/// Every command of the group answers `error` (the engine call failed before any effect).
+fn failed_all(
+    state: &ServerState,
+    group: &[VectorOp<'_>],
+    error: &Reply,
+    out: &mut Output<'_>,
+    resp3: bool,
+) {
+    for op in group {
+        state.stats.failed(op.cmd.index(), 1);
+    }
+    out.reply_n(error, group.len(), resp3);
+}
+
+/// The replies of a group of GETs and MGETs from the values of all their keys. Consecutive
+/// GETs go to the buffer as one batch of replies; an MGET's values are encoded straight.
+fn get_replies(
+    state: &ServerState,
+    group: &[VectorOp<'_>],
+    result: Result<Vec<Option<Bytes>>, Reply>,
+    out: &mut Output<'_>,
+    resp3: bool,
+) {
+    let values = match result {
+        Ok(values) => values,
+        Err(e) => return failed_all(state, group, &e, out, resp3),
+    };
+    for v in &values {
+        state.stats.hit(v.is_some());
+    }
+    let mut singles: Vec<Reply> = Vec::new();
+    let mut at = 0;
+    for op in group {
+        let mine = &values[at..at + op.width()];
+        at += op.width();
+        if op.shape == Shape::Values {
+            if !singles.is_empty() {
+                out.replies(&singles, resp3);
+                singles.clear();
+            }
+            out.bulks(mine, resp3);
+        } else {
+            singles.push(op.reply(Results::Values(mine)));
+        }
+    }
+    if !singles.is_empty() {
+        out.replies(&singles, resp3);
+    }
+}
+
+/// The replies of a group of writes (SETs, or DELs and UNLINKs): each command's own, from which
+/// of its keys' writes took effect — all of them (`existed`: whether each key existed before),
+/// none (the engine's error), or, after an I/O error in the middle of the vector, some (an
+/// error that says so). Watchers of every key changed are marked (a delete of a missing key
+/// changes nothing).
+fn write_replies(
+    state: &ServerState,
+    out: &mut Output<'_>,
+    resp3: bool,
+    group: &[VectorOp<'_>],
+    keys: &[&Bytes],
+    result: quiver_store::Result<Vec<bool>>,
+) {
+    let deletes = group.first().is_some_and(|op| op.kind == Vector::Delete);
+    let (applied, existed, error) = match result {
+        Ok(existed) => (vec![true; keys.len()], existed, None),
+        Err(quiver_store::Error::PartlyApplied {
+            applied,
+            existed,
+            source,
+        }) => (applied, existed, Some(*source)),
+        Err(e) => return failed_all(state, group, &store_error(&e), out, resp3),
+    };
+    state.watches.touch(
+        keys.iter()
+            .zip(applied.iter().zip(&existed))
+            .filter(|(_, (&a, &e))| a && (e || !deletes))
+            .map(|(k, _)| *k),
+    );
+    let mut at = 0;
+    let replies: Vec<Reply> = group
+        .iter()
+        .map(|op| {
+            let n = op.width();
+            let (a, e) = (&applied[at..at + n], &existed[at..at + n]);
+            at += n;
+            match &error {
+                Some(err) if !a.iter().all(|&x| x) => {
+                    state.stats.failed(op.cmd.index(), 1);
+                    if a.iter().any(|&x| x) {
+                        errors::partly_applied(err)
+                    } else {
+                        store_error(err)
+                    }
+                }
+                _ if deletes => op.reply(Results::Found(e)),
+                _ => op.reply(Results::Written),
+            }
+        })
+        .collect();
+    out.replies(&replies, resp3);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+    use crate::clients::Clients;
+    use crate::config::Config;
+    use crate::output::OutputBudget;
+    use crate::stats::Stats;
+    use crate::table::Cmd;
+    use crate::watch::Watches;
+
+    fn state(dir: &std::path::Path) -> ServerState {
+        let config = Config::default();
+        ServerState {
+            store: quiver_store::Store::open(dir, config.store_options()).unwrap(),
+            output_budget: OutputBudget::new(0),
+            config,
+            stats: Default::default(),
+            watches: Watches::default(),
+            clients: Clients::default(),
+            run_id: String::new(),
+            port: 0,
+            coalescer: None,
+            shutting_down: AtomicBool::new(false),
+        }
+    }
+
+    fn request(args: &[&str]) -> Vec<Bytes> {
+        args.iter().map(|a| Bytes::from(a.to_string())).collect()
+    }
+
+    /// An I/O error stopped a pipelined vector part-way (the engine says which writes took
+    /// effect): each command gets its own answer — its reply if all its writes took effect,
+    /// the error if none did, "partly applied" if some did.
+    #[test]
+    fn a_partly_applied_vector_answers_each_command_for_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = state(dir.path());
+        let requests = [
+            request(&["DEL", "a", "b"]),
+            request(&["DEL", "c"]),
+            request(&["DEL", "d", "e"]),
+        ];
+        let group: Vec<VectorOp<'_>> = requests
+            .iter()
+            .map(|r| crate::cmd::del::del(Cmd::Del, r))
+            .collect();
+        let keys: Vec<&Bytes> = group.iter().flat_map(|op| op.keys()).collect();
+        let result = Err(quiver_store::Error::PartlyApplied {
+            applied: vec![true, true, false, true, false],
+            existed: vec![true, false, true, true, true],
+            source: Box::new(quiver_store::Error::NoSpace {
+                path: "/x/p0001/0000000000000009.seg".into(),
+            }),
+        });
+        let stats = Stats::default();
+        let mut out = Output::new(&state.output_budget, &stats);
+        write_replies(&state, &mut out, false, &group, &keys, result);
+        let text = String::from_utf8_lossy(out.bytes()).into_owned();
+        let lines: Vec<&str> = text.split("\r\n").collect();
+        assert_eq!(lines[0], ":1", "DEL a b: both deleted, one existed");
+        assert_eq!(
+            lines[1], "-ERR no space left on device: the write was not applied",
+            "DEL c: nothing applied"
+        );
+        assert!(
+            lines[2].starts_with("-ERR storage error: ")
+                && lines[2].ends_with("the command was partly applied"),
+            "DEL d e: {}",
+            lines[2]
+        );
+        assert_eq!(lines.len(), 4, "{text:?}");
+    }
+}
