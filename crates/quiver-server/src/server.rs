@@ -167,6 +167,9 @@ impl Server {
         })
     }
 
+    // A listening socket bound by `bind` has an address; `getsockname` fails only for a
+    // descriptor that is not a socket.
+    #[allow(clippy::expect_used)]
     pub fn local_addr(&self) -> SocketAddr {
         self.tcp
             .local_addr()

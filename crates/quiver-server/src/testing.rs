@@ -1,6 +1,9 @@
 //! An in-process server for tests (of this crate, the client and the CLI): a fresh data
 //! directory, a free loopback port, stopped gracefully on drop.
 
+// A harness for tests: when it cannot start or stop a server, the test fails right there.
+#![allow(clippy::expect_used)]
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

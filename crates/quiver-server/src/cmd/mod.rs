@@ -5,9 +5,9 @@
 //! command on keys). Commands about the connection or the server run on a [`ctx::Ctx`].
 //!
 //! What a command *is* (arity, flags, key positions, the vector it joins) is the table's
-//! (`crate::table`); which code runs it is decided here, in [`parse`] and [`run_server`], and
+//! (`table`); which code runs it is decided here, in [`parse`] and [`run_server`], and
 //! nowhere else. How parsed commands are executed (vectors grouped, transactions retried,
-//! MULTI/EXEC) is the executor's (`crate::exec`).
+//! MULTI/EXEC) is the executor's (`exec`).
 //!
 //! * keys and values: [`get`] (GET, MGET), [`set`] (SET, SETNX, GETSET), [`mset`] (MSET,
 //!   MSETNX), [`del`] (DEL, UNLINK, GETDEL), [`exists`] (EXISTS, TYPE), [`incr`], [`append`]

@@ -150,6 +150,10 @@ fn exec_queued(ctx: &mut Ctx<'_>, queued: &[(usize, Vec<Bytes>)]) -> Reply {
     Reply::Array(replies)
 }
 
+/// EXEC's watched keys with their values at WATCH time, and the connection's mark that a
+/// write to one of them sets.
+type Watch<'w> = (&'w [(Bytes, Option<Bytes>)], &'w AtomicBool);
+
 /// Runs `steps` in one transaction, again on fresh values while another client changed what
 /// they read (at most `TXN_ATTEMPTS_MAX` times). `watch` (EXEC only): the keys watched with
 /// their values at WATCH time, and the connection's mark set by a write to any of them.
@@ -159,7 +163,7 @@ fn exec_queued(ctx: &mut Ctx<'_>, queued: &[(usize, Vec<Bytes>)]) -> Reply {
 fn run_txn(
     state: &ServerState,
     steps: &[Step<'_>],
-    watch: Option<(&[(Bytes, Option<Bytes>)], &AtomicBool)>,
+    watch: Option<Watch<'_>>,
     mut run_server: impl FnMut(&'static CommandSpec, &[Bytes]) -> Reply,
 ) -> Result<Vec<Reply>, Reply> {
     let reads: Vec<&Bytes> = steps.iter().flat_map(Step::reads).collect();

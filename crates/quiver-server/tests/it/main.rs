@@ -1,5 +1,8 @@
 //! Byte-level tests for `quiver-server`: raw bytes in, exact result out.
 
+// Tests unwrap: a failure there is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod bad_input;
 mod compat;
 mod frame;
