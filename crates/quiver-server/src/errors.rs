@@ -124,10 +124,17 @@ pub fn partly_applied(e: &StoreError) -> Reply {
     )))
 }
 
+/// A command refused because MULTI already queued `max` commands.
+pub fn multi_queue_full(max: usize) -> Reply {
+    Reply::error(format!(
+        "ERR too many commands queued in this transaction (at most {max}): it is aborted"
+    ))
+}
+
 /// `EXECABORT Transaction discarded because of: <error without its ERR prefix>`.
 pub fn exec_abort(refusal: &Reply) -> Reply {
     let Reply::Error(text) = refusal else {
-        unreachable!("a refusal is an error reply")
+        return refusal.clone();
     };
     let text = text.strip_prefix(b"ERR ").unwrap_or(text);
     let mut m = BytesMut::from(&b"EXECABORT Transaction discarded because of: "[..]);

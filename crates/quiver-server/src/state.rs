@@ -36,3 +36,26 @@ impl ServerState {
 }
 
 pub type SharedState = Arc<ServerState>;
+
+#[cfg(test)]
+impl ServerState {
+    /// Default settings on a fresh store in `dir`, without a server around it (unit tests).
+    pub fn for_tests(dir: &std::path::Path) -> ServerState {
+        let config = Config {
+            dir: dir.to_path_buf(),
+            ..Config::default()
+        };
+        ServerState {
+            store: Store::open(dir, config.store_options()).unwrap(),
+            output_budget: OutputBudget::new(0),
+            config,
+            stats: Stats::default(),
+            watches: Watches::default(),
+            clients: Clients::default(),
+            run_id: String::new(),
+            port: 0,
+            coalescer: None,
+            shutting_down: AtomicBool::new(false),
+        }
+    }
+}

@@ -344,32 +344,11 @@ pub fn valid_key(key: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicBool;
 
     use super::*;
     use crate::cmd::common::TxnCommand;
     use crate::cmd::incr::IncrBy;
     use crate::table::Cmd;
-
-    /// A server's shared state on a fresh store in `dir`, without a server around it.
-    fn state_in(dir: &std::path::Path) -> ServerState {
-        let config = crate::Config {
-            dir: dir.to_path_buf(),
-            ..crate::Config::default()
-        };
-        ServerState {
-            store: Store::open(dir, config.store_options()).unwrap(),
-            output_budget: crate::output::OutputBudget::new(0),
-            config,
-            stats: Stats::default(),
-            watches: Watches::default(),
-            clients: crate::clients::Clients::default(),
-            run_id: String::new(),
-            port: 0,
-            coalescer: None,
-            shutting_down: AtomicBool::new(false),
-        }
-    }
 
     /// INCR through a transaction, exactly as a command runs, except that another client's
     /// write lands between every attempt's read and its commit: every attempt conflicts.
@@ -377,7 +356,7 @@ mod tests {
     fn a_command_whose_keys_keep_changing_is_given_up_and_nothing_is_applied() {
         const ATTEMPTS: u32 = 7;
         let dir = tempfile::tempdir().unwrap();
-        let state = state_in(dir.path());
+        let state = ServerState::for_tests(dir.path());
         state.store.put(b"counter", b"10").unwrap();
         let args: Vec<Bytes> = vec!["INCR".into(), "counter".into()];
         let mut attempts = 0;
@@ -418,7 +397,7 @@ mod tests {
     #[test]
     fn a_conflict_then_success_is_one_retry() {
         let dir = tempfile::tempdir().unwrap();
-        let state = state_in(dir.path());
+        let state = ServerState::for_tests(dir.path());
         let mut conflicts_left = 2;
         let reply = retry_on_conflict(&state.stats, TXN_ATTEMPTS_MAX, "command", || {
             if conflicts_left > 0 {

@@ -233,24 +233,8 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
 
     use super::*;
-    use crate::config::Config;
-    use crate::table::Cmd;
 
-    fn state(dir: &std::path::Path) -> ServerState {
-        let config = Config::default();
-        ServerState {
-            store: quiver_store::Store::open(dir, config.store_options()).unwrap(),
-            output_budget: crate::output::OutputBudget::new(0),
-            config,
-            stats: Default::default(),
-            watches: Default::default(),
-            clients: Default::default(),
-            run_id: String::new(),
-            port: 0,
-            coalescer: None,
-            shutting_down: AtomicBool::new(false),
-        }
-    }
+    use crate::table::Cmd;
 
     /// Reads `counter` and writes it + 1; on its first `rivals` runs another client's write
     /// lands between its read and the commit, so the attempt conflicts.
@@ -281,7 +265,7 @@ mod tests {
     #[test]
     fn retries_never_repeat_steps_about_the_connection() {
         let dir = tempfile::tempdir().unwrap();
-        let state = state(dir.path());
+        let state = ServerState::for_tests(dir.path());
         let incr = ContendedIncr {
             store: &state.store,
             runs: AtomicUsize::new(0),

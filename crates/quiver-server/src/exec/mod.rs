@@ -39,6 +39,10 @@ use crate::state::ServerState;
 use crate::table::{self, Cmd, CommandSpec, Flags};
 use thread::on_thread;
 
+/// Commands a MULTI may queue (each holds its arguments until EXEC). Past it the transaction
+/// is aborted: EXEC answers EXECABORT, as after any refused command.
+pub const MULTI_QUEUED_MAX: usize = 1 << 20;
+
 /// Why a run stopped early.
 #[derive(Debug, PartialEq, Eq)]
 pub enum RunEnd {
@@ -170,6 +174,10 @@ fn prepare<'a>(state: &ServerState, session: &mut Session, args: &'a [Bytes]) ->
     }
     if let Some(multi) = &mut session.multi {
         if !spec.flags.contains(Flags::NOT_QUEUED) {
+            if multi.queued.len() >= MULTI_QUEUED_MAX {
+                multi.aborted = true;
+                return Prepared::Answered(errors::multi_queue_full(MULTI_QUEUED_MAX));
+            }
             multi.queued.push((index, args.to_vec()));
             let queued = multi.queued.len() as u64;
             session.info.multi.store(queued, Relaxed);

@@ -211,31 +211,11 @@ fn write_replies(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicBool;
 
     use super::*;
-    use crate::clients::Clients;
-    use crate::config::Config;
-    use crate::output::OutputBudget;
+
     use crate::stats::Stats;
     use crate::table::Cmd;
-    use crate::watch::Watches;
-
-    fn state(dir: &std::path::Path) -> ServerState {
-        let config = Config::default();
-        ServerState {
-            store: quiver_store::Store::open(dir, config.store_options()).unwrap(),
-            output_budget: OutputBudget::new(0),
-            config,
-            stats: Default::default(),
-            watches: Watches::default(),
-            clients: Clients::default(),
-            run_id: String::new(),
-            port: 0,
-            coalescer: None,
-            shutting_down: AtomicBool::new(false),
-        }
-    }
 
     fn request(args: &[&str]) -> Vec<Bytes> {
         args.iter().map(|a| Bytes::from(a.to_string())).collect()
@@ -247,7 +227,7 @@ mod tests {
     #[test]
     fn a_partly_applied_vector_answers_each_command_for_itself() {
         let dir = tempfile::tempdir().unwrap();
-        let state = state(dir.path());
+        let state = ServerState::for_tests(dir.path());
         let requests = [
             request(&["DEL", "a", "b"]),
             request(&["DEL", "c"]),
