@@ -24,6 +24,7 @@ use crate::log::reader::{Scanner, Step};
 use crate::log::segment::Segment;
 use crate::options::DamagePolicy;
 use crate::partition::{MaintenanceState, PartState, Partition, StoreCtx};
+use crate::reserve::DiskReserve;
 
 pub(crate) use crate::compact::finish_interrupted;
 
@@ -322,6 +323,54 @@ pub(crate) fn compact_pass(
         other => other?,
     }
     Ok(o)
+}
+
+/// Compacts a partition on demand (`Store::compact`): one pass over its whole log when the
+/// disk has room for its live records, else a sweep of passes sized to the free space.
+pub(crate) fn compact_partition(
+    ctx: &StoreCtx,
+    reserve: &DiskReserve,
+    part: &Partition,
+) -> Result<MaintenanceReport> {
+    let r = match compact_locked(ctx, part, None) {
+        Err(e) if e.is_no_space() => compact_sweep(ctx, reserve, part),
+        r => r.map(|o| o.report),
+    };
+    reserve.restore();
+    r
+}
+
+/// Compacts a partition in passes of a few segments, on a disk without room for all its
+/// live records: each pass needs room for its own range only and frees it before the next.
+fn compact_sweep(
+    ctx: &StoreCtx,
+    reserve: &DiskReserve,
+    part: &Partition,
+) -> Result<MaintenanceReport> {
+    reserve.release();
+    let mut total = MaintenanceReport::default();
+    // Bounded by the partition's segment groups: each pass takes at least one, so the sweep
+    // reaches the end of the log after this many.
+    let groups = part.state.read().segs.ordered.len();
+    for _ in 0..groups {
+        let free = reserve.fs_free_bytes().unwrap_or(0);
+        let o = compact_locked(ctx, part, Some(free))?;
+        total.merge(o.report);
+        if o.reached_end || o.last_major.is_none() {
+            break;
+        }
+    }
+    Ok(total)
+}
+
+/// One compaction pass (see [`compact_pass`]) under the partition's maintenance lock.
+pub(crate) fn compact_locked(
+    ctx: &StoreCtx,
+    part: &Partition,
+    budget_bytes: Option<u64>,
+) -> Result<PassOutcome> {
+    let mut m = part.maintenance.lock();
+    compact_pass(ctx, part, &mut m, budget_bytes)
 }
 
 /// Writes the partition's checkpoint. The log it refers to is made durable first, so the

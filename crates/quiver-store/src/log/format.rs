@@ -330,6 +330,21 @@ impl CompactionManifest {
     }
 }
 
+/// Length of a BatchCommit record (no key; the member count as its value).
+pub const COMMIT_RECORD_LEN: usize = record_len(0, 4);
+
+/// Encodes a BatchCommit record for batch `seq`, announcing `members` members in its
+/// partition.
+pub fn encode_commit(out: &mut Vec<u8>, seq: u64, members: u32) {
+    encode_record(
+        out,
+        RecordType::BatchCommit,
+        seq,
+        b"",
+        &members.to_le_bytes(),
+    );
+}
+
 /// The member count carried by a BatchCommit record's value.
 pub fn commit_count(value: &[u8]) -> u32 {
     u32_at(value, 0)
