@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::checkpoint;
 use crate::error::{Error, Result};
 use crate::maintenance;
 use crate::options::Durability;
@@ -162,7 +163,7 @@ fn run(inner: &Inner) {
         {
             for part in &inner.parts {
                 if part.state.read().dirty {
-                    note(inner, maintenance::save_checkpoint(ctx, part));
+                    note(inner, checkpoint::save(ctx, part));
                 }
             }
             last_checkpoint = Instant::now();

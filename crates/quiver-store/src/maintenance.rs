@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use crate::builder::IndexBuilder;
-use crate::checkpoint::{self, CheckpointMeta};
+use crate::checkpoint;
 use crate::compact::{self, Pass, PassOutcome};
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
@@ -318,7 +318,7 @@ pub(crate) fn compact_pass(
     m.after_pass(&o, dead, ctx.opts.compact_min_dead_records);
     ctx.maintenance_runs
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    match save_checkpoint(ctx, part) {
+    match checkpoint::save(ctx, part) {
         Err(e) if e.is_no_space() => {}
         other => other?,
     }
@@ -371,61 +371,4 @@ pub(crate) fn compact_locked(
 ) -> Result<PassOutcome> {
     let mut m = part.maintenance.lock();
     compact_pass(ctx, part, &mut m, budget_bytes)
-}
-
-/// Writes the partition's checkpoint. The log it refers to is made durable first, so the
-/// checkpoint never points at records a power loss could take away.
-pub(crate) fn save_checkpoint(ctx: &StoreCtx, part: &Partition) -> Result<()> {
-    // Checkpoints are saved from the background thread, from maintenance and on demand; two
-    // saves at once would share the partition's temporary file (one rename fails) or let an
-    // older snapshot replace a newer one. Encoding and writing are serialised (checkpoints are
-    // rare; the lock is taken before any partition lock, so it cannot deadlock).
-    static SAVING: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
-    let _saving = SAVING.lock();
-    let sealed: Vec<Arc<Segment>> = {
-        let mut st = part.state.write();
-        st.appender.flush()?;
-        let n = st.segs.ordered.len();
-        st.segs.ordered[..n - 1].to_vec()
-    };
-    for seg in &sealed {
-        seg.sync_data()?;
-    }
-    let bytes = {
-        let mut st = part.state.write();
-        st.appender.flush()?;
-        // Segments rotated in since the first pass are synced here, with the active one.
-        for seg in st
-            .segs
-            .ordered
-            .iter()
-            .filter(|s| !sealed.iter().any(|x| Arc::ptr_eq(x, s)))
-        {
-            seg.sync_data()?;
-        }
-        let list: Vec<(u64, u32)> = st
-            .segs
-            .ordered
-            .iter()
-            .map(|s| (s.file_id(), s.slot()))
-            .collect();
-        let meta = CheckpointMeta {
-            partition: part.id,
-            counters: st.counters,
-            // Sequence numbers are store-wide: any value at least the partition's largest will do.
-            max_seq: ctx.next_seq.load(std::sync::atomic::Ordering::Relaxed),
-            end_file_id: st.segs.active().file_id(),
-            end_offset: st.appender.end(),
-            segments: &list,
-        };
-        let bytes = checkpoint::encode(&meta, &st.index);
-        st.dirty = false;
-        bytes
-    };
-    let written = checkpoint::write(&part.dir, &bytes);
-    if written.is_err() {
-        // Not saved after all: the background thread must try again.
-        part.state.write().dirty = true;
-    }
-    written
 }

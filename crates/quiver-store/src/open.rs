@@ -10,13 +10,13 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::background::Background;
+use crate::checkpoint;
 use crate::commit;
 use crate::error::{Error, Result};
 use crate::io;
 use crate::lockfile::DirLock;
 use crate::log::format::{SegmentOrder, SEGMENT_HEADER_LEN};
 use crate::log::writer::Appender;
-use crate::maintenance;
 use crate::meta;
 use crate::options::{DamagePolicy, Durability, Options};
 use crate::partition::{new_segment, partition_dir, PartState, Partition, StoreCtx};
@@ -121,6 +121,7 @@ pub(crate) fn open(
             maintenance: Mutex::new(Default::default()),
             room_wanted: AtomicUsize::new(0),
             resizes: AtomicU64::new(0),
+            checkpointing: Mutex::new(()),
         });
     }
 
@@ -142,7 +143,7 @@ pub(crate) fn open(
     // optimisation: on a full disk the store opens anyway (the log holds everything).
     if !read_only {
         for part in inner.parts.iter().filter(|p| p.state.read().dirty) {
-            match maintenance::save_checkpoint(&inner.ctx, part) {
+            match checkpoint::save(&inner.ctx, part) {
                 Err(e) if e.is_no_space() => inner.background.note(&e),
                 r => r?,
             }

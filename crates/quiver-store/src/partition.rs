@@ -221,6 +221,8 @@ pub(crate) struct Partition {
     pub room_wanted: AtomicUsize,
     /// Resizes of the index by the background thread (a waiting writer watches it move).
     pub resizes: AtomicU64,
+    /// Held by a checkpoint save from its snapshot to its rename (see `checkpoint::save`).
+    pub checkpointing: Mutex<()>,
 }
 
 impl MaintenanceState {

@@ -16,6 +16,7 @@ use parking_lot::RwLockWriteGuard;
 
 use crate::background::{Background, BackgroundThread};
 use crate::batch::{Batch, BatchAction, BatchOutcome};
+use crate::checkpoint;
 use crate::commit::{self, Attempt};
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
@@ -491,7 +492,7 @@ impl Store {
         }
         for part in &self.inner.parts {
             if part.state.read().dirty {
-                maintenance::save_checkpoint(&self.inner.ctx, part)?;
+                checkpoint::save(&self.inner.ctx, part)?;
             }
         }
         Ok(())

@@ -1,6 +1,7 @@
 //! Integration tests of the engine, one binary (link time is CI time).
 
 mod basic;
+mod checkpoint;
 mod common;
 mod concurrency;
 mod corruption;
