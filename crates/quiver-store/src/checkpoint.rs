@@ -33,7 +33,9 @@ pub(crate) struct Checkpoint {
     pub index: Index,
     pub counters: Counters,
     pub max_seq: u64,
-    pub end_file_id: u64,
+    /// The log position the checkpoint reflects: the segment (by its place in the
+    /// partition's log order) and the offset in it.
+    pub end_segment: usize,
     pub end_offset: u64,
 }
 
@@ -220,7 +222,8 @@ pub(crate) fn load(
         index: Index::from_parts(frags, locs),
         counters,
         max_seq,
-        end_file_id,
+        // The listed segments are the partition's first `n`, the last of them the end one.
+        end_segment: n - 1,
         end_offset,
     }))
 }

@@ -257,6 +257,9 @@ fn damage(
 /// exclusive lock: the catch-up step of a resize). Batches are appended whole under that
 /// lock, so members left without a commit record at the end belong to batches that failed:
 /// they are dropped.
+// The snapshot's end segment is still in the log: the caller holds the partition's
+// maintenance lock, so no compaction has replaced it, and nothing else removes segments.
+#[allow(clippy::expect_used)]
 pub(crate) fn catch_up(st: &PartState, from: LogPos, b: &mut IndexBuilder) -> Result<()> {
     let start = st
         .segs

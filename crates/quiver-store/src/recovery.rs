@@ -127,11 +127,7 @@ pub(crate) fn recover_partition(
         let mut b = IndexBuilder::new(ck.index);
         b.counters = ck.counters;
         b.max_seq = ck.max_seq;
-        let start = segs
-            .ordered
-            .iter()
-            .position(|s| s.file_id() == ck.end_file_id)
-            .expect("checkpoint::load matched its segments");
+        let start = ck.end_segment;
         // Damage this attempt finds is found again by the rebuild if it is not kept. (A torn
         // tail it truncated stays reported: the rebuild will not see it again.)
         let before = report.clone();

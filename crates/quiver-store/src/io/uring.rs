@@ -38,8 +38,6 @@ const MAX_SQE_LEN: usize = 1 << 30;
 /// Rings kept for reuse; rings freed beyond this (after a burst of concurrent readers) are
 /// closed, so the pool does not hold descriptors and locked memory forever.
 const MAX_POOLED_RINGS: usize = 64;
-/// Largest buffer: a valid `Layout` size for ALIGN (at most isize::MAX rounded down to ALIGN).
-const MAX_BUF_LEN: usize = isize::MAX as usize & !(ALIGN - 1);
 
 pub struct UringBackend {
     rings: Mutex<Vec<IoUring>>,
@@ -135,6 +133,8 @@ impl UringBackend {
 }
 
 const _: () = assert!(ALIGN.is_power_of_two() && MAX_SQE_LEN & (ALIGN - 1) == 0);
+// An SQE's length is a u32.
+const _: () = assert!(MAX_SQE_LEN <= u32::MAX as usize);
 
 /// True if `n` is a multiple of ALIGN. (A mask rather than `is_multiple_of`, which is newer than
 /// the workspace's rust-version.)
@@ -284,9 +284,10 @@ impl<'a> Plan<'a> {
         } else {
             (offset, end)
         };
-        let buf_len = usize::try_from(read_end - start)
+        // At least one byte (`offset < end`); `None` only for a range no allocation can hold.
+        let buf = usize::try_from(read_end - start)
             .ok()
-            .filter(|&n| n <= MAX_BUF_LEN)
+            .and_then(AlignedBuf::zeroed)
             .ok_or_else(|| {
                 Error::io(
                     "plan io_uring read",
@@ -302,15 +303,15 @@ impl<'a> Plan<'a> {
             start,
             skip,
             want: (end - offset) as usize,
-            buf: AlignedBuf::zeroed(buf_len),
+            buf,
             state: State::Idle,
         }))
     }
 
     /// Length of the `Read` SQE for this plan.
     fn sqe_len(&self) -> u32 {
-        // Cannot fail: the value is at most MAX_SQE_LEN = 2^30.
-        u32::try_from(self.buf.len().min(MAX_SQE_LEN)).expect("MAX_SQE_LEN fits in u32")
+        // No truncation: MAX_SQE_LEN fits in a u32 (asserted at compile time).
+        self.buf.len().min(MAX_SQE_LEN) as u32
     }
 
     /// Records the result of this plan's completion.
@@ -527,33 +528,33 @@ fn copy_io_error(e: &io::Error) -> io::Error {
 struct AlignedBuf {
     ptr: NonNull<u8>,
     len: usize,
+    /// The layout `ptr` was allocated with (`len` bytes aligned to `ALIGN`).
+    layout: Layout,
     /// Set when the kernel may still write into the buffer: dropping it then leaks the memory
     /// instead of returning it to the allocator.
     leak_on_drop: bool,
 }
 
 impl AlignedBuf {
-    /// Allocates `len` (> 0) zeroed bytes. Zeroing means the buffer is always initialised, so
-    /// slicing it is sound whatever the kernel wrote.
-    fn zeroed(len: usize) -> AlignedBuf {
-        assert!(len > 0 && len <= MAX_BUF_LEN, "bad AlignedBuf length {len}");
-        let layout = Self::layout(len);
-        // SAFETY: the layout has a non-zero size (asserted above).
+    /// Allocates `len` zeroed bytes; `None` if `len` is 0 or too large for any allocation
+    /// (rounded up to `ALIGN`, beyond `isize::MAX`). Zeroing means the buffer is always
+    /// initialised, so slicing it is sound whatever the kernel wrote.
+    fn zeroed(len: usize) -> Option<AlignedBuf> {
+        if len == 0 {
+            return None;
+        }
+        let layout = Layout::from_size_align(len, ALIGN).ok()?;
+        // SAFETY: the layout has a non-zero size (checked above).
         let raw = unsafe { alloc::alloc_zeroed(layout) };
         let Some(ptr) = NonNull::new(raw) else {
             alloc::handle_alloc_error(layout)
         };
-        AlignedBuf {
+        Some(AlignedBuf {
             ptr,
             len,
+            layout,
             leak_on_drop: false,
-        }
-    }
-
-    fn layout(len: usize) -> Layout {
-        // Cannot fail: ALIGN is a power of two and `len` <= MAX_BUF_LEN (checked by Plan::new,
-        // the only caller of `zeroed`), so `len` rounded up to ALIGN stays <= isize::MAX.
-        Layout::from_size_align(len, ALIGN).expect("buffer layout")
+        })
     }
 
     fn len(&self) -> usize {
@@ -582,7 +583,7 @@ impl Drop for AlignedBuf {
             return;
         }
         // SAFETY: `ptr` was allocated in `zeroed` with exactly this layout and is freed once.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
     }
 }
 

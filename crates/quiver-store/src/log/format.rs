@@ -351,11 +351,19 @@ pub fn commit_count(value: &[u8]) -> u32 {
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4-byte slice"))
+    u32::from_le_bytes(array_at(b, at))
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8-byte slice"))
+    u64::from_le_bytes(array_at(b, at))
+}
+
+/// The `N` bytes of `b` at `at` (a slice index panic if `b` is shorter: callers check lengths
+/// first).
+fn array_at<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&b[at..at + N]);
+    a
 }
 
 #[cfg(test)]

@@ -266,7 +266,7 @@ fn short_and_failed_completions() {
 #[test]
 fn aligned_buf_is_aligned_and_zeroed() {
     for len in [1, 100, 4096, 4097, 65536] {
-        let mut buf = AlignedBuf::zeroed(len);
+        let mut buf = AlignedBuf::zeroed(len).unwrap();
         assert_eq!(buf.as_mut_ptr() as usize % ALIGN, 0);
         assert_eq!(buf.len(), len);
         assert!(buf.as_slice().iter().all(|&x| x == 0));
