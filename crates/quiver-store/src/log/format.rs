@@ -1,5 +1,6 @@
-//! Byte layout of segment files and records. `docs/log_format.md` is the specification; this
-//! module is the only code that knows the bytes. All integers are little-endian.
+//! Byte layout of segment files and records, and the text of the compaction manifest
+//! ([`CompactionManifest`]). `docs/log_format.md` is the specification; this module is the only
+//! code that knows the bytes. All integers are little-endian.
 //!
 //! ```text
 //! segment  := segment_header record* zero_header?
@@ -326,7 +327,13 @@ impl CompactionManifest {
         if lines.next().is_some() {
             return Err("trailing lines in compaction manifest");
         }
-        Ok(CompactionManifest { inputs, outputs })
+        let m = CompactionManifest { inputs, outputs };
+        // What parses but is not byte for byte what `encode` writes (ids not in 16 hex digits,
+        // a missing final newline, CR LF) was not written by Quiver either.
+        if m.encode() != text {
+            return Err("compaction manifest not in its canonical form");
+        }
+        Ok(m)
     }
 }
 
@@ -435,6 +442,18 @@ mod tests {
             "quiver-compaction v1\ninputs 3\n",
             "quiver-compaction v1\ninputs 3x\noutputs \n",
             "quiver-compaction v2\ninputs \noutputs \n",
+        ] {
+            assert!(CompactionManifest::decode(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn manifest_is_exactly_what_encode_writes() {
+        for bad in [
+            "quiver-compaction v1\ninputs 3\noutputs \n",
+            "quiver-compaction v1\ninputs 0000000000000003\noutputs ",
+            "quiver-compaction v1\r\ninputs \r\noutputs \r\n",
+            "quiver-compaction v1\ninputs +000000000000003\noutputs \n",
         ] {
             assert!(CompactionManifest::decode(bad).is_err(), "{bad:?}");
         }
