@@ -35,6 +35,10 @@ const ALIGN: usize = 4096;
 /// Longest single `Read` SQE. The kernel caps one read at a little under 2 GiB anyway; anything
 /// longer is finished synchronously like any other short read. A multiple of `ALIGN`.
 const MAX_SQE_LEN: usize = 1 << 30;
+/// `submit_and_wait` calls in a row that reap no completion (interrupted by signals, or
+/// returning early) before a submission gives up: its unreaped reads then fail (or, if none
+/// reached the kernel, are read synchronously) instead of the reader waiting for ever.
+const RING_IDLE_WAITS_MAX: u32 = 1000;
 /// Rings kept for reuse; rings freed beyond this (after a burst of concurrent readers) are
 /// closed, so the pool does not hold descriptors and locked memory forever.
 const MAX_POOLED_RINGS: usize = 64;
@@ -442,6 +446,7 @@ impl Batch<'_> {
         }
 
         let mut reaped = 0usize;
+        let mut idle_waits = 0;
         while reaped < pushed {
             // Normally one call: submits the whole batch and waits for all of it. It returns
             // early if the kernel stopped submitting at an entry it rejected (that entry gets an
@@ -454,13 +459,9 @@ impl Batch<'_> {
                 Err(e)
                     if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EBUSY))
                         && !ring.completion().is_empty() => {}
-                Err(error) => {
-                    // Unreaped reads are either still in the submission queue (never seen by
-                    // the kernel) or in flight.
-                    let in_flight = pushed - reaped > ring.submission().len();
-                    return Err(RingError { error, in_flight });
-                }
+                Err(error) => return Err(RingError::unreaped(ring, pushed - reaped, error)),
             }
+            let before = reaped;
             for cqe in ring.completion() {
                 let slot = (cqe.user_data() as usize)
                     .checked_sub(base)
@@ -473,6 +474,13 @@ impl Batch<'_> {
                     // Not one of ours (impossible: only this batch uses the ring); ignore it.
                     _ => {}
                 }
+            }
+            idle_waits = if reaped == before { idle_waits + 1 } else { 0 };
+            if idle_waits == RING_IDLE_WAITS_MAX {
+                let error = io::Error::other(format!(
+                    "io_uring reaped no completion in {RING_IDLE_WAITS_MAX} waits in a row"
+                ));
+                return Err(RingError::unreaped(ring, pushed - reaped, error));
             }
         }
         Ok(())
@@ -500,11 +508,22 @@ impl Batch<'_> {
     }
 }
 
-/// A failed `io_uring_enter`.
+/// A failed `io_uring_enter`, or a submission that stopped making progress.
 struct RingError {
     error: io::Error,
     /// Whether reads may still be in flight (submitted to the kernel but not reaped).
     in_flight: bool,
+}
+
+impl RingError {
+    /// The error of a submission that stops with `unreaped` reads not reaped: each is either
+    /// still in the submission queue (never seen by the kernel) or in flight.
+    fn unreaped(ring: &mut IoUring, unreaped: usize, error: io::Error) -> RingError {
+        RingError {
+            error,
+            in_flight: unreaped > ring.submission().len(),
+        }
+    }
 }
 
 impl Drop for Batch<'_> {
