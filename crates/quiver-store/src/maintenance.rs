@@ -4,7 +4,8 @@
 //!   clearing the tombstones that deletes leave in it);
 //! - `compact` rewrites the live records of the oldest segments and frees them (FAWN-DS
 //!   Compact), a few segments at a time when disk space is short;
-//! - checkpoints save the index so reopening replays only the log after them.
+//! - checkpoints (`checkpoint::save`) save the index so reopening replays only the log after
+//!   them; a compaction pass ends with one.
 //!
 //! Neither procedure replays the history of the log into a new index: a put record is kept
 //! only if the partition's current index still points at it (a test on locations, no key

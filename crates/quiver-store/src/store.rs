@@ -5,7 +5,9 @@
 //! touches: first everything that can fail for want of room (index room, log space, disk
 //! blocks) is settled for every partition, then the records are appended and indexed. So a
 //! write refused for room or space has changed nothing, and readers (who lock the same way)
-//! see a vector's writes all or none.
+//! see a vector's writes all or none. A write refused for room retries within the bounds of
+//! `retry`. Compound batches follow the commit protocol of `commit`; maintenance runs in the
+//! background thread (`background`) or on demand (`maintenance`).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
