@@ -8,15 +8,19 @@
 //! is not tried again until more records have died.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::checkpoint;
 use crate::error::{Error, Result};
 use crate::maintenance;
 use crate::options::Durability;
 use crate::partition::{MaintenanceState, Partition};
 use crate::resize;
+use crate::retry::WriteRetry;
 use crate::store::Inner;
 
 /// Longest sleep between two rounds of checks.
@@ -84,7 +88,43 @@ impl Background {
     }
 }
 
-pub(crate) fn run(inner: &Inner) {
+/// The maintenance thread of an open store, if it has one (`Options::background`, and not
+/// read-only).
+pub(crate) struct BackgroundThread {
+    handle: Option<JoinHandle<()>>,
+}
+
+impl BackgroundThread {
+    pub fn start(inner: &Arc<Inner>) -> Result<BackgroundThread> {
+        if !inner.ctx.opts.background || inner.ctx.opts.read_only {
+            return Ok(BackgroundThread { handle: None });
+        }
+        let bg = inner.clone();
+        let handle = std::thread::Builder::new()
+            .name("quiver-maintenance".into())
+            .spawn(move || run(&bg))
+            .map_err(|e| Error::io("spawn maintenance thread", &inner.dir, e))?;
+        Ok(BackgroundThread {
+            handle: Some(handle),
+        })
+    }
+
+    /// Whether the thread runs: writers then leave index resizes to it.
+    pub fn is_running(&self) -> bool {
+        self.handle.is_some()
+    }
+
+    /// Stops the thread after its current step and waits for it.
+    pub fn stop(&mut self, inner: &Inner) {
+        if let Some(h) = self.handle.take() {
+            inner.background.stop();
+            // A panic of the thread was reported by the panic hook; the store closes anyway.
+            let _ = h.join();
+        }
+    }
+}
+
+fn run(inner: &Inner) {
     let ctx = &inner.ctx;
     let tick = Duration::from_millis(ctx.opts.flush_interval_ms.clamp(1, TICK_MS_MAX));
     let mut last_flush = Instant::now();
@@ -123,7 +163,7 @@ pub(crate) fn run(inner: &Inner) {
         {
             for part in &inner.parts {
                 if part.state.read().dirty {
-                    note(inner, maintenance::save_checkpoint(ctx, part));
+                    note(inner, checkpoint::save(ctx, part));
                 }
             }
             last_checkpoint = Instant::now();
@@ -182,13 +222,19 @@ fn compact_if_needed(inner: &Inner, part: &Partition) {
     if !ready(&m) || dead < m.compact_when_dead {
         return;
     }
-    let mut released = false;
+    // Bounded: a pass refused for space is tried again once the disk reserve is released
+    // for it, at most `retry::RESERVE_RELEASES_MAX` times.
+    let mut retry = WriteRetry::new(inner, true, true);
     let r = loop {
         let free = inner.reserve.fs_free_bytes().unwrap_or(u64::MAX);
         let budget = ctx.opts.compact_pass_bytes_max.min(free);
         match maintenance::compact_pass(ctx, part, &mut m, Some(budget)) {
-            Err(e) if e.is_no_space() && !released && inner.reserve.release() => released = true,
-            r => break r,
+            Err(e) => {
+                if let Err(e) = retry.after_refusal(e) {
+                    break Err(e);
+                }
+            }
+            Ok(o) => break Ok(o),
         }
     };
     finish(inner, &mut m, r.map(drop));

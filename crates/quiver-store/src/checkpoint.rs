@@ -13,11 +13,15 @@
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use parking_lot::RwLockWriteGuard;
 
 use crate::error::{Error, Result};
 use crate::index::Index;
-use crate::log::segment::sync_dir;
-use crate::partition::{Counters, SegmentSet};
+use crate::log::segment::{sync_dir, Segment};
+use crate::partition::{Counters, Partition, SegmentSet, StoreCtx};
 
 const MAGIC: [u8; 8] = *b"QUIVCKP1";
 const VERSION: u32 = 1;
@@ -29,7 +33,9 @@ pub(crate) struct Checkpoint {
     pub index: Index,
     pub counters: Counters,
     pub max_seq: u64,
-    pub end_file_id: u64,
+    /// The log position the checkpoint reflects: the segment (by its place in the
+    /// partition's log order) and the offset in it.
+    pub end_segment: usize,
     pub end_offset: u64,
 }
 
@@ -48,7 +54,68 @@ pub fn checkpoint_path(dir: &Path) -> PathBuf {
     dir.join(CHECKPOINT_FILE)
 }
 
-/// Serialises a checkpoint (call with the partition locked shared, so the index is stable).
+/// Writes the partition's checkpoint, without making readers wait for a disk sync.
+///
+/// The invariant (what makes a checkpoint usable): its index and counters are exactly what
+/// replaying the log up to its position `(end_file_id, end_offset)` produces, and that prefix
+/// of the log is durable before the checkpoint can be found. Opening loads the index and
+/// replays the log from that position on. Replay is not idempotent — a record applied twice
+/// counts twice in the counters, and a delete already reflected by the index would be
+/// replayed onto it anyway — so the index must reflect no record past the position, and every
+/// record before it. Hence the steps:
+///
+/// 1. Under the partition's exclusive lock: write out the tail buffer (`none` mode), so the
+///    log end is in the file. Then the lock is *downgraded* to shared, with no writer in
+///    between: the log end, the segment list, the counters and the index are read together
+///    and the index is encoded. Writers append and index under the exclusive lock only, so
+///    they cannot move any of these while the shared lock is held; readers go on meanwhile.
+/// 2. Without any lock: fdatasync every segment up to the position (more may have been
+///    appended since; syncing it too is harmless), so the checkpoint never refers to records
+///    a power loss could take away.
+/// 3. Without any lock: the file is written through a temporary file, fsync, rename and
+///    directory fsync. A crash at any step leaves the old checkpoint or the new one, each a
+///    valid description of a durable prefix of the log; replay covers the rest.
+///
+/// A compaction that swaps segments after step 1 makes this checkpoint list segments that
+/// are gone: opening ignores it (see [`load`]), and the compaction saves its own afterwards.
+pub(crate) fn save(ctx: &StoreCtx, part: &Partition) -> Result<()> {
+    // Saves come from the background thread, from maintenance and on demand. Two at once
+    // would share the temporary file, or let an older snapshot replace a newer one: each
+    // partition's saves are serialised, from the snapshot to the rename. (Taken before the
+    // partition's state lock, never while holding it.)
+    let _saving = part.checkpointing.lock();
+    let (bytes, segments) = {
+        let mut st = part.state.write();
+        st.appender.flush()?;
+        // Cleared now: a write after the snapshot sets it again. Set back on failure below.
+        st.dirty = false;
+        let st = RwLockWriteGuard::downgrade(st);
+        let segments: Vec<Arc<Segment>> = st.segs.ordered.clone();
+        let list: Vec<(u64, u32)> = segments.iter().map(|s| (s.file_id(), s.slot())).collect();
+        let meta = CheckpointMeta {
+            partition: part.id,
+            counters: st.counters,
+            // Sequence numbers are store-wide: any value at least the partition's largest
+            // will do.
+            max_seq: ctx.next_seq.load(Ordering::Relaxed),
+            end_file_id: st.segs.active().file_id(),
+            end_offset: st.appender.end(),
+            segments: &list,
+        };
+        (encode(&meta, &st.index), segments)
+    };
+    let written = segments
+        .iter()
+        .try_for_each(|seg| seg.sync_data())
+        .and_then(|()| write(&part.dir, &bytes));
+    if written.is_err() {
+        // Not saved after all: the background thread must try again.
+        part.state.write().dirty = true;
+    }
+    written
+}
+
+/// Serialises a checkpoint (call with the partition locked, so the index is stable).
 pub(crate) fn encode(meta: &CheckpointMeta<'_>, index: &Index) -> Vec<u8> {
     let cap = index.capacity();
     let mut b = Vec::with_capacity(80 + meta.segments.len() * 12 + cap * 6);
@@ -107,7 +174,11 @@ pub(crate) fn load(
         return Err("bad magic".into());
     }
     let body = &b[..b.len() - 4];
-    let crc = u32::from_le_bytes(b[b.len() - 4..].try_into().expect("4 bytes"));
+    let crc = Reader {
+        b: &b,
+        at: b.len() - 4,
+    }
+    .u32();
     if crc32c::crc32c(body) != crc {
         return Err("checksum mismatch".into());
     }
@@ -151,7 +222,8 @@ pub(crate) fn load(
         index: Index::from_parts(frags, locs),
         counters,
         max_seq,
-        end_file_id,
+        // The listed segments are the partition's first `n`, the last of them the end one.
+        end_segment: n - 1,
         end_offset,
     }))
 }
@@ -167,13 +239,18 @@ impl<'a> Reader<'a> {
         self.at += n;
         s
     }
+    fn array<const N: usize>(&mut self) -> [u8; N] {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.bytes(N));
+        a
+    }
     fn u16(&mut self) -> u16 {
-        u16::from_le_bytes(self.bytes(2).try_into().expect("2 bytes"))
+        u16::from_le_bytes(self.array())
     }
     fn u32(&mut self) -> u32 {
-        u32::from_le_bytes(self.bytes(4).try_into().expect("4 bytes"))
+        u32::from_le_bytes(self.array())
     }
     fn u64(&mut self) -> u64 {
-        u64::from_le_bytes(self.bytes(8).try_into().expect("8 bytes"))
+        u64::from_le_bytes(self.array())
     }
 }

@@ -308,6 +308,9 @@ fn range_len(sealed: &[Arc<Segment>], budget_bytes: u64) -> usize {
 
 /// Replaces `inputs` (a contiguous range of the log) by `outputs`, in the segment list and
 /// the slot table.
+// The inputs are in the log: the caller holds the partition's maintenance lock, so no other
+// pass has replaced them since they were chosen, and nothing else removes segments.
+#[allow(clippy::expect_used)]
 fn swap_segments(st: &mut PartState, inputs: &[Arc<Segment>], outputs: &[Arc<Segment>]) {
     let at = st
         .segs
@@ -362,39 +365,10 @@ impl Outputs {
         retype: Option<RecordType>,
     ) -> Result<u32> {
         let need = rec.len() as u64;
-        if self.appender.as_ref().is_none_or(|a| a.room() < need) {
-            if let Some(a) = self.appender.as_mut() {
-                a.release_unused()?;
-            }
-            let order = SegmentOrder {
-                major: self.last_input.major,
-                minor: self.last_input.minor + 1 + self.segments.len() as u32,
-            };
-            let seg = {
-                let mut st = part.state.write();
-                let slot = st.segs.free_slot(part.id)?;
-                let file_id = ctx.alloc_file_id();
-                let seg = Arc::new(new_segment_at(
-                    ctx,
-                    part.id,
-                    &part.dir.join(tmp_segment_file_name(file_id)),
-                    file_id,
-                    slot,
-                    order,
-                )?);
-                st.segs.register(seg.clone());
-                seg
-            };
-            self.segments.push(seg.clone());
-            self.appender = Some(Appender::new(
-                seg,
-                SEGMENT_HEADER_LEN as u64,
-                true,
-                COMPACTION_WRITE_BYTES,
-                ctx.space_short.clone(),
-            ));
-        }
-        let a = self.appender.as_mut().expect("made above");
+        let a = match self.appender.as_mut() {
+            Some(a) if a.room() >= need => a,
+            _ => self.next_output(ctx, part)?,
+        };
         let at = match retype {
             Some(ty) => {
                 let mut copy = rec.to_vec();
@@ -403,7 +377,42 @@ impl Outputs {
             }
             None => a.append(rec)?,
         };
-        Ok(self.span_set.loc(a.segment.slot(), at))
+        let slot = a.segment.slot();
+        Ok(self.span_set.loc(slot, at))
+    }
+
+    /// Seals the current output (if any) and starts the next one; returns its appender.
+    fn next_output(&mut self, ctx: &StoreCtx, part: &Partition) -> Result<&mut Appender> {
+        if let Some(a) = self.appender.as_mut() {
+            a.release_unused()?;
+        }
+        let order = SegmentOrder {
+            major: self.last_input.major,
+            minor: self.last_input.minor + 1 + self.segments.len() as u32,
+        };
+        let seg = {
+            let mut st = part.state.write();
+            let slot = st.segs.free_slot(part.id)?;
+            let file_id = ctx.alloc_file_id();
+            let seg = Arc::new(new_segment_at(
+                ctx,
+                part.id,
+                &part.dir.join(tmp_segment_file_name(file_id)),
+                file_id,
+                slot,
+                order,
+            )?);
+            st.segs.register(seg.clone());
+            seg
+        };
+        self.segments.push(seg.clone());
+        Ok(self.appender.insert(Appender::new(
+            seg,
+            SEGMENT_HEADER_LEN as u64,
+            true,
+            COMPACTION_WRITE_BYTES,
+            ctx.space_short.clone(),
+        )))
     }
 
     /// Writes out buffered records and makes the outputs durable.

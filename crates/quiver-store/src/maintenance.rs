@@ -4,7 +4,8 @@
 //!   clearing the tombstones that deletes leave in it);
 //! - `compact` rewrites the live records of the oldest segments and frees them (FAWN-DS
 //!   Compact), a few segments at a time when disk space is short;
-//! - checkpoints save the index so reopening replays only the log after them.
+//! - checkpoints (`checkpoint::save`) save the index so reopening replays only the log after
+//!   them; a compaction pass ends with one.
 //!
 //! Neither procedure replays the history of the log into a new index: a put record is kept
 //! only if the partition's current index still points at it (a test on locations, no key
@@ -14,7 +15,7 @@
 use std::sync::Arc;
 
 use crate::builder::IndexBuilder;
-use crate::checkpoint::{self, CheckpointMeta};
+use crate::checkpoint;
 use crate::compact::{self, Pass, PassOutcome};
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
@@ -24,6 +25,7 @@ use crate::log::reader::{Scanner, Step};
 use crate::log::segment::Segment;
 use crate::options::DamagePolicy;
 use crate::partition::{MaintenanceState, PartState, Partition, StoreCtx};
+use crate::reserve::DiskReserve;
 
 pub(crate) use crate::compact::finish_interrupted;
 
@@ -256,6 +258,9 @@ fn damage(
 /// exclusive lock: the catch-up step of a resize). Batches are appended whole under that
 /// lock, so members left without a commit record at the end belong to batches that failed:
 /// they are dropped.
+// The snapshot's end segment is still in the log: the caller holds the partition's
+// maintenance lock, so no compaction has replaced it, and nothing else removes segments.
+#[allow(clippy::expect_used)]
 pub(crate) fn catch_up(st: &PartState, from: LogPos, b: &mut IndexBuilder) -> Result<()> {
     let start = st
         .segs
@@ -317,66 +322,57 @@ pub(crate) fn compact_pass(
     m.after_pass(&o, dead, ctx.opts.compact_min_dead_records);
     ctx.maintenance_runs
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    match save_checkpoint(ctx, part) {
+    match checkpoint::save(ctx, part) {
         Err(e) if e.is_no_space() => {}
         other => other?,
     }
     Ok(o)
 }
 
-/// Writes the partition's checkpoint. The log it refers to is made durable first, so the
-/// checkpoint never points at records a power loss could take away.
-pub(crate) fn save_checkpoint(ctx: &StoreCtx, part: &Partition) -> Result<()> {
-    // Checkpoints are saved from the background thread, from maintenance and on demand; two
-    // saves at once would share the partition's temporary file (one rename fails) or let an
-    // older snapshot replace a newer one. Encoding and writing are serialised (checkpoints are
-    // rare; the lock is taken before any partition lock, so it cannot deadlock).
-    static SAVING: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
-    let _saving = SAVING.lock();
-    let sealed: Vec<Arc<Segment>> = {
-        let mut st = part.state.write();
-        st.appender.flush()?;
-        let n = st.segs.ordered.len();
-        st.segs.ordered[..n - 1].to_vec()
+/// Compacts a partition on demand (`Store::compact`): one pass over its whole log when the
+/// disk has room for its live records, else a sweep of passes sized to the free space.
+pub(crate) fn compact_partition(
+    ctx: &StoreCtx,
+    reserve: &DiskReserve,
+    part: &Partition,
+) -> Result<MaintenanceReport> {
+    let r = match compact_locked(ctx, part, None) {
+        Err(e) if e.is_no_space() => compact_sweep(ctx, reserve, part),
+        r => r.map(|o| o.report),
     };
-    for seg in &sealed {
-        seg.sync_data()?;
-    }
-    let bytes = {
-        let mut st = part.state.write();
-        st.appender.flush()?;
-        // Segments rotated in since the first pass are synced here, with the active one.
-        for seg in st
-            .segs
-            .ordered
-            .iter()
-            .filter(|s| !sealed.iter().any(|x| Arc::ptr_eq(x, s)))
-        {
-            seg.sync_data()?;
+    reserve.restore();
+    r
+}
+
+/// Compacts a partition in passes of a few segments, on a disk without room for all its
+/// live records: each pass needs room for its own range only and frees it before the next.
+fn compact_sweep(
+    ctx: &StoreCtx,
+    reserve: &DiskReserve,
+    part: &Partition,
+) -> Result<MaintenanceReport> {
+    reserve.release();
+    let mut total = MaintenanceReport::default();
+    // Bounded by the partition's segment groups: each pass takes at least one, so the sweep
+    // reaches the end of the log after this many.
+    let groups = part.state.read().segs.ordered.len();
+    for _ in 0..groups {
+        let free = reserve.fs_free_bytes().unwrap_or(0);
+        let o = compact_locked(ctx, part, Some(free))?;
+        total.merge(o.report);
+        if o.reached_end || o.last_major.is_none() {
+            break;
         }
-        let list: Vec<(u64, u32)> = st
-            .segs
-            .ordered
-            .iter()
-            .map(|s| (s.file_id(), s.slot()))
-            .collect();
-        let meta = CheckpointMeta {
-            partition: part.id,
-            counters: st.counters,
-            // Sequence numbers are store-wide: any value at least the partition's largest will do.
-            max_seq: ctx.next_seq.load(std::sync::atomic::Ordering::Relaxed),
-            end_file_id: st.segs.active().file_id(),
-            end_offset: st.appender.end(),
-            segments: &list,
-        };
-        let bytes = checkpoint::encode(&meta, &st.index);
-        st.dirty = false;
-        bytes
-    };
-    let written = checkpoint::write(&part.dir, &bytes);
-    if written.is_err() {
-        // Not saved after all: the background thread must try again.
-        part.state.write().dirty = true;
     }
-    written
+    Ok(total)
+}
+
+/// One compaction pass (see [`compact_pass`]) under the partition's maintenance lock.
+pub(crate) fn compact_locked(
+    ctx: &StoreCtx,
+    part: &Partition,
+    budget_bytes: Option<u64>,
+) -> Result<PassOutcome> {
+    let mut m = part.maintenance.lock();
+    compact_pass(ctx, part, &mut m, budget_bytes)
 }

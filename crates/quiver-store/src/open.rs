@@ -1,8 +1,8 @@
 //! Opening a store: lock the directory, read its layout, recover every partition (in
-//! parallel), refuse damage unless told to salvage, resolve multi-partition batches, take the
-//! disk reserve, and checkpoint what had to be replayed.
+//! parallel), refuse damage unless told to salvage, resolve multi-partition batches (decided
+//! by `recovery::resolve_batches`, missing commit records written by `commit`), take the disk
+//! reserve, and checkpoint what had to be replayed.
 
-use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -10,19 +10,19 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::background::Background;
+use crate::checkpoint;
+use crate::commit;
 use crate::error::{Error, Result};
 use crate::io;
 use crate::lockfile::DirLock;
 use crate::log::format::{SegmentOrder, SEGMENT_HEADER_LEN};
 use crate::log::writer::Appender;
-use crate::maintenance;
 use crate::meta;
 use crate::options::{DamagePolicy, Durability, Options};
 use crate::partition::{new_segment, partition_dir, PartState, Partition, StoreCtx};
 use crate::recovery::{self, RecoveryProgress, RecoveryReport};
 use crate::reserve::DiskReserve;
 use crate::store::Inner;
-use crate::write;
 
 /// First segment of a new partition.
 const FIRST_ORDER: SegmentOrder = SegmentOrder { major: 1, minor: 0 };
@@ -56,7 +56,7 @@ pub(crate) fn open(
         maintenance_runs: AtomicU64::new(0),
         space_short: Arc::new(AtomicBool::new(false)),
     };
-    let (recovered, mut report) = recover_partitions(&ctx, &dir, progress)?;
+    let (mut recovered, mut report) = recover_partitions(&ctx, &dir, progress)?;
     if ctx.opts.on_damage == DamagePolicy::Refuse && !report.damage.is_empty() {
         return Err(Error::Damaged {
             places: report.damage,
@@ -72,31 +72,14 @@ pub(crate) fn open(
     ctx.next_file_id.store(max_file + 1, Ordering::Relaxed);
 
     // A batch is committed if any partition holds its commit record.
-    let committed: HashSet<u64> = recovered
-        .iter()
-        .flat_map(|r| r.builder.commits.iter().copied())
-        .collect();
-    let mut repaired: HashSet<u64> = HashSet::new();
-    let mut aborted: HashSet<u64> = HashSet::new();
+    recovery::resolve_batches(&mut recovered, &mut report)?;
     let mut parts = Vec::with_capacity(recovered.len());
     for (p, rec) in recovered.into_iter().enumerate() {
         let p = p as u32;
         let pdir = partition_dir(&dir, p);
         let clean = rec.clean && !rec.segs.ordered.is_empty();
-        let mut b = rec.builder;
+        let b = rec.builder;
         let mut segs = rec.segs;
-        let mut repairs = Vec::new();
-        let pending: BTreeMap<u64, _> = rec.pending.into_iter().collect();
-        for (seq, members) in pending {
-            if committed.contains(&seq) {
-                b.apply_members(&segs, &members)?;
-                repairs.push((seq, members.len() as u32));
-                repaired.insert(seq);
-            } else {
-                b.discard_members(members.len());
-                aborted.insert(seq);
-            }
-        }
         if segs.ordered.is_empty() {
             if read_only {
                 return Err(Error::Incompatible {
@@ -122,15 +105,10 @@ pub(crate) fn open(
             appended_lsn: 0,
             dirty: !clean,
         };
-        // The batch is applied in memory above; its commit record makes it so on disk too.
-        // (Read-only: the next read-write opening writes it.)
-        for (seq, members) in repairs.into_iter().filter(|_| !read_only) {
-            let mut buf = Vec::new();
-            write::encode_commit(&mut buf, seq, members);
-            st.ensure_room(&ctx, p, &pdir, buf.len() as u64)?;
-            st.append(&buf)?;
-            st.counters.records += 1;
-            st.counters.dead += 1;
+        // Batches applied by `resolve_batches` in memory; their commit records make them so
+        // on disk too. (Read-only: the next read-write opening writes them.)
+        for &(seq, members) in rec.missing_commits.iter().filter(|_| !read_only) {
+            commit::append_missing_commit(&ctx, p, &pdir, &mut st, seq, members)?;
         }
         if !read_only {
             st.appender.flush()?;
@@ -143,10 +121,9 @@ pub(crate) fn open(
             maintenance: Mutex::new(Default::default()),
             room_wanted: AtomicUsize::new(0),
             resizes: AtomicU64::new(0),
+            checkpointing: Mutex::new(()),
         });
     }
-    report.batches_repaired = repaired.len() as u64;
-    report.batches_aborted = aborted.len() as u64;
 
     let reserve = if read_only {
         DiskReserve::none(&dir, ctx.space_short.clone())
@@ -166,7 +143,7 @@ pub(crate) fn open(
     // optimisation: on a full disk the store opens anyway (the log holds everything).
     if !read_only {
         for part in inner.parts.iter().filter(|p| p.state.read().dirty) {
-            match maintenance::save_checkpoint(&inner.ctx, part) {
+            match checkpoint::save(&inner.ctx, part) {
                 Err(e) if e.is_no_space() => inner.background.note(&e),
                 r => r?,
             }

@@ -169,6 +169,9 @@ impl SegmentSet {
         self.ordered.push(seg);
     }
 
+    // Never empty: opening gives every partition a segment, rotation adds one before the
+    // active segment is sealed, and compaction only replaces sealed ones.
+    #[allow(clippy::expect_used)]
     pub fn active(&self) -> &Arc<Segment> {
         self.ordered
             .last()
@@ -221,6 +224,8 @@ pub(crate) struct Partition {
     pub room_wanted: AtomicUsize,
     /// Resizes of the index by the background thread (a waiting writer watches it move).
     pub resizes: AtomicU64,
+    /// Held by a checkpoint save from its snapshot to its rename (see `checkpoint::save`).
+    pub checkpointing: Mutex<()>,
 }
 
 impl MaintenanceState {

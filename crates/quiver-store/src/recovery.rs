@@ -1,8 +1,9 @@
 //! Opening a partition: finish an interrupted compaction, open its segments, load the index
 //! checkpoint and replay the log after it (or rebuild the index from the whole log), truncate a
-//! torn tail, and hand back batches whose fate depends on other partitions.
+//! torn tail, and hand back batches whose fate depends on other partitions; then, over all
+//! partitions, deciding those batches (`resolve_batches`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;
@@ -71,7 +72,11 @@ pub(crate) struct Recovered {
     pub builder: IndexBuilder,
     /// End of the log in the last segment (None: the partition has no segment yet).
     pub end_offset: Option<u64>,
+    /// Batch parts replayed without their commit record: `resolve_batches` decides.
     pub pending: HashMap<u64, Vec<Member>>,
+    /// (seq, members) of the batches `resolve_batches` applied here whose commit record this
+    /// partition lacks: opening writes them.
+    pub missing_commits: Vec<(u64, u32)>,
     pub max_file_id: u64,
     /// Loaded from a checkpoint that already describes the whole log: nothing to checkpoint.
     pub clean: bool,
@@ -122,11 +127,7 @@ pub(crate) fn recover_partition(
         let mut b = IndexBuilder::new(ck.index);
         b.counters = ck.counters;
         b.max_seq = ck.max_seq;
-        let start = segs
-            .ordered
-            .iter()
-            .position(|s| s.file_id() == ck.end_file_id)
-            .expect("checkpoint::load matched its segments");
+        let start = ck.end_segment;
         // Damage this attempt finds is found again by the rebuild if it is not kept. (A torn
         // tail it truncated stays reported: the rebuild will not see it again.)
         let before = report.clone();
@@ -193,8 +194,45 @@ fn finish(
         builder: b,
         end_offset: end,
         pending,
+        missing_commits: Vec::new(),
         max_file_id,
     }
+}
+
+/// Decides the fate of the batches whose parts partitions hold without a commit record: a
+/// crash came before every commit record of a multi-partition batch was written. A batch is
+/// committed if *any* partition holds its commit record: its part is then applied here and
+/// its missing commit record noted (`Recovered::missing_commits`); otherwise its members are
+/// discarded. Sound because commit records are written only once every part is complete
+/// (and, in `fsync` mode, synced): see `commit`.
+pub(crate) fn resolve_batches(
+    recovered: &mut [Recovered],
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    let committed: HashSet<u64> = recovered
+        .iter()
+        .flat_map(|r| r.builder.commits.iter().copied())
+        .collect();
+    let mut repaired: HashSet<u64> = HashSet::new();
+    let mut aborted: HashSet<u64> = HashSet::new();
+    for rec in recovered.iter_mut() {
+        // In seq order, as the batches were written.
+        let pending: BTreeMap<u64, Vec<Member>> =
+            std::mem::take(&mut rec.pending).into_iter().collect();
+        for (seq, members) in pending {
+            if committed.contains(&seq) {
+                rec.builder.apply_members(&rec.segs, &members)?;
+                rec.missing_commits.push((seq, members.len() as u32));
+                repaired.insert(seq);
+            } else {
+                rec.builder.discard_members(members.len());
+                aborted.insert(seq);
+            }
+        }
+    }
+    report.batches_repaired = repaired.len() as u64;
+    report.batches_aborted = aborted.len() as u64;
+    Ok(())
 }
 
 fn open_segments(

@@ -215,6 +215,8 @@ fn fs_stats(dir: &Path) -> Result<FsStats> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
         .map_err(|_| Error::InvalidOptions(format!("{} contains a NUL byte", dir.display())))?;
+    // SAFETY: `statvfs` is a C struct of integers (and padding), for which all-zero bytes are
+    // a valid value.
     let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: a valid NUL-terminated path and a zeroed statvfs for the kernel to fill.
     if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {

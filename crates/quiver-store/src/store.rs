@@ -5,20 +5,21 @@
 //! touches: first everything that can fail for want of room (index room, log space, disk
 //! blocks) is settled for every partition, then the records are appended and indexed. So a
 //! write refused for room or space has changed nothing, and readers (who lock the same way)
-//! see a vector's writes all or none.
+//! see a vector's writes all or none. A write refused for room retries within the bounds of
+//! `retry`. Compound batches follow the commit protocol of `commit`; maintenance runs in the
+//! background thread (`background`) or on demand (`maintenance`).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::RwLockWriteGuard;
 
-use crate::background::{self, Background};
-use crate::batch::{self, Batch, BatchAction, BatchOutcome};
-use crate::compact;
+use crate::background::{Background, BackgroundThread};
+use crate::batch::{Batch, BatchAction, BatchOutcome};
+use crate::checkpoint;
+use crate::commit::{self, Attempt};
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::index::LOAD_GROW;
@@ -29,14 +30,14 @@ use crate::options::{Durability, Options, KEY_LEN_MAX};
 use crate::partition::{PartState, Partition, StoreCtx};
 use crate::recovery::{RecoveryProgress, RecoveryReport};
 use crate::reserve::DiskReserve;
-use crate::resize;
+use crate::retry::WriteRetry;
 use crate::scan::{self, ScanPage};
 use crate::write::{self, Framing, WriteOp};
 
 /// A Quiver store: a directory of partitions.
 pub struct Store {
     inner: Arc<Inner>,
-    background: Option<JoinHandle<()>>,
+    background: BackgroundThread,
     report: RecoveryReport,
 }
 
@@ -76,12 +77,6 @@ pub struct Stats {
     pub short_of_space: bool,
 }
 
-/// Times a writer asks for room in one partition's index before it gives up with
-/// `Error::IndexFull` (concurrent writers may take the room of one resize first).
-const ROOM_ATTEMPTS_MAX: usize = 8;
-/// How long a writer waits for the background thread to make index room, per attempt.
-const ROOM_WAIT: Duration = Duration::from_secs(10);
-
 impl Store {
     /// Opens (or creates) the store in `dir`.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Store> {
@@ -95,17 +90,7 @@ impl Store {
         progress: &mut (dyn FnMut(RecoveryProgress) + Send),
     ) -> Result<Store> {
         let (inner, report) = crate::open::open(dir.as_ref(), opts, progress)?;
-        let background = if inner.ctx.opts.background && !inner.ctx.opts.read_only {
-            let bg = inner.clone();
-            Some(
-                std::thread::Builder::new()
-                    .name("quiver-maintenance".into())
-                    .spawn(move || background::run(&bg))
-                    .map_err(|e| Error::io("spawn maintenance thread", &inner.dir, e))?,
-            )
-        } else {
-            None
-        };
+        let background = BackgroundThread::start(&inner)?;
         Ok(Store {
             inner,
             background,
@@ -128,6 +113,8 @@ impl Store {
 
     // ---- reads ----
 
+    // `lookup` returns one result per key it is given.
+    #[allow(clippy::expect_used)]
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
         check_key(key)?;
         let hash = KeyHash::of(key);
@@ -183,7 +170,8 @@ impl Store {
         let items: Vec<LookupKey<'_>> = hashed
             .iter()
             .map(|&(key, hash, p)| LookupKey {
-                state: involved.binary_search(&p).expect("collected above"),
+                // `involved` is sorted and holds every key's partition.
+                state: involved.partition_point(|&q| q < p),
                 key,
                 hash,
             })
@@ -272,10 +260,8 @@ impl Store {
             .iter()
             .map(|(_, r)| order[r.clone()].iter().map(|&(_, i)| ops[i]).collect())
             .collect();
-        let mut room = Room::new(self);
-        let mut released = false;
-        // Bounded: `room` gives up after a few requests per partition, and the reserve is
-        // released once.
+        // Bounded: see `retry` (each try that cannot go ahead uses up one of its retries).
+        let mut retry = WriteRetry::new(&self.inner, self.background.is_running(), frees_space);
         loop {
             let mut guards: Vec<RwLockWriteGuard<'_, PartState>> = groups
                 .iter()
@@ -293,7 +279,7 @@ impl Store {
                     })
             {
                 drop(guards);
-                room.make(groups[gi].0, need)?;
+                retry.make_room(groups[gi].0, need)?;
                 continue;
             }
             let mut plans = Vec::with_capacity(groups.len());
@@ -310,11 +296,8 @@ impl Store {
             }
             if let Some(e) = refused {
                 drop(guards);
-                if e.is_no_space() && frees_space && !released && self.inner.reserve.release() {
-                    released = true;
-                    continue;
-                }
-                return Err(e);
+                retry.after_refusal(e)?;
+                continue;
             }
 
             // Phase 2: append and index.
@@ -398,134 +381,32 @@ impl Store {
         let mut involved: Vec<u32> = hashed.iter().map(|x| x.1).collect();
         involved.sort_unstable();
         involved.dedup();
-        let mut room = Room::new(self);
-        let mut released = false;
-        // Bounded as `write_plain`'s loop.
+        // Bounded: see `retry` (each try that cannot go ahead uses up one of its retries).
+        let mut retry = WriteRetry::new(&self.inner, self.background.is_running(), frees_space);
         loop {
             match self.try_apply(batch, &hashed, &involved) {
                 Attempt::Done(r) => return r,
-                Attempt::NeedRoom { partition, keys } => room.make(partition, keys)?,
-                Attempt::NoSpace(e) => {
-                    if frees_space && !released && self.inner.reserve.release() {
-                        released = true;
-                        continue;
-                    }
-                    return Err(e);
-                }
+                Attempt::NeedRoom { partition, keys } => retry.make_room(partition, keys)?,
+                Attempt::NoSpace(e) => retry.after_refusal(e)?,
             }
         }
     }
 
-    /// One try of [`Store::apply`] with all the involved partitions locked.
+    /// One try of [`Store::apply`]: the involved partitions locked (ascending), then the
+    /// batch's preconditions and commit protocol (`commit::try_batch`).
     fn try_apply(&self, batch: &Batch, hashed: &[(KeyHash, u32)], involved: &[u32]) -> Attempt {
-        let ctx = &self.inner.ctx;
-        let slot_of = |p: u32| involved.binary_search(&p).expect("collected above");
-        let mut guards: Vec<RwLockWriteGuard<'_, PartState>> = involved
+        let guards: Vec<RwLockWriteGuard<'_, PartState>> = involved
             .iter()
             .map(|&p| self.inner.parts[p as usize].state.write())
             .collect();
-        // Room in every index for the puts.
-        for (gi, &p) in involved.iter().enumerate() {
-            let puts = batch
-                .ops
-                .iter()
-                .zip(hashed)
-                .filter(|(op, h)| h.1 == p && matches!(op.action, BatchAction::Put(_)))
-                .count();
-            if !guards[gi].index.has_room(puts) {
-                return Attempt::NeedRoom {
-                    partition: p,
-                    keys: puts,
-                };
-            }
-        }
-        // Preconditions, against the state before the batch.
-        let needs_value = batch
-            .ops
-            .iter()
-            .any(|op| op.condition.as_ref().is_some_and(batch::needs_value));
-        let items: Vec<LookupKey<'_>> = batch
-            .ops
-            .iter()
-            .zip(hashed)
-            .map(|(op, &(hash, p))| LookupKey {
-                state: slot_of(p),
-                key: &op.key,
-                hash,
-            })
-            .collect();
-        let mut found = {
-            let states: Vec<&PartState> = guards.iter().map(|g| &**g).collect();
-            lookup::lookup(ctx, &states, &items, needs_value)
-        };
-        for (i, op) in batch.ops.iter().enumerate() {
-            if let Some(cond) = &op.condition {
-                if let Some(e) = found[i].take_error() {
-                    return Attempt::Done(Err(e));
-                }
-                let current = found[i].value();
-                if !batch::holds(cond, current.as_deref()) {
-                    return Attempt::Done(Ok(BatchOutcome::ConditionFailed {
-                        op: i,
-                        condition: cond.clone(),
-                    }));
-                }
-            }
-        }
-        if let Err(e) = write::check_found(&mut found) {
-            return Attempt::Done(Err(e));
-        }
-
-        // Each partition's share of the writes.
-        let mut shares: Vec<write::Share<'_>> = Vec::new();
-        for (gi, &p) in involved.iter().enumerate() {
-            let mut ops = Vec::new();
-            let mut f = Vec::new();
-            for (i, op) in batch.ops.iter().enumerate() {
-                if hashed[i].1 != p {
-                    continue;
-                }
-                let value = match &op.action {
-                    BatchAction::Put(v) => Some(&v[..]),
-                    BatchAction::Delete => None,
-                    BatchAction::Check => continue,
-                };
-                ops.push(WriteOp {
-                    key: &op.key,
-                    hash: hashed[i].0,
-                    value,
-                });
-                f.push(std::mem::replace(&mut found[i], Found::Absent));
-            }
-            if !ops.is_empty() {
-                shares.push(write::Share {
-                    guard: gi,
-                    partition: &self.inner.parts[p as usize],
-                    ops,
-                    found: f,
-                });
-            }
-        }
-        let result = write::write_batch(ctx, &mut guards, &shares);
-        let lsns: Vec<(&Partition, u64)> = shares
-            .iter()
-            .map(|s| (s.partition, guards[s.guard].appended_lsn))
-            .collect();
-        drop(guards);
-        match result {
-            Ok(None) => {}
-            Ok(Some(late)) => return Attempt::Done(Err(late)),
-            Err(e) if e.is_no_space() => return Attempt::NoSpace(e),
-            Err(e) => return Attempt::Done(Err(e)),
-        }
-        if ctx.opts.durability == Durability::Fsync {
-            for (part, lsn) in lsns {
-                if let Err(e) = part.wait_durable(lsn) {
-                    return Attempt::Done(Err(e));
-                }
-            }
-        }
-        Attempt::Done(Ok(BatchOutcome::Applied))
+        commit::try_batch(
+            &self.inner.ctx,
+            &self.inner.parts,
+            guards,
+            involved,
+            batch,
+            hashed,
+        )
     }
 
     // ---- iteration and figures ----
@@ -613,7 +494,7 @@ impl Store {
         }
         for part in &self.inner.parts {
             if part.state.read().dirty {
-                maintenance::save_checkpoint(&self.inner.ctx, part)?;
+                checkpoint::save(&self.inner.ctx, part)?;
             }
         }
         Ok(())
@@ -626,7 +507,11 @@ impl Store {
         self.check_writable()?;
         let mut total = MaintenanceReport::default();
         for part in &self.inner.parts {
-            total.merge(self.compact_partition(part)?);
+            total.merge(maintenance::compact_partition(
+                &self.inner.ctx,
+                &self.inner.reserve,
+                part,
+            )?);
         }
         Ok(total)
     }
@@ -638,42 +523,11 @@ impl Store {
         self.check_writable()?;
         let mut total = MaintenanceReport::default();
         for part in &self.inner.parts {
-            total.merge(self.compact_pass(part, Some(budget_bytes))?.report);
+            let pass = maintenance::compact_locked(&self.inner.ctx, part, Some(budget_bytes))?;
+            total.merge(pass.report);
         }
         self.inner.reserve.restore();
         Ok(total)
-    }
-
-    fn compact_partition(&self, part: &Partition) -> Result<MaintenanceReport> {
-        let r = match self.compact_pass(part, None) {
-            Err(e) if e.is_no_space() => self.compact_sweep(part),
-            r => r.map(|o| o.report),
-        };
-        self.inner.reserve.restore();
-        r
-    }
-
-    /// Compacts a partition in passes of a few segments, on a disk without room for all its
-    /// live records: each pass needs room for its own range only and frees it before the next.
-    fn compact_sweep(&self, part: &Partition) -> Result<MaintenanceReport> {
-        self.inner.reserve.release();
-        let mut total = MaintenanceReport::default();
-        // Each pass takes at least one group: the sweep is over after this many.
-        let groups = part.state.read().segs.ordered.len();
-        for _ in 0..groups {
-            let free = self.inner.reserve.fs_free_bytes().unwrap_or(0);
-            let o = self.compact_pass(part, Some(free))?;
-            total.merge(o.report);
-            if o.reached_end || o.last_major.is_none() {
-                break;
-            }
-        }
-        Ok(total)
-    }
-
-    fn compact_pass(&self, part: &Partition, budget: Option<u64>) -> Result<compact::PassOutcome> {
-        let mut m = part.maintenance.lock();
-        maintenance::compact_pass(&self.inner.ctx, part, &mut m, budget)
     }
 
     /// Flushes, checkpoints and releases the store. A checkpoint that does not fit on a full
@@ -697,10 +551,7 @@ impl Store {
     }
 
     fn stop_background(&mut self) {
-        if let Some(h) = self.background.take() {
-            self.inner.background.stop();
-            let _ = h.join();
-        }
+        self.background.stop(&self.inner);
     }
 
     fn check_writable(&self) -> Result<()> {
@@ -723,63 +574,6 @@ impl Store {
         if v.len() > max {
             return Err(Error::ValueTooLarge { len: v.len(), max });
         }
-        Ok(())
-    }
-}
-
-/// How one try of a batch ended.
-enum Attempt {
-    Done(Result<BatchOutcome>),
-    /// A partition's index lacks room: make some, then try again.
-    NeedRoom {
-        partition: u32,
-        keys: usize,
-    },
-    /// The disk is full; nothing was written.
-    NoSpace(Error),
-}
-
-/// A writer's requests for index room, bounded: after `ROOM_ATTEMPTS_MAX` for one partition
-/// the write fails with `IndexFull` instead of waiting for ever.
-struct Room<'s> {
-    store: &'s Store,
-    /// (partition, requests made for it)
-    attempts: Vec<(u32, usize)>,
-}
-
-impl<'s> Room<'s> {
-    fn new(store: &'s Store) -> Room<'s> {
-        Room {
-            store,
-            attempts: Vec::new(),
-        }
-    }
-
-    /// Makes room for `keys` more keys in partition `p`'s index: asks the background thread
-    /// and waits for its next resize (or, without a background thread, resizes here).
-    fn make(&mut self, p: u32, keys: usize) -> Result<()> {
-        let attempts = match self.attempts.iter_mut().find(|(q, _)| *q == p) {
-            Some((_, n)) => n,
-            None => {
-                self.attempts.push((p, 0));
-                &mut self.attempts.last_mut().expect("pushed").1
-            }
-        };
-        if *attempts == ROOM_ATTEMPTS_MAX {
-            return Err(Error::IndexFull { partition: p, keys });
-        }
-        *attempts += 1;
-        let inner = &self.store.inner;
-        let part = &inner.parts[p as usize];
-        if self.store.background.is_none() {
-            let _m = part.maintenance.lock();
-            resize::resize(&inner.ctx, part, keys)?;
-            return Ok(());
-        }
-        part.room_wanted.fetch_max(keys, Ordering::Relaxed);
-        inner
-            .background
-            .wait_for_resize(part, Instant::now() + ROOM_WAIT);
         Ok(())
     }
 }

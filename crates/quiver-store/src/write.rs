@@ -3,13 +3,10 @@
 
 use std::collections::HashMap;
 
-use parking_lot::RwLockWriteGuard;
-
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::hash::KeyHash;
 use crate::log::format::{self, RecordType};
 use crate::lookup::Found;
-use crate::options::Durability;
 use crate::partition::{PartState, Partition, StoreCtx};
 
 /// One put (`value: Some`) or delete (`value: None`).
@@ -93,7 +90,7 @@ pub(crate) fn encode(
         inline_commit: true,
     } = framing
     {
-        encode_commit(&mut bytes, seq, members);
+        format::encode_commit(&mut bytes, seq, members);
     }
     Run {
         bytes,
@@ -101,16 +98,6 @@ pub(crate) fn encode(
         existed,
         members,
     }
-}
-
-pub(crate) fn encode_commit(out: &mut Vec<u8>, seq: u64, members: u32) {
-    format::encode_record(
-        out,
-        RecordType::BatchCommit,
-        seq,
-        b"",
-        &members.to_le_bytes(),
-    );
 }
 
 /// Appends a run and returns each op's index location. Plain runs are cut at segment ends;
@@ -265,132 +252,4 @@ pub(crate) fn plan_plain(
     let run = encode(ctx, ops, &found, Framing::Plain);
     st.prepare_append(ctx, part.id, &part.dir, run.bytes.len() as u64)?;
     Ok(PlainPlan { found, run })
-}
-
-/// A partition's share of a compound batch.
-pub(crate) struct Share<'a> {
-    /// Index of the partition's guard in the caller's guard vector.
-    pub guard: usize,
-    pub partition: &'a Partition,
-    pub ops: Vec<WriteOp<'a>>,
-    /// Each op's lookup before the batch.
-    pub found: Vec<Found>,
-}
-
-/// Writes a compound batch whose preconditions hold, every partition of it locked. One
-/// partition: its members and the commit record as one append. Several: every part, then
-/// every commit record (see [`write_parts`]). `Err`: nothing was applied. `Ok(Some(e))`: the
-/// batch is applied, but a step after its commit failed (the error goes to the caller).
-pub(crate) fn write_batch(
-    ctx: &StoreCtx,
-    guards: &mut [RwLockWriteGuard<'_, PartState>],
-    shares: &[Share<'_>],
-) -> Result<Option<Error>> {
-    let seq = ctx.alloc_seq();
-    let inline = shares.len() == 1;
-    let framing = Framing::Batch {
-        seq,
-        inline_commit: inline,
-    };
-    let runs: Vec<Run> = shares
-        .iter()
-        .map(|s| encode(ctx, &s.ops, &s.found, framing))
-        .collect();
-    let writing: Vec<usize> = (0..shares.len()).filter(|&s| runs[s].members > 0).collect();
-    if writing.is_empty() {
-        return Ok(None);
-    }
-    if inline {
-        let s = &shares[0];
-        let st = &mut guards[s.guard];
-        let (locs, res) = append_run(ctx, s.partition, st, &runs[0], framing);
-        res?;
-        update_index(st, &s.ops, &s.found, &locs);
-        st.counters.records += 1;
-        st.counters.dead += 1; // the commit record
-        return Ok(None);
-    }
-    let mut all_locs = Vec::with_capacity(writing.len());
-    let late = write_parts(ctx, guards, shares, &runs, &writing, seq, &mut all_locs)?;
-    for (&s, locs) in writing.iter().zip(&all_locs) {
-        let share = &shares[s];
-        let st = &mut guards[share.guard];
-        update_index(st, &share.ops, &share.found, locs);
-        st.counters.records += 1;
-        st.counters.dead += 1; // the commit record
-    }
-    Ok(late)
-}
-
-/// Multi-partition batch: every part (made durable as the mode requires), then every commit
-/// record. Space for a part and its commit record is reserved before anything is written, so
-/// once the first commit record is written the rest do not fail for space. `Err`: nothing
-/// was committed. `Ok(Some(e))`: committed, but a later step failed.
-fn write_parts(
-    ctx: &StoreCtx,
-    guards: &mut [RwLockWriteGuard<'_, PartState>],
-    shares: &[Share<'_>],
-    runs: &[Run],
-    writing: &[usize],
-    seq: u64,
-    all_locs: &mut Vec<Vec<Option<u32>>>,
-) -> Result<Option<Error>> {
-    let framing = Framing::Batch {
-        seq,
-        inline_commit: false,
-    };
-    let commit_len = format::record_len(0, 4) as u64;
-    for &s in writing {
-        let share = &shares[s];
-        let part = share.partition;
-        let need = runs[s].bytes.len() as u64 + commit_len;
-        let st = &mut guards[share.guard];
-        st.ensure_room(ctx, part.id, &part.dir, need)?;
-        st.appender.reserve(need)?;
-    }
-    for &s in writing {
-        let share = &shares[s];
-        let st = &mut guards[share.guard];
-        let start = st.appender.end();
-        let (locs, res) = append_run(ctx, share.partition, st, &runs[s], framing);
-        if let Err(e) = res.and_then(|()| st.appender.flush()) {
-            // No commit record exists yet: the batch is not applied. (What reached the
-            // file is an orphaned part, discarded by replay.)
-            st.appender.discard_from(start);
-            return Err(e);
-        }
-        if ctx.opts.durability == Durability::Fsync {
-            st.appender.segment.sync_data()?;
-        }
-        all_locs.push(locs);
-    }
-    // From the first commit record written on, the batch is committed (replay completes it
-    // in every partition), so the caller must apply it to the indexes even if a later step
-    // fails; the space reservation above makes such a failure an I/O error, not a full disk.
-    let mut committed = false;
-    let mut failure = None;
-    for &s in writing {
-        let st = &mut guards[shares[s].guard];
-        let start = st.appender.end();
-        let mut buf = Vec::with_capacity(commit_len as usize);
-        encode_commit(&mut buf, seq, runs[s].members);
-        match st.append(&buf).and_then(|_| st.appender.flush()) {
-            Ok(()) => committed = true,
-            Err(e) => {
-                st.appender.discard_from(start);
-                if !committed {
-                    return Err(e);
-                }
-                failure.get_or_insert(e);
-            }
-        }
-    }
-    if ctx.opts.durability == Durability::Fsync {
-        for &s in writing {
-            if let Err(e) = guards[shares[s].guard].appender.segment.sync_data() {
-                failure.get_or_insert(e);
-            }
-        }
-    }
-    Ok(failure)
 }

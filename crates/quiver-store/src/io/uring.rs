@@ -35,11 +35,13 @@ const ALIGN: usize = 4096;
 /// Longest single `Read` SQE. The kernel caps one read at a little under 2 GiB anyway; anything
 /// longer is finished synchronously like any other short read. A multiple of `ALIGN`.
 const MAX_SQE_LEN: usize = 1 << 30;
+/// `submit_and_wait` calls in a row that reap no completion (interrupted by signals, or
+/// returning early) before a submission gives up: its unreaped reads then fail (or, if none
+/// reached the kernel, are read synchronously) instead of the reader waiting for ever.
+const RING_IDLE_WAITS_MAX: u32 = 1000;
 /// Rings kept for reuse; rings freed beyond this (after a burst of concurrent readers) are
 /// closed, so the pool does not hold descriptors and locked memory forever.
 const MAX_POOLED_RINGS: usize = 64;
-/// Largest buffer: a valid `Layout` size for ALIGN (at most isize::MAX rounded down to ALIGN).
-const MAX_BUF_LEN: usize = isize::MAX as usize & !(ALIGN - 1);
 
 pub struct UringBackend {
     rings: Mutex<Vec<IoUring>>,
@@ -135,6 +137,8 @@ impl UringBackend {
 }
 
 const _: () = assert!(ALIGN.is_power_of_two() && MAX_SQE_LEN & (ALIGN - 1) == 0);
+// An SQE's length is a u32.
+const _: () = assert!(MAX_SQE_LEN <= u32::MAX as usize);
 
 /// True if `n` is a multiple of ALIGN. (A mask rather than `is_multiple_of`, which is newer than
 /// the workspace's rust-version.)
@@ -284,9 +288,10 @@ impl<'a> Plan<'a> {
         } else {
             (offset, end)
         };
-        let buf_len = usize::try_from(read_end - start)
+        // At least one byte (`offset < end`); `None` only for a range no allocation can hold.
+        let buf = usize::try_from(read_end - start)
             .ok()
-            .filter(|&n| n <= MAX_BUF_LEN)
+            .and_then(AlignedBuf::zeroed)
             .ok_or_else(|| {
                 Error::io(
                     "plan io_uring read",
@@ -302,15 +307,15 @@ impl<'a> Plan<'a> {
             start,
             skip,
             want: (end - offset) as usize,
-            buf: AlignedBuf::zeroed(buf_len),
+            buf,
             state: State::Idle,
         }))
     }
 
     /// Length of the `Read` SQE for this plan.
     fn sqe_len(&self) -> u32 {
-        // Cannot fail: the value is at most MAX_SQE_LEN = 2^30.
-        u32::try_from(self.buf.len().min(MAX_SQE_LEN)).expect("MAX_SQE_LEN fits in u32")
+        // No truncation: MAX_SQE_LEN fits in a u32 (asserted at compile time).
+        self.buf.len().min(MAX_SQE_LEN) as u32
     }
 
     /// Records the result of this plan's completion.
@@ -441,6 +446,7 @@ impl Batch<'_> {
         }
 
         let mut reaped = 0usize;
+        let mut idle_waits = 0;
         while reaped < pushed {
             // Normally one call: submits the whole batch and waits for all of it. It returns
             // early if the kernel stopped submitting at an entry it rejected (that entry gets an
@@ -453,13 +459,9 @@ impl Batch<'_> {
                 Err(e)
                     if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EBUSY))
                         && !ring.completion().is_empty() => {}
-                Err(error) => {
-                    // Unreaped reads are either still in the submission queue (never seen by
-                    // the kernel) or in flight.
-                    let in_flight = pushed - reaped > ring.submission().len();
-                    return Err(RingError { error, in_flight });
-                }
+                Err(error) => return Err(RingError::unreaped(ring, pushed - reaped, error)),
             }
+            let before = reaped;
             for cqe in ring.completion() {
                 let slot = (cqe.user_data() as usize)
                     .checked_sub(base)
@@ -472,6 +474,13 @@ impl Batch<'_> {
                     // Not one of ours (impossible: only this batch uses the ring); ignore it.
                     _ => {}
                 }
+            }
+            idle_waits = if reaped == before { idle_waits + 1 } else { 0 };
+            if idle_waits == RING_IDLE_WAITS_MAX {
+                let error = io::Error::other(format!(
+                    "io_uring reaped no completion in {RING_IDLE_WAITS_MAX} waits in a row"
+                ));
+                return Err(RingError::unreaped(ring, pushed - reaped, error));
             }
         }
         Ok(())
@@ -499,11 +508,22 @@ impl Batch<'_> {
     }
 }
 
-/// A failed `io_uring_enter`.
+/// A failed `io_uring_enter`, or a submission that stopped making progress.
 struct RingError {
     error: io::Error,
     /// Whether reads may still be in flight (submitted to the kernel but not reaped).
     in_flight: bool,
+}
+
+impl RingError {
+    /// The error of a submission that stops with `unreaped` reads not reaped: each is either
+    /// still in the submission queue (never seen by the kernel) or in flight.
+    fn unreaped(ring: &mut IoUring, unreaped: usize, error: io::Error) -> RingError {
+        RingError {
+            error,
+            in_flight: unreaped > ring.submission().len(),
+        }
+    }
 }
 
 impl Drop for Batch<'_> {
@@ -527,33 +547,33 @@ fn copy_io_error(e: &io::Error) -> io::Error {
 struct AlignedBuf {
     ptr: NonNull<u8>,
     len: usize,
+    /// The layout `ptr` was allocated with (`len` bytes aligned to `ALIGN`).
+    layout: Layout,
     /// Set when the kernel may still write into the buffer: dropping it then leaks the memory
     /// instead of returning it to the allocator.
     leak_on_drop: bool,
 }
 
 impl AlignedBuf {
-    /// Allocates `len` (> 0) zeroed bytes. Zeroing means the buffer is always initialised, so
-    /// slicing it is sound whatever the kernel wrote.
-    fn zeroed(len: usize) -> AlignedBuf {
-        assert!(len > 0 && len <= MAX_BUF_LEN, "bad AlignedBuf length {len}");
-        let layout = Self::layout(len);
-        // SAFETY: the layout has a non-zero size (asserted above).
+    /// Allocates `len` zeroed bytes; `None` if `len` is 0 or too large for any allocation
+    /// (rounded up to `ALIGN`, beyond `isize::MAX`). Zeroing means the buffer is always
+    /// initialised, so slicing it is sound whatever the kernel wrote.
+    fn zeroed(len: usize) -> Option<AlignedBuf> {
+        if len == 0 {
+            return None;
+        }
+        let layout = Layout::from_size_align(len, ALIGN).ok()?;
+        // SAFETY: the layout has a non-zero size (checked above).
         let raw = unsafe { alloc::alloc_zeroed(layout) };
         let Some(ptr) = NonNull::new(raw) else {
             alloc::handle_alloc_error(layout)
         };
-        AlignedBuf {
+        Some(AlignedBuf {
             ptr,
             len,
+            layout,
             leak_on_drop: false,
-        }
-    }
-
-    fn layout(len: usize) -> Layout {
-        // Cannot fail: ALIGN is a power of two and `len` <= MAX_BUF_LEN (checked by Plan::new,
-        // the only caller of `zeroed`), so `len` rounded up to ALIGN stays <= isize::MAX.
-        Layout::from_size_align(len, ALIGN).expect("buffer layout")
+        })
     }
 
     fn len(&self) -> usize {
@@ -582,283 +602,9 @@ impl Drop for AlignedBuf {
             return;
         }
         // SAFETY: `ptr` was allocated in `zeroed` with exactly this layout and is freed once.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::log::format::{encode_record, RecordType, SegmentHeader, SegmentOrder};
-    use crate::log::segment::Segment;
-
-    const CAP: u64 = 1 << 20;
-
-    /// A uring backend, or `None` (test skipped) where the kernel or a sandbox refuses
-    /// io_uring.
-    fn uring(buffered: bool) -> Option<UringBackend> {
-        let b = if buffered {
-            UringBackend::buffered()
-        } else {
-            UringBackend::new()
-        };
-        match b {
-            Ok(b) => Some(b),
-            Err(e) => {
-                eprintln!("skipping io_uring test: {e}");
-                None
-            }
-        }
-    }
-
-    fn header(file_id: u64) -> SegmentHeader {
-        SegmentHeader {
-            partition: 0,
-            partitions: 1,
-            slot: file_id as u32,
-            file_id,
-            order: SegmentOrder {
-                major: file_id,
-                minor: 0,
-            },
-            segment_bytes: CAP,
-        }
-    }
-
-    /// A segment whose whole capacity is filled with a position-dependent pattern (the header
-    /// bytes included); returns it with the file's expected contents.
-    fn patterned(dir: &tempfile::TempDir, file_id: u64) -> (Segment, Vec<u8>) {
-        let path = dir.path().join(format!("{file_id}.seg"));
-        let seg = Segment::create(path, header(file_id)).unwrap();
-        let mut image: Vec<u8> = (0..CAP as usize)
-            .map(|i| (i.wrapping_mul(131) ^ (i >> 9) ^ file_id as usize) as u8)
-            .collect();
-        image[..64].copy_from_slice(&seg.header.encode());
-        seg.write_at(&image, 0).unwrap();
-        (seg, image)
-    }
-
-    fn expected(image: &[u8], offset: u64, len: usize) -> &[u8] {
-        let from = (offset as usize).min(image.len());
-        let to = (offset as usize).saturating_add(len).min(image.len());
-        &image[from..to]
-    }
-
-    fn check(backend: &UringBackend, seg: &Segment, image: &[u8], ranges: &[(u64, usize)]) {
-        let mut reqs: Vec<ReadRequest<'_>> = ranges
-            .iter()
-            .map(|&(o, l)| ReadRequest::new(seg, o, l))
-            .collect();
-        backend.read_ranges(&mut reqs);
-        for (r, &(o, l)) in reqs.iter().zip(ranges) {
-            let got = r
-                .result
-                .as_ref()
-                .unwrap_or_else(|e| panic!("read ({o}, {l}): {e}"));
-            assert_eq!(&got[..], expected(image, o, l), "read ({o}, {l})");
-        }
-    }
-
-    fn assorted_ranges() -> Vec<(u64, usize)> {
-        vec![
-            (100, 37),       // unaligned offset and length inside one block
-            (4095, 2),       // spans two 4 KiB blocks
-            (4000, 5000),    // spans three blocks
-            (8192, 4096),    // exactly one aligned block
-            (0, 64),         // the segment header
-            (12345, 0),      // empty
-            (64, 300_000),   // long
-            (CAP - 10, 100), // short: ends at EOF
-            (CAP - 4096, 4096),
-            (CAP, 10),       // at EOF: empty
-            (CAP + 5000, 7), // past EOF: empty
-        ]
-    }
-
-    #[test]
-    fn kind_is_uring() {
-        let Some(b) = uring(false) else { return };
-        assert_eq!(b.kind(), BackendKind::Uring);
-    }
-
-    #[test]
-    fn reads_unaligned_ranges() {
-        let Some(b) = uring(false) else { return };
-        let dir = tempfile::tempdir().unwrap();
-        let (seg, image) = patterned(&dir, 1);
-        check(&b, &seg, &image, &assorted_ranges());
-    }
-
-    #[test]
-    fn reads_through_buffered_fallback() {
-        let Some(b) = uring(true) else { return };
-        let dir = tempfile::tempdir().unwrap();
-        let (seg, image) = patterned(&dir, 1);
-        check(&b, &seg, &image, &assorted_ranges());
-    }
-
-    #[test]
-    fn vector_wider_than_the_ring() {
-        for buffered in [false, true] {
-            let Some(b) = uring(buffered) else { return };
-            let dir = tempfile::tempdir().unwrap();
-            let (seg, image) = patterned(&dir, 2);
-            let ranges: Vec<(u64, usize)> = (0..300u64)
-                .map(|i| ((i * 3001 + 7) % (CAP - 9000), 1 + (i as usize * 13) % 9000))
-                .collect();
-            assert!(ranges.len() > RING_ENTRIES as usize);
-            check(&b, &seg, &image, &ranges);
-            // The ring went back to the pool and is reused by the next call.
-            assert_eq!(b.rings.lock().len(), 1);
-            check(&b, &seg, &image, &ranges);
-        }
-    }
-
-    #[test]
-    fn mixes_segments_and_isolates_errors() {
-        let Some(b) = uring(false) else { return };
-        let dir = tempfile::tempdir().unwrap();
-        let (good, image) = patterned(&dir, 3);
-        let (gone, _) = patterned(&dir, 4);
-        // The O_DIRECT descriptor is opened on first use, by path: that now fails.
-        std::fs::remove_file(&gone.path).unwrap();
-        let mut reqs = vec![
-            ReadRequest::new(&good, 100, 50),
-            ReadRequest::new(&gone, 100, 50),
-            ReadRequest::new(&good, 5000, 5000),
-            ReadRequest::new(&gone, 0, 10),
-        ];
-        b.read_ranges(&mut reqs);
-        assert_eq!(&reqs[0].result.as_ref().unwrap()[..], &image[100..150]);
-        assert_eq!(&reqs[2].result.as_ref().unwrap()[..], &image[5000..10000]);
-        for i in [1, 3] {
-            match &reqs[i].result {
-                Err(Error::Io { .. }) => {}
-                other => panic!("request {i}: expected an I/O error, got {other:?}"),
-            }
-        }
-    }
-
-    #[test]
-    fn concurrent_readers() {
-        let Some(b) = uring(false) else { return };
-        let dir = tempfile::tempdir().unwrap();
-        let (seg, image) = patterned(&dir, 5);
-        std::thread::scope(|s| {
-            for t in 0..8u64 {
-                let (b, seg, image) = (&b, &seg, &image);
-                s.spawn(move || {
-                    for round in 0..20u64 {
-                        let ranges: Vec<(u64, usize)> = (0..50u64)
-                            .map(|i| {
-                                (
-                                    (t * 7919 + round * 104_729 + i * 4099) % CAP,
-                                    1 + i as usize * 97,
-                                )
-                            })
-                            .collect();
-                        check(b, seg, image, &ranges);
-                    }
-                });
-            }
-        });
-        assert!(b.rings.lock().len() <= MAX_POOLED_RINGS);
-    }
-
-    #[test]
-    fn read_records_fetches_long_records_in_a_second_round() {
-        for buffered in [false, true] {
-            let Some(b) = uring(buffered) else { return };
-            let dir = tempfile::tempdir().unwrap();
-            let seg = Segment::create(dir.path().join("r.seg"), header(6)).unwrap();
-            let values: [Vec<u8>; 3] = [
-                b"short".to_vec(),
-                (0..9000u32).map(|i| i as u8).collect(), // longer than the guess, spans blocks
-                vec![7u8; 40],
-            ];
-            let mut offsets = Vec::new();
-            let mut records = Vec::new();
-            let mut at = 4090u64; // the first record straddles a block boundary
-            for (i, v) in values.iter().enumerate() {
-                let mut rec = Vec::new();
-                encode_record(&mut rec, RecordType::Put, i as u64 + 1, b"key", v);
-                seg.write_at(&rec, at).unwrap();
-                offsets.push(at);
-                at += rec.len() as u64;
-                records.push(rec);
-            }
-            let guess = super::super::record_read_hint(3, 16);
-            let mut reqs: Vec<ReadRequest<'_>> = offsets
-                .iter()
-                .map(|&o| ReadRequest::new(&seg, o, guess))
-                .collect();
-            b.read_records(&mut reqs);
-            // Records shorter than the guess come back with whatever follows them; the record
-            // itself is the prefix.
-            for (r, rec) in reqs.iter().zip(&records) {
-                let got = r.result.as_ref().unwrap();
-                assert!(got.len() >= rec.len(), "{} < {}", got.len(), rec.len());
-                assert_eq!(&got[..rec.len()], &rec[..]);
-            }
-            assert_eq!(reqs[1].result.as_ref().unwrap().len(), records[1].len());
-        }
-    }
-
-    #[test]
-    fn short_and_failed_completions() {
-        let dir = tempfile::tempdir().unwrap();
-        let (seg, image) = patterned(&dir, 7);
-        let cache = &mut HashMap::new();
-        for buffered in [false, true] {
-            let b = UringBackend {
-                rings: Mutex::new(Vec::new()),
-                buffered_only: buffered,
-            };
-            let src = b.source(&seg, cache).unwrap();
-            cache.clear();
-            let plan = || Plan::new(&seg, src, 100, 10_000).unwrap().unwrap();
-
-            // A completion shorter than asked, not at EOF: the rest is read synchronously.
-            let mut p = plan();
-            let first = if src.direct { ALIGN } else { 1000 };
-            let n = src
-                .file
-                .read_at(&mut p.buf.as_mut_slice()[..first], p.start)
-                .unwrap();
-            assert_eq!(n, first);
-            p.complete(n as i32);
-            assert!(matches!(p.state, State::Partial(_)));
-            assert_eq!(&p.finish().unwrap()[..], &image[100..10_100]);
-
-            // An interrupted read is redone synchronously.
-            let mut p = plan();
-            p.complete(-libc::EINTR);
-            assert_eq!(&p.finish().unwrap()[..], &image[100..10_100]);
-
-            // A failed read is that request's error.
-            let mut p = plan();
-            p.complete(-libc::EIO);
-            match p.finish() {
-                Err(Error::Io { source, .. }) => assert_eq!(source.raw_os_error(), Some(libc::EIO)),
-                other => panic!("expected EIO, got {other:?}"),
-            }
-
-            // Nothing read: the end of the file.
-            let mut p = plan();
-            p.complete(0);
-            assert!(p.finish().unwrap().is_empty());
-        }
-    }
-
-    #[test]
-    fn aligned_buf_is_aligned_and_zeroed() {
-        for len in [1, 100, 4096, 4097, 65536] {
-            let mut buf = AlignedBuf::zeroed(len);
-            assert_eq!(buf.as_mut_ptr() as usize % ALIGN, 0);
-            assert_eq!(buf.len(), len);
-            assert!(buf.as_slice().iter().all(|&x| x == 0));
-            buf.as_mut_slice()[len - 1] = 1;
-            assert_eq!(buf.as_slice()[len - 1], 1);
-        }
-    }
-}
+mod tests;

@@ -1,5 +1,6 @@
-//! Byte layout of segment files and records. `docs/log_format.md` is the specification; this
-//! module is the only code that knows the bytes. All integers are little-endian.
+//! Byte layout of segment files and records, and the text of the compaction manifest
+//! ([`CompactionManifest`]). `docs/log_format.md` is the specification; this module is the only
+//! code that knows the bytes. All integers are little-endian.
 //!
 //! ```text
 //! segment  := segment_header record* zero_header?
@@ -326,8 +327,29 @@ impl CompactionManifest {
         if lines.next().is_some() {
             return Err("trailing lines in compaction manifest");
         }
-        Ok(CompactionManifest { inputs, outputs })
+        let m = CompactionManifest { inputs, outputs };
+        // What parses but is not byte for byte what `encode` writes (ids not in 16 hex digits,
+        // a missing final newline, CR LF) was not written by Quiver either.
+        if m.encode() != text {
+            return Err("compaction manifest not in its canonical form");
+        }
+        Ok(m)
     }
+}
+
+/// Length of a BatchCommit record (no key; the member count as its value).
+pub const COMMIT_RECORD_LEN: usize = record_len(0, 4);
+
+/// Encodes a BatchCommit record for batch `seq`, announcing `members` members in its
+/// partition.
+pub fn encode_commit(out: &mut Vec<u8>, seq: u64, members: u32) {
+    encode_record(
+        out,
+        RecordType::BatchCommit,
+        seq,
+        b"",
+        &members.to_le_bytes(),
+    );
 }
 
 /// The member count carried by a BatchCommit record's value.
@@ -336,11 +358,19 @@ pub fn commit_count(value: &[u8]) -> u32 {
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4-byte slice"))
+    u32::from_le_bytes(array_at(b, at))
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8-byte slice"))
+    u64::from_le_bytes(array_at(b, at))
+}
+
+/// The `N` bytes of `b` at `at` (a slice index panic if `b` is shorter: callers check lengths
+/// first).
+fn array_at<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&b[at..at + N]);
+    a
 }
 
 #[cfg(test)]
@@ -412,6 +442,18 @@ mod tests {
             "quiver-compaction v1\ninputs 3\n",
             "quiver-compaction v1\ninputs 3x\noutputs \n",
             "quiver-compaction v2\ninputs \noutputs \n",
+        ] {
+            assert!(CompactionManifest::decode(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn manifest_is_exactly_what_encode_writes() {
+        for bad in [
+            "quiver-compaction v1\ninputs 3\noutputs \n",
+            "quiver-compaction v1\ninputs 0000000000000003\noutputs ",
+            "quiver-compaction v1\r\ninputs \r\noutputs \r\n",
+            "quiver-compaction v1\ninputs +000000000000003\noutputs \n",
         ] {
             assert!(CompactionManifest::decode(bad).is_err(), "{bad:?}");
         }

@@ -111,8 +111,8 @@ impl Segment {
                 .map(&self.file)
         }
         .map_err(|e| Error::io("mmap segment", &self.path, e))?;
-        let _ = self.map.set(Bytes::from_owner(m));
-        Ok(self.map.get().expect("set above"))
+        // Another reader may have mapped it meanwhile: the first mapping stays, this one goes.
+        Ok(self.map.get_or_init(|| Bytes::from_owner(m)))
     }
 
     /// An O_DIRECT descriptor on the same file. EINVAL means the file system has no O_DIRECT.
@@ -127,20 +127,17 @@ impl Segment {
         if let Some(f) = self.direct.get() {
             return f.as_ref().map_or_else(unsupported, Ok);
         }
-        match OpenOptions::new()
+        let opened = match OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_DIRECT)
             .open(&self.path)
         {
-            Ok(f) => {
-                let _ = self.direct.set(Some(f));
-            }
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                let _ = self.direct.set(None);
-            }
+            Ok(f) => Some(f),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => None,
             Err(e) => return Err(Error::io("open segment O_DIRECT", &self.path, e)),
-        }
-        match self.direct.get().expect("set above") {
+        };
+        // Another reader may have opened it meanwhile: the first descriptor stays.
+        match self.direct.get_or_init(|| opened) {
             Some(f) => Ok(f),
             None => unsupported(),
         }

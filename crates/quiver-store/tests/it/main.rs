@@ -1,6 +1,11 @@
 //! Integration tests of the engine, one binary (link time is CI time).
 
+// A failure in a test's helpers is the test failing: they may unwrap and expect like the
+// tests themselves (which clippy.toml already allows).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod basic;
+mod checkpoint;
 mod common;
 mod concurrency;
 mod corruption;
