@@ -42,7 +42,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::plot::{self, BarChart, BarSeries, Chart, Legend, LineChart, Series};
-use crate::sim::{closed_form_width, VectorWidthResult};
+use quiver_plan::sim::{closed_form_width, VectorWidthResult};
 
 /// Where the plots go when `--out` is not given.
 pub const DEFAULT_OUT_DIR: &str = "docs/bench";

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::Path;
 
 use quiver_bench::report::{self, ReportConfig};
-use quiver_bench::sim::{self, VectorWidthConfig};
+use quiver_plan::sim::{self, VectorWidthConfig};
 use serde_json::json;
 
 const PLOTS: [&str; 8] = [

@@ -83,6 +83,13 @@ impl From<quiver_bench::Error> for CliError {
     }
 }
 
+/// A `quiver sim` parameter out of range: bad input clap cannot see.
+impl From<quiver_plan::sim::InvalidConfig> for CliError {
+    fn from(e: quiver_plan::sim::InvalidConfig) -> Self {
+        CliError::Usage(e.0)
+    }
+}
+
 impl From<std::io::Error> for CliError {
     fn from(e: std::io::Error) -> Self {
         CliError::Output(e)
