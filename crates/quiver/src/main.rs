@@ -27,6 +27,7 @@ pub enum CliError {
     Store(quiver_store::Error),
     Server(quiver_server::ServerError),
     Bench(quiver_bench::Error),
+    Report(quiver_report::Error),
     /// A server command failed: the server is unreachable, refused the password, replied
     /// with an error, or the connection broke.
     Remote(remote::RemoteError),
@@ -49,6 +50,7 @@ impl std::fmt::Display for CliError {
                 write!(f, "error: {e}{hint}")
             }
             CliError::Bench(e) => write!(f, "error: {e}"),
+            CliError::Report(e) => write!(f, "error: {e}"),
             CliError::Remote(e) => write!(f, "{e}"),
             CliError::Negative(m) => f.write_str(m),
             CliError::Usage(m) => write!(f, "error: {m}"),
@@ -80,6 +82,12 @@ impl From<quiver_bench::Error> for CliError {
             quiver_bench::Error::Store(e) => CliError::Store(e),
             e => CliError::Bench(e),
         }
+    }
+}
+
+impl From<quiver_report::Error> for CliError {
+    fn from(e: quiver_report::Error) -> Self {
+        CliError::Report(e)
     }
 }
 
