@@ -68,7 +68,7 @@ struct StatsOut {
 }
 
 fn print_json(v: &impl Serialize) -> Result<(), CliError> {
-    let text = serde_json::to_string_pretty(v).expect("plain structs serialize");
+    let text = serde_json::to_string_pretty(v).map_err(std::io::Error::from)?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "{text}")?;
     out.flush()?;
