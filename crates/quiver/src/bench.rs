@@ -12,8 +12,8 @@ use quiver_bench::net::{self, Mode, NetConfig, NetLoadReport, NetObserver, NetRe
 use quiver_bench::reopen::{self, ReopenConfig};
 
 use crate::cli::{BenchLocalArgs, BenchNetArgs, BenchReopenArgs};
+use crate::error::CliError;
 use crate::progress::{self, LOAD_TEMPLATE, PERCENT_TEMPLATE};
-use crate::CliError;
 
 struct CliObserver {
     bar: Option<ProgressBar>,

@@ -9,8 +9,8 @@ use quiver_bench::benchdir::holds_store;
 use quiver_store::{DamagePolicy, Options, Store};
 use serde::Serialize;
 
+use crate::error::CliError;
 use crate::progress;
-use crate::CliError;
 
 /// Opens the store in `dir`, which must already hold one (an offline command never creates
 /// a store), and warns about what recovery found.

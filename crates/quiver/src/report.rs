@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use clap::Args;
 use quiver_report::{ReportConfig, DEFAULT_OUT_DIR};
 
-use crate::CliError;
+use crate::error::CliError;
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {

@@ -9,7 +9,7 @@ use std::time::Instant;
 use clap::{Args, Subcommand};
 use quiver_plan::sim::{self, VectorWidthConfig, VectorWidthResult};
 
-use crate::CliError;
+use crate::error::CliError;
 
 #[derive(Debug, Subcommand)]
 pub enum SimCommand {
