@@ -50,7 +50,7 @@ pub fn read_params(dir: &Path) -> Option<LoadParams> {
 
 pub fn write_params(dir: &Path, p: &LoadParams) -> Result<()> {
     let path = dir.join(PARAMS_FILE);
-    let text = serde_json::to_string_pretty(p).expect("plain struct serializes");
+    let text = serde_json::to_string_pretty(p).map_err(|e| Error::io("write", &path, e.into()))?;
     fs::write(&path, text + "\n").map_err(|e| Error::io("write", path, e))
 }
 

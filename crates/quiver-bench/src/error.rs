@@ -49,16 +49,6 @@ pub enum Error {
     /// `bench net`: the server's reply is not valid RESP.
     #[error("{addr}: malformed reply: {reason}")]
     Protocol { addr: String, reason: String },
-    /// `bench report`: a line of a result file is not a JSON object.
-    #[error("{path}:{line}: {reason}")]
-    Parse {
-        path: PathBuf,
-        line: usize,
-        reason: String,
-    },
-    /// `bench report`: drawing or writing a plot failed.
-    #[error("plotting {path}: {reason}")]
-    Plot { path: PathBuf, reason: String },
 }
 
 impl Error {

@@ -8,9 +8,6 @@
 //! - `reopen`: open time from checkpoints and from a full log rebuild (`quiver bench reopen`);
 //! - `benchdir`: what a benchmark data directory holds, and what it may delete;
 //! - `sysinfo`: process memory figures;
-//! - `sim`: the Monte Carlo of the expected multiget width across a replicated cluster
-//!   (`quiver sim vector-width`, the vector-interface paper's Fig. 13);
-//! - `report`, `plot`: result files in, PNG and SVG plots out (`quiver bench report`);
 //! - `net`: the networked load generator for any RESP server (`quiver bench net`): closed and
 //!   open loop, HDR latency, server CPU from `/proc`, JSON and CSV records.
 
@@ -21,11 +18,8 @@ pub mod keys;
 pub mod load;
 pub mod local;
 pub mod net;
-pub mod plot;
 pub mod reopen;
-pub mod report;
 pub mod rng;
-pub mod sim;
 pub mod sysinfo;
 
 pub use error::{Error, Result};

@@ -344,9 +344,10 @@ fn run_phase(
         stop.store(true, Ordering::Relaxed);
         handles
             .into_iter()
+            // Reader threads return their errors; a panic in one is passed on as it is.
             .map(|h| {
                 h.join()
-                    .expect("reader threads return errors, they do not panic")
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
             })
             .collect()
     });

@@ -2,6 +2,9 @@
 //! closed- and open-loop runs, and the records they produce. No timing thresholds: only
 //! that work was done, without errors, and reported consistently.
 
+// The helpers outside the tests unwrap too: a failure there is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use quiver_bench::keys::{key_for, value_for};
 use quiver_bench::net::record::CSV_COLUMNS;
 use quiver_bench::net::{self, Mode, NetConfig, NetLoadReport, NetObserver, NetRecord};

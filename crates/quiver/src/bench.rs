@@ -12,8 +12,8 @@ use quiver_bench::net::{self, Mode, NetConfig, NetLoadReport, NetObserver, NetRe
 use quiver_bench::reopen::{self, ReopenConfig};
 
 use crate::cli::{BenchLocalArgs, BenchNetArgs, BenchReopenArgs};
-use crate::progress::{self, LOAD_TEMPLATE};
-use crate::CliError;
+use crate::error::CliError;
+use crate::progress::{self, LOAD_TEMPLATE, PERCENT_TEMPLATE};
 
 struct CliObserver {
     bar: Option<ProgressBar>,
@@ -58,7 +58,7 @@ impl Observer for CliObserver {
 }
 
 fn print_line(v: &impl serde::Serialize) -> std::io::Result<()> {
-    let line = serde_json::to_string(v).expect("plain structs serialize");
+    let line = serde_json::to_string(v)?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "{line}")?;
     out.flush()
@@ -107,7 +107,7 @@ pub fn reopen(dir: &Path, a: &BenchReopenArgs) -> Result<(), CliError> {
         dir: dir.to_path_buf(),
         cold: a.cold,
     };
-    let pb = progress::bar(0, "{msg} [{bar:40}] {percent}%");
+    let pb = progress::bar(0, PERCENT_TEMPLATE);
     let mut on_progress = |p: quiver_store::RecoveryProgress| {
         pb.set_length(p.partitions as u64);
         pb.set_position(p.partition as u64 + 1);

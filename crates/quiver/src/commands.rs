@@ -9,8 +9,8 @@ use quiver_bench::benchdir::holds_store;
 use quiver_store::{DamagePolicy, Options, Store};
 use serde::Serialize;
 
+use crate::error::CliError;
 use crate::progress;
-use crate::CliError;
 
 /// Opens the store in `dir`, which must already hold one (an offline command never creates
 /// a store), and warns about what recovery found.
@@ -68,7 +68,7 @@ struct StatsOut {
 }
 
 fn print_json(v: &impl Serialize) -> Result<(), CliError> {
-    let text = serde_json::to_string_pretty(v).expect("plain structs serialize");
+    let text = serde_json::to_string_pretty(v).map_err(std::io::Error::from)?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "{text}")?;
     out.flush()?;

@@ -8,6 +8,7 @@
 mod bench;
 mod cli;
 mod commands;
+mod error;
 mod progress;
 mod remote;
 mod report;
@@ -20,74 +21,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::cli::{Cli, Command};
-
-/// Why a command failed; printed as `quiver: <message>`.
-#[derive(Debug)]
-pub enum CliError {
-    Store(quiver_store::Error),
-    Server(quiver_server::ServerError),
-    Bench(quiver_bench::Error),
-    /// A server command failed: the server is unreachable, refused the password, replied
-    /// with an error, or the connection broke.
-    Remote(remote::RemoteError),
-    /// The answer is "no" (a key is absent, a check found damage); the message says what.
-    Negative(String),
-    /// Bad input that clap cannot see (a missing store directory, an out-of-range value).
-    Usage(String),
-    Output(std::io::Error),
-}
-
-impl std::fmt::Display for CliError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CliError::Store(e) => write!(f, "error: {e}{}", damage_hint(e)),
-            CliError::Server(e) => {
-                let hint = match e {
-                    quiver_server::ServerError::OpenStore(e) => damage_hint(e),
-                    _ => "",
-                };
-                write!(f, "error: {e}{hint}")
-            }
-            CliError::Bench(e) => write!(f, "error: {e}"),
-            CliError::Remote(e) => write!(f, "{e}"),
-            CliError::Negative(m) => f.write_str(m),
-            CliError::Usage(m) => write!(f, "error: {m}"),
-            CliError::Output(e) => write!(f, "error: cannot write the output: {e}"),
-        }
-    }
-}
-
-/// What to do about a store that refuses to open because of damage.
-fn damage_hint(e: &quiver_store::Error) -> &'static str {
-    match e {
-        quiver_store::Error::Damaged { .. } => {
-            "\n`quiver check` lists the damage (it changes nothing); `quiver check --repair` \
-             keeps what is intact, reports what was lost, and makes the store open again"
-        }
-        _ => "",
-    }
-}
-
-impl From<quiver_store::Error> for CliError {
-    fn from(e: quiver_store::Error) -> Self {
-        CliError::Store(e)
-    }
-}
-
-impl From<quiver_bench::Error> for CliError {
-    fn from(e: quiver_bench::Error) -> Self {
-        match e {
-            quiver_bench::Error::Store(e) => CliError::Store(e),
-            e => CliError::Bench(e),
-        }
-    }
-}
-
-impl From<std::io::Error> for CliError {
-    fn from(e: std::io::Error) -> Self {
-        CliError::Output(e)
-    }
-}
+use crate::error::CliError;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {

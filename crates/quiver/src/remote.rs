@@ -4,7 +4,6 @@
 //! Output is redis-cli's raw mode: values and keys written as their bytes, each followed by a
 //! newline, so `quiver get k > file` keeps the value intact (plus the newline).
 
-use std::fmt;
 use std::io::{self, BufWriter, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
@@ -14,77 +13,12 @@ use quiver_bench::load::LoadSpec;
 use quiver_client::{ClientOptions, Connection, Value};
 
 use crate::cli::{ConnArgs, GetArgs, InfoArgs, KeysArgs, LoadArgs, MsetArgs, ScanArgs, SetArgs};
+use crate::error::{CliError, RemoteError, Stage};
 use crate::progress::{self, LOAD_TEMPLATE};
-use crate::CliError;
 
 /// Largest request one load round trip sends (`depth` MSETs of `width` pairs): well under the
 /// server's default client-query-buffer-limit (1 GiB), and a bound on the client's memory.
 const LOAD_ROUND_BYTES_MAX: usize = 256 << 20;
-
-/// Where a server command failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stage {
-    /// Opening the connection (TCP connect, then AUTH).
-    Connect,
-    /// A command on an open connection.
-    Command,
-}
-
-/// A server command's failure, with what the user needs to act on it.
-#[derive(Debug)]
-pub struct RemoteError {
-    pub addr: String,
-    pub timeout: Duration,
-    pub stage: Stage,
-    pub source: quiver_client::Error,
-}
-
-impl fmt::Display for RemoteError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use quiver_client::Error as E;
-        let addr = &self.addr;
-        let secs = self.timeout.as_secs_f64();
-        match (&self.source, self.stage) {
-            (E::Server(text), _) => write!(f, "server error: {text}"),
-            (E::NoAuth(text), _) => write!(
-                f,
-                "server error: {text} (pass --password or set QUIVER_PASSWORD)"
-            ),
-            (E::AuthFailed(text), _) => write!(f, "the server refused the password: {text}"),
-            (E::Io(e), Stage::Connect) => {
-                write!(f, "cannot connect to {addr}: {}", io_message(e))?;
-                if e.kind() == io::ErrorKind::ConnectionRefused {
-                    f.write_str(" (is 'quiver serve' running?)")?;
-                }
-                Ok(())
-            }
-            (E::Timeout, Stage::Connect) => {
-                write!(f, "cannot connect to {addr}: no answer within {secs} s")
-            }
-            (E::Timeout, Stage::Command) => write!(
-                f,
-                "no reply from {addr} within {secs} s (a longer --timeout-s may help)"
-            ),
-            (E::InvalidAddress { reason, .. }, _) => {
-                write!(f, "cannot connect to {addr}: {reason}")
-            }
-            (E::Io(e), Stage::Command) => {
-                write!(f, "connection to {addr} failed: {}", io_message(e))
-            }
-            (other, Stage::Connect) => write!(f, "cannot connect to {addr}: {other}"),
-            (other, Stage::Command) => write!(f, "{addr}: {other}"),
-        }
-    }
-}
-
-/// An I/O error's text without the `(os error N)` suffix: `Connection refused`.
-fn io_message(e: &io::Error) -> String {
-    let text = e.to_string();
-    match text.rfind(" (os error ") {
-        Some(at) if text.ends_with(')') => text[..at].to_string(),
-        _ => text,
-    }
-}
 
 /// An open connection, and what error messages say about it.
 struct Client {

@@ -1,5 +1,5 @@
 //! `quiver bench report`: result files (JSON lines of `bench net`, `bench local` and
-//! `sim vector-width`) in, PNG and SVG plots out (see `quiver_bench::report` for which plots
+//! `sim vector-width`) in, PNG and SVG plots out (see `quiver_report` for which plots
 //! and from which records). Prints the files written on stdout, one per line, and why a plot
 //! was skipped on stderr.
 
@@ -7,9 +7,9 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use quiver_bench::report::{self, ReportConfig, DEFAULT_OUT_DIR};
+use quiver_report::{ReportConfig, DEFAULT_OUT_DIR};
 
-use crate::CliError;
+use crate::error::CliError;
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -26,7 +26,7 @@ pub struct ReportArgs {
 }
 
 pub fn run(a: &ReportArgs) -> Result<(), CliError> {
-    let summary = report::run(&ReportConfig {
+    let summary = quiver_report::run(&ReportConfig {
         inputs: a.input.clone(),
         out_dir: a.out.clone(),
         log_latency: a.log_latency,

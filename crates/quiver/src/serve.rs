@@ -8,7 +8,7 @@ use quiver_server::config::{Config, LogFormat};
 use quiver_server::Server;
 
 use crate::cli::ServeArgs;
-use crate::CliError;
+use crate::error::CliError;
 
 pub fn serve(dir: Option<PathBuf>, a: &ServeArgs) -> Result<(), CliError> {
     let mut config = match &a.config {

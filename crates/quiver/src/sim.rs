@@ -1,15 +1,15 @@
 //! `quiver sim`: simulations. `quiver sim vector-width` is the Monte Carlo of the
 //! vector-interface paper's Fig. 13 (the model and the figures are documented in
-//! `quiver_bench::sim`): one JSON line (or CSV row) per (servers, replication) cell on stdout,
+//! `quiver_plan::sim`): one JSON line (or CSV row) per (servers, replication) cell on stdout,
 //! a summary on stderr.
 
 use std::io::Write;
 use std::time::Instant;
 
 use clap::{Args, Subcommand};
-use quiver_bench::sim::{self, VectorWidthConfig, VectorWidthResult};
+use quiver_plan::sim::{self, VectorWidthConfig, VectorWidthResult};
 
-use crate::CliError;
+use crate::error::CliError;
 
 #[derive(Debug, Subcommand)]
 pub enum SimCommand {
@@ -101,11 +101,14 @@ fn vector_width(a: &VectorWidthArgs) -> Result<(), CliError> {
     sim::run(&cfg, &mut |r| {
         if output_error.is_none() {
             let line = if csv {
-                r.csv_row()
+                Ok(r.csv_row())
             } else {
-                serde_json::to_string(r).expect("plain structs serialize")
+                serde_json::to_string(r).map_err(std::io::Error::from)
             };
-            output_error = writeln!(out, "{line}").and_then(|()| out.flush()).err();
+            output_error = line
+                .and_then(|line| writeln!(out, "{line}"))
+                .and_then(|()| out.flush())
+                .err();
         }
     })?;
     if let Some(e) = output_error {

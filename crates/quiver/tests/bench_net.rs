@@ -1,5 +1,8 @@
 //! `quiver bench net` run as a user would: the built binary against an in-process server.
 
+// The helpers outside the tests unwrap too: a failure there is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::process::{Command, Output};
 
 use quiver_server::testing::TestServer;

@@ -1,6 +1,9 @@
 //! The `quiver` binary end to end, run as a user would: the server commands against an
 //! in-process `TestServer`, the offline commands and benchmarks on temporary directories.
 
+// The helpers outside the tests unwrap too: a failure there is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;

@@ -254,7 +254,10 @@ async fn issue(
                 let now = monotonic_ns();
                 let mut t = tally.borrow_mut();
                 for _ in 0..n {
-                    let due = s.pending.pop_front().expect("n <= pending");
+                    // n <= pending: never empty here.
+                    let Some(due) = s.pending.pop_front() else {
+                        break;
+                    };
                     gen.next(&mut out);
                     s.inflight.push_back(due);
                     t.sent_late(now, due);

@@ -9,6 +9,9 @@
 //! `quiver listening on ADDR` line on stdout. Every process started here is stopped here (a
 //! server still running when its handle is dropped is killed).
 
+// The helpers outside the tests unwrap too: a failure there is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

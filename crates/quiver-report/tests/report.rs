@@ -1,11 +1,14 @@
 //! `bench report` end to end: synthetic records of every kind in, every plot out as a PNG and
 //! an SVG that look like what they claim to be.
 
+// The helpers outside the tests unwrap too: a failure there is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::Write;
 use std::path::Path;
 
-use quiver_bench::report::{self, ReportConfig};
-use quiver_bench::sim::{self, VectorWidthConfig};
+use quiver_plan::sim::{self, VectorWidthConfig};
+use quiver_report::ReportConfig;
 use serde_json::json;
 
 const PLOTS: [&str; 8] = [
@@ -135,7 +138,7 @@ fn every_plot_is_written() {
     let input = dir.path().join("results.jsonl");
     std::fs::write(&input, synthetic_records()).unwrap();
     let out = dir.path().join("plots");
-    let summary = report::run(&ReportConfig {
+    let summary = quiver_report::run(&ReportConfig {
         inputs: vec![input],
         out_dir: out.clone(),
         log_latency: false,
@@ -147,7 +150,7 @@ fn every_plot_is_written() {
         check_files(&out, name);
     }
     // The logarithmic latency axis draws too.
-    let summary = report::run(&ReportConfig {
+    let summary = quiver_report::run(&ReportConfig {
         inputs: vec![dir.path().join("results.jsonl")],
         out_dir: dir.path().join("log"),
         log_latency: true,
@@ -168,7 +171,7 @@ fn missing_records_skip_plots_with_a_note() {
     writeln!(f, r#"{{"unrelated": true}}"#).unwrap();
     drop(f);
     let out = dir.path().join("plots");
-    let summary = report::run(&ReportConfig {
+    let summary = quiver_report::run(&ReportConfig {
         inputs: vec![input],
         out_dir: out.clone(),
         log_latency: false,
@@ -186,7 +189,7 @@ fn bad_input_names_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("bad.jsonl");
     std::fs::write(&input, "{\"keys_per_sec\": 1}\nnot json\n").unwrap();
-    let err = report::run(&ReportConfig {
+    let err = quiver_report::run(&ReportConfig {
         inputs: vec![input],
         out_dir: dir.path().join("plots"),
         log_latency: false,
@@ -194,7 +197,7 @@ fn bad_input_names_file_and_line() {
     .unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("bad.jsonl:2"), "{msg}");
-    let err = report::run(&ReportConfig {
+    let err = quiver_report::run(&ReportConfig {
         inputs: vec![dir.path().join("absent.jsonl")],
         out_dir: dir.path().join("plots"),
         log_latency: false,

@@ -22,7 +22,7 @@ pub const HEIGHT: u32 = 500;
 
 /// The font family every text style names; [`register_font`] maps it to the embedded font.
 const FONT: &str = "sans-serif";
-const FONT_BYTES: &[u8] = include_bytes!("../../assets/DejaVuSans-subset.ttf");
+const FONT_BYTES: &[u8] = include_bytes!("../assets/DejaVuSans-subset.ttf");
 
 /// Series colours: the Tableau 10 palette, distinguishable and readable on white.
 const PALETTE: [RGBColor; 10] = [

@@ -1,204 +1,13 @@
-//! `quiver bench report`: result files (JSON lines) in, PNG and SVG plots out.
-//!
-//! # Inputs
-//! Any mix of JSON-lines files; each line is one record, recognised by its fields:
-//! - `quiver sim vector-width` records (`"sim": "vector-width"`);
-//! - `quiver bench local` records (`"bench": "local"`);
-//! - `quiver bench net` records (they have `system` or `mode`), and any other record with
-//!   `keys_per_sec` (e.g. a figure script's raw backend row).
-//!
-//! Every record may carry `tags`, an object of strings (numbers are taken as their decimal
-//! text), that the figure scripts set: `figure` (`fig3`, `fig9`..`fig12`, `compare`),
-//! `pattern` (`direct` or `queue`), `G` (multiget width), `R` (storage vector width), `bar`
-//! (a fig3 bar's label). Blank lines are skipped; an object of no known kind is ignored
-//! (and counted in a note); a line that is not a JSON object is an error naming the file and
-//! line.
-//!
-//! # Outputs
-//! In the output directory, `NAME.png` and `NAME.svg` per plot; a plot without records is
-//! skipped with a note. NAME, what it shows, and from which records:
-//! - `latency_vs_throughput_direct`: Fig. 9-11 style, median latency vs keys/s, a line per G
-//!   (`tags.pattern=direct`; G from `tags.G`, else the record's `width`);
-//! - `latency_vs_throughput_queue`: the same, a line per R (`tags.pattern=queue`, `tags.R`);
-//! - `peak_throughput_vs_width`: Fig. 12, peak keys/s vs width, a line for direct and one
-//!   for the queue (`tags.figure=fig12` records if any, else the peaks of the curves above);
-//! - `fig3_throughput_bars`: Fig. 3, a keys/s bar per `tags.bar` (`tags.figure=fig3`);
-//! - `vector_width_vs_servers`: Fig. 13, `width_of_mean_exact` vs servers, a line per
-//!   replication factor, and the replication-1 closed form dashed (sim records);
-//! - `compare_throughput`: keys/s grouped by workload, a bar per system
-//!   (`tags.figure=compare`); `compare_throughput_<V>B` per value size V when there are
-//!   several;
-//! - `local_throughput_vs_width`: in-process multiget keys/s vs width, a line per backend,
-//!   distribution and thread count (`bench local` records without `tags.figure`).
-//!
-//! Records tagged for fig3, fig12 or compare are not also drawn as latency curves. Repeated
-//! records for one bar, one sim cell or one `bench local` point (several rounds, seeds) are
-//! averaged; for one fig12 width the largest keys/s is the peak.
+//! The plots `quiver bench report` draws, built from the records as plain data (the crate
+//! documentation lists them); [`crate::plot`] draws them.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::error::{Error, Result};
-use crate::plot::{self, BarChart, BarSeries, Chart, Legend, LineChart, Series};
-use crate::sim::{closed_form_width, VectorWidthResult};
-
-/// Where the plots go when `--out` is not given.
-pub const DEFAULT_OUT_DIR: &str = "docs/bench";
-
-#[derive(Clone, Debug)]
-pub struct ReportConfig {
-    pub inputs: Vec<PathBuf>,
-    pub out_dir: PathBuf,
-    /// Logarithmic latency axis on the latency-vs-throughput plots.
-    pub log_latency: bool,
-}
-
-/// What a report run did.
-#[derive(Clone, Debug, Default)]
-pub struct ReportSummary {
-    /// Records read, over all inputs.
-    pub records: usize,
-    /// Files written (a PNG and an SVG per plot).
-    pub written: Vec<PathBuf>,
-    /// Plots skipped and records ignored, with why: for the CLI to print on stderr.
-    pub notes: Vec<String>,
-}
-
-/// What kind of result a record is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Sim,
-    Local,
-    Net,
-    /// Has `keys_per_sec` but is none of the above (a figure script's own row).
-    Other,
-}
-
-/// One line of a result file.
-#[derive(Clone, Debug)]
-pub struct Record {
-    pub kind: Kind,
-    fields: Map<String, Value>,
-    tags: BTreeMap<String, String>,
-}
-
-impl Record {
-    /// Reads a record from a JSON object; `None` if it is of no known kind.
-    pub fn from_object(fields: Map<String, Value>) -> Option<Record> {
-        let text = |k: &str| fields.get(k).and_then(Value::as_str);
-        let kind = if text("sim") == Some("vector-width") {
-            Kind::Sim
-        } else if text("bench") == Some("local") {
-            Kind::Local
-        } else if !fields.contains_key("keys_per_sec") {
-            return None;
-        } else if fields.contains_key("system") || fields.contains_key("mode") {
-            Kind::Net
-        } else {
-            Kind::Other
-        };
-        let tags = match fields.get("tags") {
-            Some(Value::Object(t)) => t
-                .iter()
-                .filter_map(|(k, v)| {
-                    let v = match v {
-                        Value::String(s) => s.clone(),
-                        Value::Number(n) => n.to_string(),
-                        Value::Bool(b) => b.to_string(),
-                        _ => return None,
-                    };
-                    Some((k.clone(), v))
-                })
-                .collect(),
-            _ => BTreeMap::new(),
-        };
-        Some(Record { kind, fields, tags })
-    }
-
-    pub fn num(&self, field: &str) -> Option<f64> {
-        self.fields
-            .get(field)
-            .and_then(Value::as_f64)
-            .filter(|v| v.is_finite())
-    }
-
-    pub fn text(&self, field: &str) -> Option<&str> {
-        self.fields.get(field).and_then(Value::as_str)
-    }
-
-    pub fn tag(&self, name: &str) -> Option<&str> {
-        self.tags.get(name).map(String::as_str)
-    }
-
-    /// A tag read as a number (`"8"` -> 8).
-    fn tag_num(&self, name: &str) -> Option<f64> {
-        self.tag(name)?.trim().parse().ok()
-    }
-
-    fn figure(&self) -> Option<&str> {
-        self.tag("figure")
-    }
-}
-
-/// Reads every record of `path`. Unknown kinds of object are counted in `ignored`.
-pub fn read_records(path: &Path, ignored: &mut usize) -> Result<Vec<Record>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io("read", path, e))?;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        let parse_error = |reason: String| Error::Parse {
-            path: path.to_path_buf(),
-            line: i + 1,
-            reason,
-        };
-        match serde_json::from_str::<Value>(line) {
-            Ok(Value::Object(fields)) => match Record::from_object(fields) {
-                Some(r) => out.push(r),
-                None => *ignored += 1,
-            },
-            Ok(_) => return Err(parse_error("not a JSON object".into())),
-            Err(e) => return Err(parse_error(format!("not JSON: {e}"))),
-        }
-    }
-    Ok(out)
-}
-
-/// Reads the inputs, builds every plot it has records for and writes them into `out_dir`.
-pub fn run(cfg: &ReportConfig) -> Result<ReportSummary> {
-    if cfg.inputs.is_empty() {
-        return Err(Error::Invalid("no input files".into()));
-    }
-    let mut records = Vec::new();
-    let mut ignored = 0;
-    for path in &cfg.inputs {
-        records.extend(read_records(path, &mut ignored)?);
-    }
-    let mut summary = ReportSummary {
-        records: records.len(),
-        ..ReportSummary::default()
-    };
-    if ignored > 0 {
-        summary.notes.push(format!(
-            "{ignored} record(s) of no known kind ignored (neither sim, bench local, nor \
-             with keys_per_sec)"
-        ));
-    }
-    let charts = build_charts(&records, cfg.log_latency, &mut summary.notes);
-    if !charts.is_empty() {
-        std::fs::create_dir_all(&cfg.out_dir).map_err(|e| Error::io("create", &cfg.out_dir, e))?;
-    }
-    for (name, chart) in &charts {
-        summary
-            .written
-            .extend(plot::write(chart, &cfg.out_dir, name)?);
-    }
-    Ok(summary)
-}
+use crate::plot::{BarChart, BarSeries, Chart, Legend, LineChart, Series};
+use crate::records::{Kind, Record};
+use quiver_plan::sim::{closed_form_width, VectorWidthResult};
 
 /// Every chart the records allow, with its file name (no extension); a note for each one
 /// skipped.
@@ -564,7 +373,7 @@ fn vector_width_chart(records: &[Record]) -> Option<LineChart> {
     let sims: Vec<VectorWidthResult> = records
         .iter()
         .filter(|r| r.kind == Kind::Sim)
-        .filter_map(|r| serde_json::from_value(Value::Object(r.fields.clone())).ok())
+        .filter_map(|r| serde_json::from_value(Value::Object(r.fields().clone())).ok())
         .collect();
     // One key count per chart: the most common one (the paper: 32).
     let mut by_keys: BTreeMap<usize, usize> = BTreeMap::new();
@@ -674,26 +483,6 @@ mod tests {
     fn rec(v: Value) -> Record {
         let Value::Object(m) = v else { panic!() };
         Record::from_object(m).expect("a known kind")
-    }
-
-    #[test]
-    fn kinds_and_tags() {
-        assert_eq!(rec(json!({"sim": "vector-width"})).kind, Kind::Sim);
-        assert_eq!(
-            rec(json!({"bench": "local", "keys_per_sec": 1.0})).kind,
-            Kind::Local
-        );
-        let r = rec(json!({"system": "quiver", "keys_per_sec": 1.0,
-                           "tags": {"G": 8, "pattern": "direct", "x": null}}));
-        assert_eq!(r.kind, Kind::Net);
-        assert_eq!(r.tag("G"), Some("8"));
-        assert_eq!(r.tag_num("G"), Some(8.0));
-        assert_eq!(r.tag("x"), None);
-        assert_eq!(rec(json!({"keys_per_sec": 1.0})).kind, Kind::Other);
-        let Value::Object(m) = json!({"hello": 1}) else {
-            panic!()
-        };
-        assert!(Record::from_object(m).is_none());
     }
 
     #[test]
