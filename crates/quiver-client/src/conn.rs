@@ -162,7 +162,10 @@ impl Connection {
         encode_command(&mut request, args);
         let result = self.round_trip(&request, 1);
         self.write_buf = reuse(request);
-        let reply = result?.pop().expect("one reply per command");
+        // round_trip returns one reply per command: the error cannot happen.
+        let reply = result?
+            .pop()
+            .ok_or_else(|| Error::Protocol("no reply to the command".into()))?;
         into_result(reply)
     }
 

@@ -5,7 +5,8 @@
 //! Quiver's atomic `BATCH` command.
 //!
 //! * [`resp`] — the wire format: request encoding and an incremental
-//!   RESP2/RESP3 reply parser with limits checked before allocating;
+//!   RESP2/RESP3 reply parser with limits checked before allocating, both on
+//!   the shared codec `quiver-resp`;
 //! * [`conn`] — [`Connection`]: commands, typed helpers, pipelining, and
 //!   the reconnect rule (a request that may have reached the server is
 //!   never silently retried);

@@ -1,13 +1,19 @@
-//! The RESP wire format, client side: request encoding and reply parsing.
+//! The RESP wire format, client side: request encoding and reply parsing,
+//! on the shared codec (`quiver-resp`).
 //!
 //! Requests are always sent as RESP multibulks of bulk strings (the only form
-//! that carries arbitrary bytes). Replies are parsed in RESP2 and RESP3 alike,
-//! so the same parser serves connections that did or did not send `HELLO 3`.
+//! that carries arbitrary bytes): [`encode_command`]. Replies are parsed in
+//! RESP2 and RESP3 alike, so the same parser serves connections that did or
+//! did not send `HELLO 3`.
 //!
 //! The parser is incremental: [`Parser::parse`] consumes what it can from the
 //! front of a [`BytesMut`] and returns `Ok(None)` until a whole reply has
-//! arrived, keeping the aggregates it has started. A reply that arrives in
-//! many reads is therefore parsed once, not once per read.
+//! arrived, keeping the aggregates it has started. Framing is the shared
+//! [`Scanner`]'s, which resumes where it stopped: a reply that arrives in
+//! many reads is scanned once, not once per read. This module builds the
+//! [`Value`] on the scanner's items, bulks as zero-copy slices of the buffer,
+//! and checks what the scanner leaves to it: the text of integers, doubles,
+//! booleans, big numbers and nulls, and the `fmt:` of verbatim strings.
 //!
 //! Every length the server declares is checked against [`Limits`] *before*
 //! anything is reserved, and aggregates reserve at most
@@ -19,26 +25,18 @@
 //! aggregates (`$?`, `*?`, ...). RESP3 attributes (`|`) are parsed and
 //! dropped: they annotate the reply that follows them, which is returned.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
+use quiver_resp::{AggregateType, BlobType, Event, LineType, ScanError, Scanner};
 
 use crate::error::{Error, Result};
 
-/// Largest bulk string accepted: Redis's `proto-max-bulk-len` (512 MiB).
-pub const MAX_BULK_LEN: usize = 512 * 1024 * 1024;
-/// Largest element count accepted for one aggregate (Redis's own limit for
-/// a request's multibulk count).
-pub const MAX_AGGREGATE_LEN: usize = i32::MAX as usize;
-/// Deepest nesting accepted. Real replies nest a few levels; the bound keeps
-/// a hostile reply from building a value whose recursive drop overflows the
-/// stack.
-pub const MAX_DEPTH: usize = 128;
-/// Longest line accepted (simple string, error, number, or a length header;
-/// type byte included, CRLF not), so a server that never sends `\r\n` cannot
-/// make the buffer grow forever.
-pub const MAX_LINE_LEN: usize = 64 * 1024;
-/// Slots reserved when an aggregate header is read; more are added as the
-/// elements arrive.
-pub const AGGREGATE_PREALLOC: usize = 1024;
+pub use quiver_resp::encode_command;
+pub use quiver_resp::limits::{
+    AGGREGATE_PREALLOC, MAX_AGGREGATE_LEN, MAX_BULK_LEN, MAX_DEPTH, MAX_LINE_LEN,
+};
+/// Protocol limits for parsing replies. [`Limits::default`] uses the named
+/// constants of this module (re-exported from `quiver_resp::limits`).
+pub use quiver_resp::ReplyLimits as Limits;
 
 /// One reply, RESP2 or RESP3.
 ///
@@ -107,76 +105,10 @@ impl Value {
     }
 }
 
-/// Protocol limits for parsing replies. [`Limits::default`] uses the named
-/// constants of this module.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    pub max_bulk_len: usize,
-    pub max_aggregate_len: usize,
-    pub max_depth: usize,
-    pub max_line_len: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_bulk_len: MAX_BULK_LEN,
-            max_aggregate_len: MAX_AGGREGATE_LEN,
-            max_depth: MAX_DEPTH,
-            max_line_len: MAX_LINE_LEN,
-        }
-    }
-}
-
-/// Appends one request to `out` as a RESP multibulk of bulk strings:
-/// `*<n>\r\n` then `$<len>\r\n<bytes>\r\n` per argument.
-pub fn encode_command(out: &mut BytesMut, args: &[&[u8]]) {
-    let payload: usize = args.iter().map(|a| a.len()).sum();
-    // Headers are at most 1 + 20 + 2 bytes each; one reservation per request.
-    out.reserve(payload + (args.len() + 1) * 25);
-    put_header(out, b'*', args.len());
-    for arg in args {
-        put_header(out, b'$', arg.len());
-        out.put_slice(arg);
-        out.put_slice(b"\r\n");
-    }
-}
-
-/// `<kind><n>\r\n` without a heap allocation for the number.
-fn put_header(out: &mut BytesMut, kind: u8, n: usize) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut n = n;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.put_u8(kind);
-    out.put_slice(&digits[at..]);
-    out.put_slice(b"\r\n");
-}
-
-/// The aggregate types, while their elements are being collected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum AggregateKind {
-    Array,
-    Map,
-    Set,
-    Push,
-    /// RESP3 `|`: a map annotating the next value; dropped when complete.
-    Attribute,
-}
-
 /// An aggregate whose header has been read but not all of its elements.
 #[derive(Debug)]
 struct Partial {
-    kind: AggregateKind,
-    /// Values still expected (for maps and attributes: twice the pairs).
-    remaining: usize,
+    kind: AggregateType,
     items: Vec<Value>,
 }
 
@@ -184,11 +116,11 @@ impl Partial {
     /// The finished aggregate, or `None` for an attribute (dropped).
     fn finish(self) -> Option<Value> {
         Some(match self.kind {
-            AggregateKind::Array => Value::Array(self.items),
-            AggregateKind::Set => Value::Set(self.items),
-            AggregateKind::Push => Value::Push(self.items),
-            AggregateKind::Map => Value::Map(pairs(self.items)),
-            AggregateKind::Attribute => return None,
+            AggregateType::Array => Value::Array(self.items),
+            AggregateType::Set => Value::Set(self.items),
+            AggregateType::Push => Value::Push(self.items),
+            AggregateType::Map => Value::Map(pairs(self.items)),
+            AggregateType::Attribute => return None,
         })
     }
 }
@@ -202,22 +134,19 @@ fn pairs(items: Vec<Value>) -> Vec<(Value, Value)> {
     out
 }
 
-/// What one step of parsing found at the front of the buffer.
-enum Item {
-    /// A complete non-aggregate value.
-    Value(Value),
-    /// An aggregate header announcing `len` values (already doubled for maps).
-    Start(AggregateKind, usize),
-}
-
 /// Incremental reply parser. One per connection: it keeps the aggregates of
 /// a reply that has not fully arrived yet.
+///
+/// Between calls the buffer may only be appended to, or consumed by the
+/// parser; [`Parser::reset`] forgets a partial reply.
 ///
 /// After an error the parser is reset, but the stream is out of step: the
 /// connection must be dropped.
 #[derive(Debug, Default)]
 pub struct Parser {
-    limits: Limits,
+    scanner: Scanner,
+    /// The aggregates being built, innermost last (one per open aggregate of
+    /// the scanner).
     stack: Vec<Partial>,
 }
 
@@ -228,7 +157,7 @@ impl Parser {
 
     pub fn with_limits(limits: Limits) -> Self {
         Parser {
-            limits,
+            scanner: Scanner::new(limits),
             stack: Vec::new(),
         }
     }
@@ -240,6 +169,7 @@ impl Parser {
 
     /// Forgets a partly parsed reply (after the connection was replaced).
     pub fn reset(&mut self) {
+        self.scanner.reset();
         self.stack.clear();
     }
 
@@ -252,55 +182,62 @@ impl Parser {
     pub fn parse(&mut self, buf: &mut BytesMut) -> Result<Option<Value>> {
         let result = self.parse_inner(buf);
         if result.is_err() {
-            self.stack.clear();
+            self.reset();
         }
         result
     }
 
     fn parse_inner(&mut self, buf: &mut BytesMut) -> Result<Option<Value>> {
         loop {
-            let mut value = match parse_item(buf, &self.limits)? {
-                None => return Ok(None),
-                Some(Item::Value(v)) => v,
-                Some(Item::Start(kind, len)) => {
-                    if self.stack.len() >= self.limits.max_depth {
-                        return Err(protocol(format!(
-                            "reply nests deeper than {} levels",
-                            self.limits.max_depth
-                        )));
-                    }
-                    let partial = Partial {
-                        kind,
-                        remaining: len,
-                        items: Vec::with_capacity(len.min(AGGREGATE_PREALLOC)),
+            // The item in progress starts at the front of `buf`; the scanner
+            // has seen its first `scanned()` bytes.
+            let from = self.scanner.scanned();
+            if from > buf.len() {
+                return Err(protocol("the reply buffer lost bytes being parsed"));
+            }
+            let step = self.scanner.step(&buf[from..]).map_err(scan_error)?;
+            let Some(event) = step.event else {
+                return Ok(None);
+            };
+            let value = match event {
+                Event::Line { ty, len } => {
+                    let value = line_value(ty, &buf[1..len - 2])?;
+                    buf.advance(len);
+                    value
+                }
+                Event::Blob { ty, header, len } => {
+                    buf.advance(header);
+                    let payload = buf.split_to(len).freeze();
+                    buf.advance(2);
+                    blob(ty, payload)?
+                }
+                Event::Null { len } => {
+                    buf.advance(len);
+                    Value::Null
+                }
+                Event::Start { ty, header, values } => {
+                    buf.advance(header);
+                    self.stack.push(Partial {
+                        kind: ty,
+                        items: Vec::with_capacity(values.min(AGGREGATE_PREALLOC)),
+                    });
+                    continue;
+                }
+                Event::End { .. } => {
+                    let Some(done) = self.stack.pop() else {
+                        return Err(protocol("an aggregate ended that never started"));
                     };
-                    if len > 0 {
-                        self.stack.push(partial);
-                        continue;
-                    }
-                    match partial.finish() {
+                    match done.finish() {
                         Some(v) => v,
-                        None => continue, // an empty attribute
+                        // An attribute annotates the next value: it takes no
+                        // slot in its parent, so parsing simply goes on.
+                        None => continue,
                     }
                 }
             };
-            // Hand the finished value up through every aggregate it completes.
-            loop {
-                let Some(top) = self.stack.last_mut() else {
-                    return Ok(Some(value));
-                };
-                top.items.push(value);
-                top.remaining -= 1;
-                if top.remaining > 0 {
-                    break;
-                }
-                let done = self.stack.pop().expect("stack top exists");
-                match done.finish() {
-                    Some(v) => value = v,
-                    // An attribute annotates the next value: it takes no
-                    // slot in its parent, so parsing simply goes on.
-                    None => break,
-                }
+            match self.stack.last_mut() {
+                Some(top) => top.items.push(value),
+                None => return Ok(Some(value)),
             }
         }
     }
@@ -310,95 +247,41 @@ fn protocol(message: impl Into<String>) -> Error {
     Error::Protocol(message.into())
 }
 
-/// Parses one value or aggregate header from the front of `buf`, consuming
-/// it only when it is complete.
-fn parse_item(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Item>> {
-    let Some(line_end) = find_line(buf, limits)? else {
-        return Ok(None);
-    };
-    let kind = buf[0];
-    let line = &buf[1..line_end];
-    let header_len = line_end + 2;
-    let item = match kind {
-        b'+' => Item::Value(Value::Simple(lossy(line))),
-        b'-' => Item::Value(Value::Error(lossy(line))),
-        b':' => Item::Value(Value::Integer(parse_integer(line)?)),
-        b',' => Item::Value(Value::Double(parse_double(line)?)),
-        b'#' => Item::Value(Value::Boolean(match line {
+fn scan_error(e: ScanError) -> Error {
+    protocol(e.to_string())
+}
+
+/// The value of a line reply: its text checked for its type.
+fn line_value(ty: LineType, line: &[u8]) -> Result<Value> {
+    Ok(match ty {
+        LineType::Simple => Value::Simple(lossy(line)),
+        LineType::Error => Value::Error(lossy(line)),
+        LineType::Integer => Value::Integer(
+            quiver_resp::parse_integer(line)
+                .ok_or_else(|| protocol(format!("invalid integer {:?}", lossy(line))))?,
+        ),
+        LineType::Double => Value::Double(parse_double(line)?),
+        LineType::Boolean => Value::Boolean(match line {
             b"t" => true,
             b"f" => false,
             _ => return Err(protocol(format!("invalid boolean {:?}", lossy(line)))),
-        })),
-        b'(' => Item::Value(Value::BigNumber(parse_big_number(line)?)),
-        b'_' => {
+        }),
+        LineType::BigNumber => Value::BigNumber(parse_big_number(line)?),
+        LineType::Null => {
             if !line.is_empty() {
                 return Err(protocol("null with a payload"));
             }
-            Item::Value(Value::Null)
+            Value::Null
         }
-        b'$' | b'!' | b'=' => {
-            let Some(len) = parse_length(line, kind == b'$')? else {
-                buf.advance(header_len);
-                return Ok(Some(Item::Value(Value::Null)));
-            };
-            if len > limits.max_bulk_len {
-                return Err(protocol(format!(
-                    "bulk length {len} exceeds the limit {}",
-                    limits.max_bulk_len
-                )));
-            }
-            // Wait for the whole payload before touching it; the header is
-            // re-read next time (a few bytes, unlike the payload). Nothing is
-            // reserved on the server's word: the buffer grows as bytes arrive.
-            let total = header_len + len + 2;
-            if buf.len() < total {
-                return Ok(None);
-            }
-            if &buf[total - 2..total] != b"\r\n" {
-                return Err(protocol("bulk payload not followed by CRLF"));
-            }
-            buf.advance(header_len);
-            let payload = buf.split_to(len).freeze();
-            buf.advance(2);
-            return Ok(Some(Item::Value(blob(kind, payload)?)));
-        }
-        b'*' | b'%' | b'~' | b'>' | b'|' => {
-            let Some(count) = parse_length(line, kind == b'*')? else {
-                buf.advance(header_len);
-                return Ok(Some(Item::Value(Value::Null)));
-            };
-            if count > limits.max_aggregate_len {
-                return Err(protocol(format!(
-                    "aggregate length {count} exceeds the limit {}",
-                    limits.max_aggregate_len
-                )));
-            }
-            let (kind, values) = match kind {
-                b'*' => (AggregateKind::Array, count),
-                b'~' => (AggregateKind::Set, count),
-                b'>' => (AggregateKind::Push, count),
-                b'%' => (AggregateKind::Map, count * 2),
-                _ => (AggregateKind::Attribute, count * 2),
-            };
-            Item::Start(kind, values)
-        }
-        _ => {
-            return Err(protocol(format!(
-                "unknown reply type byte {:?}",
-                char::from(kind)
-            )))
-        }
-    };
-    buf.advance(header_len);
-    Ok(Some(item))
+    })
 }
 
 /// The value of a length-prefixed reply (`$`, `!`, `=`).
-fn blob(kind: u8, payload: Bytes) -> Result<Value> {
-    Ok(match kind {
-        b'$' => Value::Bulk(payload),
-        b'!' => Value::Error(lossy(&payload)),
-        _ => {
+fn blob(ty: BlobType, payload: Bytes) -> Result<Value> {
+    Ok(match ty {
+        BlobType::Bulk => Value::Bulk(payload),
+        BlobType::Error => Value::Error(lossy(&payload)),
+        BlobType::Verbatim => {
             // `=<len>\r\nfmt:text`: the format is exactly three bytes.
             if payload.len() < 4 || payload[3] != b':' {
                 return Err(protocol("verbatim string without a `fmt:` prefix"));
@@ -411,59 +294,8 @@ fn blob(kind: u8, payload: Bytes) -> Result<Value> {
     })
 }
 
-/// The index of the `\r` ending the first line, once a whole line is there.
-fn find_line(buf: &[u8], limits: &Limits) -> Result<Option<usize>> {
-    // Only the first max_line_len + 2 bytes can hold a valid line's end.
-    let window = &buf[..buf.len().min(limits.max_line_len + 2)];
-    match window.iter().position(|&b| b == b'\n') {
-        // A line needs at least its type byte before the CRLF.
-        Some(0 | 1) => Err(protocol("line without a type byte")),
-        Some(nl) if window[nl - 1] == b'\r' => Ok(Some(nl - 1)),
-        Some(_) => Err(protocol("line ends in a bare LF")),
-        // Room for the longest line and its CRLF, and still no LF.
-        None if window.len() >= limits.max_line_len + 2 => Err(protocol(format!(
-            "line longer than {} bytes",
-            limits.max_line_len
-        ))),
-        None => Ok(None),
-    }
-}
-
 fn lossy(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// A declared length: decimal digits, or `-1` (null) where `null_ok`.
-/// Overlong numbers are rejected before they can overflow.
-fn parse_length(line: &[u8], null_ok: bool) -> Result<Option<usize>> {
-    if line == b"-1" && null_ok {
-        return Ok(None);
-    }
-    if line == b"?" {
-        return Err(protocol("streamed RESP3 replies are not supported"));
-    }
-    let invalid = || protocol(format!("invalid length {:?}", lossy(line)));
-    if line.is_empty() || line.len() > 19 || !line.iter().all(u8::is_ascii_digit) {
-        return Err(invalid());
-    }
-    let n: u64 = std::str::from_utf8(line)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(invalid)?;
-    usize::try_from(n).map(Some).map_err(|_| invalid())
-}
-
-fn parse_integer(line: &[u8]) -> Result<i64> {
-    let invalid = || protocol(format!("invalid integer {:?}", lossy(line)));
-    let digits = line.strip_prefix(b"-").unwrap_or(line);
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(invalid());
-    }
-    // Only ASCII digits and a sign remain; parse() rejects overflow.
-    std::str::from_utf8(line)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(invalid)
 }
 
 fn parse_double(line: &[u8]) -> Result<f64> {

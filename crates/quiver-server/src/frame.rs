@@ -46,21 +46,25 @@
 use std::fmt;
 
 use bytes::{Buf, Bytes, BytesMut};
+use quiver_resp::limits;
+
+/// Redis's integer parsing (`string2ll`), from the shared codec; the commands reach it here.
+pub use quiver_resp::string2ll;
 
 /// Redis `proto-max-bulk-len` default: 512 MiB.
-pub const PROTO_MAX_BULK_LEN: usize = 512 * 1024 * 1024;
+pub const PROTO_MAX_BULK_LEN: usize = limits::MAX_BULK_LEN;
 /// Largest multibulk count Redis 7 accepts (`ll > INT_MAX` is rejected).
 /// Redis before 7 used `1024 * 1024`.
-pub const PROTO_MULTIBULK_MAX_LEN: usize = i32::MAX as usize;
+pub const PROTO_MULTIBULK_MAX_LEN: usize = limits::MAX_AGGREGATE_LEN;
 /// Redis `PROTO_INLINE_MAX_SIZE`: 64 KiB.
-pub const PROTO_INLINE_MAX_SIZE: usize = 64 * 1024;
+pub const PROTO_INLINE_MAX_SIZE: usize = limits::MAX_LINE_LEN;
 /// Largest multibulk count from a client that must still authenticate.
 pub const UNAUTHENTICATED_MULTIBULK_MAX: usize = 10;
 /// Largest bulk from a client that must still authenticate.
 pub const UNAUTHENTICATED_BULK_MAX: usize = 16 * 1024;
 /// Argument slots reserved when a multibulk header is read; more are added as
 /// bulks arrive (Redis 7 does the same with `argv_len = min(count, 1024)`).
-pub const ARGV_PREALLOC: usize = 1024;
+pub const ARGV_PREALLOC: usize = limits::AGGREGATE_PREALLOC;
 
 /// Protocol limits, checked before any memory is reserved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -418,40 +422,6 @@ fn find_line_end(buf: &[u8], from: usize, scan: &mut usize, target: u8) -> Optio
     }
 }
 
-/// Redis `string2ll`: an optionally negative decimal without leading zeros,
-/// `+`, blanks or overflow, shorter than 21 characters.
-pub fn string2ll(s: &[u8]) -> Option<i64> {
-    if s.is_empty() || s.len() >= 21 {
-        return None;
-    }
-    if s == b"0" {
-        return Some(0);
-    }
-    let (negative, digits) = match s.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, s),
-    };
-    match digits.first() {
-        Some(b'1'..=b'9') => {}
-        _ => return None,
-    }
-    let mut v: u64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-    }
-    if negative {
-        if v > i64::MAX as u64 + 1 {
-            return None;
-        }
-        Some((v as i64).wrapping_neg())
-    } else {
-        i64::try_from(v).ok()
-    }
-}
-
 /// C `isspace` in the "C" locale.
 fn is_space(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
@@ -539,34 +509,5 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
             }
         }
         args.push(Bytes::from(cur));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn string2ll_matches_redis() {
-        assert_eq!(string2ll(b"0"), Some(0));
-        assert_eq!(string2ll(b"-1"), Some(-1));
-        assert_eq!(string2ll(b"9223372036854775807"), Some(i64::MAX));
-        assert_eq!(string2ll(b"-9223372036854775808"), Some(i64::MIN));
-        for bad in [
-            &b""[..],
-            b"-",
-            b"-0",
-            b"01",
-            b"+1",
-            b" 1",
-            b"1 ",
-            b"1a",
-            b"9223372036854775808",
-            b"-9223372036854775809",
-            b"18446744073709551616",
-            b"000000000000000000001",
-        ] {
-            assert_eq!(string2ll(bad), None, "{:?}", String::from_utf8_lossy(bad));
-        }
     }
 }

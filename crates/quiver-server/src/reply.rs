@@ -8,6 +8,7 @@
 use std::borrow::Cow;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use quiver_resp::{decimal_len, header_len, Header};
 
 use crate::frame::ProtocolError;
 
@@ -51,11 +52,7 @@ impl Reply {
         match self {
             Reply::Simple(s) => line(out, b'+', s.as_bytes()),
             Reply::Error(e) => line(out, b'-', e),
-            Reply::Integer(n) => {
-                out.put_u8(b':');
-                put_decimal(out, *n);
-                out.put_slice(b"\r\n");
-            }
+            Reply::Integer(n) => out.put_slice(Header::int(b':', *n).as_bytes()),
             Reply::Bulk(b) => bulk(out, b),
             Reply::Null if resp3 => out.put_slice(b"_\r\n"),
             Reply::Null => out.put_slice(b"$-1\r\n"),
@@ -69,7 +66,7 @@ impl Reply {
                 } else {
                     (b'*', pairs.len() * 2)
                 };
-                line(out, kind, n.to_string().as_bytes());
+                out.put_slice(Header::new(kind, n).as_bytes());
                 for (k, v) in pairs {
                     k.encode(out, resp3);
                     v.encode(out, resp3);
@@ -86,7 +83,7 @@ impl Reply {
             Reply::Boolean(b) if resp3 => out.put_slice(if *b { b"#t\r\n" } else { b"#f\r\n" }),
             Reply::Boolean(b) => out.put_slice(if *b { b":1\r\n" } else { b":0\r\n" }),
             Reply::Verbatim { format, text } if resp3 => {
-                line(out, b'=', (text.len() + 4).to_string().as_bytes());
+                out.put_slice(Header::new(b'=', text.len() + 4).as_bytes());
                 out.put_slice(format);
                 out.put_u8(b':');
                 out.put_slice(text);
@@ -108,14 +105,11 @@ impl Reply {
             Reply::Null => 5,
             Reply::NullArray => 5,
             Reply::Array(items) | Reply::Set(items) => {
-                decimal_len(items.len() as i64)
-                    + 3
-                    + items.iter().map(|i| i.encoded_len(resp3)).sum::<usize>()
+                header_len(items.len()) + items.iter().map(|i| i.encoded_len(resp3)).sum::<usize>()
             }
             Reply::Map(pairs) => {
                 let n = if resp3 { pairs.len() } else { pairs.len() * 2 };
-                decimal_len(n as i64)
-                    + 3
+                header_len(n)
                     + pairs
                         .iter()
                         .map(|(k, v)| k.encoded_len(resp3) + v.encoded_len(resp3))
@@ -145,9 +139,7 @@ pub fn encode_bulks(out: &mut BytesMut, values: &[Option<Bytes>], resp3: bool) {
         .map(|v| v.as_ref().map_or(5, |b| b.len() + 16))
         .sum();
     out.reserve(payload + 16);
-    out.put_u8(b'*');
-    put_decimal(out, values.len() as i64);
-    out.put_slice(b"\r\n");
+    out.put_slice(Header::new(b'*', values.len()).as_bytes());
     for v in values {
         match v {
             Some(b) => bulk(out, b),
@@ -160,8 +152,7 @@ pub fn encode_bulks(out: &mut BytesMut, values: &[Option<Bytes>], resp3: bool) {
 /// How many bytes [`encode_bulks`] appends for `values`.
 pub fn bulks_encoded_len(values: &[Option<Bytes>], resp3: bool) -> usize {
     let null = if resp3 { 3 } else { 5 };
-    decimal_len(values.len() as i64)
-        + 3
+    header_len(values.len())
         + values
             .iter()
             .map(|v| v.as_ref().map_or(null, |b| bulk_len(b.len())))
@@ -183,17 +174,13 @@ fn line(out: &mut BytesMut, kind: u8, body: &[u8]) {
 
 fn bulk(out: &mut BytesMut, data: &[u8]) {
     out.reserve(data.len() + 24);
-    out.put_u8(b'$');
-    put_decimal(out, data.len() as i64);
-    out.put_slice(b"\r\n");
+    out.put_slice(Header::new(b'$', data.len()).as_bytes());
     out.put_slice(data);
     out.put_slice(b"\r\n");
 }
 
 fn aggregate(out: &mut BytesMut, kind: u8, items: &[Reply], resp3: bool) {
-    out.put_u8(kind);
-    put_decimal(out, items.len() as i64);
-    out.put_slice(b"\r\n");
+    out.put_slice(Header::new(kind, items.len()).as_bytes());
     for item in items {
         item.encode(out, resp3);
     }
@@ -201,35 +188,7 @@ fn aggregate(out: &mut BytesMut, kind: u8, items: &[Reply], resp3: bool) {
 
 /// Bytes of a bulk string of `len` bytes: `$<len>\r\n<data>\r\n`.
 fn bulk_len(len: usize) -> usize {
-    1 + decimal_len(len as i64) + 2 + len + 2
-}
-
-/// Digits (and sign) of `n` in decimal, as [`put_decimal`] writes it.
-fn decimal_len(n: i64) -> usize {
-    let digits = n
-        .unsigned_abs()
-        .checked_ilog10()
-        .map_or(1, |d| d as usize + 1);
-    digits + usize::from(n < 0)
-}
-
-/// Appends `n` in decimal without allocating (replies are encoded on the hot path).
-fn put_decimal(out: &mut BytesMut, n: i64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    let mut m = n.unsigned_abs();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (m % 10) as u8;
-        m /= 10;
-        if m == 0 {
-            break;
-        }
-    }
-    if n < 0 {
-        out.put_u8(b'-');
-    }
-    out.put_slice(&buf[i..]);
+    header_len(len) + len + 2
 }
 
 /// `inf`, `-inf`, `nan`, else the shortest text that reads back as `d`

@@ -6,8 +6,10 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use quiver_resp::encode_command;
+
 use crate::error::{Error, Result};
-use crate::net::resp::{encode_command, ReplyScanner};
+use crate::net::resp::ReplyScanner;
 
 /// Largest reply a setup command may return (INFO is a few KiB).
 pub const SETUP_REPLY_MAX: usize = 1 << 20;

@@ -9,7 +9,8 @@
 //! - [`spec`]: the configuration and its limits;
 //! - [`workload`]: the operation mix and request encoding (keys and values from [`crate::keys`],
 //!   key choice from [`crate::distribution`]);
-//! - [`resp`]: request encoding helpers and the reply scanner;
+//! - [`resp`]: the reply counter, on `quiver-resp`'s scanner (requests are encoded with
+//!   `quiver-resp` too);
 //! - [`closed`]: C connections x pipeline depth D;
 //! - [`open`] and [`token_bucket`]: requests on a schedule, latency from intended send times;
 //! - [`timer`]: sleeps to the nanosecond deadline (timerfd);

@@ -4,10 +4,11 @@
 //! command headers and bulk-length prefixes are fixed per run and built once; keys and values
 //! are written in place (value of key `i` is `value_for(i)`, as the load wrote it).
 
+use quiver_resp::put_header;
+
 use crate::distribution::KeySampler;
 use crate::error::Result;
 use crate::keys::{write_key, write_value};
-use crate::net::resp::put_header;
 use crate::net::spec::NetConfig;
 use crate::rng::WyRand;
 
@@ -129,7 +130,7 @@ mod tests {
     use super::*;
     use crate::distribution::Distribution;
     use crate::keys::{key_for, value_for};
-    use crate::net::resp::encode_command;
+    use quiver_resp::encode_command;
 
     fn cfg(width: usize, get_ratio: f64) -> NetConfig {
         let mut c = NetConfig::new("127.0.0.1", 1);

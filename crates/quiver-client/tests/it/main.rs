@@ -1,6 +1,9 @@
 //! Integration tests of `quiver-client` against a live server ([`common::TestServer`])
 //! and against scripted fake servers (timeouts, disconnects, bad replies).
 
+// Test helpers outside `#[test]` functions may unwrap too: a failure there is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod batch;
 mod commands;
 mod common;
