@@ -121,15 +121,7 @@ impl Planner {
 
         let exact = keys <= self.exact_keys_max;
         let cover = if exact {
-            let universe = if keys == 64 {
-                u64::MAX
-            } else {
-                (1u64 << keys) - 1
-            };
-            let masks: Vec<u64> = holds
-                .iter()
-                .map(|h| h.iter().fold(0, |m, &k| m | 1 << k))
-                .collect();
+            let (universe, masks) = bitmasks(keys, &holds);
             self.solver.min_cover(universe, &masks)
         } else {
             greedy_cover_wide(keys, &holds)
@@ -174,20 +166,27 @@ impl Planner {
     }
 }
 
+/// The set-cover instance as bitmasks (`keys` <= 64): every key's bit set in `universe`, and
+/// per server the bits of the keys it holds.
+fn bitmasks(keys: usize, holds: &[Vec<usize>]) -> (u64, Vec<u64>) {
+    let universe = if keys == 64 {
+        u64::MAX
+    } else {
+        (1u64 << keys) - 1
+    };
+    let masks = holds
+        .iter()
+        .map(|h| h.iter().fold(0, |m, &k| m | 1 << k))
+        .collect();
+    (universe, masks)
+}
+
 /// Greedy set cover of `keys` keys of any number: `holds[i]` is the keys set `i` holds.
 /// Repeatedly takes the set holding the most uncovered keys (the first such set on ties), as
 /// [`greedy_cover`] does on masks. `None` if the sets do not cover every key.
 fn greedy_cover_wide(keys: usize, holds: &[Vec<usize>]) -> Option<Vec<usize>> {
     if keys <= 64 {
-        let universe = if keys == 64 {
-            u64::MAX
-        } else {
-            (1u64 << keys) - 1
-        };
-        let masks: Vec<u64> = holds
-            .iter()
-            .map(|h| h.iter().fold(0, |m, &k| m | 1 << k))
-            .collect();
+        let (universe, masks) = bitmasks(keys, holds);
         return greedy_cover(universe, &masks);
     }
     let mut covered = vec![false; keys];

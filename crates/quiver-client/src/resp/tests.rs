@@ -523,27 +523,7 @@ fn custom_limits_apply() {
     error_with(b"*1\r\n*1\r\n*1\r\n:1\r\n", limits);
 }
 
-// ---- Request encoding -----------------------------------------------------
-
-#[test]
-fn commands_encode_as_multibulks() {
-    let mut out = BytesMut::new();
-    encode_command(&mut out, &[b"SET", b"key", b"value"]);
-    assert_eq!(&out[..], b"*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$5\r\nvalue\r\n");
-    out.clear();
-    encode_command(&mut out, &[b"SET", b"a\r\n\0", b""]);
-    assert_eq!(&out[..], b"*3\r\n$3\r\nSET\r\n$4\r\na\r\n\0\r\n$0\r\n\r\n");
-    out.clear();
-    encode_command(&mut out, &[]);
-    assert_eq!(&out[..], b"*0\r\n");
-    // Commands append; lengths with many digits.
-    out.clear();
-    let big = vec![b'z'; 1_234_567];
-    encode_command(&mut out, &[b"PING"]);
-    encode_command(&mut out, &[&big]);
-    assert!(out.starts_with(b"*1\r\n$4\r\nPING\r\n*1\r\n$1234567\r\nzzz"));
-    assert_eq!(out.len(), 14 + 4 + 10 + big.len() + 2);
-}
+// Request encoding is quiver-resp's (`encode_command`), tested there.
 
 // ---- Property tests -------------------------------------------------------
 
