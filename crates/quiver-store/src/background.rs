@@ -12,81 +12,21 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
-
 use crate::checkpoint;
+use crate::compact;
 use crate::error::{Error, Result};
+use crate::inner::StoreInner;
 use crate::maintenance;
 use crate::options::Durability;
 use crate::partition::{MaintenanceState, Partition};
 use crate::resize;
 use crate::retry::WriteRetry;
-use crate::store::Inner;
 
 /// Longest sleep between two rounds of checks.
 const TICK_MS_MAX: u64 = 100;
 /// Backoff after a failed pass: doubling from the first to the last.
 const BACKOFF_MS_FIRST: u64 = 100;
 const BACKOFF_MS_MAX: u64 = 60_000;
-
-/// The thread's controls, shared with the store.
-pub(crate) struct Background {
-    stop: Mutex<bool>,
-    wake: Condvar,
-    /// Signalled after every index resize (or failed one); a writer waiting for room watches
-    /// its partition's `Partition::resizes`.
-    resizes: Mutex<()>,
-    resized: Condvar,
-    last_error: Mutex<Option<String>>,
-}
-
-impl Background {
-    pub fn new() -> Background {
-        Background {
-            stop: Mutex::new(false),
-            wake: Condvar::new(),
-            resizes: Mutex::new(()),
-            resized: Condvar::new(),
-            last_error: Mutex::new(None),
-        }
-    }
-
-    pub fn wake(&self) {
-        self.wake.notify_all();
-    }
-
-    pub fn stop(&self) {
-        *self.stop.lock() = true;
-        self.wake.notify_all();
-    }
-
-    pub fn last_error(&self) -> Option<String> {
-        self.last_error.lock().clone()
-    }
-
-    pub fn note(&self, e: &Error) {
-        *self.last_error.lock() = Some(e.to_string());
-    }
-
-    /// Waits until the thread has finished its next resize of `part`'s index, or until
-    /// `deadline`.
-    pub fn wait_for_resize(&self, part: &Partition, deadline: Instant) {
-        let mut g = self.resizes.lock();
-        let start = part.resizes.load(Ordering::SeqCst);
-        self.wake();
-        while part.resizes.load(Ordering::SeqCst) == start {
-            if self.resized.wait_until(&mut g, deadline).timed_out() {
-                break;
-            }
-        }
-    }
-
-    fn resized(&self, part: &Partition) {
-        let _g = self.resizes.lock();
-        part.resizes.fetch_add(1, Ordering::SeqCst);
-        self.resized.notify_all();
-    }
-}
 
 /// The maintenance thread of an open store, if it has one (`Options::background`, and not
 /// read-only).
@@ -95,7 +35,7 @@ pub(crate) struct BackgroundThread {
 }
 
 impl BackgroundThread {
-    pub fn start(inner: &Arc<Inner>) -> Result<BackgroundThread> {
+    pub fn start(inner: &Arc<StoreInner>) -> Result<BackgroundThread> {
         if !inner.ctx.opts.background || inner.ctx.opts.read_only {
             return Ok(BackgroundThread { handle: None });
         }
@@ -115,7 +55,7 @@ impl BackgroundThread {
     }
 
     /// Stops the thread after its current step and waits for it.
-    pub fn stop(&mut self, inner: &Inner) {
+    pub fn stop(&mut self, inner: &StoreInner) {
         if let Some(h) = self.handle.take() {
             inner.background.stop();
             // A panic of the thread was reported by the panic hook; the store closes anyway.
@@ -124,7 +64,7 @@ impl BackgroundThread {
     }
 }
 
-fn run(inner: &Inner) {
+fn run(inner: &StoreInner) {
     let ctx = &inner.ctx;
     let tick = Duration::from_millis(ctx.opts.flush_interval_ms.clamp(1, TICK_MS_MAX));
     let mut last_flush = Instant::now();
@@ -171,14 +111,14 @@ fn run(inner: &Inner) {
     }
 }
 
-fn note(inner: &Inner, r: Result<()>) {
+fn note(inner: &StoreInner, r: Result<()>) {
     if let Err(e) = r {
         inner.background.note(&e);
     }
 }
 
 /// Resizes every index that a writer waits for, or that is too full or too empty.
-fn resize_where_needed(inner: &Inner) {
+fn resize_where_needed(inner: &StoreInner) {
     for part in &inner.parts {
         let urgent = part.room_wanted.load(Ordering::Relaxed) > 0;
         if !urgent && !maintenance::wants_resize(&part.state.read()) {
@@ -203,7 +143,7 @@ fn resize_where_needed(inner: &Inner) {
 
 /// One compaction pass on the partition if it has enough garbage: all of it when the disk
 /// has room, else the next few segments of a sweep.
-fn compact_if_needed(inner: &Inner, part: &Partition) {
+fn compact_if_needed(inner: &StoreInner, part: &Partition) {
     let ctx = &inner.ctx;
     let short = inner.reserve.is_short();
     let dead = {
@@ -228,7 +168,7 @@ fn compact_if_needed(inner: &Inner, part: &Partition) {
     let r = loop {
         let free = inner.reserve.fs_free_bytes().unwrap_or(u64::MAX);
         let budget = ctx.opts.compact_pass_bytes_max.min(free);
-        match maintenance::compact_pass(ctx, part, &mut m, Some(budget)) {
+        match compact::compact_pass(ctx, part, &mut m, Some(budget)) {
             Err(e) => {
                 if let Err(e) = retry.after_refusal(e) {
                     break Err(e);
@@ -247,7 +187,7 @@ fn ready(m: &MaintenanceState) -> bool {
 }
 
 /// Records a pass's outcome: on an error, notes it and backs off.
-fn finish(inner: &Inner, m: &mut MaintenanceState, r: Result<()>) {
+fn finish(inner: &StoreInner, m: &mut MaintenanceState, r: Result<()>) {
     match r {
         Ok(()) => {
             m.failures = 0;

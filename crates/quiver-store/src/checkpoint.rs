@@ -20,12 +20,12 @@ use parking_lot::RwLockWriteGuard;
 
 use crate::error::{Error, Result};
 use crate::index::Index;
+use crate::layout::CHECKPOINT_FILE;
 use crate::log::segment::{sync_dir, Segment};
 use crate::partition::{Counters, Partition, SegmentSet, StoreCtx};
 
 const MAGIC: [u8; 8] = *b"QUIVCKP1";
 const VERSION: u32 = 1;
-pub const CHECKPOINT_FILE: &str = "index.ckpt";
 const CHECKPOINT_TMP_FILE: &str = "index.ckpt.tmp";
 
 /// A loaded checkpoint.

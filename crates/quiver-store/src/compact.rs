@@ -16,6 +16,9 @@
 //! When the disk has room, a pass takes every segment (sealing the active one first). When it
 //! does not, passes of a few segments sweep the log from a cursor, so that each frees its own
 //! garbage before the next needs room, and none copies the same records twice in a sweep.
+//! The drivers live here too: `compact_pass` (a pass, the sweep's cursor moved on in the
+//! partition's `MaintenanceState`, then a checkpoint), `compact_locked`, and on-demand
+//! compaction (`compact_partition`: one pass, or a sweep on a full disk).
 //!
 //! 1. Under the partition lock: choose the range (sealing the active segment if the range
 //!    reaches it).
@@ -37,6 +40,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::checkpoint;
 use crate::error::{show_key, Error, Result};
 use crate::hash::KeyHash;
 use crate::log::format::{self, CompactionManifest, RecordType, SegmentOrder, SEGMENT_HEADER_LEN};
@@ -47,7 +51,10 @@ use crate::log::segment::{
 use crate::log::writer::Appender;
 use crate::maintenance::{self, MaintenanceReport, ScanMode};
 use crate::options::DamagePolicy;
-use crate::partition::{new_segment_at, PartState, Partition, SegmentSet, StoreCtx};
+use crate::partition::{
+    new_segment_at, MaintenanceState, PartState, Partition, SegmentSet, StoreCtx,
+};
+use crate::reserve::DiskReserve;
 
 const MANIFEST_FILE: &str = "COMPACT";
 const MANIFEST_TMP_FILE: &str = "COMPACT.tmp";
@@ -76,6 +83,31 @@ pub(crate) struct PassOutcome {
     pub last_major: Option<u64>,
     /// The range reached the end of the log (the active segment was sealed into it).
     pub reached_end: bool,
+}
+
+impl MaintenanceState {
+    /// The next pass of the partition's sweep, reading at most `budget_bytes`.
+    pub fn next_pass(&self, budget_bytes: u64) -> Pass {
+        Pass {
+            budget_bytes,
+            start_after: self.sweep_cursor,
+        }
+    }
+
+    /// Moves the sweep on after a pass. A sweep that reached the end having dropped nothing
+    /// waits for `min_dead` more dead records (the partition had `dead` before the pass).
+    pub fn after_pass(&mut self, o: &PassOutcome, dead: u64, min_dead: u64) {
+        self.sweep_dropped += o.report.records_dropped;
+        if o.reached_end || o.last_major.is_none() {
+            if self.sweep_dropped == 0 {
+                self.compact_when_dead = dead + min_dead.max(1);
+            }
+            self.sweep_cursor = None;
+            self.sweep_dropped = 0;
+        } else {
+            self.sweep_cursor = o.last_major;
+        }
+    }
 }
 
 /// An index entry to move from an input record to its copy.
@@ -246,6 +278,83 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
     let _ = fs::remove_file(part.dir.join(MANIFEST_FILE));
     sync_dir(&part.dir)?;
     Ok(outcome)
+}
+
+/// One compaction pass — over the whole log (`budget_bytes: None`, the active segment sealed
+/// into it) or the next pass of the partition's sweep — then a checkpoint (the old one names
+/// the retired segments; on a full disk it is skipped: the next open is only slower). The
+/// caller holds the partition's maintenance lock, `m`.
+pub(crate) fn compact_pass(
+    ctx: &StoreCtx,
+    part: &Partition,
+    m: &mut MaintenanceState,
+    budget_bytes: Option<u64>,
+) -> Result<PassOutcome> {
+    let dead = part.state.read().counters.dead;
+    let pass = match budget_bytes {
+        None => Pass {
+            budget_bytes: u64::MAX,
+            start_after: None,
+        },
+        Some(b) => m.next_pass(b),
+    };
+    let o = compact(ctx, part, pass)?;
+    m.after_pass(&o, dead, ctx.opts.compact_min_dead_records);
+    ctx.maintenance_runs
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    match checkpoint::save(ctx, part) {
+        Err(e) if e.is_no_space() => {}
+        other => other?,
+    }
+    Ok(o)
+}
+
+/// Compacts a partition on demand (`Store::compact`): one pass over its whole log when the
+/// disk has room for its live records, else a sweep of passes sized to the free space.
+pub(crate) fn compact_partition(
+    ctx: &StoreCtx,
+    reserve: &DiskReserve,
+    part: &Partition,
+) -> Result<MaintenanceReport> {
+    let r = match compact_locked(ctx, part, None) {
+        Err(e) if e.is_no_space() => compact_sweep(ctx, reserve, part),
+        r => r.map(|o| o.report),
+    };
+    reserve.restore();
+    r
+}
+
+/// Compacts a partition in passes of a few segments, on a disk without room for all its
+/// live records: each pass needs room for its own range only and frees it before the next.
+fn compact_sweep(
+    ctx: &StoreCtx,
+    reserve: &DiskReserve,
+    part: &Partition,
+) -> Result<MaintenanceReport> {
+    reserve.release();
+    let mut total = MaintenanceReport::default();
+    // Bounded by the partition's segment groups: each pass takes at least one, so the sweep
+    // reaches the end of the log after this many.
+    let groups = part.state.read().segs.ordered.len();
+    for _ in 0..groups {
+        let free = reserve.fs_free_bytes().unwrap_or(0);
+        let o = compact_locked(ctx, part, Some(free))?;
+        total.merge(o.report);
+        if o.reached_end || o.last_major.is_none() {
+            break;
+        }
+    }
+    Ok(total)
+}
+
+/// One compaction pass (see [`compact_pass`]) under the partition's maintenance lock.
+pub(crate) fn compact_locked(
+    ctx: &StoreCtx,
+    part: &Partition,
+    budget_bytes: Option<u64>,
+) -> Result<PassOutcome> {
+    let mut m = part.maintenance.lock();
+    compact_pass(ctx, part, &mut m, budget_bytes)
 }
 
 /// The batches a pass resolves into plain records: those whose commit record lies in `inputs`

@@ -4,10 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-pub use crate::checkpoint::CHECKPOINT_FILE;
 pub use crate::lockfile::LOCK_FILE;
 pub use crate::meta::{META_FILE, META_TMP_FILE};
 pub use crate::reserve::RESERVE_FILE;
+
+/// A partition's index checkpoint file (in its partition directory).
+pub const CHECKPOINT_FILE: &str = "index.ckpt";
 
 /// Directory of partition `id`: `<root>/pNNNN`.
 pub fn partition_dir(root: &Path, id: u32) -> PathBuf {

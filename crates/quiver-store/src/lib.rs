@@ -30,6 +30,7 @@ mod compact;
 pub mod error;
 pub mod hash;
 pub mod index;
+mod inner;
 pub mod io;
 pub mod layout;
 mod lockfile;

@@ -7,6 +7,10 @@
 //! - checkpoints (`checkpoint::save`) save the index so reopening replays only the log after
 //!   them; a compaction pass ends with one.
 //!
+//! This module is the layer below both procedures: it knows neither (`compact` and `resize`
+//! import it, never the reverse). The drivers of compaction — a pass with its checkpoint,
+//! on-demand compaction, sweeps — live with compaction, in `compact`.
+//!
 //! Neither procedure replays the history of the log into a new index: a put record is kept
 //! only if the partition's current index still points at it (a test on locations, no key
 //! comparison, see [`scan_records`]). So a partition that once held many keys and deleted them
@@ -15,8 +19,6 @@
 use std::sync::Arc;
 
 use crate::builder::IndexBuilder;
-use crate::checkpoint;
-use crate::compact::{self, Pass, PassOutcome};
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::index::{CAPACITY_MIN, LOAD_GROW};
@@ -24,10 +26,7 @@ use crate::log::format::{RecordHeader, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use crate::log::reader::{Scanner, Step};
 use crate::log::segment::Segment;
 use crate::options::DamagePolicy;
-use crate::partition::{MaintenanceState, PartState, Partition, StoreCtx};
-use crate::reserve::DiskReserve;
-
-pub(crate) use crate::compact::finish_interrupted;
+use crate::partition::{PartState, Partition, StoreCtx};
 
 /// Below this load (and above twice the minimum capacity) an index is rebuilt smaller.
 pub const LOAD_SHRINK: f64 = 0.35;
@@ -298,81 +297,4 @@ pub(crate) fn catch_up(st: &PartState, from: LogPos, b: &mut IndexBuilder) -> Re
     }
     b.take_pending();
     Ok(())
-}
-
-/// One compaction pass — over the whole log (`budget_bytes: None`, the active segment sealed
-/// into it) or the next pass of the partition's sweep — then a checkpoint (the old one names
-/// the retired segments; on a full disk it is skipped: the next open is only slower). The
-/// caller holds the partition's maintenance lock, `m`.
-pub(crate) fn compact_pass(
-    ctx: &StoreCtx,
-    part: &Partition,
-    m: &mut MaintenanceState,
-    budget_bytes: Option<u64>,
-) -> Result<PassOutcome> {
-    let dead = part.state.read().counters.dead;
-    let pass = match budget_bytes {
-        None => Pass {
-            budget_bytes: u64::MAX,
-            start_after: None,
-        },
-        Some(b) => m.next_pass(b),
-    };
-    let o = compact::compact(ctx, part, pass)?;
-    m.after_pass(&o, dead, ctx.opts.compact_min_dead_records);
-    ctx.maintenance_runs
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    match checkpoint::save(ctx, part) {
-        Err(e) if e.is_no_space() => {}
-        other => other?,
-    }
-    Ok(o)
-}
-
-/// Compacts a partition on demand (`Store::compact`): one pass over its whole log when the
-/// disk has room for its live records, else a sweep of passes sized to the free space.
-pub(crate) fn compact_partition(
-    ctx: &StoreCtx,
-    reserve: &DiskReserve,
-    part: &Partition,
-) -> Result<MaintenanceReport> {
-    let r = match compact_locked(ctx, part, None) {
-        Err(e) if e.is_no_space() => compact_sweep(ctx, reserve, part),
-        r => r.map(|o| o.report),
-    };
-    reserve.restore();
-    r
-}
-
-/// Compacts a partition in passes of a few segments, on a disk without room for all its
-/// live records: each pass needs room for its own range only and frees it before the next.
-fn compact_sweep(
-    ctx: &StoreCtx,
-    reserve: &DiskReserve,
-    part: &Partition,
-) -> Result<MaintenanceReport> {
-    reserve.release();
-    let mut total = MaintenanceReport::default();
-    // Bounded by the partition's segment groups: each pass takes at least one, so the sweep
-    // reaches the end of the log after this many.
-    let groups = part.state.read().segs.ordered.len();
-    for _ in 0..groups {
-        let free = reserve.fs_free_bytes().unwrap_or(0);
-        let o = compact_locked(ctx, part, Some(free))?;
-        total.merge(o.report);
-        if o.reached_end || o.last_major.is_none() {
-            break;
-        }
-    }
-    Ok(total)
-}
-
-/// One compaction pass (see [`compact_pass`]) under the partition's maintenance lock.
-pub(crate) fn compact_locked(
-    ctx: &StoreCtx,
-    part: &Partition,
-    budget_bytes: Option<u64>,
-) -> Result<PassOutcome> {
-    let mut m = part.maintenance.lock();
-    compact_pass(ctx, part, &mut m, budget_bytes)
 }

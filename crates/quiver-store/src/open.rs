@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::background::Background;
 use crate::checkpoint;
 use crate::commit;
 use crate::error::{Error, Result};
+use crate::inner::{Background, StoreInner};
 use crate::io;
 use crate::lockfile::DirLock;
 use crate::log::format::{SegmentOrder, SEGMENT_HEADER_LEN};
@@ -22,7 +22,6 @@ use crate::options::{DamagePolicy, Durability, Options};
 use crate::partition::{new_segment, partition_dir, PartState, Partition, StoreCtx};
 use crate::recovery::{self, RecoveryProgress, RecoveryReport};
 use crate::reserve::DiskReserve;
-use crate::store::Inner;
 
 /// First segment of a new partition.
 const FIRST_ORDER: SegmentOrder = SegmentOrder { major: 1, minor: 0 };
@@ -31,7 +30,7 @@ pub(crate) fn open(
     dir: &Path,
     mut opts: Options,
     progress: &mut (dyn FnMut(RecoveryProgress) + Send),
-) -> Result<(Arc<Inner>, RecoveryReport)> {
+) -> Result<(Arc<StoreInner>, RecoveryReport)> {
     opts.validate()?;
     let dir = dir.to_path_buf();
     let read_only = opts.read_only;
@@ -130,7 +129,7 @@ pub(crate) fn open(
     } else {
         DiskReserve::open(&dir, ctx.opts.disk_reserve_bytes, ctx.space_short.clone())?
     };
-    let inner = Arc::new(Inner {
+    let inner = Arc::new(StoreInner {
         ctx,
         parts,
         dir,

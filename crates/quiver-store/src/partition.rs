@@ -228,31 +228,6 @@ pub(crate) struct Partition {
     pub checkpointing: Mutex<()>,
 }
 
-impl MaintenanceState {
-    /// The next pass of the partition's sweep, reading at most `budget_bytes`.
-    pub fn next_pass(&self, budget_bytes: u64) -> crate::compact::Pass {
-        crate::compact::Pass {
-            budget_bytes,
-            start_after: self.sweep_cursor,
-        }
-    }
-
-    /// Moves the sweep on after a pass. A sweep that reached the end having dropped nothing
-    /// waits for `min_dead` more dead records (the partition had `dead` before the pass).
-    pub fn after_pass(&mut self, o: &crate::compact::PassOutcome, dead: u64, min_dead: u64) {
-        self.sweep_dropped += o.report.records_dropped;
-        if o.reached_end || o.last_major.is_none() {
-            if self.sweep_dropped == 0 {
-                self.compact_when_dead = dead + min_dead.max(1);
-            }
-            self.sweep_cursor = None;
-            self.sweep_dropped = 0;
-        } else {
-            self.sweep_cursor = o.last_major;
-        }
-    }
-}
-
 /// What the background thread remembers about a partition's maintenance.
 #[derive(Debug, Default)]
 pub(crate) struct MaintenanceState {

@@ -15,7 +15,6 @@ use crate::index::{Index, LOAD_AFTER_REBUILD};
 use crate::log::format::SEGMENT_HEADER_LEN;
 use crate::log::reader::{Scanner, Step};
 use crate::log::segment::Segment;
-use crate::maintenance;
 use crate::partition::{SegmentSet, StoreCtx};
 
 /// What opening the store found and did.
@@ -93,7 +92,7 @@ pub(crate) fn recover_partition(
     if !read_only {
         fs::create_dir_all(dir).map_err(|e| Error::io("create partition directory", dir, e))?;
     }
-    let files = maintenance::finish_interrupted(dir, read_only)?;
+    let files = crate::compact::finish_interrupted(dir, read_only)?;
     let mut max_file_id = files.max_file_id;
     let segs = open_segments(ctx, part, &files.paths, report, &mut max_file_id)?;
     let bytes_total: u64 = segs

@@ -17,8 +17,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::inner::StoreInner;
 use crate::resize;
-use crate::store::Inner;
 
 /// Times a writer asks for room in one partition's index before it gives up with
 /// `Error::IndexFull` (concurrent writers may take the room of one resize first).
@@ -30,7 +30,7 @@ pub(crate) const RESERVE_RELEASES_MAX: usize = 1;
 
 /// The retries of one write.
 pub(crate) struct WriteRetry<'s> {
-    inner: &'s Inner,
+    inner: &'s StoreInner,
     /// Whether the background thread runs (it makes index room); otherwise the writer resizes.
     background: bool,
     /// Whether the write may use the disk reserve: it only frees space.
@@ -41,7 +41,7 @@ pub(crate) struct WriteRetry<'s> {
 }
 
 impl<'s> WriteRetry<'s> {
-    pub fn new(inner: &'s Inner, background: bool, frees_space: bool) -> WriteRetry<'s> {
+    pub fn new(inner: &'s StoreInner, background: bool, frees_space: bool) -> WriteRetry<'s> {
         WriteRetry {
             inner,
             background,

@@ -7,49 +7,38 @@
 //! write refused for room or space has changed nothing, and readers (who lock the same way)
 //! see a vector's writes all or none. A write refused for room retries within the bounds of
 //! `retry`. Compound batches follow the commit protocol of `commit`; maintenance runs in the
-//! background thread (`background`) or on demand (`maintenance`).
+//! background thread (`background`) or on demand (`compact`).
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::RwLockWriteGuard;
 
-use crate::background::{Background, BackgroundThread};
+use crate::background::BackgroundThread;
 use crate::batch::{Batch, BatchAction, BatchOutcome};
 use crate::checkpoint;
 use crate::commit::{self, Attempt};
+use crate::compact;
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::index::LOAD_GROW;
-use crate::lockfile::DirLock;
+use crate::inner::StoreInner;
 use crate::lookup::{self, Found, LookupKey};
-use crate::maintenance::{self, MaintenanceReport};
+use crate::maintenance::MaintenanceReport;
 use crate::options::{Durability, Options, KEY_LEN_MAX};
-use crate::partition::{PartState, Partition, StoreCtx};
+use crate::partition::PartState;
 use crate::recovery::{RecoveryProgress, RecoveryReport};
-use crate::reserve::DiskReserve;
 use crate::retry::WriteRetry;
 use crate::scan::{self, ScanPage};
 use crate::write::{self, Framing, WriteOp};
 
 /// A Quiver store: a directory of partitions.
 pub struct Store {
-    inner: Arc<Inner>,
+    inner: Arc<StoreInner>,
     background: BackgroundThread,
     report: RecoveryReport,
-}
-
-pub(crate) struct Inner {
-    pub ctx: StoreCtx,
-    pub parts: Vec<Partition>,
-    pub dir: PathBuf,
-    pub _lock: DirLock,
-    /// Set once closed (or crashed): no more checkpoints or flushes from drop.
-    pub closed: AtomicBool,
-    pub reserve: DiskReserve,
-    pub background: Background,
 }
 
 /// Figures about a store.
@@ -507,7 +496,7 @@ impl Store {
         self.check_writable()?;
         let mut total = MaintenanceReport::default();
         for part in &self.inner.parts {
-            total.merge(maintenance::compact_partition(
+            total.merge(compact::compact_partition(
                 &self.inner.ctx,
                 &self.inner.reserve,
                 part,
@@ -523,7 +512,7 @@ impl Store {
         self.check_writable()?;
         let mut total = MaintenanceReport::default();
         for part in &self.inner.parts {
-            let pass = maintenance::compact_locked(&self.inner.ctx, part, Some(budget_bytes))?;
+            let pass = compact::compact_locked(&self.inner.ctx, part, Some(budget_bytes))?;
             total.merge(pass.report);
         }
         self.inner.reserve.restore();
