@@ -79,10 +79,16 @@ impl<'a> VectorOp<'a> {
         self.keys().all(|k| valid_key(k))
     }
 
+    /// The reply of a [`Shape::Value`] operation (GET) from its value, taken by value so that
+    /// a group of GETs moves its values into their replies.
+    pub fn value_reply(value: Option<Bytes>) -> Reply {
+        bulk_or_null(value)
+    }
+
     /// The reply from this operation's results.
     pub fn reply(&self, results: Results<'_>) -> Reply {
         match (self.shape, results) {
-            (Shape::Value, Results::Values(v)) => bulk_or_null(v.first().cloned().flatten()),
+            (Shape::Value, Results::Values(v)) => Self::value_reply(v.first().cloned().flatten()),
             (Shape::Values, Results::Values(v)) => {
                 Reply::Array(v.iter().cloned().map(bulk_or_null).collect())
             }

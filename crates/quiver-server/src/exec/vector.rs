@@ -136,19 +136,19 @@ fn get_replies(
     for v in &values {
         state.stats.hit(v.is_some());
     }
-    let mut singles: Vec<Reply> = Vec::new();
-    let mut at = 0;
+    // The values move into the replies (no copy, no reference count taken twice).
+    let mut values = values.into_iter();
+    let mut singles: Vec<Reply> = Vec::with_capacity(group.len());
     for op in group {
-        let mine = &values[at..at + op.width()];
-        at += op.width();
         if op.shape == Shape::Values {
             if !singles.is_empty() {
                 out.replies(&singles, resp3);
                 singles.clear();
             }
-            out.bulks(mine, resp3);
+            let mine: Vec<Option<Bytes>> = values.by_ref().take(op.width()).collect();
+            out.bulks(&mine, resp3);
         } else {
-            singles.push(op.reply(Results::Values(mine)));
+            singles.push(VectorOp::value_reply(values.next().flatten()));
         }
     }
     if !singles.is_empty() {
