@@ -112,7 +112,7 @@ pub struct Stats {
     pub protocol_errors: AtomicU64,
     pub unknown_commands: AtomicU64,
     pub transaction_retries: AtomicU64,
-    /// Commands and EXECs given up after `exec::TXN_ATTEMPTS_MAX` attempts that all conflicted
+    /// Commands and EXECs given up after `txn::TXN_ATTEMPTS_MAX` attempts that all conflicted
     /// with concurrent writers (answered with an error; nothing applied).
     pub transactions_abandoned: AtomicU64,
     /// Replies refused because the server's buffered replies would have exceeded
