@@ -1,4 +1,5 @@
-//! EXISTS (one engine `multi_exists` vector) and TYPE.
+//! EXISTS and TOUCH (one engine `multi_exists` vector; Quiver keeps no access times, so TOUCH
+//! only counts) and TYPE.
 
 use bytes::Bytes;
 
@@ -8,9 +9,9 @@ use crate::reply::Reply;
 use crate::table::Cmd;
 use crate::txn::Txn;
 
-/// EXISTS key [key ...]: how many of the keys exist (a key named twice counts twice).
-pub fn exists(args: &[Bytes]) -> VectorOp<'_> {
-    VectorOp::new(Cmd::Exists, &args[1..], Shape::Count)
+/// EXISTS / TOUCH key [key ...]: how many of the keys exist (a key named twice counts twice).
+pub fn exists(cmd: Cmd, args: &[Bytes]) -> VectorOp<'_> {
+    VectorOp::new(cmd, &args[1..], Shape::Count)
 }
 
 /// TYPE key: every value is a string.

@@ -10,8 +10,8 @@
 //! MULTI/EXEC) is the executor's (`exec`).
 //!
 //! * keys and values: [`get`] (GET, MGET), [`set`] (SET, SETNX, GETSET), [`mset`] (MSET,
-//!   MSETNX), [`del`] (DEL, UNLINK, GETDEL), [`exists`] (EXISTS, TYPE), [`incr`], [`append`]
-//!   (APPEND, STRLEN), [`batch`] (Quiver's BATCH), [`keyspace`] (SCAN, KEYS, DBSIZE, FLUSHDB,
+//!   MSETNX), [`del`] (DEL, UNLINK, GETDEL), [`exists`] (EXISTS, TOUCH, TYPE), [`incr`],
+//!   [`append`] (APPEND, STRLEN), [`range`] (GETRANGE, SUBSTR, SETRANGE), [`batch`] (Quiver's BATCH), [`keyspace`] (SCAN, KEYS, DBSIZE, FLUSHDB,
 //!   FLUSHALL);
 //! * connection and server: [`connection`] (PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET),
 //!   [`client`], [`transactions`] (MULTI, DISCARD, WATCH, UNWATCH), [`command`], [`config`],
@@ -33,6 +33,7 @@ pub mod info;
 pub mod keyspace;
 pub mod mset;
 pub mod parsed;
+pub mod range;
 pub mod set;
 pub mod transactions;
 pub mod vector;
@@ -58,7 +59,7 @@ pub fn parse<'a>(
         Cmd::MGet => Ok(vector(get::mget(args))),
         Cmd::Set => set::Set::parse(args, limits),
         Cmd::Del | Cmd::Unlink => Ok(vector(del::del(cmd, args))),
-        Cmd::Exists => Ok(vector(exists::exists(args))),
+        Cmd::Exists | Cmd::Touch => Ok(vector(exists::exists(cmd, args))),
         Cmd::SetNx => keys(Box::new(set::SetNx::parse(args, limits)?)),
         Cmd::GetSet => keys(Box::new(set::GetSet::parse(args, limits)?)),
         Cmd::GetDel => keys(Box::new(del::GetDel::parse(args))),
@@ -73,6 +74,8 @@ pub fn parse<'a>(
             keys(Box::new(incr::IncrBy::parse(cmd, args)?))
         }
         Cmd::Type => keys(Box::new(exists::Type::parse(args))),
+        Cmd::GetRange | Cmd::Substr => keys(Box::new(range::GetRange::parse(args)?)),
+        Cmd::SetRange => keys(Box::new(range::SetRange::parse(args, limits)?)),
         Cmd::Batch => keys(Box::new(batch::Batch::parse(args, limits)?)),
         Cmd::Scan | Cmd::Keys | Cmd::DbSize | Cmd::FlushDb | Cmd::FlushAll => {
             keys(Box::new(keyspace::Keyspace::parse(cmd, args)?))
