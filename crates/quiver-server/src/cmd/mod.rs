@@ -11,7 +11,7 @@
 //!
 //! * keys and values: [`get`] (GET, MGET), [`set`] (SET, SETNX, GETSET), [`mset`] (MSET,
 //!   MSETNX), [`del`] (DEL, UNLINK, GETDEL), [`exists`] (EXISTS, TOUCH, TYPE), [`incr`],
-//!   [`append`] (APPEND, STRLEN), [`range`] (GETRANGE, SUBSTR, SETRANGE), [`batch`] (Quiver's BATCH), [`keyspace`] (SCAN, KEYS, DBSIZE, FLUSHDB,
+//!   [`append`] (APPEND, STRLEN), [`range`] (GETRANGE, SUBSTR, SETRANGE), [`rename`] (RENAME, RENAMENX, COPY), [`batch`] (Quiver's BATCH), [`keyspace`] (SCAN, KEYS, DBSIZE, FLUSHDB,
 //!   FLUSHALL);
 //! * connection and server: [`connection`] (PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET),
 //!   [`client`], [`transactions`] (MULTI, DISCARD, WATCH, UNWATCH), [`command`], [`config`],
@@ -34,6 +34,7 @@ pub mod keyspace;
 pub mod mset;
 pub mod parsed;
 pub mod range;
+pub mod rename;
 pub mod set;
 pub mod transactions;
 pub mod vector;
@@ -76,6 +77,8 @@ pub fn parse<'a>(
         Cmd::Type => keys(Box::new(exists::Type::parse(args))),
         Cmd::GetRange | Cmd::Substr => keys(Box::new(range::GetRange::parse(args)?)),
         Cmd::SetRange => keys(Box::new(range::SetRange::parse(args, limits)?)),
+        Cmd::Rename | Cmd::RenameNx => keys(Box::new(rename::Rename::parse(cmd, args)?)),
+        Cmd::Copy => keys(Box::new(rename::Copy::parse(args)?)),
         Cmd::Batch => keys(Box::new(batch::Batch::parse(args, limits)?)),
         Cmd::Scan | Cmd::Keys | Cmd::DbSize | Cmd::FlushDb | Cmd::FlushAll => {
             keys(Box::new(keyspace::Keyspace::parse(cmd, args)?))

@@ -1,0 +1,112 @@
+//! RENAME, RENAMENX and COPY: a value moved or copied to another key, in one transaction (so
+//! the old key's removal and the new key's write commit together).
+
+use bytes::Bytes;
+
+use crate::cmd::common::{check_new_key, TxnCommand};
+use crate::errors::{self, err};
+use crate::frame::string2ll;
+use crate::reply::Reply;
+use crate::table::Cmd;
+use crate::txn::Txn;
+
+const NO_SUCH_KEY: &str = "ERR no such key";
+
+/// RENAME / RENAMENX source destination.
+pub struct Rename<'a> {
+    from: &'a Bytes,
+    to: &'a Bytes,
+    /// RENAMENX: only when the destination does not exist.
+    nx: bool,
+}
+
+impl<'a> Rename<'a> {
+    pub fn parse(cmd: Cmd, args: &'a [Bytes]) -> Result<Rename<'a>, Reply> {
+        check_new_key(&args[2])?;
+        Ok(Rename {
+            from: &args[1],
+            to: &args[2],
+            nx: cmd == Cmd::RenameNx,
+        })
+    }
+}
+
+impl TxnCommand for Rename<'_> {
+    fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
+        let Some(value) = txn.get(self.from)? else {
+            return Ok(err(NO_SUCH_KEY));
+        };
+        if self.from == self.to {
+            // Redis answers as if renamed (RENAMENX: 0, the destination exists).
+            return Ok(if self.nx {
+                Reply::Integer(0)
+            } else {
+                Reply::OK
+            });
+        }
+        if self.nx && txn.exists(self.to)? {
+            return Ok(Reply::Integer(0));
+        }
+        txn.delete(self.from.clone());
+        txn.put(self.to.clone(), value);
+        Ok(if self.nx {
+            Reply::Integer(1)
+        } else {
+            Reply::OK
+        })
+    }
+}
+
+/// COPY source destination [DB destination-db] [REPLACE]: 1 if copied, 0 if the source is
+/// absent or the destination exists (without REPLACE). Quiver has database 0 only.
+pub struct Copy<'a> {
+    from: &'a Bytes,
+    to: &'a Bytes,
+    replace: bool,
+}
+
+impl<'a> Copy<'a> {
+    pub fn parse(args: &'a [Bytes]) -> Result<Copy<'a>, Reply> {
+        let mut replace = false;
+        let mut j = 3;
+        while j < args.len() {
+            let opt = &args[j];
+            if opt.eq_ignore_ascii_case(b"replace") {
+                replace = true;
+            } else if opt.eq_ignore_ascii_case(b"db") && j + 1 < args.len() {
+                j += 1;
+                match string2ll(&args[j]) {
+                    None => return Err(err(errors::NOT_INTEGER)),
+                    Some(0) => {}
+                    Some(n) if i32::try_from(n).is_err() => return Err(err(errors::NOT_INTEGER)),
+                    Some(_) => return Err(err(errors::DB_OUT_OF_RANGE)),
+                }
+            } else {
+                return Err(err(errors::SYNTAX));
+            }
+            j += 1;
+        }
+        if args[1] == args[2] {
+            return Err(err("ERR source and destination objects are the same"));
+        }
+        check_new_key(&args[2])?;
+        Ok(Copy {
+            from: &args[1],
+            to: &args[2],
+            replace,
+        })
+    }
+}
+
+impl TxnCommand for Copy<'_> {
+    fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
+        let Some(value) = txn.get(self.from)? else {
+            return Ok(Reply::Integer(0));
+        };
+        if !self.replace && txn.exists(self.to)? {
+            return Ok(Reply::Integer(0));
+        }
+        txn.put(self.to.clone(), value);
+        Ok(Reply::Integer(1))
+    }
+}
