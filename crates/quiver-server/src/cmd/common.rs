@@ -55,6 +55,14 @@ pub fn check_value(limits: &Limits, value: &[u8]) -> Result<(), Reply> {
     }))
 }
 
+/// `key value` at `args[1..3]` for a command that stores `value` at `key` (SETNX, GETSET):
+/// both checked.
+pub fn key_value<'a>(args: &'a [Bytes], limits: &Limits) -> Result<(&'a Bytes, &'a Bytes), Reply> {
+    check_new_key(&args[1])?;
+    check_value(limits, &args[2])?;
+    Ok((&args[1], &args[2]))
+}
+
 pub fn bulk_or_null(v: Option<Bytes>) -> Reply {
     v.map_or(Reply::Null, Reply::Bulk)
 }

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use crate::cmd::common::{bulk_or_null, check_new_key, check_value, Limits, TxnCommand};
+use crate::cmd::common::{bulk_or_null, check_new_key, check_value, key_value, Limits, TxnCommand};
 use crate::cmd::parsed::Command;
 use crate::cmd::vector::{Shape, VectorOp};
 use crate::errors::{self, err};
@@ -120,12 +120,8 @@ pub struct SetNx<'a> {
 
 impl<'a> SetNx<'a> {
     pub fn parse(args: &'a [Bytes], limits: &Limits) -> Result<SetNx<'a>, Reply> {
-        check_new_key(&args[1])?;
-        check_value(limits, &args[2])?;
-        Ok(SetNx {
-            key: &args[1],
-            value: &args[2],
-        })
+        let (key, value) = key_value(args, limits)?;
+        Ok(SetNx { key, value })
     }
 }
 
@@ -147,12 +143,8 @@ pub struct GetSet<'a> {
 
 impl<'a> GetSet<'a> {
     pub fn parse(args: &'a [Bytes], limits: &Limits) -> Result<GetSet<'a>, Reply> {
-        check_new_key(&args[1])?;
-        check_value(limits, &args[2])?;
-        Ok(GetSet {
-            key: &args[1],
-            value: &args[2],
-        })
+        let (key, value) = key_value(args, limits)?;
+        Ok(GetSet { key, value })
     }
 }
 

@@ -76,6 +76,8 @@ pub async fn execute_run(
 ) -> RunEnd {
     let limit = state.config.client_output_buffer_limit;
     let group_width_max = state.config.max_vector_width;
+    // Once per run, not per request.
+    let limits = Limits::of(state);
     let run_started = Instant::now();
     let mut group = Vec::new();
     // A request prepared while looking for the end of a vector group, run next.
@@ -84,7 +86,7 @@ pub async fn execute_run(
     while i < requests.len() && !session.closing {
         let prepared = match next.take() {
             Some(p) => p,
-            None => prepare(state, session, &requests[i]),
+            None => prepare(state, session, &limits, &requests[i]),
         };
         let n = match prepared {
             Prepared::Answered(reply) => {
@@ -102,7 +104,7 @@ pub async fn execute_run(
                 group.push(op);
                 let mut j = i + 1;
                 while j < requests.len() {
-                    match prepare(state, session, &requests[j]) {
+                    match prepare(state, session, &limits, &requests[j]) {
                         Prepared::Run {
                             command: Command::Vector(more),
                             ..
@@ -147,7 +149,12 @@ pub async fn execute_run(
 
 /// Looks a request up, checks it (arity, authentication), queues it inside MULTI, and parses
 /// it. Refusals are counted here; nothing runs.
-fn prepare<'a>(state: &ServerState, session: &mut Session, args: &'a [Bytes]) -> Prepared<'a> {
+fn prepare<'a>(
+    state: &ServerState,
+    session: &mut Session,
+    limits: &Limits,
+    args: &'a [Bytes],
+) -> Prepared<'a> {
     let Some(spec) = table::lookup(&args[0]) else {
         state.stats.unknown_commands.fetch_add(1, Relaxed);
         flag_transaction(session);
@@ -184,7 +191,7 @@ fn prepare<'a>(state: &ServerState, session: &mut Session, args: &'a [Bytes]) ->
             return Prepared::Answered(Reply::simple("QUEUED"));
         }
     }
-    match cmd::parse(spec, args, &Limits::of(state)) {
+    match cmd::parse(spec, args, limits) {
         Ok(command) => Prepared::Run {
             spec,
             args,
