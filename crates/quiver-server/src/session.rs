@@ -24,7 +24,7 @@ pub struct Session {
     pub authenticated: bool,
     pub multi: Option<Multi>,
     /// Watched keys and their values when WATCH ran.
-    pub watched: Vec<(Bytes, Option<Bytes>)>,
+    pub watched: Vec<(Bytes, Option<quiver_store::Entry>)>,
     /// Set by any write to a watched key.
     pub watch_dirty: Arc<AtomicBool>,
     /// QUIT: close once the replies so far are written.

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::Bytes;
-use quiver_store::{Batch, BatchAction, BatchOutcome, Precondition, Store};
+use quiver_store::{Batch, BatchAction, BatchOutcome, Entry, Precondition, Store};
 
 use crate::errors;
 use crate::reply::Reply;
@@ -90,11 +90,11 @@ pub struct Txn<'a> {
     read_calls: usize,
     /// Watchers of the keys written are marked at commit.
     watches: &'a Watches,
-    /// Value in the store when first read (`None`: absent).
-    read: HashMap<Bytes, Option<Bytes>>,
+    /// Value and expiry in the store when first read (`None`: absent).
+    read: HashMap<Bytes, Option<Entry>>,
     /// Buffered writes (`None`: delete), in first-write order.
     written: Vec<Bytes>,
-    overlay: HashMap<Bytes, Option<Bytes>>,
+    overlay: HashMap<Bytes, Option<Entry>>,
     /// FLUSHDB / FLUSHALL ran inside this transaction: keys not in the overlay now read absent,
     /// and commit flushes the store before writing the overlay.
     flushed: bool,
@@ -138,7 +138,7 @@ impl<'a> Txn<'a> {
         for chunk in missing.chunks(self.read_width_max.max(1)) {
             self.stats.vector_widths.record(chunk.len() as u64);
             self.read_calls += 1;
-            let values = self.store.multi_get(chunk)?;
+            let values = self.store.multi_get_entries(chunk)?;
             for (k, v) in chunk.iter().zip(values) {
                 self.read.insert((*k).clone(), v);
             }
@@ -148,6 +148,11 @@ impl<'a> Txn<'a> {
 
     /// The key's value as this transaction sees it.
     pub fn get(&mut self, key: &Bytes) -> quiver_store::Result<Option<Bytes>> {
+        Ok(self.get_entry(key)?.map(|e| e.value))
+    }
+
+    /// The key's value and expiry time as this transaction sees them.
+    pub fn get_entry(&mut self, key: &Bytes) -> quiver_store::Result<Option<Entry>> {
         if let Some(v) = self.overlay.get(key) {
             return Ok(v.clone());
         }
@@ -159,24 +164,43 @@ impl<'a> Txn<'a> {
         }
         self.stats.vector_widths.record(1);
         self.read_calls += 1;
-        let v = self.store.get(key)?;
+        let v = self.store.get_entry(key)?;
         self.read.insert(key.clone(), v.clone());
         Ok(v)
+    }
+
+    /// Now, on the store's clock (ms since the Unix epoch): what expiry times are measured
+    /// against.
+    pub fn now_ms(&self) -> u64 {
+        self.store.now_ms()
     }
 
     pub fn exists(&mut self, key: &Bytes) -> quiver_store::Result<bool> {
         Ok(self.get(key)?.is_some())
     }
 
+    /// Writes a value that never expires (a SET: any old expiry is gone).
     pub fn put(&mut self, key: Bytes, value: Bytes) {
-        self.write(key, Some(value));
+        self.put_expiring(key, value, None);
+    }
+
+    /// Writes a value with an expiry time (ms since the Unix epoch; `None`: never).
+    pub fn put_expiring(&mut self, key: Bytes, value: Bytes, expire_at: Option<u64>) {
+        self.write(key, Some(Entry { value, expire_at }));
+    }
+
+    /// Writes a new value and keeps the key's expiry time (INCR, APPEND, SETRANGE).
+    pub fn put_keep_ttl(&mut self, key: Bytes, value: Bytes) -> quiver_store::Result<()> {
+        let expire_at = self.get_entry(&key)?.and_then(|e| e.expire_at);
+        self.put_expiring(key, value, expire_at);
+        Ok(())
     }
 
     pub fn delete(&mut self, key: Bytes) {
         self.write(key, None);
     }
 
-    fn write(&mut self, key: Bytes, value: Option<Bytes>) {
+    fn write(&mut self, key: Bytes, value: Option<Entry>) {
         if self.overlay.insert(key.clone(), value).is_none() {
             self.written.push(key);
         }
@@ -189,8 +213,8 @@ impl<'a> Txn<'a> {
         self.written.clear();
     }
 
-    /// Buffered writes: (key, new value or `None` for a delete).
-    pub fn overlay(&self) -> impl Iterator<Item = (&Bytes, Option<&Bytes>)> {
+    /// Buffered writes: (key, new value and expiry or `None` for a delete).
+    pub fn overlay(&self) -> impl Iterator<Item = (&Bytes, Option<&Entry>)> {
         self.written.iter().map(|k| (k, self.overlay[k].as_ref()))
     }
 
@@ -205,7 +229,7 @@ impl<'a> Txn<'a> {
         }
         self.stats.vector_widths.record(1);
         self.read_calls += 1;
-        let v = self.store.get(key)?;
+        let v = self.store.get_entry(key)?;
         let found = v.is_some();
         self.read.insert(key.clone(), v);
         Ok(found)
@@ -236,7 +260,7 @@ impl<'a> Txn<'a> {
     ///
     /// A flush inside the transaction is carried out first (key by key, not atomically with
     /// the rest; see [`flush_store`]).
-    pub fn commit(self, watched: &[(Bytes, Option<Bytes>)]) -> quiver_store::Result<Commit> {
+    pub fn commit(self, watched: &[(Bytes, Option<Entry>)]) -> quiver_store::Result<Commit> {
         if !self.has_writes() && watched.is_empty() && self.read_calls <= 1 {
             return Ok(Commit::Applied);
         }
@@ -268,7 +292,7 @@ impl<'a> Txn<'a> {
             };
             let condition = seen.map(|s| Precondition::Unchanged(s.clone()));
             let action = match value {
-                Some(v) => BatchAction::Put(v.clone()),
+                Some(e) => BatchAction::Put(e.value.clone()),
                 // Deleting what was absent writes nothing; only the read must still hold.
                 None if matches!(seen, Some(None)) => BatchAction::Check,
                 None => BatchAction::Delete,
@@ -277,6 +301,9 @@ impl<'a> Txn<'a> {
                 continue;
             }
             batch.push(key.clone(), action, condition);
+            if let (Some(op), Some(e)) = (batch.ops.last_mut(), value) {
+                op.expire_at = e.expire_at;
+            }
         }
         if batch.is_empty() {
             self.watches.touch(&self.written);
@@ -286,7 +313,7 @@ impl<'a> Txn<'a> {
             // One unconditional write needs no batch records (SET, DEL of one key).
             if op.condition.is_none() {
                 match &op.action {
-                    BatchAction::Put(v) => self.store.put(&op.key, v)?,
+                    BatchAction::Put(v) => self.store.put_expiring(&op.key, v, op.expire_at)?,
                     BatchAction::Delete => {
                         self.store.delete(&op.key)?;
                     }
@@ -324,15 +351,16 @@ pub fn flush_store(store: &Store, watches: &Watches) -> quiver_store::Result<()>
     }
 }
 
-/// Reads `keys` (all valid) in engine calls of at most `width_max` keys.
+/// Reads `keys` (all valid), values with their expiry times, in engine calls of at most
+/// `width_max` keys.
 pub fn read_all(
     store: &Store,
     keys: &[&Bytes],
     width_max: usize,
-) -> quiver_store::Result<Vec<Option<Bytes>>> {
+) -> quiver_store::Result<Vec<Option<Entry>>> {
     let mut values = Vec::with_capacity(keys.len());
     for chunk in keys.chunks(width_max.max(1)) {
-        values.extend(store.multi_get(chunk)?);
+        values.extend(store.multi_get_entries(chunk)?);
     }
     Ok(values)
 }

@@ -21,6 +21,7 @@ use crate::options::Durability;
 use crate::partition::{MaintenanceState, Partition};
 use crate::resize;
 use crate::retry::WriteRetry;
+use crate::sweep;
 
 /// Longest sleep between two rounds of checks.
 const TICK_MS_MAX: u64 = 100;
@@ -93,6 +94,13 @@ fn run(inner: &StoreInner) {
         }
         inner.reserve.restore();
         resize_where_needed(inner);
+        // The active expiry sweep, bounded per partition and tick.
+        if ctx.opts.expire_sweep_keys_max > 0 {
+            for part in &inner.parts {
+                let r = sweep::sweep_partition(ctx, part, ctx.opts.expire_sweep_keys_max);
+                note(inner, r.map(drop));
+            }
+        }
         for part in &inner.parts {
             compact_if_needed(inner, part);
             // Writers waiting for room come before the next partition's compaction.

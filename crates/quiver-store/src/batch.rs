@@ -3,6 +3,24 @@
 
 use bytes::Bytes;
 
+/// A live key's value and expiry time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub value: Bytes,
+    /// Milliseconds since the Unix epoch; `None`: the key never expires.
+    pub expire_at: Option<u64>,
+}
+
+impl Entry {
+    /// An entry that never expires.
+    pub fn lasting(value: impl Into<Bytes>) -> Entry {
+        Entry {
+            value: value.into(),
+            expire_at: None,
+        }
+    }
+}
+
 /// What must hold for a batch to apply. Conditions are evaluated against the state just
 /// before the batch (not against earlier operations of the same batch).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -13,8 +31,9 @@ pub enum Precondition {
     Absent,
     /// The key exists and its value equals these bytes.
     ValueEquals(Bytes),
-    /// The key does not exist (`None`) or has exactly this value: a WATCH-style snapshot.
-    Unchanged(Option<Bytes>),
+    /// The key does not exist (`None`) or has exactly this value and expiry time: a
+    /// WATCH-style snapshot (a key that expired since, or whose expiry changed, fails it).
+    Unchanged(Option<Entry>),
 }
 
 /// What an operation does.
@@ -31,6 +50,9 @@ pub struct BatchOp {
     pub key: Bytes,
     pub action: BatchAction,
     pub condition: Option<Precondition>,
+    /// A put's expiry time (ms since the Unix epoch); `None`: the key never expires (a put
+    /// without one clears the key's old expiry, as a Redis SET does).
+    pub expire_at: Option<u64>,
 }
 
 /// A compound batch, built with the methods below.
@@ -57,6 +79,21 @@ impl Batch {
         self.push(key, BatchAction::Put(value.into()), Some(condition))
     }
 
+    /// A put that expires at `expire_at` (ms since the Unix epoch; `None`: never).
+    pub fn put_expiring(
+        &mut self,
+        key: impl Into<Bytes>,
+        value: impl Into<Bytes>,
+        expire_at: Option<u64>,
+        condition: Option<Precondition>,
+    ) -> &mut Batch {
+        self.push(key, BatchAction::Put(value.into()), condition);
+        if let Some(op) = self.ops.last_mut() {
+            op.expire_at = expire_at;
+        }
+        self
+    }
+
     pub fn delete(&mut self, key: impl Into<Bytes>) -> &mut Batch {
         self.push(key, BatchAction::Delete, None)
     }
@@ -80,6 +117,7 @@ impl Batch {
             key: key.into(),
             action,
             condition,
+            expire_at: None,
         });
         self
     }
@@ -109,13 +147,13 @@ impl BatchOutcome {
     }
 }
 
-/// Whether `condition` holds for a key whose current value is `current`.
-pub(crate) fn holds(condition: &Precondition, current: Option<&[u8]>) -> bool {
+/// Whether `condition` holds for a key whose current value and expiry are `current`.
+pub(crate) fn holds(condition: &Precondition, current: Option<(&[u8], Option<u64>)>) -> bool {
     match condition {
         Precondition::Exists => current.is_some(),
         Precondition::Absent => current.is_none(),
-        Precondition::ValueEquals(v) => current == Some(&v[..]),
-        Precondition::Unchanged(v) => current == v.as_deref(),
+        Precondition::ValueEquals(v) => current.map(|c| c.0) == Some(&v[..]),
+        Precondition::Unchanged(e) => current == e.as_ref().map(|e| (&e.value[..], e.expire_at)),
     }
 }
 

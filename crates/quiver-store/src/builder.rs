@@ -4,9 +4,10 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::error::Result;
+use crate::expiry::Expiries;
 use crate::hash::KeyHash;
 use crate::index::{Index, LOAD_HARD_MAX};
-use crate::log::format::{self, RecordHeader, RecordType, RECORD_HEADER_LEN};
+use crate::log::format::{self, RecordHeader, RecordType, RECORD_EXT_LEN_MAX, RECORD_HEADER_LEN};
 use crate::partition::{Counters, SegmentSet};
 
 /// A batch member seen before its commit record.
@@ -16,11 +17,15 @@ pub(crate) struct Member {
     pub hash: KeyHash,
     pub loc: u32,
     pub delete: bool,
+    pub expire_at: Option<u64>,
 }
 
 pub(crate) struct IndexBuilder {
     pub index: Index,
     pub counters: Counters,
+    /// The keys with an expiry time, as replayed (recovery keeps them; a resize, whose
+    /// partition tracks them already, ignores them).
+    pub expiries: Expiries,
     /// Highest sequence number seen.
     pub max_seq: u64,
     /// Batch seq -> members seen so far, waiting for the commit record.
@@ -38,6 +43,7 @@ impl IndexBuilder {
         IndexBuilder {
             index,
             counters: Counters::default(),
+            expiries: Expiries::default(),
             max_seq: 0,
             pending: HashMap::new(),
             commits: HashSet::new(),
@@ -56,23 +62,25 @@ impl IndexBuilder {
     ) -> Result<()> {
         self.counters.records += 1;
         self.max_seq = self.max_seq.max(h.seq);
-        let key = &rec[RECORD_HEADER_LEN..RECORD_HEADER_LEN + h.key_len as usize];
+        let key = &rec[h.key_range()];
+        let ext = h.ext(rec);
+        let hash = KeyHash::of_ns(ext.namespace, key);
         match h.ty {
-            RecordType::Put => self.put(segs, KeyHash::of(key), key, loc)?,
-            RecordType::Delete => self.delete(segs, KeyHash::of(key), key)?,
+            RecordType::Put => self.put(segs, hash, key, loc, ext.expire_at)?,
+            RecordType::Delete => self.delete(segs, hash, key)?,
             RecordType::BatchPut | RecordType::BatchDelete => {
                 self.pending.entry(h.seq).or_default().push(Member {
                     key: key.to_vec(),
-                    hash: KeyHash::of(key),
+                    hash,
                     loc,
                     delete: h.ty == RecordType::BatchDelete,
+                    expire_at: ext.expire_at,
                 });
             }
             RecordType::BatchCommit => {
                 self.counters.dead += 1;
                 self.commits.insert(h.seq);
-                let value_at = RECORD_HEADER_LEN + h.key_len as usize;
-                let expected = format::commit_count(&rec[value_at..value_at + 4]) as usize;
+                let expected = format::commit_count(&rec[h.value_range()]) as usize;
                 let members = self.pending.remove(&h.seq).unwrap_or_default();
                 if members.len() == expected {
                     self.apply_members(segs, &members)?;
@@ -98,7 +106,7 @@ impl IndexBuilder {
             if m.delete {
                 self.delete(segs, m.hash, &m.key)?;
             } else {
-                self.put(segs, m.hash, &m.key, m.loc)?;
+                self.put(segs, m.hash, &m.key, m.loc, m.expire_at)?;
             }
         }
         Ok(())
@@ -114,27 +122,36 @@ impl IndexBuilder {
         self.counters.dead += n as u64;
     }
 
-    /// Finds the slot of `key`, reading candidate records to compare full keys.
+    /// Finds the slot of `key`, reading candidate records to compare full keys (and
+    /// namespaces: the full hash covers the namespace).
     fn find(&self, segs: &SegmentSet, hash: KeyHash, key: &[u8]) -> Result<Option<usize>> {
         let frag = hash.fragment();
         let mut probe = self.index.probe(hash);
-        let mut buf = vec![0u8; RECORD_HEADER_LEN + key.len()];
+        let mut buf = vec![0u8; RECORD_HEADER_LEN + RECORD_EXT_LEN_MAX + key.len()];
         while let Some((pos, loc)) = self.index.next_candidate(frag, &mut probe) {
             let Ok((seg, offset)) = segs.resolve(loc) else {
                 continue;
             };
             let n = seg.read_at(&mut buf, offset)?;
-            if n == buf.len()
-                && format::check_header(&buf).is_ok()
-                && &buf[RECORD_HEADER_LEN..] == key
-            {
+            let Ok(h) = format::check_header(&buf[..n]) else {
+                continue;
+            };
+            if &buf[h.key_range()] == key && KeyHash::of_ns(h.ext(&buf).namespace, key) == hash {
                 return Ok(Some(pos));
             }
         }
         Ok(None)
     }
 
-    pub fn put(&mut self, segs: &SegmentSet, hash: KeyHash, key: &[u8], loc: u32) -> Result<()> {
+    pub fn put(
+        &mut self,
+        segs: &SegmentSet,
+        hash: KeyHash,
+        key: &[u8],
+        loc: u32,
+        expire_at: Option<u64>,
+    ) -> Result<()> {
+        self.expiries.set(hash.0, expire_at);
         match self.find(segs, hash, key)? {
             Some(pos) => {
                 self.index.set_loc(pos, loc);
@@ -155,6 +172,7 @@ impl IndexBuilder {
     }
 
     pub fn delete(&mut self, segs: &SegmentSet, hash: KeyHash, key: &[u8]) -> Result<()> {
+        self.expiries.remove(hash.0);
         self.counters.dead += 1; // the tombstone record itself
         if let Some(pos) = self.find(segs, hash, key)? {
             self.index.remove(pos);

@@ -111,7 +111,7 @@ pub(crate) fn check_partition(part: &Partition, report: &mut CheckReport) -> Res
                                 seg.path.display(),
                                 v.header.ty
                             )),
-                            Ok(v) if KeyHash::of(&rec[v.key.clone()]).fragment() != frag => Some(format!(
+                            Ok(v) if KeyHash::of_ns(v.ext.namespace, &rec[v.key.clone()]).fragment() != frag => Some(format!(
                                 "{} at offset {offset}: index fragment does not match the record's key",
                                 seg.path.display()
                             )),

@@ -19,19 +19,21 @@ use std::sync::Arc;
 use parking_lot::RwLockWriteGuard;
 
 use crate::error::{Error, Result};
+use crate::expiry::Expiries;
 use crate::index::Index;
 use crate::layout::CHECKPOINT_FILE;
 use crate::log::segment::{sync_dir, Segment};
 use crate::partition::{Counters, Partition, SegmentSet, StoreCtx};
 
-const MAGIC: [u8; 8] = *b"QUIVCKP1";
-const VERSION: u32 = 1;
+const MAGIC: [u8; 8] = *b"QUIVCKP2";
+const VERSION: u32 = 2;
 const CHECKPOINT_TMP_FILE: &str = "index.ckpt.tmp";
 
 /// A loaded checkpoint.
 pub(crate) struct Checkpoint {
     pub index: Index,
     pub counters: Counters,
+    pub expiries: Expiries,
     pub max_seq: u64,
     /// The log position the checkpoint reflects: the segment (by its place in the
     /// partition's log order) and the offset in it.
@@ -102,7 +104,7 @@ pub(crate) fn save(ctx: &StoreCtx, part: &Partition) -> Result<()> {
             end_offset: st.appender.end(),
             segments: &list,
         };
-        (encode(&meta, &st.index), segments)
+        (encode(&meta, &st.index, &st.expiries), segments)
     };
     let written = segments
         .iter()
@@ -116,9 +118,9 @@ pub(crate) fn save(ctx: &StoreCtx, part: &Partition) -> Result<()> {
 }
 
 /// Serialises a checkpoint (call with the partition locked, so the index is stable).
-pub(crate) fn encode(meta: &CheckpointMeta<'_>, index: &Index) -> Vec<u8> {
+pub(crate) fn encode(meta: &CheckpointMeta<'_>, index: &Index, expiries: &Expiries) -> Vec<u8> {
     let cap = index.capacity();
-    let mut b = Vec::with_capacity(80 + meta.segments.len() * 12 + cap * 6);
+    let mut b = Vec::with_capacity(88 + meta.segments.len() * 12 + cap * 6 + expiries.len() * 16);
     b.extend_from_slice(&MAGIC);
     b.extend_from_slice(&VERSION.to_le_bytes());
     b.extend_from_slice(&meta.partition.to_le_bytes());
@@ -138,6 +140,11 @@ pub(crate) fn encode(meta: &CheckpointMeta<'_>, index: &Index) -> Vec<u8> {
     }
     for l in index.locs() {
         b.extend_from_slice(&l.to_le_bytes());
+    }
+    b.extend_from_slice(&(expiries.len() as u64).to_le_bytes());
+    for (hash, at) in expiries.iter() {
+        b.extend_from_slice(&hash.to_le_bytes());
+        b.extend_from_slice(&at.to_le_bytes());
     }
     let crc = crc32c::crc32c(&b);
     b.extend_from_slice(&crc.to_le_bytes());
@@ -197,7 +204,12 @@ pub(crate) fn load(
     let end_file_id = r.u64();
     let end_offset = r.u64();
     let n = r.u32() as usize;
-    if body.len() != 68 + n * 12 + cap * 6 || cap == 0 || cap > u32::MAX as usize {
+    let fixed = 68 + n * 12 + cap * 6;
+    if body.len() < fixed + 8 || cap == 0 || cap > u32::MAX as usize {
+        return Err("length does not match its header".into());
+    }
+    let m = Reader { b: body, at: fixed }.u64() as usize;
+    if (body.len() - fixed - 8) / 16 != m || (body.len() - fixed - 8) % 16 != 0 {
         return Err("length does not match its header".into());
     }
     let listed: Vec<(u64, u32)> = (0..n).map(|_| (r.u64(), r.u32())).collect();
@@ -218,9 +230,16 @@ pub(crate) fn load(
     for l in locs.iter_mut() {
         *l = r.u32();
     }
+    r.u64();
+    let mut expiries = Expiries::default();
+    for _ in 0..m {
+        let hash = r.u64();
+        expiries.set(hash, Some(r.u64()));
+    }
     Ok(Some(Checkpoint {
         index: Index::from_parts(frags, locs),
         counters,
+        expiries,
         max_seq,
         // The listed segments are the partition's first `n`, the last of them the end one.
         end_segment: n - 1,

@@ -99,7 +99,8 @@ pub(crate) fn try_batch(
                 return Attempt::Done(Err(e));
             }
             let current = found[i].value();
-            if !batch::holds(cond, current.as_deref()) {
+            let current = current.as_deref().map(|v| (v, found[i].expire_at()));
+            if !batch::holds(cond, current) {
                 return Attempt::Done(Ok(BatchOutcome::ConditionFailed {
                     op: i,
                     condition: cond.clone(),
@@ -129,6 +130,7 @@ pub(crate) fn try_batch(
                 key: &op.key,
                 hash: hashed[i].0,
                 value,
+                expire_at: op.expire_at,
             });
             f.push(std::mem::replace(&mut found[i], Found::Absent));
         }

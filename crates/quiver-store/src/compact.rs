@@ -5,7 +5,10 @@
 //! A pass takes a range of whole groups of sealed segments (a group: segments sharing a major
 //! order, i.e. the outputs of one earlier pass), as many as its byte budget allows, and its
 //! outputs take the range's place in log order (`SegmentOrder`). Which records survive:
-//! - a put the index points at: copied (a committed batch member becomes a plain put);
+//! - a put the index points at: copied (a committed batch member becomes a plain put) —
+//!   unless its expiry time has come: then it is dropped like a deleted key, and a tombstone
+//!   takes its place unless the range is a prefix of the log (an older copy of its key may
+//!   lie before the range, and must not come back);
 //! - any other put: dropped;
 //! - a tombstone: dropped if the range is a prefix of the log (every put it shadows is in the
 //!   range, and dead), else kept — an older copy of its key may lie before the range;
@@ -43,7 +46,9 @@ use std::sync::Arc;
 use crate::checkpoint;
 use crate::error::{show_key, Error, Result};
 use crate::hash::KeyHash;
-use crate::log::format::{self, CompactionManifest, RecordType, SegmentOrder, SEGMENT_HEADER_LEN};
+use crate::log::format::{
+    self, CompactionManifest, RecordExt, RecordType, SegmentOrder, SEGMENT_HEADER_LEN,
+};
 use crate::log::reader::{Scanner, Step};
 use crate::log::segment::{
     segment_file_name, sync_dir, tmp_segment_file_name, Segment, SEGMENT_SUFFIX, SEGMENT_TMP_SUFFIX,
@@ -159,6 +164,11 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
     let mut remaps: Vec<Remap> = Vec::new();
     // Live records whose value is damaged (salvage only): dropped from the index at the swap.
     let mut lost: Vec<(KeyHash, u32)> = Vec::new();
+    // Live records whose expiry time had come: dropped from the index at the swap (if no
+    // writer replaced them meanwhile); `tombstones` of them left a tombstone in the output.
+    let mut expired: Vec<(KeyHash, u32)> = Vec::new();
+    let mut tombstones = 0u64;
+    let now = ctx.now_ms();
     let (mut dropped, mut kept_dead) = (0u64, 0u64);
     let mode = ScanMode {
         keep_bytes: true,
@@ -188,6 +198,29 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
                         Ok(())
                     }
                 };
+            }
+            let ext = r.header.ext(r.bytes);
+            if ext.expired_at(now) && (!ty.is_batch_member() || resolved_member) {
+                expired.push((r.hash, r.loc));
+                if !prefix {
+                    let mut tomb = Vec::new();
+                    let key = &r.bytes[r.header.key_range()];
+                    let ext = RecordExt {
+                        expire_at: None,
+                        ..ext
+                    };
+                    format::encode_record(
+                        &mut tomb,
+                        RecordType::Delete,
+                        r.header.seq,
+                        ext,
+                        key,
+                        b"",
+                    );
+                    out.append(ctx, part, &tomb, None)?;
+                    tombstones += 1;
+                }
+                return Ok(());
             }
             let retype = resolved_member.then_some(RecordType::Put);
             let to = out.append(ctx, part, r.bytes, retype)?;
@@ -227,8 +260,8 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
             return Err(e);
         }
     };
-    report.records_copied = remaps.len() as u64 + kept_dead;
-    report.records_dropped = dropped + lost.len() as u64;
+    report.records_copied = remaps.len() as u64 + kept_dead + tombstones;
+    report.records_dropped = dropped + lost.len() as u64 + expired.len() as u64;
     report.damage.extend(skipped);
 
     // 3. Commit on disk.
@@ -258,15 +291,19 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
         // The dropped records leave the log; all were dead (counted in `dead` when they
         // died) but the damaged live ones dropped here.
         let mut gone_dead = dropped;
-        for &(hash, loc) in &lost {
+        for &(hash, loc) in lost.iter().chain(&expired) {
             match st.index.find_loc(hash, loc) {
-                Some(pos) => st.index.remove(pos),
+                Some(pos) => {
+                    st.index.remove(pos);
+                    st.expiries.remove(hash.0);
+                }
                 None => gone_dead += 1,
             }
         }
         let c = &mut st.counters;
-        c.records = c.records.saturating_sub(dropped + lost.len() as u64);
-        c.dead = c.dead.saturating_sub(gone_dead);
+        let gone = dropped + lost.len() as u64 + expired.len() as u64;
+        c.records = c.records.saturating_sub(gone) + tombstones;
+        c.dead = c.dead.saturating_sub(gone_dead) + tombstones;
         swap_segments(&mut st, &inputs, &outputs);
         break;
     }
@@ -373,7 +410,7 @@ fn resolved_batches(inputs: &[Arc<Segment>]) -> Result<HashMap<u64, bool>> {
                     seen.entry(header.seq).or_default().0 += 1
                 }
                 Step::Record { header, .. } if header.ty == RecordType::BatchCommit => {
-                    let value = &sc.record()[format::RECORD_HEADER_LEN..];
+                    let value = &sc.record()[header.value_range()];
                     seen.entry(header.seq).or_default().1 = Some(format::commit_count(value));
                 }
                 Step::Record { .. } | Step::Damaged { .. } => {}

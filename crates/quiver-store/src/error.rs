@@ -78,6 +78,19 @@ pub enum Error {
     /// The directory holds a store created with different fixed options.
     #[error("store at {path} does not match the options: {reason}")]
     Incompatible { path: PathBuf, reason: String },
+    /// A read-then-write of one key lost to other writers of the key this many times in a row.
+    #[error("key changed by other writers {attempts} times in a row; try again")]
+    Contended { attempts: usize },
+    /// The store was written in an older on-disk format: `quiver upgrade` converts it.
+    #[error(
+        "store at {dir} is in on-disk format version {found}; this Quiver reads version \
+         {expected}: convert it with `quiver upgrade --dir {dir}`"
+    )]
+    OldFormat {
+        dir: PathBuf,
+        found: u32,
+        expected: u32,
+    },
 }
 
 /// A key for a message: as text if it is printable, else in hex; cut to a readable length.

@@ -1,8 +1,10 @@
 //! Key hashing: one xxh3-64 per key gives its partition, its place in the partition's index and
 //! scan order, and its in-RAM key fragment.
 //!
+//! (A key's partition comes from its Redis Cluster hash slot, `slot`; stores of format 1 took
+//! it from the top bits, `legacy_partition`.)
+//!
 //! Bit use of the 64-bit hash `h`:
-//! - partition = (h[32..64] * partitions) >> 32 — the top bits;
 //! - order     = h[0..32] — home slot `(order * capacity) >> 32` and the SCAN cursor position;
 //! - fragment  = h[32..48], moved off the reserved values 0 (empty) and 1 (tombstone).
 
@@ -20,8 +22,21 @@ impl KeyHash {
         KeyHash(xxhash_rust::xxh3::xxh3_64(key))
     }
 
+    /// The hash of `key` in namespace `ns` (a database of SELECT): the namespace seeds the
+    /// hash, so equal keys of different databases are different keys; namespace 0 is
+    /// [`KeyHash::of`].
     #[inline]
-    pub fn partition(self, partitions: u32) -> u32 {
+    pub fn of_ns(ns: u32, key: &[u8]) -> KeyHash {
+        if ns == 0 {
+            KeyHash::of(key)
+        } else {
+            KeyHash(xxhash_rust::xxh3::xxh3_64_with_seed(key, ns as u64))
+        }
+    }
+
+    /// The partition of format 1: `(h[32..64] * partitions) >> 32`, the top bits.
+    #[inline]
+    pub fn legacy_partition(self, partitions: u32) -> u32 {
         (((self.0 >> 32) * partitions as u64) >> 32) as u32
     }
 

@@ -8,18 +8,25 @@ use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::index::Probe;
 use crate::io::ReadRequest;
-use crate::log::format::{self, RECORD_HEADER_LEN};
+use crate::log::format::{self, RecordExt};
 use crate::partition::{PartState, StoreCtx};
 
 /// What a lookup found for one key.
 #[derive(Debug)]
 pub(crate) enum Found {
     Absent,
-    /// The key's live record: its index slot and the record bytes (`view` locates key and value).
+    /// The key's live record: its index slot, the record bytes and where its value lies, and
+    /// its expiry time.
     Live {
         pos: usize,
         record: Bytes,
         value: std::ops::Range<usize>,
+        expire_at: Option<u64>,
+    },
+    /// The key's record has expired: absent to every reader, but the index slot still holds
+    /// it (a write replaces it there; a delete or the sweep writes its tombstone).
+    Expired {
+        pos: usize,
     },
     /// The key could not be read: an I/O error, or damage that may hide it.
     Failed(Error),
@@ -44,9 +51,29 @@ impl Found {
         }
     }
 
+    /// The index slot of the key's record, live or expired.
     pub fn pos(&self) -> Option<usize> {
         match self {
-            Found::Live { pos, .. } => Some(*pos),
+            Found::Live { pos, .. } | Found::Expired { pos } => Some(*pos),
+            _ => None,
+        }
+    }
+
+    /// Whether the key exists (a live record).
+    pub fn is_live(&self) -> bool {
+        matches!(self, Found::Live { .. })
+    }
+
+    /// Whether the key has a record in the log, live or expired: a delete must write a
+    /// tombstone for it, so that no older value of the key can come back.
+    pub fn has_record(&self) -> bool {
+        matches!(self, Found::Live { .. } | Found::Expired { .. })
+    }
+
+    /// The expiry time of a live key.
+    pub fn expire_at(&self) -> Option<u64> {
+        match self {
+            Found::Live { expire_at, .. } => *expire_at,
             _ => None,
         }
     }
@@ -84,6 +111,7 @@ pub(crate) fn lookup(
     let mut active: Vec<usize> = (0..n).collect();
     let mut cand_pos: Vec<usize> = vec![0; n];
     let value_len_guess = ctx.value_len_guess(verify_values);
+    let now = ctx.now_ms();
     // Longest value read: keeps the first-round read size right after a reopen.
     let mut value_len_max = 0;
 
@@ -147,12 +175,16 @@ pub(crate) fn lookup(
                 }
             };
             match check_candidate(&bytes, keys[i].key, verify_values) {
-                Candidate::Match(value) => {
+                Candidate::Match(_, ext) if ext.expired_at(now) => {
+                    out[i] = Found::Expired { pos: cand_pos[i] };
+                }
+                Candidate::Match(value, ext) => {
                     value_len_max = value_len_max.max(value.len());
                     out[i] = Found::Live {
                         pos: cand_pos[i],
                         record: bytes,
                         value,
+                        expire_at: ext.expire_at,
                     };
                 }
                 Candidate::OtherKey => next.push(i),
@@ -176,8 +208,8 @@ pub(crate) fn lookup(
 }
 
 enum Candidate {
-    /// The record is the key's: the value's byte range.
-    Match(std::ops::Range<usize>),
+    /// The record is the key's: the value's byte range and the record's `ext`.
+    Match(std::ops::Range<usize>, RecordExt),
     /// A fragment collision: another key's record.
     OtherKey,
     /// Damage; `true` when it is certainly the key's record (its key verified, value did not).
@@ -189,21 +221,22 @@ fn check_candidate(bytes: &[u8], key: &[u8], verify_value: bool) -> Candidate {
         Ok(h) => h,
         Err(reason) => return Candidate::Damaged(reason, false),
     };
-    let key_range = RECORD_HEADER_LEN..RECORD_HEADER_LEN + header.key_len as usize;
-    if &bytes[key_range.clone()] != key {
+    let ext = header.ext(bytes);
+    // Every lookup is in namespace 0 (the default database) for now.
+    if &bytes[header.key_range()] != key || ext.namespace != 0 {
         return Candidate::OtherKey;
     }
     if !header.ty.is_put() {
         return Candidate::Damaged("index points at a record that is not a put", true);
     }
-    let value = key_range.end..key_range.end + header.value_len as usize;
+    let value = header.value_range();
     if bytes.len() < value.end {
         return Candidate::Damaged("record truncated inside its value", true);
     }
     if verify_value && crc32c::crc32c(&bytes[value.clone()]) != header.value_crc {
         return Candidate::Damaged("record value checksum mismatch", true);
     }
-    Candidate::Match(value)
+    Candidate::Match(value, ext)
 }
 
 /// Looks up keys that all live in one partition.
@@ -227,7 +260,7 @@ pub(crate) fn lookup_one_partition(
 /// Turns a lookup into a get result.
 pub(crate) fn into_value(found: Found) -> Result<Option<Bytes>> {
     match found {
-        Found::Absent => Ok(None),
+        Found::Absent | Found::Expired { .. } => Ok(None),
         Found::Live {
             mut record, value, ..
         } => {

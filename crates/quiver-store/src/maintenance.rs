@@ -22,7 +22,7 @@ use crate::builder::IndexBuilder;
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::index::{CAPACITY_MIN, LOAD_GROW};
-use crate::log::format::{RecordHeader, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
+use crate::log::format::{RecordHeader, SEGMENT_HEADER_LEN};
 use crate::log::reader::{Scanner, Step};
 use crate::log::segment::Segment;
 use crate::options::DamagePolicy;
@@ -186,7 +186,8 @@ pub(crate) fn scan_records(
                         continue;
                     }
                     let rec = sc.record();
-                    let key = &rec[RECORD_HEADER_LEN..RECORD_HEADER_LEN + header.key_len as usize];
+                    let key = &rec[header.key_range()];
+                    let namespace = header.ext(rec).namespace;
                     let at = chunk.len();
                     if mode.keep_bytes {
                         chunk.extend_from_slice(rec);
@@ -196,7 +197,7 @@ pub(crate) fn scan_records(
                         offset,
                         loc: span.loc(seg.slot(), offset),
                         header,
-                        hash: KeyHash::of(key),
+                        hash: KeyHash::of_ns(namespace, key),
                         bytes: at..chunk.len(),
                         value_ok,
                     });

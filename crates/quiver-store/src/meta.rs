@@ -1,20 +1,76 @@
-//! The store's `QUIVER` file: the layout fixed when the store was created.
+//! The store's `QUIVER` file: the layout fixed when the store was created — format version,
+//! segment size, and the slot range each partition owns:
+//!
+//! ```text
+//! quiver-store
+//! format 2
+//! segment_bytes 1073741824
+//! partitions 2
+//! partition 0 slots 0-8191
+//! partition 1 slots 8192-16383
+//! ```
+//!
+//! A version-1 file has no `partition` lines (keys were spread by hash); it is read only
+//! with `Options::legacy_v1`, by `quiver upgrade`.
 
 use std::fs;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::log::format::FORMAT_VERSION;
+use crate::hash::KeyHash;
+use crate::log::format::{FORMAT_VERSION, FORMAT_VERSION_V1};
 use crate::log::segment::sync_dir;
 use crate::options::Options;
+use crate::slot::{self, SlotRange, SLOTS};
 
 pub const META_FILE: &str = "QUIVER";
 /// Written first and renamed over `META_FILE` when a store is created.
 pub const META_TMP_FILE: &str = "QUIVER.tmp";
 
+/// Which partition a key belongs to.
+pub(crate) enum Partitioner {
+    /// Format 2: partition `i` owns `ranges[i]` of the Redis Cluster hash slots.
+    Slots {
+        ranges: Vec<SlotRange>,
+        /// Slot -> partition.
+        of_slot: Box<[u16]>,
+    },
+    /// Format 1 (read by `quiver upgrade` only): the top bits of the key's xxh3 hash.
+    Hash { partitions: u32 },
+}
+
+impl Partitioner {
+    pub fn slots(ranges: Vec<SlotRange>) -> Partitioner {
+        let mut of_slot = vec![0u16; SLOTS as usize].into_boxed_slice();
+        for (p, r) in ranges.iter().enumerate() {
+            for s in r.lo..=r.hi {
+                of_slot[s as usize] = p as u16;
+            }
+        }
+        Partitioner::Slots { ranges, of_slot }
+    }
+
+    /// The partition of `key` (whose hash is `hash`).
+    #[inline]
+    pub fn of(&self, key: &[u8], hash: KeyHash) -> u32 {
+        match self {
+            Partitioner::Slots { of_slot, .. } => of_slot[slot::key_slot(key) as usize] as u32,
+            Partitioner::Hash { partitions } => hash.legacy_partition(*partitions),
+        }
+    }
+
+    /// Each partition's slot range (none in a version-1 store).
+    pub fn ranges(&self) -> &[SlotRange] {
+        match self {
+            Partitioner::Slots { ranges, .. } => ranges,
+            Partitioner::Hash { .. } => &[],
+        }
+    }
+}
+
 /// Reads the layout of an existing store into `opts` (partitions and segment size are fixed at
-/// creation), or records `opts`' layout for a new one.
-pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<()> {
+/// creation), or records `opts`' layout for a new one; returns how keys map to partitions.
+pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<Partitioner> {
     let path = dir.join(META_FILE);
     match fs::read_to_string(&path) {
         Ok(text) => {
@@ -23,54 +79,106 @@ pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<()> {
                 reason: reason.to_string(),
             };
             let mut version = None;
+            let mut ranges: Vec<SlotRange> = Vec::new();
             for line in text.lines() {
-                let mut it = line.split_whitespace();
-                match (it.next(), it.next()) {
-                    (Some("format"), Some(v)) => version = v.parse::<u32>().ok(),
-                    (Some("partitions"), Some(v)) => {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                match words[..] {
+                    ["format", v] => version = v.parse::<u32>().ok(),
+                    ["partitions", v] => {
                         opts.partitions = v.parse().map_err(|_| bad("unreadable partitions"))?
                     }
-                    (Some("segment_bytes"), Some(v)) => {
+                    ["segment_bytes", v] => {
                         opts.segment_bytes =
                             v.parse().map_err(|_| bad("unreadable segment_bytes"))?
+                    }
+                    ["partition", id, "slots", range] => {
+                        let range = SlotRange::parse(range)
+                            .ok_or_else(|| bad(&format!("unreadable slot range {range:?}")))?;
+                        if id.parse::<usize>().ok() != Some(ranges.len()) {
+                            return Err(bad(&format!("partition {id} out of order")));
+                        }
+                        ranges.push(range);
                     }
                     _ => {}
                 }
             }
-            if version != Some(FORMAT_VERSION) {
-                return Err(bad(&format!(
-                    "format version {version:?}, expected {FORMAT_VERSION}"
-                )));
-            }
+            let partitioner = match version {
+                Some(FORMAT_VERSION) => {
+                    if ranges.len() != opts.partitions as usize || !slot::covers_all(&ranges) {
+                        return Err(bad(
+                            "the partitions' slot ranges do not cover every slot once",
+                        ));
+                    }
+                    Partitioner::slots(ranges)
+                }
+                Some(FORMAT_VERSION_V1) if opts.legacy_v1 => Partitioner::Hash {
+                    partitions: opts.partitions,
+                },
+                Some(found) if found < FORMAT_VERSION => {
+                    return Err(Error::OldFormat {
+                        dir: dir.to_path_buf(),
+                        found,
+                        expected: FORMAT_VERSION,
+                    })
+                }
+                other => {
+                    return Err(bad(&format!(
+                        "format version {other:?}, expected {FORMAT_VERSION}"
+                    )))
+                }
+            };
             // The store's segments bound the values it can hold: a larger limit asked for
             // (the default one, by a tool opening a store with small segments) is lowered.
             opts.value_len_max = opts
                 .value_len_max
                 .min(value_len_fitting(opts.segment_bytes));
-            opts.validate()
+            opts.validate()?;
+            Ok(partitioner)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let text = format!(
-                "quiver-store\nformat {FORMAT_VERSION}\npartitions {}\nsegment_bytes {}\n",
-                opts.partitions, opts.segment_bytes
-            );
+            if opts.legacy_v1 {
+                return Err(Error::io(
+                    "read store metadata",
+                    &path,
+                    std::io::Error::from(std::io::ErrorKind::NotFound),
+                ));
+            }
+            let ranges = SlotRange::even(opts.partitions);
+            let text = encode(opts.segment_bytes, &ranges);
             let tmp = dir.join(META_TMP_FILE);
             fs::write(&tmp, text)
                 .and_then(|_| fs::File::open(&tmp)?.sync_all())
                 .and_then(|_| fs::rename(&tmp, &path))
                 .map_err(|e| Error::io("write store metadata", &path, e))?;
-            sync_dir(dir)
+            sync_dir(dir)?;
+            Ok(Partitioner::slots(ranges))
         }
         Err(e) => Err(Error::io("read store metadata", &path, e)),
     }
 }
 
-/// Largest value whose record (with the longest key) fits in a segment of `segment_bytes`.
+/// The text of a format-2 `QUIVER` file.
+fn encode(segment_bytes: u64, ranges: &[SlotRange]) -> String {
+    let mut text = format!(
+        "quiver-store\nformat {FORMAT_VERSION}\nsegment_bytes {segment_bytes}\npartitions {}\n",
+        ranges.len()
+    );
+    for (i, r) in ranges.iter().enumerate() {
+        text.push_str(&format!("partition {i} slots {r}\n"));
+    }
+    text
+}
+
+/// Largest value whose record (with the longest key and `ext`) fits in a segment of
+/// `segment_bytes`.
 fn value_len_fitting(segment_bytes: u64) -> usize {
-    use crate::log::format::{record_len, RECORD_ALIGN, SEGMENT_HEADER_LEN};
+    use crate::log::format::{
+        record_len_ext, RECORD_ALIGN, RECORD_EXT_LEN_MAX, SEGMENT_HEADER_LEN,
+    };
+    use crate::options::KEY_LEN_MAX;
     let room = segment_bytes as usize - SEGMENT_HEADER_LEN;
     // record_len rounds up to RECORD_ALIGN: leave room for the padding.
-    let v = room.saturating_sub(record_len(crate::options::KEY_LEN_MAX, 0) + RECORD_ALIGN);
-    debug_assert!(record_len(crate::options::KEY_LEN_MAX, v) <= room);
+    let v = room.saturating_sub(record_len_ext(RECORD_EXT_LEN_MAX, KEY_LEN_MAX, 0) + RECORD_ALIGN);
+    debug_assert!(record_len_ext(RECORD_EXT_LEN_MAX, KEY_LEN_MAX, v) <= room);
     v
 }

@@ -45,8 +45,9 @@ pub(crate) fn open(
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("create store directory", &dir, e))?;
     }
     let lock = DirLock::acquire(&dir)?;
-    meta::load_or_create(&dir, &mut opts)?;
+    let partitioner = meta::load_or_create(&dir, &mut opts)?;
     let ctx = StoreCtx {
+        partitioner,
         backend: io::backend(opts.backend)?,
         opts,
         next_file_id: AtomicU64::new(1),
@@ -101,6 +102,7 @@ pub(crate) fn open(
             segs,
             appender,
             counters: b.counters,
+            expiries: b.expiries,
             appended_lsn: 0,
             dirty: !clean,
         };

@@ -156,6 +156,14 @@ pub struct Options {
     pub read_only: bool,
     /// What opening does about damage in the middle of a log.
     pub on_damage: DamagePolicy,
+    /// The time key expiry is measured against (the system clock unless a test sets one).
+    pub clock: crate::clock::Clock,
+    /// Keys with an expired time the background thread deletes per partition and pass (the
+    /// active sweep's bound; reads treat an expired key as absent whether swept or not).
+    pub expire_sweep_keys_max: usize,
+    /// Open a store of the previous format (version 1) read-only, for `quiver upgrade`. A
+    /// version-1 store opened without it is refused with an error that names the upgrade.
+    pub legacy_v1: bool,
 }
 
 impl Default for Options {
@@ -178,6 +186,9 @@ impl Default for Options {
             disk_reserve_bytes: 1 << 30,
             read_only: false,
             on_damage: DamagePolicy::Refuse,
+            clock: crate::clock::Clock::system(),
+            expire_sweep_keys_max: 1024,
+            legacy_v1: false,
         }
     }
 }
@@ -199,13 +210,20 @@ impl Options {
                 self.segment_bytes
             ));
         }
-        let record_max = crate::log::format::record_len(KEY_LEN_MAX, self.value_len_max) as u64
+        let record_max = crate::log::format::record_len_ext(
+            crate::log::format::RECORD_EXT_LEN_MAX,
+            KEY_LEN_MAX,
+            self.value_len_max,
+        ) as u64
             + crate::log::format::SEGMENT_HEADER_LEN as u64;
         if record_max > self.segment_bytes {
             return bad(format!(
                 "value_len_max {} does not fit a {}-byte segment (a record must fit in one segment)",
                 self.value_len_max, self.segment_bytes
             ));
+        }
+        if self.legacy_v1 && !self.read_only {
+            return bad("a version-1 store (legacy_v1) can only be opened read-only".into());
         }
         if self.vector_width_max == 0 {
             return bad("vector_width_max must be at least 1".into());

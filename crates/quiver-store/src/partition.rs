@@ -15,9 +15,13 @@ use std::sync::Arc;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::error::{Error, Result};
+use crate::expiry::Expiries;
+use crate::hash::KeyHash;
 use crate::index::Index;
 use crate::io::ReadBackend;
-use crate::log::format::{SegmentHeader, SegmentOrder, RECORD_ALIGN, SEGMENT_HEADER_LEN};
+use crate::log::format::{
+    SegmentHeader, SegmentOrder, FORMAT_VERSION, RECORD_ALIGN, SEGMENT_HEADER_LEN,
+};
 use crate::log::segment::{segment_file_name, sync_dir, Segment};
 use crate::log::writer::Appender;
 use crate::options::{Durability, Options};
@@ -25,6 +29,8 @@ use crate::options::{Durability, Options};
 /// State shared by all partitions of a store.
 pub(crate) struct StoreCtx {
     pub opts: Options,
+    /// Which partition each key belongs to (by hash slot).
+    pub partitioner: crate::meta::Partitioner,
     pub backend: Box<dyn ReadBackend>,
     /// Next segment file number (unique across the store's life).
     pub next_file_id: AtomicU64,
@@ -42,6 +48,18 @@ pub(crate) struct StoreCtx {
 impl StoreCtx {
     pub fn alloc_file_id(&self) -> u64 {
         self.next_file_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The partition of `key` (whose hash is `hash`).
+    #[inline]
+    pub fn partition_of(&self, key: &[u8], hash: KeyHash) -> u32 {
+        self.partitioner.of(key, hash)
+    }
+
+    /// Now, for key expiry (milliseconds since the Unix epoch).
+    #[inline]
+    pub fn now_ms(&self) -> u64 {
+        self.opts.clock.now_ms()
     }
 
     pub fn alloc_seq(&self) -> u64 {
@@ -193,6 +211,8 @@ pub(crate) struct PartState {
     pub segs: SegmentSet,
     pub appender: Appender,
     pub counters: Counters,
+    /// The keys with an expiry time (see `expiry`).
+    pub expiries: Expiries,
     /// Bytes ever appended (monotonic), the position group commit waits on.
     pub appended_lsn: u64,
     /// Changed since the last checkpoint.
@@ -354,8 +374,8 @@ pub(crate) fn new_segment_at(
     Segment::create(
         path.to_path_buf(),
         SegmentHeader {
+            version: FORMAT_VERSION,
             partition: part,
-            partitions: ctx.opts.partitions,
             slot,
             file_id,
             order,

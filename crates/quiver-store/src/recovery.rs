@@ -12,7 +12,7 @@ use crate::builder::{IndexBuilder, Member};
 use crate::checkpoint;
 use crate::error::{Error, Result};
 use crate::index::{Index, LOAD_AFTER_REBUILD};
-use crate::log::format::SEGMENT_HEADER_LEN;
+use crate::log::format::{FORMAT_VERSION, FORMAT_VERSION_V1, SEGMENT_HEADER_LEN};
 use crate::log::reader::{Scanner, Step};
 use crate::log::segment::Segment;
 use crate::partition::{SegmentSet, StoreCtx};
@@ -125,6 +125,7 @@ pub(crate) fn recover_partition(
     if let Some(ck) = ckpt {
         let mut b = IndexBuilder::new(ck.index);
         b.counters = ck.counters;
+        b.expiries = ck.expiries;
         b.max_seq = ck.max_seq;
         let start = ck.end_segment;
         // Damage this attempt finds is found again by the rebuild if it is not kept. (A torn
@@ -248,15 +249,21 @@ fn open_segments(
             Ok(seg) => {
                 *max_file_id = (*max_file_id).max(seg.file_id());
                 let h = seg.header;
+                let version = if ctx.opts.legacy_v1 {
+                    FORMAT_VERSION_V1
+                } else {
+                    FORMAT_VERSION
+                };
                 if h.partition != part
-                    || h.partitions != ctx.opts.partitions
+                    || h.version != version
                     || h.segment_bytes != ctx.opts.segment_bytes
                 {
                     report.damage.push(format!(
-                        "{}: segment belongs to another layout (partition {} of {}, {} bytes); skipped",
+                        "{}: segment belongs to another layout (partition {}, format {}, {} \
+                         bytes); skipped",
                         seg.path.display(),
                         h.partition,
-                        h.partitions,
+                        h.version,
                         h.segment_bytes
                     ));
                     report.unusable_files.push(seg.path.clone());

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use crate::error::Result;
 use crate::hash::KeyHash;
 use crate::io::ReadRequest;
-use crate::log::format::{self, RECORD_HEADER_LEN};
+use crate::log::format;
 use crate::partition::{Partition, StoreCtx};
 
 /// One page of a scan.
@@ -102,6 +102,7 @@ fn scan_partition(
     }
     // Read the candidates' keys as one vector and keep those in [from, end_order).
     let mut reqs: Vec<ReadRequest<'_>> = Vec::with_capacity(locs.len());
+    let now = ctx.now_ms();
     // Records still in the tail buffer (`none` durability) are not in the file yet.
     let mut buffered: Vec<Bytes> = Vec::new();
     for &loc in &locs {
@@ -129,7 +130,12 @@ fn scan_partition(
         let Ok(h) = format::check_header(&bytes) else {
             continue;
         };
-        let key = bytes.slice(RECORD_HEADER_LEN..RECORD_HEADER_LEN + h.key_len as usize);
+        // Only the default database's keys, and only those whose time has not come.
+        let ext = h.ext(&bytes);
+        if ext.namespace != 0 || ext.expired_at(now) {
+            continue;
+        }
+        let key = bytes.slice(h.key_range());
         let order = KeyHash::of(&key).order() as u64;
         if order < from as u64 || order >= end_order {
             continue;

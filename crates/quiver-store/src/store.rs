@@ -17,7 +17,7 @@ use bytes::Bytes;
 use parking_lot::RwLockWriteGuard;
 
 use crate::background::BackgroundThread;
-use crate::batch::{Batch, BatchAction, BatchOutcome};
+use crate::batch::{Batch, BatchAction, BatchOutcome, Entry, Precondition};
 use crate::checkpoint;
 use crate::commit::{self, Attempt};
 use crate::compact;
@@ -32,7 +32,24 @@ use crate::partition::PartState;
 use crate::recovery::{RecoveryProgress, RecoveryReport};
 use crate::retry::WriteRetry;
 use crate::scan::{self, ScanPage};
+use crate::slot::SlotRange;
+use crate::sweep;
 use crate::write::{self, Framing, WriteOp};
+
+/// Tries of [`Store::set_expiry`] (each read-then-conditional-write loses only to a writer of
+/// the same key) before it reports contention.
+const EXPIRY_UPDATE_ATTEMPTS_MAX: usize = 64;
+
+/// A key's expiry, as [`Store::ttl`] reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ttl {
+    /// No such key (or it has expired).
+    Absent,
+    /// The key never expires.
+    Never,
+    /// The key expires at this time (ms since the Unix epoch).
+    At(u64),
+}
 
 /// A Quiver store: a directory of partitions.
 pub struct Store {
@@ -46,6 +63,9 @@ pub struct Store {
 pub struct Stats {
     pub partitions: u32,
     pub keys: u64,
+    /// Live keys with an expiry time, and their average time to live (ms).
+    pub expiring_keys: u64,
+    pub avg_ttl_ms: u64,
     /// RAM held by the hash indexes.
     pub index_bytes: u64,
     pub index_capacity: u64,
@@ -92,6 +112,12 @@ impl Store {
         &self.report
     }
 
+    /// Now on the store's clock ([`Options::clock`]), in ms since the Unix epoch: what
+    /// expiry times are compared with.
+    pub fn now_ms(&self) -> u64 {
+        self.inner.ctx.now_ms()
+    }
+
     pub fn options(&self) -> &Options {
         &self.inner.ctx.opts
     }
@@ -107,7 +133,7 @@ impl Store {
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
         check_key(key)?;
         let hash = KeyHash::of(key);
-        let part = &self.inner.parts[hash.partition(self.inner.ctx.opts.partitions) as usize];
+        let part = &self.inner.parts[self.inner.ctx.partition_of(key, hash) as usize];
         let st = part.state.read();
         let found = lookup::lookup_one_partition(&self.inner.ctx, &st, &[(key, hash)], true);
         drop(st);
@@ -123,6 +149,42 @@ impl Store {
             .collect()
     }
 
+    /// Gets a key's value with its expiry time.
+    pub fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
+        Ok(self.multi_get_entries(&[key])?.pop().flatten())
+    }
+
+    /// Gets many keys' values with their expiry times, as one vector (see `multi_get`).
+    pub fn multi_get_entries<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Entry>>> {
+        self.lookup_vector(keys, true)?
+            .into_iter()
+            .map(|f| {
+                let expire_at = f.expire_at();
+                Ok(lookup::into_value(f)?.map(|value| Entry { value, expire_at }))
+            })
+            .collect()
+    }
+
+    /// A key's expiry: absent, never, or at a time (Redis's TTL / PEXPIRETIME, absolute).
+    pub fn ttl(&self, key: &[u8]) -> Result<Ttl> {
+        Ok(self.multi_ttl(&[key])?[0])
+    }
+
+    /// Many keys' expiries as one vector (no value is read beyond its record header).
+    pub fn multi_ttl<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Ttl>> {
+        self.lookup_vector(keys, false)?
+            .into_iter()
+            .map(|f| match f {
+                Found::Live { expire_at, .. } => Ok(match expire_at {
+                    Some(t) => Ttl::At(t),
+                    None => Ttl::Never,
+                }),
+                Found::Absent | Found::Expired { .. } => Ok(Ttl::Absent),
+                Found::Failed(e) => Err(e),
+            })
+            .collect()
+    }
+
     pub fn exists(&self, key: &[u8]) -> Result<bool> {
         Ok(self.multi_exists(&[key])?[0])
     }
@@ -131,7 +193,7 @@ impl Store {
         self.lookup_vector(keys, false)?
             .into_iter()
             .map(|f| match f {
-                Found::Absent => Ok(false),
+                Found::Absent | Found::Expired { .. } => Ok(false),
                 Found::Live { .. } => Ok(true),
                 Found::Failed(e) => Err(e),
             })
@@ -140,13 +202,13 @@ impl Store {
 
     fn lookup_vector<K: AsRef<[u8]>>(&self, keys: &[K], verify_values: bool) -> Result<Vec<Found>> {
         self.check_width(keys.len())?;
-        let n_parts = self.inner.ctx.opts.partitions;
+        let ctx = &self.inner.ctx;
         let mut hashed = Vec::with_capacity(keys.len());
         for k in keys {
             let k = k.as_ref();
             check_key(k)?;
             let h = KeyHash::of(k);
-            hashed.push((k, h, h.partition(n_parts)));
+            hashed.push((k, h, ctx.partition_of(k, h)));
         }
         let mut involved: Vec<u32> = hashed.iter().map(|x| x.2).collect();
         involved.sort_unstable();
@@ -179,6 +241,12 @@ impl Store {
         self.multi_put(&[(key, value)])
     }
 
+    /// Puts a key that expires at `expire_at` (ms since the Unix epoch; `None`: never — a put
+    /// clears an earlier expiry, as a Redis SET does).
+    pub fn put_expiring(&self, key: &[u8], value: &[u8], expire_at: Option<u64>) -> Result<()> {
+        self.multi_put_expiring(&[(key, value, expire_at)])
+    }
+
     /// Puts many pairs: each partition's share is appended as one run with one write (and, in
     /// fsync mode, made durable by one group-committed fdatasync). Readers see all of it or
     /// none; a full disk refuses all of it. A crash may keep part of it (plain records) —
@@ -187,16 +255,65 @@ impl Store {
         self.check_width(pairs.len())?;
         let mut ops = Vec::with_capacity(pairs.len());
         for (k, v) in pairs {
-            let (k, v) = (k.as_ref(), v.as_ref());
-            check_key(k)?;
-            self.check_value(v)?;
-            ops.push(WriteOp {
-                key: k,
-                hash: KeyHash::of(k),
-                value: Some(v),
-            });
+            ops.push(self.put_op(k.as_ref(), v.as_ref(), None)?);
         }
         self.write_plain(&ops).map(|_| ())
+    }
+
+    /// [`Store::multi_put`] with an expiry time per key (`None`: never).
+    pub fn multi_put_expiring<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &self,
+        items: &[(K, V, Option<u64>)],
+    ) -> Result<()> {
+        self.check_width(items.len())?;
+        let mut ops = Vec::with_capacity(items.len());
+        for (k, v, at) in items {
+            ops.push(self.put_op(k.as_ref(), v.as_ref(), *at)?);
+        }
+        self.write_plain(&ops).map(|_| ())
+    }
+
+    fn put_op<'a>(&self, k: &'a [u8], v: &'a [u8], expire_at: Option<u64>) -> Result<WriteOp<'a>> {
+        check_key(k)?;
+        self.check_value(v)?;
+        Ok(WriteOp {
+            key: k,
+            hash: KeyHash::of(k),
+            value: Some(v),
+            expire_at,
+        })
+    }
+
+    /// Sets a live key's expiry time (`None`: removes it, Redis's PERSIST); false if the key
+    /// does not exist. The value is rewritten with the new expiry, atomically.
+    pub fn set_expiry(&self, key: &[u8], expire_at: Option<u64>) -> Result<bool> {
+        // Each try fails only if a writer changed the key between the read and the write.
+        for _ in 0..EXPIRY_UPDATE_ATTEMPTS_MAX {
+            let Some(entry) = self.get_entry(key)? else {
+                return Ok(false);
+            };
+            let mut batch = Batch::new();
+            batch.put_expiring(
+                Bytes::copy_from_slice(key),
+                entry.value.clone(),
+                expire_at,
+                Some(Precondition::Unchanged(Some(entry))),
+            );
+            if self.apply(&batch)?.is_applied() {
+                return Ok(true);
+            }
+        }
+        Err(Error::Contended {
+            attempts: EXPIRY_UPDATE_ATTEMPTS_MAX,
+        })
+    }
+
+    /// Removes a key's expiry (Redis's PERSIST); true if it had one.
+    pub fn persist(&self, key: &[u8]) -> Result<bool> {
+        match self.ttl(key)? {
+            Ttl::At(_) => self.set_expiry(key, None),
+            Ttl::Never | Ttl::Absent => Ok(false),
+        }
     }
 
     /// Deletes a key; true if it existed.
@@ -216,6 +333,7 @@ impl Store {
                 key: k,
                 hash: KeyHash::of(k),
                 value: None,
+                expire_at: None,
             });
         }
         self.write_plain(&ops)
@@ -230,11 +348,10 @@ impl Store {
             self.inner.reserve.admit_growth()?;
         }
         let ctx = &self.inner.ctx;
-        let n_parts = ctx.opts.partitions;
         let mut order: Vec<(u32, usize)> = ops
             .iter()
             .enumerate()
-            .map(|(i, o)| (o.hash.partition(n_parts), i))
+            .map(|(i, o)| (ctx.partition_of(o.key, o.hash), i))
             .collect();
         order.sort_unstable();
         // (partition, range of `order`)
@@ -350,7 +467,7 @@ impl Store {
     pub fn apply(&self, batch: &Batch) -> Result<BatchOutcome> {
         self.check_width(batch.len())?;
         self.check_writable()?;
-        let n_parts = self.inner.ctx.opts.partitions;
+        let ctx = &self.inner.ctx;
         let mut hashed = Vec::with_capacity(batch.len());
         for op in &batch.ops {
             check_key(&op.key)?;
@@ -358,7 +475,7 @@ impl Store {
                 self.check_value(v)?;
             }
             let h = KeyHash::of(&op.key);
-            hashed.push((h, h.partition(n_parts)));
+            hashed.push((h, ctx.partition_of(&op.key, h)));
         }
         let frees_space = !batch
             .ops
@@ -405,13 +522,34 @@ impl Store {
         scan::scan(&self.inner.ctx, &self.inner.parts, cursor, pattern, count)
     }
 
-    /// Number of live keys.
+    /// Number of live keys (keys whose expiry time has come are not counted, swept or not).
     pub fn len(&self) -> u64 {
+        let now = self.inner.ctx.now_ms();
         self.inner
             .parts
             .iter()
-            .map(|p| p.state.read().index.live() as u64)
+            .map(|p| {
+                let st = p.state.read();
+                st.index.live().saturating_sub(st.expiries.due_count(now)) as u64
+            })
             .sum()
+    }
+
+    /// Deletes keys whose expiry time has come (at most `max_per_partition` in each
+    /// partition); returns how many. The background thread runs it every tick; reads treat
+    /// such keys as absent meanwhile.
+    pub fn sweep_expired(&self, max_per_partition: usize) -> Result<u64> {
+        self.check_writable()?;
+        let mut n = 0;
+        for part in &self.inner.parts {
+            n += sweep::sweep_partition(&self.inner.ctx, part, max_per_partition)?;
+        }
+        Ok(n)
+    }
+
+    /// The partitions' slot ranges, in partition order (empty for a store of format 1).
+    pub fn slot_ranges(&self) -> Vec<SlotRange> {
+        self.inner.ctx.partitioner.ranges().to_vec()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -424,9 +562,14 @@ impl Store {
             partitions: self.inner.ctx.opts.partitions,
             ..Default::default()
         };
+        let now = self.inner.ctx.now_ms();
+        let mut ttl_total: u128 = 0;
         for part in &self.inner.parts {
             let st = part.state.read();
-            s.keys += st.index.live() as u64;
+            let (expiring, ttl_sum) = st.expiries.pending(now);
+            s.keys += st.index.live().saturating_sub(st.expiries.due_count(now)) as u64;
+            s.expiring_keys += expiring;
+            ttl_total += ttl_sum;
             s.index_bytes += st.index.bytes() as u64;
             s.index_capacity += st.index.capacity() as u64;
             s.segments += st.segs.ordered.len() as u64;
@@ -436,6 +579,9 @@ impl Store {
                 s.disk_bytes += seg.file().metadata().map(|m| m.blocks() * 512).unwrap_or(0);
             }
         }
+        s.avg_ttl_ms = ttl_total
+            .checked_div(s.expiring_keys as u128)
+            .map_or(0, |v| v as u64);
         s.garbage_ratio = if s.records == 0 {
             0.0
         } else {

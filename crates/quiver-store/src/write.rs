@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use crate::error::Result;
 use crate::hash::KeyHash;
-use crate::log::format::{self, RecordType};
+use crate::log::format::{self, RecordExt, RecordType};
 use crate::lookup::Found;
 use crate::partition::{PartState, Partition, StoreCtx};
 
@@ -15,6 +15,8 @@ pub(crate) struct WriteOp<'a> {
     pub key: &'a [u8],
     pub hash: KeyHash,
     pub value: Option<&'a [u8]>,
+    /// A put's expiry time (ms since the Unix epoch); `None`: it never expires.
+    pub expire_at: Option<u64>,
 }
 
 /// How a run's records are framed.
@@ -38,8 +40,9 @@ pub(crate) struct Run {
     pub members: u32,
 }
 
-/// Encodes `ops`. `found` is each key's lookup before the run. Deletes of absent keys write
-/// nothing.
+/// Encodes `ops`. `found` is each key's lookup before the run. Deletes of keys without a
+/// record write nothing; a delete of an expired key writes its tombstone (but the key did not
+/// exist).
 pub(crate) fn encode(
     ctx: &StoreCtx,
     ops: &[WriteOp<'_>],
@@ -48,26 +51,30 @@ pub(crate) fn encode(
 ) -> Run {
     let mut bytes = Vec::with_capacity(
         ops.iter()
-            .map(|o| format::record_len(o.key.len(), o.value.map_or(0, |v| v.len())))
+            .map(|o| format::record_len_ext(8, o.key.len(), o.value.map_or(0, |v| v.len())))
             .sum::<usize>()
             + 32,
     );
     let mut records = Vec::with_capacity(ops.len());
     let mut existed = Vec::with_capacity(ops.len());
-    let mut latest: HashMap<&[u8], bool> = HashMap::new();
+    // Per key written earlier in the run: (exists, has a record).
+    let mut latest: HashMap<&[u8], (bool, bool)> = HashMap::new();
     let mut members = 0;
     for (i, op) in ops.iter().enumerate() {
-        let before = match latest.get(op.key) {
+        let (before, has_record) = match latest.get(op.key) {
             Some(&e) => e,
-            None => matches!(found[i], Found::Live { .. }),
+            None => (found[i].is_live(), found[i].has_record()),
         };
         existed.push(before);
-        if ops.len() > 1 {
-            latest.insert(op.key, op.value.is_some());
-        }
-        if op.value.is_none() && !before {
+        if op.value.is_none() && !has_record {
+            if ops.len() > 1 {
+                latest.insert(op.key, (false, false));
+            }
             records.push(None);
             continue;
+        }
+        if ops.len() > 1 {
+            latest.insert(op.key, (op.value.is_some(), op.value.is_some()));
         }
         let (ty, seq) = match (framing, op.value.is_some()) {
             (Framing::Plain, true) => (RecordType::Put, ctx.alloc_seq()),
@@ -79,7 +86,11 @@ pub(crate) fn encode(
             ctx.observe_value_len(v.len());
         }
         let at = bytes.len();
-        format::encode_record(&mut bytes, ty, seq, op.key, op.value.unwrap_or(b""));
+        let ext = RecordExt {
+            expire_at: op.value.and(op.expire_at),
+            namespace: 0,
+        };
+        format::encode_record(&mut bytes, ty, seq, ext, op.key, op.value.unwrap_or(b""));
         records.push(Some((at, bytes.len() - at)));
         if matches!(framing, Framing::Batch { .. }) {
             members += 1;
@@ -186,6 +197,10 @@ pub(crate) fn update_index(
             }
             continue;
         };
+        match op.value {
+            Some(_) => st.expiries.set(op.hash.0, op.expire_at),
+            None => st.expiries.remove(op.hash.0),
+        }
         let after = match op.value {
             Some(_) => {
                 st.counters.records += 1;

@@ -17,6 +17,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
+use quiver_store::Entry;
 
 use crate::cmd::common::{Limits, TxnCommand};
 use crate::cmd::ctx::Ctx;
@@ -125,7 +126,7 @@ fn exec_queued(ctx: &mut Ctx<'_>, queued: &[(usize, Vec<Bytes>)]) -> Reply {
         })
         .collect();
     // Watched keys that cannot exist are no preconditions for the engine.
-    let watched: Vec<(Bytes, Option<Bytes>)> = ctx
+    let watched: Vec<(Bytes, Option<Entry>)> = ctx
         .session
         .watched
         .iter()
@@ -152,7 +153,7 @@ fn exec_queued(ctx: &mut Ctx<'_>, queued: &[(usize, Vec<Bytes>)]) -> Reply {
 
 /// EXEC's watched keys with their values at WATCH time, and the connection's mark that a
 /// write to one of them sets.
-type Watch<'w> = (&'w [(Bytes, Option<Bytes>)], &'w AtomicBool);
+type Watch<'w> = (&'w [(Bytes, Option<Entry>)], &'w AtomicBool);
 
 /// Runs `steps` in one transaction, again on fresh values while another client changed what
 /// they read (at most `TXN_ATTEMPTS_MAX` times). `watch` (EXEC only): the keys watched with
@@ -216,7 +217,7 @@ fn run_txn(
 
 /// Whether a watched key no longer has its WATCH-time value (read directly, so EXEC does
 /// not wait for the writer to set the mark).
-fn changed_since_watch(state: &ServerState, watched: &[(Bytes, Option<Bytes>)]) -> bool {
+fn changed_since_watch(state: &ServerState, watched: &[(Bytes, Option<Entry>)]) -> bool {
     if watched.is_empty() {
         return false;
     }

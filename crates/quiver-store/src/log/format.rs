@@ -4,18 +4,24 @@
 //!
 //! ```text
 //! segment  := segment_header record* zero_header?
-//! segment_header (64 B) := magic[8] "QUIVSEG\x01" | version u32 | partition u32 | partitions u32
+//! segment_header (64 B) := magic[8] "QUIVSEG\x01" | version u32 | partition u32 | reserved u32
 //!                        | slot u32 | file_id u64 | order_major u64 | order_minor u32
 //!                        | segment_bytes u64 | reserved[8] | header_crc u32 (crc32c of bytes 0..60)
-//! record   := header(24 B) key value padding        (total a multiple of 8)
+//! record   := header(24 B) ext key value padding    (total a multiple of 8)
 //! header   := header_crc u32 | value_crc u32 | seq u64 | type u8 | flags u8 | key_len u16 | value_len u32
-//!   header_crc = crc32c(header[4..24] ++ key), value_crc = crc32c(value)
+//! ext      := expire_at_ms u64 (flag 0x01)? namespace u32 (flag 0x02)?
+//!   header_crc = crc32c(header[4..24] ++ ext ++ key), value_crc = crc32c(value)
 //! ```
 
 use std::cmp::Ordering;
 
 pub const SEGMENT_MAGIC: [u8; 8] = *b"QUIVSEG\x01";
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2: records may carry an expiry time and a namespace (`ext`), and a key's partition
+/// comes from its Redis Cluster hash slot (`slots`), recorded per partition in `QUIVER`.
+pub const FORMAT_VERSION: u32 = 2;
+/// The version before: no `ext`, partitions by hash. Read only by `quiver upgrade`
+/// (`Options::legacy_v1`).
+pub const FORMAT_VERSION_V1: u32 = 1;
 pub const SEGMENT_HEADER_LEN: usize = 64;
 pub const RECORD_HEADER_LEN: usize = 24;
 /// Records start on 8-byte boundaries so a 32-bit index location (in 8-byte units) can address
@@ -45,8 +51,10 @@ impl PartialOrd for SegmentOrder {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SegmentHeader {
+    /// Format version the segment was written in (`FORMAT_VERSION`, or 1 in a store being
+    /// upgraded).
+    pub version: u32,
     pub partition: u32,
-    pub partitions: u32,
     /// Addressing slot: index locations are `slot * span + offset / 8`.
     pub slot: u32,
     /// Unique, never reused file number (the file name).
@@ -59,9 +67,8 @@ impl SegmentHeader {
     pub fn encode(&self) -> [u8; SEGMENT_HEADER_LEN] {
         let mut b = [0u8; SEGMENT_HEADER_LEN];
         b[0..8].copy_from_slice(&SEGMENT_MAGIC);
-        b[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b[8..12].copy_from_slice(&self.version.to_le_bytes());
         b[12..16].copy_from_slice(&self.partition.to_le_bytes());
-        b[16..20].copy_from_slice(&self.partitions.to_le_bytes());
         b[20..24].copy_from_slice(&self.slot.to_le_bytes());
         b[24..32].copy_from_slice(&self.file_id.to_le_bytes());
         b[32..40].copy_from_slice(&self.order.major.to_le_bytes());
@@ -84,12 +91,12 @@ impl SegmentHeader {
             return Err("segment header checksum mismatch".into());
         }
         let version = u32_at(b, 8);
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != FORMAT_VERSION_V1 {
             return Err(format!("unsupported segment format version {version}"));
         }
         Ok(SegmentHeader {
+            version,
             partition: u32_at(b, 12),
-            partitions: u32_at(b, 16),
             slot: u32_at(b, 20),
             file_id: u64_at(b, 24),
             order: SegmentOrder {
@@ -139,12 +146,78 @@ impl RecordType {
     }
 }
 
+/// Header flag: an 8-byte expiry time (milliseconds since the Unix epoch) follows the header.
+pub const FLAG_EXPIRES: u8 = 0x01;
+/// Header flag: a 4-byte namespace id (a database of SELECT, never 0) follows the header (after
+/// the expiry, if there is one).
+pub const FLAG_NAMESPACE: u8 = 0x02;
+const FLAGS_KNOWN: u8 = FLAG_EXPIRES | FLAG_NAMESPACE;
+/// The longest `ext`: an expiry and a namespace.
+pub const RECORD_EXT_LEN_MAX: usize = 12;
+
+/// What a record carries besides its key and value: the `ext` fields of its header.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordExt {
+    /// Absolute expiry time, milliseconds since the Unix epoch (puts only).
+    pub expire_at: Option<u64>,
+    /// The key's namespace; 0 (the default database) is written as no field at all.
+    pub namespace: u32,
+}
+
+impl RecordExt {
+    pub const NONE: RecordExt = RecordExt {
+        expire_at: None,
+        namespace: 0,
+    };
+
+    pub fn flags(&self) -> u8 {
+        let mut f = 0;
+        if self.expire_at.is_some() {
+            f |= FLAG_EXPIRES;
+        }
+        if self.namespace != 0 {
+            f |= FLAG_NAMESPACE;
+        }
+        f
+    }
+
+    pub fn len(&self) -> usize {
+        ext_len(self.flags())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.flags() == 0
+    }
+
+    /// Whether a record with this ext is expired at `now_ms` (expiry at or before now, as in
+    /// Redis: a key whose time has come is gone).
+    pub fn expired_at(&self, now_ms: u64) -> bool {
+        self.expire_at.is_some_and(|t| t <= now_ms)
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        if let Some(t) = self.expire_at {
+            out.extend_from_slice(&t.to_le_bytes());
+        }
+        if self.namespace != 0 {
+            out.extend_from_slice(&self.namespace.to_le_bytes());
+        }
+    }
+}
+
+/// Length of the `ext` fields a header with `flags` announces.
+pub const fn ext_len(flags: u8) -> usize {
+    (if flags & FLAG_EXPIRES != 0 { 8 } else { 0 })
+        + (if flags & FLAG_NAMESPACE != 0 { 4 } else { 0 })
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecordHeader {
     pub header_crc: u32,
     pub value_crc: u32,
     pub seq: u64,
     pub ty: RecordType,
+    pub flags: u8,
     pub key_len: u16,
     pub value_len: u32,
 }
@@ -152,13 +225,58 @@ pub struct RecordHeader {
 impl RecordHeader {
     /// Whole record length on disk, padding included.
     pub fn record_len(&self) -> usize {
-        record_len(self.key_len as usize, self.value_len as usize)
+        record_len_ext(
+            self.ext_len(),
+            self.key_len as usize,
+            self.value_len as usize,
+        )
+    }
+
+    pub fn ext_len(&self) -> usize {
+        ext_len(self.flags)
+    }
+
+    /// Where the key starts in the record (after the header and its `ext`).
+    pub fn key_start(&self) -> usize {
+        RECORD_HEADER_LEN + self.ext_len()
+    }
+
+    /// The key's byte range in the record.
+    pub fn key_range(&self) -> std::ops::Range<usize> {
+        let at = self.key_start();
+        at..at + self.key_len as usize
+    }
+
+    /// The value's byte range in the record.
+    pub fn value_range(&self) -> std::ops::Range<usize> {
+        let at = self.key_range().end;
+        at..at + self.value_len as usize
+    }
+
+    /// The `ext` fields, read from a record that holds at least header and `ext` (as
+    /// [`check_header`] makes sure).
+    pub fn ext(&self, rec: &[u8]) -> RecordExt {
+        let mut at = RECORD_HEADER_LEN;
+        let mut ext = RecordExt::NONE;
+        if self.flags & FLAG_EXPIRES != 0 {
+            ext.expire_at = Some(u64_at(rec, at));
+            at += 8;
+        }
+        if self.flags & FLAG_NAMESPACE != 0 {
+            ext.namespace = u32_at(rec, at);
+        }
+        ext
     }
 }
 
-/// Length of a record with the given key and value lengths, padding included.
+/// Length of a record without `ext`, padding included.
 pub const fn record_len(key_len: usize, value_len: usize) -> usize {
-    (RECORD_HEADER_LEN + key_len + value_len).div_ceil(RECORD_ALIGN) * RECORD_ALIGN
+    record_len_ext(0, key_len, value_len)
+}
+
+/// Length of a record with `ext_len` bytes of `ext`, padding included.
+pub const fn record_len_ext(ext_len: usize, key_len: usize, value_len: usize) -> usize {
+    (RECORD_HEADER_LEN + ext_len + key_len + value_len).div_ceil(RECORD_ALIGN) * RECORD_ALIGN
 }
 
 /// True when the 24 bytes at the start of `b` are all zero: the clean end of a segment.
@@ -167,23 +285,32 @@ pub fn is_zero_header(b: &[u8]) -> bool {
 }
 
 /// Appends one record (with padding) to `out`.
-pub fn encode_record(out: &mut Vec<u8>, ty: RecordType, seq: u64, key: &[u8], value: &[u8]) {
+pub fn encode_record(
+    out: &mut Vec<u8>,
+    ty: RecordType,
+    seq: u64,
+    ext: RecordExt,
+    key: &[u8],
+    value: &[u8],
+) {
     debug_assert!(key.len() <= u16::MAX as usize);
     debug_assert!(value.len() <= u32::MAX as usize);
+    debug_assert!(ext.expire_at.is_none() || ty.is_put());
     let start = out.len();
     let value_crc = crc32c::crc32c(value);
     out.extend_from_slice(&[0u8; 4]);
     out.extend_from_slice(&value_crc.to_le_bytes());
     out.extend_from_slice(&seq.to_le_bytes());
     out.push(ty as u8);
-    out.push(0);
+    out.push(ext.flags());
     out.extend_from_slice(&(key.len() as u16).to_le_bytes());
     out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    ext.encode(out);
     out.extend_from_slice(key);
     let header_crc = crc32c::crc32c(&out[start + 4..]);
     out[start..start + 4].copy_from_slice(&header_crc.to_le_bytes());
     out.extend_from_slice(value);
-    let padded = record_len(key.len(), value.len());
+    let padded = record_len_ext(ext.len(), key.len(), value.len());
     out.resize(start + padded, 0);
 }
 
@@ -191,19 +318,23 @@ pub fn encode_record(out: &mut Vec<u8>, ty: RecordType, seq: u64, key: &[u8], va
 /// records) and refreshes its header checksum. The value and its checksum are left untouched,
 /// so a damaged value stays detectably damaged.
 pub fn retype_record(rec: &mut [u8], ty: RecordType) {
-    let key_len = u16::from_le_bytes([rec[18], rec[19]]) as usize;
+    let key_end =
+        RECORD_HEADER_LEN + ext_len(rec[17]) + u16::from_le_bytes([rec[18], rec[19]]) as usize;
     rec[16] = ty as u8;
-    let crc = crc32c::crc32c(&rec[4..RECORD_HEADER_LEN + key_len]);
+    let crc = crc32c::crc32c(&rec[4..key_end]);
     rec[0..4].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// Parses a header without verifying checksums; `None` if the type byte or lengths are invalid.
+/// Parses the fixed 24 header bytes without verifying checksums; `None` if the type byte,
+/// flags or lengths are invalid. The `ext` fields are read by [`RecordHeader::ext`] once the
+/// header is verified ([`check_header`]).
 pub fn parse_header(b: &[u8]) -> Option<RecordHeader> {
     if b.len() < RECORD_HEADER_LEN {
         return None;
     }
     let ty = RecordType::from_u8(b[16])?;
-    if b[17] != 0 {
+    let flags = b[17];
+    if flags & !FLAGS_KNOWN != 0 {
         return None;
     }
     let h = RecordHeader {
@@ -211,26 +342,33 @@ pub fn parse_header(b: &[u8]) -> Option<RecordHeader> {
         value_crc: u32_at(b, 4),
         seq: u64_at(b, 8),
         ty,
+        flags,
         key_len: u16::from_le_bytes([b[18], b[19]]),
         value_len: u32_at(b, 20),
     };
     let shape_ok = match ty {
-        RecordType::BatchCommit => h.key_len == 0 && h.value_len == 4,
-        RecordType::Delete | RecordType::BatchDelete => h.key_len > 0 && h.value_len == 0,
+        RecordType::BatchCommit => h.key_len == 0 && h.value_len == 4 && flags == 0,
+        RecordType::Delete | RecordType::BatchDelete => {
+            h.key_len > 0 && h.value_len == 0 && flags & FLAG_EXPIRES == 0
+        }
         RecordType::Put | RecordType::BatchPut => h.key_len > 0,
     };
     shape_ok.then_some(h)
 }
 
-/// Parses and verifies a header and its key: `b` must hold at least header + key bytes.
+/// Parses and verifies a header, its `ext` and its key: `b` must hold at least all three.
 pub fn check_header(b: &[u8]) -> Result<RecordHeader, &'static str> {
     let h = parse_header(b).ok_or("invalid record header")?;
-    let key_end = RECORD_HEADER_LEN + h.key_len as usize;
+    let key_end = h.key_range().end;
     if b.len() < key_end {
         return Err("record truncated inside its key");
     }
     if crc32c::crc32c(&b[4..key_end]) != h.header_crc {
         return Err("record header checksum mismatch");
+    }
+    // A namespace field holding 0 is not what an encoder writes (0 is written as no field).
+    if h.flags & FLAG_NAMESPACE != 0 && h.ext(b).namespace == 0 {
+        return Err("record namespace field holds 0");
     }
     Ok(h)
 }
@@ -240,8 +378,8 @@ pub fn check_header(b: &[u8]) -> Result<RecordHeader, &'static str> {
 pub fn record_key(b: &[u8]) -> &[u8] {
     match parse_header(b) {
         Some(h) => {
-            &b[RECORD_HEADER_LEN.min(b.len())
-                ..(RECORD_HEADER_LEN + h.key_len as usize).min(b.len())]
+            let r = h.key_range();
+            &b[r.start.min(b.len())..r.end.min(b.len())]
         }
         None => &[],
     }
@@ -251,6 +389,7 @@ pub fn record_key(b: &[u8]) -> &[u8] {
 #[derive(Clone, Debug)]
 pub struct RecordView {
     pub header: RecordHeader,
+    pub ext: RecordExt,
     pub key: std::ops::Range<usize>,
     pub value: std::ops::Range<usize>,
 }
@@ -258,8 +397,8 @@ pub struct RecordView {
 /// Verifies a whole record at the start of `b` (header, key and, if `check_value`, the value).
 pub fn decode_record(b: &[u8], check_value: bool) -> Result<RecordView, &'static str> {
     let h = check_header(b)?;
-    let key = RECORD_HEADER_LEN..RECORD_HEADER_LEN + h.key_len as usize;
-    let value = key.end..key.end + h.value_len as usize;
+    let key = h.key_range();
+    let value = h.value_range();
     if b.len() < value.end {
         return Err("record truncated inside its value");
     }
@@ -268,6 +407,7 @@ pub fn decode_record(b: &[u8], check_value: bool) -> Result<RecordView, &'static
     }
     Ok(RecordView {
         header: h,
+        ext: h.ext(b),
         key,
         value,
     })
@@ -347,6 +487,7 @@ pub fn encode_commit(out: &mut Vec<u8>, seq: u64, members: u32) {
         out,
         RecordType::BatchCommit,
         seq,
+        RecordExt::NONE,
         b"",
         &members.to_le_bytes(),
     );
@@ -380,7 +521,14 @@ mod tests {
     #[test]
     fn record_round_trip_and_padding() {
         let mut buf = Vec::new();
-        encode_record(&mut buf, RecordType::Put, 7, b"key", b"value");
+        encode_record(
+            &mut buf,
+            RecordType::Put,
+            7,
+            RecordExt::NONE,
+            b"key",
+            b"value",
+        );
         assert_eq!(buf.len(), 32); // 24 + 3 + 5, already aligned
         assert_eq!(buf.len() % RECORD_ALIGN, 0);
         let v = decode_record(&buf, true).unwrap();
@@ -394,7 +542,14 @@ mod tests {
     #[test]
     fn worked_example() {
         let mut buf = Vec::new();
-        encode_record(&mut buf, RecordType::Put, 7, b"key", b"value");
+        encode_record(
+            &mut buf,
+            RecordType::Put,
+            7,
+            RecordExt::NONE,
+            b"key",
+            b"value",
+        );
         let hex: Vec<String> = buf.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             hex.join(" "),
@@ -406,7 +561,14 @@ mod tests {
     #[test]
     fn damaged_value_is_detected_but_header_survives() {
         let mut buf = Vec::new();
-        encode_record(&mut buf, RecordType::Put, 1, b"k", b"hello");
+        encode_record(
+            &mut buf,
+            RecordType::Put,
+            1,
+            RecordExt::NONE,
+            b"k",
+            b"hello",
+        );
         buf[RECORD_HEADER_LEN + 2] ^= 1;
         assert!(check_header(&buf).is_ok());
         assert!(decode_record(&buf, true).is_err());
@@ -417,7 +579,14 @@ mod tests {
     #[test]
     fn retype_keeps_record_valid() {
         let mut buf = Vec::new();
-        encode_record(&mut buf, RecordType::BatchPut, 9, b"key", b"v");
+        encode_record(
+            &mut buf,
+            RecordType::BatchPut,
+            9,
+            RecordExt::NONE,
+            b"key",
+            b"v",
+        );
         retype_record(&mut buf, RecordType::Put);
         let v = decode_record(&buf, true).unwrap();
         assert_eq!(v.header.ty, RecordType::Put);
@@ -462,8 +631,8 @@ mod tests {
     #[test]
     fn segment_header_round_trip() {
         let h = SegmentHeader {
+            version: FORMAT_VERSION,
             partition: 3,
-            partitions: 16,
             slot: 5,
             file_id: 99,
             order: SegmentOrder { major: 4, minor: 2 },

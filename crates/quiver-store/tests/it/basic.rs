@@ -1,6 +1,6 @@
 //! Basic behaviour of every API call, on every backend.
 
-use quiver_store::{BackendKind, Batch, BatchOutcome, Error, Precondition, Store};
+use quiver_store::{BackendKind, Batch, BatchOutcome, Entry, Error, Precondition, Store};
 
 use crate::common::{key, small_options, value};
 
@@ -120,7 +120,7 @@ fn batches_apply_all_or_nothing() {
         assert_eq!(s.get(b"c").unwrap(), None);
         let mut check = Batch::new();
         check
-            .check("a", Precondition::Unchanged(Some("2".into())))
+            .check("a", Precondition::Unchanged(Some(Entry::lasting("2"))))
             .delete("many3");
         assert!(s.apply(&check).unwrap().is_applied());
         assert_eq!(s.get(b"many3").unwrap(), None);

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use quiver_store::hash::KeyHash;
 use quiver_store::{
-    BackendKind, Batch, BatchAction, BatchOutcome, Durability, Options, Precondition, Store,
+    BackendKind, Batch, BatchAction, BatchOutcome, Durability, Entry, Options, Precondition, Store,
 };
 
 use crate::common::small_options;
@@ -89,7 +89,7 @@ fn group_keys(w: usize, g: u64, partitions: u32) -> Vec<Vec<u8>> {
         .map(|j| {
             (0u64..)
                 .map(|n| format!("w{w}:g{g}:{j}:{n}").into_bytes())
-                .find(|k| KeyHash::of(k).partition(partitions) == j)
+                .find(|k| quiver_store::slot::even_layout_partition(k, partitions) == j)
                 .expect("some suffix lands in every partition")
         })
         .collect()
@@ -249,9 +249,13 @@ impl Writer {
         let mut batch = Batch::new();
         for (j, k) in keys.iter().enumerate() {
             let v = value_for(k, version, TAG_BATCH);
-            let current = self.model.get(k).cloned().map(Into::into);
+            let current: Option<bytes::Bytes> = self.model.get(k).cloned().map(Into::into);
             match j % 3 {
-                0 => batch.put_if(k.clone(), v, Precondition::Unchanged(current)),
+                0 => batch.put_if(
+                    k.clone(),
+                    v,
+                    Precondition::Unchanged(current.map(Entry::lasting)),
+                ),
                 1 if current.is_some() => {
                     batch.put_if(k.clone(), v, Precondition::ValueEquals(current.unwrap()))
                 }

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use quiver_store::log::format::{encode_record, RecordType, RECORD_HEADER_LEN};
+use quiver_store::log::format::{encode_record, RecordExt, RecordType, RECORD_HEADER_LEN};
 use quiver_store::{BackendKind, Batch, DamagePolicy, Error, Options, Store};
 
 use crate::common::{
@@ -129,6 +129,7 @@ fn garbage_after_the_log_end_is_a_torn_tail() {
         &mut partial,
         RecordType::Put,
         999_999,
+        RecordExt::NONE,
         b"never-written",
         &[7u8; 500],
     );

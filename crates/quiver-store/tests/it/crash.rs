@@ -22,7 +22,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use quiver_store::hash::KeyHash;
 use quiver_store::{BackendKind, Batch, Durability, Options, Store};
 
 use crate::common::{mix64, seed_from_env, Rng};
@@ -74,8 +73,10 @@ fn group_keys(g: u64) -> Vec<Vec<u8>> {
         let mut salt = 0;
         loop {
             let k = format!("group:{g:03}.{j}.{salt}").into_bytes();
-            let p = KeyHash::of(&k).partition(PARTITIONS);
-            let first = keys.first().map(|k0| KeyHash::of(k0).partition(PARTITIONS));
+            let p = quiver_store::slot::even_layout_partition(&k, PARTITIONS);
+            let first = keys
+                .first()
+                .map(|k0| quiver_store::slot::even_layout_partition(k0, PARTITIONS));
             if j != 1 || first != Some(p) {
                 keys.push(k);
                 break;

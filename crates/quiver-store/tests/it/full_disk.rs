@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use quiver_store::hash::KeyHash;
 use quiver_store::{BackendKind, Batch, Error, Options, Store};
 
 use crate::common::{mix64, Rng};
@@ -240,12 +239,12 @@ fn full_disk_scenario(tmpfs: &Tmpfs, backend: BackendKind) {
     let mut parts = std::collections::HashSet::new();
     for j in 0..6u64 {
         let k = format!("batch:{j}").into_bytes();
-        parts.insert(KeyHash::of(&k).partition(2));
+        parts.insert(quiver_store::slot::even_layout_partition(&k, 2));
         batch.put(k.clone(), vec![b'b'; 6000]);
         batch_keys.push(k);
     }
     for k in acked.keys().take(4) {
-        parts.insert(KeyHash::of(k).partition(2));
+        parts.insert(quiver_store::slot::even_layout_partition(k, 2));
         batch.put(k.clone(), vec![b'B'; 6000]);
     }
     assert_eq!(parts.len(), 2, "the batch spans both partitions");
@@ -372,8 +371,10 @@ fn full_disk_refuses_a_vector_whole() {
         assert!(tiny < 100_000, "the disk never filled");
     }
     let keys: Vec<Vec<u8>> = acked.keys().take(100).cloned().collect();
-    let parts: std::collections::HashSet<u32> =
-        keys.iter().map(|k| KeyHash::of(k).partition(2)).collect();
+    let parts: std::collections::HashSet<u32> = keys
+        .iter()
+        .map(|k| quiver_store::slot::even_layout_partition(k, 2))
+        .collect();
     assert_eq!(parts.len(), 2);
     for attempt in 0..3 {
         let r = s.multi_delete(&keys);

@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use quiver_store::scan::glob_match;
 use quiver_store::{
-    BackendKind, Batch, BatchAction, BatchOutcome, Durability, Options, Precondition, Store,
+    BackendKind, Batch, BatchAction, BatchOutcome, Durability, Entry, Options, Precondition, Store,
 };
 
 use crate::common::small_options;
@@ -105,9 +105,9 @@ impl Cond {
                     .unwrap_or_else(|| b"no such value".to_vec()),
             )),
             Cond::ValueEquals(v) => Precondition::ValueEquals(v.bytes().into()),
-            Cond::UnchangedCurrent => Precondition::Unchanged(current.cloned().map(Bytes::from)),
+            Cond::UnchangedCurrent => Precondition::Unchanged(current.cloned().map(Entry::lasting)),
             Cond::UnchangedAbsent => Precondition::Unchanged(None),
-            Cond::Unchanged(v) => Precondition::Unchanged(Some(v.bytes().into())),
+            Cond::Unchanged(v) => Precondition::Unchanged(Some(Entry::lasting(v.bytes()))),
         }
     }
 }
@@ -507,7 +507,7 @@ impl Harness {
                     Precondition::Exists => current.is_some(),
                     Precondition::Absent => current.is_none(),
                     Precondition::ValueEquals(v) => current == Some(&v[..]),
-                    Precondition::Unchanged(v) => current == v.as_deref(),
+                    Precondition::Unchanged(v) => current == v.as_ref().map(|e| &e.value[..]),
                 };
                 if !holds && expected.is_applied() {
                     expected = BatchOutcome::ConditionFailed {

@@ -2,7 +2,7 @@
 //! buffered paths, short and failed completions.
 
 use super::*;
-use crate::log::format::{encode_record, RecordType, SegmentHeader, SegmentOrder};
+use crate::log::format::{encode_record, RecordExt, RecordType, SegmentHeader, SegmentOrder};
 use crate::log::segment::Segment;
 
 const CAP: u64 = 1 << 20;
@@ -27,7 +27,7 @@ fn uring(buffered: bool) -> Option<UringBackend> {
 fn header(file_id: u64) -> SegmentHeader {
     SegmentHeader {
         partition: 0,
-        partitions: 1,
+        version: crate::log::format::FORMAT_VERSION,
         slot: file_id as u32,
         file_id,
         order: SegmentOrder {
@@ -194,7 +194,14 @@ fn read_records_fetches_long_records_in_a_second_round() {
         let mut at = 4090u64; // the first record straddles a block boundary
         for (i, v) in values.iter().enumerate() {
             let mut rec = Vec::new();
-            encode_record(&mut rec, RecordType::Put, i as u64 + 1, b"key", v);
+            encode_record(
+                &mut rec,
+                RecordType::Put,
+                i as u64 + 1,
+                RecordExt::NONE,
+                b"key",
+                v,
+            );
             seg.write_at(&rec, at).unwrap();
             offsets.push(at);
             at += rec.len() as u64;

@@ -1,0 +1,185 @@
+//! Redis Cluster hash slots: a key's slot is CRC16 (XMODEM) of the key — or of its `{hashtag}`
+//! when it has a non-empty one — modulo 16384, exactly as Redis Cluster clients compute it.
+//! Each partition of a store owns a contiguous range of slots (recorded in `QUIVER`), so the
+//! ranges the cluster moves between nodes are whole partitions, or splits of them.
+
+use std::fmt;
+
+/// Number of hash slots (Redis Cluster's).
+pub const SLOTS: u32 = 16384;
+
+/// The hash slot of `key`.
+pub fn key_slot(key: &[u8]) -> u16 {
+    (crc16(hash_tag(key)) % SLOTS as u16) as u16
+}
+
+/// The part of `key` that is hashed: the bytes between the first `{` and the first `}` after
+/// it, when that is not empty; otherwise the whole key (Redis's `keyHashSlot`).
+pub fn hash_tag(key: &[u8]) -> &[u8] {
+    if let Some(open) = key.iter().position(|&b| b == b'{') {
+        if let Some(len) = key[open + 1..].iter().position(|&b| b == b'}') {
+            if len > 0 {
+                return &key[open + 1..open + 1 + len];
+            }
+        }
+    }
+    key
+}
+
+/// CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0), Redis's `crc16`.
+pub fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in bytes {
+        crc = (crc << 8) ^ CRC16_TABLE[(((crc >> 8) as u8) ^ b) as usize];
+    }
+    crc
+}
+
+const CRC16_TABLE: [u16; 256] = crc16_table();
+
+const fn crc16_table() -> [u16; 256] {
+    let mut t = [0u16; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = (i as u16) << 8;
+        let mut bit = 0;
+        while bit < 8 {
+            c = if c & 0x8000 != 0 {
+                (c << 1) ^ 0x1021
+            } else {
+                c << 1
+            };
+            bit += 1;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+}
+
+/// A contiguous, inclusive range of slots, written `lo-hi` as Redis does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SlotRange {
+    pub lo: u16,
+    pub hi: u16,
+}
+
+impl SlotRange {
+    pub const ALL: SlotRange = SlotRange {
+        lo: 0,
+        hi: (SLOTS - 1) as u16,
+    };
+
+    pub fn new(lo: u16, hi: u16) -> Option<SlotRange> {
+        (lo <= hi && (hi as u32) < SLOTS).then_some(SlotRange { lo, hi })
+    }
+
+    pub fn contains(&self, slot: u16) -> bool {
+        self.lo <= slot && slot <= self.hi
+    }
+
+    pub fn len(&self) -> u32 {
+        (self.hi - self.lo) as u32 + 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// `n` ranges of (nearly) equal size covering every slot in order: the layout of a new
+    /// store with `n` partitions.
+    pub fn even(n: u32) -> Vec<SlotRange> {
+        let n = n.clamp(1, SLOTS);
+        (0..n)
+            .map(|i| SlotRange {
+                lo: (i * SLOTS / n) as u16,
+                hi: ((i + 1) * SLOTS / n - 1) as u16,
+            })
+            .collect()
+    }
+
+    /// Parses `lo-hi` (or a single slot).
+    pub fn parse(s: &str) -> Option<SlotRange> {
+        let (lo, hi) = match s.split_once('-') {
+            Some((a, b)) => (a.parse().ok()?, b.parse().ok()?),
+            None => {
+                let v = s.parse().ok()?;
+                (v, v)
+            }
+        };
+        SlotRange::new(lo, hi)
+    }
+}
+
+impl fmt::Display for SlotRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.lo, self.hi)
+    }
+}
+
+/// The partition `key` belongs to in a store created with `partitions` partitions (each
+/// owning one of [`SlotRange::even`]'s ranges).
+pub fn even_layout_partition(key: &[u8], partitions: u32) -> u32 {
+    let slot = key_slot(key) as u32;
+    let n = partitions.clamp(1, SLOTS);
+    // Range i starts at i * SLOTS / n: the last start at or before the slot.
+    (0..n).rev().find(|&i| i * SLOTS / n <= slot).unwrap_or(0)
+}
+
+/// Whether `ranges`, in order, cover every slot exactly once.
+pub fn covers_all(ranges: &[SlotRange]) -> bool {
+    let mut next = 0u32;
+    for r in ranges {
+        if r.lo as u32 != next {
+            return false;
+        }
+        next = r.hi as u32 + 1;
+    }
+    next == SLOTS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Values from the Redis Cluster specification and `redis-cli CLUSTER KEYSLOT`.
+    #[test]
+    fn slots_match_redis_cluster() {
+        assert_eq!(crc16(b"123456789"), 0x31c3);
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b"bar"), 5061);
+        assert_eq!(key_slot(b"key"), 12539);
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+        assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
+        assert_eq!(hash_tag(b"foo{}{bar}"), b"foo{}{bar}");
+        assert_eq!(hash_tag(b"foo{{bar}}zap"), b"{bar");
+        assert_eq!(hash_tag(b"foo{bar}{zap}"), b"bar");
+        assert_eq!(hash_tag(b"{"), b"{");
+    }
+
+    #[test]
+    fn even_layout_partition_is_the_range_holding_the_slot() {
+        for n in [1, 3, 16, 1000] {
+            let ranges = SlotRange::even(n);
+            for k in 0..2000 {
+                let key = format!("key:{k}");
+                let p = even_layout_partition(key.as_bytes(), n);
+                assert!(ranges[p as usize].contains(key_slot(key.as_bytes())));
+            }
+        }
+    }
+
+    #[test]
+    fn even_ranges_cover_all_slots() {
+        for n in [1, 2, 3, 7, 16, 1000, SLOTS] {
+            let r = SlotRange::even(n);
+            assert_eq!(r.len(), n as usize);
+            assert!(covers_all(&r), "{n}");
+        }
+        assert_eq!(SlotRange::even(2)[1].to_string(), "8192-16383");
+        assert_eq!(SlotRange::parse("8192-16383"), Some(SlotRange::even(2)[1]));
+        assert_eq!(SlotRange::parse("5"), SlotRange::new(5, 5));
+        assert_eq!(SlotRange::parse("9-3"), None);
+        assert_eq!(SlotRange::parse("0-16384"), None);
+    }
+}
