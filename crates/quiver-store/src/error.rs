@@ -81,6 +81,9 @@ pub enum Error {
     /// A read-then-write of one key lost to other writers of the key this many times in a row.
     #[error("key changed by other writers {attempts} times in a row; try again")]
     Contended { attempts: usize },
+    /// `quiver upgrade` of a store that is in the current format already.
+    #[error("store at {dir} is in on-disk format version {version} already: nothing to upgrade")]
+    AlreadyCurrent { dir: PathBuf, version: u32 },
     /// The store was written in an older on-disk format: `quiver upgrade` converts it.
     #[error(
         "store at {dir} is in on-disk format version {found}; this Quiver reads version \

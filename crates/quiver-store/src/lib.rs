@@ -52,6 +52,7 @@ pub mod scan;
 pub mod slot;
 mod store;
 mod sweep;
+mod upgrade;
 mod write;
 
 pub use batch::{Batch, BatchAction, BatchOp, BatchOutcome, Entry, Precondition};
@@ -64,3 +65,4 @@ pub use recovery::{RecoveryProgress, RecoveryReport};
 pub use repair::{repair, RepairReport, DAMAGED_SUFFIX};
 pub use scan::ScanPage;
 pub use store::{Stats, Store, Ttl};
+pub use upgrade::{upgrade, UpgradeReport};

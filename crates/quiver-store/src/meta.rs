@@ -103,6 +103,12 @@ pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<Partition
                 }
             }
             let partitioner = match version {
+                Some(FORMAT_VERSION) if opts.legacy_v1 => {
+                    return Err(Error::AlreadyCurrent {
+                        dir: dir.to_path_buf(),
+                        version: FORMAT_VERSION,
+                    })
+                }
                 Some(FORMAT_VERSION) => {
                     if ranges.len() != opts.partitions as usize || !slot::covers_all(&ranges) {
                         return Err(bad(

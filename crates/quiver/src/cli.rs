@@ -30,7 +30,7 @@ pub const DEFAULT_BENCH_DIR: &str = "./quiver-bench-data";
                   Put `--` before a key or value that starts with '-'."
 )]
 pub struct Cli {
-    /// Data directory of serve and the offline commands (stats, compact, check, bench)
+    /// Data directory of serve and the offline commands (stats, compact, check, upgrade, bench)
     /// [default: ./quiver-data; for bench: ./quiver-bench-data]
     #[arg(long, global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
@@ -88,6 +88,12 @@ pub enum Command {
     /// Prints the findings as JSON; exit code 1 if anything is damaged. Without --repair it
     /// only reads (it works on a full disk and changes nothing).
     Check(CheckArgs),
+    /// Offline: convert the store in --dir from an older on-disk format to this version's.
+    ///
+    /// Every live key is copied into a new store beside it, read back and compared; then the
+    /// old store is renamed `<dir>.v1` (delete it once satisfied) and the new one takes its
+    /// place. Prints what was done as JSON.
+    Upgrade,
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -112,6 +118,7 @@ impl Command {
             | Command::Stats
             | Command::Compact
             | Command::Check(_)
+            | Command::Upgrade
             | Command::Bench(_)
             | Command::Sim(_) => None,
         }

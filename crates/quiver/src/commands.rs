@@ -182,6 +182,34 @@ struct RepairOut<'a> {
     problems_after: &'a [String],
 }
 
+#[derive(Serialize)]
+struct UpgradeOut {
+    from_version: u32,
+    to_version: u32,
+    keys: u64,
+    old_store: String,
+}
+
+/// `quiver upgrade`: converts an older store (see `quiver_store::upgrade`).
+pub fn upgrade(dir: &Path) -> Result<(), CliError> {
+    require_store(dir)?;
+    let rep = quiver_store::upgrade(dir, Options::default())?;
+    print_json(&UpgradeOut {
+        from_version: rep.from_version,
+        to_version: rep.to_version,
+        keys: rep.keys,
+        old_store: rep.old_store.display().to_string(),
+    })?;
+    eprintln!(
+        "quiver: upgraded {} to format {} ({} keys, verified); the old store is at {}",
+        dir.display(),
+        rep.to_version,
+        rep.keys,
+        rep.old_store.display()
+    );
+    Ok(())
+}
+
 fn check_repair(dir: &Path) -> Result<(), CliError> {
     require_store(dir)?;
     let rep = quiver_store::repair(dir, Options::default())?;

@@ -79,6 +79,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Stats => commands::stats(&store_dir()),
         Command::Compact => commands::compact(&store_dir()),
         Command::Check(a) => commands::check(&store_dir(), a.repair),
+        Command::Upgrade => commands::upgrade(&store_dir()),
         Command::Bench(cli::BenchCommand::Local(a)) => bench::local(&bench_dir(), a),
         Command::Bench(cli::BenchCommand::Reopen(a)) => bench::reopen(&bench_dir(), a),
         Command::Bench(cli::BenchCommand::Net(a)) => bench::net(cli.dir.as_deref(), a),

@@ -558,6 +558,70 @@ mod tests {
         );
     }
 
+    /// The second worked example of docs/log_format.md: a put with an expiry time.
+    #[test]
+    fn worked_example_with_expiry() {
+        let mut buf = Vec::new();
+        let ext = RecordExt {
+            expire_at: Some(1_700_000_000_000),
+            namespace: 0,
+        };
+        encode_record(&mut buf, RecordType::Put, 8, ext, b"key", b"value");
+        let hex: Vec<String> = buf.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex.join(" "),
+            "a3 6d 50 69 63 03 e0 e1 08 00 00 00 00 00 00 00 01 01 03 00 05 00 00 00 \
+             00 68 e5 cf 8b 01 00 00 6b 65 79 76 61 6c 75 65"
+        );
+    }
+
+    #[test]
+    fn ext_fields_round_trip_and_shape_rules() {
+        for ext in [
+            RecordExt::NONE,
+            RecordExt {
+                expire_at: Some(5),
+                namespace: 0,
+            },
+            RecordExt {
+                expire_at: None,
+                namespace: 3,
+            },
+            RecordExt {
+                expire_at: Some(u64::MAX),
+                namespace: u32::MAX,
+            },
+        ] {
+            let mut buf = Vec::new();
+            encode_record(&mut buf, RecordType::Put, 1, ext, b"k", b"val");
+            assert_eq!(buf.len() % RECORD_ALIGN, 0);
+            let v = decode_record(&buf, true).unwrap();
+            assert_eq!(v.ext, ext);
+            assert_eq!(&buf[v.key.clone()], b"k");
+            assert_eq!(&buf[v.value.clone()], b"val");
+            assert_eq!(v.header.record_len(), buf.len());
+        }
+        // An unknown flag, an expiry on a delete, a zero namespace field: not records.
+        let mut buf = Vec::new();
+        encode_record(&mut buf, RecordType::Put, 1, RecordExt::NONE, b"k", b"v");
+        buf[17] = 0x04;
+        assert!(parse_header(&buf).is_none());
+        let mut del = Vec::new();
+        encode_record(&mut del, RecordType::Delete, 1, RecordExt::NONE, b"k", b"");
+        del[17] = FLAG_EXPIRES;
+        assert!(parse_header(&del).is_none());
+        let mut ns = Vec::new();
+        let ext = RecordExt {
+            expire_at: None,
+            namespace: 1,
+        };
+        encode_record(&mut ns, RecordType::Put, 1, ext, b"k", b"v");
+        ns[RECORD_HEADER_LEN..RECORD_HEADER_LEN + 4].fill(0);
+        let crc = crc32c::crc32c(&ns[4..RECORD_HEADER_LEN + 5]);
+        ns[0..4].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(check_header(&ns), Err("record namespace field holds 0"));
+    }
+
     #[test]
     fn damaged_value_is_detected_but_header_survives() {
         let mut buf = Vec::new();

@@ -11,5 +11,7 @@ mod concurrency;
 mod corruption;
 mod crash;
 mod deletes;
+mod expiry;
 mod full_disk;
 mod model;
+mod upgrade;
