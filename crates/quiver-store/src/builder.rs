@@ -9,6 +9,7 @@ use crate::hash::KeyHash;
 use crate::index::{Index, LOAD_HARD_MAX};
 use crate::log::format::{self, RecordHeader, RecordType, RECORD_EXT_LEN_MAX, RECORD_HEADER_LEN};
 use crate::partition::{Counters, SegmentSet};
+use crate::slot::{key_slot, SlotRange};
 
 /// A batch member seen before its commit record.
 #[derive(Clone, Debug)]
@@ -36,6 +37,9 @@ pub(crate) struct IndexBuilder {
     pub problems: Vec<String>,
     /// Set when an insert found the index too full: the result must be rebuilt larger.
     overflowed: bool,
+    /// The partition's slot range: records of keys outside it are garbage (left behind by a
+    /// split or a dropped range) and are not indexed. `None`: every key (format 1).
+    range: Option<SlotRange>,
 }
 
 impl IndexBuilder {
@@ -49,7 +53,20 @@ impl IndexBuilder {
             commits: HashSet::new(),
             problems: Vec::new(),
             overflowed: false,
+            range: None,
         }
+    }
+
+    /// A builder that indexes only keys of `range` (`None`: every key).
+    pub fn for_range(index: Index, range: Option<SlotRange>) -> IndexBuilder {
+        IndexBuilder {
+            range,
+            ..IndexBuilder::new(index)
+        }
+    }
+
+    fn owns(&self, key: &[u8]) -> bool {
+        self.range.is_none_or(|r| r.contains(key_slot(key)))
     }
 
     /// Replays one verified record found at `loc`.
@@ -66,6 +83,7 @@ impl IndexBuilder {
         let ext = h.ext(rec);
         let hash = KeyHash::of_ns(ext.namespace, key);
         match h.ty {
+            RecordType::Put | RecordType::Delete if !self.owns(key) => self.counters.dead += 1,
             RecordType::Put => self.put(segs, hash, key, loc, ext.expire_at)?,
             RecordType::Delete => self.delete(segs, hash, key)?,
             RecordType::BatchPut | RecordType::BatchDelete => {
@@ -103,7 +121,9 @@ impl IndexBuilder {
 
     pub fn apply_members(&mut self, segs: &SegmentSet, members: &[Member]) -> Result<()> {
         for m in members {
-            if m.delete {
+            if !self.owns(&m.key) {
+                self.counters.dead += 1;
+            } else if m.delete {
                 self.delete(segs, m.hash, &m.key)?;
             } else {
                 self.put(segs, m.hash, &m.key, m.loc, m.expire_at)?;

@@ -24,6 +24,7 @@ use crate::index::Index;
 use crate::layout::CHECKPOINT_FILE;
 use crate::log::segment::{sync_dir, Segment};
 use crate::partition::{Counters, Partition, SegmentSet, StoreCtx};
+use crate::slot::SlotRange;
 
 const MAGIC: [u8; 8] = *b"QUIVCKP2";
 const VERSION: u32 = 2;
@@ -44,6 +45,8 @@ pub(crate) struct Checkpoint {
 /// What a checkpoint records besides the index.
 pub(crate) struct CheckpointMeta<'a> {
     pub partition: u32,
+    /// The slot range the partition owned (all slots in a store of format 1).
+    pub range: SlotRange,
     pub counters: Counters,
     pub max_seq: u64,
     pub end_file_id: u64,
@@ -96,6 +99,7 @@ pub(crate) fn save(ctx: &StoreCtx, part: &Partition) -> Result<()> {
         let list: Vec<(u64, u32)> = segments.iter().map(|s| (s.file_id(), s.slot())).collect();
         let meta = CheckpointMeta {
             partition: part.id,
+            range: ctx.range_of(part.id).unwrap_or(SlotRange::ALL),
             counters: st.counters,
             // Sequence numbers are store-wide: any value at least the partition's largest
             // will do.
@@ -124,6 +128,8 @@ pub(crate) fn encode(meta: &CheckpointMeta<'_>, index: &Index, expiries: &Expiri
     b.extend_from_slice(&MAGIC);
     b.extend_from_slice(&VERSION.to_le_bytes());
     b.extend_from_slice(&meta.partition.to_le_bytes());
+    b.extend_from_slice(&meta.range.lo.to_le_bytes());
+    b.extend_from_slice(&meta.range.hi.to_le_bytes());
     b.extend_from_slice(&(cap as u64).to_le_bytes());
     b.extend_from_slice(&meta.counters.records.to_le_bytes());
     b.extend_from_slice(&meta.counters.dead.to_le_bytes());
@@ -168,6 +174,7 @@ pub(crate) fn write(dir: &Path, bytes: &[u8]) -> Result<()> {
 pub(crate) fn load(
     dir: &Path,
     partition: u32,
+    range: Option<SlotRange>,
     segs: &SegmentSet,
 ) -> std::result::Result<Option<Checkpoint>, String> {
     let path = checkpoint_path(dir);
@@ -177,7 +184,7 @@ pub(crate) fn load(
         Err(e) => return Err(format!("unreadable: {e}")),
     };
     let mut r = Reader { b: &b, at: 0 };
-    if b.len() < 68 || r.bytes(8) != MAGIC {
+    if b.len() < 72 || r.bytes(8) != MAGIC {
         return Err("bad magic".into());
     }
     let body = &b[..b.len() - 4];
@@ -195,6 +202,12 @@ pub(crate) fn load(
     if r.u32() != partition {
         return Err("belongs to another partition".into());
     }
+    // Taken before the partition's range changed (a split or merge): its index may hold keys
+    // the partition no longer owns, or lack some it now does.
+    let (lo, hi) = (r.u16(), r.u16());
+    if SlotRange::new(lo, hi) != Some(range.unwrap_or(SlotRange::ALL)) {
+        return Err("taken for another slot range".into());
+    }
     let cap = r.u64() as usize;
     let counters = Counters {
         records: r.u64(),
@@ -204,7 +217,7 @@ pub(crate) fn load(
     let end_file_id = r.u64();
     let end_offset = r.u64();
     let n = r.u32() as usize;
-    let fixed = 68 + n * 12 + cap * 6;
+    let fixed = 72 + n * 12 + cap * 6;
     if body.len() < fixed + 8 || cap == 0 || cap > u32::MAX as usize {
         return Err("length does not match its header".into());
     }

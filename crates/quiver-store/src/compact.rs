@@ -327,6 +327,10 @@ pub(crate) fn compact_pass(
     m: &mut MaintenanceState,
     budget_bytes: Option<u64>,
 ) -> Result<PassOutcome> {
+    if part.exports.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+        // A range export holds positions in this log: no records move until it ends.
+        return Ok(PassOutcome::default());
+    }
     let dead = part.state.read().counters.dead;
     let pass = match budget_bytes {
         None => Pass {

@@ -59,6 +59,29 @@ impl Partitioner {
         }
     }
 
+    /// The partition a SCAN cursor's upper half names: the one owning that slot (format 1:
+    /// the partition of that number); `None` past the last.
+    pub fn scan_partition(&self, cursor_hi: u32) -> Option<usize> {
+        match self {
+            Partitioner::Slots { of_slot, .. } => {
+                of_slot.get(cursor_hi as usize).map(|&p| p as usize)
+            }
+            Partitioner::Hash { partitions } => {
+                (cursor_hi < *partitions).then_some(cursor_hi as usize)
+            }
+        }
+    }
+
+    /// The upper half of the SCAN cursor that starts partition `p`: the first slot of its
+    /// range, so a cursor keeps meaning "this part of the key space" when ranges are split
+    /// or merged between calls (format 1: the partition's number).
+    pub fn scan_cursor_hi(&self, p: usize) -> u32 {
+        match self {
+            Partitioner::Slots { ranges, .. } => ranges[p].lo as u32,
+            Partitioner::Hash { .. } => p as u32,
+        }
+    }
+
     /// Each partition's slot range (none in a version-1 store).
     pub fn ranges(&self) -> &[SlotRange] {
         match self {

@@ -123,6 +123,7 @@ pub(crate) fn open(
             room_wanted: AtomicUsize::new(0),
             resizes: AtomicU64::new(0),
             checkpointing: Mutex::new(()),
+            exports: AtomicUsize::new(0),
         });
     }
 

@@ -56,6 +56,11 @@ impl StoreCtx {
         self.partitioner.of(key, hash)
     }
 
+    /// The slot range partition `part` owns (`None` in a store of format 1: every key).
+    pub fn range_of(&self, part: u32) -> Option<crate::slot::SlotRange> {
+        self.partitioner.ranges().get(part as usize).copied()
+    }
+
     /// Now, for key expiry (milliseconds since the Unix epoch).
     #[inline]
     pub fn now_ms(&self) -> u64 {
@@ -246,6 +251,9 @@ pub(crate) struct Partition {
     pub resizes: AtomicU64,
     /// Held by a checkpoint save from its snapshot to its rename (see `checkpoint::save`).
     pub checkpointing: Mutex<()>,
+    /// Range exports reading this partition: compaction waits until there are none (they hold
+    /// positions in its log).
+    pub exports: AtomicUsize,
 }
 
 /// What the background thread remembers about a partition's maintenance.

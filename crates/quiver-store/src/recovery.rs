@@ -112,7 +112,7 @@ pub(crate) fn recover_partition(
         })
     };
 
-    let ckpt = match checkpoint::load(dir, part, &segs) {
+    let ckpt = match checkpoint::load(dir, part, ctx.range_of(part), &segs) {
         Ok(c) => c,
         Err(reason) => {
             report.checkpoints_ignored.push(format!(
@@ -123,7 +123,7 @@ pub(crate) fn recover_partition(
         }
     };
     if let Some(ck) = ckpt {
-        let mut b = IndexBuilder::new(ck.index);
+        let mut b = IndexBuilder::for_range(ck.index, ctx.range_of(part));
         b.counters = ck.counters;
         b.expiries = ck.expiries;
         b.max_seq = ck.max_seq;
@@ -152,7 +152,10 @@ pub(crate) fn recover_partition(
     // Sized by every put of the log, the first rebuild has room (each insert takes at most
     // one slot); the bound only guards that reasoning.
     for _ in 0..REBUILD_ATTEMPTS_MAX {
-        let mut b = IndexBuilder::new(Index::for_keys_at(capacity_keys, LOAD_AFTER_REBUILD));
+        let mut b = IndexBuilder::for_range(
+            Index::for_keys_at(capacity_keys, LOAD_AFTER_REBUILD),
+            ctx.range_of(part),
+        );
         let end = replay(
             ctx,
             &segs,

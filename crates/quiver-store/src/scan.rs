@@ -1,7 +1,8 @@
 //! SCAN: cursor-based, unordered iteration with Redis semantics. A cursor is a position in
-//! hash order — `partition << 32 | order` — not a slot number, so it stays meaningful when an
-//! index is resized or compacted between calls: every key present for the whole scan is
-//! returned at least once.
+//! the key space — `slot << 32 | order`: the partition owning that hash slot, then a position
+//! in hash order within it — not an index slot, so it stays meaningful when an index is
+//! resized or compacted, or a partition's range split or merged, between calls: every key
+//! present for the whole scan is returned at least once.
 
 use bytes::Bytes;
 
@@ -30,12 +31,12 @@ pub(crate) fn scan(
     let mut page = ScanPage::default();
     let mut cursor = cursor;
     let mut visited = 0usize;
+    let partitioner = &ctx.partitioner;
     loop {
-        let p = (cursor >> 32) as usize;
-        if p >= parts.len() {
+        let Some(p) = partitioner.scan_partition((cursor >> 32) as u32) else {
             page.cursor = 0;
             return Ok(page);
-        }
+        };
         let (next_order, n) = scan_partition(
             ctx,
             &parts[p],
@@ -46,8 +47,8 @@ pub(crate) fn scan(
         )?;
         visited += n;
         cursor = match next_order {
-            Some(o) => ((p as u64) << 32) | o as u64,
-            None if p + 1 < parts.len() => (p as u64 + 1) << 32,
+            Some(o) => ((partitioner.scan_cursor_hi(p) as u64) << 32) | o as u64,
+            None if p + 1 < parts.len() => (partitioner.scan_cursor_hi(p + 1) as u64) << 32,
             None => 0,
         };
         if cursor == 0 || visited >= count {

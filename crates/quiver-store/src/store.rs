@@ -118,6 +118,11 @@ impl Store {
         self.inner.ctx.now_ms()
     }
 
+    /// The open store, for the other homes of the public API (`migrate`).
+    pub(crate) fn inner(&self) -> &Arc<StoreInner> {
+        &self.inner
+    }
+
     pub fn options(&self) -> &Options {
         &self.inner.ctx.opts
     }

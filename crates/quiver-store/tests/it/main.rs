@@ -13,5 +13,6 @@ mod crash;
 mod deletes;
 mod expiry;
 mod full_disk;
+mod migrate;
 mod model;
 mod upgrade;

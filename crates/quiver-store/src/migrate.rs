@@ -1,0 +1,379 @@
+//! Moving a range of hash slots out of a store and into another: what the cluster's migrations
+//! (and a partition's split) are made of.
+//!
+//! - [`RangeExport`]: `snapshot` hands over every live key of the range as of the moment the
+//!   export began (each partition's log end then); `changes` hands over every key of the range
+//!   written since the last call, as its state now (a put, or a delete when it is gone), and
+//!   moves the export's positions to the end of the logs. A migration runs `snapshot`, then
+//!   `changes` until little is left, then stops writes to the range and runs `changes` once
+//!   more: the target then holds exactly the source's state of the range.
+//! - [`crate::Store::import`]: applies such items.
+//! - [`crate::Store::drop_range`]: deletes every key of a range once it has moved.
+//!
+//! Why the snapshot is consistent: a record is handed over if the index still points at it
+//! when its chunk is read; one replaced or deleted after the export began is not, and its key
+//! is among the writes `changes` reports. While a partition is read, its maintenance lock is
+//! held (no compaction or resize moves records under the scan).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::error::{Error, Result};
+use crate::inner::StoreInner;
+use crate::log::reader::{Scanner, Step};
+use crate::maintenance::{self, LogPos, ScanMode};
+use crate::partition::{Partition, StoreCtx};
+use crate::slot::{key_slot, SlotRange};
+use crate::store::Store;
+
+/// Items handed to the callback at a time.
+pub const EXPORT_BATCH_ITEMS: usize = 1024;
+
+/// A key's state, as a range export hands it over.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RangeItem {
+    Put {
+        key: Bytes,
+        value: Bytes,
+        expire_at: Option<u64>,
+    },
+    Delete {
+        key: Bytes,
+    },
+}
+
+impl RangeItem {
+    pub fn key(&self) -> &Bytes {
+        match self {
+            RangeItem::Put { key, .. } | RangeItem::Delete { key } => key,
+        }
+    }
+}
+
+/// The snapshot of every partition a range export reads: where its log ended.
+pub(crate) fn log_ends(parts: &[&Partition]) -> Result<Vec<LogPos>> {
+    parts
+        .iter()
+        .map(|p| {
+            let mut st = p.state.write();
+            st.appender.flush()?;
+            Ok(LogPos::end_of(&st))
+        })
+        .collect()
+}
+
+/// Hands every live, unexpired key of `range` in `part` whose record precedes `end` to
+/// `out`, [`EXPORT_BATCH_ITEMS`] at a time; returns how many.
+pub(crate) fn snapshot_partition(
+    ctx: &StoreCtx,
+    part: &Partition,
+    range: SlotRange,
+    end: LogPos,
+    out: &mut dyn FnMut(&[RangeItem]) -> Result<()>,
+) -> Result<u64> {
+    let _maintenance = part.maintenance.lock();
+    let segs = part.state.read().segs.ordered.clone();
+    let now = ctx.now_ms();
+    let mode = ScanMode {
+        keep_bytes: true,
+        verify_values: true,
+        on_damage: ctx.opts.on_damage,
+    };
+    let mut items = Vec::with_capacity(EXPORT_BATCH_ITEMS);
+    let mut n = 0;
+    maintenance::scan_records(part, &segs, Some(end), mode, |r| {
+        if !r.live {
+            return Ok(());
+        }
+        let key = &r.bytes[r.header.key_range()];
+        let ext = r.header.ext(r.bytes);
+        if !range.contains(key_slot(key)) || ext.expired_at(now) || ext.namespace != 0 {
+            return Ok(());
+        }
+        if !r.value_ok {
+            return Err(Error::corruption(
+                &r.segment.path,
+                r.offset,
+                "record value checksum mismatch",
+            ));
+        }
+        items.push(RangeItem::Put {
+            key: Bytes::copy_from_slice(key),
+            value: Bytes::copy_from_slice(&r.bytes[r.header.value_range()]),
+            expire_at: ext.expire_at,
+        });
+        n += 1;
+        if items.len() >= EXPORT_BATCH_ITEMS {
+            out(&items)?;
+            items.clear();
+        }
+        Ok(())
+    })?;
+    if !items.is_empty() {
+        out(&items)?;
+    }
+    Ok(n)
+}
+
+/// The keys of `range` that records in `part`'s log from `from` on name (in log order, each
+/// once), and the log's end now: the keys written since `from`.
+pub(crate) fn keys_written_since(
+    part: &Partition,
+    range: SlotRange,
+    from: LogPos,
+) -> Result<(Vec<Bytes>, LogPos)> {
+    let _maintenance = part.maintenance.lock();
+    let (segs, end) = {
+        let mut st = part.state.write();
+        st.appender.flush()?;
+        (st.segs.ordered.clone(), LogPos::end_of(&st))
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut keys = Vec::new();
+    let Some(start) = segs.iter().position(|s| s.file_id() == from.file_id) else {
+        return Err(Error::InvalidOptions(
+            "range export: its position is no longer in the log".into(),
+        ));
+    };
+    for seg in &segs[start..] {
+        let first = if seg.file_id() == from.file_id {
+            from.offset
+        } else {
+            crate::log::format::SEGMENT_HEADER_LEN as u64
+        };
+        let limit = if seg.file_id() == end.file_id {
+            end.offset
+        } else {
+            u64::MAX
+        };
+        let mut sc = Scanner::new(seg, first, limit, false);
+        // Bounded by the segment: each step moves past a record or ends.
+        loop {
+            match sc.next_step()? {
+                Step::Record { header, .. } if header.key_len > 0 => {
+                    let rec = sc.record();
+                    let key = &rec[header.key_range()];
+                    if header.ext(rec).namespace == 0
+                        && range.contains(key_slot(key))
+                        && seen.insert(key.to_vec())
+                    {
+                        keys.push(Bytes::copy_from_slice(key));
+                    }
+                }
+                Step::Record { .. } => {}
+                Step::Damaged { offset, reason, .. } => {
+                    return Err(Error::corruption(&seg.path, offset, reason))
+                }
+                Step::End { .. } => break,
+            }
+        }
+        if seg.file_id() == end.file_id {
+            break;
+        }
+    }
+    Ok((keys, end))
+}
+
+/// A range export in progress (see the module documentation). While it exists, compaction
+/// leaves the partitions it reads alone (their logs must keep the positions it holds).
+pub struct RangeExport {
+    inner: Arc<StoreInner>,
+    range: SlotRange,
+    /// The partitions overlapping the range, and the log position each was read up to.
+    parts: Vec<(usize, LogPos)>,
+    snapshot_taken: bool,
+}
+
+impl RangeExport {
+    pub fn range(&self) -> SlotRange {
+        self.range
+    }
+
+    /// Hands every live key of the range, as of the export's start, to `out` (in batches);
+    /// returns how many. Once per export.
+    pub fn snapshot(&mut self, out: &mut dyn FnMut(&[RangeItem]) -> Result<()>) -> Result<u64> {
+        if std::mem::replace(&mut self.snapshot_taken, true) {
+            return Err(Error::InvalidOptions(
+                "range export: the snapshot was taken already".into(),
+            ));
+        }
+        let mut n = 0;
+        for &(p, end) in &self.parts {
+            n += snapshot_partition(&self.inner.ctx, &self.inner.parts[p], self.range, end, out)?;
+        }
+        Ok(n)
+    }
+
+    /// Hands every key of the range written since the snapshot's start (or the last call) to
+    /// `out`, as its state now; returns how many.
+    pub fn changes(
+        &mut self,
+        store: &Store,
+        out: &mut dyn FnMut(&[RangeItem]) -> Result<()>,
+    ) -> Result<u64> {
+        let mut n = 0;
+        for (p, pos) in &mut self.parts {
+            let (keys, end) = keys_written_since(&self.inner.parts[*p], self.range, *pos)?;
+            for chunk in keys.chunks(EXPORT_BATCH_ITEMS) {
+                let entries = store.multi_get_entries(chunk)?;
+                let items: Vec<RangeItem> = chunk
+                    .iter()
+                    .zip(entries)
+                    .map(|(k, e)| match e {
+                        Some(e) => RangeItem::Put {
+                            key: k.clone(),
+                            value: e.value,
+                            expire_at: e.expire_at,
+                        },
+                        None => RangeItem::Delete { key: k.clone() },
+                    })
+                    .collect();
+                out(&items)?;
+            }
+            n += keys.len() as u64;
+            *pos = end;
+        }
+        Ok(n)
+    }
+}
+
+impl Drop for RangeExport {
+    fn drop(&mut self) {
+        for &(p, _) in &self.parts {
+            self.inner.parts[p].exports.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Store {
+    /// Starts exporting the keys of a slot range (see [`RangeExport`]).
+    pub fn export_range(&self, range: SlotRange) -> Result<RangeExport> {
+        let inner = self.inner().clone();
+        let overlapping: Vec<usize> = (0..inner.parts.len())
+            .filter(|&p| {
+                inner
+                    .ctx
+                    .range_of(p as u32)
+                    .is_none_or(|r| r.lo <= range.hi && range.lo <= r.hi)
+            })
+            .collect();
+        // Counted before the ends are noted: no compaction pass starts on them from here on
+        // (one already running holds the maintenance lock, which the reads wait for).
+        for &p in &overlapping {
+            inner.parts[p].exports.fetch_add(1, Ordering::SeqCst);
+        }
+        // Made first, so that dropping it on an error below undoes the counts.
+        let unread = LogPos {
+            file_id: 0,
+            offset: 0,
+        };
+        let mut export = RangeExport {
+            parts: overlapping.iter().map(|&p| (p, unread)).collect(),
+            range,
+            snapshot_taken: false,
+            inner,
+        };
+        let refs: Vec<&Partition> = overlapping
+            .iter()
+            .map(|&p| &export.inner.parts[p])
+            .collect();
+        let ends = log_ends(&refs)?;
+        for (part, end) in export.parts.iter_mut().zip(ends) {
+            part.1 = end;
+        }
+        Ok(export)
+    }
+
+    /// Applies items of a range export: puts (with their expiry) and deletes, a vector at a
+    /// time. Not atomic as a whole; each item is, and applying the same items again changes
+    /// nothing.
+    pub fn import(&self, items: &[RangeItem]) -> Result<()> {
+        for chunk in items.chunks(EXPORT_BATCH_ITEMS) {
+            let puts: Vec<(&[u8], &[u8], Option<u64>)> = chunk
+                .iter()
+                .filter_map(|i| match i {
+                    RangeItem::Put {
+                        key,
+                        value,
+                        expire_at,
+                    } => Some((&key[..], &value[..], *expire_at)),
+                    RangeItem::Delete { .. } => None,
+                })
+                .collect();
+            let deletes: Vec<&[u8]> = chunk
+                .iter()
+                .filter_map(|i| match i {
+                    RangeItem::Delete { key } => Some(&key[..]),
+                    RangeItem::Put { .. } => None,
+                })
+                .collect();
+            // Within a chunk a key appears once (an export hands each key over once per
+            // call), so the order of puts and deletes does not matter.
+            if !puts.is_empty() {
+                self.multi_put_expiring(&puts)?;
+            }
+            if !deletes.is_empty() {
+                self.multi_delete(&deletes)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes every key of a slot range (once it has moved elsewhere); returns how many.
+    /// Keys written to the range meanwhile may survive: stop writes to it first.
+    pub fn drop_range(&self, range: SlotRange) -> Result<u64> {
+        let mut export = self.export_range(range)?;
+        let mut n = 0;
+        export.snapshot(&mut |items| {
+            let keys: Vec<&Bytes> = items.iter().map(RangeItem::key).collect();
+            n += self.multi_delete(&keys)?.iter().filter(|&&e| e).count() as u64;
+            Ok(())
+        })?;
+        Ok(n)
+    }
+
+    /// Up to `count` keys of hash slot `slot` (Redis's CLUSTER GETKEYSINSLOT).
+    pub fn keys_in_slot(&self, slot: u16, count: usize) -> Result<Vec<Bytes>> {
+        let mut keys = Vec::new();
+        self.walk_slot(slot, &mut |k| {
+            keys.push(k.clone());
+            keys.len() < count
+        })?;
+        Ok(keys)
+    }
+
+    /// Number of keys in hash slot `slot` (Redis's CLUSTER COUNTKEYSINSLOT).
+    pub fn count_keys_in_slot(&self, slot: u16) -> Result<u64> {
+        let mut n = 0;
+        self.walk_slot(slot, &mut |_| {
+            n += 1;
+            true
+        })?;
+        Ok(n)
+    }
+
+    /// Calls `f` with every key of `slot` until it returns false: a SCAN of the partition
+    /// that owns the slot, filtered.
+    fn walk_slot(&self, slot: u16, f: &mut dyn FnMut(&Bytes) -> bool) -> Result<()> {
+        let Some(r) = self.slot_ranges().into_iter().find(|r| r.contains(slot)) else {
+            return Err(Error::InvalidOptions(format!("slot {slot} out of range")));
+        };
+        let start = (r.lo as u64) << 32;
+        let mut cursor = start;
+        // Bounded: each page moves the cursor on within the partition, which ends the walk.
+        loop {
+            let page = self.scan(cursor, None, EXPORT_BATCH_ITEMS)?;
+            for k in page.keys.iter().filter(|k| key_slot(k) == slot) {
+                if !f(k) {
+                    return Ok(());
+                }
+            }
+            if page.cursor == 0 || page.cursor >> 32 != start >> 32 {
+                return Ok(());
+            }
+            cursor = page.cursor;
+        }
+    }
+}
