@@ -74,6 +74,7 @@ fn run(inner: &StoreInner) {
         {
             let mut stop = inner.background.stop.lock();
             let urgent = inner
+                .table()
                 .parts
                 .iter()
                 .any(|p| p.room_wanted.load(Ordering::Relaxed) > 0);
@@ -87,7 +88,7 @@ fn run(inner: &StoreInner) {
         if ctx.opts.durability == Durability::None
             && last_flush.elapsed() >= Duration::from_millis(ctx.opts.flush_interval_ms)
         {
-            for part in &inner.parts {
+            for part in inner.table().parts.iter() {
                 note(inner, part.state.write().appender.flush());
             }
             last_flush = Instant::now();
@@ -96,12 +97,12 @@ fn run(inner: &StoreInner) {
         resize_where_needed(inner);
         // The active expiry sweep, bounded per partition and tick.
         if ctx.opts.expire_sweep_keys_max > 0 {
-            for part in &inner.parts {
+            for part in inner.table().parts.iter() {
                 let r = sweep::sweep_partition(ctx, part, ctx.opts.expire_sweep_keys_max);
                 note(inner, r.map(drop));
             }
         }
-        for part in &inner.parts {
+        for part in inner.table().parts.iter() {
             compact_if_needed(inner, part);
             // Writers waiting for room come before the next partition's compaction.
             resize_where_needed(inner);
@@ -109,7 +110,7 @@ fn run(inner: &StoreInner) {
         if ctx.opts.checkpoint_interval_ms > 0
             && last_checkpoint.elapsed() >= Duration::from_millis(ctx.opts.checkpoint_interval_ms)
         {
-            for part in &inner.parts {
+            for part in inner.table().parts.iter() {
                 if part.state.read().dirty {
                     note(inner, checkpoint::save(ctx, part));
                 }
@@ -127,7 +128,7 @@ fn note(inner: &StoreInner, r: Result<()>) {
 
 /// Resizes every index that a writer waits for, or that is too full or too empty.
 fn resize_where_needed(inner: &StoreInner) {
-    for part in &inner.parts {
+    for part in inner.table().parts.iter() {
         let urgent = part.room_wanted.load(Ordering::Relaxed) > 0;
         if !urgent && !maintenance::wants_resize(&part.state.read()) {
             continue;

@@ -99,7 +99,7 @@ pub(crate) fn save(ctx: &StoreCtx, part: &Partition) -> Result<()> {
         let list: Vec<(u64, u32)> = segments.iter().map(|s| (s.file_id(), s.slot())).collect();
         let meta = CheckpointMeta {
             partition: part.id,
-            range: ctx.range_of(part.id).unwrap_or(SlotRange::ALL),
+            range: st.range.unwrap_or(SlotRange::ALL),
             counters: st.counters,
             // Sequence numbers are store-wide: any value at least the partition's largest
             // will do.

@@ -16,6 +16,7 @@
 //! involved, taken in ascending order, from the precondition checks to the index updates.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use parking_lot::RwLockWriteGuard;
 
@@ -31,6 +32,9 @@ use crate::write::{append_run, check_found, encode, update_index, Framing, Run, 
 /// How one try of a batch ended.
 pub(crate) enum Attempt {
     Done(Result<BatchOutcome>),
+    /// A split or merge moved a key's slot to another partition since the routing: nothing
+    /// was written; route again.
+    Rerouted,
     /// A partition's index lacks room: the caller makes some, then tries again.
     NeedRoom {
         partition: u32,
@@ -40,30 +44,25 @@ pub(crate) enum Attempt {
     NoSpace(Error),
 }
 
-/// One try of a batch. `guards[i]` is the write lock of partition `involved[i]` (ascending;
-/// `involved` holds the partition of every op, `hashed[i]` is op `i`'s hash and partition).
-/// Every index must have room for the batch's puts, every precondition must hold against the
-/// state before the batch; then the batch is written and indexed, the locks are released and,
-/// in `fsync` mode, the try waits for group commit.
+/// One try of a batch. `guards[i]` is the write lock of `parts[i]` (ascending ids; they hold
+/// the partition of every op); op `i` has hash `hashed[i]` and its partition is
+/// `parts[guard_of[i]]`. Every index must have room for the batch's puts, every precondition
+/// must hold against the state before the batch; then the batch is written and indexed, the
+/// locks are released and, in `fsync` mode, the try waits for group commit.
 pub(crate) fn try_batch(
     ctx: &StoreCtx,
-    parts: &[Partition],
+    parts: &[Arc<Partition>],
     mut guards: Vec<RwLockWriteGuard<'_, PartState>>,
-    involved: &[u32],
     batch: &Batch,
-    hashed: &[(KeyHash, u32)],
+    hashed: &[KeyHash],
+    guard_of: &[usize],
 ) -> Attempt {
-    // Each op's guard: `involved` is sorted and holds every op's partition.
-    let guard_of: Vec<usize> = hashed
-        .iter()
-        .map(|&(_, p)| involved.partition_point(|&q| q < p))
-        .collect();
     // Room in every index for the puts.
-    for (gi, &p) in involved.iter().enumerate() {
+    for (gi, p) in parts.iter().map(|p| p.id).enumerate() {
         let puts = batch
             .ops
             .iter()
-            .zip(&guard_of)
+            .zip(guard_of)
             .filter(|&(op, &g)| g == gi && matches!(op.action, BatchAction::Put(_)))
             .count();
         if !guards[gi].index.has_room(puts) {
@@ -82,8 +81,8 @@ pub(crate) fn try_batch(
         .ops
         .iter()
         .zip(hashed)
-        .zip(&guard_of)
-        .map(|((op, &(hash, _)), &state)| LookupKey {
+        .zip(guard_of)
+        .map(|((op, &hash), &state)| LookupKey {
             state,
             key: &op.key,
             hash,
@@ -114,7 +113,7 @@ pub(crate) fn try_batch(
 
     // Each partition's share of the writes.
     let mut shares: Vec<Share<'_>> = Vec::new();
-    for (gi, &p) in involved.iter().enumerate() {
+    for (gi, part) in parts.iter().enumerate() {
         let mut ops = Vec::new();
         let mut f = Vec::new();
         for (i, op) in batch.ops.iter().enumerate() {
@@ -128,7 +127,7 @@ pub(crate) fn try_batch(
             };
             ops.push(WriteOp {
                 key: &op.key,
-                hash: hashed[i].0,
+                hash: hashed[i],
                 value,
                 expire_at: op.expire_at,
             });
@@ -137,7 +136,7 @@ pub(crate) fn try_batch(
         if !ops.is_empty() {
             shares.push(Share {
                 guard: gi,
-                partition: &parts[p as usize],
+                partition: part,
                 ops,
                 found: f,
             });

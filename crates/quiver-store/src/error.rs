@@ -84,6 +84,13 @@ pub enum Error {
     /// `quiver upgrade` of a store that is in the current format already.
     #[error("store at {dir} is in on-disk format version {version} already: nothing to upgrade")]
     AlreadyCurrent { dir: PathBuf, version: u32 },
+    /// Splits or merges changed the partitions of an operation's keys this many times while
+    /// it tried.
+    #[error("the store's partitions changed {attempts} times during the operation; try again")]
+    Rerouted { attempts: usize },
+    /// A slot-range operation on a store of format 1 (opened for `quiver upgrade`).
+    #[error("this store has no slot ranges (format 1)")]
+    NotSlotted,
     /// The store was written in an older on-disk format: `quiver upgrade` converts it.
     #[error(
         "store at {dir} is in on-disk format version {found}; this Quiver reads version \

@@ -4,26 +4,70 @@
 //! `background`, `open`) take it by reference, so none of them depends on `store`.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::error::Error;
+use crate::hash::KeyHash;
 use crate::lockfile::DirLock;
-use crate::partition::{Partition, StoreCtx};
+use crate::meta::Partitioner;
+use crate::partition::{PartState, Partition, StoreCtx};
 use crate::reserve::DiskReserve;
+
+/// The partitions and which keys each owns: one version of the store's layout. A split or
+/// merge installs a new one; operations work on the version they read (an `Arc`), and check
+/// after locking their partitions that each still owns their keys (`owns`), starting again
+/// on the new version if not.
+pub(crate) struct Table {
+    pub partitioner: Partitioner,
+    /// By position (the partitioner's numbering: range order).
+    pub parts: Vec<Arc<Partition>>,
+}
+
+impl Table {
+    /// The position of `key`'s partition, and the key's slot.
+    #[inline]
+    pub fn route(&self, key: &[u8], hash: KeyHash) -> (usize, u16) {
+        self.partitioner.route(key, hash)
+    }
+
+    pub fn by_id(&self, id: u32) -> Option<&Arc<Partition>> {
+        self.parts.iter().find(|p| p.id == id)
+    }
+}
+
+/// Whether a partition, locked, still owns a key of `slot` (it does not after a split or
+/// merge moved the slot away since the caller read the table).
+#[inline]
+pub(crate) fn owns(st: &PartState, slot: u16) -> bool {
+    !st.retired && st.range.is_none_or(|r| r.contains(slot))
+}
 
 /// What an open store is, shared by `Store`, its maintenance thread and a write's retries.
 pub(crate) struct StoreInner {
     pub ctx: StoreCtx,
-    pub parts: Vec<Partition>,
+    /// The current layout (see [`Table`]); its lock is held only to read or swap the `Arc`.
+    pub table: RwLock<Arc<Table>>,
+    /// The id the next partition made by a split or merge gets.
+    pub next_part_id: AtomicU32,
+    /// Held by a split or merge: one at a time.
+    pub layout_change: Mutex<()>,
     pub dir: PathBuf,
     pub _lock: DirLock,
     /// Set once closed (or crashed): no more checkpoints or flushes from drop.
     pub closed: AtomicBool,
     pub reserve: DiskReserve,
     pub background: Background,
+}
+
+impl StoreInner {
+    /// The current layout.
+    pub fn table(&self) -> Arc<Table> {
+        self.table.read().clone()
+    }
 }
 
 /// The maintenance thread's controls (see `background`), shared with the store.

@@ -20,9 +20,12 @@ pub fn partition_dir_name(id: u32) -> String {
     format!("p{id:04}")
 }
 
-/// Whether `name` is a partition directory's name (`pNNNN`).
+/// Whether `name` is a partition directory's name (`pNNNN`: at least four digits).
 pub fn is_partition_dir_name(name: &str) -> bool {
-    name.len() == 5 && name.starts_with('p') && name[1..].bytes().all(|b| b.is_ascii_digit())
+    name.len() >= 5
+        && name.len() <= 11
+        && name.starts_with('p')
+        && name[1..].bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Whether `dir` holds a store (its `QUIVER` layout file).

@@ -27,16 +27,25 @@ pub const META_FILE: &str = "QUIVER";
 /// Written first and renamed over `META_FILE` when a store is created.
 pub const META_TMP_FILE: &str = "QUIVER.tmp";
 
-/// Which partition a key belongs to.
+/// Which partition a key belongs to. Partitions are numbered by *position* here: in the
+/// order of their slot ranges (format 1: of their ids); `Layout::ids` names them.
 pub(crate) enum Partitioner {
-    /// Format 2: partition `i` owns `ranges[i]` of the Redis Cluster hash slots.
+    /// Format 2: the partition at position `i` owns `ranges[i]` of the Redis Cluster hash
+    /// slots.
     Slots {
         ranges: Vec<SlotRange>,
-        /// Slot -> partition.
+        /// Slot -> position.
         of_slot: Box<[u16]>,
     },
     /// Format 1 (read by `quiver upgrade` only): the top bits of the key's xxh3 hash.
     Hash { partitions: u32 },
+}
+
+/// What `QUIVER` says about the partitions: how keys map to them, and their ids (directory
+/// names), by position.
+pub(crate) struct Layout {
+    pub partitioner: Partitioner,
+    pub ids: Vec<u32>,
 }
 
 impl Partitioner {
@@ -50,13 +59,21 @@ impl Partitioner {
         Partitioner::Slots { ranges, of_slot }
     }
 
-    /// The partition of `key` (whose hash is `hash`).
+    /// The position of `key`'s partition (`hash` is its hash), and its slot.
     #[inline]
-    pub fn of(&self, key: &[u8], hash: KeyHash) -> u32 {
+    pub fn route(&self, key: &[u8], hash: KeyHash) -> (usize, u16) {
         match self {
-            Partitioner::Slots { of_slot, .. } => of_slot[slot::key_slot(key) as usize] as u32,
-            Partitioner::Hash { partitions } => hash.legacy_partition(*partitions),
+            Partitioner::Slots { of_slot, .. } => {
+                let slot = slot::key_slot(key);
+                (of_slot[slot as usize] as usize, slot)
+            }
+            Partitioner::Hash { partitions } => (hash.legacy_partition(*partitions) as usize, 0),
         }
+    }
+
+    /// The slot range of the partition at position `p` (`None` in format 1: every key).
+    pub fn range(&self, p: usize) -> Option<SlotRange> {
+        self.ranges().get(p).copied()
     }
 
     /// The partition a SCAN cursor's upper half names: the one owning that slot (format 1:
@@ -93,7 +110,7 @@ impl Partitioner {
 
 /// Reads the layout of an existing store into `opts` (partitions and segment size are fixed at
 /// creation), or records `opts`' layout for a new one; returns how keys map to partitions.
-pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<Partitioner> {
+pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<Layout> {
     let path = dir.join(META_FILE);
     match fs::read_to_string(&path) {
         Ok(text) => {
@@ -102,7 +119,7 @@ pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<Partition
                 reason: reason.to_string(),
             };
             let mut version = None;
-            let mut ranges: Vec<SlotRange> = Vec::new();
+            let mut listed: Vec<(u32, SlotRange)> = Vec::new();
             for line in text.lines() {
                 let words: Vec<&str> = line.split_whitespace().collect();
                 match words[..] {
@@ -117,15 +134,20 @@ pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<Partition
                     ["partition", id, "slots", range] => {
                         let range = SlotRange::parse(range)
                             .ok_or_else(|| bad(&format!("unreadable slot range {range:?}")))?;
-                        if id.parse::<usize>().ok() != Some(ranges.len()) {
-                            return Err(bad(&format!("partition {id} out of order")));
+                        let id = id
+                            .parse::<u32>()
+                            .map_err(|_| bad(&format!("unreadable partition id {id:?}")))?;
+                        if listed.iter().any(|&(i, _)| i == id) {
+                            return Err(bad(&format!("partition {id} listed twice")));
                         }
-                        ranges.push(range);
+                        listed.push((id, range));
                     }
                     _ => {}
                 }
             }
-            let partitioner = match version {
+            listed.sort_by_key(|&(_, r)| r);
+            let ranges: Vec<SlotRange> = listed.iter().map(|&(_, r)| r).collect();
+            let layout = match version {
                 Some(FORMAT_VERSION) if opts.legacy_v1 => {
                     return Err(Error::AlreadyCurrent {
                         dir: dir.to_path_buf(),
@@ -138,10 +160,16 @@ pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<Partition
                             "the partitions' slot ranges do not cover every slot once",
                         ));
                     }
-                    Partitioner::slots(ranges)
+                    Layout {
+                        partitioner: Partitioner::slots(ranges),
+                        ids: listed.iter().map(|&(id, _)| id).collect(),
+                    }
                 }
-                Some(FORMAT_VERSION_V1) if opts.legacy_v1 => Partitioner::Hash {
-                    partitions: opts.partitions,
+                Some(FORMAT_VERSION_V1) if opts.legacy_v1 => Layout {
+                    partitioner: Partitioner::Hash {
+                        partitions: opts.partitions,
+                    },
+                    ids: (0..opts.partitions).collect(),
                 },
                 Some(found) if found < FORMAT_VERSION => {
                     return Err(Error::OldFormat {
@@ -162,7 +190,7 @@ pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<Partition
                 .value_len_max
                 .min(value_len_fitting(opts.segment_bytes));
             opts.validate()?;
-            Ok(partitioner)
+            Ok(layout)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if opts.legacy_v1 {
@@ -173,29 +201,39 @@ pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<Partition
                 ));
             }
             let ranges = SlotRange::even(opts.partitions);
-            let text = encode(opts.segment_bytes, &ranges);
-            let tmp = dir.join(META_TMP_FILE);
-            fs::write(&tmp, text)
-                .and_then(|_| fs::File::open(&tmp)?.sync_all())
-                .and_then(|_| fs::rename(&tmp, &path))
-                .map_err(|e| Error::io("write store metadata", &path, e))?;
-            sync_dir(dir)?;
-            Ok(Partitioner::slots(ranges))
+            let ids: Vec<u32> = (0..opts.partitions).collect();
+            let listed: Vec<(u32, SlotRange)> = ids.iter().copied().zip(ranges.clone()).collect();
+            store_layout(dir, opts.segment_bytes, &listed)?;
+            Ok(Layout {
+                partitioner: Partitioner::slots(ranges),
+                ids,
+            })
         }
         Err(e) => Err(Error::io("read store metadata", &path, e)),
     }
 }
 
-/// The text of a format-2 `QUIVER` file.
-fn encode(segment_bytes: u64, ranges: &[SlotRange]) -> String {
+/// Writes a format-2 `QUIVER` file listing `parts` (id, range) — at creation, and as the
+/// commit point of a split or merge: written to a temporary file, fsynced and renamed, so it
+/// is the old layout or the new one, whole.
+pub(crate) fn store_layout(
+    dir: &Path,
+    segment_bytes: u64,
+    parts: &[(u32, SlotRange)],
+) -> Result<()> {
     let mut text = format!(
         "quiver-store\nformat {FORMAT_VERSION}\nsegment_bytes {segment_bytes}\npartitions {}\n",
-        ranges.len()
+        parts.len()
     );
-    for (i, r) in ranges.iter().enumerate() {
-        text.push_str(&format!("partition {i} slots {r}\n"));
+    for (id, r) in parts {
+        text.push_str(&format!("partition {id} slots {r}\n"));
     }
-    text
+    let (path, tmp) = (dir.join(META_FILE), dir.join(META_TMP_FILE));
+    fs::write(&tmp, text)
+        .and_then(|_| fs::File::open(&tmp)?.sync_all())
+        .and_then(|_| fs::rename(&tmp, &path))
+        .map_err(|e| Error::io("write store metadata", &path, e))?;
+    sync_dir(dir)
 }
 
 /// Largest value whose record (with the longest key and `ext`) fits in a segment of

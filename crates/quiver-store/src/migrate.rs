@@ -66,11 +66,13 @@ pub(crate) fn log_ends(parts: &[&Partition]) -> Result<Vec<LogPos>> {
 
 /// Hands every live, unexpired key of `range` in `part` whose record precedes `end` to
 /// `out`, [`EXPORT_BATCH_ITEMS`] at a time; returns how many.
+/// `locs` (a split's) also collects each handed-over record's hash and index location.
 pub(crate) fn snapshot_partition(
     ctx: &StoreCtx,
     part: &Partition,
     range: SlotRange,
     end: LogPos,
+    mut locs: Option<&mut Vec<(crate::hash::KeyHash, u32)>>,
     out: &mut dyn FnMut(&[RangeItem]) -> Result<()>,
 ) -> Result<u64> {
     let _maintenance = part.maintenance.lock();
@@ -98,6 +100,9 @@ pub(crate) fn snapshot_partition(
                 r.offset,
                 "record value checksum mismatch",
             ));
+        }
+        if let Some(l) = locs.as_mut() {
+            l.push((r.hash, r.loc));
         }
         items.push(RangeItem::Put {
             key: Bytes::copy_from_slice(key),
@@ -130,6 +135,17 @@ pub(crate) fn keys_written_since(
         st.appender.flush()?;
         (st.segs.ordered.clone(), LogPos::end_of(&st))
     };
+    Ok((tail_keys(&segs, range, from, end)?, end))
+}
+
+/// The keys of `range` that the records of the log `segs` from `from` to `end` name, in log
+/// order, each once.
+pub(crate) fn tail_keys(
+    segs: &[Arc<crate::log::segment::Segment>],
+    range: SlotRange,
+    from: LogPos,
+    end: LogPos,
+) -> Result<Vec<Bytes>> {
     let mut seen = std::collections::HashSet::new();
     let mut keys = Vec::new();
     let Some(start) = segs.iter().position(|s| s.file_id() == from.file_id) else {
@@ -173,7 +189,7 @@ pub(crate) fn keys_written_since(
             break;
         }
     }
-    Ok((keys, end))
+    Ok(keys)
 }
 
 /// A range export in progress (see the module documentation). While it exists, compaction
@@ -182,7 +198,7 @@ pub struct RangeExport {
     inner: Arc<StoreInner>,
     range: SlotRange,
     /// The partitions overlapping the range, and the log position each was read up to.
-    parts: Vec<(usize, LogPos)>,
+    parts: Vec<(Arc<Partition>, LogPos)>,
     snapshot_taken: bool,
 }
 
@@ -200,8 +216,8 @@ impl RangeExport {
             ));
         }
         let mut n = 0;
-        for &(p, end) in &self.parts {
-            n += snapshot_partition(&self.inner.ctx, &self.inner.parts[p], self.range, end, out)?;
+        for (p, end) in &self.parts {
+            n += snapshot_partition(&self.inner.ctx, p, self.range, *end, None, out)?;
         }
         Ok(n)
     }
@@ -215,7 +231,7 @@ impl RangeExport {
     ) -> Result<u64> {
         let mut n = 0;
         for (p, pos) in &mut self.parts {
-            let (keys, end) = keys_written_since(&self.inner.parts[*p], self.range, *pos)?;
+            let (keys, end) = keys_written_since(p, self.range, *pos)?;
             for chunk in keys.chunks(EXPORT_BATCH_ITEMS) {
                 let entries = store.multi_get_entries(chunk)?;
                 let items: Vec<RangeItem> = chunk
@@ -241,8 +257,8 @@ impl RangeExport {
 
 impl Drop for RangeExport {
     fn drop(&mut self) {
-        for &(p, _) in &self.parts {
-            self.inner.parts[p].exports.fetch_sub(1, Ordering::SeqCst);
+        for (p, _) in &self.parts {
+            p.exports.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
@@ -251,18 +267,20 @@ impl Store {
     /// Starts exporting the keys of a slot range (see [`RangeExport`]).
     pub fn export_range(&self, range: SlotRange) -> Result<RangeExport> {
         let inner = self.inner().clone();
-        let overlapping: Vec<usize> = (0..inner.parts.len())
+        let table = inner.table();
+        let overlapping: Vec<Arc<Partition>> = (0..table.parts.len())
             .filter(|&p| {
-                inner
-                    .ctx
-                    .range_of(p as u32)
+                table
+                    .partitioner
+                    .range(p)
                     .is_none_or(|r| r.lo <= range.hi && range.lo <= r.hi)
             })
+            .map(|p| table.parts[p].clone())
             .collect();
         // Counted before the ends are noted: no compaction pass starts on them from here on
         // (one already running holds the maintenance lock, which the reads wait for).
-        for &p in &overlapping {
-            inner.parts[p].exports.fetch_add(1, Ordering::SeqCst);
+        for p in &overlapping {
+            p.exports.fetch_add(1, Ordering::SeqCst);
         }
         // Made first, so that dropping it on an error below undoes the counts.
         let unread = LogPos {
@@ -270,15 +288,12 @@ impl Store {
             offset: 0,
         };
         let mut export = RangeExport {
-            parts: overlapping.iter().map(|&p| (p, unread)).collect(),
+            parts: overlapping.iter().map(|p| (p.clone(), unread)).collect(),
             range,
             snapshot_taken: false,
             inner,
         };
-        let refs: Vec<&Partition> = overlapping
-            .iter()
-            .map(|&p| &export.inner.parts[p])
-            .collect();
+        let refs: Vec<&Partition> = overlapping.iter().map(|p| &**p).collect();
         let ends = log_ends(&refs)?;
         for (part, end) in export.parts.iter_mut().zip(ends) {
             part.1 = end;

@@ -4,7 +4,7 @@
 //! reserve, and checkpoint what had to be replayed.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -12,12 +12,12 @@ use parking_lot::{Mutex, RwLock};
 use crate::checkpoint;
 use crate::commit;
 use crate::error::{Error, Result};
-use crate::inner::{Background, StoreInner};
+use crate::inner::{Background, StoreInner, Table};
 use crate::io;
 use crate::lockfile::DirLock;
 use crate::log::format::{SegmentOrder, SEGMENT_HEADER_LEN};
 use crate::log::writer::Appender;
-use crate::meta;
+use crate::meta::{self, Layout};
 use crate::options::{DamagePolicy, Durability, Options};
 use crate::partition::{new_segment, partition_dir, PartState, Partition, StoreCtx};
 use crate::recovery::{self, RecoveryProgress, RecoveryReport};
@@ -45,9 +45,8 @@ pub(crate) fn open(
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("create store directory", &dir, e))?;
     }
     let lock = DirLock::acquire(&dir)?;
-    let partitioner = meta::load_or_create(&dir, &mut opts)?;
+    let layout = meta::load_or_create(&dir, &mut opts)?;
     let ctx = StoreCtx {
-        partitioner,
         backend: io::backend(opts.backend)?,
         opts,
         next_file_id: AtomicU64::new(1),
@@ -56,7 +55,7 @@ pub(crate) fn open(
         maintenance_runs: AtomicU64::new(0),
         space_short: Arc::new(AtomicBool::new(false)),
     };
-    let (mut recovered, mut report) = recover_partitions(&ctx, &dir, progress)?;
+    let (mut recovered, mut report) = recover_partitions(&ctx, &dir, &layout, progress)?;
     if ctx.opts.on_damage == DamagePolicy::Refuse && !report.damage.is_empty() {
         return Err(Error::Damaged {
             places: report.damage,
@@ -74,8 +73,8 @@ pub(crate) fn open(
     // A batch is committed if any partition holds its commit record.
     recovery::resolve_batches(&mut recovered, &mut report)?;
     let mut parts = Vec::with_capacity(recovered.len());
-    for (p, rec) in recovered.into_iter().enumerate() {
-        let p = p as u32;
+    for (pos, rec) in recovered.into_iter().enumerate() {
+        let p = layout.ids[pos];
         let pdir = partition_dir(&dir, p);
         let clean = rec.clean && !rec.segs.ordered.is_empty();
         let b = rec.builder;
@@ -103,6 +102,8 @@ pub(crate) fn open(
             appender,
             counters: b.counters,
             expiries: b.expiries,
+            range: layout.partitioner.range(pos),
+            retired: false,
             appended_lsn: 0,
             dirty: !clean,
         };
@@ -114,7 +115,7 @@ pub(crate) fn open(
         if !read_only {
             st.appender.flush()?;
         }
-        parts.push(Partition {
+        parts.push(Arc::new(Partition {
             id: p,
             dir: pdir,
             state: RwLock::new(st),
@@ -124,7 +125,7 @@ pub(crate) fn open(
             resizes: AtomicU64::new(0),
             checkpointing: Mutex::new(()),
             exports: AtomicUsize::new(0),
-        });
+        }));
     }
 
     let reserve = if read_only {
@@ -132,9 +133,18 @@ pub(crate) fn open(
     } else {
         DiskReserve::open(&dir, ctx.opts.disk_reserve_bytes, ctx.space_short.clone())?
     };
+    if !read_only {
+        remove_unlisted_partitions(&dir, &layout.ids)?;
+    }
+    let next_part_id = layout.ids.iter().max().map_or(0, |m| m + 1);
     let inner = Arc::new(StoreInner {
         ctx,
-        parts,
+        table: RwLock::new(Arc::new(Table {
+            partitioner: layout.partitioner,
+            parts,
+        })),
+        next_part_id: AtomicU32::new(next_part_id),
+        layout_change: Mutex::new(()),
         dir,
         _lock: lock,
         closed: AtomicBool::new(false),
@@ -144,7 +154,7 @@ pub(crate) fn open(
     // Checkpoint what had to be rebuilt or replayed, so the next open is fast. Only an
     // optimisation: on a full disk the store opens anyway (the log holds everything).
     if !read_only {
-        for part in inner.parts.iter().filter(|p| p.state.read().dirty) {
+        for part in inner.table().parts.iter().filter(|p| p.state.read().dirty) {
             match checkpoint::save(&inner.ctx, part) {
                 Err(e) if e.is_no_space() => inner.background.note(&e),
                 r => r?,
@@ -159,31 +169,34 @@ pub(crate) fn open(
 fn recover_partitions(
     ctx: &StoreCtx,
     dir: &Path,
+    layout: &Layout,
     progress: &mut (dyn FnMut(RecoveryProgress) + Send),
 ) -> Result<(Vec<recovery::Recovered>, RecoveryReport)> {
-    let n = ctx.opts.partitions as usize;
+    let n = layout.ids.len();
     let threads = std::thread::available_parallelism()
         .map_or(1, |t| t.get())
         .clamp(1, n);
     let progress = Mutex::new(progress);
-    let results: Vec<Result<Vec<(u32, recovery::Recovered, RecoveryReport)>>> =
+    let results: Vec<Result<Vec<(usize, recovery::Recovered, RecoveryReport)>>> =
         std::thread::scope(|scope| {
             let handles: Vec<_> = (0..threads)
                 .map(|t| {
                     let progress = &progress;
                     scope.spawn(move || {
                         let mut done = Vec::new();
-                        for p in (t..n).step_by(threads).map(|p| p as u32) {
+                        for pos in (t..n).step_by(threads) {
                             let mut report = RecoveryReport::default();
                             let mut prog = |x: RecoveryProgress| (progress.lock())(x);
+                            let id = layout.ids[pos];
                             let rec = recovery::recover_partition(
                                 ctx,
-                                p,
-                                &partition_dir(dir, p),
+                                id,
+                                layout.partitioner.range(pos),
+                                &partition_dir(dir, id),
                                 &mut report,
                                 &mut prog,
                             )?;
-                            done.push((p, rec, report));
+                            done.push((pos, rec, report));
                         }
                         Ok(done)
                     })
@@ -209,4 +222,26 @@ fn recover_partitions(
         recovered.push(rec);
     }
     Ok((recovered, report))
+}
+
+/// Removes partition directories `QUIVER` does not list: what a split or merge that did not
+/// reach its commit (the rename of `QUIVER`) was building, or what one that did left to
+/// delete (the partitions it replaced).
+fn remove_unlisted_partitions(dir: &Path, ids: &[u32]) -> Result<()> {
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io("list store directory", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("list store directory", dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !crate::layout::is_partition_dir_name(name) {
+            continue;
+        }
+        let listed = name[1..].parse::<u32>().is_ok_and(|id| ids.contains(&id));
+        if !listed {
+            let path = entry.path();
+            std::fs::remove_dir_all(&path)
+                .map_err(|e| Error::io("remove an unlisted partition", &path, e))?;
+        }
+    }
+    crate::log::segment::sync_dir(dir)
 }

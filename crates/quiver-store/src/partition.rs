@@ -16,7 +16,6 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::error::{Error, Result};
 use crate::expiry::Expiries;
-use crate::hash::KeyHash;
 use crate::index::Index;
 use crate::io::ReadBackend;
 use crate::log::format::{
@@ -29,8 +28,6 @@ use crate::options::{Durability, Options};
 /// State shared by all partitions of a store.
 pub(crate) struct StoreCtx {
     pub opts: Options,
-    /// Which partition each key belongs to (by hash slot).
-    pub partitioner: crate::meta::Partitioner,
     pub backend: Box<dyn ReadBackend>,
     /// Next segment file number (unique across the store's life).
     pub next_file_id: AtomicU64,
@@ -48,17 +45,6 @@ pub(crate) struct StoreCtx {
 impl StoreCtx {
     pub fn alloc_file_id(&self) -> u64 {
         self.next_file_id.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// The partition of `key` (whose hash is `hash`).
-    #[inline]
-    pub fn partition_of(&self, key: &[u8], hash: KeyHash) -> u32 {
-        self.partitioner.of(key, hash)
-    }
-
-    /// The slot range partition `part` owns (`None` in a store of format 1: every key).
-    pub fn range_of(&self, part: u32) -> Option<crate::slot::SlotRange> {
-        self.partitioner.ranges().get(part as usize).copied()
     }
 
     /// Now, for key expiry (milliseconds since the Unix epoch).
@@ -218,6 +204,12 @@ pub(crate) struct PartState {
     pub counters: Counters,
     /// The keys with an expiry time (see `expiry`).
     pub expiries: Expiries,
+    /// The hash slots whose keys this partition holds (`None` in a store of format 1: every
+    /// key). Its log may hold records of other keys, left behind when a split moved them
+    /// away: they are garbage (replay skips them).
+    pub range: Option<crate::slot::SlotRange>,
+    /// Merged into another partition: it owns no key any more (its directory is deleted).
+    pub retired: bool,
     /// Bytes ever appended (monotonic), the position group commit waits on.
     pub appended_lsn: u64,
     /// Changed since the last checkpoint.

@@ -16,6 +16,7 @@ use crate::log::format::{FORMAT_VERSION, FORMAT_VERSION_V1, SEGMENT_HEADER_LEN};
 use crate::log::reader::{Scanner, Step};
 use crate::log::segment::Segment;
 use crate::partition::{SegmentSet, StoreCtx};
+use crate::slot::SlotRange;
 
 /// What opening the store found and did.
 #[derive(Clone, Debug, Default)]
@@ -84,6 +85,7 @@ pub(crate) struct Recovered {
 pub(crate) fn recover_partition(
     ctx: &StoreCtx,
     part: u32,
+    range: Option<SlotRange>,
     dir: &Path,
     report: &mut RecoveryReport,
     progress: &mut dyn FnMut(RecoveryProgress),
@@ -112,7 +114,7 @@ pub(crate) fn recover_partition(
         })
     };
 
-    let ckpt = match checkpoint::load(dir, part, ctx.range_of(part), &segs) {
+    let ckpt = match checkpoint::load(dir, part, range, &segs) {
         Ok(c) => c,
         Err(reason) => {
             report.checkpoints_ignored.push(format!(
@@ -123,7 +125,7 @@ pub(crate) fn recover_partition(
         }
     };
     if let Some(ck) = ckpt {
-        let mut b = IndexBuilder::for_range(ck.index, ctx.range_of(part));
+        let mut b = IndexBuilder::for_range(ck.index, range);
         b.counters = ck.counters;
         b.expiries = ck.expiries;
         b.max_seq = ck.max_seq;
@@ -152,10 +154,8 @@ pub(crate) fn recover_partition(
     // Sized by every put of the log, the first rebuild has room (each insert takes at most
     // one slot); the bound only guards that reasoning.
     for _ in 0..REBUILD_ATTEMPTS_MAX {
-        let mut b = IndexBuilder::for_range(
-            Index::for_keys_at(capacity_keys, LOAD_AFTER_REBUILD),
-            ctx.range_of(part),
-        );
+        let mut b =
+            IndexBuilder::for_range(Index::for_keys_at(capacity_keys, LOAD_AFTER_REBUILD), range);
         let end = replay(
             ctx,
             &segs,

@@ -64,7 +64,7 @@ fn attempt(ctx: &StoreCtx, part: &Partition, extra_keys: usize) -> Result<bool> 
 
     let mut st = part.state.write();
     st.appender.flush()?;
-    let mut b = IndexBuilder::for_range(index, ctx.range_of(part.id));
+    let mut b = IndexBuilder::for_range(index, st.range);
     maintenance::catch_up(&st, end, &mut b)?;
     if b.too_full() {
         return Ok(false);

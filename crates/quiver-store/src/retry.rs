@@ -69,7 +69,11 @@ impl<'s> WriteRetry<'s> {
         }
         *attempts += 1;
         let inner = self.inner;
-        let part = &inner.parts[p as usize];
+        let table = inner.table();
+        // A partition a split or merge retired: the write routes anew when it tries again.
+        let Some(part) = table.by_id(p) else {
+            return Ok(());
+        };
         if !self.background {
             let _m = part.maintenance.lock();
             return resize::resize(&inner.ctx, part, keys);

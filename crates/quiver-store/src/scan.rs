@@ -8,6 +8,7 @@ use bytes::Bytes;
 
 use crate::error::Result;
 use crate::hash::KeyHash;
+use crate::inner::Table;
 use crate::io::ReadRequest;
 use crate::log::format;
 use crate::partition::{Partition, StoreCtx};
@@ -22,7 +23,7 @@ pub struct ScanPage {
 
 pub(crate) fn scan(
     ctx: &StoreCtx,
-    parts: &[Partition],
+    table: &Table,
     cursor: u64,
     pattern: Option<&[u8]>,
     count: usize,
@@ -31,7 +32,7 @@ pub(crate) fn scan(
     let mut page = ScanPage::default();
     let mut cursor = cursor;
     let mut visited = 0usize;
-    let partitioner = &ctx.partitioner;
+    let (partitioner, parts) = (&table.partitioner, &table.parts);
     loop {
         let Some(p) = partitioner.scan_partition((cursor >> 32) as u32) else {
             page.cursor = 0;

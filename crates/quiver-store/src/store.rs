@@ -24,6 +24,7 @@ use crate::compact;
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::index::LOAD_GROW;
+use crate::inner::owns;
 use crate::inner::StoreInner;
 use crate::lookup::{self, Found, LookupKey};
 use crate::maintenance::MaintenanceReport;
@@ -31,6 +32,7 @@ use crate::options::{Durability, Options, KEY_LEN_MAX};
 use crate::partition::PartState;
 use crate::recovery::{RecoveryProgress, RecoveryReport};
 use crate::retry::WriteRetry;
+use crate::route::{RouteTries, Routed};
 use crate::scan::{self, ScanPage};
 use crate::slot::SlotRange;
 use crate::sweep;
@@ -138,11 +140,20 @@ impl Store {
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
         check_key(key)?;
         let hash = KeyHash::of(key);
-        let part = &self.inner.parts[self.inner.ctx.partition_of(key, hash) as usize];
-        let st = part.state.read();
-        let found = lookup::lookup_one_partition(&self.inner.ctx, &st, &[(key, hash)], true);
-        drop(st);
-        lookup::into_value(found.into_iter().next().expect("one key, one result"))
+        let mut tries = RouteTries::default();
+        loop {
+            let table = self.inner.table();
+            let (pos, slot) = table.route(key, hash);
+            let st = table.parts[pos].state.read();
+            if !owns(&st, slot) {
+                drop(st);
+                tries.again()?;
+                continue;
+            }
+            let found = lookup::lookup_one_partition(&self.inner.ctx, &st, &[(key, hash)], true);
+            drop(st);
+            return lookup::into_value(found.into_iter().next().expect("one key, one result"));
+        }
     }
 
     /// Gets many keys as one vector: all index probes, then one batch of reads. The keys'
@@ -207,37 +218,34 @@ impl Store {
 
     fn lookup_vector<K: AsRef<[u8]>>(&self, keys: &[K], verify_values: bool) -> Result<Vec<Found>> {
         self.check_width(keys.len())?;
-        let ctx = &self.inner.ctx;
         let mut hashed = Vec::with_capacity(keys.len());
         for k in keys {
             let k = k.as_ref();
             check_key(k)?;
-            let h = KeyHash::of(k);
-            hashed.push((k, h, ctx.partition_of(k, h)));
+            hashed.push((k, KeyHash::of(k)));
         }
-        let mut involved: Vec<u32> = hashed.iter().map(|x| x.2).collect();
-        involved.sort_unstable();
-        involved.dedup();
-        let guards: Vec<_> = involved
-            .iter()
-            .map(|&p| self.inner.parts[p as usize].state.read())
-            .collect();
-        let states: Vec<&PartState> = guards.iter().map(|g| &**g).collect();
-        let items: Vec<LookupKey<'_>> = hashed
-            .iter()
-            .map(|&(key, hash, p)| LookupKey {
-                // `involved` is sorted and holds every key's partition.
-                state: involved.partition_point(|&q| q < p),
-                key,
-                hash,
-            })
-            .collect();
-        Ok(lookup::lookup(
-            &self.inner.ctx,
-            &states,
-            &items,
-            verify_values,
-        ))
+        let mut tries = RouteTries::default();
+        loop {
+            let routed = Routed::new(&self.inner, hashed.iter().copied());
+            let guards: Vec<_> = routed.parts.iter().map(|p| p.state.read()).collect();
+            if !routed.owned(&guards) {
+                drop(guards);
+                tries.again()?;
+                continue;
+            }
+            let states: Vec<&PartState> = guards.iter().map(|g| &**g).collect();
+            let items: Vec<LookupKey<'_>> = hashed
+                .iter()
+                .zip(&routed.of_key)
+                .map(|(&(key, hash), &(state, _))| LookupKey { state, key, hash })
+                .collect();
+            return Ok(lookup::lookup(
+                &self.inner.ctx,
+                &states,
+                &items,
+                verify_values,
+            ));
+        }
     }
 
     // ---- writes ----
@@ -353,31 +361,38 @@ impl Store {
             self.inner.reserve.admit_growth()?;
         }
         let ctx = &self.inner.ctx;
-        let mut order: Vec<(u32, usize)> = ops
-            .iter()
-            .enumerate()
-            .map(|(i, o)| (ctx.partition_of(o.key, o.hash), i))
-            .collect();
-        order.sort_unstable();
-        // (partition, range of `order`)
-        let mut groups: Vec<(u32, std::ops::Range<usize>)> = Vec::new();
-        for (at, &(p, _)) in order.iter().enumerate() {
-            match groups.last_mut() {
-                Some((q, r)) if *q == p => r.end = at + 1,
-                _ => groups.push((p, at..at + 1)),
-            }
-        }
-        let group_ops: Vec<Vec<WriteOp<'_>>> = groups
-            .iter()
-            .map(|(_, r)| order[r.clone()].iter().map(|&(_, i)| ops[i]).collect())
-            .collect();
-        // Bounded: see `retry` (each try that cannot go ahead uses up one of its retries).
+        // Bounded: see `retry` (each try that cannot go ahead uses up one of its retries) and
+        // `route` (each try on a new layout uses up one of its tries).
         let mut retry = WriteRetry::new(&self.inner, self.background.is_running(), frees_space);
+        let mut tries = RouteTries::default();
         loop {
-            let mut guards: Vec<RwLockWriteGuard<'_, PartState>> = groups
+            let routed = Routed::new(&self.inner, ops.iter().map(|o| (o.key, o.hash)));
+            let mut order: Vec<(usize, usize)> = routed
+                .of_key
                 .iter()
-                .map(|&(p, _)| self.inner.parts[p as usize].state.write())
+                .enumerate()
+                .map(|(i, &(g, _))| (g, i))
                 .collect();
+            order.sort_unstable();
+            // (partition: index into `routed.parts`, range of `order`)
+            let mut groups: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
+            for (at, &(p, _)) in order.iter().enumerate() {
+                match groups.last_mut() {
+                    Some((q, r)) if *q == p => r.end = at + 1,
+                    _ => groups.push((p, at..at + 1)),
+                }
+            }
+            let group_ops: Vec<Vec<WriteOp<'_>>> = groups
+                .iter()
+                .map(|(_, r)| order[r.clone()].iter().map(|&(_, i)| ops[i]).collect())
+                .collect();
+            let mut guards: Vec<RwLockWriteGuard<'_, PartState>> =
+                routed.parts.iter().map(|p| p.state.write()).collect();
+            if !routed.owned(&guards) {
+                drop(guards);
+                tries.again()?;
+                continue;
+            }
             // Phase 1: index room, lookups, encoding, log space for every partition.
             if let Some((gi, need)) =
                 guards
@@ -390,13 +405,13 @@ impl Store {
                     })
             {
                 drop(guards);
-                retry.make_room(groups[gi].0, need)?;
+                retry.make_room(routed.parts[groups[gi].0].id, need)?;
                 continue;
             }
             let mut plans = Vec::with_capacity(groups.len());
             let mut refused = None;
             for (gi, g) in group_ops.iter().enumerate() {
-                let part = &self.inner.parts[groups[gi].0 as usize];
+                let part = &routed.parts[groups[gi].0];
                 match write::plan_plain(ctx, part, &mut guards[gi], g) {
                     Ok(plan) => plans.push(plan),
                     Err(e) => {
@@ -420,7 +435,7 @@ impl Store {
             let mut lsns = Vec::with_capacity(groups.len());
             let mut grow = false;
             for (gi, plan) in plans.iter().enumerate() {
-                let part = &self.inner.parts[groups[gi].0 as usize];
+                let part = &routed.parts[groups[gi].0];
                 let st = &mut guards[gi];
                 let idx = &order[groups[gi].1.clone()];
                 if failure.is_some() {
@@ -472,15 +487,13 @@ impl Store {
     pub fn apply(&self, batch: &Batch) -> Result<BatchOutcome> {
         self.check_width(batch.len())?;
         self.check_writable()?;
-        let ctx = &self.inner.ctx;
         let mut hashed = Vec::with_capacity(batch.len());
         for op in &batch.ops {
             check_key(&op.key)?;
             if let BatchAction::Put(v) = &op.action {
                 self.check_value(v)?;
             }
-            let h = KeyHash::of(&op.key);
-            hashed.push((h, ctx.partition_of(&op.key, h)));
+            hashed.push(KeyHash::of(&op.key));
         }
         let frees_space = !batch
             .ops
@@ -489,34 +502,42 @@ impl Store {
         if !frees_space {
             self.inner.reserve.admit_growth()?;
         }
-        let mut involved: Vec<u32> = hashed.iter().map(|x| x.1).collect();
-        involved.sort_unstable();
-        involved.dedup();
-        // Bounded: see `retry` (each try that cannot go ahead uses up one of its retries).
+        // Bounded: see `retry` (each try that cannot go ahead uses up one of its retries) and
+        // `route`.
         let mut retry = WriteRetry::new(&self.inner, self.background.is_running(), frees_space);
+        let mut tries = RouteTries::default();
         loop {
-            match self.try_apply(batch, &hashed, &involved) {
+            match self.try_apply(batch, &hashed) {
                 Attempt::Done(r) => return r,
+                Attempt::Rerouted => tries.again()?,
                 Attempt::NeedRoom { partition, keys } => retry.make_room(partition, keys)?,
                 Attempt::NoSpace(e) => retry.after_refusal(e)?,
             }
         }
     }
 
-    /// One try of [`Store::apply`]: the involved partitions locked (ascending), then the
+    /// One try of [`Store::apply`]: the involved partitions locked (ascending ids), then the
     /// batch's preconditions and commit protocol (`commit::try_batch`).
-    fn try_apply(&self, batch: &Batch, hashed: &[(KeyHash, u32)], involved: &[u32]) -> Attempt {
-        let guards: Vec<RwLockWriteGuard<'_, PartState>> = involved
+    fn try_apply(&self, batch: &Batch, hashed: &[KeyHash]) -> Attempt {
+        let keys = batch
+            .ops
             .iter()
-            .map(|&p| self.inner.parts[p as usize].state.write())
-            .collect();
+            .zip(hashed)
+            .map(|(op, &h)| (&op.key[..], h));
+        let routed = Routed::new(&self.inner, keys);
+        let guards: Vec<RwLockWriteGuard<'_, PartState>> =
+            routed.parts.iter().map(|p| p.state.write()).collect();
+        if !routed.owned(&guards) {
+            return Attempt::Rerouted;
+        }
+        let guard_of: Vec<usize> = routed.of_key.iter().map(|&(g, _)| g).collect();
         commit::try_batch(
             &self.inner.ctx,
-            &self.inner.parts,
+            &routed.parts,
             guards,
-            involved,
             batch,
             hashed,
+            &guard_of,
         )
     }
 
@@ -524,13 +545,14 @@ impl Store {
 
     /// One page of a SCAN (Redis semantics): start with cursor 0, stop when it comes back 0.
     pub fn scan(&self, cursor: u64, pattern: Option<&[u8]>, count: usize) -> Result<ScanPage> {
-        scan::scan(&self.inner.ctx, &self.inner.parts, cursor, pattern, count)
+        scan::scan(&self.inner.ctx, &self.inner.table(), cursor, pattern, count)
     }
 
     /// Number of live keys (keys whose expiry time has come are not counted, swept or not).
     pub fn len(&self) -> u64 {
         let now = self.inner.ctx.now_ms();
         self.inner
+            .table()
             .parts
             .iter()
             .map(|p| {
@@ -546,7 +568,7 @@ impl Store {
     pub fn sweep_expired(&self, max_per_partition: usize) -> Result<u64> {
         self.check_writable()?;
         let mut n = 0;
-        for part in &self.inner.parts {
+        for part in self.inner.table().parts.iter() {
             n += sweep::sweep_partition(&self.inner.ctx, part, max_per_partition)?;
         }
         Ok(n)
@@ -554,7 +576,7 @@ impl Store {
 
     /// The partitions' slot ranges, in partition order (empty for a store of format 1).
     pub fn slot_ranges(&self) -> Vec<SlotRange> {
-        self.inner.ctx.partitioner.ranges().to_vec()
+        self.inner.table().partitioner.ranges().to_vec()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -564,12 +586,12 @@ impl Store {
     pub fn stats(&self) -> Stats {
         use std::os::unix::fs::MetadataExt;
         let mut s = Stats {
-            partitions: self.inner.ctx.opts.partitions,
+            partitions: self.inner.table().parts.len() as u32,
             ..Default::default()
         };
         let now = self.inner.ctx.now_ms();
         let mut ttl_total: u128 = 0;
-        for part in &self.inner.parts {
+        for part in self.inner.table().parts.iter() {
             let st = part.state.read();
             let (expiring, ttl_sum) = st.expiries.pending(now);
             s.keys += st.index.live().saturating_sub(st.expiries.due_count(now)) as u64;
@@ -602,7 +624,7 @@ impl Store {
     /// Verifies every record and every index entry; see [`CheckReport`].
     pub fn check(&self) -> Result<crate::CheckReport> {
         let mut report = crate::CheckReport::default();
-        for part in &self.inner.parts {
+        for part in self.inner.table().parts.iter() {
             crate::check::check_partition(part, &mut report)?;
         }
         Ok(report)
@@ -615,7 +637,7 @@ impl Store {
         if self.inner.ctx.opts.read_only {
             return Ok(());
         }
-        for part in &self.inner.parts {
+        for part in self.inner.table().parts.iter() {
             let seg = {
                 let mut st = part.state.write();
                 st.appender.flush()?;
@@ -632,7 +654,7 @@ impl Store {
         if self.inner.ctx.opts.read_only {
             return Ok(());
         }
-        for part in &self.inner.parts {
+        for part in self.inner.table().parts.iter() {
             if part.state.read().dirty {
                 checkpoint::save(&self.inner.ctx, part)?;
             }
@@ -646,7 +668,7 @@ impl Store {
     pub fn compact(&self) -> Result<MaintenanceReport> {
         self.check_writable()?;
         let mut total = MaintenanceReport::default();
-        for part in &self.inner.parts {
+        for part in self.inner.table().parts.iter() {
             total.merge(compact::compact_partition(
                 &self.inner.ctx,
                 &self.inner.reserve,
@@ -662,7 +684,7 @@ impl Store {
     pub fn compact_step(&self, budget_bytes: u64) -> Result<MaintenanceReport> {
         self.check_writable()?;
         let mut total = MaintenanceReport::default();
-        for part in &self.inner.parts {
+        for part in self.inner.table().parts.iter() {
             let pass = compact::compact_locked(&self.inner.ctx, part, Some(budget_bytes))?;
             total.merge(pass.report);
         }

@@ -15,4 +15,5 @@ mod expiry;
 mod full_disk;
 mod migrate;
 mod model;
+mod split;
 mod upgrade;
