@@ -405,6 +405,15 @@ impl Store {
         scan::scan(&self.inner.ctx, &self.inner.parts, cursor, pattern, count)
     }
 
+    /// A SCAN cursor at the position in hash order that the random number `r` picks, as a
+    /// key hashing to `r` would sit (its partition from the top 32 bits, its order the low
+    /// 32): a scan from there finds a random key (RANDOMKEY).
+    pub fn random_cursor(&self, r: u64) -> u64 {
+        let partitions = self.inner.parts.len() as u64;
+        let partition = ((r >> 32) * partitions) >> 32;
+        (partition << 32) | (r & u64::from(u32::MAX))
+    }
+
     /// Number of live keys.
     pub fn len(&self) -> u64 {
         self.inner
