@@ -6,6 +6,7 @@
 //! commands and MULTI/EXEC optimistic transactions committed as compound batches ([`txn`]).
 //!
 //! * [`frame`] parses requests exactly as Redis 7 does; [`reply`] encodes replies;
+//!   [`float80`] is C's `long double`, emulated for INCRBYFLOAT;
 //! * [`config`] holds the settings (Redis's names and defaults);
 //! * [`server`] binds, accepts and shuts down; [`conn`] runs one connection; [`output`] holds
 //!   a connection's replies under the per-connection and server-wide limits;
@@ -25,6 +26,7 @@ pub mod config;
 pub mod conn;
 pub mod errors;
 pub mod exec;
+pub mod float80;
 pub mod frame;
 pub mod metrics;
 pub mod output;

@@ -548,6 +548,14 @@ impl Store {
         scan::scan(&self.inner.ctx, &self.inner.table(), cursor, pattern, count)
     }
 
+    /// A SCAN cursor at the place in the key space that the random number `r` picks: the
+    /// partition owning the slot its top bits choose, the position in hash order its low 32
+    /// bits give. A scan from there finds a random key (RANDOMKEY).
+    pub fn random_cursor(&self, r: u64) -> u64 {
+        let slot = ((r >> 32) * crate::slot::SLOTS as u64) >> 32;
+        (slot << 32) | (r & u64::from(u32::MAX))
+    }
+
     /// Number of live keys (keys whose expiry time has come are not counted, swept or not).
     pub fn len(&self) -> u64 {
         let now = self.inner.ctx.now_ms();

@@ -1,6 +1,7 @@
-//! Commands over the whole key space: SCAN, KEYS, DBSIZE, FLUSHDB, FLUSHALL. They run against
-//! a transaction like every key command: alone, the transaction is empty and they see the
-//! store; inside MULTI/EXEC they see the store combined with the writes queued before them.
+//! Commands over the whole key space: SCAN, KEYS, RANDOMKEY, DBSIZE, FLUSHDB, FLUSHALL. They
+//! run against a transaction like every key command: alone, the transaction is empty and they
+//! see the store; inside MULTI/EXEC they see the store combined with the writes queued before
+//! them.
 
 use std::collections::HashSet;
 
@@ -17,11 +18,14 @@ use crate::txn::{Txn, WALK_PAGE};
 
 /// SCAN's COUNT when none is given (Redis's default).
 const SCAN_COUNT_DEFAULT: usize = 10;
+/// Keys RANDOMKEY picks one from (Redis's `dictGetFairRandomKey` samples 15 too).
+const RANDOM_SAMPLE: usize = 15;
 
 /// A parsed keyspace command.
 pub enum Keyspace<'a> {
     Scan(ScanArgs<'a>),
     Keys(Option<&'a [u8]>),
+    RandomKey,
     DbSize,
     Flush,
 }
@@ -31,6 +35,7 @@ impl<'a> Keyspace<'a> {
         Ok(match cmd {
             Cmd::Scan => Keyspace::Scan(ScanArgs::parse(args)?),
             Cmd::Keys => Keyspace::Keys(pattern(&args[1])),
+            Cmd::RandomKey => Keyspace::RandomKey,
             Cmd::DbSize => Keyspace::DbSize,
             _ => {
                 check_flush_args(args)?;
@@ -67,6 +72,7 @@ impl TxnCommand for Keyspace<'_> {
                 }
                 Ok(Reply::Integer(n))
             }
+            Keyspace::RandomKey => random_key(txn),
             Keyspace::Keys(p) => {
                 let base = if txn.is_flushed() {
                     Vec::new()
@@ -103,6 +109,58 @@ fn merge_overlay(txn: &Txn<'_>, base: Vec<Bytes>, pattern: Option<&[u8]>, add: b
         );
     }
     found
+}
+
+/// RANDOMKEY: one of up to [`RANDOM_SAMPLE`] keys that follow a random position in hash
+/// order (wrapping around once), or of the keys this transaction wrote; nil when there is
+/// none. As with Redis, close to uniform but not exactly: a sample after a wider stretch of
+/// hash order comes more often.
+fn random_key(txn: &Txn<'_>) -> quiver_store::Result<Reply> {
+    let r = random_u64();
+    let mut found: Vec<Bytes> = txn
+        .overlay()
+        .filter(|(_, v)| v.is_some())
+        .map(|(k, _)| k.clone())
+        .collect();
+    if !txn.is_flushed() {
+        let store = txn.store();
+        // The overlay's keys are among `found` or deleted: not taken from the store.
+        let pending: HashSet<&Bytes> = txn.overlay().map(|(k, _)| k).collect();
+        let mut sample: Vec<Bytes> = Vec::new();
+        let start = store.random_cursor(r);
+        let mut cursor = start;
+        let mut wrapped = false;
+        loop {
+            let page = store.scan(cursor, None, RANDOM_SAMPLE - sample.len())?;
+            for k in page.keys {
+                if !pending.contains(&k) && !sample.contains(&k) {
+                    sample.push(k);
+                }
+            }
+            let walked = if page.cursor == 0 {
+                wrapped || start == 0
+            } else {
+                wrapped && page.cursor >= start
+            };
+            if sample.len() >= RANDOM_SAMPLE || walked {
+                break;
+            }
+            wrapped |= page.cursor == 0;
+            cursor = page.cursor;
+        }
+        found.extend(sample);
+    }
+    if found.is_empty() {
+        return Ok(Reply::Null);
+    }
+    let pick = (random_u64() % found.len() as u64) as usize;
+    Ok(Reply::Bulk(found.swap_remove(pick)))
+}
+
+/// A random number: a fresh SipHash key each call (std's `RandomState`).
+fn random_u64() -> u64 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(0u8)
 }
 
 /// FLUSHDB / FLUSHALL take an optional ASYNC or SYNC (both mean the same here).

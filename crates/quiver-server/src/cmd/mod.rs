@@ -11,8 +11,9 @@
 //!
 //! * keys and values: [`get`] (GET, MGET), [`set`] (SET, SETNX, GETSET), [`mset`] (MSET,
 //!   MSETNX), [`del`] (DEL, UNLINK, GETDEL), [`exists`] (EXISTS, TOUCH, TYPE), [`incr`],
-//!   [`append`] (APPEND, STRLEN), [`range`] (GETRANGE, SUBSTR, SETRANGE), [`rename`] (RENAME, RENAMENX, COPY), [`batch`] (Quiver's BATCH), [`keyspace`] (SCAN, KEYS, DBSIZE, FLUSHDB,
-//!   FLUSHALL);
+//!   [`float`] (INCRBYFLOAT), [`append`] (APPEND, STRLEN), [`range`] (GETRANGE, SUBSTR,
+//!   SETRANGE), [`lcs`], [`rename`] (RENAME, RENAMENX, COPY), [`object`] (OBJECT), [`batch`]
+//!   (Quiver's BATCH), [`keyspace`] (SCAN, KEYS, RANDOMKEY, DBSIZE, FLUSHDB, FLUSHALL);
 //! * connection and server: [`connection`] (PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET),
 //!   [`client`], [`transactions`] (MULTI, DISCARD, WATCH, UNWATCH), [`command`], [`config`],
 //!   [`info`].
@@ -27,11 +28,14 @@ pub mod connection;
 pub mod ctx;
 pub mod del;
 pub mod exists;
+pub mod float;
 pub mod get;
 pub mod incr;
 pub mod info;
 pub mod keyspace;
+pub mod lcs;
 pub mod mset;
+pub mod object;
 pub mod parsed;
 pub mod range;
 pub mod rename;
@@ -74,13 +78,16 @@ pub fn parse<'a>(
         Cmd::Incr | Cmd::IncrBy | Cmd::Decr | Cmd::DecrBy => {
             keys(Box::new(incr::IncrBy::parse(cmd, args)?))
         }
+        Cmd::IncrByFloat => keys(Box::new(float::IncrByFloat::parse(args)?)),
         Cmd::Type => keys(Box::new(exists::Type::parse(args))),
         Cmd::GetRange | Cmd::Substr => keys(Box::new(range::GetRange::parse(args)?)),
         Cmd::SetRange => keys(Box::new(range::SetRange::parse(args, limits)?)),
         Cmd::Rename | Cmd::RenameNx => keys(Box::new(rename::Rename::parse(cmd, args)?)),
         Cmd::Copy => keys(Box::new(rename::Copy::parse(args)?)),
+        Cmd::Lcs => keys(Box::new(lcs::Lcs::parse(args, limits)?)),
+        Cmd::Object => keys(Box::new(object::Object::parse(args))),
         Cmd::Batch => keys(Box::new(batch::Batch::parse(args, limits)?)),
-        Cmd::Scan | Cmd::Keys | Cmd::DbSize | Cmd::FlushDb | Cmd::FlushAll => {
+        Cmd::Scan | Cmd::Keys | Cmd::RandomKey | Cmd::DbSize | Cmd::FlushDb | Cmd::FlushAll => {
             keys(Box::new(keyspace::Keyspace::parse(cmd, args)?))
         }
         Cmd::Exec => Ok(Command::Exec),

@@ -106,6 +106,52 @@ fn concurrent_incr_loses_no_update() {
 }
 
 #[test]
+fn concurrent_incrbyfloat_loses_no_update() {
+    let server = TestServer::start();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let mut c = connect(&server);
+            thread::spawn(move || {
+                for _ in 0..100 {
+                    c.command(&[b"INCRBYFLOAT", b"f", b"0.25"]).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(
+        connect(&server).get("f").unwrap().as_deref(),
+        Some(&b"100"[..])
+    );
+}
+
+#[test]
+fn randomkey_finds_every_key_and_only_live_ones() {
+    let server = TestServer::start();
+    let mut c = connect(&server);
+    for i in 0..40 {
+        c.set(format!("k{i}"), "v").unwrap();
+    }
+    c.command(&[b"DEL", b"k0", b"k1"]).unwrap();
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..2000 {
+        match c.command(&[b"RANDOMKEY"]).unwrap() {
+            Value::Bulk(k) => {
+                assert!(k != "k0" && k != "k1", "a deleted key: {k:?}");
+                seen.insert(k);
+            }
+            other => panic!("RANDOMKEY answered {other:?}"),
+        }
+    }
+    // 38 keys, 2000 draws of a fair-enough pick: every one comes up.
+    assert_eq!(seen.len(), 38);
+    c.command(&[b"FLUSHALL"]).unwrap();
+    assert_eq!(c.command(&[b"RANDOMKEY"]).unwrap(), Value::Null);
+}
+
+#[test]
 fn mset_is_seen_whole_or_not_at_all() {
     let server = TestServer::start();
     let keys: Vec<String> = (0..16).map(|i| format!("key:{i}")).collect();
