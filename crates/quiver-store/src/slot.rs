@@ -10,7 +10,7 @@ pub const SLOTS: u32 = 16384;
 
 /// The hash slot of `key`.
 pub fn key_slot(key: &[u8]) -> u16 {
-    (crc16(hash_tag(key)) % SLOTS as u16) as u16
+    crc16(hash_tag(key)) % SLOTS as u16
 }
 
 /// The part of `key` that is hashed: the bytes between the first `{` and the first `}` after
