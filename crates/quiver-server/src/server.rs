@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quiver_store::{RecoveryReport, Store};
+use quiver_store::{Clock, RecoveryReport, Store};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
@@ -81,6 +81,12 @@ pub struct Server {
 impl Server {
     /// Validates `config`, opens the store (recovering it if needed) and binds the sockets.
     pub fn bind(config: Config) -> Result<Server, ServerError> {
+        Server::bind_with_clock(config, Clock::system())
+    }
+
+    /// [`Server::bind`] with the store measuring key expiry on `clock` (tests move a manual
+    /// clock by hand instead of waiting).
+    pub fn bind_with_clock(config: Config, clock: Clock) -> Result<Server, ServerError> {
         config.validate().map_err(ServerError::Config)?;
         raise_fd_limit(config.maxclients as u64 + RESERVED_FDS);
         let tcp = std::net::TcpListener::bind((config.bind, config.port)).map_err(|e| {
@@ -124,8 +130,11 @@ impl Server {
             None => None,
         };
         let started = Instant::now();
-        let store =
-            Store::open(&config.dir, config.store_options()).map_err(ServerError::OpenStore)?;
+        let options = quiver_store::Options {
+            clock,
+            ..config.store_options()
+        };
+        let store = Store::open(&config.dir, options).map_err(ServerError::OpenStore)?;
         log_recovery(store.recovery_report());
         tracing::info!(
             dir = %config.dir.display(),

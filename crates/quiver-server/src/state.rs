@@ -41,12 +41,21 @@ pub type SharedState = Arc<ServerState>;
 impl ServerState {
     /// Default settings on a fresh store in `dir`, without a server around it (unit tests).
     pub fn for_tests(dir: &std::path::Path) -> ServerState {
+        ServerState::for_tests_with_clock(dir, quiver_store::Clock::system())
+    }
+
+    /// [`ServerState::for_tests`] with the store measuring key expiry on `clock`.
+    pub fn for_tests_with_clock(dir: &std::path::Path, clock: quiver_store::Clock) -> ServerState {
         let config = Config {
             dir: dir.to_path_buf(),
             ..Config::default()
         };
+        let options = quiver_store::Options {
+            clock,
+            ..config.store_options()
+        };
         ServerState {
-            store: Store::open(dir, config.store_options()).unwrap(),
+            store: Store::open(dir, options).unwrap(),
             output_budget: OutputBudget::new(0),
             config,
             stats: Stats::default(),

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
+use quiver_store::Clock;
+
 use crate::config::Config;
 use crate::server::{Server, ShutdownHandle};
 
@@ -19,6 +21,8 @@ pub struct TestServer {
     dir: PathBuf,
     /// Whether `dir` was made here (and is removed on drop).
     owns_dir: bool,
+    /// What the store measures key expiry on (kept across restarts).
+    clock: Clock,
     handle: Option<(ShutdownHandle, JoinHandle<Result<(), crate::ServerError>>)>,
 }
 
@@ -31,6 +35,12 @@ impl TestServer {
     /// Like [`TestServer::start`], with settings changed by `configure` first (the data
     /// directory and port are set before, and may be overridden).
     pub fn start_with(configure: impl FnOnce(&mut Config)) -> TestServer {
+        TestServer::start_with_clock(Clock::system(), configure)
+    }
+
+    /// Like [`TestServer::start_with`], with the store measuring key expiry on `clock`
+    /// (a [`Clock::manual`] that the test moves: expiry without waiting).
+    pub fn start_with_clock(clock: Clock, configure: impl FnOnce(&mut Config)) -> TestServer {
         let dir = unique_temp_dir();
         std::fs::create_dir_all(&dir).expect("create the test data directory");
         let mut config = Config {
@@ -46,6 +56,7 @@ impl TestServer {
             config,
             dir,
             owns_dir,
+            clock,
             handle: None,
         };
         server.launch();
@@ -53,7 +64,8 @@ impl TestServer {
     }
 
     fn launch(&mut self) {
-        let server = Server::bind(self.config.clone()).expect("start the test server");
+        let server = Server::bind_with_clock(self.config.clone(), self.clock.clone())
+            .expect("start the test server");
         self.addr = server.local_addr();
         let shutdown = server.shutdown_handle();
         let thread = std::thread::Builder::new()

@@ -98,6 +98,10 @@ pub struct Txn<'a> {
     /// FLUSHDB / FLUSHALL ran inside this transaction: keys not in the overlay now read absent,
     /// and commit flushes the store before writing the overlay.
     flushed: bool,
+    /// The store's clock when the transaction began: every command of it measures expiry
+    /// times against this one instant (as Redis fixes the time for a command, and for all of
+    /// an EXEC).
+    now_ms: u64,
 }
 
 impl<'a> Txn<'a> {
@@ -112,6 +116,7 @@ impl<'a> Txn<'a> {
             written: Vec::new(),
             overlay: HashMap::new(),
             flushed: false,
+            now_ms: state.store.now_ms(),
         }
     }
 
@@ -151,28 +156,30 @@ impl<'a> Txn<'a> {
         Ok(self.get_entry(key)?.map(|e| e.value))
     }
 
-    /// The key's value and expiry time as this transaction sees them.
+    /// The key's value and expiry time as this transaction sees them (a key whose expiry
+    /// time has come is absent).
     pub fn get_entry(&mut self, key: &Bytes) -> quiver_store::Result<Option<Entry>> {
+        let now = self.now_ms;
         if let Some(v) = self.overlay.get(key) {
-            return Ok(v.clone());
+            return Ok(live(v, now).cloned());
         }
         if self.flushed || !valid_key(key) {
             return Ok(None);
         }
         if let Some(v) = self.read.get(key) {
-            return Ok(v.clone());
+            return Ok(live(v, now).cloned());
         }
         self.stats.vector_widths.record(1);
         self.read_calls += 1;
         let v = self.store.get_entry(key)?;
         self.read.insert(key.clone(), v.clone());
-        Ok(v)
+        Ok(live(&v, now).cloned())
     }
 
-    /// Now, on the store's clock (ms since the Unix epoch): what expiry times are measured
-    /// against.
+    /// Now (ms since the Unix epoch, on the store's clock) for this transaction: taken once,
+    /// when it began, so all its commands measure expiry times against the same instant.
     pub fn now_ms(&self) -> u64 {
-        self.store.now_ms()
+        self.now_ms
     }
 
     pub fn exists(&mut self, key: &Bytes) -> quiver_store::Result<bool> {
@@ -213,9 +220,12 @@ impl<'a> Txn<'a> {
         self.written.clear();
     }
 
-    /// Buffered writes: (key, new value and expiry or `None` for a delete).
+    /// Buffered writes: (key, new value and expiry, or `None` for a delete or for a value
+    /// whose expiry time has come).
     pub fn overlay(&self) -> impl Iterator<Item = (&Bytes, Option<&Entry>)> {
-        self.written.iter().map(|k| (k, self.overlay[k].as_ref()))
+        self.written
+            .iter()
+            .map(|k| (k, live(&self.overlay[k], self.now_ms)))
     }
 
     /// Whether `key` exists in the store, ignoring this transaction's own writes (for
@@ -225,12 +235,12 @@ impl<'a> Txn<'a> {
             return Ok(false);
         }
         if let Some(v) = self.read.get(key) {
-            return Ok(v.is_some());
+            return Ok(live(v, self.now_ms).is_some());
         }
         self.stats.vector_widths.record(1);
         self.read_calls += 1;
         let v = self.store.get_entry(key)?;
-        let found = v.is_some();
+        let found = live(&v, self.now_ms).is_some();
         self.read.insert(key.clone(), v);
         Ok(found)
     }
@@ -363,6 +373,13 @@ pub fn read_all(
         values.extend(store.multi_get_entries(chunk)?);
     }
     Ok(values)
+}
+
+/// `entry` unless its expiry time has come by `now` (ms since the Unix epoch).
+fn live(entry: &Option<Entry>, now: u64) -> Option<&Entry> {
+    entry
+        .as_ref()
+        .filter(|e| e.expire_at.is_none_or(|at| at > now))
 }
 
 /// Whether the engine accepts `key` (it refuses empty keys and keys over 64 KiB).

@@ -1,4 +1,4 @@
-//! APPEND and STRLEN.
+//! APPEND and STRLEN. APPEND keeps the key's expiry.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -29,7 +29,7 @@ impl TxnCommand for Append<'_> {
         v.put_slice(&old);
         v.put_slice(self.value);
         let len = v.len() as i64;
-        txn.put(self.key.clone(), v.freeze());
+        txn.put_keep_ttl(self.key.clone(), v.freeze())?;
         Ok(Reply::Integer(len))
     }
 }

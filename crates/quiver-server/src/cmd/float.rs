@@ -54,7 +54,8 @@ impl TxnCommand for IncrByFloat<'_> {
             return Ok(err(NAN_OR_INFINITY));
         };
         let text = Bytes::from(float80::format_human(sum));
-        txn.put(self.key.clone(), text.clone());
+        // Like INCR, INCRBYFLOAT keeps the key's expiry time.
+        txn.put_keep_ttl(self.key.clone(), text.clone())?;
         Ok(Reply::Bulk(text))
     }
 }

@@ -1,4 +1,5 @@
-//! INCR, DECR, INCRBY and DECRBY: the value must be a decimal 64-bit integer (absent is 0).
+//! INCR, DECR, INCRBY and DECRBY: the value must be a decimal 64-bit integer (absent is 0);
+//! the key keeps its expiry.
 
 use bytes::Bytes;
 
@@ -53,7 +54,8 @@ impl TxnCommand for IncrBy<'_> {
         let Some(next) = current.checked_add(self.delta) else {
             return Ok(err(errors::OVERFLOW));
         };
-        txn.put(self.key.clone(), Bytes::from(next.to_string()));
+        // The key keeps its expiry (Redis overwrites the value in place).
+        txn.put_keep_ttl(self.key.clone(), Bytes::from(next.to_string()))?;
         Ok(Reply::Integer(next))
     }
 }

@@ -254,12 +254,20 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
             l("used_cpu_user_main_thread", user_thread),
         ],
     );
-    let keys = state.store.len();
+    // Live keys only (those whose expiry time has come are not counted, swept or not);
+    // avg_ttl is the exact mean time to live of the keys with an expiry, in ms.
+    let keys = store_stats.keys;
     section(
         "keyspace",
         "Keyspace",
         if keys > 0 {
-            vec![l("db0", format!("keys={keys},expires=0,avg_ttl=0"))]
+            vec![l(
+                "db0",
+                format!(
+                    "keys={keys},expires={},avg_ttl={}",
+                    store_stats.expiring_keys, store_stats.avg_ttl_ms
+                ),
+            )]
         } else {
             Vec::new()
         },

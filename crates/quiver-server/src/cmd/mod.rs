@@ -9,11 +9,13 @@
 //! nowhere else. How parsed commands are executed (vectors grouped, transactions retried,
 //! MULTI/EXEC) is the executor's (`exec`).
 //!
-//! * keys and values: [`get`] (GET, MGET), [`set`] (SET, SETNX, GETSET), [`mset`] (MSET,
-//!   MSETNX), [`del`] (DEL, UNLINK, GETDEL), [`exists`] (EXISTS, TOUCH, TYPE), [`incr`],
-//!   [`float`] (INCRBYFLOAT), [`append`] (APPEND, STRLEN), [`range`] (GETRANGE, SUBSTR,
-//!   SETRANGE), [`lcs`], [`rename`] (RENAME, RENAMENX, COPY), [`object`] (OBJECT), [`batch`]
-//!   (Quiver's BATCH), [`keyspace`] (SCAN, KEYS, RANDOMKEY, DBSIZE, FLUSHDB, FLUSHALL);
+//! * keys and values: [`get`] (GET, MGET), [`set`] (SET with its options, SETNX, GETSET,
+//!   SETEX, PSETEX), [`mset`] (MSET, MSETNX), [`del`] (DEL, UNLINK, GETDEL), [`exists`]
+//!   (EXISTS, TOUCH, TYPE), [`incr`], [`float`] (INCRBYFLOAT), [`append`] (APPEND, STRLEN),
+//!   [`range`] (GETRANGE, SUBSTR, SETRANGE), [`lcs`], [`rename`] (RENAME, RENAMENX, COPY),
+//!   [`object`] (OBJECT), [`expire`] (EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, TTL, PTTL,
+//!   EXPIRETIME, PEXPIRETIME, PERSIST, GETEX), [`batch`] (Quiver's BATCH), [`keyspace`] (SCAN,
+//!   KEYS, RANDOMKEY, DBSIZE, FLUSHDB, FLUSHALL);
 //! * connection and server: [`connection`] (PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET),
 //!   [`client`], [`transactions`] (MULTI, DISCARD, WATCH, UNWATCH), [`command`], [`config`],
 //!   [`info`].
@@ -28,6 +30,7 @@ pub mod connection;
 pub mod ctx;
 pub mod del;
 pub mod exists;
+pub mod expire;
 pub mod float;
 pub mod get;
 pub mod incr;
@@ -86,6 +89,15 @@ pub fn parse<'a>(
         Cmd::Copy => keys(Box::new(rename::Copy::parse(args)?)),
         Cmd::Lcs => keys(Box::new(lcs::Lcs::parse(args, limits)?)),
         Cmd::Object => keys(Box::new(object::Object::parse(args))),
+        Cmd::SetEx | Cmd::PSetEx => keys(Box::new(set::Set::parse_setex(cmd, args, limits)?)),
+        Cmd::GetEx => keys(Box::new(expire::GetEx::parse(args)?)),
+        Cmd::Expire | Cmd::PExpire | Cmd::ExpireAt | Cmd::PExpireAt => {
+            keys(Box::new(expire::Expire::parse(cmd, args)?))
+        }
+        Cmd::Ttl | Cmd::PTtl | Cmd::ExpireTime | Cmd::PExpireTime => {
+            keys(Box::new(expire::Ttl::parse(cmd, args)))
+        }
+        Cmd::Persist => keys(Box::new(expire::Persist::parse(args))),
         Cmd::Batch => keys(Box::new(batch::Batch::parse(args, limits)?)),
         Cmd::Scan | Cmd::Keys | Cmd::RandomKey | Cmd::DbSize | Cmd::FlushDb | Cmd::FlushAll => {
             keys(Box::new(keyspace::Keyspace::parse(cmd, args)?))

@@ -1,4 +1,5 @@
 //! GETRANGE (and its old name SUBSTR) and SETRANGE: a part of a string value, by byte offsets.
+//! SETRANGE keeps the key's expiry.
 
 use bytes::{Bytes, BytesMut};
 
@@ -104,7 +105,7 @@ impl TxnCommand for SetRange<'_> {
         }
         v[self.offset..end].copy_from_slice(self.value);
         let len = v.len() as i64;
-        txn.put(self.key.clone(), v.freeze());
+        txn.put_keep_ttl(self.key.clone(), v.freeze())?;
         Ok(Reply::Integer(len))
     }
 }

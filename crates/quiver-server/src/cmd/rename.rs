@@ -1,5 +1,5 @@
-//! RENAME, RENAMENX and COPY: a value moved or copied to another key, in one transaction (so
-//! the old key's removal and the new key's write commit together).
+//! RENAME, RENAMENX and COPY: a value moved or copied to another key with its expiry, in one
+//! transaction (so the old key's removal and the new key's write commit together).
 
 use bytes::Bytes;
 
@@ -33,7 +33,7 @@ impl<'a> Rename<'a> {
 
 impl TxnCommand for Rename<'_> {
     fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
-        let Some(value) = txn.get(self.from)? else {
+        let Some(entry) = txn.get_entry(self.from)? else {
             return Ok(err(NO_SUCH_KEY));
         };
         if self.from == self.to {
@@ -48,7 +48,8 @@ impl TxnCommand for Rename<'_> {
             return Ok(Reply::Integer(0));
         }
         txn.delete(self.from.clone());
-        txn.put(self.to.clone(), value);
+        // The expiry moves with the value; the destination's own is gone.
+        txn.put_expiring(self.to.clone(), entry.value, entry.expire_at);
         Ok(if self.nx {
             Reply::Integer(1)
         } else {
@@ -100,13 +101,13 @@ impl<'a> Copy<'a> {
 
 impl TxnCommand for Copy<'_> {
     fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
-        let Some(value) = txn.get(self.from)? else {
+        let Some(entry) = txn.get_entry(self.from)? else {
             return Ok(Reply::Integer(0));
         };
         if !self.replace && txn.exists(self.to)? {
             return Ok(Reply::Integer(0));
         }
-        txn.put(self.to.clone(), value);
+        txn.put_expiring(self.to.clone(), entry.value, entry.expire_at);
         Ok(Reply::Integer(1))
     }
 }

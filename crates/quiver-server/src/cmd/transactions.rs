@@ -2,9 +2,10 @@
 //! commands as one transaction, is the executor's (`exec::atomic`): it runs single commands
 //! the same way.
 //!
-//! A watched key is remembered with the value it had at WATCH time (a precondition of EXEC's
-//! batch); a watched key that was written at all since WATCH (even with the same value) makes
-//! EXEC answer nil, as in Redis.
+//! A watched key is remembered with the value and expiry time it had at WATCH time (a
+//! precondition of EXEC's batch, so a key that expired since, or whose TTL changed, fails it);
+//! a watched key that was written at all since WATCH (even with the same value) makes EXEC
+//! answer nil, as in Redis.
 
 use bytes::Bytes;
 

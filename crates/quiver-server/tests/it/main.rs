@@ -5,6 +5,7 @@
 
 mod bad_input;
 mod compat;
+mod expire;
 mod frame;
 mod inline;
 mod limits;
