@@ -20,6 +20,7 @@ pub mod local;
 pub mod net;
 pub mod reopen;
 pub mod rng;
+pub mod split;
 pub mod sysinfo;
 
 pub use error::{Error, Result};

@@ -10,8 +10,9 @@ use quiver_bench::load::LoadReport;
 use quiver_bench::local::{self, LocalConfig, LocalResult, Observer};
 use quiver_bench::net::{self, Mode, NetConfig, NetLoadReport, NetObserver, NetRecord};
 use quiver_bench::reopen::{self, ReopenConfig};
+use quiver_bench::split::{self, SplitConfig};
 
-use crate::cli::{BenchLocalArgs, BenchNetArgs, BenchReopenArgs};
+use crate::cli::{BenchLocalArgs, BenchNetArgs, BenchReopenArgs, BenchSplitArgs};
 use crate::error::CliError;
 use crate::progress::{self, LOAD_TEMPLATE, PERCENT_TEMPLATE};
 
@@ -100,6 +101,23 @@ pub fn local(dir: &Path, a: &BenchLocalArgs) -> Result<(), CliError> {
         )));
     }
     Ok(())
+}
+
+pub fn split(dir: &Path, a: &BenchSplitArgs) -> Result<(), CliError> {
+    let cfg = SplitConfig {
+        dir: dir.to_path_buf(),
+        keys: a.keys,
+        key_size: a.key_size,
+        value_size: a.value_size,
+        settle_s: a.settle,
+    };
+    let mut output_error = None;
+    split::run(&cfg, &mut |r| {
+        if output_error.is_none() {
+            output_error = print_line(r).err();
+        }
+    })?;
+    output_error.map_or(Ok(()), |e| Err(CliError::Output(e)))
 }
 
 pub fn reopen(dir: &Path, a: &BenchReopenArgs) -> Result<(), CliError> {

@@ -318,6 +318,10 @@ pub enum BenchCommand {
     /// Time to open the store in --dir from its checkpoints, then without them (full rebuild
     /// from the logs); JSON lines.
     Reopen(BenchReopenArgs),
+    /// Split and Merge while a reader runs: a store of one partition is loaded in --dir
+    /// (replacing a store there), split in half, then merged; one JSON line per step with its
+    /// duration and the reads' latency before and during it.
+    Split(BenchSplitArgs),
     /// Plots (PNG and SVG) from result files of bench net, bench local and sim vector-width.
     Report(crate::report::ReportArgs),
     /// Load generator for any Redis-protocol server (Quiver, redis-server): one JSON line per
@@ -479,6 +483,20 @@ fn parse_tag(s: &str) -> Result<(String, String), String> {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
         _ => Err(format!("{s:?} is not KEY=VALUE")),
     }
+}
+
+#[derive(Debug, Args)]
+pub struct BenchSplitArgs {
+    /// Keys to load.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub keys: u64,
+    #[arg(long, value_name = "K", default_value_t = 16)]
+    pub key_size: usize,
+    #[arg(long, value_name = "V", default_value_t = 32)]
+    pub value_size: usize,
+    /// Seconds of reads timed before each step.
+    #[arg(long, value_name = "S", default_value_t = 2.0)]
+    pub settle: f64,
 }
 
 #[derive(Debug, Args)]

@@ -82,6 +82,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Upgrade => commands::upgrade(&store_dir()),
         Command::Bench(cli::BenchCommand::Local(a)) => bench::local(&bench_dir(), a),
         Command::Bench(cli::BenchCommand::Reopen(a)) => bench::reopen(&bench_dir(), a),
+        Command::Bench(cli::BenchCommand::Split(a)) => bench::split(&bench_dir(), a),
         Command::Bench(cli::BenchCommand::Net(a)) => bench::net(cli.dir.as_deref(), a),
         Command::Bench(cli::BenchCommand::Report(a)) => report::run(a),
         Command::Sim(c) => sim::run(c),
