@@ -55,6 +55,9 @@ pub struct SplitResult {
     pub read_max_us_during: f64,
 }
 
+/// A step of the benchmark: a split or a merge of the store.
+type Step = fn(&Store) -> quiver_store::Result<quiver_store::SplitReport>;
+
 /// Which list the reader files its latencies under.
 const PHASE_BEFORE: u8 = 0;
 const PHASE_DURING: u8 = 1;
@@ -120,10 +123,8 @@ pub fn run(cfg: &SplitConfig, emit: &mut dyn FnMut(&SplitResult)) -> Result<Vec<
     };
 
     let mut out = Vec::new();
-    let steps: [(
-        &'static str,
-        fn(&Store) -> quiver_store::Result<quiver_store::SplitReport>,
-    ); 2] = [("split", |s| s.split(8192)), ("merge", |s| s.merge(8192))];
+    let steps: [(&'static str, Step); 2] =
+        [("split", |s| s.split(8192)), ("merge", |s| s.merge(8192))];
     let mut failure = None;
     for (step, f) in steps {
         locked(&lat[0]).clear();
