@@ -20,6 +20,9 @@ pub struct LoadParams {
     pub key_size: usize,
     pub value_size: usize,
     pub partitions: u32,
+    /// Keys loaded with an expiry time (`bench local --expire-s`).
+    #[serde(default)]
+    pub expiring: bool,
     /// The load finished and the store was closed cleanly.
     pub complete: bool,
 }
@@ -27,13 +30,19 @@ pub struct LoadParams {
 impl LoadParams {
     /// Same data set (ignoring completeness).
     pub fn same_data(&self, other: &LoadParams) -> bool {
-        (self.keys, self.key_size, self.value_size, self.partitions)
-            == (
-                other.keys,
-                other.key_size,
-                other.value_size,
-                other.partitions,
-            )
+        (
+            self.keys,
+            self.key_size,
+            self.value_size,
+            self.partitions,
+            self.expiring,
+        ) == (
+            other.keys,
+            other.key_size,
+            other.value_size,
+            other.partitions,
+            other.expiring,
+        )
     }
 }
 
@@ -134,6 +143,7 @@ mod tests {
             key_size: 8,
             value_size: 1,
             partitions: 1,
+            expiring: false,
             complete: true,
         };
         write_params(&s, &p).unwrap();

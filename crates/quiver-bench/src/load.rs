@@ -22,6 +22,9 @@ pub struct LoadSpec {
     pub key_size: usize,
     pub value_size: usize,
     pub width: usize,
+    /// Every key expires this far after the load starts (`None`: keys never expire): what
+    /// expiry costs the reads that follow.
+    pub expire_after_ms: Option<u64>,
 }
 
 impl LoadSpec {
@@ -83,6 +86,7 @@ pub fn load(store: &Store, spec: &LoadSpec, progress: &mut dyn FnMut(u64)) -> Re
     let (ks, vs) = (spec.key_size, spec.value_size);
     let pair = ks + vs;
     let mut buf = vec![0u8; spec.width * pair];
+    let expire_at = spec.expire_after_ms.map(|ms| store.now_ms() + ms);
     let start = Instant::now();
     let mut done = 0u64;
     while done < spec.count {
@@ -92,12 +96,15 @@ pub fn load(store: &Store, spec: &LoadSpec, progress: &mut dyn FnMut(u64)) -> Re
             write_key(done + j as u64, k);
             write_value(done + j as u64, v);
         }
-        let pairs: Vec<(&[u8], &[u8])> = buf
+        let items: Vec<(&[u8], &[u8], Option<u64>)> = buf
             .chunks_exact(pair)
             .take(n)
-            .map(|c| c.split_at(ks))
+            .map(|c| {
+                let (k, v) = c.split_at(ks);
+                (k, v, expire_at)
+            })
             .collect();
-        store.multi_put(&pairs)?;
+        store.multi_put_expiring(&items)?;
         done += n as u64;
         progress(done);
     }

@@ -52,6 +52,8 @@ pub struct LocalConfig {
     pub reuse: bool,
     /// Partitions of a newly loaded store.
     pub partitions: u32,
+    /// Load every key with an expiry time this many seconds ahead (`None`: no expiry).
+    pub expire_s: Option<u64>,
 }
 
 impl LocalConfig {
@@ -66,6 +68,7 @@ impl LocalConfig {
             key_size: self.key_size,
             value_size: self.value_size,
             width: LOAD_WIDTH,
+            expire_after_ms: None,
         }
         .validate()?;
         if self.widths.is_empty() || self.backends.is_empty() || self.distributions.is_empty() {
@@ -98,6 +101,7 @@ impl LocalConfig {
             key_size: self.key_size,
             value_size: self.value_size,
             partitions: self.partitions,
+            expiring: self.expire_s.is_some(),
             complete,
         }
     }
@@ -112,6 +116,8 @@ pub struct LocalResult {
     pub key_size: usize,
     pub value_size: usize,
     pub partitions: u32,
+    /// Every key was loaded with an expiry time (`--expire-s`).
+    pub expiring: bool,
     pub distribution: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub zipf_theta: Option<f64>,
@@ -199,6 +205,7 @@ pub fn run(cfg: &LocalConfig, obs: &mut dyn Observer) -> Result<Vec<LocalResult>
                     key_size: cfg.key_size,
                     value_size: cfg.value_size,
                     partitions: store.options().partitions,
+                    expiring: cfg.expire_s.is_some(),
                     distribution: dist.name(),
                     zipf_theta: (*dist == Distribution::Zipf).then_some(cfg.zipf_theta),
                     width,
@@ -249,6 +256,7 @@ fn prepare_data(cfg: &LocalConfig, obs: &mut dyn Observer) -> Result<Option<Load
         key_size: cfg.key_size,
         value_size: cfg.value_size,
         width: LOAD_WIDTH,
+        expire_after_ms: cfg.expire_s.map(|s| s.saturating_mul(1000)),
     };
     obs.load_started(cfg.keys);
     let report = load::load(&store, &spec, &mut |done| obs.load_progress(done))?;

@@ -79,6 +79,7 @@ pub fn local(dir: &Path, a: &BenchLocalArgs) -> Result<(), CliError> {
         zipf_theta: a.zipf_theta,
         reuse: a.reuse,
         partitions: a.partitions,
+        expire_s: a.expire_s,
     };
     let mut obs = CliObserver {
         bar: None,

@@ -385,6 +385,9 @@ pub struct BenchLocalArgs {
     /// Partitions of the loaded store.
     #[arg(long, value_name = "P", default_value_t = 16)]
     pub partitions: u32,
+    /// Load every key with an expiry time this many seconds ahead (what expiry costs reads).
+    #[arg(long, value_name = "S")]
+    pub expire_s: Option<u64>,
 }
 
 #[derive(Debug, Args)]

@@ -191,6 +191,7 @@ pub fn load(a: &LoadArgs) -> Result<(), CliError> {
         key_size: a.key_size,
         value_size: a.value_size,
         width: a.width,
+        expire_after_ms: None,
     };
     spec.validate()?;
     let round_bytes = a
