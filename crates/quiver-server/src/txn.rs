@@ -268,8 +268,8 @@ impl<'a> Txn<'a> {
     /// call saw one state of the store. Reads from several calls are checked unchanged by a
     /// batch of checks (which writes nothing).
     ///
-    /// A flush inside the transaction is carried out first (key by key, not atomically with
-    /// the rest; see [`flush_store`]).
+    /// A flush inside the transaction is carried out first (all keys at once, but not
+    /// atomically with the rest; see [`flush_store`]).
     pub fn commit(self, watched: &[(Bytes, Option<Entry>)]) -> quiver_store::Result<Commit> {
         if !self.has_writes() && watched.is_empty() && self.read_calls <= 1 {
             return Ok(Commit::Applied);
@@ -343,22 +343,26 @@ impl<'a> Txn<'a> {
     }
 }
 
-/// Deletes every key, walking the key space in hash order, and marks the watchers of the
-/// keys deleted. Writes that run concurrently with the walk may survive it (Redis's FLUSHALL
-/// is atomic; this one is not).
+/// Deletes every key at once (the engine's `drop_all`: one record per partition, every
+/// partition locked), and marks the watchers of the watched keys that existed, as Redis 7's
+/// FLUSHALL does.
 pub fn flush_store(store: &Store, watches: &Watches) -> quiver_store::Result<()> {
-    let mut cursor = 0;
-    loop {
-        let page = store.scan(cursor, None, WALK_PAGE)?;
-        if !page.keys.is_empty() {
-            store.multi_delete(&page.keys)?;
-            watches.touch(&page.keys);
+    let watched: Vec<Bytes> = watches
+        .keys()
+        .into_iter()
+        .filter(|k| valid_key(k))
+        .collect();
+    let mut existed = Vec::new();
+    for chunk in watched.chunks(WALK_PAGE) {
+        for (k, e) in chunk.iter().zip(store.multi_exists(chunk)?) {
+            if e {
+                existed.push(k.clone());
+            }
         }
-        if page.cursor == 0 {
-            return Ok(());
-        }
-        cursor = page.cursor;
     }
+    store.drop_all()?;
+    watches.touch(&existed);
+    Ok(())
 }
 
 /// Reads `keys` (all valid), values with their expiry times, in engine calls of at most

@@ -48,6 +48,15 @@ impl Watches {
         }
     }
 
+    /// Every key someone watches (for FLUSHALL, which marks the watchers of those that
+    /// existed).
+    pub fn keys(&self) -> Vec<Bytes> {
+        if self.entries.load(Ordering::SeqCst) == 0 {
+            return Vec::new();
+        }
+        self.by_key.lock().keys().cloned().collect()
+    }
+
     /// Marks the watchers of every key in `keys`. Called after the write is applied.
     pub fn touch<'a, K: AsRef<[u8]> + 'a>(&self, keys: impl IntoIterator<Item = &'a K>) {
         if self.entries.load(Ordering::SeqCst) == 0 {

@@ -95,6 +95,13 @@ impl IndexBuilder {
                     expire_at: ext.expire_at,
                 });
             }
+            RecordType::Truncate => {
+                // Everything before it is dead, itself included.
+                self.index = Index::with_capacity(self.index.capacity());
+                self.counters.dead = self.counters.records;
+                self.expiries = Expiries::default();
+                self.pending.clear();
+            }
             RecordType::BatchCommit => {
                 self.counters.dead += 1;
                 self.commits.insert(h.seq);

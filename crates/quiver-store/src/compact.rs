@@ -234,7 +234,7 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
         // Dead puts, tombstones, commit records: dropped, or kept (`Some`), retyped or not.
         let keep: Option<Option<RecordType>> = match ty {
             RecordType::Put => None,
-            RecordType::Delete => (!prefix).then_some(None),
+            RecordType::Delete | RecordType::Truncate => (!prefix).then_some(None),
             RecordType::BatchPut | RecordType::BatchCommit if resolved_batch.is_some() => None,
             // A delete of a batch that was applied keeps shadowing older copies.
             RecordType::BatchDelete if resolved_member => {

@@ -22,6 +22,7 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::inner::StoreInner;
+use crate::log::format::RecordType;
 use crate::log::reader::{Scanner, Step};
 use crate::maintenance::{self, LogPos, ScanMode};
 use crate::partition::{Partition, StoreCtx};
@@ -168,6 +169,13 @@ pub(crate) fn tail_keys(
         // Bounded by the segment: each step moves past a record or ends.
         loop {
             match sc.next_step()? {
+                Step::Record { header, .. } if header.ty == RecordType::Truncate => {
+                    // Every key of the range went at once: no list of keys says so.
+                    return Err(Error::InvalidOptions(
+                        "range export: the store was flushed (FLUSHALL) meanwhile; start again"
+                            .into(),
+                    ));
+                }
                 Step::Record { header, .. } if header.key_len > 0 => {
                     let rec = sc.record();
                     let key = &rec[header.key_range()];
@@ -346,6 +354,58 @@ impl Store {
             n += self.multi_delete(&keys)?.iter().filter(|&&e| e).count() as u64;
             Ok(())
         })?;
+        Ok(n)
+    }
+
+    /// Deletes every key at once (Redis's FLUSHALL): all partitions locked, one Truncate
+    /// record appended to each (everything before it in the log is dead) and their indexes
+    /// emptied; returns how many keys there were. Readers see all keys or none. (A crash
+    /// while the records are written may leave some partitions flushed and not others.)
+    pub fn drop_all(&self) -> Result<u64> {
+        let inner = self.inner();
+        if inner.ctx.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let ctx = &inner.ctx;
+        // No split or merge changes the partitions meanwhile.
+        let _layout = inner.layout_change.lock();
+        let table = inner.table();
+        let now = ctx.now_ms();
+        let mut parts: Vec<&Arc<Partition>> = table.parts.iter().collect();
+        parts.sort_unstable_by_key(|p| p.id);
+        let mut guards: Vec<_> = parts.iter().map(|p| p.state.write()).collect();
+        let mut record = Vec::with_capacity(crate::log::format::RECORD_HEADER_LEN);
+        crate::log::format::encode_record(
+            &mut record,
+            RecordType::Truncate,
+            ctx.alloc_seq(),
+            crate::log::format::RecordExt::NONE,
+            b"",
+            b"",
+        );
+        // Room first in every partition, so that a full disk refuses the whole flush.
+        for (p, st) in parts.iter().zip(guards.iter_mut()) {
+            st.prepare_append(ctx, p.id, &p.dir, record.len() as u64)?;
+        }
+        let mut n = 0;
+        let mut lsns = Vec::with_capacity(parts.len());
+        for (p, st) in parts.iter().zip(guards.iter_mut()) {
+            st.append(&record)?;
+            n += st.index.live().saturating_sub(st.expiries.due_count(now)) as u64;
+            st.index = crate::index::Index::for_keys(0);
+            st.counters.records += 1;
+            st.counters.dead = st.counters.records;
+            st.expiries = Default::default();
+            st.dirty = true;
+            lsns.push((*p, st.appended_lsn));
+        }
+        drop(guards);
+        if ctx.opts.durability == crate::options::Durability::Fsync {
+            for (p, lsn) in lsns {
+                p.wait_durable(lsn)?;
+            }
+        }
+        inner.background.wake();
         Ok(n)
     }
 

@@ -119,6 +119,9 @@ pub enum RecordType {
     BatchDelete = 4,
     /// Empty key; value = member count of this partition's part (u32).
     BatchCommit = 5,
+    /// Empty key and value: every record before it in this partition's log is dead (FLUSHALL,
+    /// one record per partition instead of a tombstone per key).
+    Truncate = 6,
 }
 
 impl RecordType {
@@ -129,6 +132,7 @@ impl RecordType {
             3 => RecordType::BatchPut,
             4 => RecordType::BatchDelete,
             5 => RecordType::BatchCommit,
+            6 => RecordType::Truncate,
             _ => return None,
         })
     }
@@ -348,6 +352,7 @@ pub fn parse_header(b: &[u8]) -> Option<RecordHeader> {
     };
     let shape_ok = match ty {
         RecordType::BatchCommit => h.key_len == 0 && h.value_len == 4 && flags == 0,
+        RecordType::Truncate => h.key_len == 0 && h.value_len == 0 && flags == 0,
         RecordType::Delete | RecordType::BatchDelete => {
             h.key_len > 0 && h.value_len == 0 && flags & FLAG_EXPIRES == 0
         }
