@@ -16,7 +16,6 @@
 //! involved, taken in ascending order, from the precondition checks to the index updates.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use parking_lot::RwLockWriteGuard;
 
@@ -51,7 +50,7 @@ pub(crate) enum Attempt {
 /// locks are released and, in `fsync` mode, the try waits for group commit.
 pub(crate) fn try_batch(
     ctx: &StoreCtx,
-    parts: &[Arc<Partition>],
+    parts: &[&Partition],
     mut guards: Vec<RwLockWriteGuard<'_, PartState>>,
     batch: &Batch,
     hashed: &[KeyHash],

@@ -111,7 +111,8 @@ pub(crate) fn lookup(
     let mut active: Vec<usize> = (0..n).collect();
     let mut cand_pos: Vec<usize> = vec![0; n];
     let value_len_guess = ctx.value_len_guess(verify_values);
-    let now = ctx.now_ms();
+    // Read from the clock only when a record has an expiry time (most have none).
+    let mut now: Option<u64> = None;
     // Longest value read: keeps the first-round read size right after a reopen.
     let mut value_len_max = 0;
 
@@ -175,7 +176,10 @@ pub(crate) fn lookup(
                 }
             };
             match check_candidate(&bytes, keys[i].key, verify_values) {
-                Candidate::Match(_, ext) if ext.expired_at(now) => {
+                Candidate::Match(_, ext)
+                    if ext.expire_at.is_some()
+                        && ext.expired_at(*now.get_or_insert_with(|| ctx.now_ms())) =>
+                {
                     out[i] = Found::Expired { pos: cand_pos[i] };
                 }
                 Candidate::Match(value, ext) => {

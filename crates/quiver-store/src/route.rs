@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
-use crate::inner::{owns, StoreInner};
+use crate::inner::{owns, StoreInner, Table};
 use crate::partition::{PartState, Partition};
 
 /// Tries of one operation whose partitions a split or merge changed under it: each retry
@@ -16,34 +16,45 @@ pub const ROUTE_ATTEMPTS_MAX: usize = 16;
 
 /// Keys routed on one layout version.
 pub(crate) struct Routed {
-    /// The partitions involved, in lock order (ascending id).
-    pub parts: Vec<Arc<Partition>>,
-    /// Per key: its partition (an index into `parts`) and its slot.
+    pub table: Arc<Table>,
+    /// The positions (in `table.parts`) of the partitions involved, in lock order (ascending
+    /// id).
+    pub order: Vec<usize>,
+    /// Per key: its partition (an index into `order`) and its slot.
     pub of_key: Vec<(usize, u16)>,
 }
 
 impl Routed {
     pub fn new<'k>(inner: &StoreInner, keys: impl Iterator<Item = (&'k [u8], KeyHash)>) -> Routed {
         let table = inner.table();
-        let routes: Vec<(usize, u16)> = keys.map(|(k, h)| table.route(k, h)).collect();
-        let mut positions: Vec<usize> = routes.iter().map(|r| r.0).collect();
-        positions.sort_unstable();
-        positions.dedup();
-        let mut parts: Vec<Arc<Partition>> =
-            positions.iter().map(|&p| table.parts[p].clone()).collect();
-        parts.sort_unstable_by_key(|p| p.id);
-        let of_key = routes
-            .iter()
-            .map(|&(pos, slot)| {
-                let id = table.parts[pos].id;
-                // `parts` holds every key's partition, sorted by id.
-                (parts.partition_point(|p| p.id < id), slot)
-            })
-            .collect();
-        Routed { parts, of_key }
+        let mut of_key: Vec<(usize, u16)> = keys.map(|(k, h)| table.route(k, h)).collect();
+        let mut order: Vec<usize> = of_key.iter().map(|r| r.0).collect();
+        order.sort_unstable();
+        order.dedup();
+        order.sort_unstable_by_key(|&p| table.parts[p].id);
+        // Position -> index in `order`: a scan of a few entries (a vector touches at most
+        // every partition), cheaper than a map for the widths that matter.
+        for r in &mut of_key {
+            r.0 = order.iter().position(|&p| p == r.0).unwrap_or(0);
+        }
+        Routed {
+            table,
+            order,
+            of_key,
+        }
     }
 
-    /// Whether every key's partition, locked (`guards[i]` is `parts[i]`'s), still owns it.
+    /// The `i`th partition involved (in lock order).
+    pub fn part(&self, i: usize) -> &Arc<Partition> {
+        &self.table.parts[self.order[i]]
+    }
+
+    /// The partitions involved, in lock order.
+    pub fn parts(&self) -> impl Iterator<Item = &Arc<Partition>> {
+        self.order.iter().map(|&p| &self.table.parts[p])
+    }
+
+    /// Whether every key's partition, locked (`guards[i]` is `part(i)`'s), still owns it.
     pub fn owned<G: Deref<Target = PartState>>(&self, guards: &[G]) -> bool {
         self.of_key.iter().all(|&(g, slot)| owns(&guards[g], slot))
     }

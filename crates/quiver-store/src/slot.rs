@@ -26,19 +26,34 @@ pub fn hash_tag(key: &[u8]) -> &[u8] {
     key
 }
 
-/// CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0), Redis's `crc16`.
+/// CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0), Redis's `crc16`. Eight bytes at
+/// a time by slicing: `CRC16_TABLES[k][x]` is the CRC of byte `x` followed by `k` zero bytes,
+/// and CRC is linear, so the eight lookups of a step are independent (every key of every
+/// request is hashed here: the bytewise loop cost a tenth of a multiget).
 pub fn crc16(bytes: &[u8]) -> u16 {
+    let t = &CRC16_TABLES;
     let mut crc: u16 = 0;
-    for &b in bytes {
-        crc = (crc << 8) ^ CRC16_TABLE[(((crc >> 8) as u8) ^ b) as usize];
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        crc = t[7][((crc >> 8) as u8 ^ c[0]) as usize]
+            ^ t[6][(crc as u8 ^ c[1]) as usize]
+            ^ t[5][c[2] as usize]
+            ^ t[4][c[3] as usize]
+            ^ t[3][c[4] as usize]
+            ^ t[2][c[5] as usize]
+            ^ t[1][c[6] as usize]
+            ^ t[0][c[7] as usize];
+    }
+    for &b in chunks.remainder() {
+        crc = (crc << 8) ^ t[0][(((crc >> 8) as u8) ^ b) as usize];
     }
     crc
 }
 
-const CRC16_TABLE: [u16; 256] = crc16_table();
+static CRC16_TABLES: [[u16; 256]; 8] = crc16_tables();
 
-const fn crc16_table() -> [u16; 256] {
-    let mut t = [0u16; 256];
+const fn crc16_tables() -> [[u16; 256]; 8] {
+    let mut t = [[0u16; 256]; 8];
     let mut i = 0;
     while i < 256 {
         let mut c = (i as u16) << 8;
@@ -51,8 +66,18 @@ const fn crc16_table() -> [u16; 256] {
             };
             bit += 1;
         }
-        t[i] = c;
+        t[0][i] = c;
         i += 1;
+    }
+    let mut k = 1;
+    while k < 8 {
+        let mut i = 0;
+        while i < 256 {
+            let prev = t[k - 1][i];
+            t[k][i] = (prev << 8) ^ t[0][(prev >> 8) as usize];
+            i += 1;
+        }
+        k += 1;
     }
     t
 }
@@ -165,6 +190,39 @@ mod tests {
                 let key = format!("key:{k}");
                 let p = even_layout_partition(key.as_bytes(), n);
                 assert!(ranges[p as usize].contains(key_slot(key.as_bytes())));
+            }
+        }
+    }
+
+    /// The sliced CRC equals the bytewise definition for every length and many inputs.
+    #[test]
+    fn sliced_crc16_equals_bytewise() {
+        fn bytewise(bytes: &[u8]) -> u16 {
+            let mut crc: u16 = 0;
+            for &b in bytes {
+                crc ^= (b as u16) << 8;
+                for _ in 0..8 {
+                    crc = if crc & 0x8000 != 0 {
+                        (crc << 1) ^ 0x1021
+                    } else {
+                        crc << 1
+                    };
+                }
+            }
+            crc
+        }
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for len in 0..100 {
+            for _ in 0..20 {
+                let v: Vec<u8> = (0..len)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x as u8
+                    })
+                    .collect();
+                assert_eq!(crc16(&v), bytewise(&v), "{v:?}");
             }
         }
     }

@@ -159,6 +159,19 @@ impl Store {
             }
         }
 
+        // The copy so far made durable before the locks are taken: under them, only the last
+        // keys' bytes are left to sync.
+        {
+            let segs = {
+                let mut st = new.state.write();
+                st.appender.flush()?;
+                st.segs.ordered.clone()
+            };
+            for seg in &segs {
+                seg.sync_data()?;
+            }
+        }
+
         // 3. The switch, under the locks (ascending ids: the new partition's is the largest).
         let mut guards: Vec<RwLockWriteGuard<'_, PartState>> =
             sources.iter().map(|p| p.state.write()).collect();
@@ -173,6 +186,7 @@ impl Store {
             written.extend(keys);
         }
         new_st.appender.flush()?;
+        // Whatever the final copy added (the rest was synced before the locks).
         for seg in &new_st.segs.ordered {
             seg.sync_data()?;
         }

@@ -29,7 +29,7 @@ use crate::inner::StoreInner;
 use crate::lookup::{self, Found, LookupKey};
 use crate::maintenance::MaintenanceReport;
 use crate::options::{Durability, Options, KEY_LEN_MAX};
-use crate::partition::PartState;
+use crate::partition::{PartState, Partition};
 use crate::recovery::{RecoveryProgress, RecoveryReport};
 use crate::retry::WriteRetry;
 use crate::route::{RouteTries, Routed};
@@ -227,7 +227,7 @@ impl Store {
         let mut tries = RouteTries::default();
         loop {
             let routed = Routed::new(&self.inner, hashed.iter().copied());
-            let guards: Vec<_> = routed.parts.iter().map(|p| p.state.read()).collect();
+            let guards: Vec<_> = routed.parts().map(|p| p.state.read()).collect();
             if !routed.owned(&guards) {
                 drop(guards);
                 tries.again()?;
@@ -387,7 +387,7 @@ impl Store {
                 .map(|(_, r)| order[r.clone()].iter().map(|&(_, i)| ops[i]).collect())
                 .collect();
             let mut guards: Vec<RwLockWriteGuard<'_, PartState>> =
-                routed.parts.iter().map(|p| p.state.write()).collect();
+                routed.parts().map(|p| p.state.write()).collect();
             if !routed.owned(&guards) {
                 drop(guards);
                 tries.again()?;
@@ -405,13 +405,13 @@ impl Store {
                     })
             {
                 drop(guards);
-                retry.make_room(routed.parts[groups[gi].0].id, need)?;
+                retry.make_room(routed.part(groups[gi].0).id, need)?;
                 continue;
             }
             let mut plans = Vec::with_capacity(groups.len());
             let mut refused = None;
             for (gi, g) in group_ops.iter().enumerate() {
-                let part = &routed.parts[groups[gi].0];
+                let part = routed.part(groups[gi].0);
                 match write::plan_plain(ctx, part, &mut guards[gi], g) {
                     Ok(plan) => plans.push(plan),
                     Err(e) => {
@@ -435,7 +435,7 @@ impl Store {
             let mut lsns = Vec::with_capacity(groups.len());
             let mut grow = false;
             for (gi, plan) in plans.iter().enumerate() {
-                let part = &routed.parts[groups[gi].0];
+                let part = routed.part(groups[gi].0);
                 let st = &mut guards[gi];
                 let idx = &order[groups[gi].1.clone()];
                 if failure.is_some() {
@@ -525,20 +525,14 @@ impl Store {
             .zip(hashed)
             .map(|(op, &h)| (&op.key[..], h));
         let routed = Routed::new(&self.inner, keys);
+        let parts: Vec<&Partition> = routed.parts().map(|p| &**p).collect();
         let guards: Vec<RwLockWriteGuard<'_, PartState>> =
-            routed.parts.iter().map(|p| p.state.write()).collect();
+            parts.iter().map(|p| p.state.write()).collect();
         if !routed.owned(&guards) {
             return Attempt::Rerouted;
         }
         let guard_of: Vec<usize> = routed.of_key.iter().map(|&(g, _)| g).collect();
-        commit::try_batch(
-            &self.inner.ctx,
-            &routed.parts,
-            guards,
-            batch,
-            hashed,
-            &guard_of,
-        )
+        commit::try_batch(&self.inner.ctx, &parts, guards, batch, hashed, &guard_of)
     }
 
     // ---- iteration and figures ----
