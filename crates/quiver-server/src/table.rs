@@ -80,6 +80,8 @@ pub enum Cmd {
     Discard,
     Watch,
     Unwatch,
+    // cluster
+    Cluster,
 }
 
 impl Cmd {
@@ -393,6 +395,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     row!("discard", Discard, 1, TXN_CONTROL.or(Flags::NOT_QUEUED), Acl::TRANSACTION, NO_KEYS, None, "transactions", "2.0.0", "Discards a transaction."),
     row!("watch", Watch, -2, TXN_CONTROL.or(Flags::NOT_QUEUED), Acl::TRANSACTION, ALL_KEYS, None, "transactions", "2.2.0", "Monitors changes to keys to determine the execution of a transaction."),
     row!("unwatch", Unwatch, 1, TXN_CONTROL, Acl::TRANSACTION, NO_KEYS, None, "transactions", "2.2.0", "Forgets about watched keys of a transaction."),
+    row!("cluster", Cluster, -2, Flags::NONE, Acl::NONE, NO_KEYS, None, "cluster", "3.0.0", "A container for Redis Cluster commands."),
 ];
 
 /// Longest command name in the table (lookups of longer names fail at once).

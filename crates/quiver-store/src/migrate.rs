@@ -412,6 +412,9 @@ impl Store {
     /// Up to `count` keys of hash slot `slot` (Redis's CLUSTER GETKEYSINSLOT).
     pub fn keys_in_slot(&self, slot: u16, count: usize) -> Result<Vec<Bytes>> {
         let mut keys = Vec::new();
+        if count == 0 {
+            return Ok(keys);
+        }
         self.walk_slot(slot, &mut |k| {
             keys.push(k.clone());
             keys.len() < count

@@ -5,9 +5,10 @@
 //! command on keys). Commands about the connection or the server run on a [`ctx::Ctx`].
 //!
 //! What a command *is* (arity, flags, key positions, the vector it joins) is the table's
-//! (`table`); which code runs it is decided here, in [`parse`] and [`run_server`], and
-//! nowhere else. How parsed commands are executed (vectors grouped, transactions retried,
-//! MULTI/EXEC) is the executor's (`exec`).
+//! (`table`); which code runs it is decided here, in [`parse`] and [`run_server`] (and
+//! which subcommands are refused before that, in [`refusal`]), and nowhere else. How parsed
+//! commands are executed (vectors grouped, transactions retried, MULTI/EXEC) is the
+//! executor's (`exec`).
 //!
 //! * keys and values: [`get`] (GET, MGET), [`set`] (SET with its options, SETNX, GETSET,
 //!   SETEX, PSETEX), [`mset`] (MSET, MSETNX), [`del`] (DEL, UNLINK, GETDEL), [`exists`]
@@ -15,7 +16,9 @@
 //!   [`range`] (GETRANGE, SUBSTR, SETRANGE), [`lcs`], [`rename`] (RENAME, RENAMENX, COPY),
 //!   [`object`] (OBJECT), [`expire`] (EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, TTL, PTTL,
 //!   EXPIRETIME, PEXPIRETIME, PERSIST, GETEX), [`batch`] (Quiver's BATCH), [`keyspace`] (SCAN,
-//!   KEYS, RANDOMKEY, DBSIZE, FLUSHDB, FLUSHALL);
+//!   KEYS, RANDOMKEY, DBSIZE, FLUSHDB, FLUSHALL), [`cluster`] (CLUSTER KEYSLOT,
+//!   COUNTKEYSINSLOT, GETKEYSINSLOT, HELP: hash slots, answered standalone; Redis Cluster's
+//!   other subcommands say cluster support is disabled);
 //! * connection and server: [`connection`] (PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET),
 //!   [`client`], [`transactions`] (MULTI, DISCARD, WATCH, UNWATCH), [`command`], [`config`],
 //!   [`info`].
@@ -23,6 +26,7 @@
 pub mod append;
 pub mod batch;
 pub mod client;
+pub mod cluster;
 pub mod command;
 pub mod common;
 pub mod config;
@@ -89,6 +93,7 @@ pub fn parse<'a>(
         Cmd::Copy => keys(Box::new(rename::Copy::parse(args)?)),
         Cmd::Lcs => keys(Box::new(lcs::Lcs::parse(args, limits)?)),
         Cmd::Object => keys(Box::new(object::Object::parse(args))),
+        Cmd::Cluster => keys(Box::new(cluster::Cluster::parse(args)?)),
         Cmd::SetEx | Cmd::PSetEx => keys(Box::new(set::Set::parse_setex(cmd, args, limits)?)),
         Cmd::GetEx => keys(Box::new(expire::GetEx::parse(args)?)),
         Cmd::Expire | Cmd::PExpire | Cmd::ExpireAt | Cmd::PExpireAt => {
@@ -118,6 +123,17 @@ pub fn parse<'a>(
         | Cmd::Discard
         | Cmd::Watch
         | Cmd::Unwatch => Ok(Command::Server),
+    }
+}
+
+/// The refusal Redis gives a request before running or queueing it when it names an unknown
+/// subcommand of a container command, or a known one with a wrong number of arguments. Only
+/// CLUSTER's subcommands are checked here, ahead of authentication and MULTI queueing as in
+/// Redis; OBJECT, CLIENT, CONFIG and COMMAND check theirs when they run.
+pub fn refusal(cmd: Cmd, args: &[Bytes]) -> Option<Reply> {
+    match cmd {
+        Cmd::Cluster => cluster::refusal(args),
+        _ => None,
     }
 }
 

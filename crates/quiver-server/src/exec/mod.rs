@@ -163,13 +163,18 @@ fn prepare<'a>(
     let index = spec.cmd.index();
     let refused = if !spec.arity_ok(args.len()) {
         Some(errors::wrong_arity(spec.name))
+    } else if let Some(reply) = cmd::refusal(spec.cmd, args) {
+        Some(reply)
     } else if !session.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
         Some(errors::err(errors::NOAUTH))
     } else {
         None
     };
     if let Some(reply) = refused {
-        state.stats.rejected(index);
+        // Redis finds no command to count an unknown subcommand against.
+        if errors::refusal(&reply) != Some(Refusal::UnknownSubcommand) {
+            state.stats.rejected(index);
+        }
         flag_transaction(session);
         if spec.cmd == Cmd::Exec {
             // Redis's execCommandAbort: a refused EXEC discards the transaction.

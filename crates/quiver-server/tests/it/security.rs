@@ -54,6 +54,7 @@ fn every_other_command_answers_noauth_until_auth() {
             "client" => vec![b"CLIENT", b"ID"],
             "config" => vec![b"CONFIG", b"GET", b"maxclients"],
             "command" => vec![b"COMMAND", b"COUNT"],
+            "cluster" => vec![b"CLUSTER", b"KEYSLOT", b"secret"],
             name => {
                 let argc = if spec.arity > 0 {
                     spec.arity as usize

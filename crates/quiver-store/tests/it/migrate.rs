@@ -123,6 +123,7 @@ fn keys_in_a_slot_are_counted_and_listed() {
     let some = store.keys_in_slot(slot, 10).unwrap();
     assert_eq!(some.len(), 10);
     assert!(some.iter().all(|k| key_slot(k) == slot));
+    assert!(store.keys_in_slot(slot, 0).unwrap().is_empty());
     let empty_slot = (0..16384u16)
         .find(|&s| (0..300).all(|i| key_slot(&key(i)) != s) && s != slot)
         .unwrap();

@@ -1,0 +1,331 @@
+//! CLUSTER KEYSLOT | COUNTKEYSINSLOT | GETKEYSINSLOT | HELP: the subcommands that read Redis
+//! Cluster hash slots, answered on a standalone server.
+//!
+//! A deliberate difference from Redis, which refuses every CLUSTER subcommand unless cluster
+//! mode is on: each of Quiver's partitions owns a range of hash slots even standalone
+//! (`quiver_store::slot`), so the slot of a key and the keys of a slot are always defined.
+//! The replies and error texts are those of Redis 7.0 in cluster mode. Every other
+//! subcommand Redis 7.0 knows (SLOTS, NODES, INFO, SHARDS, MYID, ...) answers what a
+//! standalone Redis answers, `ERR This instance has cluster support disabled`, until Quiver
+//! has a cluster. An unknown subcommand, or a wrong number of arguments for a known one, is
+//! refused as Redis refuses it, before the command runs or is queued in MULTI ([`refusal`]).
+//!
+//! Inside MULTI/EXEC, COUNTKEYSINSLOT and GETKEYSINSLOT see the store combined with the
+//! transaction's own pending writes (as DBSIZE and KEYS do); as with those, the slot's other
+//! keys they read are no preconditions of the commit (a concurrent write to the slot does not
+//! make the transaction retry). Like Quiver's SCAN, they never count a key whose time to live
+//! has passed (Redis counts one until it reclaims it). GETKEYSINSLOT lists the store's keys
+//! in hash order, Redis in its own.
+
+use std::collections::HashSet;
+
+use bytes::Bytes;
+use quiver_store::slot::{key_slot, SLOTS};
+
+use crate::cmd::common::TxnCommand;
+use crate::errors::{err, unknown_subcommand, wrong_arity, NOT_INTEGER};
+use crate::frame::string2ll;
+use crate::reply::Reply;
+use crate::txn::Txn;
+
+/// A standalone Redis's answer to any CLUSTER subcommand.
+pub const DISABLED: &str = "ERR This instance has cluster support disabled";
+const INVALID_SLOT: &str = "ERR Invalid slot";
+const INVALID_SLOT_OR_COUNT: &str = "ERR Invalid slot or number of keys";
+
+/// Redis 7.0's CLUSTER subcommands and their arities (`COMMAND INFO cluster`), in Redis's
+/// convention: `n > 0` exactly n arguments (CLUSTER and the subcommand included), `n < 0` at
+/// least -n.
+const SUBCOMMANDS: &[(&str, i32)] = &[
+    ("addslots", -3),
+    ("addslotsrange", -4),
+    ("bumpepoch", 2),
+    ("count-failure-reports", 3),
+    ("countkeysinslot", 3),
+    ("delslots", -3),
+    ("delslotsrange", -4),
+    ("failover", -2),
+    ("flushslots", 2),
+    ("forget", 3),
+    ("getkeysinslot", 4),
+    ("help", 2),
+    ("info", 2),
+    ("keyslot", 3),
+    ("links", 2),
+    ("meet", -4),
+    ("myid", 2),
+    ("nodes", 2),
+    ("replicas", 3),
+    ("replicate", 3),
+    ("reset", -2),
+    ("saveconfig", 2),
+    ("set-config-epoch", 3),
+    ("setslot", -4),
+    ("shards", 2),
+    ("slaves", 3),
+    ("slots", 2),
+];
+
+/// What Quiver answers; Redis's texts for these entries.
+const HELP: &[&str] = &[
+    "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "COUNTKEYSINSLOT <slot>",
+    "    Return the number of keys in <slot>.",
+    "GETKEYSINSLOT <slot> <count>",
+    "    Return key names stored by current node in a slot.",
+    "KEYSLOT <key>",
+    "    Return the hash slot for <key>.",
+    "HELP",
+    "    Prints this help.",
+    "(Quiver runs standalone: the other subcommands of Redis Cluster answer that cluster",
+    "support is disabled.)",
+];
+
+/// The refusal Redis gives a CLUSTER request before running or queueing it: an unknown
+/// subcommand, or a wrong number of arguments for a known one (`args[1]` exists: CLUSTER's
+/// own arity was checked).
+pub fn refusal(args: &[Bytes]) -> Option<Reply> {
+    let Some(&(name, arity)) = SUBCOMMANDS
+        .iter()
+        .find(|(name, _)| args[1].eq_ignore_ascii_case(name.as_bytes()))
+    else {
+        return Some(unknown_subcommand(&args[1], "CLUSTER"));
+    };
+    let argc = args.len() as i64;
+    let arity = i64::from(arity);
+    let ok = if arity >= 0 {
+        argc == arity
+    } else {
+        argc >= -arity
+    };
+    (!ok).then(|| wrong_arity(&format!("cluster|{name}")))
+}
+
+/// A parsed CLUSTER request.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Cluster {
+    /// KEYSLOT: the key's slot, computed when parsed.
+    KeySlot(u16),
+    CountKeysInSlot(u16),
+    GetKeysInSlot {
+        slot: u16,
+        count: usize,
+    },
+    Help,
+    /// A subcommand of Redis Cluster that a standalone server refuses.
+    Disabled,
+}
+
+impl Cluster {
+    pub fn parse(args: &[Bytes]) -> Result<Cluster, Reply> {
+        if let Some(refused) = refusal(args) {
+            return Err(refused);
+        }
+        let sub = args[1].to_ascii_lowercase();
+        Ok(match &sub[..] {
+            b"keyslot" => Cluster::KeySlot(key_slot(&args[2])),
+            b"countkeysinslot" => {
+                let slot = integer(&args[2])?;
+                Cluster::CountKeysInSlot(slot_in_range(slot).ok_or_else(|| err(INVALID_SLOT))?)
+            }
+            b"getkeysinslot" => {
+                // Both are parsed before either is checked, as in Redis.
+                let slot = integer(&args[2])?;
+                let count = integer(&args[3])?;
+                match (slot_in_range(slot), usize::try_from(count)) {
+                    (Some(slot), Ok(count)) => Cluster::GetKeysInSlot { slot, count },
+                    _ => return Err(err(INVALID_SLOT_OR_COUNT)),
+                }
+            }
+            b"help" => Cluster::Help,
+            _ => Cluster::Disabled,
+        })
+    }
+}
+
+/// Redis's `getLongLongFromObjectOrReply`.
+fn integer(arg: &[u8]) -> Result<i64, Reply> {
+    string2ll(arg).ok_or_else(|| err(NOT_INTEGER))
+}
+
+fn slot_in_range(n: i64) -> Option<u16> {
+    u16::try_from(n).ok().filter(|&s| u32::from(s) < SLOTS)
+}
+
+impl TxnCommand for Cluster {
+    fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
+        Ok(match *self {
+            Cluster::KeySlot(slot) => Reply::Integer(slot.into()),
+            Cluster::CountKeysInSlot(slot) => Reply::Integer(count_keys(txn, slot)?),
+            Cluster::GetKeysInSlot { slot, count } => Reply::Array(
+                keys(txn, slot, count)?
+                    .into_iter()
+                    .map(Reply::Bulk)
+                    .collect(),
+            ),
+            Cluster::Help => Reply::Array(HELP.iter().map(|l| Reply::simple(*l)).collect()),
+            Cluster::Disabled => err(DISABLED),
+        })
+    }
+}
+
+/// The keys of `slot` this transaction wrote or deleted, with whether each is live now.
+fn pending(txn: &Txn<'_>, slot: u16) -> Vec<(Bytes, bool)> {
+    txn.overlay()
+        .filter(|(k, _)| key_slot(k) == slot)
+        .map(|(k, v)| (k.clone(), v.is_some()))
+        .collect()
+}
+
+/// COUNTKEYSINSLOT: the store's count (none after a FLUSHALL in the transaction), corrected
+/// by the transaction's writes to the slot.
+fn count_keys(txn: &mut Txn<'_>, slot: u16) -> quiver_store::Result<i64> {
+    let mut n = if txn.is_flushed() {
+        0
+    } else {
+        txn.store().count_keys_in_slot(slot)? as i64
+    };
+    for (k, live) in pending(txn, slot) {
+        match (txn.exists_in_store(&k)?, live) {
+            (false, true) => n += 1,
+            (true, false) => n -= 1,
+            _ => {}
+        }
+    }
+    Ok(n)
+}
+
+/// GETKEYSINSLOT: up to `count` keys of the slot, the store's (without those the transaction
+/// wrote or deleted) then the transaction's live ones.
+fn keys(txn: &Txn<'_>, slot: u16, count: usize) -> quiver_store::Result<Vec<Bytes>> {
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    let pending = pending(txn, slot);
+    let mut found = if txn.is_flushed() {
+        Vec::new()
+    } else {
+        // Enough that `count` remain after dropping the pending keys.
+        let base = txn
+            .store()
+            .keys_in_slot(slot, count.saturating_add(pending.len()))?;
+        let written: HashSet<&Bytes> = pending.iter().map(|(k, _)| k).collect();
+        base.into_iter().filter(|k| !written.contains(k)).collect()
+    };
+    found.extend(
+        pending
+            .into_iter()
+            .filter(|(_, live)| *live)
+            .map(|(k, _)| k),
+    );
+    found.truncate(count);
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(words: &[&str]) -> Vec<Bytes> {
+        words.iter().map(|w| Bytes::from(w.to_string())).collect()
+    }
+
+    fn parse(words: &[&str]) -> Result<Cluster, Reply> {
+        Cluster::parse(&args(words))
+    }
+
+    fn error(r: Result<Cluster, Reply>) -> String {
+        match r {
+            Err(Reply::Error(t)) => String::from_utf8(t.to_vec()).unwrap_or_default(),
+            other => panic!("not an error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_as_redis_7_in_cluster_mode() {
+        assert_eq!(
+            parse(&["CLUSTER", "KEYSLOT", "foo"]),
+            Ok(Cluster::KeySlot(12182))
+        );
+        assert_eq!(
+            parse(&["cluster", "keyslot", "{user1000}.following"]),
+            Ok(Cluster::KeySlot(key_slot(b"user1000")))
+        );
+        assert_eq!(parse(&["CLUSTER", "KEYSLOT", ""]), Ok(Cluster::KeySlot(0)));
+        assert_eq!(
+            parse(&["CLUSTER", "COUNTKEYSINSLOT", "16383"]),
+            Ok(Cluster::CountKeysInSlot(16383))
+        );
+        assert_eq!(
+            parse(&["CLUSTER", "GETKEYSINSLOT", "0", "9223372036854775807"]),
+            Ok(Cluster::GetKeysInSlot {
+                slot: 0,
+                count: i64::MAX as usize
+            })
+        );
+        assert_eq!(parse(&["CLUSTER", "help"]), Ok(Cluster::Help));
+        assert_eq!(parse(&["CLUSTER", "SLOTS"]), Ok(Cluster::Disabled));
+        assert_eq!(
+            parse(&["CLUSTER", "MEET", "127.0.0.1", "7000"]),
+            Ok(Cluster::Disabled)
+        );
+        assert_eq!(
+            error(parse(&["CLUSTER", "COUNTKEYSINSLOT", "16384"])),
+            "ERR Invalid slot"
+        );
+        assert_eq!(
+            error(parse(&["CLUSTER", "COUNTKEYSINSLOT", "-1"])),
+            "ERR Invalid slot"
+        );
+        for bad in ["abc", "01", " 1", "1.0", "+1", "99999999999999999999"] {
+            assert_eq!(
+                error(parse(&["CLUSTER", "COUNTKEYSINSLOT", bad])),
+                NOT_INTEGER,
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            error(parse(&["CLUSTER", "GETKEYSINSLOT", "-1", "x"])),
+            NOT_INTEGER
+        );
+        assert_eq!(
+            error(parse(&["CLUSTER", "GETKEYSINSLOT", "16384", "1"])),
+            "ERR Invalid slot or number of keys"
+        );
+        assert_eq!(
+            error(parse(&["CLUSTER", "GETKEYSINSLOT", "1", "-1"])),
+            "ERR Invalid slot or number of keys"
+        );
+    }
+
+    #[test]
+    fn refusals_name_the_subcommand() {
+        let refused = |w: &[&str]| match refusal(&args(w)) {
+            Some(Reply::Error(t)) => String::from_utf8(t.to_vec()).unwrap_or_default(),
+            other => panic!("{w:?}: {other:?}"),
+        };
+        assert_eq!(
+            refused(&["CLUSTER", "KEYSLOT"]),
+            "ERR wrong number of arguments for 'cluster|keyslot' command"
+        );
+        assert_eq!(
+            refused(&["CLUSTER", "GetKeysInSlot", "1"]),
+            "ERR wrong number of arguments for 'cluster|getkeysinslot' command"
+        );
+        assert_eq!(
+            refused(&["CLUSTER", "SLOTS", "x"]),
+            "ERR wrong number of arguments for 'cluster|slots' command"
+        );
+        assert_eq!(
+            refused(&["CLUSTER", "foo", "bar"]),
+            "ERR unknown subcommand 'foo'. Try CLUSTER HELP."
+        );
+        assert_eq!(
+            refused(&["CLUSTER", "myshardid"]),
+            "ERR unknown subcommand 'myshardid'. Try CLUSTER HELP."
+        );
+        assert!(refusal(&args(&["CLUSTER", "ADDSLOTS", "1", "2", "3"])).is_none());
+        assert!(refusal(&args(&["CLUSTER", "FAILOVER"])).is_none());
+        assert!(SUBCOMMANDS.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+}
