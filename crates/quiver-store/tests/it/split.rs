@@ -242,3 +242,146 @@ fn an_uncommitted_split_leaves_nothing() {
     assert!(store.split(0).is_err());
     assert!(store.merge(100).is_err());
 }
+
+/// Where the child of `splits_and_merges_survive_kill_9` works (set only in the child).
+const KILL9_DIR_ENV: &str = "QUIVER_SPLIT_KILL9_DIR";
+const KILL9_CYCLE_ENV: &str = "QUIVER_SPLIT_KILL9_CYCLE";
+const KILL9_KEYS: u64 = 20_000;
+
+fn kill9_options() -> Options {
+    Options {
+        partitions: 2,
+        // Acknowledged means durable: the ack file may only name what survives a kill.
+        durability: quiver_store::Durability::Fsync,
+        background: true,
+        ..small_options(BackendKind::Mmap)
+    }
+}
+
+/// The child: splits and merges in a loop while a writer overwrites keys; after each write
+/// returns, it appends "key version" to the ack file. Runs until killed.
+#[test]
+#[ignore = "the child process of splits_and_merges_survive_kill_9"]
+fn kill9_child() {
+    let Ok(dir) = std::env::var(KILL9_DIR_ENV) else {
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    let store = Arc::new(Store::open(dir.join("store"), kill9_options()).unwrap());
+    let writer = {
+        let store = store.clone();
+        let acks = dir.join("acks");
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(acks)
+                .unwrap();
+            let mut rng = Rng::new(std::process::id() as u64);
+            // Versions grow from child to child: each starts above all the earlier ones.
+            let cycle: u64 = std::env::var(KILL9_CYCLE_ENV).unwrap().parse().unwrap();
+            let mut version = (cycle + 1) * 1_000_000_000;
+            loop {
+                let i = rng.below(KILL9_KEYS);
+                store.put(&key(i), &value_of(i, version)).unwrap();
+                writeln!(f, "{i} {version}").unwrap();
+                f.flush().unwrap();
+                version += 1;
+            }
+        })
+    };
+    // Split at a slot inside the first partition's range and merge back, forever.
+    loop {
+        let ranges = store.slot_ranges();
+        if ranges.len() < 4 {
+            let widest = ranges.iter().max_by_key(|r| r.len()).unwrap();
+            store
+                .split(widest.lo + (widest.hi - widest.lo) / 2 + 1)
+                .unwrap();
+        } else {
+            store.merge(ranges[1].lo).unwrap();
+        }
+        if writer.is_finished() {
+            panic!("the writer stopped");
+        }
+    }
+}
+
+/// kill -9 at random moments of splits and merges under writes: the store opens without
+/// damage, every key is there, and none is older than its last acknowledged write.
+#[test]
+fn splits_and_merges_survive_kill_9() {
+    let cycles: u64 = std::env::var("QUIVER_SPLIT_KILL9_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path().join("store"), kill9_options()).unwrap();
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> =
+            (0..KILL9_KEYS).map(|i| (key(i), value_of(i, 0))).collect();
+        for chunk in pairs.chunks(1000) {
+            store.multi_put(chunk).unwrap();
+        }
+        store.close().unwrap();
+    }
+    let mut rng = Rng::new(11);
+    let mut acked: HashMap<u64, u64> = HashMap::new();
+    let mut layouts: std::collections::HashSet<Vec<SlotRange>> = std::collections::HashSet::new();
+    for cycle in 0..cycles {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--ignored", "--exact", "split::kill9_child", "--nocapture"])
+            .env(KILL9_DIR_ENV, dir.path())
+            .env(KILL9_CYCLE_ENV, cycle.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200 + rng.below(800)));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        // The last acknowledged version of each key (a torn last line is not an ack).
+        let text = std::fs::read_to_string(dir.path().join("acks")).unwrap_or_default();
+        for line in text.lines() {
+            let mut it = line.split(' ');
+            if let (Some(i), Some(v), None) = (it.next(), it.next(), it.next()) {
+                if let (Ok(i), Ok(v)) = (i.parse::<u64>(), v.parse::<u64>()) {
+                    let e = acked.entry(i).or_insert(0);
+                    *e = (*e).max(v);
+                }
+            }
+        }
+        let store = Store::open(dir.path().join("store"), kill9_options())
+            .unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
+        let ranges = store.slot_ranges();
+        assert!(
+            quiver_store::slot::covers_all(&ranges),
+            "cycle {cycle}: {ranges:?}"
+        );
+        layouts.insert(ranges.clone());
+        assert_eq!(store.len(), KILL9_KEYS, "cycle {cycle}");
+        for i in 0..KILL9_KEYS {
+            let v = store
+                .get(&key(i))
+                .unwrap()
+                .unwrap_or_else(|| panic!("cycle {cycle}: key {i} lost"));
+            let text = String::from_utf8(v.to_vec()).unwrap();
+            let version: u64 = text.split(':').nth(1).unwrap().parse().unwrap();
+            let want = acked.get(&i).copied().unwrap_or(0);
+            assert!(
+                version >= want,
+                "cycle {cycle}: key {i} has version {version}, acknowledged {want}"
+            );
+        }
+        store.close().unwrap();
+    }
+    assert!(!acked.is_empty(), "the children wrote");
+    // The kills found the store in different layouts: they came during splits and merges.
+    assert!(layouts.len() > 1, "{layouts:?}");
+    eprintln!(
+        "{cycles} kill -9 cycles, {} layouts seen, {} keys with acknowledged writes checked",
+        layouts.len(),
+        acked.len()
+    );
+}
