@@ -254,48 +254,61 @@ fn damage(
     }
 }
 
-/// Replays the log from `from` to the partition's end into `b` (under the partition's
-/// exclusive lock: the catch-up step of a resize). Batches are appended whole under that
-/// lock, so members left without a commit record at the end belong to batches that failed:
-/// they are dropped.
-// The snapshot's end segment is still in the log: the caller holds the partition's
-// maintenance lock, so no compaction has replaced it, and nothing else removes segments.
-#[allow(clippy::expect_used)]
-pub(crate) fn catch_up(st: &PartState, from: LogPos, b: &mut IndexBuilder) -> Result<()> {
-    let start = st
-        .segs
-        .ordered
-        .iter()
-        .position(|s| s.file_id() == from.file_id)
-        .expect("maintenance is serialised: the snapshot's end segment is still there");
-    let end = LogPos::end_of(st);
-    for (i, seg) in st.segs.ordered[start..].iter().enumerate() {
-        let first = if i == 0 {
+/// Calls `f` with every record of the log `segs` from `from` to `end`, in log order (segment,
+/// offset, header, record bytes); damage is an error. `Ok(false)` if no segment of `segs` is
+/// `from`'s (compaction replaced it).
+pub(crate) fn records_between(
+    segs: &[Arc<Segment>],
+    from: LogPos,
+    end: LogPos,
+    mut f: impl FnMut(&Arc<Segment>, u64, &RecordHeader, &[u8]) -> Result<()>,
+) -> Result<bool> {
+    let Some(start) = segs.iter().position(|s| s.file_id() == from.file_id) else {
+        return Ok(false);
+    };
+    for seg in &segs[start..] {
+        let first = if seg.file_id() == from.file_id {
             from.offset
         } else {
             SEGMENT_HEADER_LEN as u64
         };
-        let limit = if seg.file_id() == end.file_id {
-            end.offset
-        } else {
-            u64::MAX
-        };
+        let at_end = seg.file_id() == end.file_id;
+        let limit = if at_end { end.offset } else { u64::MAX };
         let mut sc = Scanner::new(seg, first, limit, false);
+        // Bounded by the segment: each step moves past a record or ends.
         loop {
             match sc.next_step()? {
-                Step::Record { offset, header, .. } => b.apply(
-                    &st.segs,
-                    st.segs.loc(seg.slot(), offset),
-                    &header,
-                    sc.record(),
-                )?,
+                Step::Record { offset, header, .. } => f(seg, offset, &header, sc.record())?,
                 Step::Damaged { offset, reason, .. } => {
                     return Err(Error::corruption(&seg.path, offset, reason))
                 }
                 Step::End { .. } => break,
             }
         }
+        if at_end {
+            break;
+        }
     }
+    Ok(true)
+}
+
+/// Replays the log from `from` to the partition's end into `b` (under the partition's
+/// exclusive lock: the catch-up step of a resize). Batches are appended whole under that
+/// lock, so members left without a commit record at the end belong to batches that failed:
+/// they are dropped.
+// The snapshot's end segment is still in the log: the caller holds the partition's
+// maintenance lock, so no compaction has replaced it, and nothing else removes segments.
+pub(crate) fn catch_up(st: &PartState, from: LogPos, b: &mut IndexBuilder) -> Result<()> {
+    let found = records_between(
+        &st.segs.ordered,
+        from,
+        LogPos::end_of(st),
+        |seg, offset, h, rec| b.apply(&st.segs, st.segs.loc(seg.slot(), offset), h, rec),
+    )?;
+    assert!(
+        found,
+        "maintenance is serialised: the snapshot's end segment is still there"
+    );
     b.take_pending();
     Ok(())
 }

@@ -23,7 +23,6 @@ use bytes::Bytes;
 use crate::error::{Error, Result};
 use crate::inner::StoreInner;
 use crate::log::format::RecordType;
-use crate::log::reader::{Scanner, Step};
 use crate::maintenance::{self, LogPos, ScanMode};
 use crate::partition::{Partition, StoreCtx};
 use crate::slot::{key_slot, SlotRange};
@@ -149,53 +148,28 @@ pub(crate) fn tail_keys(
 ) -> Result<Vec<Bytes>> {
     let mut seen = std::collections::HashSet::new();
     let mut keys = Vec::new();
-    let Some(start) = segs.iter().position(|s| s.file_id() == from.file_id) else {
+    let found = maintenance::records_between(segs, from, end, |_, _, header, rec| {
+        if header.ty == RecordType::Truncate {
+            // Every key of the range went at once: no list of keys says so.
+            return Err(Error::InvalidOptions(
+                "range export: the store was flushed (FLUSHALL) meanwhile; start again".into(),
+            ));
+        }
+        if header.key_len > 0 {
+            let key = &rec[header.key_range()];
+            if header.ext(rec).namespace == 0
+                && range.contains(key_slot(key))
+                && seen.insert(key.to_vec())
+            {
+                keys.push(Bytes::copy_from_slice(key));
+            }
+        }
+        Ok(())
+    })?;
+    if !found {
         return Err(Error::InvalidOptions(
             "range export: its position is no longer in the log".into(),
         ));
-    };
-    for seg in &segs[start..] {
-        let first = if seg.file_id() == from.file_id {
-            from.offset
-        } else {
-            crate::log::format::SEGMENT_HEADER_LEN as u64
-        };
-        let limit = if seg.file_id() == end.file_id {
-            end.offset
-        } else {
-            u64::MAX
-        };
-        let mut sc = Scanner::new(seg, first, limit, false);
-        // Bounded by the segment: each step moves past a record or ends.
-        loop {
-            match sc.next_step()? {
-                Step::Record { header, .. } if header.ty == RecordType::Truncate => {
-                    // Every key of the range went at once: no list of keys says so.
-                    return Err(Error::InvalidOptions(
-                        "range export: the store was flushed (FLUSHALL) meanwhile; start again"
-                            .into(),
-                    ));
-                }
-                Step::Record { header, .. } if header.key_len > 0 => {
-                    let rec = sc.record();
-                    let key = &rec[header.key_range()];
-                    if header.ext(rec).namespace == 0
-                        && range.contains(key_slot(key))
-                        && seen.insert(key.to_vec())
-                    {
-                        keys.push(Bytes::copy_from_slice(key));
-                    }
-                }
-                Step::Record { .. } => {}
-                Step::Damaged { offset, reason, .. } => {
-                    return Err(Error::corruption(&seg.path, offset, reason))
-                }
-                Step::End { .. } => break,
-            }
-        }
-        if seg.file_id() == end.file_id {
-            break;
-        }
     }
     Ok(keys)
 }
