@@ -327,11 +327,15 @@ pub(crate) fn compact_pass(
     m: &mut MaintenanceState,
     budget_bytes: Option<u64>,
 ) -> Result<PassOutcome> {
-    if part.exports.load(std::sync::atomic::Ordering::SeqCst) > 0 {
-        // A range export holds positions in this log: no records move until it ends.
+    let (dead, retired) = {
+        let st = part.state.read();
+        (st.counters.dead, st.retired)
+    };
+    // A range export or split holds positions in this log: no records move until it ends. A
+    // merged partition has nothing to keep (its directory is being deleted).
+    if retired || part.exports.load(std::sync::atomic::Ordering::SeqCst) > 0 {
         return Ok(PassOutcome::default());
     }
-    let dead = part.state.read().counters.dead;
     let pass = match budget_bytes {
         None => Pass {
             budget_bytes: u64::MAX,

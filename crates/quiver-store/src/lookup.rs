@@ -261,6 +261,12 @@ pub(crate) fn lookup_one_partition(
     lookup(ctx, &[st], &items, verify_values)
 }
 
+/// Turns a lookup into a value with its expiry time.
+pub(crate) fn into_entry(found: Found) -> Result<Option<crate::batch::Entry>> {
+    let expire_at = found.expire_at();
+    Ok(into_value(found)?.map(|value| crate::batch::Entry { value, expire_at }))
+}
+
 /// Turns a lookup into a get result.
 pub(crate) fn into_value(found: Found) -> Result<Option<Bytes>> {
     match found {

@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::batch::Entry;
 use crate::error::{Error, Result};
 use crate::inner::StoreInner;
 use crate::log::format::RecordType;
@@ -45,6 +46,18 @@ pub enum RangeItem {
 }
 
 impl RangeItem {
+    /// The item for `key` in state `entry`: a put, or a delete when it is absent.
+    pub fn of(key: Bytes, entry: Option<Entry>) -> RangeItem {
+        match entry {
+            Some(e) => RangeItem::Put {
+                key,
+                value: e.value,
+                expire_at: e.expire_at,
+            },
+            None => RangeItem::Delete { key },
+        }
+    }
+
     pub fn key(&self) -> &Bytes {
         match self {
             RangeItem::Put { key, .. } | RangeItem::Delete { key } => key,
@@ -53,7 +66,7 @@ impl RangeItem {
 }
 
 /// The snapshot of every partition a range export reads: where its log ended.
-pub(crate) fn log_ends(parts: &[&Partition]) -> Result<Vec<LogPos>> {
+pub(crate) fn log_ends(parts: &[Arc<Partition>]) -> Result<Vec<LogPos>> {
     parts
         .iter()
         .map(|p| {
@@ -174,13 +187,41 @@ pub(crate) fn tail_keys(
     Ok(keys)
 }
 
+/// Compaction of some partitions paused while this lives (a range export's or a split's:
+/// they hold positions in those logs). Counted before the caller notes the positions: no
+/// compaction pass starts on them from then on (one already running holds the maintenance
+/// lock, which the reads wait for).
+pub(crate) struct PausedCompaction(Vec<Arc<Partition>>);
+
+impl PausedCompaction {
+    pub fn new(parts: Vec<Arc<Partition>>) -> PausedCompaction {
+        for p in &parts {
+            p.exports.fetch_add(1, Ordering::SeqCst);
+        }
+        PausedCompaction(parts)
+    }
+
+    pub fn parts(&self) -> &[Arc<Partition>] {
+        &self.0
+    }
+}
+
+impl Drop for PausedCompaction {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            p.exports.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
 /// A range export in progress (see the module documentation). While it exists, compaction
 /// leaves the partitions it reads alone (their logs must keep the positions it holds).
 pub struct RangeExport {
     inner: Arc<StoreInner>,
     range: SlotRange,
     /// The partitions overlapping the range, and the log position each was read up to.
-    parts: Vec<(Arc<Partition>, LogPos)>,
+    paused: PausedCompaction,
+    positions: Vec<LogPos>,
     snapshot_taken: bool,
 }
 
@@ -198,7 +239,7 @@ impl RangeExport {
             ));
         }
         let mut n = 0;
-        for (p, end) in &self.parts {
+        for (p, end) in self.paused.parts().iter().zip(&self.positions) {
             n += snapshot_partition(&self.inner.ctx, p, self.range, *end, None, out)?;
         }
         Ok(n)
@@ -212,21 +253,14 @@ impl RangeExport {
         out: &mut dyn FnMut(&[RangeItem]) -> Result<()>,
     ) -> Result<u64> {
         let mut n = 0;
-        for (p, pos) in &mut self.parts {
+        for (p, pos) in self.paused.parts().iter().zip(self.positions.iter_mut()) {
             let (keys, end) = keys_written_since(p, self.range, *pos)?;
             for chunk in keys.chunks(EXPORT_BATCH_ITEMS) {
                 let entries = store.multi_get_entries(chunk)?;
                 let items: Vec<RangeItem> = chunk
                     .iter()
                     .zip(entries)
-                    .map(|(k, e)| match e {
-                        Some(e) => RangeItem::Put {
-                            key: k.clone(),
-                            value: e.value,
-                            expire_at: e.expire_at,
-                        },
-                        None => RangeItem::Delete { key: k.clone() },
-                    })
+                    .map(|(k, e)| RangeItem::of(k.clone(), e))
                     .collect();
                 out(&items)?;
             }
@@ -234,14 +268,6 @@ impl RangeExport {
             *pos = end;
         }
         Ok(n)
-    }
-}
-
-impl Drop for RangeExport {
-    fn drop(&mut self) {
-        for (p, _) in &self.parts {
-            p.exports.fetch_sub(1, Ordering::SeqCst);
-        }
     }
 }
 
@@ -259,28 +285,15 @@ impl Store {
             })
             .map(|p| table.parts[p].clone())
             .collect();
-        // Counted before the ends are noted: no compaction pass starts on them from here on
-        // (one already running holds the maintenance lock, which the reads wait for).
-        for p in &overlapping {
-            p.exports.fetch_add(1, Ordering::SeqCst);
-        }
-        // Made first, so that dropping it on an error below undoes the counts.
-        let unread = LogPos {
-            file_id: 0,
-            offset: 0,
-        };
-        let mut export = RangeExport {
-            parts: overlapping.iter().map(|p| (p.clone(), unread)).collect(),
-            range,
-            snapshot_taken: false,
+        let paused = PausedCompaction::new(overlapping);
+        let positions = log_ends(paused.parts())?;
+        Ok(RangeExport {
             inner,
-        };
-        let refs: Vec<&Partition> = overlapping.iter().map(|p| &**p).collect();
-        let ends = log_ends(&refs)?;
-        for (part, end) in export.parts.iter_mut().zip(ends) {
-            part.1 = end;
-        }
-        Ok(export)
+            range,
+            paused,
+            positions,
+            snapshot_taken: false,
+        })
     }
 
     /// Applies items of a range export: puts (with their expiry) and deletes, a vector at a

@@ -125,9 +125,9 @@ impl Store {
         let id = inner.next_part_id.fetch_add(1, Ordering::SeqCst);
         let expected = sources.iter().map(|p| p.state.read().index.live()).sum();
         let new = Arc::new(create_partition(ctx, inner, id, moved, expected)?);
-        let _paused = Paused::new(sources);
+        let _paused = migrate::PausedCompaction::new(sources.to_vec());
         // 2. The copy, without the sources' locks.
-        let mut positions = migrate::log_ends(&sources.iter().map(|p| &**p).collect::<Vec<_>>())?;
+        let mut positions = migrate::log_ends(sources)?;
         let mut snapshot_locs: Vec<(KeyHash, u32)> = Vec::new();
         let mut copied = 0;
         let mut caught_up = 0;
@@ -241,31 +241,12 @@ fn table_pos(table: &Table, slot: u16) -> Result<usize> {
     if slot as u32 >= crate::slot::SLOTS {
         return Err(Error::InvalidOptions(format!("slot {slot} out of range")));
     }
-    table
-        .partitioner
-        .scan_partition(slot as u32)
-        .filter(|_| !table.partitioner.ranges().is_empty())
-        .ok_or(Error::NotSlotted)
-}
-
-/// Compaction of the sources stays paused while this lives (and for good once they retire:
-/// `retire` takes one more).
-struct Paused<'a>(&'a [Arc<Partition>]);
-
-impl<'a> Paused<'a> {
-    fn new(parts: &'a [Arc<Partition>]) -> Paused<'a> {
-        for p in parts {
-            p.exports.fetch_add(1, Ordering::SeqCst);
-        }
-        Paused(parts)
-    }
-}
-
-impl Drop for Paused<'_> {
-    fn drop(&mut self) {
-        for p in self.0 {
-            p.exports.fetch_sub(1, Ordering::SeqCst);
-        }
+    match &table.partitioner {
+        Partitioner::Slots { .. } => table
+            .partitioner
+            .scan_partition(slot as u32)
+            .ok_or(Error::NotSlotted),
+        Partitioner::Hash { .. } => Err(Error::NotSlotted),
     }
 }
 
@@ -323,17 +304,7 @@ fn current_items(
     let found = lookup::lookup_one_partition(ctx, st, &lookups, true);
     keys.iter()
         .zip(found)
-        .map(|(k, f)| {
-            let expire_at = f.expire_at();
-            Ok(match lookup::into_value(f)? {
-                Some(value) => migrate::RangeItem::Put {
-                    key: k.clone(),
-                    value,
-                    expire_at,
-                },
-                None => migrate::RangeItem::Delete { key: k.clone() },
-            })
-        })
+        .map(|(k, f)| Ok(migrate::RangeItem::of(k.clone(), lookup::into_entry(f)?)))
         .collect()
 }
 

@@ -174,10 +174,7 @@ impl Store {
     pub fn multi_get_entries<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Entry>>> {
         self.lookup_vector(keys, true)?
             .into_iter()
-            .map(|f| {
-                let expire_at = f.expire_at();
-                Ok(lookup::into_value(f)?.map(|value| Entry { value, expire_at }))
-            })
+            .map(lookup::into_entry)
             .collect()
     }
 

@@ -67,9 +67,9 @@ fn print_line(v: &impl serde::Serialize) -> std::io::Result<()> {
 
 pub fn local(dir: &Path, a: &BenchLocalArgs) -> Result<(), CliError> {
     let cfg = LocalConfig {
-        keys: a.keys,
-        key_size: a.key_size,
-        value_size: a.value_size,
+        keys: a.data.keys,
+        key_size: a.data.key_size,
+        value_size: a.data.value_size,
         widths: a.width.clone(),
         backends: a.backend.clone(),
         distributions: a.distribution.clone(),
@@ -107,9 +107,9 @@ pub fn local(dir: &Path, a: &BenchLocalArgs) -> Result<(), CliError> {
 pub fn split(dir: &Path, a: &BenchSplitArgs) -> Result<(), CliError> {
     let cfg = SplitConfig {
         dir: dir.to_path_buf(),
-        keys: a.keys,
-        key_size: a.key_size,
-        value_size: a.value_size,
+        keys: a.data.keys,
+        key_size: a.data.key_size,
+        value_size: a.data.value_size,
         settle_s: a.settle,
     };
     let mut output_error = None;
@@ -309,9 +309,9 @@ pub fn net(dir: Option<&Path>, a: &BenchNetArgs) -> Result<(), CliError> {
         host: a.host.clone(),
         port: a.port,
         password: a.password.clone(),
-        keys: a.keys,
-        key_size: a.key_size,
-        value_size: a.value_size,
+        keys: a.data.keys,
+        key_size: a.data.key_size,
+        value_size: a.data.value_size,
         distribution: a.distribution,
         zipf_theta: a.zipf_theta,
         get_ratio: a.get_ratio,

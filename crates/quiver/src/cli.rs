@@ -337,15 +337,25 @@ pub enum BenchCommand {
     Net(BenchNetArgs),
 }
 
+/// The data set a benchmark loads and reads: keys 0..N of the given sizes (the keys and values
+/// `quiver load` writes).
 #[derive(Debug, Args)]
-pub struct BenchLocalArgs {
-    /// Keys to load and read.
+pub struct DataSetArgs {
+    /// Keys in the data set: keys 0..N are loaded, then read (and written by bench net).
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
     pub keys: u64,
+    /// Key size in bytes (at least 8).
     #[arg(long, value_name = "K", default_value_t = 16)]
     pub key_size: usize,
+    /// Value size in bytes.
     #[arg(long, value_name = "V", default_value_t = 32)]
     pub value_size: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchLocalArgs {
+    #[command(flatten)]
+    pub data: DataSetArgs,
     /// Multiget widths, comma-separated.
     #[arg(
         long,
@@ -401,15 +411,8 @@ pub struct BenchNetArgs {
     /// Password sent with AUTH on every connection.
     #[arg(long, value_name = "PASSWORD")]
     pub password: Option<String>,
-    /// Keys in the data set: keys 0..N are read, written, and loaded by --load.
-    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
-    pub keys: u64,
-    /// Key size in bytes (at least 8).
-    #[arg(long, value_name = "K", default_value_t = 16)]
-    pub key_size: usize,
-    /// Value size in bytes.
-    #[arg(long, value_name = "V", default_value_t = 32)]
-    pub value_size: usize,
+    #[command(flatten)]
+    pub data: DataSetArgs,
     /// Key popularity: uniform or zipf.
     #[arg(long, value_name = "D", default_value = "uniform")]
     pub distribution: Distribution,
@@ -490,13 +493,8 @@ fn parse_tag(s: &str) -> Result<(String, String), String> {
 
 #[derive(Debug, Args)]
 pub struct BenchSplitArgs {
-    /// Keys to load.
-    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
-    pub keys: u64,
-    #[arg(long, value_name = "K", default_value_t = 16)]
-    pub key_size: usize,
-    #[arg(long, value_name = "V", default_value_t = 32)]
-    pub value_size: usize,
+    #[command(flatten)]
+    pub data: DataSetArgs,
     /// Seconds of reads timed before each step.
     #[arg(long, value_name = "S", default_value_t = 2.0)]
     pub settle: f64,
