@@ -47,6 +47,8 @@ pub enum BatchAction {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BatchOp {
+    /// The key's database (SELECT's number; 0 by default).
+    pub db: u32,
     pub key: Bytes,
     pub action: BatchAction,
     pub condition: Option<Precondition>,
@@ -59,6 +61,8 @@ pub struct BatchOp {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Batch {
     pub ops: Vec<BatchOp>,
+    /// The database of the ops pushed from now on ([`Batch::in_db`]).
+    db: u32,
 }
 
 impl Batch {
@@ -114,11 +118,19 @@ impl Batch {
         condition: Option<Precondition>,
     ) -> &mut Batch {
         self.ops.push(BatchOp {
+            db: self.db,
             key: key.into(),
             action,
             condition,
             expire_at: None,
         });
+        self
+    }
+
+    /// The ops pushed from now on are in database `db` (SELECT's number): a batch may span
+    /// databases (MOVE deletes in one and puts in another, atomically).
+    pub fn in_db(&mut self, db: u32) -> &mut Batch {
+        self.db = db;
         self
     }
 

@@ -2,7 +2,9 @@
 //! or from scratch), index growth and compaction all go through this one replay.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
+use crate::dbs::{DbMap, NsKeys};
 use crate::error::Result;
 use crate::expiry::Expiries;
 use crate::hash::KeyHash;
@@ -14,6 +16,7 @@ use crate::slot::{key_slot, SlotRange};
 /// A batch member seen before its commit record.
 #[derive(Clone, Debug)]
 pub(crate) struct Member {
+    pub ns: u32,
     pub key: Vec<u8>,
     pub hash: KeyHash,
     pub loc: u32,
@@ -27,6 +30,11 @@ pub(crate) struct IndexBuilder {
     /// The keys with an expiry time, as replayed (recovery keeps them; a resize, whose
     /// partition tracks them already, ignores them).
     pub expiries: Expiries,
+    /// Live index entries per namespace, as replayed (recovery keeps them).
+    pub ns_keys: NsKeys,
+    /// The store's database mapping: records of namespaces no database reads (flushed) are
+    /// garbage and are not indexed. `None`: every namespace is live.
+    dbs: Option<Arc<DbMap>>,
     /// Highest sequence number seen.
     pub max_seq: u64,
     /// Batch seq -> members seen so far, waiting for the commit record.
@@ -48,6 +56,8 @@ impl IndexBuilder {
             index,
             counters: Counters::default(),
             expiries: Expiries::default(),
+            ns_keys: NsKeys::default(),
+            dbs: None,
             max_seq: 0,
             pending: HashMap::new(),
             commits: HashSet::new(),
@@ -65,8 +75,15 @@ impl IndexBuilder {
         }
     }
 
-    fn owns(&self, key: &[u8]) -> bool {
+    /// Skips records of namespaces that `dbs` says are dead.
+    pub fn with_dbs(mut self, dbs: Arc<DbMap>) -> IndexBuilder {
+        self.dbs = Some(dbs);
+        self
+    }
+
+    fn owns(&self, ns: u32, key: &[u8]) -> bool {
         self.range.is_none_or(|r| r.contains(key_slot(key)))
+            && self.dbs.as_ref().is_none_or(|d| d.is_live(ns))
     }
 
     /// Replays one verified record found at `loc`.
@@ -83,11 +100,14 @@ impl IndexBuilder {
         let ext = h.ext(rec);
         let hash = KeyHash::of_ns(ext.namespace, key);
         match h.ty {
-            RecordType::Put | RecordType::Delete if !self.owns(key) => self.counters.dead += 1,
-            RecordType::Put => self.put(segs, hash, key, loc, ext.expire_at)?,
-            RecordType::Delete => self.delete(segs, hash, key)?,
+            RecordType::Put | RecordType::Delete if !self.owns(ext.namespace, key) => {
+                self.counters.dead += 1
+            }
+            RecordType::Put => self.put(segs, hash, ext.namespace, key, loc, ext.expire_at)?,
+            RecordType::Delete => self.delete(segs, hash, ext.namespace, key)?,
             RecordType::BatchPut | RecordType::BatchDelete => {
                 self.pending.entry(h.seq).or_default().push(Member {
+                    ns: ext.namespace,
                     key: key.to_vec(),
                     hash,
                     loc,
@@ -100,6 +120,7 @@ impl IndexBuilder {
                 self.index = Index::with_capacity(self.index.capacity());
                 self.counters.dead = self.counters.records;
                 self.expiries = Expiries::default();
+                self.ns_keys.clear();
                 self.pending.clear();
             }
             RecordType::BatchCommit => {
@@ -128,12 +149,12 @@ impl IndexBuilder {
 
     pub fn apply_members(&mut self, segs: &SegmentSet, members: &[Member]) -> Result<()> {
         for m in members {
-            if !self.owns(&m.key) {
+            if !self.owns(m.ns, &m.key) {
                 self.counters.dead += 1;
             } else if m.delete {
-                self.delete(segs, m.hash, &m.key)?;
+                self.delete(segs, m.hash, m.ns, &m.key)?;
             } else {
-                self.put(segs, m.hash, &m.key, m.loc, m.expire_at)?;
+                self.put(segs, m.hash, m.ns, &m.key, m.loc, m.expire_at)?;
             }
         }
         Ok(())
@@ -174,35 +195,38 @@ impl IndexBuilder {
         &mut self,
         segs: &SegmentSet,
         hash: KeyHash,
+        ns: u32,
         key: &[u8],
         loc: u32,
         expire_at: Option<u64>,
     ) -> Result<()> {
-        self.expiries.set(hash.0, expire_at);
+        self.expiries.set(hash.0, ns, expire_at);
         match self.find(segs, hash, key)? {
             Some(pos) => {
                 self.index.set_loc(pos, loc);
                 self.counters.dead += 1;
             }
-            None => self.insert_new(hash, loc),
+            None => self.insert_new(hash, ns, loc),
         }
         Ok(())
     }
 
-    /// Inserts a key known to be absent (compaction copies: one live record per key).
-    pub fn insert_new(&mut self, hash: KeyHash, loc: u32) {
+    /// Inserts a key known to be absent.
+    fn insert_new(&mut self, hash: KeyHash, ns: u32, loc: u32) {
         if self.overflowed || !self.index.has_room(1) {
             self.overflowed = true;
             return;
         }
         self.index.insert(hash, loc);
+        self.ns_keys.add(ns, 1);
     }
 
-    pub fn delete(&mut self, segs: &SegmentSet, hash: KeyHash, key: &[u8]) -> Result<()> {
+    pub fn delete(&mut self, segs: &SegmentSet, hash: KeyHash, ns: u32, key: &[u8]) -> Result<()> {
         self.expiries.remove(hash.0);
         self.counters.dead += 1; // the tombstone record itself
         if let Some(pos) = self.find(segs, hash, key)? {
             self.index.remove(pos);
+            self.ns_keys.sub(ns, 1);
             self.counters.dead += 1;
         }
         Ok(())

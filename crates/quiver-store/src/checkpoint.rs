@@ -2,9 +2,12 @@
 //! position they reflect, so reopening replays only the log after it.
 //!
 //! ```text
-//! checkpoint := magic[8] "QUIVCKP1" | version u32 | partition u32 | capacity u64 | records u64
+//! checkpoint := magic[8] "QUIVCKP2" | version u32 (3) | partition u32 | slot_lo u16 | slot_hi u16
+//!             | capacity u64 | records u64
 //!             | dead u64 | max_seq u64 | end_file_id u64 | end_offset u64 | segments u32
 //!             | (file_id u64 | slot u32){segments} | frags u16{capacity} | locs u32{capacity}
+//!             | expiring u64 | (hash u64 | expire_at u64 | namespace u32){expiring}
+//!             | namespaces u32 | (namespace u32 | live_keys u64){namespaces}
 //!             | crc32c u32 (of everything before it)
 //! ```
 //! A checkpoint is valid only if the partition still has exactly the segments it lists (up to
@@ -18,6 +21,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLockWriteGuard;
 
+use crate::dbs::NsKeys;
 use crate::error::{Error, Result};
 use crate::expiry::Expiries;
 use crate::index::Index;
@@ -27,14 +31,18 @@ use crate::partition::{Counters, Partition, SegmentSet, StoreCtx};
 use crate::slot::SlotRange;
 
 const MAGIC: [u8; 8] = *b"QUIVCKP2";
-const VERSION: u32 = 2;
+/// 3: expiry entries carry their namespace; live keys per namespace follow them.
+const VERSION: u32 = 3;
 const CHECKPOINT_TMP_FILE: &str = "index.ckpt.tmp";
+/// hash u64 | expire_at u64 | namespace u32
+const EXPIRY_ENTRY_LEN: usize = 20;
 
 /// A loaded checkpoint.
 pub(crate) struct Checkpoint {
     pub index: Index,
     pub counters: Counters,
     pub expiries: Expiries,
+    pub ns_keys: NsKeys,
     pub max_seq: u64,
     /// The log position the checkpoint reflects: the segment (by its place in the
     /// partition's log order) and the offset in it.
@@ -108,7 +116,10 @@ pub(crate) fn save(ctx: &StoreCtx, part: &Partition) -> Result<()> {
             end_offset: st.appender.end(),
             segments: &list,
         };
-        (encode(&meta, &st.index, &st.expiries), segments)
+        (
+            encode(&meta, &st.index, &st.expiries, &st.ns_keys),
+            segments,
+        )
     };
     let written = segments
         .iter()
@@ -122,9 +133,16 @@ pub(crate) fn save(ctx: &StoreCtx, part: &Partition) -> Result<()> {
 }
 
 /// Serialises a checkpoint (call with the partition locked, so the index is stable).
-pub(crate) fn encode(meta: &CheckpointMeta<'_>, index: &Index, expiries: &Expiries) -> Vec<u8> {
+pub(crate) fn encode(
+    meta: &CheckpointMeta<'_>,
+    index: &Index,
+    expiries: &Expiries,
+    ns_keys: &NsKeys,
+) -> Vec<u8> {
     let cap = index.capacity();
-    let mut b = Vec::with_capacity(88 + meta.segments.len() * 12 + cap * 6 + expiries.len() * 16);
+    let mut b = Vec::with_capacity(
+        96 + meta.segments.len() * 12 + cap * 6 + expiries.len() * EXPIRY_ENTRY_LEN,
+    );
     b.extend_from_slice(&MAGIC);
     b.extend_from_slice(&VERSION.to_le_bytes());
     b.extend_from_slice(&meta.partition.to_le_bytes());
@@ -148,9 +166,16 @@ pub(crate) fn encode(meta: &CheckpointMeta<'_>, index: &Index, expiries: &Expiri
         b.extend_from_slice(&l.to_le_bytes());
     }
     b.extend_from_slice(&(expiries.len() as u64).to_le_bytes());
-    for (hash, at) in expiries.iter() {
+    for (hash, at, ns) in expiries.iter() {
         b.extend_from_slice(&hash.to_le_bytes());
         b.extend_from_slice(&at.to_le_bytes());
+        b.extend_from_slice(&ns.to_le_bytes());
+    }
+    let ns: Vec<(u32, u64)> = ns_keys.iter().collect();
+    b.extend_from_slice(&(ns.len() as u32).to_le_bytes());
+    for (ns, n) in ns {
+        b.extend_from_slice(&ns.to_le_bytes());
+        b.extend_from_slice(&n.to_le_bytes());
     }
     let crc = crc32c::crc32c(&b);
     b.extend_from_slice(&crc.to_le_bytes());
@@ -222,7 +247,13 @@ pub(crate) fn load(
         return Err("length does not match its header".into());
     }
     let m = Reader { b: body, at: fixed }.u64() as usize;
-    if (body.len() - fixed - 8) / 16 != m || (body.len() - fixed - 8) % 16 != 0 {
+    let ns_at = m
+        .checked_mul(EXPIRY_ENTRY_LEN)
+        .and_then(|e| (fixed + 8).checked_add(e))
+        .filter(|&at| at + 4 <= body.len())
+        .ok_or("length does not match its header")?;
+    let k = Reader { b: body, at: ns_at }.u32() as usize;
+    if body.len() - ns_at - 4 != k * 12 {
         return Err("length does not match its header".into());
     }
     let listed: Vec<(u64, u32)> = (0..n).map(|_| (r.u64(), r.u32())).collect();
@@ -246,13 +277,20 @@ pub(crate) fn load(
     r.u64();
     let mut expiries = Expiries::default();
     for _ in 0..m {
-        let hash = r.u64();
-        expiries.set(hash, Some(r.u64()));
+        let (hash, at, ns) = (r.u64(), r.u64(), r.u32());
+        expiries.set(hash, ns, Some(at));
+    }
+    r.u32();
+    let mut ns_keys = NsKeys::default();
+    for _ in 0..k {
+        let (ns, n) = (r.u32(), r.u64());
+        ns_keys.add(ns, n);
     }
     Ok(Some(Checkpoint {
         index: Index::from_parts(frags, locs),
         counters,
         expiries,
+        ns_keys,
         max_seq,
         // The listed segments are the partition's first `n`, the last of them the end one.
         end_segment: n - 1,

@@ -44,7 +44,7 @@ pub(crate) enum Attempt {
 }
 
 /// One try of a batch. `guards[i]` is the write lock of `parts[i]` (ascending ids; they hold
-/// the partition of every op); op `i` has hash `hashed[i]` and its partition is
+/// the partition of every op); op `i` has namespace and hash `hashed[i]` and its partition is
 /// `parts[guard_of[i]]`. Every index must have room for the batch's puts, every precondition
 /// must hold against the state before the batch; then the batch is written and indexed, the
 /// locks are released and, in `fsync` mode, the try waits for group commit.
@@ -53,7 +53,7 @@ pub(crate) fn try_batch(
     parts: &[&Partition],
     mut guards: Vec<RwLockWriteGuard<'_, PartState>>,
     batch: &Batch,
-    hashed: &[KeyHash],
+    hashed: &[(u32, KeyHash)],
     guard_of: &[usize],
 ) -> Attempt {
     // Room in every index for the puts.
@@ -81,8 +81,9 @@ pub(crate) fn try_batch(
         .iter()
         .zip(hashed)
         .zip(guard_of)
-        .map(|((op, &hash), &state)| LookupKey {
+        .map(|((op, &(ns, hash)), &state)| LookupKey {
             state,
+            ns,
             key: &op.key,
             hash,
         })
@@ -125,8 +126,9 @@ pub(crate) fn try_batch(
                 BatchAction::Check => continue,
             };
             ops.push(WriteOp {
+                ns: hashed[i].0,
                 key: &op.key,
-                hash: hashed[i],
+                hash: hashed[i].1,
                 value,
                 expire_at: op.expire_at,
             });

@@ -125,7 +125,7 @@ struct Remap {
 /// Runs one compaction pass on the partition. The caller holds its maintenance lock.
 pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<PassOutcome> {
     // 1. The range.
-    let (snapshot, inputs, prefix, reached_end) = {
+    let (snapshot, inputs, prefix, reached_end, dbs) = {
         let mut st = part.state.write();
         st.appender.flush()?;
         let sealed = st.segs.ordered.len() - 1;
@@ -143,7 +143,13 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
             n += 1; // the sealed active segment: a group of its own
         }
         let inputs = st.segs.ordered[start..start + n].to_vec();
-        (st.segs.clone(), inputs, start == 0, reached_end)
+        (
+            st.segs.clone(),
+            inputs,
+            start == 0,
+            reached_end,
+            st.dbs.clone(),
+        )
     };
     let mut outcome = PassOutcome {
         report: MaintenanceReport {
@@ -163,10 +169,13 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
     let mut out = Outputs::new(&snapshot, last_input);
     let mut remaps: Vec<Remap> = Vec::new();
     // Live records whose value is damaged (salvage only): dropped from the index at the swap.
-    let mut lost: Vec<(KeyHash, u32)> = Vec::new();
+    let mut lost: Vec<(u32, KeyHash, u32)> = Vec::new();
     // Live records whose expiry time had come: dropped from the index at the swap (if no
     // writer replaced them meanwhile); `tombstones` of them left a tombstone in the output.
-    let mut expired: Vec<(KeyHash, u32)> = Vec::new();
+    let mut expired: Vec<(u32, KeyHash, u32)> = Vec::new();
+    // Records the index still holds whose namespace was flushed (FLUSHDB, which counted them
+    // dead): dropped from the index at the swap.
+    let mut flushed: Vec<(KeyHash, u32)> = Vec::new();
     let mut tombstones = 0u64;
     let now = ctx.now_ms();
     let (mut dropped, mut kept_dead) = (0u64, 0u64);
@@ -188,7 +197,7 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
                 return match ctx.opts.on_damage {
                     DamagePolicy::Refuse => Err(Error::corruption(&r.segment.path, r.offset, what)),
                     DamagePolicy::Salvage => {
-                        lost.push((r.hash, r.loc));
+                        lost.push((r.header.ext(r.bytes).namespace, r.hash, r.loc));
                         report.damage.push(format!(
                             "{} at offset {}: {what}; key {} dropped",
                             r.segment.path.display(),
@@ -200,8 +209,14 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
                 };
             }
             let ext = r.header.ext(r.bytes);
-            if ext.expired_at(now) && (!ty.is_batch_member() || resolved_member) {
-                expired.push((r.hash, r.loc));
+            let resolved = !ty.is_batch_member() || resolved_member;
+            if resolved && !dbs.is_live(ext.namespace) {
+                // No database reads its namespace, and none ever will: nothing to shadow.
+                flushed.push((r.hash, r.loc));
+                return Ok(());
+            }
+            if ext.expired_at(now) && resolved {
+                expired.push((ext.namespace, r.hash, r.loc));
                 if !prefix {
                     let mut tomb = Vec::new();
                     let key = &r.bytes[r.header.key_range()];
@@ -232,8 +247,11 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
             return Ok(());
         }
         // Dead puts, tombstones, commit records: dropped, or kept (`Some`), retyped or not.
+        let flushed = !dbs.is_live(r.header.ext(r.bytes).namespace);
         let keep: Option<Option<RecordType>> = match ty {
             RecordType::Put => None,
+            // A tombstone of a flushed namespace shadows only records that are dead anyway.
+            RecordType::Delete if flushed => None,
             RecordType::Delete | RecordType::Truncate => (!prefix).then_some(None),
             RecordType::BatchPut | RecordType::BatchCommit if resolved_batch.is_some() => None,
             // A delete of a batch that was applied keeps shadowing older copies.
@@ -261,7 +279,8 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
         }
     };
     report.records_copied = remaps.len() as u64 + kept_dead + tombstones;
-    report.records_dropped = dropped + lost.len() as u64 + expired.len() as u64;
+    report.records_dropped =
+        dropped + lost.len() as u64 + expired.len() as u64 + flushed.len() as u64;
     report.damage.extend(skipped);
 
     // 3. Commit on disk.
@@ -290,18 +309,25 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
         }
         // The dropped records leave the log; all were dead (counted in `dead` when they
         // died) but the damaged live ones dropped here.
-        let mut gone_dead = dropped;
-        for &(hash, loc) in lost.iter().chain(&expired) {
+        let mut gone_dead = dropped + flushed.len() as u64;
+        for &(hash, loc) in &flushed {
+            if let Some(pos) = st.index.find_loc(hash, loc) {
+                st.index.remove(pos);
+                st.expiries.remove(hash.0);
+            }
+        }
+        for &(ns, hash, loc) in lost.iter().chain(&expired) {
             match st.index.find_loc(hash, loc) {
                 Some(pos) => {
                     st.index.remove(pos);
+                    st.ns_keys.sub(ns, 1);
                     st.expiries.remove(hash.0);
                 }
                 None => gone_dead += 1,
             }
         }
         let c = &mut st.counters;
-        let gone = dropped + lost.len() as u64 + expired.len() as u64;
+        let gone = dropped + lost.len() as u64 + expired.len() as u64 + flushed.len() as u64;
         c.records = c.records.saturating_sub(gone) + tombstones;
         c.dead = c.dead.saturating_sub(gone_dead) + tombstones;
         swap_segments(&mut st, &inputs, &outputs);

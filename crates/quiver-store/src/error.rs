@@ -88,6 +88,9 @@ pub enum Error {
     /// it tried.
     #[error("the store's partitions changed {attempts} times during the operation; try again")]
     Rerouted { attempts: usize },
+    /// A database number past the store's `databases` setting.
+    #[error("no database {db}: the store has {databases} (databases 0 to {})", databases - 1)]
+    NoSuchDatabase { db: u32, databases: u32 },
     /// A slot-range operation on a store of format 1 (opened for `quiver upgrade`).
     #[error("this store has no slot ranges (format 1)")]
     NotSlotted,

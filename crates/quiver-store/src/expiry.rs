@@ -12,34 +12,60 @@ use std::collections::{BTreeSet, HashMap};
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Expiries {
-    by_hash: HashMap<u64, u64>,
+    /// hash -> (expire_at, namespace)
+    by_hash: HashMap<u64, (u64, u32)>,
     /// (expire_at, hash)
     by_time: BTreeSet<(u64, u64)>,
-    /// Sum of every entry's expire_at (for the average time to live).
-    sum: u128,
+    /// Per namespace: entries and the sum of their expire_at (for the average time to live).
+    per_ns: Vec<(u32, u64, u128)>,
 }
 
 impl Expiries {
-    /// Records that the key with `hash` now expires at `at` (or never: `None`).
-    pub fn set(&mut self, hash: u64, at: Option<u64>) {
-        match at {
-            Some(at) => {
-                if let Some(old) = self.by_hash.insert(hash, at) {
-                    self.by_time.remove(&(old, hash));
-                    self.sum -= old as u128;
+    /// Records that the key with `hash` (of namespace `ns`) now expires at `at` (or never:
+    /// `None`).
+    pub fn set(&mut self, hash: u64, ns: u32, at: Option<u64>) {
+        self.remove(hash);
+        if let Some(at) = at {
+            self.by_hash.insert(hash, (at, ns));
+            self.by_time.insert((at, hash));
+            match self.per_ns.iter_mut().find(|e| e.0 == ns) {
+                Some(e) => {
+                    e.1 += 1;
+                    e.2 += at as u128;
                 }
-                self.by_time.insert((at, hash));
-                self.sum += at as u128;
+                None => self.per_ns.push((ns, 1, at as u128)),
             }
-            None => self.remove(hash),
         }
     }
 
     /// The key with `hash` is gone, or no longer expires.
     pub fn remove(&mut self, hash: u64) {
-        if let Some(old) = self.by_hash.remove(&hash) {
+        if let Some((old, ns)) = self.by_hash.remove(&hash) {
             self.by_time.remove(&(old, hash));
-            self.sum -= old as u128;
+            if let Some(i) = self.per_ns.iter().position(|e| e.0 == ns) {
+                let e = &mut self.per_ns[i];
+                e.1 -= 1;
+                e.2 -= old as u128;
+                if e.1 == 0 {
+                    self.per_ns.swap_remove(i);
+                }
+            }
+        }
+    }
+
+    /// Forgets every entry of namespace `ns` (its database was flushed).
+    pub fn remove_ns(&mut self, ns: u32) {
+        if !self.per_ns.iter().any(|e| e.0 == ns) {
+            return;
+        }
+        let gone: Vec<u64> = self
+            .by_hash
+            .iter()
+            .filter(|(_, &(_, n))| n == ns)
+            .map(|(&h, _)| h)
+            .collect();
+        for h in gone {
+            self.remove(h);
         }
     }
 
@@ -47,33 +73,43 @@ impl Expiries {
         self.by_hash.len()
     }
 
-    /// Entries whose time has come (`expire_at <= now`): O(their number).
-    pub fn due_count(&self, now: u64) -> usize {
-        self.by_time.range(..=(now, u64::MAX)).count()
+    /// Entries of namespace `ns` whose time has come (`expire_at <= now`): O(due entries).
+    pub fn due_count(&self, ns: u32, now: u64) -> usize {
+        if !self.per_ns.iter().any(|e| e.0 == ns) {
+            return 0;
+        }
+        self.due_hashes(now)
+            .filter(|h| self.by_hash.get(h).is_some_and(|e| e.1 == ns))
+            .count()
     }
 
     /// Up to `max` hashes of keys whose time has come, the earliest first.
     pub fn due(&self, now: u64, max: usize) -> Vec<u64> {
-        self.by_time
-            .range(..=(now, u64::MAX))
-            .take(max)
-            .map(|&(_, h)| h)
-            .collect()
+        self.due_hashes(now).take(max).collect()
     }
 
-    /// Keys with an expiry still ahead of `now`, and the sum of their remaining times (ms).
-    pub fn pending(&self, now: u64) -> (u64, u128) {
-        let (mut n, mut sum) = (self.by_hash.len() as u64, self.sum);
-        for &(at, _) in self.by_time.range(..=(now, u64::MAX)) {
-            n -= 1;
-            sum -= at as u128;
+    fn due_hashes(&self, now: u64) -> impl Iterator<Item = u64> + '_ {
+        self.by_time.range(..=(now, u64::MAX)).map(|&(_, h)| h)
+    }
+
+    /// Keys of namespace `ns` with an expiry still ahead of `now`, and the sum of their
+    /// remaining times (ms).
+    pub fn pending(&self, ns: u32, now: u64) -> (u64, u128) {
+        let Some(&(_, mut n, mut sum)) = self.per_ns.iter().find(|e| e.0 == ns) else {
+            return (0, 0);
+        };
+        for &(at, h) in self.by_time.range(..=(now, u64::MAX)) {
+            if self.by_hash.get(&h).is_some_and(|e| e.1 == ns) {
+                n -= 1;
+                sum -= at as u128;
+            }
         }
         (n, sum.saturating_sub(n as u128 * now as u128))
     }
 
-    /// Every (hash, expire_at), for a checkpoint.
-    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.by_hash.iter().map(|(&h, &t)| (h, t))
+    /// Every (hash, expire_at, namespace), for a checkpoint.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64, u32)> + '_ {
+        self.by_hash.iter().map(|(&h, &(t, ns))| (h, t, ns))
     }
 }
 
@@ -84,17 +120,21 @@ mod tests {
     #[test]
     fn entries_replace_and_count() {
         let mut e = Expiries::default();
-        e.set(1, Some(100));
-        e.set(2, Some(50));
-        e.set(1, Some(200));
-        e.set(3, None);
-        assert_eq!(e.len(), 2);
-        assert_eq!(e.due_count(49), 0);
-        assert_eq!(e.due(60, 10), vec![2]);
-        assert_eq!(e.pending(60), (1, 140));
+        e.set(1, 0, Some(100));
+        e.set(2, 0, Some(50));
+        e.set(1, 0, Some(200));
+        e.set(3, 0, None);
+        e.set(4, 7, Some(40));
+        assert_eq!(e.len(), 3);
+        assert_eq!(e.due_count(0, 49), 0);
+        assert_eq!(e.due_count(7, 49), 1);
+        assert_eq!(e.due(60, 10), vec![4, 2]);
+        assert_eq!(e.pending(0, 60), (1, 140));
+        assert_eq!(e.pending(7, 10), (1, 30));
+        e.remove_ns(7);
         e.remove(2);
-        e.set(1, None);
+        e.set(1, 0, None);
         assert_eq!(e.len(), 0);
-        assert_eq!(e.pending(0), (0, 0));
+        assert_eq!(e.pending(0, 0), (0, 0));
     }
 }

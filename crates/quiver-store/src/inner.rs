@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use crate::dbs::DbMap;
 use crate::error::Error;
 use crate::hash::KeyHash;
 use crate::lockfile::DirLock;
@@ -25,6 +26,11 @@ pub(crate) struct Table {
     pub partitioner: Partitioner,
     /// By position (the partitioner's numbering: range order).
     pub parts: Vec<Arc<Partition>>,
+    /// Which namespace each database reads (SWAPDB and FLUSHDB install a new one). An
+    /// operation hashes its keys with it, then takes the namespace again from a partition it
+    /// has locked (`PartState::dbs`, the same in every partition while any is locked) and
+    /// hashes again in the rare case it changed: routing depends on the slot only.
+    pub dbs: Arc<DbMap>,
 }
 
 impl Table {

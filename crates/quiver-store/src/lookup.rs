@@ -83,6 +83,8 @@ impl Found {
 pub(crate) struct LookupKey<'k> {
     /// Index into the `states` slice given to [`lookup`].
     pub state: usize,
+    /// The key's namespace (its database's; see `dbs`).
+    pub ns: u32,
     pub key: &'k [u8],
     pub hash: KeyHash,
 }
@@ -175,7 +177,7 @@ pub(crate) fn lookup(
                     continue;
                 }
             };
-            match check_candidate(&bytes, keys[i].key, verify_values) {
+            match check_candidate(&bytes, keys[i].ns, keys[i].key, verify_values) {
                 Candidate::Match(_, ext)
                     if ext.expire_at.is_some()
                         && ext.expired_at(*now.get_or_insert_with(|| ctx.now_ms())) =>
@@ -220,14 +222,13 @@ enum Candidate {
     Damaged(&'static str, bool),
 }
 
-fn check_candidate(bytes: &[u8], key: &[u8], verify_value: bool) -> Candidate {
+fn check_candidate(bytes: &[u8], ns: u32, key: &[u8], verify_value: bool) -> Candidate {
     let header = match format::check_header(bytes) {
         Ok(h) => h,
         Err(reason) => return Candidate::Damaged(reason, false),
     };
     let ext = header.ext(bytes);
-    // Every lookup is in namespace 0 (the default database) for now.
-    if &bytes[header.key_range()] != key || ext.namespace != 0 {
+    if &bytes[header.key_range()] != key || ext.namespace != ns {
         return Candidate::OtherKey;
     }
     if !header.ty.is_put() {
@@ -243,17 +244,18 @@ fn check_candidate(bytes: &[u8], key: &[u8], verify_value: bool) -> Candidate {
     Candidate::Match(value, ext)
 }
 
-/// Looks up keys that all live in one partition.
+/// Looks up keys (namespace, key, hash) that all live in one partition.
 pub(crate) fn lookup_one_partition(
     ctx: &StoreCtx,
     st: &PartState,
-    keys: &[(&[u8], KeyHash)],
+    keys: &[(u32, &[u8], KeyHash)],
     verify_values: bool,
 ) -> Vec<Found> {
     let items: Vec<LookupKey<'_>> = keys
         .iter()
-        .map(|&(key, hash)| LookupKey {
+        .map(|&(ns, key, hash)| LookupKey {
             state: 0,
+            ns,
             key,
             hash,
         })

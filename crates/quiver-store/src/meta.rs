@@ -15,7 +15,9 @@
 
 use std::fs;
 use std::path::Path;
+use std::sync::Arc;
 
+use crate::dbs::DbMap;
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::log::format::{FORMAT_VERSION, FORMAT_VERSION_V1};
@@ -29,6 +31,7 @@ pub const META_TMP_FILE: &str = "QUIVER.tmp";
 
 /// Which partition a key belongs to. Partitions are numbered by *position* here: in the
 /// order of their slot ranges (format 1: of their ids); `Layout::ids` names them.
+#[derive(Clone)]
 pub(crate) enum Partitioner {
     /// Format 2: the partition at position `i` owns `ranges[i]` of the Redis Cluster hash
     /// slots.
@@ -46,6 +49,8 @@ pub(crate) enum Partitioner {
 pub(crate) struct Layout {
     pub partitioner: Partitioner,
     pub ids: Vec<u32>,
+    /// Which namespace each database reads (see `dbs`).
+    pub dbs: Arc<DbMap>,
 }
 
 impl Partitioner {
@@ -120,6 +125,7 @@ pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<Layout> {
             };
             let mut version = None;
             let mut listed: Vec<(u32, SlotRange)> = Vec::new();
+            let (mut db_entries, mut next_ns) = (Vec::new(), 0u32);
             for line in text.lines() {
                 let words: Vec<&str> = line.split_whitespace().collect();
                 match words[..] {
@@ -130,6 +136,15 @@ pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<Layout> {
                     ["segment_bytes", v] => {
                         opts.segment_bytes =
                             v.parse().map_err(|_| bad("unreadable segment_bytes"))?
+                    }
+                    ["next-namespace", n] => {
+                        next_ns = n.parse().map_err(|_| bad("unreadable next-namespace"))?
+                    }
+                    ["database", db, "namespace", ns] => {
+                        let (Ok(db), Ok(ns)) = (db.parse::<u32>(), ns.parse::<u32>()) else {
+                            return Err(bad(&format!("unreadable database line {line:?}")));
+                        };
+                        db_entries.push((db, ns));
                     }
                     ["partition", id, "slots", range] => {
                         let range = SlotRange::parse(range)
@@ -147,6 +162,10 @@ pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<Layout> {
             }
             listed.sort_by_key(|&(_, r)| r);
             let ranges: Vec<SlotRange> = listed.iter().map(|&(_, r)| r).collect();
+            let dbs = Arc::new(
+                DbMap::from_entries(&db_entries, next_ns)
+                    .map_err(|e| bad(&format!("database mapping: {e}")))?,
+            );
             let layout = match version {
                 Some(FORMAT_VERSION) if opts.legacy_v1 => {
                     return Err(Error::AlreadyCurrent {
@@ -163,6 +182,7 @@ pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<Layout> {
                     Layout {
                         partitioner: Partitioner::slots(ranges),
                         ids: listed.iter().map(|&(id, _)| id).collect(),
+                        dbs,
                     }
                 }
                 Some(FORMAT_VERSION_V1) if opts.legacy_v1 => Layout {
@@ -170,6 +190,7 @@ pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<Layout> {
                         partitions: opts.partitions,
                     },
                     ids: (0..opts.partitions).collect(),
+                    dbs,
                 },
                 Some(found) if found < FORMAT_VERSION => {
                     return Err(Error::OldFormat {
@@ -203,10 +224,12 @@ pub(crate) fn load_or_create(dir: &Path, opts: &mut Options) -> Result<Layout> {
             let ranges = SlotRange::even(opts.partitions);
             let ids: Vec<u32> = (0..opts.partitions).collect();
             let listed: Vec<(u32, SlotRange)> = ids.iter().copied().zip(ranges.clone()).collect();
-            store_layout(dir, opts.segment_bytes, &listed)?;
+            let dbs = Arc::new(DbMap::identity());
+            store_layout(dir, opts.segment_bytes, &listed, &dbs)?;
             Ok(Layout {
                 partitioner: Partitioner::slots(ranges),
                 ids,
+                dbs,
             })
         }
         Err(e) => Err(Error::io("read store metadata", &path, e)),
@@ -220,6 +243,7 @@ pub(crate) fn store_layout(
     dir: &Path,
     segment_bytes: u64,
     parts: &[(u32, SlotRange)],
+    dbs: &DbMap,
 ) -> Result<()> {
     let mut text = format!(
         "quiver-store\nformat {FORMAT_VERSION}\nsegment_bytes {segment_bytes}\npartitions {}\n",
@@ -228,6 +252,7 @@ pub(crate) fn store_layout(
     for (id, r) in parts {
         text.push_str(&format!("partition {id} slots {r}\n"));
     }
+    text.push_str(&dbs.to_meta());
     let (path, tmp) = (dir.join(META_FILE), dir.join(META_TMP_FILE));
     fs::write(&tmp, text)
         .and_then(|_| fs::File::open(&tmp)?.sync_all())

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::batch::Entry;
+use crate::dbs::DbMap;
 use crate::error::{Error, Result};
 use crate::inner::StoreInner;
 use crate::log::format::RecordType;
@@ -77,16 +78,38 @@ pub(crate) fn log_ends(parts: &[Arc<Partition>]) -> Result<Vec<LogPos>> {
         .collect()
 }
 
-/// Hands every live, unexpired key of `range` in `part` whose record precedes `end` to
-/// `out`, [`EXPORT_BATCH_ITEMS`] at a time; returns how many.
-/// `locs` (a split's) also collects each handed-over record's hash and index location.
+/// A key's state with its namespace (a split moves every database's keys).
+pub(crate) type NsItem = (u32, RangeItem);
+
+/// Which keys a range export reads: one namespace (database 0's, for a migration: cluster
+/// mode has no other), or every live one (a split, which moves whole slots).
+#[derive(Clone, Copy)]
+pub(crate) enum Namespaces<'a> {
+    One(u32),
+    Live(&'a DbMap),
+}
+
+impl Namespaces<'_> {
+    fn wants(&self, ns: u32) -> bool {
+        match self {
+            Namespaces::One(n) => *n == ns,
+            Namespaces::Live(dbs) => dbs.is_live(ns),
+        }
+    }
+}
+
+/// Hands every live, unexpired key of `range` and `nss` in `part` whose record precedes `end`
+/// to `out` with its namespace, [`EXPORT_BATCH_ITEMS`] at a time; returns how many.
+/// `locs` (a split's) also collects each handed-over record's namespace, hash and index
+/// location.
 pub(crate) fn snapshot_partition(
     ctx: &StoreCtx,
     part: &Partition,
     range: SlotRange,
+    nss: Namespaces<'_>,
     end: LogPos,
-    mut locs: Option<&mut Vec<(crate::hash::KeyHash, u32)>>,
-    out: &mut dyn FnMut(&[RangeItem]) -> Result<()>,
+    mut locs: Option<&mut Vec<(u32, crate::hash::KeyHash, u32)>>,
+    out: &mut dyn FnMut(&[NsItem]) -> Result<()>,
 ) -> Result<u64> {
     let _maintenance = part.maintenance.lock();
     let segs = part.state.read().segs.ordered.clone();
@@ -104,7 +127,7 @@ pub(crate) fn snapshot_partition(
         }
         let key = &r.bytes[r.header.key_range()];
         let ext = r.header.ext(r.bytes);
-        if !range.contains(key_slot(key)) || ext.expired_at(now) || ext.namespace != 0 {
+        if !range.contains(key_slot(key)) || ext.expired_at(now) || !nss.wants(ext.namespace) {
             return Ok(());
         }
         if !r.value_ok {
@@ -115,13 +138,16 @@ pub(crate) fn snapshot_partition(
             ));
         }
         if let Some(l) = locs.as_mut() {
-            l.push((r.hash, r.loc));
+            l.push((ext.namespace, r.hash, r.loc));
         }
-        items.push(RangeItem::Put {
-            key: Bytes::copy_from_slice(key),
-            value: Bytes::copy_from_slice(&r.bytes[r.header.value_range()]),
-            expire_at: ext.expire_at,
-        });
+        items.push((
+            ext.namespace,
+            RangeItem::Put {
+                key: Bytes::copy_from_slice(key),
+                value: Bytes::copy_from_slice(&r.bytes[r.header.value_range()]),
+                expire_at: ext.expire_at,
+            },
+        ));
         n += 1;
         if items.len() >= EXPORT_BATCH_ITEMS {
             out(&items)?;
@@ -135,30 +161,32 @@ pub(crate) fn snapshot_partition(
     Ok(n)
 }
 
-/// The keys of `range` that records in `part`'s log from `from` on name (in log order, each
-/// once), and the log's end now: the keys written since `from`.
+/// The keys of `range` and `nss` that records in `part`'s log from `from` on name (in log
+/// order, each once), and the log's end now: the keys written since `from`.
 pub(crate) fn keys_written_since(
     part: &Partition,
     range: SlotRange,
+    nss: Namespaces<'_>,
     from: LogPos,
-) -> Result<(Vec<Bytes>, LogPos)> {
+) -> Result<(Vec<(u32, Bytes)>, LogPos)> {
     let _maintenance = part.maintenance.lock();
     let (segs, end) = {
         let mut st = part.state.write();
         st.appender.flush()?;
         (st.segs.ordered.clone(), LogPos::end_of(&st))
     };
-    Ok((tail_keys(&segs, range, from, end)?, end))
+    Ok((tail_keys(&segs, range, nss, from, end)?, end))
 }
 
-/// The keys of `range` that the records of the log `segs` from `from` to `end` name, in log
-/// order, each once.
+/// The keys (with their namespaces) of `range` and `nss` that the records of the log `segs`
+/// from `from` to `end` name, in log order, each once.
 pub(crate) fn tail_keys(
     segs: &[Arc<crate::log::segment::Segment>],
     range: SlotRange,
+    nss: Namespaces<'_>,
     from: LogPos,
     end: LogPos,
-) -> Result<Vec<Bytes>> {
+) -> Result<Vec<(u32, Bytes)>> {
     let mut seen = std::collections::HashSet::new();
     let mut keys = Vec::new();
     let found = maintenance::records_between(segs, from, end, |_, _, header, rec| {
@@ -170,11 +198,9 @@ pub(crate) fn tail_keys(
         }
         if header.key_len > 0 {
             let key = &rec[header.key_range()];
-            if header.ext(rec).namespace == 0
-                && range.contains(key_slot(key))
-                && seen.insert(key.to_vec())
-            {
-                keys.push(Bytes::copy_from_slice(key));
+            let ns = header.ext(rec).namespace;
+            if nss.wants(ns) && range.contains(key_slot(key)) && seen.insert((ns, key.to_vec())) {
+                keys.push((ns, Bytes::copy_from_slice(key)));
             }
         }
         Ok(())
@@ -239,8 +265,11 @@ impl RangeExport {
             ));
         }
         let mut n = 0;
+        let db0 = Namespaces::One(self.inner.table().dbs.ns(0));
+        let mut strip =
+            |items: &[NsItem]| out(&items.iter().map(|(_, i)| i.clone()).collect::<Vec<_>>());
         for (p, end) in self.paused.parts().iter().zip(&self.positions) {
-            n += snapshot_partition(&self.inner.ctx, p, self.range, *end, None, out)?;
+            n += snapshot_partition(&self.inner.ctx, p, self.range, db0, *end, None, &mut strip)?;
         }
         Ok(n)
     }
@@ -253,12 +282,14 @@ impl RangeExport {
         out: &mut dyn FnMut(&[RangeItem]) -> Result<()>,
     ) -> Result<u64> {
         let mut n = 0;
+        let db0 = Namespaces::One(self.inner.table().dbs.ns(0));
         for (p, pos) in self.paused.parts().iter().zip(self.positions.iter_mut()) {
-            let (keys, end) = keys_written_since(p, self.range, *pos)?;
+            let (keys, end) = keys_written_since(p, self.range, db0, *pos)?;
             for chunk in keys.chunks(EXPORT_BATCH_ITEMS) {
-                let entries = store.multi_get_entries(chunk)?;
-                let items: Vec<RangeItem> = chunk
-                    .iter()
+                let keys: Vec<&Bytes> = chunk.iter().map(|(_, k)| k).collect();
+                let entries = store.multi_get_entries(&keys)?;
+                let items: Vec<RangeItem> = keys
+                    .into_iter()
                     .zip(entries)
                     .map(|(k, e)| RangeItem::of(k.clone(), e))
                     .collect();
@@ -344,7 +375,7 @@ impl Store {
         Ok(n)
     }
 
-    /// Deletes every key at once (Redis's FLUSHALL): all partitions locked, one Truncate
+    /// Deletes every key of every database at once (Redis's FLUSHALL): all partitions locked, one Truncate
     /// record appended to each (everything before it in the log is dead) and their indexes
     /// emptied; returns how many keys there were. Readers see all keys or none. (A crash
     /// while the records are written may leave some partitions flushed and not others.)
@@ -378,8 +409,14 @@ impl Store {
         let mut lsns = Vec::with_capacity(parts.len());
         for (p, st) in parts.iter().zip(guards.iter_mut()) {
             st.append(&record)?;
-            n += st.index.live().saturating_sub(st.expiries.due_count(now)) as u64;
+            n += st
+                .ns_keys
+                .iter()
+                .filter(|&(ns, _)| table.dbs.is_live(ns))
+                .map(|(ns, k)| k.saturating_sub(st.expiries.due_count(ns, now) as u64))
+                .sum::<u64>();
             st.index = crate::index::Index::for_keys(0);
+            st.ns_keys.clear();
             st.counters.records += 1;
             st.counters.dead = st.counters.records;
             st.expiries = Default::default();

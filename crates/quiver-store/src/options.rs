@@ -164,6 +164,8 @@ pub struct Options {
     /// Open a store of the previous format (version 1) read-only, for `quiver upgrade`. A
     /// version-1 store opened without it is refused with an error that names the upgrade.
     pub legacy_v1: bool,
+    /// Databases addressable through `Store::db` (Redis's `databases`; 1..=DATABASES_MAX).
+    pub databases: u32,
 }
 
 impl Default for Options {
@@ -189,6 +191,7 @@ impl Default for Options {
             clock: crate::clock::Clock::system(),
             expire_sweep_keys_max: 1024,
             legacy_v1: false,
+            databases: 16,
         }
     }
 }
@@ -220,6 +223,13 @@ impl Options {
             return bad(format!(
                 "value_len_max {} does not fit a {}-byte segment (a record must fit in one segment)",
                 self.value_len_max, self.segment_bytes
+            ));
+        }
+        if self.databases == 0 || self.databases > crate::dbs::DATABASES_MAX {
+            return bad(format!(
+                "databases {} outside 1..={}",
+                self.databases,
+                crate::dbs::DATABASES_MAX
             ));
         }
         if self.legacy_v1 && !self.read_only {

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use crate::dbs::{DbMap, NsKeys};
 use crate::error::{Error, Result};
 use crate::expiry::Expiries;
 use crate::index::Index;
@@ -204,6 +205,11 @@ pub(crate) struct PartState {
     pub counters: Counters,
     /// The keys with an expiry time (see `expiry`).
     pub expiries: Expiries,
+    /// Live index entries per namespace (DBSIZE of each database).
+    pub ns_keys: NsKeys,
+    /// Which namespace each database reads: the store's mapping, given to every partition
+    /// under its lock when it changes (see `dbs`).
+    pub dbs: Arc<DbMap>,
     /// The hash slots whose keys this partition holds (`None` in a store of format 1: every
     /// key). Its log may hold records of other keys, left behind when a split moved them
     /// away: they are garbage (replay skips them).

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::builder::{IndexBuilder, Member};
 use crate::checkpoint;
+use crate::dbs::DbMap;
 use crate::error::{Error, Result};
 use crate::index::{Index, LOAD_AFTER_REBUILD};
 use crate::log::format::{FORMAT_VERSION, FORMAT_VERSION_V1, SEGMENT_HEADER_LEN};
@@ -86,6 +87,7 @@ pub(crate) fn recover_partition(
     ctx: &StoreCtx,
     part: u32,
     range: Option<SlotRange>,
+    dbs: &Arc<DbMap>,
     dir: &Path,
     report: &mut RecoveryReport,
     progress: &mut dyn FnMut(RecoveryProgress),
@@ -125,9 +127,10 @@ pub(crate) fn recover_partition(
         }
     };
     if let Some(ck) = ckpt {
-        let mut b = IndexBuilder::for_range(ck.index, range);
+        let mut b = IndexBuilder::for_range(ck.index, range).with_dbs(dbs.clone());
         b.counters = ck.counters;
         b.expiries = ck.expiries;
+        b.ns_keys = ck.ns_keys;
         b.max_seq = ck.max_seq;
         let start = ck.end_segment;
         // Damage this attempt finds is found again by the rebuild if it is not kept. (A torn
@@ -155,7 +158,8 @@ pub(crate) fn recover_partition(
     // one slot); the bound only guards that reasoning.
     for _ in 0..REBUILD_ATTEMPTS_MAX {
         let mut b =
-            IndexBuilder::for_range(Index::for_keys_at(capacity_keys, LOAD_AFTER_REBUILD), range);
+            IndexBuilder::for_range(Index::for_keys_at(capacity_keys, LOAD_AFTER_REBUILD), range)
+                .with_dbs(dbs.clone());
         let end = replay(
             ctx,
             &segs,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
-use crate::inner::{owns, StoreInner, Table};
+use crate::inner::{owns, Table};
 use crate::partition::{PartState, Partition};
 
 /// Tries of one operation whose partitions a split or merge changed under it: each retry
@@ -25,8 +25,7 @@ pub(crate) struct Routed {
 }
 
 impl Routed {
-    pub fn new<'k>(inner: &StoreInner, keys: impl Iterator<Item = (&'k [u8], KeyHash)>) -> Routed {
-        let table = inner.table();
+    pub fn new<'k>(table: Arc<Table>, keys: impl Iterator<Item = (&'k [u8], KeyHash)>) -> Routed {
         let mut of_key: Vec<(usize, u16)> = keys.map(|(k, h)| table.route(k, h)).collect();
         let mut order: Vec<usize> = of_key.iter().map(|r| r.0).collect();
         order.sort_unstable();

@@ -24,6 +24,7 @@ pub struct ScanPage {
 pub(crate) fn scan(
     ctx: &StoreCtx,
     table: &Table,
+    ns: u32,
     cursor: u64,
     pattern: Option<&[u8]>,
     count: usize,
@@ -41,6 +42,7 @@ pub(crate) fn scan(
         let (next_order, n) = scan_partition(
             ctx,
             &parts[p],
+            ns,
             cursor as u32,
             count - visited,
             pattern,
@@ -66,6 +68,7 @@ pub(crate) fn scan(
 fn scan_partition(
     ctx: &StoreCtx,
     part: &Partition,
+    ns: u32,
     from: u32,
     budget: usize,
     pattern: Option<&[u8]>,
@@ -132,13 +135,13 @@ fn scan_partition(
         let Ok(h) = format::check_header(&bytes) else {
             continue;
         };
-        // Only the default database's keys, and only those whose time has not come.
+        // Only the database's keys, and only those whose time has not come.
         let ext = h.ext(&bytes);
-        if ext.namespace != 0 || ext.expired_at(now) {
+        if ext.namespace != ns || ext.expired_at(now) {
             continue;
         }
         let key = bytes.slice(h.key_range());
-        let order = KeyHash::of(&key).order() as u64;
+        let order = KeyHash::of_ns(ns, &key).order() as u64;
         if order < from as u64 || order >= end_order {
             continue;
         }

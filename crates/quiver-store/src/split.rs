@@ -36,7 +36,7 @@ use crate::log::writer::Appender;
 use crate::lookup::{self, Found};
 use crate::maintenance::{self, LogPos};
 use crate::meta::{self, Partitioner};
-use crate::migrate::{self, keys_written_since};
+use crate::migrate::{self, keys_written_since, NsItem};
 use crate::options::Durability;
 use crate::partition::{new_segment, partition_dir, PartState, Partition, StoreCtx};
 use crate::resize;
@@ -124,25 +124,30 @@ impl Store {
         }
         let id = inner.next_part_id.fetch_add(1, Ordering::SeqCst);
         let expected = sources.iter().map(|p| p.state.read().index.live()).sum();
-        let new = Arc::new(create_partition(ctx, inner, id, moved, expected)?);
+        let new = Arc::new(create_partition(
+            ctx, inner, id, moved, expected, &table.dbs,
+        )?);
+        // Every database's keys move (no SWAPDB or FLUSHDB meanwhile: they wait for
+        // `layout_change`, which the caller holds).
+        let nss = migrate::Namespaces::Live(&table.dbs);
         let _paused = migrate::PausedCompaction::new(sources.to_vec());
         // 2. The copy, without the sources' locks.
         let mut positions = migrate::log_ends(sources)?;
-        let mut snapshot_locs: Vec<(KeyHash, u32)> = Vec::new();
+        let mut snapshot_locs: Vec<(u32, KeyHash, u32)> = Vec::new();
         let mut copied = 0;
         let mut caught_up = 0;
         for (src, &end) in sources.iter().zip(&positions) {
             let locs = kept.is_some().then_some(&mut snapshot_locs);
-            copied += migrate::snapshot_partition(ctx, src, moved, end, locs, &mut |items| {
+            copied += migrate::snapshot_partition(ctx, src, moved, nss, end, locs, &mut |items| {
                 write_items(ctx, &new, items)
             })?;
         }
         // Keys written during the copy, for the split source to forget at the switch.
-        let mut written: Vec<Bytes> = Vec::new();
+        let mut written: Vec<(u32, Bytes)> = Vec::new();
         for _ in 0..CATCH_UP_ROUNDS_MAX {
             let mut round = 0;
             for (src, pos) in sources.iter().zip(positions.iter_mut()) {
-                let (keys, end) = keys_written_since(src, moved, *pos)?;
+                let (keys, end) = keys_written_since(src, moved, nss, *pos)?;
                 *pos = end;
                 for chunk in keys.chunks(migrate::EXPORT_BATCH_ITEMS) {
                     let st = src.state.read();
@@ -179,7 +184,7 @@ impl Store {
         let mut last = 0;
         for (st, pos) in guards.iter_mut().zip(&positions) {
             st.appender.flush()?;
-            let keys = migrate::tail_keys(&st.segs.ordered, moved, *pos, LogPos::end_of(st))?;
+            let keys = migrate::tail_keys(&st.segs.ordered, moved, nss, *pos, LogPos::end_of(st))?;
             let items = current_items(ctx, st, &keys)?;
             write_items_locked(ctx, &new, &mut new_st, &items)?;
             last += keys.len() as u64;
@@ -192,7 +197,7 @@ impl Store {
         }
         let layout = next_layout(table, sources, &new, moved, kept);
         let listed: Vec<(u32, SlotRange)> = layout.iter().map(|(p, r)| (p.id, *r)).collect();
-        meta::store_layout(&inner.dir, ctx.opts.segment_bytes, &listed)?;
+        meta::store_layout(&inner.dir, ctx.opts.segment_bytes, &listed, &table.dbs)?;
         // Committed: the new layout is the store's from here on.
         match kept {
             Some(kept) => {
@@ -210,6 +215,7 @@ impl Store {
         *inner.table.write() = Arc::new(Table {
             partitioner: Partitioner::slots(layout.iter().map(|(_, r)| *r).collect()),
             parts: layout.into_iter().map(|(p, _)| p).collect(),
+            dbs: table.dbs.clone(),
         });
         drop(new_st);
         drop(guards);
@@ -257,6 +263,7 @@ fn create_partition(
     id: u32,
     range: SlotRange,
     expected_keys: usize,
+    dbs: &Arc<crate::dbs::DbMap>,
 ) -> Result<Partition> {
     let dir = partition_dir(&inner.dir, id);
     std::fs::create_dir_all(&dir).map_err(|e| Error::io("create partition directory", &dir, e))?;
@@ -280,6 +287,8 @@ fn create_partition(
             appender,
             counters: Default::default(),
             expiries: Default::default(),
+            ns_keys: Default::default(),
+            dbs: dbs.clone(),
             range: Some(range),
             retired: false,
             appended_lsn: 0,
@@ -295,24 +304,28 @@ fn create_partition(
 }
 
 /// The current state of `keys` in a (locked) source: a put with value and expiry, or a delete.
-fn current_items(
-    ctx: &StoreCtx,
-    st: &PartState,
-    keys: &[Bytes],
-) -> Result<Vec<migrate::RangeItem>> {
-    let lookups: Vec<(&[u8], KeyHash)> = keys.iter().map(|k| (&k[..], KeyHash::of(k))).collect();
+fn current_items(ctx: &StoreCtx, st: &PartState, keys: &[(u32, Bytes)]) -> Result<Vec<NsItem>> {
+    let lookups: Vec<(u32, &[u8], KeyHash)> = keys
+        .iter()
+        .map(|(ns, k)| (*ns, &k[..], KeyHash::of_ns(*ns, k)))
+        .collect();
     let found = lookup::lookup_one_partition(ctx, st, &lookups, true);
     keys.iter()
         .zip(found)
-        .map(|(k, f)| Ok(migrate::RangeItem::of(k.clone(), lookup::into_entry(f)?)))
+        .map(|((ns, k), f)| {
+            Ok((
+                *ns,
+                migrate::RangeItem::of(k.clone(), lookup::into_entry(f)?),
+            ))
+        })
         .collect()
 }
 
 /// Writes items into the new partition (no one else writes it: it is in no layout yet).
-fn write_items(ctx: &StoreCtx, new: &Partition, items: &[migrate::RangeItem]) -> Result<()> {
+fn write_items(ctx: &StoreCtx, new: &Partition, items: &[NsItem]) -> Result<()> {
     let puts = items
         .iter()
-        .filter(|i| matches!(i, migrate::RangeItem::Put { .. }))
+        .filter(|(_, i)| matches!(i, migrate::RangeItem::Put { .. }))
         .count();
     if !new.state.read().index.has_room(puts) {
         let _m = new.maintenance.lock();
@@ -326,24 +339,26 @@ fn write_items_locked(
     ctx: &StoreCtx,
     new: &Partition,
     st: &mut PartState,
-    items: &[migrate::RangeItem],
+    items: &[NsItem],
 ) -> Result<()> {
     let ops: Vec<WriteOp<'_>> = items
         .iter()
-        .map(|i| match i {
+        .map(|(ns, i)| match i {
             migrate::RangeItem::Put {
                 key,
                 value,
                 expire_at,
             } => WriteOp {
+                ns: *ns,
                 key,
-                hash: KeyHash::of(key),
+                hash: KeyHash::of_ns(*ns, key),
                 value: Some(value),
                 expire_at: *expire_at,
             },
             migrate::RangeItem::Delete { key } => WriteOp {
+                ns: *ns,
                 key,
-                hash: KeyHash::of(key),
+                hash: KeyHash::of_ns(*ns, key),
                 value: None,
                 expire_at: None,
             },
@@ -375,33 +390,42 @@ fn write_items_locked(
 
 /// The split source forgets the keys that moved: the index entries of the snapshot's records
 /// (by location: no reads) and of the keys written during the copy (looked up).
-fn forget(ctx: &StoreCtx, st: &mut PartState, snapshot: &[(KeyHash, u32)], written: &[Bytes]) {
+fn forget(
+    ctx: &StoreCtx,
+    st: &mut PartState,
+    snapshot: &[(u32, KeyHash, u32)],
+    written: &[(u32, Bytes)],
+) {
     // A key written in several rounds is looked up (and removed) once.
     let mut seen = std::collections::HashSet::new();
-    let written: Vec<&Bytes> = written.iter().filter(|k| seen.insert(*k)).collect();
+    let written: Vec<&(u32, Bytes)> = written.iter().filter(|k| seen.insert(*k)).collect();
     let mut removed = 0;
-    for &(hash, loc) in snapshot {
+    for &(ns, hash, loc) in snapshot {
         if let Some(pos) = st.index.find_loc(hash, loc) {
             st.index.remove(pos);
+            st.ns_keys.sub(ns, 1);
             st.expiries.remove(hash.0);
             removed += 1;
         }
     }
     for chunk in written.chunks(migrate::EXPORT_BATCH_ITEMS) {
-        let lookups: Vec<(&[u8], KeyHash)> =
-            chunk.iter().map(|k| (&k[..], KeyHash::of(k))).collect();
+        let lookups: Vec<(u32, &[u8], KeyHash)> = chunk
+            .iter()
+            .map(|(ns, k)| (*ns, &k[..], KeyHash::of_ns(*ns, k)))
+            .collect();
         let found = lookup::lookup_one_partition(ctx, st, &lookups, false);
         // Positions first, removals after: a removal leaves a tombstone, never moves others.
-        let hits: Vec<(usize, KeyHash)> = found
+        let hits: Vec<(usize, u32, KeyHash)> = found
             .iter()
             .zip(&lookups)
-            .filter_map(|(f, &(_, h))| match f {
-                Found::Live { pos, .. } | Found::Expired { pos } => Some((*pos, h)),
+            .filter_map(|(f, &(ns, _, h))| match f {
+                Found::Live { pos, .. } | Found::Expired { pos } => Some((*pos, ns, h)),
                 _ => None,
             })
             .collect();
-        for (pos, h) in hits {
+        for (pos, ns, h) in hits {
             st.index.remove(pos);
+            st.ns_keys.sub(ns, 1);
             st.expiries.remove(h.0);
             removed += 1;
         }
@@ -415,6 +439,7 @@ fn forget(ctx: &StoreCtx, st: &mut PartState, snapshot: &[(KeyHash, u32)], writt
 fn retire(st: &mut PartState) {
     st.retired = true;
     st.expiries = Default::default();
+    st.ns_keys.clear();
     st.dirty = false;
 }
 

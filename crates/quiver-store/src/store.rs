@@ -13,34 +13,27 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use parking_lot::RwLockWriteGuard;
 
 use crate::background::BackgroundThread;
-use crate::batch::{Batch, BatchAction, BatchOutcome, Entry, Precondition};
+use crate::batch::{Batch, BatchAction, BatchOutcome};
 use crate::checkpoint;
 use crate::commit::{self, Attempt};
 use crate::compact;
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::index::LOAD_GROW;
-use crate::inner::owns;
 use crate::inner::StoreInner;
-use crate::lookup::{self, Found, LookupKey};
 use crate::maintenance::MaintenanceReport;
 use crate::options::{Durability, Options, KEY_LEN_MAX};
 use crate::partition::{PartState, Partition};
 use crate::recovery::{RecoveryProgress, RecoveryReport};
 use crate::retry::WriteRetry;
 use crate::route::{RouteTries, Routed};
-use crate::scan::{self, ScanPage};
+use crate::scan::ScanPage;
 use crate::slot::SlotRange;
 use crate::sweep;
 use crate::write::{self, Framing, WriteOp};
-
-/// Tries of [`Store::set_expiry`] (each read-then-conditional-write loses only to a writer of
-/// the same key) before it reports contention.
-const EXPIRY_UPDATE_ATTEMPTS_MAX: usize = 64;
 
 /// A key's expiry, as [`Store::ttl`] reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +57,7 @@ pub struct Store {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stats {
     pub partitions: u32,
+    /// Live keys of every database.
     pub keys: u64,
     /// Live keys with an expiry time, and their average time to live (ms).
     pub expiring_keys: u64,
@@ -133,225 +127,12 @@ impl Store {
         &self.inner.dir
     }
 
-    // ---- reads ----
-
-    // `lookup` returns one result per key it is given.
-    #[allow(clippy::expect_used)]
-    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        check_key(key)?;
-        let hash = KeyHash::of(key);
-        let mut tries = RouteTries::default();
-        loop {
-            let table = self.inner.table();
-            let (pos, slot) = table.route(key, hash);
-            let st = table.parts[pos].state.read();
-            if !owns(&st, slot) {
-                drop(st);
-                tries.again()?;
-                continue;
-            }
-            let found = lookup::lookup_one_partition(&self.inner.ctx, &st, &[(key, hash)], true);
-            drop(st);
-            return lookup::into_value(found.into_iter().next().expect("one key, one result"));
-        }
-    }
-
-    /// Gets many keys as one vector: all index probes, then one batch of reads. The keys'
-    /// partitions are locked together, so the result is one consistent state of the store.
-    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Bytes>>> {
-        self.lookup_vector(keys, true)?
-            .into_iter()
-            .map(lookup::into_value)
-            .collect()
-    }
-
-    /// Gets a key's value with its expiry time.
-    pub fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
-        Ok(self.multi_get_entries(&[key])?.pop().flatten())
-    }
-
-    /// Gets many keys' values with their expiry times, as one vector (see `multi_get`).
-    pub fn multi_get_entries<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Entry>>> {
-        self.lookup_vector(keys, true)?
-            .into_iter()
-            .map(lookup::into_entry)
-            .collect()
-    }
-
-    /// A key's expiry: absent, never, or at a time (Redis's TTL / PEXPIRETIME, absolute).
-    pub fn ttl(&self, key: &[u8]) -> Result<Ttl> {
-        Ok(self.multi_ttl(&[key])?[0])
-    }
-
-    /// Many keys' expiries as one vector (no value is read beyond its record header).
-    pub fn multi_ttl<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Ttl>> {
-        self.lookup_vector(keys, false)?
-            .into_iter()
-            .map(|f| match f {
-                Found::Live { expire_at, .. } => Ok(match expire_at {
-                    Some(t) => Ttl::At(t),
-                    None => Ttl::Never,
-                }),
-                Found::Absent | Found::Expired { .. } => Ok(Ttl::Absent),
-                Found::Failed(e) => Err(e),
-            })
-            .collect()
-    }
-
-    pub fn exists(&self, key: &[u8]) -> Result<bool> {
-        Ok(self.multi_exists(&[key])?[0])
-    }
-
-    pub fn multi_exists<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
-        self.lookup_vector(keys, false)?
-            .into_iter()
-            .map(|f| match f {
-                Found::Absent | Found::Expired { .. } => Ok(false),
-                Found::Live { .. } => Ok(true),
-                Found::Failed(e) => Err(e),
-            })
-            .collect()
-    }
-
-    fn lookup_vector<K: AsRef<[u8]>>(&self, keys: &[K], verify_values: bool) -> Result<Vec<Found>> {
-        self.check_width(keys.len())?;
-        let mut hashed = Vec::with_capacity(keys.len());
-        for k in keys {
-            let k = k.as_ref();
-            check_key(k)?;
-            hashed.push((k, KeyHash::of(k)));
-        }
-        let mut tries = RouteTries::default();
-        loop {
-            let routed = Routed::new(&self.inner, hashed.iter().copied());
-            let guards: Vec<_> = routed.parts().map(|p| p.state.read()).collect();
-            if !routed.owned(&guards) {
-                drop(guards);
-                tries.again()?;
-                continue;
-            }
-            let states: Vec<&PartState> = guards.iter().map(|g| &**g).collect();
-            let items: Vec<LookupKey<'_>> = hashed
-                .iter()
-                .zip(&routed.of_key)
-                .map(|(&(key, hash), &(state, _))| LookupKey { state, key, hash })
-                .collect();
-            return Ok(lookup::lookup(
-                &self.inner.ctx,
-                &states,
-                &items,
-                verify_values,
-            ));
-        }
-    }
-
     // ---- writes ----
 
-    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.multi_put(&[(key, value)])
-    }
-
-    /// Puts a key that expires at `expire_at` (ms since the Unix epoch; `None`: never — a put
-    /// clears an earlier expiry, as a Redis SET does).
-    pub fn put_expiring(&self, key: &[u8], value: &[u8], expire_at: Option<u64>) -> Result<()> {
-        self.multi_put_expiring(&[(key, value, expire_at)])
-    }
-
-    /// Puts many pairs: each partition's share is appended as one run with one write (and, in
-    /// fsync mode, made durable by one group-committed fdatasync). Readers see all of it or
-    /// none; a full disk refuses all of it. A crash may keep part of it (plain records) —
-    /// use [`Store::apply`] for a vector that must survive a crash all or nothing.
-    pub fn multi_put<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, pairs: &[(K, V)]) -> Result<()> {
-        self.check_width(pairs.len())?;
-        let mut ops = Vec::with_capacity(pairs.len());
-        for (k, v) in pairs {
-            ops.push(self.put_op(k.as_ref(), v.as_ref(), None)?);
-        }
-        self.write_plain(&ops).map(|_| ())
-    }
-
-    /// [`Store::multi_put`] with an expiry time per key (`None`: never).
-    pub fn multi_put_expiring<K: AsRef<[u8]>, V: AsRef<[u8]>>(
-        &self,
-        items: &[(K, V, Option<u64>)],
-    ) -> Result<()> {
-        self.check_width(items.len())?;
-        let mut ops = Vec::with_capacity(items.len());
-        for (k, v, at) in items {
-            ops.push(self.put_op(k.as_ref(), v.as_ref(), *at)?);
-        }
-        self.write_plain(&ops).map(|_| ())
-    }
-
-    fn put_op<'a>(&self, k: &'a [u8], v: &'a [u8], expire_at: Option<u64>) -> Result<WriteOp<'a>> {
-        check_key(k)?;
-        self.check_value(v)?;
-        Ok(WriteOp {
-            key: k,
-            hash: KeyHash::of(k),
-            value: Some(v),
-            expire_at,
-        })
-    }
-
-    /// Sets a live key's expiry time (`None`: removes it, Redis's PERSIST); false if the key
-    /// does not exist. The value is rewritten with the new expiry, atomically.
-    pub fn set_expiry(&self, key: &[u8], expire_at: Option<u64>) -> Result<bool> {
-        // Each try fails only if a writer changed the key between the read and the write.
-        for _ in 0..EXPIRY_UPDATE_ATTEMPTS_MAX {
-            let Some(entry) = self.get_entry(key)? else {
-                return Ok(false);
-            };
-            let mut batch = Batch::new();
-            batch.put_expiring(
-                Bytes::copy_from_slice(key),
-                entry.value.clone(),
-                expire_at,
-                Some(Precondition::Unchanged(Some(entry))),
-            );
-            if self.apply(&batch)?.is_applied() {
-                return Ok(true);
-            }
-        }
-        Err(Error::Contended {
-            attempts: EXPIRY_UPDATE_ATTEMPTS_MAX,
-        })
-    }
-
-    /// Removes a key's expiry (Redis's PERSIST); true if it had one.
-    pub fn persist(&self, key: &[u8]) -> Result<bool> {
-        match self.ttl(key)? {
-            Ttl::At(_) => self.set_expiry(key, None),
-            Ttl::Never | Ttl::Absent => Ok(false),
-        }
-    }
-
-    /// Deletes a key; true if it existed.
-    pub fn delete(&self, key: &[u8]) -> Result<bool> {
-        Ok(self.multi_delete(&[key])?[0])
-    }
-
-    /// Deletes many keys; per key, whether it existed. Deletes run on a full disk too (they
-    /// may use the disk reserve).
-    pub fn multi_delete<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
-        self.check_width(keys.len())?;
-        let mut ops = Vec::with_capacity(keys.len());
-        for k in keys {
-            let k = k.as_ref();
-            check_key(k)?;
-            ops.push(WriteOp {
-                key: k,
-                hash: KeyHash::of(k),
-                value: None,
-                expire_at: None,
-            });
-        }
-        self.write_plain(&ops)
-    }
-
-    /// Writes plain ops (see the module documentation for the two phases); returns per op
-    /// whether the key existed before it.
-    fn write_plain(&self, ops: &[WriteOp<'_>]) -> Result<Vec<bool>> {
+    /// Writes plain ops of database `db` (see the module documentation for the two phases);
+    /// returns per op whether the key existed before it. Each try gives the ops their
+    /// namespace and hash from the layout it routes on.
+    pub(crate) fn write_plain(&self, db: u32, ops: &mut [WriteOp<'_>]) -> Result<Vec<bool>> {
         self.check_writable()?;
         let frees_space = ops.iter().all(|o| o.value.is_none());
         if !frees_space {
@@ -363,7 +144,14 @@ impl Store {
         let mut retry = WriteRetry::new(&self.inner, self.background.is_running(), frees_space);
         let mut tries = RouteTries::default();
         loop {
-            let routed = Routed::new(&self.inner, ops.iter().map(|o| (o.key, o.hash)));
+            let table = self.inner.table();
+            let ns = table.dbs.ns(db);
+            for op in ops.iter_mut() {
+                op.ns = ns;
+                op.hash = KeyHash::of_ns(ns, op.key);
+            }
+            let ops = &*ops;
+            let routed = Routed::new(table, ops.iter().map(|o| (o.key, o.hash)));
             let mut order: Vec<(usize, usize)> = routed
                 .of_key
                 .iter()
@@ -379,7 +167,7 @@ impl Store {
                     _ => groups.push((p, at..at + 1)),
                 }
             }
-            let group_ops: Vec<Vec<WriteOp<'_>>> = groups
+            let mut group_ops: Vec<Vec<WriteOp<'_>>> = groups
                 .iter()
                 .map(|(_, r)| order[r.clone()].iter().map(|&(_, i)| ops[i]).collect())
                 .collect();
@@ -389,6 +177,13 @@ impl Store {
                 drop(guards);
                 tries.again()?;
                 continue;
+            }
+            // The mapping as of now (see `inner::Table::dbs`).
+            if let Some(now) = guards.first().map(|st| st.dbs.ns(db)).filter(|&n| n != ns) {
+                for op in group_ops.iter_mut().flatten() {
+                    op.ns = now;
+                    op.hash = KeyHash::of_ns(now, op.key);
+                }
             }
             // Phase 1: index room, lookups, encoding, log space for every partition.
             if let Some((gi, need)) =
@@ -484,13 +279,12 @@ impl Store {
     pub fn apply(&self, batch: &Batch) -> Result<BatchOutcome> {
         self.check_width(batch.len())?;
         self.check_writable()?;
-        let mut hashed = Vec::with_capacity(batch.len());
         for op in &batch.ops {
             check_key(&op.key)?;
+            self.db(op.db)?;
             if let BatchAction::Put(v) = &op.action {
                 self.check_value(v)?;
             }
-            hashed.push(KeyHash::of(&op.key));
         }
         let frees_space = !batch
             .ops
@@ -504,7 +298,7 @@ impl Store {
         let mut retry = WriteRetry::new(&self.inner, self.background.is_running(), frees_space);
         let mut tries = RouteTries::default();
         loop {
-            match self.try_apply(batch, &hashed) {
+            match self.try_apply(batch) {
                 Attempt::Done(r) => return r,
                 Attempt::Rerouted => tries.again()?,
                 Attempt::NeedRoom { partition, keys } => retry.make_room(partition, keys)?,
@@ -515,28 +309,47 @@ impl Store {
 
     /// One try of [`Store::apply`]: the involved partitions locked (ascending ids), then the
     /// batch's preconditions and commit protocol (`commit::try_batch`).
-    fn try_apply(&self, batch: &Batch, hashed: &[KeyHash]) -> Attempt {
+    fn try_apply(&self, batch: &Batch) -> Attempt {
+        let table = self.inner.table();
+        let hash_all = |dbs: &crate::dbs::DbMap| -> Vec<(u32, KeyHash)> {
+            batch
+                .ops
+                .iter()
+                .map(|op| {
+                    let ns = dbs.ns(op.db);
+                    (ns, KeyHash::of_ns(ns, &op.key))
+                })
+                .collect()
+        };
+        let mut hashed = hash_all(&table.dbs);
         let keys = batch
             .ops
             .iter()
-            .zip(hashed)
-            .map(|(op, &h)| (&op.key[..], h));
-        let routed = Routed::new(&self.inner, keys);
+            .zip(&hashed)
+            .map(|(op, &(_, h))| (&op.key[..], h));
+        let routed = Routed::new(table, keys);
         let parts: Vec<&Partition> = routed.parts().map(|p| &**p).collect();
         let guards: Vec<RwLockWriteGuard<'_, PartState>> =
             parts.iter().map(|p| p.state.write()).collect();
         if !routed.owned(&guards) {
             return Attempt::Rerouted;
         }
+        // The mapping as of now (see `inner::Table::dbs`).
+        if let Some(st) = guards
+            .first()
+            .filter(|st| !Arc::ptr_eq(&st.dbs, &routed.table.dbs))
+        {
+            hashed = hash_all(&st.dbs);
+        }
         let guard_of: Vec<usize> = routed.of_key.iter().map(|&(g, _)| g).collect();
-        commit::try_batch(&self.inner.ctx, &parts, guards, batch, hashed, &guard_of)
+        commit::try_batch(&self.inner.ctx, &parts, guards, batch, &hashed, &guard_of)
     }
 
     // ---- iteration and figures ----
 
-    /// One page of a SCAN (Redis semantics): start with cursor 0, stop when it comes back 0.
+    /// Database 0's [`Db::scan`].
     pub fn scan(&self, cursor: u64, pattern: Option<&[u8]>, count: usize) -> Result<ScanPage> {
-        scan::scan(&self.inner.ctx, &self.inner.table(), cursor, pattern, count)
+        self.db0().scan(cursor, pattern, count)
     }
 
     /// A SCAN cursor at the place in the key space that the random number `r` picks: the
@@ -545,20 +358,6 @@ impl Store {
     pub fn random_cursor(&self, r: u64) -> u64 {
         let slot = ((r >> 32) * crate::slot::SLOTS as u64) >> 32;
         (slot << 32) | (r & u64::from(u32::MAX))
-    }
-
-    /// Number of live keys (keys whose expiry time has come are not counted, swept or not).
-    pub fn len(&self) -> u64 {
-        let now = self.inner.ctx.now_ms();
-        self.inner
-            .table()
-            .parts
-            .iter()
-            .map(|p| {
-                let st = p.state.read();
-                st.index.live().saturating_sub(st.expiries.due_count(now)) as u64
-            })
-            .sum()
     }
 
     /// Deletes keys whose expiry time has come (at most `max_per_partition` in each
@@ -578,10 +377,6 @@ impl Store {
         self.inner.table().partitioner.ranges().to_vec()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     pub fn stats(&self) -> Stats {
         use std::os::unix::fs::MetadataExt;
         let mut s = Stats {
@@ -590,12 +385,15 @@ impl Store {
         };
         let now = self.inner.ctx.now_ms();
         let mut ttl_total: u128 = 0;
-        for part in self.inner.table().parts.iter() {
+        let table = self.inner.table();
+        for part in table.parts.iter() {
             let st = part.state.read();
-            let (expiring, ttl_sum) = st.expiries.pending(now);
-            s.keys += st.index.live().saturating_sub(st.expiries.due_count(now)) as u64;
-            s.expiring_keys += expiring;
-            ttl_total += ttl_sum;
+            for (ns, keys) in st.ns_keys.iter().filter(|&(ns, _)| table.dbs.is_live(ns)) {
+                let (expiring, ttl_sum) = st.expiries.pending(ns, now);
+                s.keys += keys.saturating_sub(st.expiries.due_count(ns, now) as u64);
+                s.expiring_keys += expiring;
+                ttl_total += ttl_sum;
+            }
             s.index_bytes += st.index.bytes() as u64;
             s.index_capacity += st.index.capacity() as u64;
             s.segments += st.segs.ordered.len() as u64;
@@ -722,7 +520,7 @@ impl Store {
         Ok(())
     }
 
-    fn check_width(&self, n: usize) -> Result<()> {
+    pub(crate) fn check_width(&self, n: usize) -> Result<()> {
         let max = self.inner.ctx.opts.vector_width_max;
         if n > max {
             return Err(Error::VectorTooWide { len: n, max });
@@ -730,7 +528,7 @@ impl Store {
         Ok(())
     }
 
-    fn check_value(&self, v: &[u8]) -> Result<()> {
+    pub(crate) fn check_value(&self, v: &[u8]) -> Result<()> {
         let max = self.inner.ctx.opts.value_len_max;
         if v.len() > max {
             return Err(Error::ValueTooLarge { len: v.len(), max });
@@ -739,7 +537,7 @@ impl Store {
     }
 }
 
-fn check_key(k: &[u8]) -> Result<()> {
+pub(crate) fn check_key(k: &[u8]) -> Result<()> {
     if k.is_empty() || k.len() > KEY_LEN_MAX {
         return Err(Error::KeyLength {
             len: k.len(),

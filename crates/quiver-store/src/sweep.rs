@@ -26,7 +26,7 @@ pub(crate) fn sweep_partition(ctx: &StoreCtx, part: &Partition, max: usize) -> R
         if due.is_empty() {
             return Ok(0);
         }
-        let mut keys: Vec<Vec<u8>> = Vec::with_capacity(due.len());
+        let mut keys: Vec<(u32, Vec<u8>)> = Vec::with_capacity(due.len());
         let mut stale = Vec::new();
         for h in due {
             match expired_key_of(&st, KeyHash(h), now)? {
@@ -46,13 +46,17 @@ pub(crate) fn sweep_partition(ctx: &StoreCtx, part: &Partition, max: usize) -> R
     if keys.is_empty() {
         return Ok(0);
     }
-    let lookups: Vec<(&[u8], KeyHash)> = keys.iter().map(|k| (&k[..], KeyHash::of(k))).collect();
+    let lookups: Vec<(u32, &[u8], KeyHash)> = keys
+        .iter()
+        .map(|(ns, k)| (*ns, &k[..], KeyHash::of_ns(*ns, k)))
+        .collect();
     let found = lookup::lookup_one_partition(ctx, &st, &lookups, false);
     let mut ops = Vec::new();
     let mut still = Vec::new();
-    for ((key, hash), f) in lookups.iter().zip(found) {
+    for ((ns, key, hash), f) in lookups.iter().zip(found) {
         if let Found::Expired { .. } = f {
             ops.push(WriteOp {
+                ns: *ns,
                 key,
                 hash: *hash,
                 value: None,
@@ -78,8 +82,8 @@ pub(crate) fn sweep_partition(ctx: &StoreCtx, part: &Partition, max: usize) -> R
     Ok(swept)
 }
 
-/// The key of the expired record the index holds for `hash` (namespace 0), if any.
-fn expired_key_of(st: &PartState, hash: KeyHash, now: u64) -> Result<Option<Vec<u8>>> {
+/// The namespace and key of the expired record the index holds for `hash`, if any.
+fn expired_key_of(st: &PartState, hash: KeyHash, now: u64) -> Result<Option<(u32, Vec<u8>)>> {
     let mut probe = st.index.probe(hash);
     let mut head = [0u8; RECORD_HEADER_LEN + RECORD_EXT_LEN_MAX];
     while let Some((_, loc)) = st.index.next_candidate(hash.fragment(), &mut probe) {
@@ -109,8 +113,8 @@ fn expired_key_of(st: &PartState, hash: KeyHash, now: u64) -> Result<Option<Vec<
         };
         let ext = h.ext(&rec);
         let key = &rec[h.key_range()];
-        if ext.namespace == 0 && KeyHash::of(key) == hash && ext.expired_at(now) {
-            return Ok(Some(key.to_vec()));
+        if KeyHash::of_ns(ext.namespace, key) == hash && ext.expired_at(now) {
+            return Ok(Some((ext.namespace, key.to_vec())));
         }
     }
     Ok(None)

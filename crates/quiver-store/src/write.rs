@@ -12,6 +12,8 @@ use crate::partition::{PartState, Partition, StoreCtx};
 /// One put (`value: Some`) or delete (`value: None`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct WriteOp<'a> {
+    /// The key's namespace (its database's; see `dbs`).
+    pub ns: u32,
     pub key: &'a [u8],
     pub hash: KeyHash,
     pub value: Option<&'a [u8]>,
@@ -58,23 +60,23 @@ pub(crate) fn encode(
     let mut records = Vec::with_capacity(ops.len());
     let mut existed = Vec::with_capacity(ops.len());
     // Per key written earlier in the run: (exists, has a record).
-    let mut latest: HashMap<&[u8], (bool, bool)> = HashMap::new();
+    let mut latest: HashMap<(u32, &[u8]), (bool, bool)> = HashMap::new();
     let mut members = 0;
     for (i, op) in ops.iter().enumerate() {
-        let (before, has_record) = match latest.get(op.key) {
+        let (before, has_record) = match latest.get(&(op.ns, op.key)) {
             Some(&e) => e,
             None => (found[i].is_live(), found[i].has_record()),
         };
         existed.push(before);
         if op.value.is_none() && !has_record {
             if ops.len() > 1 {
-                latest.insert(op.key, (false, false));
+                latest.insert((op.ns, op.key), (false, false));
             }
             records.push(None);
             continue;
         }
         if ops.len() > 1 {
-            latest.insert(op.key, (op.value.is_some(), op.value.is_some()));
+            latest.insert((op.ns, op.key), (op.value.is_some(), op.value.is_some()));
         }
         let (ty, seq) = match (framing, op.value.is_some()) {
             (Framing::Plain, true) => (RecordType::Put, ctx.alloc_seq()),
@@ -88,7 +90,7 @@ pub(crate) fn encode(
         let at = bytes.len();
         let ext = RecordExt {
             expire_at: op.value.and(op.expire_at),
-            namespace: 0,
+            namespace: op.ns,
         };
         format::encode_record(&mut bytes, ty, seq, ext, op.key, op.value.unwrap_or(b""));
         records.push(Some((at, bytes.len() - at)));
@@ -183,9 +185,9 @@ pub(crate) fn update_index(
     found: &[Found],
     locs: &[Option<u32>],
 ) {
-    let mut latest: HashMap<&[u8], Option<usize>> = HashMap::new();
+    let mut latest: HashMap<(u32, &[u8]), Option<usize>> = HashMap::new();
     for (i, op) in ops.iter().enumerate() {
-        let cur = match latest.get(op.key) {
+        let cur = match latest.get(&(op.ns, op.key)) {
             Some(&p) => p,
             None => found[i].pos(),
         };
@@ -193,12 +195,12 @@ pub(crate) fn update_index(
             // Nothing written for this op (a delete of an absent key, or an append that
             // failed): the key stays as it was.
             if ops.len() > 1 {
-                latest.insert(op.key, cur);
+                latest.insert((op.ns, op.key), cur);
             }
             continue;
         };
         match op.value {
-            Some(_) => st.expiries.set(op.hash.0, op.expire_at),
+            Some(_) => st.expiries.set(op.hash.0, op.ns, op.expire_at),
             None => st.expiries.remove(op.hash.0),
         }
         let after = match op.value {
@@ -210,7 +212,10 @@ pub(crate) fn update_index(
                         st.counters.dead += 1;
                         pos
                     }
-                    None => st.index.insert(op.hash, loc),
+                    None => {
+                        st.ns_keys.add(op.ns, 1);
+                        st.index.insert(op.hash, loc)
+                    }
                 })
             }
             None => {
@@ -218,13 +223,14 @@ pub(crate) fn update_index(
                 st.counters.dead += 1; // the tombstone
                 if let Some(pos) = cur {
                     st.index.remove(pos);
+                    st.ns_keys.sub(op.ns, 1);
                     st.counters.dead += 1;
                 }
                 None
             }
         };
         if ops.len() > 1 {
-            latest.insert(op.key, after);
+            latest.insert((op.ns, op.key), after);
         }
     }
 }
@@ -261,7 +267,7 @@ pub(crate) fn plan_plain(
     st: &mut PartState,
     ops: &[WriteOp<'_>],
 ) -> Result<PlainPlan> {
-    let keys: Vec<(&[u8], KeyHash)> = ops.iter().map(|o| (o.key, o.hash)).collect();
+    let keys: Vec<(u32, &[u8], KeyHash)> = ops.iter().map(|o| (o.ns, o.key, o.hash)).collect();
     let mut found = crate::lookup::lookup_one_partition(ctx, st, &keys, false);
     check_found(&mut found)?;
     let run = encode(ctx, ops, &found, Framing::Plain);

@@ -10,6 +10,7 @@ mod common;
 mod concurrency;
 mod corruption;
 mod crash;
+mod dbs;
 mod deletes;
 mod expiry;
 mod full_disk;
