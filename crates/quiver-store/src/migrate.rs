@@ -6,8 +6,13 @@
 //!   written since the last call, as its state now (a put, or a delete when it is gone), and
 //!   moves the export's positions to the end of the logs. A migration runs `snapshot`, then
 //!   `changes` until little is left, then stops writes to the range and runs `changes` once
-//!   more: the target then holds exactly the source's state of the range.
-//! - [`crate::Store::import`]: applies such items.
+//!   more: the target then holds exactly the source's state of the range. A split or merge of
+//!   the partitions it reads makes it fail (start again): keys of the range would be in a
+//!   partition it does not read.
+//! - [`crate::Store::import`]: applies such items. Applying them again changes nothing, so an
+//!   import a crash interrupted is completed by applying the same items again; a migration
+//!   that starts over with a new export drops the range on the target first (a new snapshot
+//!   does not name the keys the source deleted meanwhile).
 //! - [`crate::Store::drop_range`]: deletes every key of a range once it has moved.
 //!
 //! Why the snapshot is consistent: a record is handed over if the index still points at it
@@ -23,7 +28,7 @@ use bytes::Bytes;
 use crate::batch::Entry;
 use crate::dbs::DbMap;
 use crate::error::{Error, Result};
-use crate::inner::StoreInner;
+use crate::inner::{StoreInner, Table};
 use crate::log::format::RecordType;
 use crate::maintenance::{self, LogPos, ScanMode};
 use crate::partition::{Partition, StoreCtx};
@@ -240,6 +245,19 @@ impl Drop for PausedCompaction {
     }
 }
 
+/// The partitions of `table` whose slots overlap `range` (all of them in a store not slotted).
+fn overlapping(table: &Table, range: SlotRange) -> Vec<Arc<Partition>> {
+    (0..table.parts.len())
+        .filter(|&p| {
+            table
+                .partitioner
+                .range(p)
+                .is_none_or(|r| r.lo <= range.hi && range.lo <= r.hi)
+        })
+        .map(|p| table.parts[p].clone())
+        .collect()
+}
+
 /// A range export in progress (see the module documentation). While it exists, compaction
 /// leaves the partitions it reads alone (their logs must keep the positions it holds).
 pub struct RangeExport {
@@ -271,6 +289,7 @@ impl RangeExport {
         for (p, end) in self.paused.parts().iter().zip(&self.positions) {
             n += snapshot_partition(&self.inner.ctx, p, self.range, db0, *end, None, &mut strip)?;
         }
+        self.check_layout()?;
         Ok(n)
     }
 
@@ -298,7 +317,25 @@ impl RangeExport {
             n += keys.len() as u64;
             *pos = end;
         }
+        self.check_layout()?;
         Ok(n)
+    }
+
+    /// Fails if a split or merge since the export began moved keys of the range into a
+    /// partition the export does not read. Without this check the export would miss them
+    /// silently: its snapshot (a split's source forgets the keys that moved, so their records
+    /// are no longer live) and its changes (the keys are written to the new partition from
+    /// then on). Checked after each read: the switch to a new layout is made at once with the
+    /// source's index change, under its lock, so a switch a read did not see is seen here.
+    fn check_layout(&self) -> Result<()> {
+        let now = overlapping(&self.inner.table(), self.range);
+        let parts = self.paused.parts();
+        if now.len() == parts.len() && now.iter().zip(parts).all(|(a, b)| Arc::ptr_eq(a, b)) {
+            return Ok(());
+        }
+        Err(Error::InvalidOptions(
+            "range export: a split or merge moved part of the range meanwhile; start again".into(),
+        ))
     }
 }
 
@@ -306,17 +343,7 @@ impl Store {
     /// Starts exporting the keys of a slot range (see [`RangeExport`]).
     pub fn export_range(&self, range: SlotRange) -> Result<RangeExport> {
         let inner = self.inner().clone();
-        let table = inner.table();
-        let overlapping: Vec<Arc<Partition>> = (0..table.parts.len())
-            .filter(|&p| {
-                table
-                    .partitioner
-                    .range(p)
-                    .is_none_or(|r| r.lo <= range.hi && range.lo <= r.hi)
-            })
-            .map(|p| table.parts[p].clone())
-            .collect();
-        let paused = PausedCompaction::new(overlapping);
+        let paused = PausedCompaction::new(overlapping(&inner.table(), range));
         let positions = log_ends(paused.parts())?;
         Ok(RangeExport {
             inner,
@@ -363,7 +390,8 @@ impl Store {
     }
 
     /// Deletes every key of a slot range (once it has moved elsewhere); returns how many.
-    /// Keys written to the range meanwhile may survive: stop writes to it first.
+    /// Keys written to the range meanwhile may survive: stop writes to it first. Fails if a
+    /// split or merge moves part of the range meanwhile (drop again: it completes the drop).
     pub fn drop_range(&self, range: SlotRange) -> Result<u64> {
         let mut export = self.export_range(range)?;
         let mut n = 0;

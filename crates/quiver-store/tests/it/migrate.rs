@@ -1,12 +1,15 @@
 //! Range export, import and drop: a slot range copied from one store to another while a writer
 //! keeps changing it (and keys outside it) ends up exactly equal once the writer stops and the
-//! last changes are applied; a dropped range is gone and nothing else is.
+//! last changes are applied; a dropped range is gone and nothing else is. Across kill -9:
+//! `migrate_crash`.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use parking_lot::Mutex;
 use quiver_store::slot::{key_slot, SlotRange};
-use quiver_store::{BackendKind, RangeItem, Store};
+use quiver_store::{BackendKind, Batch, Clock, Options, RangeItem, Store};
 
 use crate::common::{key, small_options, value, Rng};
 
@@ -14,7 +17,7 @@ const KEYS: u64 = 3000;
 
 /// The range under test: 10000 slots across partition boundaries, in every one of the 4
 /// partitions (4096 slots each), and not all of any.
-fn range() -> SlotRange {
+pub fn range() -> SlotRange {
     SlotRange::new(3000, 12999).unwrap()
 }
 
@@ -82,6 +85,222 @@ fn a_range_copied_while_written_ends_up_equal() {
     assert!(inside > KEYS / 5);
     // Compaction works again once the export is gone.
     assert!(src.compact().unwrap().segments_compacted > 0);
+}
+
+/// The export a migration runs — snapshot, then changes until caught up — while three writers
+/// change keys inside and outside the range every way a store can be changed (single and
+/// vector puts and deletes across partitions, compound batches, expiry set, removed, and
+/// reached mid-export, new keys that make the indexes grow), with the background thread
+/// resizing, sweeping and checkpointing, and a writer of the target's own slots: once the
+/// writers stop and the last changes are applied, the target's range equals the source's, and
+/// the target's own keys are untouched.
+#[test]
+fn an_export_catches_up_with_concurrent_writers() {
+    const T0: u64 = 1_700_000_000_000;
+    let clock = Clock::manual(T0);
+    let opts = Options {
+        background: true,
+        checkpoint_interval_ms: 20,
+        // Small indexes at first: writers' new keys make them grow during the export.
+        expected_keys: 64,
+        clock: clock.clone(),
+        ..small_options(BackendKind::Mmap)
+    };
+    let (src_dir, dst_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let src = Arc::new(Store::open(src_dir.path(), opts.clone()).unwrap());
+    let dst = Arc::new(Store::open(dst_dir.path(), opts).unwrap());
+    for i in 0..KEYS {
+        src.put(&key(i), &value(i, 0)).unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..3u64 {
+        let (src, stop, clock) = (src.clone(), stop.clone(), clock.clone());
+        writers.push(std::thread::spawn(move || {
+            let mut rng = Rng::new(100 + w);
+            let mut round = 1;
+            // Keys beyond KEYS are new to the store.
+            let pick = |rng: &mut Rng| rng.below(2 * KEYS);
+            while !stop.load(Ordering::Relaxed) {
+                let i = pick(&mut rng);
+                let soon = clock.now_ms() + rng.range(1, 400);
+                match (w, rng.below(4)) {
+                    (0, 0) => drop(src.delete(&key(i)).unwrap()),
+                    (0, 1) => src
+                        .put_expiring(&key(i), &value(i, round), Some(soon))
+                        .unwrap(),
+                    (0, _) => src.put(&key(i), &value(i, round)).unwrap(),
+                    (1, 0) => {
+                        let keys: Vec<_> = (0..4).map(|_| key(pick(&mut rng))).collect();
+                        src.multi_delete(&keys).unwrap();
+                    }
+                    (1, _) => {
+                        let pairs: Vec<_> = (0..8)
+                            .map(|_| pick(&mut rng))
+                            .map(|i| (key(i), value(i, round)))
+                            .collect();
+                        src.multi_put(&pairs).unwrap();
+                    }
+                    (_, 0) => drop(src.set_expiry(&key(i), Some(soon)).unwrap()),
+                    (_, 1) => drop(src.persist(&key(i)).unwrap()),
+                    _ => {
+                        let mut batch = Batch::new();
+                        let j = pick(&mut rng);
+                        batch.put(key(i), value(i, round)).delete(key(j));
+                        batch.put_expiring(key(i ^ 1), value(i ^ 1, round), Some(soon), None);
+                        assert!(src.apply(&batch).unwrap().is_applied());
+                    }
+                }
+                round += 1;
+            }
+            round
+        }));
+    }
+    // The target serves its own slots meanwhile: its keys there must stay as written.
+    let own: Arc<Mutex<HashMap<Vec<u8>, Vec<u8>>>> = Arc::default();
+    let own_writer = {
+        let (dst, stop, own) = (dst.clone(), stop.clone(), own.clone());
+        std::thread::spawn(move || {
+            let mut round = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let k = format!("own:{}", round % 500).into_bytes();
+                if !range().contains(key_slot(&k)) {
+                    dst.put(&k, &value(round, round)).unwrap();
+                    own.lock().insert(k, value(round, round));
+                }
+                round += 1;
+            }
+        })
+    };
+    let mut export = src.export_range(range()).unwrap();
+    let mut apply = |items: &[RangeItem]| dst.import(items);
+    assert!(export.snapshot(&mut apply).unwrap() > 0);
+    let mut caught_up = 0;
+    for _ in 0..6 {
+        // Time goes on: keys expire during the export (and the sweep deletes some).
+        clock.advance(100);
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        caught_up += export.changes(&src, &mut apply).unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let writes: u64 = writers.into_iter().map(|w| w.join().unwrap()).sum();
+    own_writer.join().unwrap();
+    caught_up += export.changes(&src, &mut apply).unwrap();
+    assert!(
+        writes > 300 && caught_up > 100,
+        "{writes} writes, {caught_up} caught up"
+    );
+    drop(export);
+
+    let mut inside = 0;
+    for i in 0..2 * KEYS {
+        let k = key(i);
+        let want = src.get_entry(&k).unwrap();
+        if range().contains(key_slot(&k)) {
+            inside += want.is_some() as u64;
+            assert_eq!(dst.get_entry(&k).unwrap(), want, "key {i}");
+        } else {
+            assert_eq!(dst.get(&k).unwrap(), None, "key {i} is outside the range");
+        }
+    }
+    let own = own.lock();
+    for (k, v) in own.iter() {
+        assert_eq!(dst.get(k).unwrap().as_deref(), Some(&v[..]));
+    }
+    assert_eq!(dst.len(), inside + own.len() as u64);
+    assert!(inside > KEYS / 5);
+}
+
+/// A range dropped (again and again) while writers put and delete keys of the other slots of
+/// the same partitions: every one of their writes survives, live and after reopenings (from
+/// checkpoints and rebuilt from the logs).
+#[test]
+fn drop_range_keeps_concurrent_writes_to_other_slots() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        background: true,
+        checkpoint_interval_ms: 20,
+        expected_keys: 64,
+        compact_garbage_ratio: 0.5,
+        ..small_options(BackendKind::Pread)
+    };
+    let store = Arc::new(Store::open(dir.path(), opts.clone()).unwrap());
+    let (inside, outside): (Vec<u64>, Vec<u64>) =
+        (0..2 * KEYS).partition(|&i| range().contains(key_slot(&key(i))));
+    let outside = Arc::new(outside);
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..2u64 {
+        let (store, stop, outside) = (store.clone(), stop.clone(), outside.clone());
+        writers.push(std::thread::spawn(move || {
+            // Writer w owns the keys outside the range at positions ≡ w (mod 2): its model
+            // is exact.
+            let mine: Vec<u64> = outside
+                .iter()
+                .copied()
+                .skip(w as usize)
+                .step_by(2)
+                .collect();
+            let mut model: HashMap<u64, Option<u64>> = HashMap::new();
+            let mut rng = Rng::new(200 + w);
+            let mut round = 1;
+            while !stop.load(Ordering::Relaxed) {
+                let picks: Vec<u64> = (0..1 + rng.below(6))
+                    .map(|_| mine[rng.below(mine.len() as u64) as usize])
+                    .collect();
+                if rng.below(5) == 0 {
+                    store
+                        .multi_delete(&picks.iter().map(|&i| key(i)).collect::<Vec<_>>())
+                        .unwrap();
+                    model.extend(picks.iter().map(|&i| (i, None)));
+                } else {
+                    let pairs: Vec<_> = picks.iter().map(|&i| (key(i), value(i, round))).collect();
+                    store.multi_put(&pairs).unwrap();
+                    model.extend(picks.iter().map(|&i| (i, Some(round))));
+                }
+                round += 1;
+            }
+            model
+        }));
+    }
+    let mut dropped = 0;
+    for round in 0..6 {
+        let pairs: Vec<_> = inside.iter().map(|&i| (key(i), value(i, round))).collect();
+        for chunk in pairs.chunks(256) {
+            store.multi_put(chunk).unwrap();
+        }
+        assert_eq!(store.drop_range(range()).unwrap(), inside.len() as u64);
+        dropped += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut model = HashMap::new();
+    for w in writers {
+        model.extend(w.join().unwrap());
+    }
+    assert!(model.len() > 100, "{} keys written", model.len());
+    let check = |store: &Store, when: &str| {
+        for &i in &inside {
+            assert_eq!(store.get(&key(i)).unwrap(), None, "{when}: key {i}");
+        }
+        for &i in outside.iter() {
+            let want = match model.get(&i) {
+                Some(&round) => round.map(|r| value(i, r)),
+                None => None,
+            };
+            let got = store.get(&key(i)).unwrap().map(|v| v.to_vec());
+            assert_eq!(got, want, "{when}: key {i}");
+        }
+        let live = model.values().filter(|v| v.is_some()).count() as u64;
+        assert_eq!(store.len(), live, "{when}");
+    };
+    check(&store, &format!("after {dropped} drops"));
+    Arc::try_unwrap(store).ok().unwrap().close().unwrap();
+    let store = Store::open(dir.path(), opts.clone()).unwrap();
+    check(&store, "reopened");
+    store.close().unwrap();
+    crate::kill9::drop_checkpoints(dir.path());
+    let store = Store::open(dir.path(), opts).unwrap();
+    check(&store, "rebuilt from the logs");
 }
 
 #[test]
@@ -174,5 +393,65 @@ fn drop_all_empties_the_store_for_good() {
             );
         }
         store.close().unwrap();
+    }
+}
+
+/// A split or merge of the exported partitions while an export runs moves keys of the range
+/// into a partition the export does not read: the export says so (start again) rather than
+/// miss them — in its snapshot (the split source forgets the keys that moved) or its changes
+/// (writes go to the new partition).
+#[test]
+fn an_export_refuses_to_go_on_across_a_split_or_merge() {
+    let (src_dir, dst_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let opts = small_options(BackendKind::Mmap);
+    let src = Store::open(src_dir.path(), opts.clone()).unwrap();
+    for i in 0..KEYS {
+        src.put(&key(i), &value(i, 0)).unwrap();
+    }
+    // Changes after a split.
+    let dst = Store::open(dst_dir.path(), opts.clone()).unwrap();
+    let mut export = src.export_range(range()).unwrap();
+    export.snapshot(&mut |items| dst.import(items)).unwrap();
+    src.split(6000).unwrap();
+    for i in 0..KEYS {
+        src.put(&key(i), &value(i, 1)).unwrap();
+    }
+    let res = export.changes(&src, &mut |items| dst.import(items));
+    let stale = (0..KEYS)
+        .filter(|&i| range().contains(key_slot(&key(i))))
+        .filter(|&i| {
+            dst.get(&key(i))
+                .unwrap()
+                .is_some_and(|v| v[..] != value(i, 1)[..])
+        })
+        .count();
+    assert!(
+        res.is_err(),
+        "changes missed {stale} keys written after a split"
+    );
+    drop(export);
+    // A snapshot after a merge.
+    let mut export = src.export_range(range()).unwrap();
+    src.merge(6000).unwrap();
+    let mut n = 0;
+    let res = export.snapshot(&mut |items| {
+        n += items.len();
+        Ok(())
+    });
+    assert!(res.is_err(), "the snapshot handed over {n} keys");
+    drop(export);
+    // A new export after the layout change works.
+    let mut export = src.export_range(range()).unwrap();
+    let dst2 = tempfile::tempdir().unwrap();
+    let dst2 = Store::open(dst2.path(), opts).unwrap();
+    export.snapshot(&mut |items| dst2.import(items)).unwrap();
+    export
+        .changes(&src, &mut |items| dst2.import(items))
+        .unwrap();
+    for i in (0..KEYS).filter(|&i| range().contains(key_slot(&key(i)))) {
+        assert_eq!(
+            dst2.get_entry(&key(i)).unwrap(),
+            src.get_entry(&key(i)).unwrap()
+        );
     }
 }

@@ -7,26 +7,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use quiver_store::layout::{partition_dir, CHECKPOINT_FILE};
+use quiver_store::layout::partition_dir;
 use quiver_store::slot::SlotRange;
 use quiver_store::{BackendKind, Options, Store};
 
 use crate::common::{key, small_options, Rng};
+use crate::kill9::{self, drop_checkpoints, value_of};
 
 const KEYS: u64 = 20_000;
-
-fn value_of(i: u64, version: u64) -> Vec<u8> {
-    format!("{i}:{version}:")
-        .repeat(1 + (i % 5) as usize)
-        .into_bytes()
-}
-
-fn drop_checkpoints(store_dir: &std::path::Path) {
-    for entry in std::fs::read_dir(store_dir).unwrap() {
-        let p = entry.unwrap().path().join(CHECKPOINT_FILE);
-        let _ = std::fs::remove_file(p);
-    }
-}
 
 /// Writers put and delete while the test splits and merges; readers check that every value
 /// they see is one written for that key. The model holds the last acknowledged state.
@@ -243,9 +231,6 @@ fn an_uncommitted_split_leaves_nothing() {
     assert!(store.merge(100).is_err());
 }
 
-/// Where the child of `splits_and_merges_survive_kill_9` works (set only in the child).
-const KILL9_DIR_ENV: &str = "QUIVER_SPLIT_KILL9_DIR";
-const KILL9_CYCLE_ENV: &str = "QUIVER_SPLIT_KILL9_CYCLE";
 const KILL9_KEYS: u64 = 20_000;
 
 fn kill9_options() -> Options {
@@ -263,34 +248,16 @@ fn kill9_options() -> Options {
 #[test]
 #[ignore = "the child process of splits_and_merges_survive_kill_9"]
 fn kill9_child() {
-    let Ok(dir) = std::env::var(KILL9_DIR_ENV) else {
+    let Some((dir, cycle)) = kill9::child_env() else {
         return;
     };
-    let dir = std::path::PathBuf::from(dir);
     let store = Arc::new(Store::open(dir.join("store"), kill9_options()).unwrap());
-    let writer = {
-        let store = store.clone();
-        let acks = dir.join("acks");
-        std::thread::spawn(move || {
-            use std::io::Write;
-            let mut f = std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(acks)
-                .unwrap();
-            let mut rng = Rng::new(std::process::id() as u64);
-            // Versions grow from child to child: each starts above all the earlier ones.
-            let cycle: u64 = std::env::var(KILL9_CYCLE_ENV).unwrap().parse().unwrap();
-            let mut version = (cycle + 1) * 1_000_000_000;
-            loop {
-                let i = rng.below(KILL9_KEYS);
-                store.put(&key(i), &value_of(i, version)).unwrap();
-                writeln!(f, "{i} {version}").unwrap();
-                f.flush().unwrap();
-                version += 1;
-            }
-        })
-    };
+    let writer = kill9::spawn_acked_writer(
+        store.clone(),
+        dir.join("acks"),
+        cycle,
+        (0..KILL9_KEYS).collect(),
+    );
     // Split at a slot inside the first partition's range and merge back, forever.
     loop {
         let ranges = store.slot_ranges();
@@ -312,10 +279,7 @@ fn kill9_child() {
 /// damage, every key is there, and none is older than its last acknowledged write.
 #[test]
 fn splits_and_merges_survive_kill_9() {
-    let cycles: u64 = std::env::var("QUIVER_SPLIT_KILL9_CYCLES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(6);
+    let cycles = kill9::cycles("QUIVER_SPLIT_KILL9_CYCLES", 6);
     let dir = tempfile::tempdir().unwrap();
     {
         let store = Store::open(dir.path().join("store"), kill9_options()).unwrap();
@@ -329,29 +293,10 @@ fn splits_and_merges_survive_kill_9() {
     let mut rng = Rng::new(11);
     let mut acked: HashMap<u64, u64> = HashMap::new();
     let mut layouts: std::collections::HashSet<Vec<SlotRange>> = std::collections::HashSet::new();
+    let all: Vec<u64> = (0..KILL9_KEYS).collect();
     for cycle in 0..cycles {
-        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--ignored", "--exact", "split::kill9_child", "--nocapture"])
-            .env(KILL9_DIR_ENV, dir.path())
-            .env(KILL9_CYCLE_ENV, cycle.to_string())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(200 + rng.below(800)));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        // The last acknowledged version of each key (a torn last line is not an ack).
-        let text = std::fs::read_to_string(dir.path().join("acks")).unwrap_or_default();
-        for line in text.lines() {
-            let mut it = line.split(' ');
-            if let (Some(i), Some(v), None) = (it.next(), it.next(), it.next()) {
-                if let (Ok(i), Ok(v)) = (i.parse::<u64>(), v.parse::<u64>()) {
-                    let e = acked.entry(i).or_insert(0);
-                    *e = (*e).max(v);
-                }
-            }
-        }
+        kill9::run_and_kill("split::kill9_child", dir.path(), cycle, &mut rng, 200, 1000);
+        kill9::read_acked_versions(&dir.path().join("acks"), &mut acked);
         let store = Store::open(dir.path().join("store"), kill9_options())
             .unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
         let ranges = store.slot_ranges();
@@ -361,19 +306,7 @@ fn splits_and_merges_survive_kill_9() {
         );
         layouts.insert(ranges.clone());
         assert_eq!(store.len(), KILL9_KEYS, "cycle {cycle}");
-        for i in 0..KILL9_KEYS {
-            let v = store
-                .get(&key(i))
-                .unwrap()
-                .unwrap_or_else(|| panic!("cycle {cycle}: key {i} lost"));
-            let text = String::from_utf8(v.to_vec()).unwrap();
-            let version: u64 = text.split(':').nth(1).unwrap().parse().unwrap();
-            let want = acked.get(&i).copied().unwrap_or(0);
-            assert!(
-                version >= want,
-                "cycle {cycle}: key {i} has version {version}, acknowledged {want}"
-            );
-        }
+        kill9::check_acked(&store, &all, &acked, &format!("cycle {cycle}"));
         store.close().unwrap();
     }
     assert!(!acked.is_empty(), "the children wrote");
