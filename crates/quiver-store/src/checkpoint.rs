@@ -171,9 +171,8 @@ pub(crate) fn encode(
         b.extend_from_slice(&at.to_le_bytes());
         b.extend_from_slice(&ns.to_le_bytes());
     }
-    let ns: Vec<(u32, u64)> = ns_keys.iter().collect();
-    b.extend_from_slice(&(ns.len() as u32).to_le_bytes());
-    for (ns, n) in ns {
+    b.extend_from_slice(&(ns_keys.len() as u32).to_le_bytes());
+    for (ns, n) in ns_keys.iter() {
         b.extend_from_slice(&ns.to_le_bytes());
         b.extend_from_slice(&n.to_le_bytes());
     }

@@ -39,40 +39,41 @@ pub(crate) struct DbMap {
 impl DbMap {
     /// Every database on its own namespace (a new store).
     pub fn identity() -> DbMap {
-        let ns_of_db: Vec<u32> = (0..DATABASES_MAX).collect();
-        DbMap {
-            db_of_ns: ns_of_db.iter().map(|&n| (n, n)).collect(),
-            ns_of_db,
-            next_ns: DATABASES_MAX,
-        }
+        DbMap::with(ns_start(), DATABASES_MAX)
     }
 
     /// The mapping whose non-identity entries are `entries` (db, namespace).
     pub fn from_entries(entries: &[(u32, u32)], next_ns: u32) -> Result<DbMap> {
-        let mut ns_of_db: Vec<u32> = (0..DATABASES_MAX).collect();
+        let next_ns = next_ns.max(DATABASES_MAX);
+        let mut ns_of_db = ns_start();
         for &(db, ns) in entries {
-            if db >= DATABASES_MAX || ns >= next_ns.max(DATABASES_MAX) {
+            if db >= DATABASES_MAX || ns >= next_ns {
                 return Err(Error::InvalidOptions(format!(
                     "database {db} -> namespace {ns}: out of range"
                 )));
             }
             ns_of_db[db as usize] = ns;
         }
-        let db_of_ns: HashMap<u32, u32> = ns_of_db
-            .iter()
-            .enumerate()
-            .map(|(db, &ns)| (ns, db as u32))
-            .collect();
-        if db_of_ns.len() != ns_of_db.len() {
+        let m = DbMap::with(ns_of_db, next_ns);
+        if m.db_of_ns.len() != m.ns_of_db.len() {
             return Err(Error::InvalidOptions(
                 "two databases are mapped to one namespace".into(),
             ));
         }
-        Ok(DbMap {
+        Ok(m)
+    }
+
+    fn with(ns_of_db: Vec<u32>, next_ns: u32) -> DbMap {
+        let db_of_ns = ns_of_db
+            .iter()
+            .enumerate()
+            .map(|(db, &ns)| (ns, db as u32))
+            .collect();
+        DbMap {
             ns_of_db,
             db_of_ns,
-            next_ns: next_ns.max(DATABASES_MAX),
-        })
+            next_ns,
+        }
     }
 
     /// The namespace database `db` reads (`db < DATABASES_MAX`, checked by `Store::db`).
@@ -84,9 +85,6 @@ impl DbMap {
     /// The database reading namespace `ns`; `None`: the namespace is dead (flushed).
     #[inline]
     pub fn db_of(&self, ns: u32) -> Option<u32> {
-        if ns == 0 && self.ns_of_db[0] == 0 {
-            return Some(0);
-        }
         self.db_of_ns.get(&ns).copied()
     }
 
@@ -134,6 +132,34 @@ impl DbMap {
     }
 }
 
+/// One database's figures, summed over the partitions.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Figures {
+    pub keys: u64,
+    pub expiring_keys: u64,
+    /// Sum of the expiring keys' remaining times (ms).
+    pub ttl_sum: u128,
+}
+
+impl Figures {
+    pub fn add(&mut self, o: Figures) {
+        self.keys += o.keys;
+        self.expiring_keys += o.expiring_keys;
+        self.ttl_sum += o.ttl_sum;
+    }
+
+    pub fn avg_ttl_ms(&self) -> u64 {
+        self.ttl_sum
+            .checked_div(self.expiring_keys as u128)
+            .map_or(0, |v| v as u64)
+    }
+}
+
+/// Database `d` on namespace `d`, for every database: where a store starts.
+fn ns_start() -> Vec<u32> {
+    (0..DATABASES_MAX).collect()
+}
+
 /// Live index entries per namespace in one partition (few namespaces: a short list).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct NsKeys(Vec<(u32, u64)>);
@@ -167,6 +193,11 @@ impl NsKeys {
             Some(i) => self.0.swap_remove(i).1,
             None => 0,
         }
+    }
+
+    /// Namespaces with entries.
+    pub fn len(&self) -> usize {
+        self.0.len()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {

@@ -40,6 +40,13 @@ impl Table {
         self.partitioner.route(key, hash)
     }
 
+    /// Every partition, in lock order (ascending id), for an operation on all of them.
+    pub fn in_lock_order(&self) -> Vec<&Arc<Partition>> {
+        let mut parts: Vec<&Arc<Partition>> = self.parts.iter().collect();
+        parts.sort_unstable_by_key(|p| p.id);
+        parts
+    }
+
     pub fn by_id(&self, id: u32) -> Option<&Arc<Partition>> {
         self.parts.iter().find(|p| p.id == id)
     }

@@ -6,10 +6,11 @@
 
 use bytes::Bytes;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::batch::{Batch, Entry, Precondition};
-use crate::dbs::DbMap;
+use crate::dbs::{DbMap, Figures};
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::inner::{owns, Table};
@@ -44,11 +45,6 @@ pub struct DbStats {
 }
 
 impl<'s> Db<'s> {
-    /// Its number (SELECT's).
-    pub fn number(&self) -> u32 {
-        self.db
-    }
-
     // ---- reads ----
 
     // `lookup` returns one result per key it is given.
@@ -309,29 +305,19 @@ impl<'s> Db<'s> {
 
     /// Keys, keys with an expiry and their average time to live.
     pub fn stats(&self) -> DbStats {
-        let inner = self.store.inner();
-        let now = inner.ctx.now_ms();
-        let table = inner.table();
-        let ns = table.dbs.ns(self.db);
-        let mut s = DbStats {
-            db: self.db,
-            ..Default::default()
-        };
-        let mut ttl_total: u128 = 0;
-        for p in table.parts.iter() {
-            let st = p.state.read();
-            s.keys += st
-                .ns_keys
-                .get(ns)
-                .saturating_sub(st.expiries.due_count(ns, now) as u64);
-            let (expiring, ttl_sum) = st.expiries.pending(ns, now);
-            s.expiring_keys += expiring;
-            ttl_total += ttl_sum;
-        }
-        s.avg_ttl_ms = ttl_total
-            .checked_div(s.expiring_keys as u128)
-            .map_or(0, |v| v as u64);
-        s
+        let db = self.db;
+        let figures = self.store.db_figures(|d| d == db).remove(&db);
+        db_stats_of(db, figures.unwrap_or_default())
+    }
+}
+
+/// A database's figures as INFO keyspace reports them.
+fn db_stats_of(db: u32, f: Figures) -> DbStats {
+    DbStats {
+        db,
+        keys: f.keys,
+        expiring_keys: f.expiring_keys,
+        avg_ttl_ms: f.avg_ttl_ms(),
     }
 }
 
@@ -435,10 +421,35 @@ impl Store {
 
     /// Every database with keys, with its figures (INFO keyspace), in database order.
     pub fn db_stats(&self) -> Vec<DbStats> {
-        (0..self.inner().ctx.opts.databases)
-            .map(|db| Db { store: self, db }.stats())
-            .filter(|s| s.keys > 0)
+        let databases = self.inner().ctx.opts.databases;
+        self.db_figures(|d| d < databases)
+            .into_iter()
+            .filter(|(_, f)| f.keys > 0)
+            .map(|(db, f)| db_stats_of(db, f))
             .collect()
+    }
+
+    /// The figures of every database `wanted` picks, in one pass over the partitions.
+    pub(crate) fn db_figures(&self, wanted: impl Fn(u32) -> bool) -> BTreeMap<u32, Figures> {
+        let inner = self.inner();
+        let now = inner.ctx.now_ms();
+        let table = inner.table();
+        let mut out: BTreeMap<u32, Figures> = BTreeMap::new();
+        for p in table.parts.iter() {
+            let st = p.state.read();
+            for (ns, _) in st.ns_keys.iter() {
+                let Some(db) = table.dbs.db_of(ns).filter(|&d| wanted(d)) else {
+                    continue;
+                };
+                let (expiring_keys, ttl_sum) = st.expiries.pending(ns, now);
+                out.entry(db).or_default().add(Figures {
+                    keys: st.live_keys(ns, now),
+                    expiring_keys,
+                    ttl_sum,
+                });
+            }
+        }
+        out
     }
 }
 
@@ -477,11 +488,10 @@ impl Store {
         let _layout = inner.layout_change.lock();
         let table = inner.table();
         let (next, dead) = change(&table.dbs)?;
-        let mut order: Vec<usize> = (0..table.parts.len()).collect();
-        order.sort_unstable_by_key(|&p| table.parts[p].id);
-        let mut guards: Vec<_> = order
-            .iter()
-            .map(|&p| table.parts[p].state.write())
+        let mut guards: Vec<_> = table
+            .in_lock_order()
+            .into_iter()
+            .map(|p| p.state.write())
             .collect();
         let listed: Vec<(u32, SlotRange)> = table
             .parts
@@ -498,9 +508,8 @@ impl Store {
             st.dbs = next.clone();
             if let Some(ns) = dead {
                 // Its records are garbage now (compaction drops them and their index entries).
-                let keys = st.ns_keys.remove(ns);
-                gone += keys.saturating_sub(st.expiries.due_count(ns, now) as u64);
-                st.counters.dead += keys;
+                gone += st.live_keys(ns, now);
+                st.counters.dead += st.ns_keys.remove(ns);
                 st.expiries.remove_ns(ns);
                 st.dirty = true;
             }

@@ -417,8 +417,7 @@ impl Store {
         let _layout = inner.layout_change.lock();
         let table = inner.table();
         let now = ctx.now_ms();
-        let mut parts: Vec<&Arc<Partition>> = table.parts.iter().collect();
-        parts.sort_unstable_by_key(|p| p.id);
+        let parts = table.in_lock_order();
         let mut guards: Vec<_> = parts.iter().map(|p| p.state.write()).collect();
         let mut record = Vec::with_capacity(crate::log::format::RECORD_HEADER_LEN);
         crate::log::format::encode_record(
@@ -437,12 +436,7 @@ impl Store {
         let mut lsns = Vec::with_capacity(parts.len());
         for (p, st) in parts.iter().zip(guards.iter_mut()) {
             st.append(&record)?;
-            n += st
-                .ns_keys
-                .iter()
-                .filter(|&(ns, _)| table.dbs.is_live(ns))
-                .map(|(ns, k)| k.saturating_sub(st.expiries.due_count(ns, now) as u64))
-                .sum::<u64>();
+            n += st.live_keys_all(&table.dbs, now);
             st.index = crate::index::Index::for_keys(0);
             st.ns_keys.clear();
             st.counters.records += 1;

@@ -273,6 +273,23 @@ pub(crate) struct MaintenanceState {
 pub use crate::layout::partition_dir;
 
 impl PartState {
+    /// Live keys of namespace `ns` at `now`: its index entries but those whose expiry time
+    /// has come (swept or not).
+    pub fn live_keys(&self, ns: u32, now: u64) -> u64 {
+        self.ns_keys
+            .get(ns)
+            .saturating_sub(self.expiries.due_count(ns, now) as u64)
+    }
+
+    /// Live keys of every namespace `dbs` says is live, at `now`.
+    pub fn live_keys_all(&self, dbs: &DbMap, now: u64) -> u64 {
+        self.ns_keys
+            .iter()
+            .filter(|&(ns, _)| dbs.is_live(ns))
+            .map(|(ns, _)| self.live_keys(ns, now))
+            .sum()
+    }
+
     /// Makes room for `len` more bytes in the active segment, starting a new segment if needed.
     pub fn ensure_room(&mut self, ctx: &StoreCtx, part: u32, dir: &Path, len: u64) -> Result<()> {
         let capacity = ctx.opts.segment_bytes - SEGMENT_HEADER_LEN as u64;

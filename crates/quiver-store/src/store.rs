@@ -383,17 +383,13 @@ impl Store {
             partitions: self.inner.table().parts.len() as u32,
             ..Default::default()
         };
-        let now = self.inner.ctx.now_ms();
-        let mut ttl_total: u128 = 0;
-        let table = self.inner.table();
-        for part in table.parts.iter() {
+        let mut all = crate::dbs::Figures::default();
+        for f in self.db_figures(|_| true).into_values() {
+            all.add(f);
+        }
+        (s.keys, s.expiring_keys, s.avg_ttl_ms) = (all.keys, all.expiring_keys, all.avg_ttl_ms());
+        for part in self.inner.table().parts.iter() {
             let st = part.state.read();
-            for (ns, keys) in st.ns_keys.iter().filter(|&(ns, _)| table.dbs.is_live(ns)) {
-                let (expiring, ttl_sum) = st.expiries.pending(ns, now);
-                s.keys += keys.saturating_sub(st.expiries.due_count(ns, now) as u64);
-                s.expiring_keys += expiring;
-                ttl_total += ttl_sum;
-            }
             s.index_bytes += st.index.bytes() as u64;
             s.index_capacity += st.index.capacity() as u64;
             s.segments += st.segs.ordered.len() as u64;
@@ -403,9 +399,6 @@ impl Store {
                 s.disk_bytes += seg.file().metadata().map(|m| m.blocks() * 512).unwrap_or(0);
             }
         }
-        s.avg_ttl_ms = ttl_total
-            .checked_div(s.expiring_keys as u128)
-            .map_or(0, |v| v as u64);
         s.garbage_ratio = if s.records == 0 {
             0.0
         } else {
