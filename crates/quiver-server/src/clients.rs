@@ -1,7 +1,9 @@
 //! The registry of connected clients: what CLIENT LIST / CLIENT KILL and INFO see.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed,
+};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -25,6 +27,8 @@ pub struct ClientInfo {
     pub last_cmd: AtomicUsize,
     /// 2 or 3.
     pub resp: AtomicU8,
+    /// The selected database.
+    pub db: AtomicU32,
     /// Commands queued in MULTI, or -1 outside a transaction.
     pub multi: AtomicU64,
     /// Set by CLIENT KILL; the connection closes at its next step.
@@ -58,7 +62,7 @@ impl ClientInfo {
             n => n as i64,
         };
         format!(
-            "id={} addr={} laddr={} fd=-1 name={} age={age} idle={idle} flags={} db=0 sub=0 \
+            "id={} addr={} laddr={} fd=-1 name={} age={age} idle={idle} flags={} db={} sub=0 \
              psub=0 ssub=0 multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 \
              omem=0 tot-mem=0 events=r cmd={cmd} user=default redir=-1 resp={}",
             self.id,
@@ -66,6 +70,7 @@ impl ClientInfo {
             self.laddr,
             String::from_utf8_lossy(&name),
             if multi >= 0 { "x" } else { "N" },
+            self.db.load(Relaxed),
             self.resp.load(Relaxed),
         )
     }
@@ -90,6 +95,7 @@ impl Clients {
             last_active_ms: AtomicU64::new(0),
             last_cmd: AtomicUsize::new(usize::MAX),
             resp: AtomicU8::new(2),
+            db: AtomicU32::new(0),
             multi: AtomicU64::new(u64::MAX),
             killed: AtomicBool::new(false),
             kill_notify: Notify::new(),

@@ -10,6 +10,7 @@ use std::str::FromStr;
 
 use quiver_store::log::format::{record_len, SEGMENT_HEADER_LEN};
 use quiver_store::options::{KEY_LEN_MAX, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
+use quiver_store::DATABASES_MAX;
 use quiver_store::{BackendKind, Durability, Options};
 use serde::{Deserialize, Deserializer};
 
@@ -47,6 +48,9 @@ pub const MAX_MULTIKEY_WIDTH_DEFAULT: usize = 4096;
 /// Most keys of one engine call of any kind. A compound batch (an MSET, an EXEC) cannot be
 /// split without losing its atomicity, so this bounds them: a wider one is refused whole.
 pub const ENGINE_VECTOR_WIDTH_MAX: usize = 1 << 20;
+
+/// Redis's default `databases`: real applications and client test suites SELECT 0..15.
+pub const DATABASES_DEFAULT: u32 = 16;
 
 /// Whether single GETs from different connections are coalesced into one engine vector.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -120,6 +124,8 @@ pub struct Config {
     pub disk_reserve: usize,
     /// Worker threads (0 = one per core).
     pub threads: usize,
+    /// Databases SELECT can choose from (`0..databases`), as Redis's `databases`.
+    pub databases: u32,
     /// Password every client must give with AUTH or HELLO.
     pub requirepass: Option<String>,
     /// Refuse to listen on a non-loopback address without a password.
@@ -162,6 +168,7 @@ impl Default for Config {
             segment_size: Options::default().segment_bytes as usize,
             disk_reserve: Options::default().disk_reserve_bytes as usize,
             threads: 0,
+            databases: DATABASES_DEFAULT,
             requirepass: None,
             protected_mode: true,
             maxclients: MAXCLIENTS_DEFAULT,
@@ -209,6 +216,9 @@ impl Config {
         }
         if self.maxclients == 0 {
             return bad("maxclients must be at least 1".into());
+        }
+        if !(1..=DATABASES_MAX).contains(&self.databases) {
+            return bad(format!("databases must be between 1 and {DATABASES_MAX}"));
         }
         if self.max_vector_width == 0 {
             return bad("max-vector-width must be at least 1".into());
@@ -268,6 +278,7 @@ impl Config {
             value_len_max: self.proto_max_bulk_len,
             durability: self.durability,
             backend: self.backend,
+            databases: self.databases,
             // Reads and deletes come split at `max-multikey-width`; compound batches (MSET,
             // EXEC) cannot be split, and this bounds them.
             vector_width_max: ENGINE_VECTOR_WIDTH_MAX,

@@ -8,6 +8,7 @@ use bytes::Bytes;
 
 use crate::clients::ClientInfo;
 use crate::state::ServerState;
+use crate::watch::DbKey;
 
 /// Commands queued between MULTI and EXEC.
 #[derive(Default)]
@@ -23,8 +24,10 @@ pub struct Session {
     pub resp3: bool,
     pub authenticated: bool,
     pub multi: Option<Multi>,
-    /// Watched keys and their values when WATCH ran.
-    pub watched: Vec<(Bytes, Option<quiver_store::Entry>)>,
+    /// The selected database (SELECT; 0 at first).
+    pub db: u32,
+    /// Watched keys (each in the database selected when WATCH ran) and their values then.
+    pub watched: Vec<(DbKey, Option<quiver_store::Entry>)>,
     /// Set by any write to a watched key.
     pub watch_dirty: Arc<AtomicBool>,
     /// QUIT: close once the replies so far are written.
@@ -38,6 +41,7 @@ impl Session {
             resp3: false,
             authenticated: state.config.requirepass.is_none(),
             multi: None,
+            db: 0,
             watched: Vec::new(),
             watch_dirty: Arc::new(AtomicBool::new(false)),
             closing: false,
@@ -63,6 +67,12 @@ impl Session {
         let n = multi.as_ref().map_or(u64::MAX, |m| m.queued.len() as u64);
         self.info.multi.store(n, Relaxed);
         self.multi = multi;
+    }
+
+    /// Selects database `db` (checked by the caller).
+    pub fn select(&mut self, db: u32) {
+        self.db = db;
+        self.info.db.store(db, Relaxed);
     }
 
     pub fn set_resp3(&mut self, resp3: bool) {

@@ -11,17 +11,17 @@
 //! Running again is bounded ([`retry_on_conflict`], [`TXN_ATTEMPTS_MAX`]): a command whose keys
 //! other clients keep changing gets an error instead of spinning forever.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::Bytes;
-use quiver_store::{Batch, BatchAction, BatchOutcome, Entry, Precondition, Store};
+use quiver_store::{Batch, BatchAction, BatchOutcome, Db, Entry, Precondition, Store};
 
 use crate::errors;
 use crate::reply::Reply;
 use crate::state::ServerState;
 use crate::stats::Stats;
-use crate::watch::Watches;
+use crate::watch::{DbKey, Watches};
 
 /// Attempts of one optimistic command or EXEC before it is given up. Each failed attempt means
 /// another client's write to a key it read landed in between (so the others made progress);
@@ -79,6 +79,10 @@ pub enum Commit {
 pub const WALK_PAGE: usize = 4096;
 
 /// A transaction in progress; see the module documentation.
+///
+/// Its keys are [`DbKey`]s numbered by the databases as they were when it began: a SWAPDB
+/// inside it swaps which of those a database number addresses ([`Txn::select`] and the
+/// commands never see the difference), and the commit writes each key where its database went.
 pub struct Txn<'a> {
     store: &'a Store,
     /// Hits and misses, and the width of each engine read.
@@ -90,14 +94,25 @@ pub struct Txn<'a> {
     read_calls: usize,
     /// Watchers of the keys written are marked at commit.
     watches: &'a Watches,
+    /// Databases SELECT may choose from (`databases`).
+    databases: u32,
+    /// The database its commands address now (a SELECT inside MULTI changes it).
+    db: u32,
+    /// Database number -> the database (numbered at the start) whose keys it holds, after the
+    /// SWAPDBs inside the transaction; empty while there were none.
+    view: Vec<u32>,
+    /// SWAPDBs to carry out at commit, in order.
+    swaps: Vec<(u32, u32)>,
+    /// Databases (numbered at the start) a FLUSHDB or FLUSHALL inside the transaction emptied:
+    /// keys not in the overlay read absent there, and commit flushes them before writing.
+    flushed: BTreeSet<u32>,
+    /// FLUSHALL ran: commit empties every database at once.
+    flushed_all: bool,
     /// Value and expiry in the store when first read (`None`: absent).
-    read: HashMap<Bytes, Option<Entry>>,
+    read: HashMap<DbKey, Option<Entry>>,
     /// Buffered writes (`None`: delete), in first-write order.
-    written: Vec<Bytes>,
-    overlay: HashMap<Bytes, Option<Entry>>,
-    /// FLUSHDB / FLUSHALL ran inside this transaction: keys not in the overlay now read absent,
-    /// and commit flushes the store before writing the overlay.
-    flushed: bool,
+    written: Vec<DbKey>,
+    overlay: HashMap<DbKey, Option<Entry>>,
     /// The store's clock when the transaction began: every command of it measures expiry
     /// times against this one instant (as Redis fixes the time for a command, and for all of
     /// an EXEC).
@@ -105,33 +120,74 @@ pub struct Txn<'a> {
 }
 
 impl<'a> Txn<'a> {
-    pub fn new(state: &'a ServerState) -> Txn<'a> {
+    /// A transaction whose commands address database `db` (the connection's).
+    pub fn new(state: &'a ServerState, db: u32) -> Txn<'a> {
         Txn {
             store: &state.store,
             stats: &state.stats,
             read_width_max: state.config.max_multikey_width,
             read_calls: 0,
             watches: &state.watches,
+            databases: state.config.databases,
+            db,
+            view: Vec::new(),
+            swaps: Vec::new(),
+            flushed: BTreeSet::new(),
+            flushed_all: false,
             read: HashMap::new(),
             written: Vec::new(),
             overlay: HashMap::new(),
-            flushed: false,
             now_ms: state.store.now_ms(),
         }
     }
 
-    /// Reads every key not seen yet as one engine vector (or several of `max-multikey-width`
-    /// keys), so the commands that follow find their values here instead of going to the
-    /// store one by one.
+    /// The database the commands address now.
+    pub fn db(&self) -> u32 {
+        self.db
+    }
+
+    /// Databases SELECT may choose from.
+    pub fn databases(&self) -> u32 {
+        self.databases
+    }
+
+    /// The commands that follow address database `db` (SELECT inside MULTI; checked by the
+    /// caller).
+    pub fn select(&mut self, db: u32) {
+        self.db = db;
+    }
+
+    /// Which database, numbered at the start, database `db` holds now.
+    fn at(&self, db: u32) -> u32 {
+        self.view.get(db as usize).copied().unwrap_or(db)
+    }
+
+    /// Where the keys of database `start` (numbered at the start) are once the transaction's
+    /// SWAPDBs are done.
+    fn final_db(&self, start: u32) -> u32 {
+        self.view
+            .iter()
+            .position(|&s| s == start)
+            .map_or(start, |db| db as u32)
+    }
+
+    /// Reads every key of database `db` not seen yet as one engine vector (or several of
+    /// `max-multikey-width` keys), so the commands that follow find their values here instead
+    /// of going to the store one by one.
     pub fn prefetch<'k>(
         &mut self,
+        db: u32,
         keys: impl Iterator<Item = &'k Bytes>,
     ) -> quiver_store::Result<()> {
-        if self.flushed {
+        let s = self.at(db);
+        if self.flushed.contains(&s) {
             return Ok(());
         }
         let mut missing: Vec<&Bytes> = keys
-            .filter(|k| !self.read.contains_key(*k) && !self.overlay.contains_key(*k))
+            .filter(|k| {
+                let k = (s, (*k).clone());
+                !self.read.contains_key(&k) && !self.overlay.contains_key(&k)
+            })
             .collect();
         missing.sort_unstable();
         missing.dedup();
@@ -140,12 +196,13 @@ impl<'a> Txn<'a> {
         if missing.is_empty() {
             return Ok(());
         }
+        let store = self.store.db(s)?;
         for chunk in missing.chunks(self.read_width_max.max(1)) {
             self.stats.vector_widths.record(chunk.len() as u64);
             self.read_calls += 1;
-            let values = self.store.multi_get_entries(chunk)?;
+            let values = store.multi_get_entries(chunk)?;
             for (k, v) in chunk.iter().zip(values) {
-                self.read.insert((*k).clone(), v);
+                self.read.insert((s, (*k).clone()), v);
             }
         }
         Ok(())
@@ -159,21 +216,28 @@ impl<'a> Txn<'a> {
     /// The key's value and expiry time as this transaction sees them (a key whose expiry
     /// time has come is absent).
     pub fn get_entry(&mut self, key: &Bytes) -> quiver_store::Result<Option<Entry>> {
+        self.get_entry_in(self.db, key)
+    }
+
+    /// [`Txn::get_entry`] in database `db` (MOVE, COPY ... DB).
+    pub fn get_entry_in(&mut self, db: u32, key: &Bytes) -> quiver_store::Result<Option<Entry>> {
         let now = self.now_ms;
-        if let Some(v) = self.overlay.get(key) {
+        let k = (self.at(db), key.clone());
+        if let Some(v) = self.overlay.get(&k) {
             return Ok(live(v, now).cloned());
         }
-        if self.flushed || !valid_key(key) {
+        if self.flushed.contains(&k.0) || !valid_key(key) {
             return Ok(None);
         }
-        if let Some(v) = self.read.get(key) {
+        if let Some(v) = self.read.get(&k) {
             return Ok(live(v, now).cloned());
         }
         self.stats.vector_widths.record(1);
         self.read_calls += 1;
-        let v = self.store.get_entry(key)?;
-        self.read.insert(key.clone(), v.clone());
-        Ok(live(&v, now).cloned())
+        let v = self.store.db(k.0)?.get_entry(key)?;
+        let found = live(&v, now).cloned();
+        self.read.insert(k, v);
+        Ok(found)
     }
 
     /// Now (ms since the Unix epoch, on the store's clock) for this transaction: taken once,
@@ -193,7 +257,12 @@ impl<'a> Txn<'a> {
 
     /// Writes a value with an expiry time (ms since the Unix epoch; `None`: never).
     pub fn put_expiring(&mut self, key: Bytes, value: Bytes, expire_at: Option<u64>) {
-        self.write(key, Some(Entry { value, expire_at }));
+        self.put_expiring_in(self.db, key, value, expire_at);
+    }
+
+    /// [`Txn::put_expiring`] in database `db` (MOVE, COPY ... DB).
+    pub fn put_expiring_in(&mut self, db: u32, key: Bytes, value: Bytes, expire_at: Option<u64>) {
+        self.write((self.at(db), key), Some(Entry { value, expire_at }));
     }
 
     /// Writes a new value and keeps the key's expiry time (INCR, APPEND, SETRANGE).
@@ -204,53 +273,92 @@ impl<'a> Txn<'a> {
     }
 
     pub fn delete(&mut self, key: Bytes) {
-        self.write(key, None);
+        self.write((self.at(self.db), key), None);
     }
 
-    fn write(&mut self, key: Bytes, value: Option<Entry>) {
+    fn write(&mut self, key: DbKey, value: Option<Entry>) {
         if self.overlay.insert(key.clone(), value).is_none() {
             self.written.push(key);
         }
     }
 
-    /// Every key becomes absent (FLUSHDB inside MULTI).
+    /// Every key of the current database becomes absent (FLUSHDB inside MULTI).
     pub fn flush(&mut self) {
-        self.flushed = true;
+        let s = self.at(self.db);
+        self.flushed.insert(s);
+        self.overlay.retain(|(db, _), _| *db != s);
+        self.written.retain(|(db, _)| *db != s);
+    }
+
+    /// Every key of every database becomes absent (FLUSHALL inside MULTI).
+    pub fn flush_all(&mut self) {
+        self.flushed_all = true;
+        self.flushed = (0..self.databases).collect();
         self.overlay.clear();
         self.written.clear();
     }
 
-    /// Buffered writes: (key, new value and expiry, or `None` for a delete or for a value
-    /// whose expiry time has come).
-    pub fn overlay(&self) -> impl Iterator<Item = (&Bytes, Option<&Entry>)> {
-        self.written
-            .iter()
-            .map(|k| (k, live(&self.overlay[k], self.now_ms)))
+    /// Databases `a` and `b` trade their keys (SWAPDB; both checked by the caller).
+    pub fn swap(&mut self, a: u32, b: u32) {
+        if self.view.is_empty() {
+            self.view = (0..self.databases).collect();
+        }
+        self.view.swap(a as usize, b as usize);
+        self.swaps.push((a, b));
     }
 
-    /// Whether `key` exists in the store, ignoring this transaction's own writes (for
-    /// keyspace commands that combine the store with the overlay).
+    /// Buffered writes of the current database: (key, new value and expiry, or `None` for a
+    /// delete or for a value whose expiry time has come).
+    pub fn overlay(&self) -> impl Iterator<Item = (&Bytes, Option<&Entry>)> {
+        self.overlay_in(self.db)
+    }
+
+    /// [`Txn::overlay`] of database `db`.
+    pub fn overlay_in(&self, db: u32) -> impl Iterator<Item = (&Bytes, Option<&Entry>)> {
+        let s = self.at(db);
+        self.written
+            .iter()
+            .filter(move |k| k.0 == s)
+            .map(|k| (&k.1, live(&self.overlay[k], self.now_ms)))
+    }
+
+    /// Whether `key` exists in the store's current database, ignoring this transaction's own
+    /// writes (for keyspace commands that combine the store with the overlay).
     pub fn exists_in_store(&mut self, key: &Bytes) -> quiver_store::Result<bool> {
-        if self.flushed || !valid_key(key) {
+        let k = (self.at(self.db), key.clone());
+        if self.flushed.contains(&k.0) || !valid_key(key) {
             return Ok(false);
         }
-        if let Some(v) = self.read.get(key) {
+        if let Some(v) = self.read.get(&k) {
             return Ok(live(v, self.now_ms).is_some());
         }
         self.stats.vector_widths.record(1);
         self.read_calls += 1;
-        let v = self.store.get_entry(key)?;
+        let v = self.store.db(k.0)?.get_entry(key)?;
         let found = live(&v, self.now_ms).is_some();
-        self.read.insert(key.clone(), v);
+        self.read.insert(k, v);
         Ok(found)
     }
 
+    /// Whether the current database was emptied inside this transaction.
     pub fn is_flushed(&self) -> bool {
-        self.flushed
+        self.is_flushed_in(self.db)
     }
 
+    /// [`Txn::is_flushed`] of database `db`.
+    pub fn is_flushed_in(&self, db: u32) -> bool {
+        self.flushed.contains(&self.at(db))
+    }
+
+    /// The store (its own key methods address database 0).
     pub fn store(&self) -> &'a Store {
         self.store
+    }
+
+    /// The store's keys of the current database, as they were when the transaction began
+    /// (SCAN, KEYS, DBSIZE, RANDOMKEY).
+    pub fn store_db(&self) -> quiver_store::Result<Db<'a>> {
+        self.store.db(self.at(self.db))
     }
 
     pub fn stats(&self) -> &'a Stats {
@@ -259,7 +367,7 @@ impl<'a> Txn<'a> {
 
     /// Whether this transaction writes anything.
     pub fn has_writes(&self) -> bool {
-        !self.written.is_empty() || self.flushed
+        !self.written.is_empty() || !self.flushed.is_empty() || !self.swaps.is_empty()
     }
 
     /// Applies the buffered writes as one batch whose preconditions are the values read,
@@ -268,38 +376,52 @@ impl<'a> Txn<'a> {
     /// call saw one state of the store. Reads from several calls are checked unchanged by a
     /// batch of checks (which writes nothing).
     ///
-    /// A flush inside the transaction is carried out first (all keys at once, but not
-    /// atomically with the rest; see [`flush_store`]).
-    pub fn commit(self, watched: &[(Bytes, Option<Entry>)]) -> quiver_store::Result<Commit> {
+    /// SWAPDB, FLUSHDB and FLUSHALL inside the transaction are carried out first (each at
+    /// once, but not atomically with the rest: the watched keys are checked, then the
+    /// databases swapped and emptied, then the writes applied without preconditions).
+    pub fn commit(self, watched: &[(DbKey, Option<Entry>)]) -> quiver_store::Result<Commit> {
         if !self.has_writes() && watched.is_empty() && self.read_calls <= 1 {
             return Ok(Commit::Applied);
         }
         let mut batch = Batch::new();
-        for (key, seen) in watched {
-            batch.check(key.clone(), Precondition::Unchanged(seen.clone()));
+        for ((db, key), seen) in watched {
+            batch
+                .in_db(*db)
+                .check(key.clone(), Precondition::Unchanged(seen.clone()));
         }
-        if self.flushed {
-            // The flush cannot be part of the batch: check the watched keys first, then flush,
-            // then write. Another client's write can slip in between (documented).
+        let reshaped = !self.flushed.is_empty() || !self.swaps.is_empty();
+        if reshaped {
+            // The swaps and flushes cannot be part of the batch: check the watched keys
+            // first, then swap and flush, then write. Another client's write can slip in
+            // between (documented).
             if !batch.is_empty() && !self.store.apply(&batch)?.is_applied() {
                 return Ok(Commit::Conflict);
             }
             batch = Batch::new();
-            flush_store(self.store, self.watches)?;
+            for &(a, b) in &self.swaps {
+                swap_dbs(self.store, self.watches, a, b)?;
+            }
+            if self.flushed_all {
+                flush_all(self.store, self.watches)?;
+            } else {
+                for &s in &self.flushed {
+                    flush_db(self.store, self.watches, self.final_db(s))?;
+                }
+            }
         } else {
-            for (key, seen) in &self.read {
-                if !self.overlay.contains_key(key) {
-                    batch.check(key.clone(), Precondition::Unchanged(seen.clone()));
+            for ((db, key), seen) in &self.read {
+                if !self.overlay.contains_key(&(*db, key.clone())) {
+                    batch
+                        .in_db(*db)
+                        .check(key.clone(), Precondition::Unchanged(seen.clone()));
                 }
             }
         }
-        for key in &self.written {
-            let value = &self.overlay[key];
-            let seen = if self.flushed {
-                None
-            } else {
-                self.read.get(key)
-            };
+        // Each write goes where its database is once the swaps are done.
+        let mut touched: Vec<DbKey> = Vec::with_capacity(self.written.len());
+        for k in &self.written {
+            let value = &self.overlay[k];
+            let seen = if reshaped { None } else { self.read.get(k) };
             let condition = seen.map(|s| Precondition::Unchanged(s.clone()));
             let action = match value {
                 Some(e) => BatchAction::Put(e.value.clone()),
@@ -307,35 +429,38 @@ impl<'a> Txn<'a> {
                 None if matches!(seen, Some(None)) => BatchAction::Check,
                 None => BatchAction::Delete,
             };
+            let db = self.final_db(k.0);
+            touched.push((db, k.1.clone()));
             if action == BatchAction::Check && condition.is_none() {
                 continue;
             }
-            batch.push(key.clone(), action, condition);
+            batch.in_db(db).push(k.1.clone(), action, condition);
             if let (Some(op), Some(e)) = (batch.ops.last_mut(), value) {
                 op.expire_at = e.expire_at;
             }
         }
         if batch.is_empty() {
-            self.watches.touch(&self.written);
+            self.watches.touch_keys(&touched);
             return Ok(Commit::Applied);
         }
         if let [op] = &batch.ops[..] {
             // One unconditional write needs no batch records (SET, DEL of one key).
             if op.condition.is_none() {
+                let store = self.store.db(op.db)?;
                 match &op.action {
-                    BatchAction::Put(v) => self.store.put_expiring(&op.key, v, op.expire_at)?,
+                    BatchAction::Put(v) => store.put_expiring(&op.key, v, op.expire_at)?,
                     BatchAction::Delete => {
-                        self.store.delete(&op.key)?;
+                        store.delete(&op.key)?;
                     }
                     BatchAction::Check => {}
                 }
-                self.watches.touch(&self.written);
+                self.watches.touch_keys(&touched);
                 return Ok(Commit::Applied);
             }
         }
         match self.store.apply(&batch)? {
             BatchOutcome::Applied => {
-                self.watches.touch(&self.written);
+                self.watches.touch_keys(&touched);
                 Ok(Commit::Applied)
             }
             BatchOutcome::ConditionFailed { .. } => Ok(Commit::Conflict),
@@ -343,35 +468,91 @@ impl<'a> Txn<'a> {
     }
 }
 
-/// Deletes every key at once (the engine's `drop_all`: one record per partition, every
-/// partition locked), and marks the watchers of the watched keys that existed, as Redis 7's
-/// FLUSHALL does.
-pub fn flush_store(store: &Store, watches: &Watches) -> quiver_store::Result<()> {
-    let watched: Vec<Bytes> = watches
-        .keys()
-        .into_iter()
-        .filter(|k| valid_key(k))
-        .collect();
-    let mut existed = Vec::new();
-    for chunk in watched.chunks(WALK_PAGE) {
-        for (k, e) in chunk.iter().zip(store.multi_exists(chunk)?) {
-            if e {
-                existed.push(k.clone());
-            }
+/// Which of `keys` exist in database `db`, in engine calls of [`WALK_PAGE`] keys (keys the
+/// engine refuses exist nowhere).
+fn exist_in(store: &Store, db: u32, keys: &[&Bytes]) -> quiver_store::Result<Vec<bool>> {
+    let store = store.db(db)?;
+    let mut found = Vec::with_capacity(keys.len());
+    for chunk in keys.chunks(WALK_PAGE) {
+        let valid: Vec<&Bytes> = chunk.iter().copied().filter(|k| valid_key(k)).collect();
+        let mut exists = store.multi_exists(&valid)?.into_iter();
+        found.extend(
+            chunk
+                .iter()
+                .map(|k| valid_key(k) && exists.next().unwrap_or(false)),
+        );
+    }
+    Ok(found)
+}
+
+/// The watched keys of database `db` that exist in database `db` or in `also`.
+fn watched_existing(
+    store: &Store,
+    watches: &Watches,
+    db: u32,
+    also: Option<u32>,
+) -> quiver_store::Result<Vec<DbKey>> {
+    let watched = watches.keys_in(|d| d == db);
+    let keys: Vec<&Bytes> = watched.iter().map(|(_, k)| k).collect();
+    let mut exists = exist_in(store, db, &keys)?;
+    if let Some(other) = also {
+        for (e, o) in exists.iter_mut().zip(exist_in(store, other, &keys)?) {
+            *e |= o;
         }
     }
-    store.drop_all()?;
-    watches.touch(&existed);
+    Ok(watched
+        .into_iter()
+        .zip(exists)
+        .filter(|(_, e)| *e)
+        .map(|(k, _)| k)
+        .collect())
+}
+
+/// SWAPDB: one metadata write in the engine; then, as Redis 7's `touchAllWatchedKeysInDb`
+/// both ways, the watchers of a key of either database that existed in either are marked.
+pub fn swap_dbs(store: &Store, watches: &Watches, a: u32, b: u32) -> quiver_store::Result<()> {
+    let mut touched = watched_existing(store, watches, a, Some(b))?;
+    if a != b {
+        touched.extend(watched_existing(store, watches, b, Some(a))?);
+    }
+    store.swap_dbs(a, b)?;
+    watches.touch_keys(&touched);
     Ok(())
 }
 
-/// Reads `keys` (all valid), values with their expiry times, in engine calls of at most
-/// `width_max` keys.
+/// FLUSHDB: every key of database `db` at once (a fresh namespace, one metadata write), and
+/// the watchers of its watched keys that existed are marked, as Redis 7 does.
+pub fn flush_db(store: &Store, watches: &Watches, db: u32) -> quiver_store::Result<()> {
+    let touched = watched_existing(store, watches, db, None)?;
+    store.flush_db(db)?;
+    watches.touch_keys(&touched);
+    Ok(())
+}
+
+/// FLUSHALL: every key at once (the engine's `drop_all`: one record per partition, every
+/// partition locked), and the watchers of the watched keys that existed are marked.
+pub fn flush_all(store: &Store, watches: &Watches) -> quiver_store::Result<()> {
+    let mut touched = Vec::new();
+    let mut dbs: Vec<u32> = watches.keys_in(|_| true).iter().map(|(d, _)| *d).collect();
+    dbs.sort_unstable();
+    dbs.dedup();
+    for db in dbs {
+        touched.extend(watched_existing(store, watches, db, None)?);
+    }
+    store.drop_all()?;
+    watches.touch_keys(&touched);
+    Ok(())
+}
+
+/// Reads `keys` (all valid) of database `db`, values with their expiry times, in engine calls
+/// of at most `width_max` keys.
 pub fn read_all(
     store: &Store,
+    db: u32,
     keys: &[&Bytes],
     width_max: usize,
 ) -> quiver_store::Result<Vec<Option<Entry>>> {
+    let store = store.db(db)?;
     let mut values = Vec::with_capacity(keys.len());
     for chunk in keys.chunks(width_max.max(1)) {
         values.extend(store.multi_get_entries(chunk)?);
@@ -411,7 +592,7 @@ mod tests {
         let mut attempts = 0;
         let reply = retry_on_conflict(&state.stats, ATTEMPTS, "command", || {
             attempts += 1;
-            let mut txn = Txn::new(&state);
+            let mut txn = Txn::new(&state, 0);
             let incr = IncrBy::parse(Cmd::Incr, &args).unwrap();
             let reply = incr.apply(&mut txn).unwrap();
             // The rival client's write: a value the INCR did not read.

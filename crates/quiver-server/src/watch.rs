@@ -10,22 +10,26 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+/// A key in a database (SELECT's number): what is watched, and what a transaction reads.
+pub type DbKey = (u32, Bytes);
+
 /// A watching client: its id and the mark its EXEC checks.
 type Watcher = (u64, Arc<AtomicBool>);
 
 /// Who watches which key.
 #[derive(Default)]
 pub struct Watches {
-    /// Entries in `by_key`; writers skip the lock entirely while it is 0.
+    /// Watchers in `by_db`; writers skip the lock entirely while it is 0.
     entries: AtomicUsize,
-    by_key: Mutex<HashMap<Bytes, Vec<Watcher>>>,
+    /// Database -> key -> its watchers.
+    by_db: Mutex<HashMap<u32, HashMap<Bytes, Vec<Watcher>>>>,
 }
 
 impl Watches {
     /// Client `id` watches `key`; `dirty` is set when the key is written.
-    pub fn add(&self, id: u64, key: Bytes, dirty: &Arc<AtomicBool>) {
-        let mut map = self.by_key.lock();
-        let list = map.entry(key).or_default();
+    pub fn add(&self, id: u64, (db, key): DbKey, dirty: &Arc<AtomicBool>) {
+        let mut map = self.by_db.lock();
+        let list = map.entry(db).or_default().entry(key).or_default();
         if !list.iter().any(|(c, _)| *c == id) {
             list.push((id, dirty.clone()));
             self.entries.fetch_add(1, Ordering::SeqCst);
@@ -33,42 +37,63 @@ impl Watches {
     }
 
     /// Client `id` stops watching `keys`.
-    pub fn remove<'a>(&self, id: u64, keys: impl Iterator<Item = &'a Bytes>) {
-        let mut map = self.by_key.lock();
-        for key in keys {
-            if let Some(list) = map.get_mut(key) {
+    pub fn remove<'a>(&self, id: u64, keys: impl Iterator<Item = &'a DbKey>) {
+        let mut map = self.by_db.lock();
+        for (db, key) in keys {
+            let Some(keys) = map.get_mut(db) else {
+                continue;
+            };
+            if let Some(list) = keys.get_mut(key) {
                 let before = list.len();
                 list.retain(|(c, _)| *c != id);
                 self.entries
                     .fetch_sub(before - list.len(), Ordering::SeqCst);
                 if list.is_empty() {
-                    map.remove(key);
+                    keys.remove(key);
                 }
+            }
+            if keys.is_empty() {
+                map.remove(db);
             }
         }
     }
 
-    /// Every key someone watches (for FLUSHALL, which marks the watchers of those that
-    /// existed).
-    pub fn keys(&self) -> Vec<Bytes> {
+    /// Every key someone watches in a database `wanted` picks (for FLUSHDB, FLUSHALL and
+    /// SWAPDB, which mark the watchers of those that exist).
+    pub fn keys_in(&self, wanted: impl Fn(u32) -> bool) -> Vec<DbKey> {
         if self.entries.load(Ordering::SeqCst) == 0 {
             return Vec::new();
         }
-        self.by_key.lock().keys().cloned().collect()
+        let map = self.by_db.lock();
+        map.iter()
+            .filter(|(db, _)| wanted(**db))
+            .flat_map(|(db, keys)| keys.keys().map(|k| (*db, k.clone())))
+            .collect()
     }
 
-    /// Marks the watchers of every key in `keys`. Called after the write is applied.
-    pub fn touch<'a, K: AsRef<[u8]> + 'a>(&self, keys: impl IntoIterator<Item = &'a K>) {
+    /// Marks the watchers of every key in `keys` of database `db`. Called after the write is
+    /// applied.
+    pub fn touch<'a, K: AsRef<[u8]> + 'a>(&self, db: u32, keys: impl IntoIterator<Item = &'a K>) {
         if self.entries.load(Ordering::SeqCst) == 0 {
             return;
         }
-        let map = self.by_key.lock();
+        let map = self.by_db.lock();
+        let Some(watched) = map.get(&db) else {
+            return;
+        };
         for key in keys {
-            if let Some(list) = map.get(key.as_ref()) {
+            if let Some(list) = watched.get(key.as_ref()) {
                 for (_, dirty) in list {
                     dirty.store(true, Ordering::SeqCst);
                 }
             }
+        }
+    }
+
+    /// Marks the watchers of every key in `keys` (each with its database).
+    pub fn touch_keys<'a>(&self, keys: impl IntoIterator<Item = &'a DbKey>) {
+        for (db, key) in keys {
+            self.touch(*db, [key]);
         }
     }
 }
@@ -84,13 +109,16 @@ mod tests {
             Arc::new(AtomicBool::new(false)),
             Arc::new(AtomicBool::new(false)),
         );
-        w.add(1, Bytes::from("x"), &a);
-        w.add(2, Bytes::from("y"), &b);
-        w.touch([&b"x"[..]].iter());
+        w.add(1, (0, Bytes::from("x")), &a);
+        w.add(2, (0, Bytes::from("y")), &b);
+        w.touch(0, [&b"x"[..]].iter());
         assert!(a.load(Ordering::SeqCst));
         assert!(!b.load(Ordering::SeqCst));
-        w.remove(2, [Bytes::from("y")].iter());
-        w.touch([&b"y"[..]].iter());
+        // The same key in another database is another key.
+        w.touch(1, [&b"y"[..]].iter());
+        assert!(!b.load(Ordering::SeqCst));
+        w.remove(2, [(0, Bytes::from("y"))].iter());
+        w.touch(0, [&b"y"[..]].iter());
         assert!(!b.load(Ordering::SeqCst));
         assert_eq!(w.entries.load(Ordering::SeqCst), 1);
     }

@@ -296,6 +296,9 @@ pub struct ServeArgs {
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9121).
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Databases SELECT can choose from [default: 16].
+    #[arg(long, value_name = "N")]
+    pub databases: Option<u32>,
     /// Widest engine vector built from pipelined single-key commands.
     #[arg(long, value_name = "R")]
     pub max_vector_width: Option<usize>,

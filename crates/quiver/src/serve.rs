@@ -26,6 +26,7 @@ pub fn serve(dir: Option<PathBuf>, a: &ServeArgs) -> Result<(), CliError> {
         port,
         durability,
         backend,
+        databases,
         max_vector_width,
         coalesce,
         threads,

@@ -154,6 +154,18 @@ fn slot_in_range(n: i64) -> Option<u16> {
 
 impl TxnCommand for Cluster {
     fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
+        // Hash slots hold database 0's keys (Redis Cluster has no other): the slot commands
+        // address it whatever the connection selected.
+        let selected = txn.db();
+        txn.select(0);
+        let reply = self.apply_db0(txn);
+        txn.select(selected);
+        reply
+    }
+}
+
+impl Cluster {
+    fn apply_db0(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
         Ok(match *self {
             Cluster::KeySlot(slot) => Reply::Integer(slot.into()),
             Cluster::CountKeysInSlot(slot) => Reply::Integer(count_keys(txn, slot)?),

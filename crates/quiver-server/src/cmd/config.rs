@@ -28,7 +28,7 @@ fn config_values(state: &ServerState) -> Vec<(&'static str, String)> {
                 .map_or(String::new(), |p| p.display().to_string()),
         ),
         ("dir", c.dir.display().to_string()),
-        ("databases", "1".into()),
+        ("databases", c.databases.to_string()),
         ("maxclients", c.maxclients.to_string()),
         ("timeout", c.timeout.to_string()),
         ("proto-max-bulk-len", c.proto_max_bulk_len.to_string()),

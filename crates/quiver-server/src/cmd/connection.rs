@@ -3,6 +3,7 @@
 use bytes::Bytes;
 
 use crate::cmd::client::{check_client_name, set_name};
+use crate::cmd::common::{db_index, int_arg};
 use crate::cmd::ctx::Ctx;
 use crate::errors::{self, err, wrong_arity};
 use crate::frame::string2ll;
@@ -21,13 +22,12 @@ pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
             _ => wrong_arity("ping"),
         },
         Cmd::Echo => Reply::Bulk(args[1].clone()),
-        Cmd::Select => match string2ll(&args[1]) {
-            None => err(errors::NOT_INTEGER),
-            Some(n) if i32::try_from(n).is_err() => {
-                err("ERR value is out of range, value must between -2147483648 and 2147483647")
+        Cmd::Select => match select_index(&args[1], ctx.state.config.databases) {
+            Ok(db) => {
+                ctx.session.select(db);
+                Reply::OK
             }
-            Some(0) => Reply::OK,
-            Some(_) => err(errors::DB_OUT_OF_RANGE),
+            Err(e) => e,
         },
         Cmd::Quit => {
             ctx.session.closing = true;
@@ -37,6 +37,7 @@ pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
             ctx.session.set_multi(None);
             ctx.session.unwatch(ctx.state);
             ctx.session.set_resp3(false);
+            ctx.session.select(0);
             *ctx.session.info.name.lock() = None;
             ctx.session.authenticated = ctx.state.config.requirepass.is_none();
             Reply::simple("RESET")
@@ -47,6 +48,11 @@ pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
             "ERR internal error: {other:?} is not a connection command"
         )),
     }
+}
+
+/// SELECT's argument: a database number below `databases`, or Redis's error.
+pub fn select_index(arg: &[u8], databases: u32) -> Result<u32, Reply> {
+    db_index(int_arg(arg, None)?, databases)
 }
 
 /// AUTH [username] password. The only user is `default`.

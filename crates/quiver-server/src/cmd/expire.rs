@@ -291,7 +291,7 @@ mod tests {
             .store
             .put_expiring(b"k", b"v", Some(1_000_010))
             .unwrap();
-        let mut txn = Txn::new(&state);
+        let mut txn = Txn::new(&state, 0);
         let ttl = args("PTTL k");
         assert_eq!(
             Ttl::parse(Cmd::PTtl, &ttl).apply(&mut txn).unwrap(),

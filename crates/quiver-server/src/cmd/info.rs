@@ -255,22 +255,25 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
         ],
     );
     // Live keys only (those whose expiry time has come are not counted, swept or not);
-    // avg_ttl is the exact mean time to live of the keys with an expiry, in ms.
-    let keys = store_stats.keys;
+    // avg_ttl is the exact mean time to live of the keys with an expiry, in ms. One line per
+    // database with keys, as Redis.
     section(
         "keyspace",
         "Keyspace",
-        if keys > 0 {
-            vec![l(
-                "db0",
-                format!(
-                    "keys={keys},expires={},avg_ttl={}",
-                    store_stats.expiring_keys, store_stats.avg_ttl_ms
-                ),
-            )]
-        } else {
-            Vec::new()
-        },
+        state
+            .store
+            .db_stats()
+            .into_iter()
+            .map(|d| {
+                l(
+                    &format!("db{}", d.db),
+                    format!(
+                        "keys={},expires={},avg_ttl={}",
+                        d.keys, d.expiring_keys, d.avg_ttl_ms
+                    ),
+                )
+            })
+            .collect(),
     );
     let widths = &stats.vector_widths;
     let mut vector_lines = vec![

@@ -1,13 +1,13 @@
-//! Commands over the whole key space: SCAN, KEYS, RANDOMKEY, DBSIZE, FLUSHDB, FLUSHALL. They
-//! run against a transaction like every key command: alone, the transaction is empty and they
-//! see the store; inside MULTI/EXEC they see the store combined with the writes queued before
-//! them.
+//! Commands over the whole key space of the selected database: SCAN, KEYS, RANDOMKEY, DBSIZE,
+//! FLUSHDB (and FLUSHALL, of every database). They run against a transaction like every key
+//! command: alone, the transaction is empty and they see the store; inside MULTI/EXEC they see
+//! the store combined with the writes queued before them.
 
 use std::collections::HashSet;
 
 use bytes::Bytes;
 use quiver_store::scan::glob_match;
-use quiver_store::Store;
+use quiver_store::Db;
 
 use crate::cmd::common::TxnCommand;
 use crate::errors::{self, err};
@@ -27,7 +27,10 @@ pub enum Keyspace<'a> {
     Keys(Option<&'a [u8]>),
     RandomKey,
     DbSize,
-    Flush,
+    /// FLUSHDB (`all`: false) or FLUSHALL.
+    Flush {
+        all: bool,
+    },
 }
 
 impl<'a> Keyspace<'a> {
@@ -39,7 +42,9 @@ impl<'a> Keyspace<'a> {
             Cmd::DbSize => Keyspace::DbSize,
             _ => {
                 check_flush_args(args)?;
-                Keyspace::Flush
+                Keyspace::Flush {
+                    all: cmd == Cmd::FlushAll,
+                }
             }
         })
     }
@@ -47,10 +52,14 @@ impl<'a> Keyspace<'a> {
 
 impl TxnCommand for Keyspace<'_> {
     fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
-        let store = txn.store();
+        let store = txn.store_db()?;
         match self {
-            Keyspace::Flush => {
+            Keyspace::Flush { all: false } => {
                 txn.flush();
+                Ok(Reply::OK)
+            }
+            Keyspace::Flush { all: true } => {
+                txn.flush_all();
                 Ok(Reply::OK)
             }
             Keyspace::DbSize => {
@@ -77,7 +86,7 @@ impl TxnCommand for Keyspace<'_> {
                 let base = if txn.is_flushed() {
                     Vec::new()
                 } else {
-                    keys(store, *p)?
+                    keys(&store, *p)?
                 };
                 let found = merge_overlay(txn, base, *p, true);
                 Ok(Reply::Array(found.into_iter().map(Reply::Bulk).collect()))
@@ -86,7 +95,7 @@ impl TxnCommand for Keyspace<'_> {
                 let (cursor, base) = if txn.is_flushed() {
                     (0, Vec::new())
                 } else {
-                    scan(store, a)?
+                    scan(&store, a)?
                 };
                 // Pending new keys are reported once, on the first page.
                 let found = merge_overlay(txn, base, a.pattern, a.cursor == 0 && a.strings);
@@ -123,11 +132,11 @@ fn random_key(txn: &Txn<'_>) -> quiver_store::Result<Reply> {
         .map(|(k, _)| k.clone())
         .collect();
     if !txn.is_flushed() {
-        let store = txn.store();
+        let store = txn.store_db()?;
         // The overlay's keys are among `found` or deleted: not taken from the store.
         let pending: HashSet<&Bytes> = txn.overlay().map(|(k, _)| k).collect();
         let mut sample: Vec<Bytes> = Vec::new();
-        let start = store.random_cursor(r);
+        let start = txn.store().random_cursor(r);
         let mut cursor = start;
         let mut wrapped = false;
         loop {
@@ -226,7 +235,7 @@ impl<'a> ScanArgs<'a> {
     }
 }
 
-fn scan(store: &Store, a: &ScanArgs<'_>) -> quiver_store::Result<(u64, Vec<Bytes>)> {
+fn scan(store: &Db<'_>, a: &ScanArgs<'_>) -> quiver_store::Result<(u64, Vec<Bytes>)> {
     let page = store.scan(a.cursor, a.pattern, a.count)?;
     // A scan for another type walks the key space and finds nothing.
     let keys = if a.strings { page.keys } else { Vec::new() };
@@ -241,7 +250,7 @@ fn scan_reply(cursor: u64, keys: Vec<Bytes>) -> Reply {
 }
 
 /// Every key matching `pattern`, once, in hash order.
-fn keys(store: &Store, pattern: Option<&[u8]>) -> quiver_store::Result<Vec<Bytes>> {
+fn keys(store: &Db<'_>, pattern: Option<&[u8]>) -> quiver_store::Result<Vec<Bytes>> {
     let mut seen = HashSet::new();
     let mut found = Vec::new();
     let mut cursor = 0;

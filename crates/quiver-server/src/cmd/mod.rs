@@ -14,6 +14,7 @@
 //!   SETEX, PSETEX), [`mset`] (MSET, MSETNX), [`del`] (DEL, UNLINK, GETDEL), [`exists`]
 //!   (EXISTS, TOUCH, TYPE), [`incr`], [`float`] (INCRBYFLOAT), [`append`] (APPEND, STRLEN),
 //!   [`range`] (GETRANGE, SUBSTR, SETRANGE), [`lcs`], [`rename`] (RENAME, RENAMENX, COPY),
+//!   [`databases`] (MOVE, SWAPDB),
 //!   [`object`] (OBJECT), [`expire`] (EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, TTL, PTTL,
 //!   EXPIRETIME, PEXPIRETIME, PERSIST, GETEX), [`batch`] (Quiver's BATCH), [`keyspace`] (SCAN,
 //!   KEYS, RANDOMKEY, DBSIZE, FLUSHDB, FLUSHALL), [`cluster`] (CLUSTER KEYSLOT,
@@ -32,6 +33,7 @@ pub mod common;
 pub mod config;
 pub mod connection;
 pub mod ctx;
+pub mod databases;
 pub mod del;
 pub mod exists;
 pub mod expire;
@@ -90,7 +92,9 @@ pub fn parse<'a>(
         Cmd::GetRange | Cmd::Substr => keys(Box::new(range::GetRange::parse(args)?)),
         Cmd::SetRange => keys(Box::new(range::SetRange::parse(args, limits)?)),
         Cmd::Rename | Cmd::RenameNx => keys(Box::new(rename::Rename::parse(cmd, args)?)),
-        Cmd::Copy => keys(Box::new(rename::Copy::parse(args)?)),
+        Cmd::Copy => keys(Box::new(rename::Copy::parse(args, limits)?)),
+        Cmd::Move => keys(Box::new(databases::Move::parse(args, limits)?)),
+        Cmd::SwapDb => keys(Box::new(databases::SwapDb::parse(args, limits)?)),
         Cmd::Lcs => keys(Box::new(lcs::Lcs::parse(args, limits)?)),
         Cmd::Object => keys(Box::new(object::Object::parse(args))),
         Cmd::Cluster => keys(Box::new(cluster::Cluster::parse(args)?)),

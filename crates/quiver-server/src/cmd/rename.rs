@@ -1,16 +1,18 @@
-//! RENAME, RENAMENX and COPY: a value moved or copied to another key with its expiry, in one
-//! transaction (so the old key's removal and the new key's write commit together).
+//! RENAME, RENAMENX and COPY: a value moved or copied to another key (COPY: maybe in another
+//! database) with its expiry, in one transaction (so the old key's removal and the new key's
+//! write commit together).
 
 use bytes::Bytes;
 
-use crate::cmd::common::{check_new_key, TxnCommand};
+use crate::cmd::common::{check_new_key, db_index, int_arg, Limits, TxnCommand};
 use crate::errors::{self, err};
-use crate::frame::string2ll;
 use crate::reply::Reply;
 use crate::table::Cmd;
 use crate::txn::Txn;
 
 const NO_SUCH_KEY: &str = "ERR no such key";
+/// COPY or MOVE of a key onto itself.
+pub const SAME_OBJECT: &str = "ERR source and destination objects are the same";
 
 /// RENAME / RENAMENX source destination.
 pub struct Rename<'a> {
@@ -59,16 +61,19 @@ impl TxnCommand for Rename<'_> {
 }
 
 /// COPY source destination [DB destination-db] [REPLACE]: 1 if copied, 0 if the source is
-/// absent or the destination exists (without REPLACE). Quiver has database 0 only.
+/// absent or the destination exists (without REPLACE).
 pub struct Copy<'a> {
     from: &'a Bytes,
     to: &'a Bytes,
+    /// DB: the destination's database (else the connection's).
+    db: Option<u32>,
     replace: bool,
 }
 
 impl<'a> Copy<'a> {
-    pub fn parse(args: &'a [Bytes]) -> Result<Copy<'a>, Reply> {
+    pub fn parse(args: &'a [Bytes], limits: &Limits) -> Result<Copy<'a>, Reply> {
         let mut replace = false;
+        let mut db = None;
         let mut j = 3;
         while j < args.len() {
             let opt = &args[j];
@@ -76,24 +81,20 @@ impl<'a> Copy<'a> {
                 replace = true;
             } else if opt.eq_ignore_ascii_case(b"db") && j + 1 < args.len() {
                 j += 1;
-                match string2ll(&args[j]) {
-                    None => return Err(err(errors::NOT_INTEGER)),
-                    Some(0) => {}
-                    Some(n) if i32::try_from(n).is_err() => return Err(err(errors::NOT_INTEGER)),
-                    Some(_) => return Err(err(errors::DB_OUT_OF_RANGE)),
-                }
+                db = Some(db_index(int_arg(&args[j], None)?, limits.databases)?);
             } else {
                 return Err(err(errors::SYNTAX));
             }
             j += 1;
         }
-        if args[1] == args[2] {
-            return Err(err("ERR source and destination objects are the same"));
+        if args[1] == args[2] && db.is_none() {
+            return Err(err(SAME_OBJECT));
         }
         check_new_key(&args[2])?;
         Ok(Copy {
             from: &args[1],
             to: &args[2],
+            db,
             replace,
         })
     }
@@ -101,13 +102,17 @@ impl<'a> Copy<'a> {
 
 impl TxnCommand for Copy<'_> {
     fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
+        let db = self.db.unwrap_or(txn.db());
+        if db == txn.db() && self.from == self.to {
+            return Ok(err(SAME_OBJECT));
+        }
         let Some(entry) = txn.get_entry(self.from)? else {
             return Ok(Reply::Integer(0));
         };
-        if !self.replace && txn.exists(self.to)? {
+        if !self.replace && txn.get_entry_in(db, self.to)?.is_some() {
             return Ok(Reply::Integer(0));
         }
-        txn.put_expiring(self.to.clone(), entry.value, entry.expire_at);
+        txn.put_expiring_in(db, self.to.clone(), entry.value, entry.expire_at);
         Ok(Reply::Integer(1))
     }
 }

@@ -50,20 +50,28 @@ pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
 }
 
 fn watch(ctx: &mut Ctx<'_>, keys: &[Bytes]) -> Reply {
+    let db = ctx.session.db;
     let new: Vec<&Bytes> = keys
         .iter()
-        .filter(|k| !ctx.session.watched.iter().any(|(w, _)| w == *k))
+        .filter(|k| {
+            !ctx.session
+                .watched
+                .iter()
+                .any(|((d, w), _)| *d == db && w == *k)
+        })
         .collect();
     // Register first, then read: a write that lands in between marks the client, so the
     // value read can never be newer than the registration.
     for k in &new {
-        ctx.state
-            .watches
-            .add(ctx.session.id(), (*k).clone(), &ctx.session.watch_dirty);
+        ctx.state.watches.add(
+            ctx.session.id(),
+            (db, (*k).clone()),
+            &ctx.session.watch_dirty,
+        );
     }
     let readable: Vec<&Bytes> = new.iter().copied().filter(|k| valid_key(k)).collect();
     let width_max = ctx.state.config.max_multikey_width;
-    let mut values = match read_all(&ctx.state.store, &readable, width_max) {
+    let mut values = match read_all(&ctx.state.store, db, &readable, width_max) {
         Ok(v) => v.into_iter(),
         Err(e) => return store_error(&e),
     };
@@ -73,7 +81,7 @@ fn watch(ctx: &mut Ctx<'_>, keys: &[Bytes]) -> Reply {
         } else {
             None
         };
-        ctx.session.watched.push((k.clone(), v));
+        ctx.session.watched.push(((db, k.clone()), v));
     }
     Reply::OK
 }

@@ -20,14 +20,16 @@ use bytes::Bytes;
 use quiver_store::Entry;
 
 use crate::cmd::common::{Limits, TxnCommand};
+use crate::cmd::connection;
 use crate::cmd::ctx::Ctx;
 use crate::cmd::parsed::Command;
 use crate::cmd::{self};
 use crate::errors::{err, store_error};
 use crate::reply::Reply;
 use crate::state::ServerState;
-use crate::table::{CommandSpec, Flags, COMMANDS};
+use crate::table::{Cmd, CommandSpec, Flags, COMMANDS};
 use crate::txn::{read_all, retry_on_conflict, valid_key, Attempt, Commit, Txn, TXN_ATTEMPTS_MAX};
+use crate::watch::DbKey;
 
 /// One command of a transaction.
 enum Step<'a> {
@@ -46,6 +48,16 @@ enum Step<'a> {
 }
 
 impl<'a> Step<'a> {
+    /// The database a SELECT step chooses (when it succeeds).
+    fn selects(&self, databases: u32) -> Option<u32> {
+        match self {
+            Step::Server { spec, args } if spec.cmd == Cmd::Select => {
+                connection::select_index(&args[1], databases).ok()
+            }
+            _ => None,
+        }
+    }
+
     /// The keys the step reads, for the transaction's prefetch.
     fn reads(&self) -> impl Iterator<Item = &'a Bytes> {
         let keys = match self {
@@ -58,9 +70,10 @@ impl<'a> Step<'a> {
     }
 }
 
-/// Runs a command on keys as its own transaction.
+/// Runs a command on keys as its own transaction, in database `db`.
 pub fn run_command(
     state: &ServerState,
+    db: u32,
     spec: &'static CommandSpec,
     args: &[Bytes],
     command: &dyn TxnCommand,
@@ -73,7 +86,13 @@ pub fn run_command(
     // A command on keys needs nothing of the connection.
     let no_server_steps =
         |_: &CommandSpec, _: &[Bytes]| err("ERR internal error: not a key command");
-    match run_txn(state, std::slice::from_ref(&step), None, no_server_steps) {
+    match run_txn(
+        state,
+        db,
+        std::slice::from_ref(&step),
+        None,
+        no_server_steps,
+    ) {
         Ok(mut replies) => replies.pop().unwrap_or(Reply::Null),
         Err(reply) => reply,
     }
@@ -126,18 +145,23 @@ fn exec_queued(ctx: &mut Ctx<'_>, queued: &[(usize, Vec<Bytes>)]) -> Reply {
         })
         .collect();
     // Watched keys that cannot exist are no preconditions for the engine.
-    let watched: Vec<(Bytes, Option<Entry>)> = ctx
+    let watched: Vec<(DbKey, Option<Entry>)> = ctx
         .session
         .watched
         .iter()
-        .filter(|(k, _)| valid_key(k))
+        .filter(|((_, k), _)| valid_key(k))
         .cloned()
         .collect();
     let dirty = ctx.session.watch_dirty.clone();
+    let db = ctx.session.db;
     let run_server = |spec: &CommandSpec, args: &[Bytes]| cmd::run_server(ctx, spec.cmd, args);
-    let replies = match run_txn(state, &steps, Some((&watched, &dirty)), run_server) {
+    let replies = match run_txn(state, db, &steps, Some((&watched, &dirty)), run_server) {
         Ok(replies) => replies,
-        Err(reply) => return reply,
+        Err(reply) => {
+            // Nothing of the transaction happened: a SELECT among its commands neither.
+            ctx.session.select(db);
+            return reply;
+        }
     };
     // The queued commands count once, for the attempt that was applied; an error among their
     // replies is a failed call and an error reply sent (inside EXEC's array).
@@ -153,9 +177,10 @@ fn exec_queued(ctx: &mut Ctx<'_>, queued: &[(usize, Vec<Bytes>)]) -> Reply {
 
 /// EXEC's watched keys with their values at WATCH time, and the connection's mark that a
 /// write to one of them sets.
-type Watch<'w> = (&'w [(Bytes, Option<Entry>)], &'w AtomicBool);
+type Watch<'w> = (&'w [(DbKey, Option<Entry>)], &'w AtomicBool);
 
-/// Runs `steps` in one transaction, again on fresh values while another client changed what
+/// Runs `steps` in one transaction, starting in database `db` (a SELECT step changes it for
+/// the steps after it), again on fresh values while another client changed what
 /// they read (at most `TXN_ATTEMPTS_MAX` times). `watch` (EXEC only): the keys watched with
 /// their values at WATCH time, and the connection's mark set by a write to any of them.
 /// `run_server` runs a step about the connection or the server; it is called once per such
@@ -163,11 +188,21 @@ type Watch<'w> = (&'w [(Bytes, Option<Entry>)], &'w AtomicBool);
 /// (EXEC's nil after a watched key changed, an engine error, giving up after conflicts).
 fn run_txn(
     state: &ServerState,
+    db: u32,
     steps: &[Step<'_>],
     watch: Option<Watch<'_>>,
     mut run_server: impl FnMut(&'static CommandSpec, &[Bytes]) -> Reply,
 ) -> Result<Vec<Reply>, Reply> {
-    let reads: Vec<&Bytes> = steps.iter().flat_map(Step::reads).collect();
+    let databases = state.config.databases;
+    // The keys each step reads, in the database it addresses (ordered by database, for one
+    // prefetch per database).
+    let mut reads: Vec<(u32, &Bytes)> = Vec::new();
+    let mut step_db = db;
+    for step in steps {
+        step_db = step.selects(databases).unwrap_or(step_db);
+        reads.extend(step.reads().map(|k| (step_db, k)));
+    }
+    reads.sort_by_key(|(db, _)| *db);
     // Replies of the steps not about keys, from the first attempt.
     let mut once: Vec<Option<Reply>> = vec![None; steps.len()];
     let (what, watched) = match watch {
@@ -178,11 +213,13 @@ fn run_txn(
         if watch.is_some_and(|(_, dirty)| dirty.load(Ordering::SeqCst)) {
             return Attempt::Done(Err(Reply::NullArray));
         }
-        let mut txn = Txn::new(state);
+        let mut txn = Txn::new(state, db);
         // One key is read when its command asks; several at once, as vectors.
         if reads.len() > 1 {
-            if let Err(e) = txn.prefetch(reads.iter().copied()) {
-                return Attempt::Done(Err(store_error(&e)));
+            for group in reads.chunk_by(|a, b| a.0 == b.0) {
+                if let Err(e) = txn.prefetch(group[0].0, group.iter().map(|(_, k)| *k)) {
+                    return Attempt::Done(Err(store_error(&e)));
+                }
             }
         }
         let mut replies = Vec::with_capacity(steps.len());
@@ -194,9 +231,15 @@ fn run_txn(
                     Err(e) if watch.is_none() => return Attempt::Done(Err(store_error(&e))),
                     Err(e) => store_error(&e),
                 },
-                Step::Server { spec, args } => once[s]
-                    .get_or_insert_with(|| run_server(spec, args))
-                    .clone(),
+                Step::Server { spec, args } => {
+                    let reply = once[s]
+                        .get_or_insert_with(|| run_server(spec, args))
+                        .clone();
+                    if let (Some(n), Reply::Simple(_)) = (step.selects(databases), &reply) {
+                        txn.select(n);
+                    }
+                    reply
+                }
                 Step::Answered(reply) => reply.clone(),
             };
             replies.push(reply);
@@ -217,16 +260,22 @@ fn run_txn(
 
 /// Whether a watched key no longer has its WATCH-time value (read directly, so EXEC does
 /// not wait for the writer to set the mark).
-fn changed_since_watch(state: &ServerState, watched: &[(Bytes, Option<Entry>)]) -> bool {
-    if watched.is_empty() {
-        return false;
-    }
-    let keys: Vec<&Bytes> = watched.iter().map(|(k, _)| k).collect();
-    match read_all(&state.store, &keys, state.config.max_multikey_width) {
-        Ok(now) => now.iter().zip(watched).any(|(n, (_, w))| n != w),
-        // Let the next attempt report the failure.
-        Err(_) => false,
-    }
+fn changed_since_watch(state: &ServerState, watched: &[(DbKey, Option<Entry>)]) -> bool {
+    let mut dbs: Vec<u32> = watched.iter().map(|((db, _), _)| *db).collect();
+    dbs.sort_unstable();
+    dbs.dedup();
+    dbs.into_iter().any(|db| {
+        let (keys, seen): (Vec<&Bytes>, Vec<&Option<Entry>>) = watched
+            .iter()
+            .filter(|((d, _), _)| *d == db)
+            .map(|((_, k), w)| (k, w))
+            .unzip();
+        match read_all(&state.store, db, &keys, state.config.max_multikey_width) {
+            Ok(now) => now.iter().zip(seen).any(|(n, w)| n != w),
+            // Let the next attempt report the failure.
+            Err(_) => false,
+        }
+    })
 }
 
 #[cfg(test)]
@@ -234,8 +283,6 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
 
     use super::*;
-
-    use crate::table::Cmd;
 
     /// Reads `counter` and writes it + 1; on its first `rivals` runs another client's write
     /// lands between its read and the commit, so the attempt conflicts.
@@ -287,7 +334,7 @@ mod tests {
         ];
         let mut server_runs = 0;
         let dirty = AtomicBool::new(false);
-        let replies = run_txn(&state, &steps, Some((&[], &dirty)), |spec, _| {
+        let replies = run_txn(&state, 0, &steps, Some((&[], &dirty)), |spec, _| {
             server_runs += 1;
             Reply::simple(spec.name.to_uppercase())
         })

@@ -233,9 +233,9 @@ fn run_one(
     let reply = match command {
         Command::Server => cmd::run_server(ctx, spec.cmd, args),
         Command::Exec => atomic::exec(ctx),
-        Command::Keys(c) => atomic::run_command(ctx.state, spec, args, &*c),
+        Command::Keys(c) => atomic::run_command(ctx.state, ctx.session.db, spec, args, &*c),
         // Wider than one engine call: read (or written) through a transaction.
-        Command::Vector(op) => atomic::run_command(ctx.state, spec, args, &op),
+        Command::Vector(op) => atomic::run_command(ctx.state, ctx.session.db, spec, args, &op),
     };
     let stats = &ctx.state.stats;
     match errors::refusal(&reply) {

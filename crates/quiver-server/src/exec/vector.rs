@@ -30,20 +30,31 @@ pub async fn run(
     };
     let started = Instant::now();
     let resp3 = session.resp3;
+    let db = session.db;
     match (&state.coalescer, first.kind) {
-        (Some(c), Vector::Get) => {
+        // The intermediate queue serves database 0 (other databases read directly).
+        (Some(c), Vector::Get) if db == 0 => {
             let keys = group.iter().flat_map(|op| op.keys()).cloned().collect();
             let result = c.get(keys).await;
             get_replies(state, group, result, out, resp3);
         }
-        _ => on_thread(blocking, || on_engine(state, group, out, resp3)),
+        _ => on_thread(blocking, || on_engine(state, db, group, out, resp3)),
     }
     account(state, session, group, started);
 }
 
-/// The engine call for `group`, and its replies.
-fn on_engine(state: &ServerState, group: &[VectorOp<'_>], out: &mut Output<'_>, resp3: bool) {
-    let store = &state.store;
+/// The engine call for `group` in database `db`, and its replies.
+fn on_engine(
+    state: &ServerState,
+    db: u32,
+    group: &[VectorOp<'_>],
+    out: &mut Output<'_>,
+    resp3: bool,
+) {
+    let store = match state.store.db(db) {
+        Ok(store) => store,
+        Err(e) => return failed_all(state, group, &store_error(&e), out, resp3),
+    };
     let kind = group[0].kind;
     let keys: Vec<&Bytes> = group.iter().flat_map(|op| op.keys()).collect();
     state.stats.vector_widths.record(keys.len() as u64);
@@ -55,11 +66,11 @@ fn on_engine(state: &ServerState, group: &[VectorOp<'_>], out: &mut Output<'_>, 
         Vector::Put => {
             let pairs: Vec<(&Bytes, &Bytes)> = group.iter().flat_map(|op| op.pairs()).collect();
             let result = store.multi_put(&pairs).map(|()| vec![true; keys.len()]);
-            write_replies(state, out, resp3, group, &keys, result);
+            write_replies(state, db, out, resp3, group, &keys, result);
         }
         Vector::Delete => {
             let result = store.multi_delete(&keys);
-            write_replies(state, out, resp3, group, &keys, result);
+            write_replies(state, db, out, resp3, group, &keys, result);
         }
         Vector::Exists => match store.multi_exists(&keys) {
             Ok(found) => {
@@ -156,13 +167,14 @@ fn get_replies(
     }
 }
 
-/// The replies of a group of writes (SETs, or DELs and UNLINKs): each command's own, from which
-/// of its keys' writes took effect — all of them (`existed`: whether each key existed before),
-/// none (the engine's error), or, after an I/O error in the middle of the vector, some (an
-/// error that says so). Watchers of every key changed are marked (a delete of a missing key
-/// changes nothing).
+/// The replies of a group of writes (SETs, or DELs and UNLINKs) in database `db`: each
+/// command's own, from which of its keys' writes took effect — all of them (`existed`: whether
+/// each key existed before), none (the engine's error), or, after an I/O error in the middle
+/// of the vector, some (an error that says so). Watchers of every key changed are marked (a
+/// delete of a missing key changes nothing).
 fn write_replies(
     state: &ServerState,
+    db: u32,
     out: &mut Output<'_>,
     resp3: bool,
     group: &[VectorOp<'_>],
@@ -180,6 +192,7 @@ fn write_replies(
         Err(e) => return failed_all(state, group, &store_error(&e), out, resp3),
     };
     state.watches.touch(
+        db,
         keys.iter()
             .zip(applied.iter().zip(&existed))
             .filter(|(_, (&a, &e))| a && (e || !deletes))
@@ -247,7 +260,7 @@ mod tests {
         });
         let stats = Stats::default();
         let mut out = Output::new(&state.output_budget, &stats);
-        write_replies(&state, &mut out, false, &group, &keys, result);
+        write_replies(&state, 0, &mut out, false, &group, &keys, result);
         let text = String::from_utf8_lossy(out.bytes()).into_owned();
         let lines: Vec<&str> = text.split("\r\n").collect();
         assert_eq!(lines[0], ":1", "DEL a b: both deleted, one existed");

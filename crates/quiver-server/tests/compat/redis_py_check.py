@@ -254,6 +254,34 @@ def keys_type_and_connection(r, r2):
     expect(r.dbsize(), 0, "DBSIZE after FLUSHDB")
 
 
+@check
+def databases(r, r2):
+    # redis.Redis(db=N) selects its database on every connection it opens (its pool's).
+    kw = r.connection_pool.connection_kwargs
+    r3 = redis.Redis(**{k: kw[k] for k in ("host", "port", "socket_timeout", "protocol") if k in kw}, db=3)
+    try:
+        r.set("k", "zero")
+        r3.set("k", "three")
+        expect(r.get("k"), b"zero", "GET in db 0")
+        expect(r3.get("k"), b"three", "GET in db 3")
+        pipe = r3.pipeline()
+        pipe.set("a", "1").mset({"b": "2", "c": "3"}).incr("a").dbsize()
+        expect(pipe.execute(), [True, True, 2, 4], "pipeline in db 3")
+        expect(r.exists("a", "b", "c"), 0, "db 3's keys are not db 0's")
+        expect(r3.move("a", 0), True, "MOVE to db 0")
+        expect(r.get("a"), b"2", "moved key")
+        expect(r.swapdb(0, 3), True, "SWAPDB")
+        expect(r.mget("k", "b", "a"), [b"three", b"2", None], "db 0 after SWAPDB")
+        expect(r3.mget("k", "b", "a"), [b"zero", None, b"2"], "db 3 after SWAPDB")
+        expect(r.copy("k", "k2", destination_db=3), True, "COPY ... DB")
+        expect(r3.get("k2"), b"three", "copied key")
+        expect(r3.flushdb(), True, "FLUSHDB of db 3")
+        expect(r3.dbsize(), 0, "DBSIZE of db 3")
+        expect(r.dbsize(), 3, "db 0 untouched")
+    finally:
+        r3.close()
+
+
 def run_pass(host, port, protocol):
     """Run every check over one protocol version; return the number passed (exit on failure)."""
     kwargs = {"host": host, "port": port, "socket_timeout": 10}

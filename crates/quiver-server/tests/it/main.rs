@@ -6,6 +6,7 @@
 mod bad_input;
 mod cluster;
 mod compat;
+mod databases;
 mod expire;
 mod frame;
 mod inline;
