@@ -164,9 +164,6 @@ pub fn sanitize(mut m: BytesMut) -> bytes::Bytes {
 /// failure, logged with its details.
 pub fn store_error(e: &StoreError) -> Reply {
     match e {
-        StoreError::KeyLength { len: 0, .. } => {
-            err("ERR empty keys are not supported (a key must be 1 to 65535 bytes)")
-        }
         StoreError::KeyLength { len, max } => Reply::error(format!(
             "ERR key is too long ({len} bytes; the maximum is {max})"
         )),

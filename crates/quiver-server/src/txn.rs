@@ -567,9 +567,9 @@ fn live(entry: &Option<Entry>, now: u64) -> Option<&Entry> {
         .filter(|e| e.expire_at.is_none_or(|at| at > now))
 }
 
-/// Whether the engine accepts `key` (it refuses empty keys and keys over 64 KiB).
+/// Whether the engine accepts `key` (it refuses keys over 64 KiB; the empty key is a key).
 pub fn valid_key(key: &[u8]) -> bool {
-    (1..=quiver_store::options::KEY_LEN_MAX).contains(&key.len())
+    key.len() <= quiver_store::options::KEY_LEN_MAX
 }
 
 #[cfg(test)]

@@ -32,8 +32,8 @@ pub enum Error {
     /// Another process holds the store's lock file.
     #[error("store at {path} is locked by another process")]
     Locked { path: PathBuf },
-    /// A key is empty or longer than the limit.
-    #[error("key length {len} is outside 1..={max}")]
+    /// A key is longer than the limit.
+    #[error("key length {len} exceeds the maximum {max}")]
     KeyLength { len: usize, max: usize },
     /// A value is longer than the configured limit.
     #[error("value length {len} exceeds the maximum {max}")]

@@ -2,7 +2,8 @@
 
 use crate::error::{Error, Result};
 
-/// Longest key accepted (bytes). Keys are 1..=KEY_LEN_MAX bytes; the record header stores a u16.
+/// Longest key accepted (bytes). Keys are 0..=KEY_LEN_MAX bytes (the empty key too, as in Redis);
+/// the record header stores a u16.
 pub const KEY_LEN_MAX: usize = 65_535;
 /// Default largest value (512 MiB, Redis's proto-max-bulk-len).
 pub const VALUE_LEN_MAX_DEFAULT: usize = 512 << 20;

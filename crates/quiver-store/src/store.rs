@@ -531,7 +531,8 @@ impl Store {
 }
 
 pub(crate) fn check_key(k: &[u8]) -> Result<()> {
-    if k.is_empty() || k.len() > KEY_LEN_MAX {
+    // The empty key is a key (Redis accepts it); only the header's u16 bounds a key.
+    if k.len() > KEY_LEN_MAX {
         return Err(Error::KeyLength {
             len: k.len(),
             max: KEY_LEN_MAX,

@@ -601,27 +601,20 @@ fn empty_values_and_extreme_keys() {
     s.write_all(&multibulk(&[b"MGET", b"e3", b"e4"])).unwrap();
     expect_reply(&mut s, b"*2\r\n$0\r\n\r\n$0\r\n\r\n");
 
-    // The empty key: a Quiver limitation, refused with an error reply; it never exists.
-    for set in [
-        b"SET \"\" v\r\n".to_vec(),
-        multibulk(&[b"SET", b"", b"v"]),
-        multibulk(&[b"MSET", b"ok", b"1", b"", b"v"]),
-        multibulk(&[b"SETNX", b"", b"v"]),
-        multibulk(&[b"INCR", b""]),
-    ] {
-        s.write_all(&set).unwrap();
-        let line = read_line(&mut s);
-        assert!(
-            line.starts_with(b"-ERR "),
-            "{:?} answered {:?}",
-            show(&set),
-            show(&line)
-        );
-    }
-    s.write_all(b"GET \"\"\r\nEXISTS \"\"\r\nDEL \"\"\r\nMGET \"\" ok\r\n")
+    // The empty key is a key, as in Redis, through every path: inline and multibulk, vectors
+    // and transactions.
+    s.write_all(b"SET \"\" v\r\nGET \"\"\r\n").unwrap();
+    expect_reply(&mut s, b"+OK\r\n$1\r\nv\r\n");
+    s.write_all(&multibulk(&[b"MSET", b"ok", b"1", b"", b"w"]))
         .unwrap();
-    // MSET is all or nothing: `ok` was not written either.
-    expect_reply(&mut s, b"$-1\r\n:0\r\n:0\r\n*2\r\n$-1\r\n$-1\r\n");
+    s.write_all(&multibulk(&[b"SETNX", b"", b"x"])).unwrap();
+    s.write_all(&multibulk(&[b"APPEND", b"", b"!"])).unwrap();
+    s.write_all(b"GET \"\"\r\nEXISTS \"\" ok\r\nDEL \"\"\r\nMGET \"\" ok\r\nINCR \"\"\r\n")
+        .unwrap();
+    expect_reply(
+        &mut s,
+        b"+OK\r\n:0\r\n:2\r\n$2\r\nw!\r\n:2\r\n:1\r\n*2\r\n$-1\r\n$1\r\n1\r\n:1\r\n",
+    );
 
     // Keys: 65535 bytes is the longest accepted, 65536 is refused.
     let longest = vec![b'k'; 65_535];

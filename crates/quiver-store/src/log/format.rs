@@ -353,10 +353,11 @@ pub fn parse_header(b: &[u8]) -> Option<RecordHeader> {
     let shape_ok = match ty {
         RecordType::BatchCommit => h.key_len == 0 && h.value_len == 4 && flags == 0,
         RecordType::Truncate => h.key_len == 0 && h.value_len == 0 && flags == 0,
+        // Any key length: the empty key is a key.
         RecordType::Delete | RecordType::BatchDelete => {
-            h.key_len > 0 && h.value_len == 0 && flags & FLAG_EXPIRES == 0
+            h.value_len == 0 && flags & FLAG_EXPIRES == 0
         }
-        RecordType::Put | RecordType::BatchPut => h.key_len > 0,
+        RecordType::Put | RecordType::BatchPut => true,
     };
     shape_ok.then_some(h)
 }
