@@ -317,8 +317,13 @@ fn an_unreachable_server_is_a_clear_error() {
 #[test]
 fn error_replies_and_passwords() {
     let s = TestServer::start();
-    let err = fails(remote(&s, &["set", "", "v"]));
-    assert!(err.starts_with("quiver: server error: ERR "), "{err}");
+    // A key over the 65535-byte limit: the server's error reply becomes exit code 1.
+    let long = "k".repeat(65_536);
+    let err = fails(remote(&s, &["set", &long, "v"]));
+    assert!(
+        err.starts_with("quiver: server error: ERR key is too long"),
+        "{err}"
+    );
 
     let s = TestServer::start_with(|c| c.requirepass = Some("sesame".into()));
     let err = fails(remote(&s, &["get", "k"]));
