@@ -418,7 +418,6 @@ impl<'a> Txn<'a> {
             }
         }
         // Each write goes where its database is once the swaps are done.
-        let mut touched: Vec<DbKey> = Vec::with_capacity(self.written.len());
         for k in &self.written {
             let value = &self.overlay[k];
             let seen = if reshaped { None } else { self.read.get(k) };
@@ -429,18 +428,18 @@ impl<'a> Txn<'a> {
                 None if matches!(seen, Some(None)) => BatchAction::Check,
                 None => BatchAction::Delete,
             };
-            let db = self.final_db(k.0);
-            touched.push((db, k.1.clone()));
             if action == BatchAction::Check && condition.is_none() {
                 continue;
             }
-            batch.in_db(db).push(k.1.clone(), action, condition);
+            batch
+                .in_db(self.final_db(k.0))
+                .push(k.1.clone(), action, condition);
             if let (Some(op), Some(e)) = (batch.ops.last_mut(), value) {
                 op.expire_at = e.expire_at;
             }
         }
         if batch.is_empty() {
-            self.watches.touch_keys(&touched);
+            self.touch_written();
             return Ok(Commit::Applied);
         }
         if let [op] = &batch.ops[..] {
@@ -454,17 +453,24 @@ impl<'a> Txn<'a> {
                     }
                     BatchAction::Check => {}
                 }
-                self.watches.touch_keys(&touched);
+                self.touch_written();
                 return Ok(Commit::Applied);
             }
         }
         match self.store.apply(&batch)? {
             BatchOutcome::Applied => {
-                self.watches.touch_keys(&touched);
+                self.touch_written();
                 Ok(Commit::Applied)
             }
             BatchOutcome::ConditionFailed { .. } => Ok(Commit::Conflict),
         }
+    }
+
+    /// Marks the watchers of every key written, in the database it went to (nothing to do,
+    /// and no work per key, while nobody watches).
+    fn touch_written(&self) {
+        self.watches
+            .touch_keys(self.written.iter().map(|(s, k)| (self.final_db(*s), k)));
     }
 }
 
@@ -516,7 +522,7 @@ pub fn swap_dbs(store: &Store, watches: &Watches, a: u32, b: u32) -> quiver_stor
         touched.extend(watched_existing(store, watches, b, Some(a))?);
     }
     store.swap_dbs(a, b)?;
-    watches.touch_keys(&touched);
+    watches.touch_keys(touched.iter().map(|(db, k)| (*db, k)));
     Ok(())
 }
 
@@ -525,7 +531,7 @@ pub fn swap_dbs(store: &Store, watches: &Watches, a: u32, b: u32) -> quiver_stor
 pub fn flush_db(store: &Store, watches: &Watches, db: u32) -> quiver_store::Result<()> {
     let touched = watched_existing(store, watches, db, None)?;
     store.flush_db(db)?;
-    watches.touch_keys(&touched);
+    watches.touch_keys(touched.iter().map(|(db, k)| (*db, k)));
     Ok(())
 }
 
@@ -540,7 +546,7 @@ pub fn flush_all(store: &Store, watches: &Watches) -> quiver_store::Result<()> {
         touched.extend(watched_existing(store, watches, db, None)?);
     }
     store.drop_all()?;
-    watches.touch_keys(&touched);
+    watches.touch_keys(touched.iter().map(|(db, k)| (*db, k)));
     Ok(())
 }
 

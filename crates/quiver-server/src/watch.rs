@@ -91,9 +91,12 @@ impl Watches {
     }
 
     /// Marks the watchers of every key in `keys` (each with its database).
-    pub fn touch_keys<'a>(&self, keys: impl IntoIterator<Item = &'a DbKey>) {
+    pub fn touch_keys<'a>(&self, keys: impl IntoIterator<Item = (u32, &'a Bytes)>) {
+        if self.entries.load(Ordering::SeqCst) == 0 {
+            return;
+        }
         for (db, key) in keys {
-            self.touch(*db, [key]);
+            self.touch(db, [key]);
         }
     }
 }
