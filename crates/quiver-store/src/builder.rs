@@ -41,6 +41,12 @@ pub(crate) struct IndexBuilder {
     pending: HashMap<u64, Vec<Member>>,
     /// Seqs of every commit record replayed (resolves batches whose own commit is missing).
     pub commits: HashSet<u64>,
+    /// A whole part ended by a BatchEnd, the last record replayed: the next record applies it
+    /// (see `seal`); at the end of the log, the batch's commit record elsewhere decides.
+    unproven: Option<u64>,
+    /// The batch whose member or end record was the last record replayed (its part is the end
+    /// of the log: one a crash interrupted is cut off there).
+    pub tail_batch: Option<u64>,
     /// Problems found while replaying (damaged batches), for the recovery report.
     pub problems: Vec<String>,
     /// Set when an insert found the index too full: the result must be rebuilt larger.
@@ -61,6 +67,8 @@ impl IndexBuilder {
             max_seq: 0,
             pending: HashMap::new(),
             commits: HashSet::new(),
+            unproven: None,
+            tail_batch: None,
             problems: Vec::new(),
             overflowed: false,
             range: None,
@@ -94,8 +102,14 @@ impl IndexBuilder {
         h: &RecordHeader,
         rec: &[u8],
     ) -> Result<()> {
+        if let Some(seq) = self.unproven.take() {
+            // Written after the whole batch: the part before it is committed.
+            let members = self.pending.remove(&seq).unwrap_or_default();
+            self.apply_members(segs, &members)?;
+        }
         self.counters.records += 1;
         self.max_seq = self.max_seq.max(h.seq);
+        self.tail_batch = (h.ty.is_batch_member() || h.ty == RecordType::BatchEnd).then_some(h.seq);
         let key = &rec[h.key_range()];
         let ext = h.ext(rec);
         let hash = KeyHash::of_ns(ext.namespace, key);
@@ -122,6 +136,24 @@ impl IndexBuilder {
                 self.expiries = Expiries::default();
                 self.ns_keys.clear();
                 self.pending.clear();
+            }
+            RecordType::BatchEnd => {
+                self.counters.dead += 1;
+                let expected = format::commit_count(&rec[h.value_range()]) as usize;
+                match self.pending.get(&h.seq).map_or(0, |m| m.len()) {
+                    n if n == expected => self.unproven = Some(h.seq),
+                    0 => {}
+                    n => {
+                        let members = self.pending.remove(&h.seq).unwrap_or_default();
+                        self.counters.dead += n as u64;
+                        self.problems.push(format!(
+                            "batch {} has {n} of its {expected} members in this partition and \
+                             was not applied: keys {} may hold older values",
+                            h.seq,
+                            show_keys(&members)
+                        ));
+                    }
+                }
             }
             RecordType::BatchCommit => {
                 self.counters.dead += 1;
@@ -160,9 +192,23 @@ impl IndexBuilder {
         Ok(())
     }
 
-    /// Batches whose members were seen but whose commit record was not (yet).
+    /// Batches whose members were seen but whose commit record was not (yet), the last part
+    /// replayed (if it ended with a BatchEnd) included.
     pub fn take_pending(&mut self) -> HashMap<u64, Vec<Member>> {
+        self.unproven = None;
         std::mem::take(&mut self.pending)
+    }
+
+    /// The end of a replay of a running partition's log (a resize's catch-up): a part ended
+    /// by a BatchEnd is committed (a batch that fails takes its parts back); members without
+    /// their end belong to batches that failed, and are dropped.
+    pub fn finish_live(&mut self, segs: &SegmentSet) -> Result<()> {
+        if let Some(seq) = self.unproven.take() {
+            let members = self.pending.remove(&seq).unwrap_or_default();
+            self.apply_members(segs, &members)?;
+        }
+        self.pending.clear();
+        Ok(())
     }
 
     /// Counts members of a batch that will never be applied.

@@ -121,9 +121,10 @@ pub(crate) fn save(ctx: &StoreCtx, part: &Partition) -> Result<()> {
             segments,
         )
     };
-    let written = segments
-        .iter()
-        .try_for_each(|seg| seg.sync_data())
+    // Batch parts elsewhere whose commit record this checkpoint hides from replay are sealed
+    // (see `seal`), before the checkpoint exists.
+    let written = crate::seal::seal_parts(ctx)
+        .and_then(|()| segments.iter().try_for_each(|seg| seg.sync_data()))
         .and_then(|()| write(&part.dir, &bytes));
     if written.is_err() {
         // Not saved after all: the background thread must try again.

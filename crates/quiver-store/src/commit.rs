@@ -1,21 +1,22 @@
 //! Compound batches ([`crate::Store::apply`]): the preconditions, then the commit protocol
 //! that makes a batch all or nothing, in memory and across a crash. The members of a batch
-//! share one seq (its identity) and take effect only together with a BatchCommit record:
+//! share one seq (its identity). Each partition's part is one run, one append: its members,
+//! then a BatchEnd, or, for the last part written, the batch's only BatchCommit:
 //!
-//! - **one partition**: the members and the commit record are one run, one append. A torn
-//!   write loses the commit record (it is last), and replay discards the members.
-//! - **several partitions**: every part (that partition's members) is appended and made
-//!   durable as the durability mode requires, then a commit record is appended to each
-//!   partition. From the first commit record on, the batch is committed: if a crash comes
-//!   before the others are written, opening applies the parts of every batch that has a commit
-//!   record in *any* partition (`recovery::resolve_batches`) and writes the missing records
-//!   ([`append_missing_commit`]).
+//! - **one partition**: members and commit record in one append. A torn write loses the
+//!   commit record (it is last), and replay discards the members.
+//! - **several partitions**: every other part is appended (and synced in `fsync` mode), then
+//!   the last part with the commit record. A BatchEnd part counts as committed once any record
+//!   follows it in its partition, or when the commit record exists in another partition
+//!   (`recovery::resolve_batches`); `seal` keeps that second proof from vanishing. A batch that
+//!   fails takes back the parts it wrote, so that nothing follows them.
 //!
-//! Log space for every part and its commit record is reserved before anything is written, so
-//! a full disk refuses a batch whole. The caller holds the write locks of every partition
-//! involved, taken in ascending order, from the precondition checks to the index updates.
+//! Log space for every part is reserved before anything is written, so a full disk refuses a
+//! batch whole. The caller holds the write locks of every partition involved, taken in
+//! ascending order, from the precondition checks to the index updates.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use parking_lot::RwLockWriteGuard;
 
@@ -26,6 +27,7 @@ use crate::log::format::{self, COMMIT_RECORD_LEN};
 use crate::lookup::{self, Found, LookupKey};
 use crate::options::Durability;
 use crate::partition::{PartState, Partition, StoreCtx};
+use crate::seal;
 use crate::write::{append_run, check_found, encode, update_index, Framing, Run, WriteOp};
 
 /// How one try of a batch ended.
@@ -50,7 +52,7 @@ pub(crate) enum Attempt {
 /// locks are released and, in `fsync` mode, the try waits for group commit.
 pub(crate) fn try_batch(
     ctx: &StoreCtx,
-    parts: &[&Partition],
+    parts: &[&Arc<Partition>],
     mut guards: Vec<RwLockWriteGuard<'_, PartState>>,
     batch: &Batch,
     hashed: &[(u32, KeyHash)],
@@ -113,7 +115,7 @@ pub(crate) fn try_batch(
 
     // Each partition's share of the writes.
     let mut shares: Vec<Share<'_>> = Vec::new();
-    for (gi, part) in parts.iter().enumerate() {
+    for (gi, &part) in parts.iter().enumerate() {
         let mut ops = Vec::new();
         let mut f = Vec::new();
         for (i, op) in batch.ops.iter().enumerate() {
@@ -143,7 +145,7 @@ pub(crate) fn try_batch(
             });
         }
     }
-    let result = write_batch(ctx, &mut guards, &shares);
+    let result = write_batch(ctx, parts, &mut guards, &shares);
     let lsns: Vec<(&Partition, u64)> = shares
         .iter()
         .map(|s| (s.partition, guards[s.guard].appended_lsn))
@@ -175,121 +177,113 @@ struct Share<'a> {
     pub found: Vec<Found>,
 }
 
-/// Writes a compound batch whose preconditions hold, every partition of it locked. One
-/// partition: its members and the commit record as one append. Several: every part, then
-/// every commit record (see [`write_parts`]). `Err`: nothing was applied. `Ok(Some(e))`: the
-/// batch is applied, but a step after its commit failed (the error goes to the caller).
+/// Writes a compound batch whose preconditions hold, every partition of it locked: one
+/// append per partition, the part with the commit record last (see [`write_parts`]). `Err`:
+/// nothing was applied. `Ok(Some(e))`: the batch is applied, but a step after its commit
+/// failed (the error goes to the caller).
 fn write_batch(
     ctx: &StoreCtx,
+    parts: &[&Arc<Partition>],
     guards: &mut [RwLockWriteGuard<'_, PartState>],
     shares: &[Share<'_>],
 ) -> Result<Option<Error>> {
     let seq = ctx.alloc_seq();
-    let inline = shares.len() == 1;
     let framing = Framing::Batch {
         seq,
-        inline_commit: inline,
+        inline_commit: false,
     };
-    let runs: Vec<Run> = shares
+    let mut runs: Vec<Run> = shares
         .iter()
         .map(|s| encode(ctx, &s.ops, &s.found, framing))
         .collect();
     let writing: Vec<usize> = (0..shares.len()).filter(|&s| runs[s].members > 0).collect();
-    if writing.is_empty() {
+    let Some(&last) = writing.last() else {
         return Ok(None);
-    }
-    if inline {
-        let s = &shares[0];
-        let st = &mut guards[s.guard];
-        let (locs, res) = append_run(ctx, s.partition, st, &runs[0], framing);
-        res?;
-        update_index(st, &s.ops, &s.found, &locs);
-        st.counters.records += 1;
-        st.counters.dead += 1; // the commit record
-        return Ok(None);
-    }
+    };
+    // The last part carries the commit record instead of a BatchEnd (same length).
+    let run = &mut runs[last];
+    run.bytes.truncate(run.bytes.len() - COMMIT_RECORD_LEN);
+    format::encode_commit(&mut run.bytes, seq, run.members);
     let mut all_locs = Vec::with_capacity(writing.len());
-    let late = write_parts(ctx, guards, shares, &runs, &writing, seq, &mut all_locs)?;
+    let late = write_parts(ctx, guards, shares, &runs, &writing, framing, &mut all_locs)?;
     for (&s, locs) in writing.iter().zip(&all_locs) {
         let share = &shares[s];
         let st = &mut guards[share.guard];
         update_index(st, &share.ops, &share.found, locs);
         st.counters.records += 1;
-        st.counters.dead += 1; // the commit record
+        st.counters.dead += 1; // the BatchEnd or commit record
+        if s != last {
+            seal::note_unsealed(ctx, parts[share.guard]);
+        }
     }
     Ok(late)
 }
 
-/// Multi-partition batch: every part (made durable as the mode requires), then every commit
-/// record. Space for a part and its commit record is reserved before anything is written, so
-/// once the first commit record is written the rest do not fail for space. `Err`: nothing
-/// was committed. `Ok(Some(e))`: committed, but a later step failed.
+/// Every part, one append each, the one with the commit record last: the commit record
+/// exists only once every other part is written (and, in `fsync` mode, synced). Log space for
+/// every part is reserved first, so a full disk refuses the batch whole. If a part fails,
+/// the parts written before it are taken back (zeroed): a part must never be followed by
+/// another record unless its batch is committed. `Err`: nothing was committed.
+/// `Ok(Some(e))`: committed, but syncing the last part failed.
 fn write_parts(
     ctx: &StoreCtx,
     guards: &mut [RwLockWriteGuard<'_, PartState>],
     shares: &[Share<'_>],
     runs: &[Run],
     writing: &[usize],
-    seq: u64,
+    framing: Framing,
     all_locs: &mut Vec<Vec<Option<u32>>>,
 ) -> Result<Option<Error>> {
-    let framing = Framing::Batch {
-        seq,
-        inline_commit: false,
-    };
+    let fsync = ctx.opts.durability == Durability::Fsync;
     for &s in writing {
         let share = &shares[s];
         let part = share.partition;
-        let need = (runs[s].bytes.len() + COMMIT_RECORD_LEN) as u64;
+        let need = runs[s].bytes.len() as u64;
         let st = &mut guards[share.guard];
         st.ensure_room(ctx, part.id, &part.dir, need)?;
         st.appender.reserve(need)?;
     }
-    for &s in writing {
+    let single = writing.len() == 1;
+    // (guard, start) of each part written.
+    let mut written: Vec<(usize, u64)> = Vec::with_capacity(writing.len());
+    for (n, &s) in writing.iter().enumerate() {
         let share = &shares[s];
+        let last = n + 1 == writing.len();
         let st = &mut guards[share.guard];
         let start = st.appender.end();
         let (locs, res) = append_run(ctx, share.partition, st, &runs[s], framing);
-        if let Err(e) = res.and_then(|()| st.appender.flush()) {
-            // No commit record exists yet: the batch is not applied. (What reached the
-            // file is an orphaned part, discarded by replay.)
-            st.appender.discard_from(start);
+        // A lone part needs no flush here: the tail buffer (`none` mode) keeps its order.
+        let res = res.and_then(|()| if single { Ok(()) } else { st.appender.flush() });
+        // In `fsync` mode every other part is durable before the commit record is written.
+        let res = res.and_then(|()| {
+            if fsync && !last {
+                st.appender.segment.sync_data()
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = res {
+            // Not committed: take back this part and the ones before it.
+            let _ = st.appender.retract(start);
+            for &(g, at) in &written {
+                let _ = guards[g].appender.retract(at);
+            }
             return Err(e);
         }
-        if ctx.opts.durability == Durability::Fsync {
-            st.appender.segment.sync_data()?;
-        }
+        written.push((share.guard, start));
         all_locs.push(locs);
     }
-    // From the first commit record written on, the batch is committed (replay completes it
-    // in every partition), so the caller must apply it to the indexes even if a later step
-    // fails; the space reservation above makes such a failure an I/O error, not a full disk.
-    let mut committed = false;
-    let mut failure = None;
-    for &s in writing {
-        let st = &mut guards[shares[s].guard];
-        let start = st.appender.end();
-        let mut buf = Vec::with_capacity(COMMIT_RECORD_LEN);
-        format::encode_commit(&mut buf, seq, runs[s].members);
-        match st.append(&buf).and_then(|_| st.appender.flush()) {
-            Ok(()) => committed = true,
-            Err(e) => {
-                st.appender.discard_from(start);
-                if !committed {
-                    return Err(e);
-                }
-                failure.get_or_insert(e);
-            }
+    // Committed: the caller applies it even if the last sync fails (reported as late).
+    if fsync && !single {
+        if let Err(e) = guards[shares[writing[writing.len() - 1]].guard]
+            .appender
+            .segment
+            .sync_data()
+        {
+            return Ok(Some(e));
         }
     }
-    if ctx.opts.durability == Durability::Fsync {
-        for &s in writing {
-            if let Err(e) = guards[shares[s].guard].appender.segment.sync_data() {
-                failure.get_or_insert(e);
-            }
-        }
-    }
-    Ok(failure)
+    Ok(None)
 }
 
 /// Appends the commit record of batch `seq` (with `members` members in this partition) that

@@ -189,7 +189,7 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
         // Some(whole part in range) for a member or commit record of a resolved batch.
         let resolved_batch = resolved
             .get(&r.header.seq)
-            .filter(|_| ty.is_batch_member() || ty == RecordType::BatchCommit);
+            .filter(|_| ty.is_batch_member() || ty.ends_part());
         let resolved_member = ty.is_batch_member() && resolved_batch.is_some();
         if r.live {
             if !r.value_ok {
@@ -253,13 +253,26 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
             // A tombstone of a flushed namespace shadows only records that are dead anyway.
             RecordType::Delete if flushed => None,
             RecordType::Delete | RecordType::Truncate => (!prefix).then_some(None),
-            RecordType::BatchPut | RecordType::BatchCommit if resolved_batch.is_some() => None,
+            RecordType::BatchPut | RecordType::BatchCommit | RecordType::BatchEnd
+                if resolved_batch.is_some() =>
+            {
+                None
+            }
+            // A seal (no member) before which everything is resolved in a prefix range.
+            RecordType::BatchCommit
+                if prefix && format::commit_count(&r.bytes[r.header.value_range()]) == 0 =>
+            {
+                None
+            }
             // A delete of a batch that was applied keeps shadowing older copies.
             RecordType::BatchDelete if resolved_member => {
                 (!prefix && resolved_batch == Some(&true)).then_some(Some(RecordType::Delete))
             }
             // A part (or commit) that replay must find as it is.
-            RecordType::BatchPut | RecordType::BatchDelete | RecordType::BatchCommit => Some(None),
+            RecordType::BatchPut
+            | RecordType::BatchDelete
+            | RecordType::BatchCommit
+            | RecordType::BatchEnd => Some(None),
         };
         match keep {
             Some(retype) => {
@@ -283,8 +296,8 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
         dropped + lost.len() as u64 + expired.len() as u64 + flushed.len() as u64;
     report.damage.extend(skipped);
 
-    // 3. Commit on disk.
-    let outputs = match out.commit(&part.dir, &inputs) {
+    // 3. Commit on disk (batch parts whose commit record the pass drops sealed first).
+    let outputs = match crate::seal::seal_parts(ctx).and_then(|()| out.commit(&part.dir, &inputs)) {
         Ok(o) => o,
         Err(e) => {
             out.abandon(part);
@@ -428,11 +441,14 @@ pub(crate) fn compact_locked(
     compact_pass(ctx, part, &mut m, budget_bytes)
 }
 
-/// The batches a pass resolves into plain records: those whose commit record lies in `inputs`
-/// with members of the part there too. A part is written whole, in one segment, before its
-/// commit record (only a commit record written when opening repaired a crashed batch lies in
+/// The batches a pass resolves into plain records: those whose commit or BatchEnd record lies
+/// in `inputs` with members of the part there too. A part is written whole, in one segment,
+/// in one append (only a commit record written when opening repaired a crashed batch lies in
 /// a later segment), so its members are all in the range — `true` — or none is; some but not
-/// all means damage (`false`: a salvaging open did not apply the batch).
+/// all means damage (`false`: a salvaging open did not apply the batch). A whole part in a
+/// running store's log is committed: a failed batch takes its parts back, and opening cuts
+/// off the parts of a batch a crash interrupted. (A part whose commit record lies in another
+/// partition was sealed before this pass swaps anything in: see `seal`.)
 fn resolved_batches(inputs: &[Arc<Segment>]) -> Result<HashMap<u64, bool>> {
     // seq -> (members seen, members the commit record announces)
     let mut seen: HashMap<u64, (u32, Option<u32>)> = HashMap::new();
@@ -443,7 +459,7 @@ fn resolved_batches(inputs: &[Arc<Segment>]) -> Result<HashMap<u64, bool>> {
                 Step::Record { header, .. } if header.ty.is_batch_member() => {
                     seen.entry(header.seq).or_default().0 += 1
                 }
-                Step::Record { header, .. } if header.ty == RecordType::BatchCommit => {
+                Step::Record { header, .. } if header.ty.ends_part() => {
                     let value = &sc.record()[header.value_range()];
                     seen.entry(header.seq).or_default().1 = Some(format::commit_count(value));
                 }

@@ -53,6 +53,7 @@ mod resize;
 mod retry;
 mod route;
 pub mod scan;
+mod seal;
 pub mod slot;
 mod split;
 mod store;

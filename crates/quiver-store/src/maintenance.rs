@@ -294,8 +294,8 @@ pub(crate) fn records_between(
 
 /// Replays the log from `from` to the partition's end into `b` (under the partition's
 /// exclusive lock: the catch-up step of a resize). Batches are appended whole under that
-/// lock, so members left without a commit record at the end belong to batches that failed:
-/// they are dropped.
+/// lock, so a part ended by a BatchEnd at the end is committed, and members left without
+/// their commit or end record belong to batches that failed: they are dropped.
 // The snapshot's end segment is still in the log: the caller holds the partition's
 // maintenance lock, so no compaction has replaced it, and nothing else removes segments.
 pub(crate) fn catch_up(st: &PartState, from: LogPos, b: &mut IndexBuilder) -> Result<()> {
@@ -309,6 +309,5 @@ pub(crate) fn catch_up(st: &PartState, from: LogPos, b: &mut IndexBuilder) -> Re
         found,
         "maintenance is serialised: the snapshot's end segment is still there"
     );
-    b.take_pending();
-    Ok(())
+    b.finish_live(&st.segs)
 }

@@ -54,6 +54,7 @@ pub(crate) fn open(
         value_len_estimate: AtomicUsize::new(64),
         maintenance_runs: AtomicU64::new(0),
         space_short: Arc::new(AtomicBool::new(false)),
+        unsealed: Mutex::new(Vec::new()),
     };
     let (mut recovered, mut report) = recover_partitions(&ctx, &dir, &layout, progress)?;
     if ctx.opts.on_damage == DamagePolicy::Refuse && !report.damage.is_empty() {
@@ -71,7 +72,7 @@ pub(crate) fn open(
     ctx.next_file_id.store(max_file + 1, Ordering::Relaxed);
 
     // A batch is committed if any partition holds its commit record.
-    recovery::resolve_batches(&mut recovered, &mut report)?;
+    recovery::resolve_batches(&mut recovered, &mut report, read_only)?;
     let mut parts = Vec::with_capacity(recovered.len());
     for (pos, rec) in recovered.into_iter().enumerate() {
         let p = layout.ids[pos];
@@ -127,6 +128,7 @@ pub(crate) fn open(
             resizes: AtomicU64::new(0),
             checkpointing: Mutex::new(()),
             exports: AtomicUsize::new(0),
+            unsealed: AtomicBool::new(false),
         }));
     }
 

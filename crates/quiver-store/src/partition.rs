@@ -41,6 +41,9 @@ pub(crate) struct StoreCtx {
     /// Set while the disk reserve is released (see `reserve`): appenders then allocate no
     /// disk blocks ahead of need.
     pub space_short: Arc<AtomicBool>,
+    /// Partitions whose log holds batch parts ended by a BatchEnd and not yet sealed (see
+    /// `commit::seal_parts`).
+    pub unsealed: Mutex<Vec<Arc<Partition>>>,
 }
 
 impl StoreCtx {
@@ -252,6 +255,9 @@ pub(crate) struct Partition {
     /// Range exports reading this partition: compaction waits until there are none (they hold
     /// positions in its log).
     pub exports: AtomicUsize,
+    /// Its log holds batch parts ended by a BatchEnd with no seal after them (it is then in
+    /// `StoreCtx::unsealed`; see `commit::seal_parts`).
+    pub unsealed: AtomicBool,
 }
 
 /// What the background thread remembers about a partition's maintenance.

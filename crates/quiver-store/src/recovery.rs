@@ -78,6 +78,8 @@ pub(crate) struct Recovered {
     /// (seq, members) of the batches `resolve_batches` applied here whose commit record this
     /// partition lacks: opening writes them.
     pub missing_commits: Vec<(u64, u32)>,
+    /// The batch whose part ends the log (see `IndexBuilder::tail_batch`).
+    pub tail_batch: Option<u64>,
     pub max_file_id: u64,
     /// Loaded from a checkpoint that already describes the whole log: nothing to checkpoint.
     pub clean: bool,
@@ -195,7 +197,9 @@ fn finish(
     clean: bool,
 ) -> Recovered {
     let pending = b.take_pending();
+    let tail_batch = b.tail_batch;
     Recovered {
+        tail_batch,
         clean: clean && pending.is_empty(),
         segs,
         builder: b,
@@ -206,15 +210,18 @@ fn finish(
     }
 }
 
-/// Decides the fate of the batches whose parts partitions hold without a commit record: a
-/// crash came before every commit record of a multi-partition batch was written. A batch is
-/// committed if *any* partition holds its commit record: its part is then applied here and
-/// its missing commit record noted (`Recovered::missing_commits`); otherwise its members are
-/// discarded. Sound because commit records are written only once every part is complete
-/// (and, in `fsync` mode, synced): see `commit`.
+/// Decides the fate of the batches whose parts partitions hold without a commit record and
+/// without a record after them: a crash came while a multi-partition batch was being written,
+/// or right after. A batch is committed if *any* partition holds its commit record (written
+/// in one append with its last part, once every other part was written and, in `fsync` mode,
+/// synced; see `commit`): its part is then applied here, and a commit record noted to write
+/// after it (`Recovered::missing_commits`), which seals it. Otherwise its members are
+/// discarded, and a part that ends the log is cut off (unless `read_only`), so that no
+/// record written later follows it (replay would take that as proof it is committed).
 pub(crate) fn resolve_batches(
     recovered: &mut [Recovered],
     report: &mut RecoveryReport,
+    read_only: bool,
 ) -> Result<()> {
     let committed: HashSet<u64> = recovered
         .iter()
@@ -231,14 +238,39 @@ pub(crate) fn resolve_batches(
                 rec.builder.apply_members(&rec.segs, &members)?;
                 rec.missing_commits.push((seq, members.len() as u32));
                 repaired.insert(seq);
-            } else {
-                rec.builder.discard_members(members.len());
-                aborted.insert(seq);
+                continue;
+            }
+            rec.builder.discard_members(members.len());
+            aborted.insert(seq);
+            if rec.tail_batch == Some(seq) && !read_only {
+                cut_part(rec, &members, report)?;
             }
         }
     }
     report.batches_repaired = repaired.len() as u64;
     report.batches_aborted = aborted.len() as u64;
+    Ok(())
+}
+
+/// Cuts an uncommitted part that ends the log off it (in the last segment, from its first
+/// member on).
+fn cut_part(rec: &mut Recovered, members: &[Member], report: &mut RecoveryReport) -> Result<()> {
+    let (Some(first), Some(last), Some(end)) =
+        (members.first(), rec.segs.ordered.last(), rec.end_offset)
+    else {
+        return Ok(());
+    };
+    let (seg, offset) = rec.segs.resolve(first.loc)?;
+    if !Arc::ptr_eq(seg, last) || offset >= end {
+        return Ok(());
+    }
+    seg.zero_from(offset)?;
+    report.torn_tails.push(format!(
+        "{} at offset {offset}: part of a batch that was not committed; truncated",
+        seg.path.display()
+    ));
+    rec.end_offset = Some(offset);
+    rec.clean = false;
     Ok(())
 }
 

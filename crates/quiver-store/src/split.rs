@@ -177,6 +177,10 @@ impl Store {
             }
         }
 
+        // Batch parts elsewhere whose commit record lies in a source are sealed: a merge's
+        // sources are deleted. (A batch committed in a source between this and the switch
+        // stays unsealed until the checkpoints below: see docs/log_format.md, "Batches".)
+        crate::seal::seal_parts(ctx)?;
         // 3. The switch, under the locks (ascending ids: the new partition's is the largest).
         let mut guards: Vec<RwLockWriteGuard<'_, PartState>> =
             sources.iter().map(|p| p.state.write()).collect();
@@ -300,6 +304,7 @@ fn create_partition(
         resizes: Default::default(),
         checkpointing: Mutex::new(()),
         exports: Default::default(),
+        unsealed: Default::default(),
     })
 }
 

@@ -328,7 +328,7 @@ impl Store {
             .zip(&hashed)
             .map(|(op, &(_, h))| (&op.key[..], h));
         let routed = Routed::new(table, keys);
-        let parts: Vec<&Partition> = routed.parts().map(|p| &**p).collect();
+        let parts: Vec<&Arc<Partition>> = routed.parts().collect();
         let guards: Vec<RwLockWriteGuard<'_, PartState>> =
             parts.iter().map(|p| p.state.write()).collect();
         if !routed.owned(&guards) {

@@ -26,8 +26,9 @@ pub(crate) struct WriteOp<'a> {
 pub(crate) enum Framing {
     /// Independent Put / Delete records; the run may be split across segments.
     Plain,
-    /// Members of batch `seq`, contiguous in one segment; `inline_commit` appends the commit
-    /// record in the same write (single-partition batch).
+    /// A part of batch `seq`, contiguous in one segment, one write: its members, then the
+    /// batch's commit record (`inline_commit`: the batch's only or last part) or a BatchEnd
+    /// record (any other part).
     Batch { seq: u64, inline_commit: bool },
 }
 
@@ -98,12 +99,12 @@ pub(crate) fn encode(
             members += 1;
         }
     }
-    if let Framing::Batch {
-        seq,
-        inline_commit: true,
-    } = framing
-    {
-        format::encode_commit(&mut bytes, seq, members);
+    if let Framing::Batch { seq, inline_commit } = framing {
+        if members > 0 && inline_commit {
+            format::encode_commit(&mut bytes, seq, members);
+        } else if members > 0 {
+            format::encode_end(&mut bytes, seq, members);
+        }
     }
     Run {
         bytes,

@@ -108,8 +108,9 @@ impl SegmentHeader {
     }
 }
 
-/// Record types. A batch is its members (BatchPut / BatchDelete, all carrying the batch's seq)
-/// followed by a BatchCommit with the same seq in every partition it touches.
+/// Record types. A batch is one part per partition it touches: the part's members (BatchPut /
+/// BatchDelete, all carrying the batch's seq), then a BatchCommit (the batch's only or last
+/// part) or a BatchEnd (any other part) with the same seq, in one append.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum RecordType {
@@ -122,6 +123,11 @@ pub enum RecordType {
     /// Empty key and value: every record before it in this partition's log is dead (FLUSHALL,
     /// one record per partition instead of a tombstone per key).
     Truncate = 6,
+    /// Empty key; value = member count of this partition's part (u32). Ends a part of a
+    /// multi-partition batch that is not the last: the part takes effect if the batch's
+    /// BatchCommit (in the partition of its last part) exists, or once any record follows it
+    /// in this partition's log (written after the whole batch was).
+    BatchEnd = 7,
 }
 
 impl RecordType {
@@ -133,6 +139,7 @@ impl RecordType {
             4 => RecordType::BatchDelete,
             5 => RecordType::BatchCommit,
             6 => RecordType::Truncate,
+            7 => RecordType::BatchEnd,
             _ => return None,
         })
     }
@@ -147,6 +154,11 @@ impl RecordType {
 
     pub fn is_batch_member(self) -> bool {
         matches!(self, RecordType::BatchPut | RecordType::BatchDelete)
+    }
+
+    /// A BatchCommit or BatchEnd: the record that ends a batch's part.
+    pub fn ends_part(self) -> bool {
+        matches!(self, RecordType::BatchCommit | RecordType::BatchEnd)
     }
 }
 
@@ -351,7 +363,9 @@ pub fn parse_header(b: &[u8]) -> Option<RecordHeader> {
         value_len: u32_at(b, 20),
     };
     let shape_ok = match ty {
-        RecordType::BatchCommit => h.key_len == 0 && h.value_len == 4 && flags == 0,
+        RecordType::BatchCommit | RecordType::BatchEnd => {
+            h.key_len == 0 && h.value_len == 4 && flags == 0
+        }
         RecordType::Truncate => h.key_len == 0 && h.value_len == 0 && flags == 0,
         // Any key length: the empty key is a key.
         RecordType::Delete | RecordType::BatchDelete => {
@@ -499,7 +513,20 @@ pub fn encode_commit(out: &mut Vec<u8>, seq: u64, members: u32) {
     );
 }
 
-/// The member count carried by a BatchCommit record's value.
+/// Encodes a BatchEnd record: the end of a part of batch `seq` that is not its last, with
+/// `members` members in its partition.
+pub fn encode_end(out: &mut Vec<u8>, seq: u64, members: u32) {
+    encode_record(
+        out,
+        RecordType::BatchEnd,
+        seq,
+        RecordExt::NONE,
+        b"",
+        &members.to_le_bytes(),
+    );
+}
+
+/// The member count carried by a BatchCommit or BatchEnd record's value.
 pub fn commit_count(value: &[u8]) -> u32 {
     u32_at(value, 0)
 }
@@ -565,6 +592,23 @@ mod tests {
     }
 
     /// The second worked example of docs/log_format.md: a put with an expiry time.
+    /// The BatchEnd of the batch worked example of docs/log_format.md, byte for byte.
+    #[test]
+    fn worked_example_batch_end() {
+        let mut buf = Vec::new();
+        encode_end(&mut buf, 9, 1);
+        let hex: Vec<String> = buf.iter().map(|b| format!("{b:02x}")).collect();
+        let doc = include_str!("../../../../docs/log_format.md");
+        assert!(doc.contains(&hex.join(" ")), "{}", hex.join(" "));
+        let h = parse_header(&buf).unwrap();
+        assert_eq!(
+            (h.ty, h.seq, h.key_len, h.value_len),
+            (RecordType::BatchEnd, 9, 0, 4)
+        );
+        assert_eq!(commit_count(&buf[h.value_range()]), 1);
+        assert_eq!(buf.len(), COMMIT_RECORD_LEN);
+    }
+
     #[test]
     fn worked_example_with_expiry() {
         let mut buf = Vec::new();

@@ -160,6 +160,28 @@ impl Appender {
         }
     }
 
+    /// Takes back everything appended from `offset` (in this segment) on: dropped from the
+    /// tail buffer, zeroed in the file, and the end moves back to `offset`. A part of a batch
+    /// whose later part failed must never be followed by another record (replay would take
+    /// that as proof the batch was written whole). Best effort on the file: if zeroing fails,
+    /// the error comes back (the end still moves back).
+    pub fn retract(&mut self, offset: u64) -> Result<()> {
+        if offset >= self.end {
+            return Ok(());
+        }
+        let res = if offset < self.written {
+            let zeros = vec![0u8; (self.written - offset) as usize];
+            self.segment.write_at(&zeros, offset)
+        } else {
+            Ok(())
+        };
+        let keep = offset.saturating_sub(self.written) as usize;
+        self.buffer.truncate(keep);
+        self.written = self.written.min(offset);
+        self.end = offset;
+        res
+    }
+
     /// The record at `offset` if it is still only in the tail buffer: a copy of that record
     /// alone (not of the buffer after it, which a value handed out would otherwise keep alive).
     /// A damaged header yields just the header bytes, for the caller's checks to reject.

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod basic;
+mod batch_parts;
 mod checkpoint;
 mod common;
 mod concurrency;
