@@ -196,7 +196,17 @@ fn write_batch(
         .iter()
         .map(|s| encode(ctx, &s.ops, &s.found, framing))
         .collect();
-    let writing: Vec<usize> = (0..shares.len()).filter(|&s| runs[s].members > 0).collect();
+    let mut writing: Vec<usize> = (0..shares.len()).filter(|&s| runs[s].members > 0).collect();
+    // The commit record goes to a partition that no merge is about to delete, if the batch
+    // has one: a merge seals the parts whose proof lies in its sources once, before its
+    // switch, so no new such part may appear after that (see `split::move_into_new`).
+    if let Some(k) = writing
+        .iter()
+        .rposition(|&s| !guards[shares[s].guard].merging)
+    {
+        let s = writing.remove(k);
+        writing.push(s);
+    }
     let Some(&last) = writing.last() else {
         return Ok(None);
     };
@@ -249,24 +259,30 @@ fn write_parts(
     for (n, &s) in writing.iter().enumerate() {
         let share = &shares[s];
         let last = n + 1 == writing.len();
+        // In `fsync` mode every other part is durable before the commit record is written:
+        // all their writes first, then their fdatasyncs back to back.
+        let res = if fsync && last && !single {
+            written
+                .iter()
+                .try_for_each(|&(g, _)| guards[g].appender.segment.sync_data())
+        } else {
+            Ok(())
+        };
         let st = &mut guards[share.guard];
         let start = st.appender.end();
-        let (locs, res) = append_run(ctx, share.partition, st, &runs[s], framing);
+        let (locs, res) = match res {
+            Ok(()) => append_run(ctx, share.partition, st, &runs[s], framing),
+            Err(e) => (Vec::new(), Err(e)),
+        };
         // A lone part needs no flush here: the tail buffer (`none` mode) keeps its order.
         let res = res.and_then(|()| if single { Ok(()) } else { st.appender.flush() });
-        // In `fsync` mode every other part is durable before the commit record is written.
-        let res = res.and_then(|()| {
-            if fsync && !last {
-                st.appender.segment.sync_data()
-            } else {
-                Ok(())
-            }
-        });
         if let Err(e) = res {
-            // Not committed: take back this part and the ones before it.
-            let _ = st.appender.retract(start);
+            // Not committed: take back this part and the ones before it. A partition where
+            // that fails refuses writes until the store is reopened, as nothing may follow
+            // the part there (its replay cuts it off: no commit record exists).
+            retract(&mut guards[share.guard], start, &e);
             for &(g, at) in &written {
-                let _ = guards[g].appender.retract(at);
+                retract(&mut guards[g], at, &e);
             }
             return Err(e);
         }
@@ -284,6 +300,15 @@ fn write_parts(
         }
     }
     Ok(None)
+}
+
+/// Takes back a part of a batch that failed, from `start` on (see `Appender::retract`).
+fn retract(st: &mut PartState, start: u64, cause: &Error) {
+    if let Err(e) = st.appender.retract(start) {
+        st.failed = Some(format!(
+            "a batch failed ({cause}) and its part could not be taken back ({e})"
+        ));
+    }
 }
 
 /// Appends the commit record of batch `seq` (with `members` members in this partition) that
@@ -305,3 +330,6 @@ pub(crate) fn append_missing_commit(
     st.counters.dead += 1; // a commit record is never live
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

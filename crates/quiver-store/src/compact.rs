@@ -127,6 +127,14 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
     // 1. The range.
     let (snapshot, inputs, prefix, reached_end, dbs) = {
         let mut st = part.state.write();
+        if let Some(reason) = &st.failed {
+            // Bytes of a failed batch lie past the log's end: sealing the active segment
+            // must not make them part of the log (reopening cuts them off).
+            return Err(Error::PartitionFailed {
+                dir: part.dir.clone(),
+                reason: reason.clone(),
+            });
+        }
         st.appender.flush()?;
         let sealed = st.segs.ordered.len() - 1;
         let start = match pass.start_after {

@@ -55,6 +55,11 @@ pub enum Error {
     /// affected.
     #[error("the store is damaged and was not opened ({} problem(s)): {}", .places.len(), .places.join("; "))]
     Damaged { places: Vec<String> },
+    /// A partition refuses writes: a failed write left bytes in its log that could not be
+    /// taken back (see `reason`), and nothing may follow them. Reads go on; reopening the store
+    /// recovers (replay cuts those bytes off).
+    #[error("the partition in {dir} refuses writes until the store is reopened: {reason}")]
+    PartitionFailed { dir: PathBuf, reason: String },
     /// A write on a store opened read-only.
     #[error("the store is open read-only")]
     ReadOnly,

@@ -107,6 +107,8 @@ pub(crate) fn open(
             dbs: layout.dbs.clone(),
             range: layout.partitioner.range(pos),
             retired: false,
+            merging: false,
+            failed: None,
             appended_lsn: 0,
             dirty: !clean,
         };

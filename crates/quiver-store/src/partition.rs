@@ -223,6 +223,13 @@ pub(crate) struct PartState {
     pub appended_lsn: u64,
     /// Changed since the last checkpoint.
     pub dirty: bool,
+    /// A merge is about to delete this partition: a compound batch puts its commit record
+    /// elsewhere when it can (see `split::move_into_new`).
+    pub merging: bool,
+    /// Why this partition refuses writes: bytes a failed write left in its log could not be
+    /// taken back, and a record appended after them would make replay take them as written
+    /// whole. Reopening recovers (replay cuts such a tail off).
+    pub failed: Option<String>,
 }
 
 /// Group commit: one fdatasync serves every writer waiting for it.
@@ -365,6 +372,13 @@ impl PartState {
 
     /// Appends whole records; returns their start offset in the active segment.
     pub fn append(&mut self, bytes: &[u8]) -> Result<u64> {
+        if let Some(reason) = &self.failed {
+            let seg = &self.appender.segment.path;
+            return Err(Error::PartitionFailed {
+                dir: seg.parent().map_or_else(|| seg.clone(), Path::to_path_buf),
+                reason: reason.clone(),
+            });
+        }
         let at = self.appender.append(bytes)?;
         self.appended_lsn += bytes.len() as u64;
         self.dirty = true;

@@ -44,6 +44,28 @@ use crate::slot::SlotRange;
 use crate::store::Store;
 use crate::write::{self, Framing, WriteOp};
 
+/// Marks a merge's sources `merging` for as long as it lives: from then on a compound batch
+/// puts its commit record outside them when it touches another partition, so the seal before
+/// the switch covers every BatchEnd part whose proof would leave with the sources.
+struct Merging<'a>(&'a [Arc<Partition>]);
+
+impl<'a> Merging<'a> {
+    fn new(sources: &'a [Arc<Partition>]) -> Merging<'a> {
+        for p in sources {
+            p.state.write().merging = true;
+        }
+        Merging(sources)
+    }
+}
+
+impl Drop for Merging<'_> {
+    fn drop(&mut self) {
+        for p in self.0 {
+            p.state.write().merging = false;
+        }
+    }
+}
+
 /// Rounds of copying the keys written since the last round, before the final one under the
 /// locks; fewer when a round finds at most [`CATCH_UP_KEYS_FINAL`] keys.
 const CATCH_UP_ROUNDS_MAX: usize = 8;
@@ -131,6 +153,7 @@ impl Store {
         // `layout_change`, which the caller holds).
         let nss = migrate::Namespaces::Live(&table.dbs);
         let _paused = migrate::PausedCompaction::new(sources.to_vec());
+        let _merging = kept.is_none().then(|| Merging::new(sources));
         // 2. The copy, without the sources' locks.
         let mut positions = migrate::log_ends(sources)?;
         let mut snapshot_locs: Vec<(u32, KeyHash, u32)> = Vec::new();
@@ -178,8 +201,8 @@ impl Store {
         }
 
         // Batch parts elsewhere whose commit record lies in a source are sealed: a merge's
-        // sources are deleted. (A batch committed in a source between this and the switch
-        // stays unsealed until the checkpoints below: see docs/log_format.md, "Batches".)
+        // sources are deleted. A batch committed since the sources were marked `merging`
+        // has its commit record outside them, or all its parts in them (copied here).
         crate::seal::seal_parts(ctx)?;
         // 3. The switch, under the locks (ascending ids: the new partition's is the largest).
         let mut guards: Vec<RwLockWriteGuard<'_, PartState>> =
@@ -295,6 +318,8 @@ fn create_partition(
             dbs: dbs.clone(),
             range: Some(range),
             retired: false,
+            merging: false,
+            failed: None,
             appended_lsn: 0,
             dirty: true,
         }),

@@ -444,6 +444,9 @@ impl Store {
         if self.inner.ctx.opts.read_only {
             return Ok(());
         }
+        // Seals first (each save would write them anyway): a seal appended to a partition
+        // after its own checkpoint would leave it a record to replay.
+        crate::seal::seal_parts(&self.inner.ctx)?;
         for part in self.inner.table().parts.iter() {
             if part.state.read().dirty {
                 checkpoint::save(&self.inner.ctx, part)?;

@@ -27,6 +27,9 @@ pub struct Appender {
     buffer: Vec<u8>,
     buffer_bytes_max: usize,
     buffered: bool,
+    /// Tests: the next write to the file fails (an injected I/O error), once.
+    #[cfg(test)]
+    pub fail_next_write: bool,
 }
 
 impl Appender {
@@ -46,6 +49,8 @@ impl Appender {
             buffer: Vec::new(),
             buffer_bytes_max,
             buffered,
+            #[cfg(test)]
+            fail_next_write: false,
         }
     }
 
@@ -114,7 +119,10 @@ impl Appender {
                 }
             }
         } else {
-            if let Err(e) = self.segment.write_at(bytes, at) {
+            if let Err(e) = self
+                .injected_failure()
+                .and_then(|()| self.segment.write_at(bytes, at))
+            {
                 // A prefix of the run may have reached the file (a full disk takes what fits).
                 // Zero it, so no record of a failed write comes back when the store is reopened,
                 // and no leftover follows a shorter next append. The prefix's blocks are
@@ -145,9 +153,23 @@ impl Appender {
         if self.buffer.is_empty() {
             return Ok(());
         }
+        self.injected_failure()?;
         self.segment.write_at(&self.buffer, self.written)?;
         self.written = self.end;
         self.buffer.clear();
+        Ok(())
+    }
+
+    /// Tests: the failure `fail_next_write` asks for, before a write to the file.
+    fn injected_failure(&mut self) -> Result<()> {
+        #[cfg(test)]
+        if std::mem::take(&mut self.fail_next_write) {
+            return Err(crate::error::Error::io(
+                "write (injected by a test)",
+                &self.segment.path,
+                std::io::Error::other("injected"),
+            ));
+        }
         Ok(())
     }
 

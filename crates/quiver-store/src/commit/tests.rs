@@ -1,0 +1,164 @@
+//! The commit protocol's failure paths, which need the engine's insides: an injected write
+//! error in the middle of a batch, a compaction of the commit record's partition alone, and the
+//! choice of the commit record's partition during a merge.
+
+use std::sync::Arc;
+
+use crate::compact::Pass;
+use crate::log::format::{self, RecordType, COMMIT_RECORD_LEN};
+use crate::options::{Durability, Options};
+use crate::partition::Partition;
+use crate::slot::even_layout_partition;
+use crate::{BackendKind, Batch, Store};
+
+const PARTITIONS: u32 = 2;
+
+fn options() -> Options {
+    Options {
+        partitions: PARTITIONS,
+        segment_bytes: 128 << 10,
+        durability: Durability::Os,
+        backend: BackendKind::Pread,
+        value_len_max: 16 << 10,
+        background: false,
+        checkpoint_interval_ms: 0,
+        compact_garbage_ratio: 0.0,
+        disk_reserve_bytes: 1 << 20,
+        ..Options::default()
+    }
+}
+
+/// A key of partition `p` (of the even layout), the `n`th such.
+fn key_in(p: u32, n: u64) -> Vec<u8> {
+    (0..)
+        .map(|i| format!("k{p}.{n}.{i}").into_bytes())
+        .find(|k| even_layout_partition(k, PARTITIONS) == p)
+        .unwrap()
+}
+
+fn part(s: &Store, p: u32) -> Arc<Partition> {
+    s.inner().table().parts[p as usize].clone()
+}
+
+/// The type of the last record appended to partition `p` (a part's end record, after a batch).
+fn last_record_type(s: &Store, p: u32) -> RecordType {
+    let part = part(s, p);
+    let st = part.state.read();
+    let end = st.appender.end() as usize;
+    let bytes = std::fs::read(&st.appender.segment.path).unwrap();
+    format::parse_header(&bytes[end - COMMIT_RECORD_LEN..end])
+        .unwrap()
+        .ty
+}
+
+fn batch_of(pairs: &[(&[u8], &[u8])]) -> Batch {
+    let mut b = Batch::new();
+    for &(k, v) in pairs {
+        b.put(k.to_vec(), v.to_vec());
+    }
+    b
+}
+
+/// Applies a batch of puts that must succeed.
+fn apply(s: &Store, pairs: &[(&[u8], &[u8])]) {
+    assert!(s.apply(&batch_of(pairs)).unwrap().is_applied());
+}
+
+/// A store in `dir` where each of `keys` holds "old".
+fn open_with_old(dir: &std::path::Path, keys: &[&[u8]]) -> Store {
+    let s = Store::open(dir, options()).unwrap();
+    for k in keys {
+        s.put(k, b"old").unwrap();
+    }
+    s
+}
+
+/// Reopens the store after a crash; `want` are the values every key must hold.
+fn reopen_and_check(dir: &std::path::Path, want: &[(&[u8], &[u8])]) -> Store {
+    let s = Store::open(dir, options()).unwrap();
+    let report = s.recovery_report().clone();
+    assert_eq!(report.batches_aborted, 0, "{report:#?}");
+    assert!(report.damage.is_empty(), "{report:#?}");
+    for &(k, v) in want {
+        assert_eq!(s.get(k).unwrap().as_deref(), Some(v), "{k:?}");
+    }
+    s
+}
+
+/// Partition 1's part (the last, with the commit record) fails to be written: the batch
+/// fails whole, partition 0's part is taken back, and a later write to partition 0 (which
+/// replay would otherwise take as proof that the part was committed) leaves the batch undone
+/// across a crash.
+#[test]
+fn a_failed_batch_takes_its_parts_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c) = (key_in(0, 0), key_in(1, 0), key_in(0, 1));
+    let s = open_with_old(dir.path(), &[&a, &b]);
+    part(&s, 1).state.write().appender.fail_next_write = true;
+    let err = s
+        .apply(&batch_of(&[(&a, b"new"), (&b, b"new")]))
+        .unwrap_err();
+    assert!(err.to_string().contains("injected"), "{err}");
+    assert_eq!(s.get(&a).unwrap().as_deref(), Some(&b"old"[..]));
+    assert_eq!(s.get(&b).unwrap().as_deref(), Some(&b"old"[..]));
+    s.put(&c, b"later").unwrap();
+    s.simulate_crash();
+
+    let s = reopen_and_check(dir.path(), &[(&a, b"old"), (&b, b"old"), (&c, b"later")]);
+    s.close().unwrap();
+}
+
+/// A batch whose commit record is in partition 1, its BatchEnd part ending partition 0's log;
+/// then partition 1 alone is compacted, which turns its part into plain records and drops the
+/// commit record, and the store crashes before the checkpoint after the pass. Replay of
+/// partition 0 (no checkpoint: from its log's start) finds its part
+/// at the end of the log: the seal the compaction wrote first proves it committed.
+#[test]
+fn a_seal_keeps_a_part_committed_when_compaction_drops_the_commit_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (key_in(0, 0), key_in(1, 0));
+    let s = open_with_old(dir.path(), &[&a, &b]);
+    apply(&s, &[(&a, b"new"), (&b, b"new")]);
+    assert_eq!(last_record_type(&s, 0), RecordType::BatchEnd);
+    assert_eq!(last_record_type(&s, 1), RecordType::BatchCommit);
+    // The pass alone: a crash comes before the checkpoint that follows it (which seals too).
+    let p1 = part(&s, 1);
+    let _m = p1.maintenance.lock();
+    let pass = Pass {
+        budget_bytes: u64::MAX,
+        start_after: None,
+    };
+    crate::compact::compact(&s.inner().ctx, &p1, pass).unwrap();
+    // The seal: a BatchCommit of no member after partition 0's part.
+    assert_eq!(last_record_type(&s, 0), RecordType::BatchCommit);
+    drop(_m);
+    drop(p1);
+    s.simulate_crash();
+
+    let s = reopen_and_check(dir.path(), &[(&a, b"new"), (&b, b"new")]);
+    s.close().unwrap();
+}
+
+/// While partition 1 is a merge's source (about to be deleted), a batch over both partitions
+/// puts its commit record in partition 0; a batch of partition 1 alone keeps it there (its
+/// part moves with the merge's copy).
+#[test]
+fn a_merging_partition_gets_the_commit_record_only_of_its_own_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, b2) = (key_in(0, 0), key_in(1, 0), key_in(1, 1));
+    let s = Store::open(dir.path(), options()).unwrap();
+    part(&s, 1).state.write().merging = true;
+    apply(&s, &[(&a, b"1"), (&b, b"1")]);
+    assert_eq!(last_record_type(&s, 0), RecordType::BatchCommit);
+    assert_eq!(last_record_type(&s, 1), RecordType::BatchEnd);
+    apply(&s, &[(&b, b"2"), (&b2, b"2")]);
+    assert_eq!(last_record_type(&s, 1), RecordType::BatchCommit);
+    part(&s, 1).state.write().merging = false;
+    apply(&s, &[(&a, b"3"), (&b, b"3")]);
+    assert_eq!(last_record_type(&s, 0), RecordType::BatchEnd);
+    assert_eq!(last_record_type(&s, 1), RecordType::BatchCommit);
+    s.simulate_crash();
+
+    let s = reopen_and_check(dir.path(), &[(&a, b"3"), (&b, b"3"), (&b2, b"2")]);
+    s.close().unwrap();
+}
