@@ -22,7 +22,7 @@ for arg in "$@"; do
   # The caller line "N (p%) < ...reader... (C x)" above the multi_get entry point.
   callgrind_annotate --inclusive=yes --tree=caller "$out" 2>/dev/null \
     | grep -B4 -E '\*  .*(keyspace::Db|store::Store)::multi_get \[' \
-    | grep -E 'local::reader|__rust_begin_short_backtrace' \
+    | grep -E '(local::reader|__rust_begin_short_backtrace) \([0-9,]+x\)' \
     | sed -E 's/^ *([0-9,]+) .*\(([0-9,]+)x\).*/\1 \2/; s/,//g' \
     | awk -v n="$name" -v w="$WIDTH" '{ printf "%s: %d multigets, %.0f instructions per multiget, %.1f per key\n", n, $2, $1 / $2, $1 / $2 / w }'
 done
