@@ -26,6 +26,21 @@ fn key_in(p: u32, n: u64) -> Vec<u8> {
         .unwrap()
 }
 
+/// A store in `dir` where `a` and `b` (of partitions 0 and 1) were put "old", then "new" by one
+/// batch over both: its part in partition 0 ends with a BatchEnd, partition 1's holds the
+/// commit record.
+fn old_then_new(dir: &std::path::Path, a: &[u8], b: &[u8]) -> Store {
+    let s = Store::open(dir, options()).unwrap();
+    s.put(a, b"old").unwrap();
+    s.put(b, b"old").unwrap();
+    let mut batch = Batch::new();
+    batch
+        .put(a.to_vec(), &b"new"[..])
+        .put(b.to_vec(), &b"new"[..]);
+    assert!(s.apply(&batch).unwrap().is_applied());
+    s
+}
+
 /// A batch over both partitions; its part in partition 0 ends with a BatchEnd, the commit
 /// record is in partition 1 (the last part written). Partition 1's checkpoint hides the commit
 /// record from replay (as a compaction dropping it would); with partition 0's checkpoint gone
@@ -36,14 +51,7 @@ fn key_in(p: u32, n: u64) -> Vec<u8> {
 fn a_part_ending_its_log_survives_a_checkpoint_of_the_commit_partition() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (key_in(0, 0), key_in(1, 0));
-    let s = Store::open(dir.path(), options()).unwrap();
-    s.put(&a, b"old").unwrap();
-    s.put(&b, b"old").unwrap();
-    let mut batch = Batch::new();
-    batch
-        .put(a.clone(), &b"new"[..])
-        .put(b.clone(), &b"new"[..]);
-    assert!(s.apply(&batch).unwrap().is_applied());
+    let s = old_then_new(dir.path(), &a, &b);
     s.checkpoint().unwrap();
     s.simulate_crash();
     std::fs::remove_file(quiver_store::layout::partition_dir(dir.path(), 0).join("index.ckpt"))
@@ -64,14 +72,7 @@ fn a_part_ending_its_log_survives_a_checkpoint_of_the_commit_partition() {
 fn a_part_of_an_uncommitted_batch_is_cut_off_and_stays_uncommitted() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (key_in(0, 0), key_in(1, 0));
-    let s = Store::open(dir.path(), options()).unwrap();
-    s.put(&a, b"old").unwrap();
-    s.put(&b, b"old").unwrap();
-    let mut batch = Batch::new();
-    batch
-        .put(a.clone(), &b"new"[..])
-        .put(b.clone(), &b"new"[..]);
-    assert!(s.apply(&batch).unwrap().is_applied());
+    let s = old_then_new(dir.path(), &a, &b);
     s.simulate_crash();
     // Partition 1's part (its member and the commit record after it) never reached the file.
     let seg = segment_files(dir.path(), 1).pop().unwrap();
