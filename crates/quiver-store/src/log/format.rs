@@ -591,7 +591,6 @@ mod tests {
         );
     }
 
-    /// The second worked example of docs/log_format.md: a put with an expiry time.
     /// The BatchEnd of the batch worked example of docs/log_format.md, byte for byte.
     #[test]
     fn worked_example_batch_end() {
@@ -609,6 +608,7 @@ mod tests {
         assert_eq!(buf.len(), COMMIT_RECORD_LEN);
     }
 
+    /// The second worked example of docs/log_format.md: a put with an expiry time.
     #[test]
     fn worked_example_with_expiry() {
         let mut buf = Vec::new();
