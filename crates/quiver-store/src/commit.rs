@@ -15,7 +15,6 @@
 //! batch whole. The caller holds the write locks of every partition involved, taken in
 //! ascending order, from the precondition checks to the index updates.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use parking_lot::RwLockWriteGuard;
@@ -23,7 +22,7 @@ use parking_lot::RwLockWriteGuard;
 use crate::batch::{self, Batch, BatchAction, BatchOutcome};
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
-use crate::log::format::{self, COMMIT_RECORD_LEN};
+use crate::log::format;
 use crate::lookup::{self, Found, LookupKey};
 use crate::options::Durability;
 use crate::partition::{PartState, Partition, StoreCtx};
@@ -152,8 +151,7 @@ pub(crate) fn try_batch(
         .collect();
     drop(guards);
     match result {
-        Ok(None) => {}
-        Ok(Some(late)) => return Attempt::Done(Err(late)),
+        Ok(()) => {}
         Err(e) if e.is_no_space() => return Attempt::NoSpace(e),
         Err(e) => return Attempt::Done(Err(e)),
     }
@@ -179,19 +177,15 @@ struct Share<'a> {
 
 /// Writes a compound batch whose preconditions hold, every partition of it locked: one
 /// append per partition, the part with the commit record last (see [`write_parts`]). `Err`:
-/// nothing was applied. `Ok(Some(e))`: the batch is applied, but a step after its commit
-/// failed (the error goes to the caller).
+/// nothing was applied. Durability (`fsync` mode) is the caller's wait, after the locks.
 fn write_batch(
     ctx: &StoreCtx,
     parts: &[&Arc<Partition>],
     guards: &mut [RwLockWriteGuard<'_, PartState>],
     shares: &[Share<'_>],
-) -> Result<Option<Error>> {
+) -> Result<()> {
     let seq = ctx.alloc_seq();
-    let framing = Framing::Batch {
-        seq,
-        inline_commit: false,
-    };
+    let framing = Framing::Batch { seq };
     let mut runs: Vec<Run> = shares
         .iter()
         .map(|s| encode(ctx, &s.ops, &s.found, framing))
@@ -208,14 +202,19 @@ fn write_batch(
         writing.push(s);
     }
     let Some(&last) = writing.last() else {
-        return Ok(None);
+        return Ok(());
     };
-    // The last part carries the commit record instead of a BatchEnd (same length).
-    let run = &mut runs[last];
-    run.bytes.truncate(run.bytes.len() - COMMIT_RECORD_LEN);
-    format::encode_commit(&mut run.bytes, seq, run.members);
+    // Each part's end record: the batch's commit record ends the last one written.
+    for &s in &writing {
+        let run = &mut runs[s];
+        if s == last {
+            format::encode_commit(&mut run.bytes, seq, run.members);
+        } else {
+            format::encode_end(&mut run.bytes, seq, run.members);
+        }
+    }
     let mut all_locs = Vec::with_capacity(writing.len());
-    let late = write_parts(ctx, guards, shares, &runs, &writing, framing, &mut all_locs)?;
+    write_parts(ctx, guards, shares, &runs, &writing, framing, &mut all_locs)?;
     for (&s, locs) in writing.iter().zip(&all_locs) {
         let share = &shares[s];
         let st = &mut guards[share.guard];
@@ -226,15 +225,15 @@ fn write_batch(
             seal::note_unsealed(ctx, parts[share.guard]);
         }
     }
-    Ok(late)
+    Ok(())
 }
 
 /// Every part, one append each, the one with the commit record last: the commit record
 /// exists only once every other part is written (and, in `fsync` mode, synced). Log space for
 /// every part is reserved first, so a full disk refuses the batch whole. If a part fails,
 /// the parts written before it are taken back (zeroed): a part must never be followed by
-/// another record unless its batch is committed. `Err`: nothing was committed.
-/// `Ok(Some(e))`: committed, but syncing the last part failed.
+/// another record unless its batch is committed. `Err`: nothing was committed. The last part
+/// is made durable by the caller's group-commit wait, like a plain write.
 fn write_parts(
     ctx: &StoreCtx,
     guards: &mut [RwLockWriteGuard<'_, PartState>],
@@ -243,7 +242,7 @@ fn write_parts(
     writing: &[usize],
     framing: Framing,
     all_locs: &mut Vec<Vec<Option<u32>>>,
-) -> Result<Option<Error>> {
+) -> Result<()> {
     let fsync = ctx.opts.durability == Durability::Fsync;
     for &s in writing {
         let share = &shares[s];
@@ -254,17 +253,20 @@ fn write_parts(
         st.appender.reserve(need)?;
     }
     let single = writing.len() == 1;
-    // (guard, start) of each part written.
-    let mut written: Vec<(usize, u64)> = Vec::with_capacity(writing.len());
+    // (guard, start, partition) of each part written.
+    let mut written: Vec<(usize, u64, &Partition)> = Vec::with_capacity(writing.len());
     for (n, &s) in writing.iter().enumerate() {
         let share = &shares[s];
         let last = n + 1 == writing.len();
         // In `fsync` mode every other part is durable before the commit record is written:
-        // all their writes first, then their fdatasyncs back to back.
+        // all their writes first, then their fdatasyncs back to back (noted in the group
+        // commit, so the caller's wait syncs none of them again).
         let res = if fsync && last && !single {
-            written
-                .iter()
-                .try_for_each(|&(g, _)| guards[g].appender.segment.sync_data())
+            written.iter().try_for_each(|&(g, _, part)| {
+                guards[g].appender.segment.sync_data()?;
+                part.commit.synced_to(guards[g].appended_lsn);
+                Ok(())
+            })
         } else {
             Ok(())
         };
@@ -281,25 +283,15 @@ fn write_parts(
             // that fails refuses writes until the store is reopened, as nothing may follow
             // the part there (its replay cuts it off: no commit record exists).
             retract(&mut guards[share.guard], start, &e);
-            for &(g, at) in &written {
+            for &(g, at, _) in &written {
                 retract(&mut guards[g], at, &e);
             }
             return Err(e);
         }
-        written.push((share.guard, start));
+        written.push((share.guard, start, share.partition));
         all_locs.push(locs);
     }
-    // Committed: the caller applies it even if the last sync fails (reported as late).
-    if fsync && !single {
-        if let Err(e) = guards[shares[writing[writing.len() - 1]].guard]
-            .appender
-            .segment
-            .sync_data()
-        {
-            return Ok(Some(e));
-        }
-    }
-    Ok(None)
+    Ok(())
 }
 
 /// Takes back a part of a batch that failed, from `start` on (see `Appender::retract`).
@@ -309,26 +301,6 @@ fn retract(st: &mut PartState, start: u64, cause: &Error) {
             "a batch failed ({cause}) and its part could not be taken back ({e})"
         ));
     }
-}
-
-/// Appends the commit record of batch `seq` (with `members` members in this partition) that
-/// a crash kept from being written: opening found the batch committed in another partition
-/// and applied this partition's part (see `recovery::resolve_batches`).
-pub(crate) fn append_missing_commit(
-    ctx: &StoreCtx,
-    part: u32,
-    dir: &Path,
-    st: &mut PartState,
-    seq: u64,
-    members: u32,
-) -> Result<()> {
-    let mut buf = Vec::with_capacity(COMMIT_RECORD_LEN);
-    format::encode_commit(&mut buf, seq, members);
-    st.ensure_room(ctx, part, dir, buf.len() as u64)?;
-    st.append(&buf)?;
-    st.counters.records += 1;
-    st.counters.dead += 1; // a commit record is never live
-    Ok(())
 }
 
 #[cfg(test)]

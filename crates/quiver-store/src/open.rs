@@ -10,7 +10,6 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::checkpoint;
-use crate::commit;
 use crate::error::{Error, Result};
 use crate::inner::{Background, StoreInner, Table};
 use crate::io;
@@ -22,6 +21,7 @@ use crate::options::{DamagePolicy, Durability, Options};
 use crate::partition::{new_segment, partition_dir, PartState, Partition, StoreCtx};
 use crate::recovery::{self, RecoveryProgress, RecoveryReport};
 use crate::reserve::DiskReserve;
+use crate::seal;
 
 /// First segment of a new partition.
 const FIRST_ORDER: SegmentOrder = SegmentOrder { major: 1, minor: 0 };
@@ -115,7 +115,7 @@ pub(crate) fn open(
         // Batches applied by `resolve_batches` in memory; their commit records make them so
         // on disk too. (Read-only: the next read-write opening writes them.)
         for &(seq, members) in rec.missing_commits.iter().filter(|_| !read_only) {
-            commit::append_missing_commit(&ctx, p, &pdir, &mut st, seq, members)?;
+            seal::append_commit_record(&ctx, p, &pdir, &mut st, seq, members)?;
         }
         if !read_only {
             st.appender.flush()?;

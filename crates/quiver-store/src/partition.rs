@@ -239,6 +239,16 @@ pub(crate) struct GroupCommit {
     done: Condvar,
 }
 
+impl GroupCommit {
+    /// Everything appended up to `lsn` was synced by its writer directly, holding the
+    /// partition's lock (a batch's parts before its commit record): waiters up to it need
+    /// no fdatasync of their own.
+    pub fn synced_to(&self, lsn: u64) {
+        let mut g = self.state.lock();
+        g.synced_lsn = g.synced_lsn.max(lsn);
+    }
+}
+
 #[derive(Default)]
 struct SyncState {
     synced_lsn: u64,

@@ -11,13 +11,14 @@
 //! gets a seal after them: a BatchCommit record of no member (replay ignores it, and
 //! compaction keeps it unless its range is a prefix of the log).
 
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::error::Result;
 use crate::log::format::{self, COMMIT_RECORD_LEN};
 use crate::options::Durability;
-use crate::partition::{Partition, StoreCtx};
+use crate::partition::{PartState, Partition, StoreCtx};
 
 /// Notes that `part`'s log holds a part ended by a BatchEnd (locked by the caller). The
 /// proof that it is committed is the batch's commit record in another partition, until a
@@ -47,12 +48,8 @@ pub(crate) fn seal_parts(ctx: &StoreCtx) -> Result<()> {
             part.unsealed.store(false, Ordering::Release);
             continue;
         }
-        let mut buf = Vec::with_capacity(COMMIT_RECORD_LEN);
-        format::encode_commit(&mut buf, ctx.alloc_seq(), 0);
-        let res = st
-            .ensure_room(ctx, part.id, &part.dir, buf.len() as u64)
-            .and_then(|()| st.append(&buf))
-            .and_then(|_| st.appender.flush())
+        let res = append_commit_record(ctx, part.id, &part.dir, &mut st, ctx.alloc_seq(), 0)
+            .and_then(|()| st.appender.flush())
             .and_then(|()| {
                 if ctx.opts.durability == Durability::Fsync {
                     st.appender.segment.sync_data()
@@ -61,12 +58,7 @@ pub(crate) fn seal_parts(ctx: &StoreCtx) -> Result<()> {
                 }
             });
         match res {
-            Ok(()) => {
-                st.counters.records += 1;
-                st.counters.dead += 1;
-                st.dirty = true;
-                part.unsealed.store(false, Ordering::Release);
-            }
+            Ok(()) => part.unsealed.store(false, Ordering::Release),
             Err(e) => {
                 drop(st);
                 ctx.unsealed.lock().push(Arc::clone(&part));
@@ -75,4 +67,25 @@ pub(crate) fn seal_parts(ctx: &StoreCtx) -> Result<()> {
         }
     }
     failure.map_or(Ok(()), Err)
+}
+
+/// Appends a BatchCommit record of batch `seq` announcing `members` members in this
+/// partition (locked by the caller): a seal (`members` 0, a fresh seq), or the commit record a
+/// crash kept from being written (opening found the batch committed in another partition and
+/// applied this partition's part: `recovery::resolve_batches`).
+pub(crate) fn append_commit_record(
+    ctx: &StoreCtx,
+    part: u32,
+    dir: &Path,
+    st: &mut PartState,
+    seq: u64,
+    members: u32,
+) -> Result<()> {
+    let mut buf = Vec::with_capacity(COMMIT_RECORD_LEN);
+    format::encode_commit(&mut buf, seq, members);
+    st.ensure_room(ctx, part, dir, buf.len() as u64)?;
+    st.append(&buf)?;
+    st.counters.records += 1;
+    st.counters.dead += 1; // a commit record is never live
+    Ok(())
 }

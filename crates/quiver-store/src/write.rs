@@ -26,10 +26,9 @@ pub(crate) struct WriteOp<'a> {
 pub(crate) enum Framing {
     /// Independent Put / Delete records; the run may be split across segments.
     Plain,
-    /// A part of batch `seq`, contiguous in one segment, one write: its members, then the
-    /// batch's commit record (`inline_commit`: the batch's only or last part) or a BatchEnd
-    /// record (any other part).
-    Batch { seq: u64, inline_commit: bool },
+    /// The members of batch `seq` in one partition, contiguous in one segment, one write (the
+    /// caller ends the run with the part's end record: see `commit::write_batch`).
+    Batch { seq: u64 },
 }
 
 /// A run of encoded records.
@@ -56,7 +55,7 @@ pub(crate) fn encode(
         ops.iter()
             .map(|o| format::record_len_ext(8, o.key.len(), o.value.map_or(0, |v| v.len())))
             .sum::<usize>()
-            + 32,
+            + format::COMMIT_RECORD_LEN, // a batch part's end record, appended by the caller
     );
     let mut records = Vec::with_capacity(ops.len());
     let mut existed = Vec::with_capacity(ops.len());
@@ -82,8 +81,8 @@ pub(crate) fn encode(
         let (ty, seq) = match (framing, op.value.is_some()) {
             (Framing::Plain, true) => (RecordType::Put, ctx.alloc_seq()),
             (Framing::Plain, false) => (RecordType::Delete, ctx.alloc_seq()),
-            (Framing::Batch { seq, .. }, true) => (RecordType::BatchPut, seq),
-            (Framing::Batch { seq, .. }, false) => (RecordType::BatchDelete, seq),
+            (Framing::Batch { seq }, true) => (RecordType::BatchPut, seq),
+            (Framing::Batch { seq }, false) => (RecordType::BatchDelete, seq),
         };
         if let Some(v) = op.value {
             ctx.observe_value_len(v.len());
@@ -97,13 +96,6 @@ pub(crate) fn encode(
         records.push(Some((at, bytes.len() - at)));
         if matches!(framing, Framing::Batch { .. }) {
             members += 1;
-        }
-    }
-    if let Framing::Batch { seq, inline_commit } = framing {
-        if members > 0 && inline_commit {
-            format::encode_commit(&mut bytes, seq, members);
-        } else if members > 0 {
-            format::encode_end(&mut bytes, seq, members);
         }
     }
     Run {
