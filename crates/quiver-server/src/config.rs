@@ -153,6 +153,18 @@ pub struct Config {
     pub metrics_addr: Option<SocketAddr>,
     #[serde(deserialize_with = "parse_str")]
     pub log_format: LogFormat,
+    /// Cluster mode (Redis's `cluster-enabled`): serve the hash slots the cluster's topology
+    /// in etcd gives this node, and redirect the rest.
+    #[serde(deserialize_with = "yes_no")]
+    pub cluster_enabled: bool,
+    /// etcd endpoints of the cluster (comma-separated URLs), in cluster mode.
+    pub cluster_etcd: Option<String>,
+    /// Prefix of the cluster's keys in etcd.
+    pub cluster_etcd_prefix: String,
+    /// This node's id (kept in the data directory's `CLUSTER` file; a new one when unset).
+    pub cluster_node_id: Option<String>,
+    /// `host:port` clients are sent to (MOVED, CLUSTER SLOTS); the bound address when unset.
+    pub cluster_announce: Option<String>,
 }
 
 impl Default for Config {
@@ -183,6 +195,11 @@ impl Default for Config {
             max_multikey_width: MAX_MULTIKEY_WIDTH_DEFAULT,
             metrics_addr: None,
             log_format: LogFormat::Text,
+            cluster_enabled: false,
+            cluster_etcd: None,
+            cluster_etcd_prefix: quiver_cluster::meta::DEFAULT_PREFIX.to_string(),
+            cluster_node_id: None,
+            cluster_announce: None,
         }
     }
 }
@@ -213,6 +230,30 @@ impl Config {
                  requirepass, or protected-mode no to accept connections from anyone",
                 self.bind
             ));
+        }
+        if self.cluster_enabled {
+            if self
+                .cluster_etcd
+                .as_deref()
+                .is_none_or(|e| e.trim().is_empty())
+            {
+                return bad("cluster-enabled needs cluster-etcd (the etcd endpoints)".into());
+            }
+            if let Some(id) = &self.cluster_node_id {
+                if !quiver_cluster::topology::valid_node_id(id) {
+                    return bad(format!("cluster-node-id {id:?}: 1 to 40 of [0-9A-Za-z_-]"));
+                }
+            }
+            if let Some(a) = &self.cluster_announce {
+                if quiver_cluster::topology::split_addr(a).is_none() {
+                    return bad(format!("cluster-announce {a:?}: host:port"));
+                }
+            } else if self.bind.is_unspecified() {
+                return bad(format!(
+                    "bind {} in cluster mode needs cluster-announce (the host:port clients reach)",
+                    self.bind
+                ));
+            }
         }
         if self.maxclients == 0 {
             return bad("maxclients must be at least 1".into());

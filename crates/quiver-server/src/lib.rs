@@ -17,9 +17,12 @@
 //!   connection's state;
 //! * [`stats`], [`clients`], [`watch`] are shared registries; [`metrics`] the Prometheus view;
 //!   [`ratelog`] keeps repeated warnings to one line a second;
+//! * [`cluster`] is cluster mode: the node's identity, the topology it serves by (from etcd,
+//!   through its agent) and the routing rule (local, MOVED, CROSSSLOT, CLUSTERDOWN);
 //! * [`testing`] starts an in-process server for tests.
 
 pub mod clients;
+pub mod cluster;
 pub mod cmd;
 pub mod coalesce;
 pub mod config;

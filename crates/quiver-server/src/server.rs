@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 
 use crate::clients::Clients;
+use crate::cluster::{agent, ClusterNode};
 use crate::coalesce::Coalescer;
 use crate::config::{Coalesce, Config, ConfigError};
 use crate::conn;
@@ -33,6 +34,8 @@ const RESERVED_FDS: u64 = 128;
 pub enum ServerError {
     #[error("configuration: {0}")]
     Config(#[source] ConfigError),
+    #[error("cluster: {0}")]
+    Cluster(#[source] crate::cluster::ClusterError),
     #[error("cannot open the store: {0}")]
     OpenStore(#[source] quiver_store::Error),
     /// At shutdown: flushing or checkpointing the store failed (a full disk, say).
@@ -153,6 +156,18 @@ impl Server {
             .map_err(io_error("cannot read the listening address"))?
             .port();
         let config_coalesce = config.coalesce;
+        let cluster = if config.cluster_enabled {
+            let addr = match &config.cluster_announce {
+                Some(a) => a.clone(),
+                None => SocketAddr::new(config.bind, port).to_string(),
+            };
+            let node = ClusterNode::open(&config.dir, config.cluster_node_id.as_deref(), addr)
+                .map_err(ServerError::Cluster)?;
+            tracing::info!(id = %node.id, addr = %node.addr, epoch = node.view().epoch(), "cluster node");
+            Some(Arc::new(node))
+        } else {
+            None
+        };
         let state = Arc::new(ServerState {
             store,
             output_budget: OutputBudget::new(config.client_output_buffer_total_limit),
@@ -160,10 +175,11 @@ impl Server {
             stats: Stats::default(),
             watches: Watches::default(),
             clients: Clients::default(),
-            run_id: run_id(),
+            run_id: crate::cluster::new_id(),
             port,
             coalescer: (config_coalesce == Coalesce::Adaptive).then(Coalescer::default),
             shutting_down: AtomicBool::new(false),
+            cluster,
         });
         let (shutdown, _) = watch::channel(false);
         Ok(Server {
@@ -310,6 +326,17 @@ async fn serve(
         )));
         unix_path = Some(path);
     }
+    if let (Some(node), Some(endpoints)) = (&state.cluster, &state.config.cluster_etcd) {
+        let etcd = agent::EtcdSettings {
+            endpoints: endpoints.clone(),
+            prefix: state.config.cluster_etcd_prefix.clone(),
+        };
+        tasks.push(tokio::spawn(agent::run(
+            node.clone(),
+            etcd,
+            shutdown.subscribe(),
+        )));
+    }
     if let Some(l) = metrics {
         tasks.push(tokio::spawn(crate::metrics::serve(
             TcpListener::from_std(l).map_err(io_error("cannot register the metrics socket"))?,
@@ -436,20 +463,6 @@ fn raise_fd_limit(wanted: u64) {
             tracing::warn!(wanted, "could not raise the open-files limit");
         }
     }
-}
-
-/// 40 hex digits, different for every start of the server.
-fn run_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut id = String::with_capacity(40);
-    while id.len() < 40 {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(Instant::now().elapsed().as_nanos());
-        h.write_u32(std::process::id());
-        id.push_str(&format!("{:016x}", h.finish()));
-    }
-    id.truncate(40);
-    id
 }
 
 #[cfg(test)]

@@ -32,6 +32,8 @@ pub struct Session {
     pub watch_dirty: Arc<AtomicBool>,
     /// QUIT: close once the replies so far are written.
     pub closing: bool,
+    /// READONLY (cluster mode): reads may be served by a replica.
+    pub readonly: bool,
 }
 
 impl Session {
@@ -45,6 +47,7 @@ impl Session {
             watched: Vec::new(),
             watch_dirty: Arc::new(AtomicBool::new(false)),
             closing: false,
+            readonly: false,
         }
     }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use quiver_store::Store;
 
 use crate::clients::Clients;
+use crate::cluster::ClusterNode;
 use crate::config::Config;
 use crate::output::OutputBudget;
 use crate::stats::Stats;
@@ -27,6 +28,8 @@ pub struct ServerState {
     pub output_budget: OutputBudget,
     /// Set once shutdown begins: connections finish their current run and close.
     pub shutting_down: AtomicBool,
+    /// This node in its cluster, in cluster mode.
+    pub cluster: Option<Arc<ClusterNode>>,
 }
 
 impl ServerState {
@@ -65,6 +68,7 @@ impl ServerState {
             port: 0,
             coalescer: None,
             shutting_down: AtomicBool::new(false),
+            cluster: None,
         }
     }
 }

@@ -84,6 +84,9 @@ pub enum Cmd {
     Unwatch,
     // cluster
     Cluster,
+    Asking,
+    ReadOnly,
+    ReadWrite,
 }
 
 impl Cmd {
@@ -400,6 +403,9 @@ pub static COMMANDS: &[CommandSpec] = &[
     row!("watch", Watch, -2, TXN_CONTROL.or(Flags::NOT_QUEUED), Acl::TRANSACTION, ALL_KEYS, None, "transactions", "2.2.0", "Monitors changes to keys to determine the execution of a transaction."),
     row!("unwatch", Unwatch, 1, TXN_CONTROL, Acl::TRANSACTION, NO_KEYS, None, "transactions", "2.2.0", "Forgets about watched keys of a transaction."),
     row!("cluster", Cluster, -2, Flags::NONE, Acl::NONE, NO_KEYS, None, "cluster", "3.0.0", "A container for Redis Cluster commands."),
+    row!("asking", Asking, 1, Flags::FAST, Acl::CONNECTION, NO_KEYS, None, "cluster", "3.0.0", "Sent by cluster clients after an -ASK redirect"),
+    row!("readonly", ReadOnly, 1, LOADING_STALE.or(Flags::FAST), Acl::CONNECTION, NO_KEYS, None, "cluster", "3.0.0", "Enables read queries for a connection to a cluster replica node"),
+    row!("readwrite", ReadWrite, 1, LOADING_STALE.or(Flags::FAST), Acl::CONNECTION, NO_KEYS, None, "cluster", "3.0.0", "Disables read queries for a connection to a cluster replica node"),
 ];
 
 /// Longest command name in the table (lookups of longer names fail at once).

@@ -100,6 +100,9 @@ pub enum Command {
     /// Simulations (no store, no server).
     #[command(subcommand)]
     Sim(crate::sim::SimCommand),
+    /// Manage a cluster through its metadata in etcd (create, status, add-node).
+    #[command(subcommand)]
+    Cluster(crate::cluster::ClusterCommand),
 }
 
 impl Command {
@@ -120,7 +123,8 @@ impl Command {
             | Command::Check(_)
             | Command::Upgrade
             | Command::Bench(_)
-            | Command::Sim(_) => None,
+            | Command::Sim(_)
+            | Command::Cluster(_) => None,
         }
     }
 }
@@ -311,6 +315,22 @@ pub struct ServeArgs {
     /// Log format: text or json.
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<quiver_server::config::LogFormat>,
+    /// Join a cluster: serve the hash slots its topology in etcd gives this node.
+    #[arg(long)]
+    pub cluster: bool,
+    /// etcd endpoints of the cluster, comma-separated (http://host:port).
+    #[arg(long, value_name = "URLS")]
+    pub etcd: Option<String>,
+    /// Prefix of the cluster's keys in etcd [default: /quiver].
+    #[arg(long, value_name = "PREFIX")]
+    pub etcd_prefix: Option<String>,
+    /// This node's id (1 to 40 of [0-9A-Za-z_-]); kept in the data directory, a new one
+    /// when not given.
+    #[arg(long, value_name = "ID")]
+    pub node_id: Option<String>,
+    /// host:port that clients are sent to [default: the bound address].
+    #[arg(long, value_name = "HOST:PORT")]
+    pub advertise: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -11,6 +11,8 @@ pub enum CliError {
     Server(quiver_server::ServerError),
     Bench(quiver_bench::Error),
     Report(quiver_report::Error),
+    /// The cluster's metadata in etcd: unreachable, refused the change, or no cluster.
+    Cluster(quiver_cluster::MetaError),
     /// A server command failed: the server is unreachable, refused the password, replied
     /// with an error, or the connection broke.
     Remote(RemoteError),
@@ -34,6 +36,7 @@ impl fmt::Display for CliError {
             }
             CliError::Bench(e) => write!(f, "error: {e}"),
             CliError::Report(e) => write!(f, "error: {e}"),
+            CliError::Cluster(e) => write!(f, "error: {e}"),
             CliError::Remote(e) => write!(f, "{e}"),
             CliError::Negative(m) => f.write_str(m),
             CliError::Usage(m) => write!(f, "error: {m}"),
@@ -65,6 +68,12 @@ impl From<quiver_bench::Error> for CliError {
             quiver_bench::Error::Store(e) => CliError::Store(e),
             e => CliError::Bench(e),
         }
+    }
+}
+
+impl From<quiver_cluster::MetaError> for CliError {
+    fn from(e: quiver_cluster::MetaError) -> Self {
+        CliError::Cluster(e)
     }
 }
 

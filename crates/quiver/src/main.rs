@@ -7,6 +7,7 @@
 
 mod bench;
 mod cli;
+mod cluster;
 mod commands;
 mod error;
 mod progress;
@@ -86,5 +87,6 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Bench(cli::BenchCommand::Net(a)) => bench::net(cli.dir.as_deref(), a),
         Command::Bench(cli::BenchCommand::Report(a)) => report::run(a),
         Command::Sim(c) => sim::run(c),
+        Command::Cluster(c) => cluster::run(c),
     }
 }

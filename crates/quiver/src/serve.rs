@@ -41,6 +41,21 @@ pub fn serve(dir: Option<PathBuf>, a: &ServeArgs) -> Result<(), CliError> {
     if let Some(m) = a.metrics_addr {
         config.metrics_addr = Some(m);
     }
+    if a.cluster {
+        config.cluster_enabled = true;
+    }
+    if let Some(e) = &a.etcd {
+        config.cluster_etcd = Some(e.clone());
+    }
+    if let Some(p) = &a.etcd_prefix {
+        config.cluster_etcd_prefix = p.clone();
+    }
+    if let Some(id) = &a.node_id {
+        config.cluster_node_id = Some(id.clone());
+    }
+    if let Some(addr) = &a.advertise {
+        config.cluster_announce = Some(addr.clone());
+    }
     init_logging(config.log_format);
     let server = Server::bind(config).map_err(CliError::Server)?;
     let mut out = std::io::stdout();

@@ -104,6 +104,15 @@ impl Batch {
     }
 }
 
+/// The keys a BATCH request names, for cluster routing (none when it does not parse: its
+/// syntax error is reported when it runs).
+pub fn keys(args: &[Bytes], limits: &Limits) -> Vec<Bytes> {
+    Batch::parse(args, limits).map_or_else(
+        |_| Vec::new(),
+        |b| b.ops.into_iter().map(|(op, _)| op.key().clone()).collect(),
+    )
+}
+
 impl TxnCommand for Batch {
     fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
         // Conditions see the state before the batch: evaluate them all before any write.

@@ -5,10 +5,11 @@
 //! mode is on: each of Quiver's partitions owns a range of hash slots even standalone
 //! (`quiver_store::slot`), so the slot of a key and the keys of a slot are always defined.
 //! The replies and error texts are those of Redis 7.0 in cluster mode. Every other
-//! subcommand Redis 7.0 knows (SLOTS, NODES, INFO, SHARDS, MYID, ...) answers what a
-//! standalone Redis answers, `ERR This instance has cluster support disabled`, until Quiver
-//! has a cluster. An unknown subcommand, or a wrong number of arguments for a known one, is
-//! refused as Redis refuses it, before the command runs or is queued in MULTI ([`refusal`]).
+//! subcommand Redis 7.0 knows (SLOTS, NODES, INFO, SHARDS, MYID, ...) is about the cluster
+//! and answered from its topology (`cmd::topology`; on a standalone server what a standalone
+//! Redis answers, `ERR This instance has cluster support disabled`). An unknown subcommand,
+//! or a wrong number of arguments for a known one, is refused as Redis refuses it, before the
+//! command runs or is queued in MULTI ([`refusal`]).
 //!
 //! Inside MULTI/EXEC, COUNTKEYSINSLOT and GETKEYSINSLOT see the store combined with the
 //! transaction's own pending writes (as DBSIZE and KEYS do); as with those, the slot's other
@@ -112,8 +113,6 @@ pub enum Cluster {
         count: usize,
     },
     Help,
-    /// A subcommand of Redis Cluster that a standalone server refuses.
-    Disabled,
 }
 
 impl Cluster {
@@ -138,7 +137,8 @@ impl Cluster {
                 }
             }
             b"help" => Cluster::Help,
-            _ => Cluster::Disabled,
+            // The other subcommands are answered from the topology (`cmd::topology`).
+            _ => return Err(err(DISABLED)),
         })
     }
 }
@@ -176,7 +176,6 @@ impl Cluster {
                     .collect(),
             ),
             Cluster::Help => Reply::Array(HELP.iter().map(|l| Reply::simple(*l)).collect()),
-            Cluster::Disabled => err(DISABLED),
         })
     }
 }
@@ -276,11 +275,7 @@ mod tests {
             })
         );
         assert_eq!(parse(&["CLUSTER", "help"]), Ok(Cluster::Help));
-        assert_eq!(parse(&["CLUSTER", "SLOTS"]), Ok(Cluster::Disabled));
-        assert_eq!(
-            parse(&["CLUSTER", "MEET", "127.0.0.1", "7000"]),
-            Ok(Cluster::Disabled)
-        );
+        assert_eq!(error(parse(&["CLUSTER", "SLOTS"])), DISABLED);
         assert_eq!(
             error(parse(&["CLUSTER", "COUNTKEYSINSLOT", "16384"])),
             "ERR Invalid slot"

@@ -38,6 +38,7 @@ pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
             ctx.session.unwatch(ctx.state);
             ctx.session.set_resp3(false);
             ctx.session.select(0);
+            ctx.session.readonly = false;
             *ctx.session.info.name.lock() = None;
             ctx.session.authenticated = ctx.state.config.requirepass.is_none();
             Reply::simple("RESET")

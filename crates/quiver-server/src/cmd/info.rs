@@ -31,6 +31,7 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "stats",
     "cpu",
     "errorstats",
+    "cluster",
     "keyspace",
     "vectors",
 ];
@@ -84,7 +85,15 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
         vec![
             l("redis_version", REDIS_COMPAT_VERSION.into()),
             l("quiver_version", env!("CARGO_PKG_VERSION").into()),
-            l("redis_mode", "standalone".into()),
+            l(
+                "redis_mode",
+                if state.cluster.is_some() {
+                    "cluster"
+                } else {
+                    "standalone"
+                }
+                .into(),
+            ),
             l("os", std::env::consts::OS.into()),
             l("arch_bits", (usize::BITS).to_string()),
             l("process_id", std::process::id().to_string()),
@@ -253,6 +262,14 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
             l("used_cpu_sys_main_thread", sys_thread),
             l("used_cpu_user_main_thread", user_thread),
         ],
+    );
+    section(
+        "cluster",
+        "Cluster",
+        vec![l(
+            "cluster_enabled",
+            u8::from(state.cluster.is_some()).to_string(),
+        )],
     );
     // Live keys only (those whose expiry time has come are not counted, swept or not);
     // avg_ttl is the exact mean time to live of the keys with an expiry, in ms. One line per

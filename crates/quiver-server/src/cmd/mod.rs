@@ -18,8 +18,9 @@
 //!   [`object`] (OBJECT), [`expire`] (EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, TTL, PTTL,
 //!   EXPIRETIME, PEXPIRETIME, PERSIST, GETEX), [`batch`] (Quiver's BATCH), [`keyspace`] (SCAN,
 //!   KEYS, RANDOMKEY, DBSIZE, FLUSHDB, FLUSHALL), [`cluster`] (CLUSTER KEYSLOT,
-//!   COUNTKEYSINSLOT, GETKEYSINSLOT, HELP: hash slots, answered standalone; Redis Cluster's
-//!   other subcommands say cluster support is disabled);
+//!   COUNTKEYSINSLOT, GETKEYSINSLOT, HELP: hash slots, answered standalone too);
+//! * the cluster: [`topology`] (CLUSTER SLOTS, SHARDS, NODES, INFO, MYID from the topology
+//!   the node serves by; ASKING, READONLY, READWRITE);
 //! * connection and server: [`connection`] (PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET),
 //!   [`client`], [`transactions`] (MULTI, DISCARD, WATCH, UNWATCH), [`command`], [`config`],
 //!   [`info`].
@@ -49,6 +50,7 @@ pub mod parsed;
 pub mod range;
 pub mod rename;
 pub mod set;
+pub mod topology;
 pub mod transactions;
 pub mod vector;
 
@@ -97,6 +99,7 @@ pub fn parse<'a>(
         Cmd::SwapDb => keys(Box::new(databases::SwapDb::parse(args, limits)?)),
         Cmd::Lcs => keys(Box::new(lcs::Lcs::parse(args, limits)?)),
         Cmd::Object => keys(Box::new(object::Object::parse(args))),
+        Cmd::Cluster if topology::is_topology_subcommand(&args[1]) => Ok(Command::Server),
         Cmd::Cluster => keys(Box::new(cluster::Cluster::parse(args)?)),
         Cmd::SetEx | Cmd::PSetEx => keys(Box::new(set::Set::parse_setex(cmd, args, limits)?)),
         Cmd::GetEx => keys(Box::new(expire::GetEx::parse(args)?)),
@@ -126,7 +129,10 @@ pub fn parse<'a>(
         | Cmd::Multi
         | Cmd::Discard
         | Cmd::Watch
-        | Cmd::Unwatch => Ok(Command::Server),
+        | Cmd::Unwatch
+        | Cmd::Asking
+        | Cmd::ReadOnly
+        | Cmd::ReadWrite => Ok(Command::Server),
     }
 }
 
@@ -159,6 +165,8 @@ pub fn run_server(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
         Cmd::Config => config::run(ctx.state, args),
         Cmd::Info => info::run(ctx.state, args),
         Cmd::Multi | Cmd::Discard | Cmd::Watch | Cmd::Unwatch => transactions::run(ctx, cmd, args),
+        Cmd::Cluster => topology::run_cluster(ctx, args),
+        Cmd::Asking | Cmd::ReadOnly | Cmd::ReadWrite => topology::run_connection(ctx, cmd),
         _ => connection::run(ctx, cmd, args),
     }
 }

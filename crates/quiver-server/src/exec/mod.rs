@@ -19,6 +19,7 @@
 //! values straight into the reply buffer.
 
 pub mod atomic;
+pub mod cluster;
 pub mod thread;
 pub mod vector;
 
@@ -183,6 +184,19 @@ fn prepare<'a>(
             return Prepared::Answered(errors::exec_abort(&reply));
         }
         return Prepared::Answered(reply);
+    }
+    if let Some(node) = &state.cluster {
+        if let Some(reply) = cluster::refusal(node, session, spec, args, limits) {
+            if spec.cmd == Cmd::Exec {
+                // Redis discards a transaction whose EXEC is redirected.
+                session.set_multi(None);
+                session.unwatch(state);
+            } else {
+                flag_transaction(session);
+            }
+            state.stats.rejected(index);
+            return Prepared::Answered(reply);
+        }
     }
     if let Some(multi) = &mut session.multi {
         if !spec.flags.contains(Flags::NOT_QUEUED) {

@@ -1,0 +1,327 @@
+//! The cluster's metadata in etcd (v3 API, the `etcd-client` crate):
+//!
+//! ```text
+//! {prefix}/topology      the Topology document (JSON); its epoch orders versions
+//! {prefix}/nodes/{id}    a node's registration: {"id", "addr"}, written by the node at start
+//! ```
+//!
+//! Every change of the topology is one transaction that compares the document's etcd
+//! revision with the one it was computed from and writes the next epoch ([`Meta::update`]):
+//! two changes computed from the same version cannot both apply. Consensus is etcd's; Quiver
+//! has none of its own.
+//!
+//! Each unary request is bounded by [`REQUEST_TIMEOUT`]; a watch has no deadline (it lives as
+//! long as the node) and notices a dead etcd by HTTP/2 keep-alive pings.
+
+use std::future::Future;
+use std::time::Duration;
+
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, Txn, TxnOp, WatchOptions,
+    WatchStream,
+};
+
+use crate::topology::{Node, Topology, TopologyError};
+
+/// Bound on one request to etcd (connecting included).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Keep-alive ping interval and timeout of the connection to etcd: how soon a watch notices
+/// that etcd is gone.
+pub const KEEPALIVE: Duration = Duration::from_secs(2);
+/// Attempts of a read-modify-write of the topology before giving up (each lost a race).
+pub const UPDATE_ATTEMPTS_MAX: usize = 16;
+/// Prefix of the keys of a cluster unless told otherwise.
+pub const DEFAULT_PREFIX: &str = "/quiver";
+
+#[derive(Debug, thiserror::Error)]
+pub enum MetaError {
+    #[error("etcd at {endpoints}: {what}: {source}")]
+    Etcd {
+        endpoints: String,
+        what: &'static str,
+        source: etcd_client::Error,
+    },
+    #[error("etcd at {endpoints}: {what}: no answer within {timeout:?}")]
+    Timeout {
+        endpoints: String,
+        what: &'static str,
+        timeout: Duration,
+    },
+    #[error("no cluster under {prefix} in etcd at {endpoints} (create one with `quiver cluster create`)")]
+    NoCluster { endpoints: String, prefix: String },
+    #[error("a cluster already exists under {prefix} (epoch {epoch})")]
+    Exists { prefix: String, epoch: u64 },
+    #[error("the topology changed {UPDATE_ATTEMPTS_MAX} times while this change was computed: try again")]
+    Contended,
+    #[error("{key} in etcd: {source}")]
+    Document { key: String, source: TopologyError },
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+}
+
+pub type Result<T> = std::result::Result<T, MetaError>;
+
+/// A topology and the etcd revision it was read at (what a change compares against).
+#[derive(Clone, Debug)]
+pub struct Versioned {
+    pub topology: Topology,
+    pub revision: i64,
+}
+
+/// A connection to the cluster's metadata.
+#[derive(Clone)]
+pub struct Meta {
+    client: Client,
+    endpoints: String,
+    prefix: String,
+}
+
+impl Meta {
+    /// Connects to etcd at `endpoints` (comma-separated URLs, `http://host:port`); the
+    /// cluster's keys live under `prefix`.
+    pub async fn connect(endpoints: &str, prefix: &str) -> Result<Meta> {
+        let list: Vec<&str> = endpoints
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .collect();
+        let options = ConnectOptions::new()
+            .with_connect_timeout(REQUEST_TIMEOUT)
+            .with_keep_alive(KEEPALIVE, KEEPALIVE)
+            .with_keep_alive_while_idle(true);
+        let what = "connect";
+        let client = bounded(endpoints, what, Client::connect(list, Some(options))).await?;
+        Ok(Meta {
+            client,
+            endpoints: endpoints.to_string(),
+            prefix: prefix.trim_end_matches('/').to_string(),
+        })
+    }
+
+    pub fn endpoints(&self) -> &str {
+        &self.endpoints
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn topology_key(&self) -> String {
+        format!("{}/topology", self.prefix)
+    }
+
+    fn nodes_prefix(&self) -> String {
+        format!("{}/nodes/", self.prefix)
+    }
+
+    /// The current topology, or `None` before `quiver cluster create`.
+    pub async fn topology(&self) -> Result<Option<Versioned>> {
+        let key = self.topology_key();
+        let mut kv = self.client.kv_client();
+        let resp = bounded(
+            &self.endpoints,
+            "read the topology",
+            kv.get(key.clone(), None),
+        )
+        .await?;
+        let Some(item) = resp.kvs().first() else {
+            return Ok(None);
+        };
+        let topology = Topology::from_json(item.value())
+            .map_err(|source| MetaError::Document { key, source })?;
+        Ok(Some(Versioned {
+            topology,
+            revision: item.mod_revision(),
+        }))
+    }
+
+    /// [`Meta::topology`], or [`MetaError::NoCluster`].
+    pub async fn existing(&self) -> Result<Versioned> {
+        self.topology().await?.ok_or_else(|| MetaError::NoCluster {
+            endpoints: self.endpoints.clone(),
+            prefix: self.prefix.clone(),
+        })
+    }
+
+    /// Writes the first topology; refused when one exists.
+    pub async fn create(&self, topology: &Topology) -> Result<()> {
+        let key = self.topology_key();
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key, topology.to_json(), None)]);
+        let mut kv = self.client.kv_client();
+        let resp = bounded(&self.endpoints, "create the topology", kv.txn(txn)).await?;
+        if resp.succeeded() {
+            return Ok(());
+        }
+        let epoch = self.topology().await?.map_or(0, |v| v.topology.epoch);
+        Err(MetaError::Exists {
+            prefix: self.prefix.clone(),
+            epoch,
+        })
+    }
+
+    /// Replaces the topology read at `expected` with `next` (whose epoch must be the next
+    /// one): true when it applied, false when another change came first.
+    pub async fn replace(&self, expected: &Versioned, next: &Topology) -> Result<bool> {
+        if next.epoch != expected.topology.epoch + 1 {
+            return Err(TopologyError::Invalid(format!(
+                "epoch {} does not follow {}",
+                next.epoch, expected.topology.epoch
+            ))
+            .into());
+        }
+        next.validate()?;
+        let key = self.topology_key();
+        let txn = Txn::new()
+            .when([Compare::mod_revision(
+                key.clone(),
+                CompareOp::Equal,
+                expected.revision,
+            )])
+            .and_then([TxnOp::put(key, next.to_json(), None)]);
+        let mut kv = self.client.kv_client();
+        let resp = bounded(&self.endpoints, "change the topology", kv.txn(txn)).await?;
+        Ok(resp.succeeded())
+    }
+
+    /// A read-modify-write of the topology: `change` computes the next version from the
+    /// current one (or refuses), retried on a lost race at most [`UPDATE_ATTEMPTS_MAX`] times.
+    /// Returns the version written.
+    pub async fn update<F>(&self, mut change: F) -> Result<Topology>
+    where
+        F: FnMut(&Topology) -> std::result::Result<Topology, TopologyError>,
+    {
+        for _ in 0..UPDATE_ATTEMPTS_MAX {
+            let current = self.existing().await?;
+            let next = change(&current.topology)?;
+            if self.replace(&current, &next).await? {
+                return Ok(next);
+            }
+        }
+        Err(MetaError::Contended)
+    }
+
+    /// Records `node` as started and reachable at its address (`quiver cluster create` and
+    /// `add-node` take members from these).
+    pub async fn register(&self, node: &Node) -> Result<()> {
+        let key = format!("{}{}", self.nodes_prefix(), node.id);
+        // A struct of two strings always serializes.
+        let value = serde_json::to_vec(node).unwrap_or_default();
+        let mut kv = self.client.kv_client();
+        bounded(
+            &self.endpoints,
+            "register the node",
+            kv.put(key, value, None),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Every node that has registered, in id order.
+    pub async fn registered(&self) -> Result<Vec<Node>> {
+        let mut kv = self.client.kv_client();
+        let get = kv.get(self.nodes_prefix(), Some(GetOptions::new().with_prefix()));
+        let resp = bounded(&self.endpoints, "list the nodes", get).await?;
+        let mut nodes = Vec::new();
+        for item in resp.kvs() {
+            let key = String::from_utf8_lossy(item.key()).into_owned();
+            let node: Node =
+                serde_json::from_slice(item.value()).map_err(|e| MetaError::Document {
+                    key,
+                    source: TopologyError::Invalid(format!("not a node registration: {e}")),
+                })?;
+            nodes.push(node);
+        }
+        Ok(nodes)
+    }
+
+    /// Every version of the topology written after revision `after` (from now on without
+    /// one), in order.
+    pub async fn watch(&self, after: Option<i64>) -> Result<TopologyWatch> {
+        let key = self.topology_key();
+        let mut watch = self.client.watch_client();
+        let options = match after {
+            Some(rev) => WatchOptions::new().with_start_revision(rev + 1),
+            None => WatchOptions::new(),
+        };
+        let stream = bounded(
+            &self.endpoints,
+            "watch the topology",
+            watch.watch(key.clone(), Some(options)),
+        )
+        .await?;
+        Ok(TopologyWatch {
+            stream,
+            key,
+            endpoints: self.endpoints.clone(),
+        })
+    }
+}
+
+/// The versions of the topology as etcd commits them.
+pub struct TopologyWatch {
+    stream: WatchStream,
+    key: String,
+    endpoints: String,
+}
+
+impl TopologyWatch {
+    /// The next version written (the latest of a batch of events), or `None` when the watch
+    /// ended (etcd went away or cancelled it: read the topology again and watch anew).
+    pub async fn next(&mut self) -> Result<Option<Versioned>> {
+        loop {
+            let resp = self
+                .stream
+                .message()
+                .await
+                .map_err(|source| MetaError::Etcd {
+                    endpoints: self.endpoints.clone(),
+                    what: "watch the topology",
+                    source,
+                })?;
+            let Some(resp) = resp else { return Ok(None) };
+            if resp.canceled() {
+                return Ok(None);
+            }
+            let latest = resp
+                .events()
+                .iter()
+                .rev()
+                .find(|e| e.event_type() == EventType::Put)
+                .and_then(|e| e.kv());
+            if let Some(kv) = latest {
+                let topology =
+                    Topology::from_json(kv.value()).map_err(|source| MetaError::Document {
+                        key: self.key.clone(),
+                        source,
+                    })?;
+                return Ok(Some(Versioned {
+                    topology,
+                    revision: kv.mod_revision(),
+                }));
+            }
+        }
+    }
+}
+
+/// `request`, bounded by [`REQUEST_TIMEOUT`], its error named.
+async fn bounded<T>(
+    endpoints: &str,
+    what: &'static str,
+    request: impl Future<Output = std::result::Result<T, etcd_client::Error>>,
+) -> Result<T> {
+    match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(source)) => Err(MetaError::Etcd {
+            endpoints: endpoints.to_string(),
+            what,
+            source,
+        }),
+        Err(_) => Err(MetaError::Timeout {
+            endpoints: endpoints.to_string(),
+            what,
+            timeout: REQUEST_TIMEOUT,
+        }),
+    }
+}

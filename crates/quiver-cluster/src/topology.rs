@@ -1,0 +1,499 @@
+//! The cluster's configuration as one document: the nodes, which chain of nodes owns each
+//! range of hash slots, the migrations in flight, and the epoch that orders every version.
+//!
+//! It is stored in etcd as one JSON value (`meta`), so every change is one transaction that
+//! replaces the whole document with the next epoch: no node ever sees half of a change, and
+//! "newer" is one integer comparison. A node adopts a topology only when its epoch is higher
+//! than the one it has.
+//!
+//! Slots are Redis Cluster's 16384 hash slots. A range is owned by a chain of `replicas` nodes
+//! (FAWN-KV's chains; the head is the owner clients are sent to). Replication is issue 12's:
+//! until then `replicas` is 1 and a chain is its owner alone.
+
+use std::fmt;
+
+use quiver_store::slot::{SlotRange, SLOTS};
+use serde::{Deserialize, Serialize};
+
+/// Longest node id (Redis Cluster's ids are 40 hex characters).
+pub const NODE_ID_MAX: usize = 40;
+/// Most nodes in one cluster (Redis Cluster's recommended maximum).
+pub const NODES_MAX: usize = 1000;
+/// The chain length this build replicates with (chain replication comes with issue 12).
+pub const REPLICAS_SUPPORTED: u8 = 1;
+/// Slot table entry of a slot no node owns.
+pub const UNASSIGNED: u16 = u16::MAX;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TopologyError {
+    #[error("invalid cluster topology: {0}")]
+    Invalid(String),
+    #[error("unknown node {0}")]
+    UnknownNode(String),
+    #[error("{0}")]
+    Refused(String),
+}
+
+type Result<T> = std::result::Result<T, TopologyError>;
+
+/// A member of the cluster: its id and the address clients are sent to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    pub id: String,
+    /// `host:port`, as `-MOVED` and CLUSTER SLOTS give it to clients.
+    pub addr: String,
+}
+
+impl Node {
+    /// The host and port of [`Node::addr`].
+    pub fn host_port(&self) -> (&str, u16) {
+        split_addr(&self.addr).unwrap_or((&self.addr, 0))
+    }
+}
+
+/// `host:port` split at the last colon (so an IPv6 host keeps its colons).
+pub fn split_addr(addr: &str) -> Option<(&str, u16)> {
+    let (host, port) = addr.rsplit_once(':')?;
+    Some((
+        host.trim_matches(|c| c == '[' || c == ']'),
+        port.parse().ok()?,
+    ))
+}
+
+/// Whether `id` can name a node: 1 to [`NODE_ID_MAX`] of `[0-9A-Za-z_-]` (it appears in
+/// etcd keys and in CLUSTER NODES lines, which are split at spaces).
+pub fn valid_node_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= NODE_ID_MAX
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// A range of slots and the chain that owns it (`chain[0]`, the head, serves clients).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    #[serde(with = "range_text")]
+    pub slots: SlotRange,
+    pub chain: Vec<String>,
+}
+
+impl Shard {
+    pub fn owner(&self) -> &str {
+        &self.chain[0]
+    }
+}
+
+/// A range of slots on its way from one node to another. Ownership stays with `from` until
+/// the transaction that ends the migration gives it to `to` (see `migrate`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Migration {
+    #[serde(with = "range_text")]
+    pub slots: SlotRange,
+    pub from: String,
+    pub to: String,
+}
+
+/// One version of the cluster's configuration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Topology {
+    /// Grows by one with every change.
+    pub epoch: u64,
+    /// Nodes per chain.
+    pub replicas: u8,
+    pub nodes: Vec<Node>,
+    /// Disjoint, in slot order; slots in none are unassigned.
+    pub shards: Vec<Shard>,
+    #[serde(default)]
+    pub migrations: Vec<Migration>,
+}
+
+impl Topology {
+    /// The first topology of a cluster of `nodes`: epoch 1, the slots split evenly between
+    /// them in the order given.
+    pub fn create(nodes: Vec<Node>, replicas: u8) -> Result<Topology> {
+        if replicas != REPLICAS_SUPPORTED {
+            return Err(TopologyError::Refused(format!(
+                "--replicas {replicas}: this build serves chains of {REPLICAS_SUPPORTED} node \
+                 (chain replication is not implemented yet)"
+            )));
+        }
+        if nodes.is_empty() {
+            return Err(TopologyError::Invalid("a cluster needs a node".into()));
+        }
+        let ranges = SlotRange::even(nodes.len() as u32);
+        let shards = ranges
+            .into_iter()
+            .zip(&nodes)
+            .map(|(slots, n)| Shard {
+                slots,
+                chain: vec![n.id.clone()],
+            })
+            .collect();
+        let t = Topology {
+            epoch: 1,
+            replicas,
+            nodes,
+            shards,
+            migrations: Vec::new(),
+        };
+        t.validate()?;
+        Ok(t)
+    }
+
+    pub fn from_json(bytes: &[u8]) -> Result<Topology> {
+        let t: Topology = serde_json::from_slice(bytes)
+            .map_err(|e| TopologyError::Invalid(format!("not a topology document: {e}")))?;
+        t.validate()?;
+        Ok(t)
+    }
+
+    pub fn to_json(&self) -> Vec<u8> {
+        // A struct of strings, integers and vectors always serializes.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Checks everything a node relies on: unique, well-formed nodes; disjoint shards in
+    /// order whose chains name distinct members; migrations between members, of slots their
+    /// source owns.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(TopologyError::Invalid(m));
+        if self.nodes.len() > NODES_MAX {
+            return bad(format!("{} nodes (at most {NODES_MAX})", self.nodes.len()));
+        }
+        if self.replicas == 0 {
+            return bad("replicas must be at least 1".into());
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            if !valid_node_id(&n.id) {
+                return bad(format!("node id {:?}", n.id));
+            }
+            if split_addr(&n.addr).is_none() {
+                return bad(format!(
+                    "node {} has address {:?} (host:port)",
+                    n.id, n.addr
+                ));
+            }
+            if self.nodes[..i]
+                .iter()
+                .any(|m| m.id == n.id || m.addr == n.addr)
+            {
+                return bad(format!("node {} ({}) listed twice", n.id, n.addr));
+            }
+        }
+        let mut next = 0u32;
+        for s in &self.shards {
+            if (s.slots.lo as u32) < next {
+                return bad(format!("slots {} overlap or are out of order", s.slots));
+            }
+            next = s.slots.hi as u32 + 1;
+            if s.chain.len() != self.replicas as usize {
+                return bad(format!(
+                    "slots {}: a chain of {} nodes, replicas is {}",
+                    s.slots,
+                    s.chain.len(),
+                    self.replicas
+                ));
+            }
+            for (i, id) in s.chain.iter().enumerate() {
+                self.node_index(id)?;
+                if s.chain[..i].contains(id) {
+                    return bad(format!("slots {}: node {id} twice in a chain", s.slots));
+                }
+            }
+        }
+        for m in &self.migrations {
+            self.node_index(&m.to)?;
+            if m.from == m.to {
+                return bad(format!(
+                    "migration of {} from {} to itself",
+                    m.slots, m.from
+                ));
+            }
+            if self.owner_of_range(m.slots) != Some(m.from.as_str()) {
+                return bad(format!(
+                    "migration of {} from {}, which does not own them",
+                    m.slots, m.from
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn node_index(&self, id: &str) -> Result<usize> {
+        self.nodes
+            .iter()
+            .position(|n| n.id == id)
+            .ok_or_else(|| TopologyError::UnknownNode(id.to_string()))
+    }
+
+    pub fn node(&self, id: &str) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.id == id)
+    }
+
+    /// Per slot, the index in [`Topology::nodes`] of its owner, or [`UNASSIGNED`].
+    pub fn slot_table(&self) -> Vec<u16> {
+        let mut table = vec![UNASSIGNED; SLOTS as usize];
+        for s in &self.shards {
+            // validate() checked the chain's members.
+            let owner = self.node_index(s.owner()).map_or(UNASSIGNED, |i| i as u16);
+            table[s.slots.lo as usize..=s.slots.hi as usize].fill(owner);
+        }
+        table
+    }
+
+    /// Slots some node owns.
+    pub fn assigned_slots(&self) -> u32 {
+        self.shards.iter().map(|s| s.slots.len()).sum()
+    }
+
+    /// The ranges `id` owns (as head), in slot order.
+    pub fn ranges_of(&self, id: &str) -> Vec<SlotRange> {
+        self.shards
+            .iter()
+            .filter(|s| s.owner() == id)
+            .map(|s| s.slots)
+            .collect()
+    }
+
+    /// The one node owning every slot of `range`, if one does.
+    pub fn owner_of_range(&self, range: SlotRange) -> Option<&str> {
+        let mut owner = None;
+        let mut next = range.lo as u32;
+        for s in &self.shards {
+            if s.slots.hi < range.lo || s.slots.lo > range.hi {
+                continue;
+            }
+            if s.slots.lo as u32 > next {
+                return None; // a gap
+            }
+            match owner {
+                None => owner = Some(s.owner()),
+                Some(o) if o != s.owner() => return None,
+                Some(_) => {}
+            }
+            next = s.slots.hi as u32 + 1;
+        }
+        (next > range.hi as u32).then_some(owner).flatten()
+    }
+
+    /// The next version with `node` a member owning nothing.
+    pub fn with_node(&self, node: Node) -> Result<Topology> {
+        let mut t = self.next();
+        t.nodes.push(node);
+        t.validate()?;
+        Ok(t)
+    }
+
+    /// The next version without `id`, which must own nothing and take part in no migration.
+    pub fn without_node(&self, id: &str) -> Result<Topology> {
+        self.node_index(id)?;
+        if self.shards.iter().any(|s| s.chain.iter().any(|c| c == id)) {
+            return Err(TopologyError::Refused(format!(
+                "node {id} still owns slots: move them away first"
+            )));
+        }
+        if self.migrations.iter().any(|m| m.from == id || m.to == id) {
+            return Err(TopologyError::Refused(format!(
+                "node {id} takes part in a migration"
+            )));
+        }
+        let mut t = self.next();
+        t.nodes.retain(|n| n.id != id);
+        Ok(t)
+    }
+
+    /// The next version with a migration of `slots` from their owner to `to` recorded.
+    pub fn with_migration(&self, slots: SlotRange, to: &str) -> Result<Topology> {
+        self.node_index(to)?;
+        let Some(from) = self.owner_of_range(slots) else {
+            return Err(TopologyError::Refused(format!(
+                "slots {slots} are not owned by one node: move each owner's part on its own"
+            )));
+        };
+        if from == to {
+            return Err(TopologyError::Refused(format!(
+                "node {to} already owns slots {slots}"
+            )));
+        }
+        if let Some(m) = self.migration_overlapping(slots) {
+            return Err(TopologyError::Refused(format!(
+                "slots {} are already moving from {} to {}",
+                m.slots, m.from, m.to
+            )));
+        }
+        let mut t = self.next();
+        t.migrations.push(Migration {
+            slots,
+            from: from.to_string(),
+            to: to.to_string(),
+        });
+        Ok(t)
+    }
+
+    pub fn migration_overlapping(&self, slots: SlotRange) -> Option<&Migration> {
+        self.migrations
+            .iter()
+            .find(|m| m.slots.lo <= slots.hi && slots.lo <= m.slots.hi)
+    }
+
+    /// The next version with the migration of exactly `slots` ended: ownership given to its
+    /// target when `completed`, left with its source otherwise.
+    pub fn with_migration_ended(&self, slots: SlotRange, completed: bool) -> Result<Topology> {
+        let Some(i) = self.migrations.iter().position(|m| m.slots == slots) else {
+            return Err(TopologyError::Refused(format!(
+                "no migration of slots {slots}"
+            )));
+        };
+        let mut t = self.next();
+        let m = t.migrations.remove(i);
+        if completed {
+            t.assign(slots, vec![m.to]);
+        }
+        t.validate()?;
+        Ok(t)
+    }
+
+    /// Gives `slots` to `chain`: the shards around them are cut at the range's edges, and
+    /// neighbours with the same chain joined (so the document stays as short as the ring).
+    fn assign(&mut self, slots: SlotRange, chain: Vec<String>) {
+        let mut shards = Vec::with_capacity(self.shards.len() + 2);
+        for s in self.shards.drain(..) {
+            if s.slots.hi < slots.lo || s.slots.lo > slots.hi {
+                shards.push(s);
+                continue;
+            }
+            if s.slots.lo < slots.lo {
+                shards.push(Shard {
+                    slots: SlotRange {
+                        lo: s.slots.lo,
+                        hi: slots.lo - 1,
+                    },
+                    chain: s.chain.clone(),
+                });
+            }
+            if s.slots.hi > slots.hi {
+                shards.push(Shard {
+                    slots: SlotRange {
+                        lo: slots.hi + 1,
+                        hi: s.slots.hi,
+                    },
+                    chain: s.chain,
+                });
+            }
+        }
+        shards.push(Shard { slots, chain });
+        shards.sort_by_key(|s| s.slots.lo);
+        let mut joined: Vec<Shard> = Vec::with_capacity(shards.len());
+        for s in shards {
+            match joined.last_mut() {
+                Some(last)
+                    if last.chain == s.chain && last.slots.hi as u32 + 1 == s.slots.lo as u32 =>
+                {
+                    last.slots.hi = s.slots.hi;
+                }
+                _ => joined.push(s),
+            }
+        }
+        self.shards = joined;
+    }
+
+    /// A copy with the epoch one higher: the start of every change.
+    fn next(&self) -> Topology {
+        let mut t = self.clone();
+        t.epoch += 1;
+        t
+    }
+
+    /// Moves that give every node its even share of the slots: each node above its share
+    /// hands its highest slots to the nodes below theirs, in node order. Shares follow
+    /// [`SlotRange::even`] sizes; every range moved is owned by one node.
+    pub fn rebalance_plan(&self) -> Vec<(SlotRange, String)> {
+        let n = self.nodes.len();
+        if n == 0 {
+            return Vec::new();
+        }
+        let target: Vec<u32> = SlotRange::even(n as u32).iter().map(|r| r.len()).collect();
+        let mut have: Vec<u32> = self
+            .nodes
+            .iter()
+            .map(|node| self.ranges_of(&node.id).iter().map(|r| r.len()).sum())
+            .collect();
+        let mut plan = Vec::new();
+        let mut owned: Vec<Vec<SlotRange>> = self
+            .nodes
+            .iter()
+            .map(|node| self.ranges_of(&node.id))
+            .collect();
+        for to in 0..n {
+            while have[to] < target[to] {
+                let Some(from) = (0..n).find(|&f| have[f] > target[f]) else {
+                    return plan;
+                };
+                let want = (target[to] - have[to]).min(have[from] - target[from]);
+                // Take from the top of the giver's highest range.
+                let Some(last) = owned[from].last_mut() else {
+                    return plan;
+                };
+                let take = want.min(last.len());
+                let range = SlotRange {
+                    lo: (last.hi as u32 + 1 - take) as u16,
+                    hi: last.hi,
+                };
+                if take == last.len() {
+                    owned[from].pop();
+                } else {
+                    last.hi = range.lo - 1;
+                }
+                have[from] -= take;
+                have[to] += take;
+                plan.push((range, self.nodes[to].id.clone()));
+            }
+        }
+        plan
+    }
+}
+
+impl fmt::Display for Topology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "epoch {}, {} node(s), replicas {}",
+            self.epoch,
+            self.nodes.len(),
+            self.replicas
+        )?;
+        for s in &self.shards {
+            writeln!(
+                f,
+                "  slots {:>11}  {}",
+                s.slots.to_string(),
+                s.chain.join(" -> ")
+            )?;
+        }
+        for m in &self.migrations {
+            writeln!(f, "  moving {}: {} -> {}", m.slots, m.from, m.to)?;
+        }
+        Ok(())
+    }
+}
+
+/// A slot range as Redis writes one, `lo-hi`.
+mod range_text {
+    use quiver_store::slot::SlotRange;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(r: &SlotRange, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&r.to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SlotRange, D::Error> {
+        let text = String::deserialize(d)?;
+        SlotRange::parse(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!("slot range {text:?} (lo-hi, 0..16383)"))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

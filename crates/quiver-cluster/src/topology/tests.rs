@@ -1,0 +1,147 @@
+use super::*;
+
+fn nodes(n: usize) -> Vec<Node> {
+    (0..n)
+        .map(|i| Node {
+            id: format!("n{i}"),
+            addr: format!("127.0.0.1:{}", 7000 + i),
+        })
+        .collect()
+}
+
+fn r(lo: u16, hi: u16) -> SlotRange {
+    SlotRange { lo, hi }
+}
+
+#[test]
+fn create_splits_slots_evenly_and_round_trips_as_json() {
+    let t = Topology::create(nodes(3), 1).unwrap();
+    assert_eq!(t.epoch, 1);
+    assert_eq!(t.assigned_slots(), SLOTS);
+    assert_eq!(t.ranges_of("n0"), vec![r(0, 5460)]);
+    assert_eq!(t.ranges_of("n2"), vec![r(10922, 16383)]);
+    let json = t.to_json();
+    assert!(String::from_utf8_lossy(&json).contains("\"slots\":\"0-5460\""));
+    assert_eq!(Topology::from_json(&json).unwrap(), t);
+    let table = t.slot_table();
+    assert_eq!(table[0], 0);
+    assert_eq!(table[5461], 1);
+    assert_eq!(table[16383], 2);
+}
+
+#[test]
+fn create_refuses_what_this_build_cannot_serve() {
+    assert!(matches!(
+        Topology::create(nodes(3), 2),
+        Err(TopologyError::Refused(_))
+    ));
+    assert!(Topology::create(Vec::new(), 1).is_err());
+    let mut twice = nodes(2);
+    twice[1].addr = twice[0].addr.clone();
+    assert!(Topology::create(twice, 1).is_err());
+    let mut bad_id = nodes(1);
+    bad_id[0].id = "has space".into();
+    assert!(Topology::create(bad_id, 1).is_err());
+}
+
+#[test]
+fn damaged_documents_are_refused() {
+    let t = Topology::create(nodes(2), 1).unwrap();
+    let mut overlapping = t.clone();
+    overlapping.shards[1].slots.lo = 100;
+    assert!(Topology::from_json(&overlapping.to_json()).is_err());
+    let mut stranger = t.clone();
+    stranger.shards[0].chain = vec!["nobody".into()];
+    assert!(Topology::from_json(&stranger.to_json()).is_err());
+    assert!(Topology::from_json(b"{\"epoch\": 1}").is_err());
+    assert!(Topology::from_json(b"not json").is_err());
+    let text = String::from_utf8(t.to_json())
+        .unwrap()
+        .replace("0-8191", "0-99999");
+    assert!(Topology::from_json(text.as_bytes()).is_err());
+}
+
+#[test]
+fn a_migration_ends_with_the_slots_at_its_target_or_its_source() {
+    let t = Topology::create(nodes(2), 1).unwrap();
+    let moving = t.with_migration(r(100, 199), "n1").unwrap();
+    assert_eq!(moving.epoch, 2);
+    assert_eq!(moving.migrations[0].from, "n0");
+    // One migration of a slot at a time; the owner cannot be the target.
+    assert!(moving.with_migration(r(150, 160), "n1").is_err());
+    assert!(t.with_migration(r(9000, 9001), "n1").is_err());
+    // A range spanning two owners is refused.
+    assert!(t.with_migration(r(8000, 8300), "n0").is_err());
+
+    let done = moving.with_migration_ended(r(100, 199), true).unwrap();
+    assert_eq!(done.epoch, 3);
+    assert!(done.migrations.is_empty());
+    assert_eq!(done.ranges_of("n0"), vec![r(0, 99), r(200, 8191)]);
+    assert_eq!(done.ranges_of("n1"), vec![r(100, 199), r(8192, 16383)]);
+    assert_eq!(done.assigned_slots(), SLOTS);
+
+    let aborted = moving.with_migration_ended(r(100, 199), false).unwrap();
+    assert_eq!(aborted.shards, t.shards);
+    assert!(moving.with_migration_ended(r(100, 198), true).is_err());
+
+    // Moving the slots back joins the shards again.
+    let back = done
+        .with_migration(r(100, 199), "n0")
+        .unwrap()
+        .with_migration_ended(r(100, 199), true)
+        .unwrap();
+    assert_eq!(back.shards, t.shards);
+}
+
+#[test]
+fn nodes_join_empty_and_leave_only_empty() {
+    let t = Topology::create(nodes(2), 1).unwrap();
+    let extra = Node {
+        id: "n9".into(),
+        addr: "127.0.0.1:7009".into(),
+    };
+    let grown = t.with_node(extra.clone()).unwrap();
+    assert!(grown.ranges_of("n9").is_empty());
+    assert!(grown.with_node(extra).is_err());
+    assert!(grown.without_node("n0").is_err());
+    assert_eq!(grown.without_node("n9").unwrap().nodes, t.nodes);
+    assert!(matches!(
+        grown.without_node("zz"),
+        Err(TopologyError::UnknownNode(_))
+    ));
+}
+
+#[test]
+fn rebalance_gives_every_node_its_even_share() {
+    let t = Topology::create(nodes(2), 1).unwrap();
+    let mut grown = t
+        .with_node(Node {
+            id: "n2".into(),
+            addr: "127.0.0.1:7002".into(),
+        })
+        .unwrap();
+    let plan = grown.rebalance_plan();
+    assert!(!plan.is_empty());
+    for (range, to) in plan {
+        grown = grown.with_migration(range, &to).unwrap();
+        grown = grown.with_migration_ended(range, true).unwrap();
+    }
+    let shares: Vec<u32> = ["n0", "n1", "n2"]
+        .iter()
+        .map(|id| grown.ranges_of(id).iter().map(|r| r.len()).sum())
+        .collect();
+    let even: Vec<u32> = SlotRange::even(3).iter().map(|r| r.len()).collect();
+    assert_eq!(shares, even);
+    assert!(grown.rebalance_plan().is_empty());
+}
+
+#[test]
+fn owner_of_range_needs_one_owner_and_no_gap() {
+    let t = Topology::create(nodes(2), 1).unwrap();
+    assert_eq!(t.owner_of_range(r(0, 8191)), Some("n0"));
+    assert_eq!(t.owner_of_range(r(8191, 8192)), None);
+    let mut gap = t.clone();
+    gap.shards[0].slots = r(0, 99);
+    assert_eq!(gap.owner_of_range(r(50, 150)), None);
+    assert_eq!(gap.owner_of_range(r(50, 99)), Some("n0"));
+}

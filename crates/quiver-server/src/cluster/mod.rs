@@ -1,0 +1,280 @@
+//! Cluster mode (`cluster-enabled`): this node's identity, the topology it serves by, and the
+//! routing rule every command on keys passes.
+//!
+//! The topology (which node owns which hash slots, at which epoch) comes from etcd through
+//! the [`agent`]; a node adopts a version only when its epoch is higher than the one it has,
+//! and keeps the last one in its data directory (`CLUSTER`), so that a node that restarts
+//! while etcd is unreachable serves the slots it owned at its last epoch.
+//!
+//! The routing rule ([`ClusterNode::route`]): a command runs here when this node owns every
+//! one of its keys, whatever their slots — a deliberate difference from Redis Cluster, which
+//! refuses keys of different slots (CROSSSLOT) even on one node; accepting them is what keeps
+//! a multiget one vector per node. Otherwise the client is sent where the keys are
+//! (`-MOVED slot host:port`, the first key's slot) when one node owns them all, and refused
+//! with CROSSSLOT when they span nodes. A slot no node owns, or no topology at all, is
+//! CLUSTERDOWN.
+
+pub mod agent;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::RwLock;
+use quiver_cluster::topology::{valid_node_id, Node, Topology, UNASSIGNED};
+use quiver_store::slot::key_slot;
+use serde::{Deserialize, Serialize};
+
+/// The file in the data directory holding the node's id and its last topology.
+pub const CLUSTER_FILE: &str = "CLUSTER";
+
+pub const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
+pub const DOWN_NO_TOPOLOGY: &str = "CLUSTERDOWN The cluster is down";
+pub const DOWN_UNSERVED: &str = "CLUSTERDOWN Hash slot not served";
+
+/// Where a command's keys are served.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Every key is this node's (or there are none).
+    Local,
+    /// One other node owns every key: `-MOVED slot addr`.
+    Moved { slot: u16, addr: String },
+    /// The keys span nodes.
+    CrossSlot,
+    /// A key's slot is unassigned, or there is no topology yet: the reply's text.
+    Down(&'static str),
+}
+
+/// The topology as this node serves by it.
+pub struct View {
+    pub topology: Option<Topology>,
+    /// This node's index in `topology.nodes`, when a member.
+    pub me: Option<u16>,
+    /// Per slot, the owner's index in `topology.nodes` (or `UNASSIGNED`).
+    table: Vec<u16>,
+}
+
+impl View {
+    fn of(topology: Option<Topology>, my_id: &str) -> View {
+        let table = topology
+            .as_ref()
+            .map(Topology::slot_table)
+            .unwrap_or_default();
+        let me = topology
+            .as_ref()
+            .and_then(|t| t.node_index(my_id).ok())
+            .map(|i| i as u16);
+        View {
+            topology,
+            me,
+            table,
+        }
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.topology.as_ref().map_or(0, |t| t.epoch)
+    }
+
+    /// The owner of `slot`, if any.
+    pub fn owner(&self, slot: u16) -> Option<&Node> {
+        let t = self.topology.as_ref()?;
+        let i = *self.table.get(slot as usize)?;
+        (i != UNASSIGNED).then(|| &t.nodes[i as usize])
+    }
+}
+
+/// This node in its cluster.
+pub struct ClusterNode {
+    pub id: String,
+    /// The address clients are sent to (`--advertise`, or the bound address).
+    pub addr: String,
+    view: RwLock<Arc<View>>,
+    /// Whether the agent is connected to etcd and watching.
+    etcd_connected: AtomicBool,
+    /// The data directory (where [`CLUSTER_FILE`] is kept).
+    dir: PathBuf,
+    pub started: Instant,
+}
+
+/// What [`CLUSTER_FILE`] holds.
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    node_id: String,
+    topology: Option<Topology>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("{path}: {what}")]
+    File { path: String, what: String },
+    #[error("cluster-node-id {0:?}: 1 to 40 of [0-9A-Za-z_-]")]
+    BadId(String),
+    #[error("the data directory {dir} belongs to cluster node {saved}, not {given}")]
+    OtherNode {
+        dir: String,
+        saved: String,
+        given: String,
+    },
+}
+
+impl ClusterNode {
+    /// The node of data directory `dir`: its id is `id` when given (it must match the one
+    /// the directory was created with), else the directory's, else a new one; its topology is
+    /// the last one it saved.
+    pub fn open(dir: &Path, id: Option<&str>, addr: String) -> Result<ClusterNode, ClusterError> {
+        let path = dir.join(CLUSTER_FILE);
+        let file_error = |what: String| ClusterError::File {
+            path: path.display().to_string(),
+            what,
+        };
+        let saved: Option<Saved> = match std::fs::read(&path) {
+            Ok(bytes) => Some(
+                serde_json::from_slice(&bytes)
+                    .map_err(|e| file_error(format!("not a cluster state file: {e}")))?,
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(file_error(e.to_string())),
+        };
+        if let Some(t) = saved.as_ref().and_then(|s| s.topology.as_ref()) {
+            t.validate().map_err(|e| file_error(e.to_string()))?;
+        }
+        let id = match (id, &saved) {
+            (Some(given), Some(s)) if given != s.node_id => {
+                return Err(ClusterError::OtherNode {
+                    dir: dir.display().to_string(),
+                    saved: s.node_id.clone(),
+                    given: given.to_string(),
+                })
+            }
+            (Some(given), _) => given.to_string(),
+            (None, Some(s)) => s.node_id.clone(),
+            (None, None) => new_id(),
+        };
+        if !valid_node_id(&id) {
+            return Err(ClusterError::BadId(id));
+        }
+        let topology = saved.and_then(|s| s.topology);
+        let node = ClusterNode {
+            view: RwLock::new(Arc::new(View::of(topology, &id))),
+            id,
+            addr,
+            etcd_connected: AtomicBool::new(false),
+            dir: dir.to_path_buf(),
+            started: Instant::now(),
+        };
+        node.save()?;
+        Ok(node)
+    }
+
+    /// The topology served now.
+    pub fn view(&self) -> Arc<View> {
+        self.view.read().clone()
+    }
+
+    pub fn me(&self) -> Node {
+        Node {
+            id: self.id.clone(),
+            addr: self.addr.clone(),
+        }
+    }
+
+    pub fn etcd_connected(&self) -> bool {
+        self.etcd_connected.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn set_etcd_connected(&self, connected: bool) {
+        self.etcd_connected.store(connected, Ordering::SeqCst);
+    }
+
+    /// Serves by `topology` from now on if its epoch is higher than the current one (an older
+    /// or equal one is ignored: versions only move forward). Returns whether it was adopted;
+    /// an adopted topology is saved in the data directory.
+    pub fn adopt(&self, topology: Topology) -> Result<bool, ClusterError> {
+        {
+            let mut view = self.view.write();
+            if topology.epoch <= view.epoch() {
+                return Ok(false);
+            }
+            *view = Arc::new(View::of(Some(topology), &self.id));
+        }
+        self.save()?;
+        Ok(true)
+    }
+
+    /// Writes [`CLUSTER_FILE`]: a new file renamed over the old one, synced.
+    fn save(&self) -> Result<(), ClusterError> {
+        let path = self.dir.join(CLUSTER_FILE);
+        let tmp = self.dir.join(format!("{CLUSTER_FILE}.tmp"));
+        let file_error = |e: std::io::Error| ClusterError::File {
+            path: path.display().to_string(),
+            what: e.to_string(),
+        };
+        let saved = Saved {
+            node_id: self.id.clone(),
+            topology: self.view().topology.clone(),
+        };
+        // Strings, integers and vectors always serialize.
+        let bytes = serde_json::to_vec_pretty(&saved).unwrap_or_default();
+        {
+            let mut f = std::fs::File::create(&tmp).map_err(file_error)?;
+            std::io::Write::write_all(&mut f, &bytes).map_err(file_error)?;
+            f.sync_all().map_err(file_error)?;
+        }
+        std::fs::rename(&tmp, &path).map_err(file_error)?;
+        std::fs::File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(file_error)
+    }
+
+    /// Where the command with `keys` runs (see the module documentation).
+    pub fn route<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> Route {
+        let view = self.view.read();
+        if view.topology.is_none() {
+            return Route::Down(DOWN_NO_TOPOLOGY);
+        }
+        let mut first: Option<(u16, u16)> = None;
+        let mut all_mine = true;
+        let mut one_owner = true;
+        for key in keys {
+            let slot = key_slot(key);
+            let owner = view.table[slot as usize];
+            if owner == UNASSIGNED {
+                return Route::Down(DOWN_UNSERVED);
+            }
+            all_mine &= Some(owner) == view.me;
+            match first {
+                None => first = Some((slot, owner)),
+                Some((_, o)) => one_owner &= o == owner,
+            }
+        }
+        match first {
+            _ if all_mine => Route::Local,
+            Some((slot, owner)) if one_owner => Route::Moved {
+                slot,
+                addr: view
+                    .topology
+                    .as_ref()
+                    .map_or_else(String::new, |t| t.nodes[owner as usize].addr.clone()),
+            },
+            _ => Route::CrossSlot,
+        }
+    }
+}
+
+/// A new 40-hex-character id, like Redis's node and run ids.
+pub fn new_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut id = String::with_capacity(48);
+    while id.len() < 40 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(Instant::now().elapsed().as_nanos());
+        h.write_u32(std::process::id());
+        id.push_str(&format!("{:016x}", h.finish()));
+    }
+    id.truncate(40);
+    id
+}
+
+#[cfg(test)]
+mod tests;

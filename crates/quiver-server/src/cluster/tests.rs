@@ -1,0 +1,105 @@
+use super::*;
+
+use quiver_cluster::topology::Node;
+use quiver_store::slot::{key_slot, SlotRange};
+
+fn topology(n: usize) -> Topology {
+    let nodes = (0..n)
+        .map(|i| Node {
+            id: format!("n{i}"),
+            addr: format!("127.0.0.1:{}", 7000 + i),
+        })
+        .collect();
+    Topology::create(nodes, 1).unwrap()
+}
+
+/// Keys whose slots the 2-node topology gives to n0 (slots below 8192) and to n1.
+fn keys_of(owner: usize) -> Vec<Vec<u8>> {
+    (0..)
+        .map(|i| format!("key:{i}").into_bytes())
+        .filter(|k| (key_slot(k) >= 8192) == (owner == 1))
+        .take(8)
+        .collect()
+}
+
+fn route(node: &ClusterNode, keys: &[Vec<u8>]) -> Route {
+    node.route(keys.iter().map(|k| &k[..]))
+}
+
+#[test]
+fn keys_of_one_node_run_there_whatever_their_slots() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = ClusterNode::open(dir.path(), Some("n0"), "127.0.0.1:7000".into()).unwrap();
+    assert_eq!(route(&node, &keys_of(0)), Route::Down(DOWN_NO_TOPOLOGY));
+    assert!(node.adopt(topology(2)).unwrap());
+
+    let mine = keys_of(0);
+    assert!(
+        mine.iter()
+            .map(|k| key_slot(k))
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+            > 1
+    );
+    assert_eq!(route(&node, &mine), Route::Local);
+
+    let theirs = keys_of(1);
+    assert_eq!(
+        route(&node, &theirs),
+        Route::Moved {
+            slot: key_slot(&theirs[0]),
+            addr: "127.0.0.1:7001".into()
+        }
+    );
+    let mixed = vec![mine[0].clone(), theirs[0].clone()];
+    assert_eq!(route(&node, &mixed), Route::CrossSlot);
+}
+
+#[test]
+fn only_newer_epochs_are_adopted_and_they_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = ClusterNode::open(dir.path(), None, "127.0.0.1:7000".into()).unwrap();
+    let id = node.id.clone();
+    assert_eq!(id.len(), 40);
+    let t1 = topology(2);
+    let t2 = t1
+        .with_migration(SlotRange { lo: 0, hi: 9 }, "n1")
+        .unwrap()
+        .with_migration_ended(SlotRange { lo: 0, hi: 9 }, true)
+        .unwrap();
+    assert!(node.adopt(t2.clone()).unwrap());
+    assert!(!node.adopt(t1).unwrap(), "an older epoch is ignored");
+    assert!(!node.adopt(t2.clone()).unwrap(), "so is the same one");
+    assert_eq!(node.view().epoch(), 3);
+    drop(node);
+
+    let again = ClusterNode::open(dir.path(), None, "127.0.0.1:7000".into()).unwrap();
+    assert_eq!(again.id, id, "the id is the directory's");
+    assert_eq!(again.view().topology, Some(t2));
+    assert!(matches!(
+        ClusterNode::open(dir.path(), Some("other"), "127.0.0.1:7000".into()),
+        Err(ClusterError::OtherNode { .. })
+    ));
+}
+
+#[test]
+fn an_unassigned_slot_is_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = ClusterNode::open(dir.path(), Some("n0"), "127.0.0.1:7000".into()).unwrap();
+    let mut t = topology(2);
+    t.shards.truncate(1); // slots 8192.. unassigned
+    node.adopt(t).unwrap();
+    assert_eq!(route(&node, &keys_of(1)), Route::Down(DOWN_UNSERVED));
+    assert_eq!(route(&node, &keys_of(0)), Route::Local);
+}
+
+#[test]
+fn a_damaged_state_file_is_refused_with_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(CLUSTER_FILE), b"{not json").unwrap();
+    let e = ClusterNode::open(dir.path(), None, "127.0.0.1:7000".into())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains(CLUSTER_FILE), "{e}");
+}
