@@ -92,6 +92,11 @@ pub struct Migration {
     pub slots: SlotRange,
     pub from: String,
     pub to: String,
+    /// Times the source has (re)started it. Each start is a change of the document, so a
+    /// hand-over transaction computed before it (by a source that then crashed) can no
+    /// longer apply.
+    #[serde(default)]
+    pub attempt: u32,
 }
 
 /// One version of the cluster's configuration.
@@ -327,8 +332,26 @@ impl Topology {
             slots,
             from: from.to_string(),
             to: to.to_string(),
+            attempt: 0,
         });
         Ok(t)
+    }
+
+    /// The next version with the migration of exactly `slots` counted as started once more.
+    pub fn with_migration_attempt(&self, slots: SlotRange) -> Result<Topology> {
+        let mut t = self.next();
+        let Some(m) = t.migrations.iter_mut().find(|m| m.slots == slots) else {
+            return Err(TopologyError::Refused(format!(
+                "no migration of slots {slots}"
+            )));
+        };
+        m.attempt += 1;
+        Ok(t)
+    }
+
+    /// The migrations whose source is `id`.
+    pub fn migrations_from<'a>(&'a self, id: &'a str) -> impl Iterator<Item = &'a Migration> {
+        self.migrations.iter().filter(move |m| m.from == id)
     }
 
     pub fn migration_overlapping(&self, slots: SlotRange) -> Option<&Migration> {

@@ -17,10 +17,12 @@
 //!   connection's state;
 //! * [`stats`], [`clients`], [`watch`] are shared registries; [`metrics`] the Prometheus view;
 //!   [`ratelog`] keeps repeated warnings to one line a second;
-//! * [`cluster`] is cluster mode: the node's identity, the topology it serves by (from etcd,
-//!   through its agent) and the routing rule (local, MOVED, CROSSSLOT, CLUSTERDOWN);
+//! * [`cluster`] is cluster mode: the node's identity, the topology it serves by and the
+//!   routing rule (local, MOVED, CROSSSLOT, CLUSTERDOWN, a frozen range's wait); [`agent`]
+//!   its link to etcd and the work the topology gives it (moves of ranges away, drops);
 //! * [`testing`] starts an in-process server for tests.
 
+pub mod agent;
 pub mod clients;
 pub mod cluster;
 pub mod cmd;

@@ -13,8 +13,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 
+use crate::agent;
 use crate::clients::Clients;
-use crate::cluster::{agent, ClusterNode};
+use crate::cluster::ClusterNode;
 use crate::coalesce::Coalescer;
 use crate::config::{Coalesce, Config, ConfigError};
 use crate::conn;
@@ -326,13 +327,13 @@ async fn serve(
         )));
         unix_path = Some(path);
     }
-    if let (Some(node), Some(endpoints)) = (&state.cluster, &state.config.cluster_etcd) {
+    if let (Some(_), Some(endpoints)) = (&state.cluster, &state.config.cluster_etcd) {
         let etcd = agent::EtcdSettings {
             endpoints: endpoints.clone(),
             prefix: state.config.cluster_etcd_prefix.clone(),
         };
         tasks.push(tokio::spawn(agent::run(
-            node.clone(),
+            state.clone(),
             etcd,
             shutdown.subscribe(),
         )));

@@ -10,12 +10,15 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use quiver_client::{ClientOptions, Connection};
 use quiver_cluster::meta::{Meta, DEFAULT_PREFIX};
-use quiver_cluster::{Node, Topology};
+use quiver_cluster::{Node, Topology, TopologyError};
+use quiver_store::slot::SlotRange;
 
 use crate::error::CliError;
 
 /// Longest wait for a node's answer in `status`.
 const NODE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often a move's progress is read from etcd.
+const MOVE_POLL: Duration = Duration::from_millis(50);
 
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
@@ -28,6 +31,17 @@ pub enum ClusterCommand {
     Status(StatusArgs),
     /// Add a registered node to the cluster, owning no slots yet.
     AddNode(NodeArgs),
+    /// Move its slots to the other nodes, then take a node out of the cluster.
+    RemoveNode(NodeArgs),
+    /// Move slots to a node while they are served; returns when every move is complete.
+    ///
+    /// The slots' owner copies them to the target, pauses writes to them for the last
+    /// catch-up, and hands them over in one etcd transaction. Slots of several owners move
+    /// one owner's run at a time. Exits non-zero if a move fails (its slots stay where they
+    /// were, with all their data).
+    MoveSlots(MoveArgs),
+    /// Move slots between nodes until each owns an even share.
+    Rebalance(RebalanceArgs),
 }
 
 /// Where the cluster's metadata is.
@@ -69,6 +83,37 @@ pub struct NodeArgs {
     /// The node: its id or its host:port address.
     #[arg(long, value_name = "NODE")]
     pub node: String,
+    /// Longest wait for each move (remove-node), in seconds.
+    #[arg(long, value_name = "S", default_value_t = 600)]
+    pub timeout_s: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct MoveArgs {
+    #[command(flatten)]
+    pub etcd: EtcdArgs,
+    /// The slots: `lo-hi` or one slot.
+    #[arg(long, value_name = "LO-HI", value_parser = parse_range)]
+    pub slots: SlotRange,
+    /// The node receiving them: its id or its host:port address.
+    #[arg(long, value_name = "NODE")]
+    pub to: String,
+    /// Longest wait for each move, in seconds; a move still running then is aborted.
+    #[arg(long, value_name = "S", default_value_t = 600)]
+    pub timeout_s: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct RebalanceArgs {
+    #[command(flatten)]
+    pub etcd: EtcdArgs,
+    /// Longest wait for each move, in seconds.
+    #[arg(long, value_name = "S", default_value_t = 600)]
+    pub timeout_s: u64,
+}
+
+fn parse_range(s: &str) -> Result<SlotRange, String> {
+    SlotRange::parse(s).ok_or_else(|| format!("{s:?} is not a slot range (lo-hi, 0..16383)"))
 }
 
 pub fn run(command: &ClusterCommand) -> Result<(), CliError> {
@@ -81,6 +126,9 @@ pub fn run(command: &ClusterCommand) -> Result<(), CliError> {
             ClusterCommand::Create(a) => create(a).await,
             ClusterCommand::Status(a) => status(a).await,
             ClusterCommand::AddNode(a) => add_node(a).await,
+            ClusterCommand::RemoveNode(a) => remove_node(a).await,
+            ClusterCommand::MoveSlots(a) => move_slots(a).await,
+            ClusterCommand::Rebalance(a) => rebalance(a).await,
         }
     })
 }
@@ -209,4 +257,127 @@ fn ask_node(addr: &str) -> (Option<u64>, Option<u64>) {
                 .and_then(|v| v.trim().parse().ok())
         });
     (keys, epoch)
+}
+
+/// The id of the topology's member `name` (an id or an address).
+fn member(t: &Topology, name: &str) -> Result<String, CliError> {
+    t.nodes
+        .iter()
+        .find(|n| n.id == name || n.addr == name)
+        .map(|n| n.id.clone())
+        .ok_or_else(|| CliError::Usage(format!("node {name} is not a member of the cluster")))
+}
+
+async fn move_slots(a: &MoveArgs) -> Result<(), CliError> {
+    let meta = connect(&a.etcd).await?;
+    let t = meta.existing().await?.topology;
+    let to = member(&t, &a.to)?;
+    // One run per owner: a migration has one source.
+    let runs: Vec<SlotRange> = t
+        .shards
+        .iter()
+        .filter(|s| s.owner() != to)
+        .filter_map(|s| {
+            let lo = s.slots.lo.max(a.slots.lo);
+            let hi = s.slots.hi.min(a.slots.hi);
+            (lo <= hi).then_some(SlotRange { lo, hi })
+        })
+        .collect();
+    if runs.is_empty() {
+        println!("node {to} owns slots {} already", a.slots);
+        return Ok(());
+    }
+    for run in runs {
+        move_one(&meta, run, &to, Duration::from_secs(a.timeout_s)).await?;
+    }
+    Ok(())
+}
+
+/// Records the migration of `slots` to `to` and waits until its source has ended it; on
+/// timeout aborts it. Ok only when `to` owns the slots.
+async fn move_one(
+    meta: &Meta,
+    slots: SlotRange,
+    to: &str,
+    timeout: Duration,
+) -> Result<(), CliError> {
+    let t = meta.update(|t| t.with_migration(slots, to)).await?;
+    let from = t.owner_of_range(slots).unwrap_or("?").to_string();
+    eprintln!(
+        "moving slots {slots} from {from} to {to} (epoch {})",
+        t.epoch
+    );
+    let started = std::time::Instant::now();
+    loop {
+        tokio::time::sleep(MOVE_POLL).await;
+        let t = meta.existing().await?.topology;
+        if t.migrations.iter().any(|m| m.slots == slots) {
+            if started.elapsed() < timeout {
+                continue;
+            }
+            // The abort is one transaction: if the source's hand-over came first, the abort
+            // is refused and the owner below says what happened.
+            match meta.update(|t| t.with_migration_ended(slots, false)).await {
+                Ok(_) | Err(quiver_cluster::MetaError::Topology(TopologyError::Refused(_))) => {}
+                Err(e) => return Err(e.into()),
+            }
+            continue;
+        }
+        let owner = t.owner_of_range(slots).unwrap_or("?");
+        if owner == to {
+            println!(
+                "moved slots {slots} from {from} to {to} in {:.3} s (epoch {})",
+                started.elapsed().as_secs_f64(),
+                t.epoch
+            );
+            return Ok(());
+        }
+        return Err(CliError::Negative(format!(
+            "the move of slots {slots} to {to} failed or timed out: they stay with {owner} \
+             (the nodes' logs say why)"
+        )));
+    }
+}
+
+async fn remove_node(a: &NodeArgs) -> Result<(), CliError> {
+    let meta = connect(&a.etcd).await?;
+    let t = meta.existing().await?.topology;
+    let id = member(&t, &a.node)?;
+    let others: Vec<String> = t
+        .nodes
+        .iter()
+        .map(|n| n.id.clone())
+        .filter(|n| *n != id)
+        .collect();
+    if others.is_empty() && !t.ranges_of(&id).is_empty() {
+        return Err(CliError::Usage(format!(
+            "node {id} is the last node owning slots"
+        )));
+    }
+    // Each range goes to the other node owning the fewest slots then.
+    for range in t.ranges_of(&id) {
+        let t = meta.existing().await?.topology;
+        let to = others
+            .iter()
+            .min_by_key(|n| t.ranges_of(n).iter().map(|r| r.len()).sum::<u32>())
+            .cloned()
+            .unwrap_or_default();
+        move_one(&meta, range, &to, Duration::from_secs(a.timeout_s)).await?;
+    }
+    let t = meta.update(|t| t.without_node(&id)).await?;
+    print!("{t}");
+    Ok(())
+}
+
+async fn rebalance(a: &RebalanceArgs) -> Result<(), CliError> {
+    let meta = connect(&a.etcd).await?;
+    let plan = meta.existing().await?.topology.rebalance_plan();
+    if plan.is_empty() {
+        println!("balanced already");
+    }
+    for (slots, to) in plan {
+        move_one(&meta, slots, &to, Duration::from_secs(a.timeout_s)).await?;
+    }
+    print!("{}", meta.existing().await?.topology);
+    Ok(())
 }

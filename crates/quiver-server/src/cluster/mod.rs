@@ -2,9 +2,19 @@
 //! routing rule every command on keys passes.
 //!
 //! The topology (which node owns which hash slots, at which epoch) comes from etcd through
-//! the [`agent`]; a node adopts a version only when its epoch is higher than the one it has,
-//! and keeps the last one in its data directory (`CLUSTER`), so that a node that restarts
-//! while etcd is unreachable serves the slots it owned at its last epoch.
+//! the node's agent (`agent`); a node adopts a version only when its epoch is higher than the
+//! one it has, and keeps the last one in its data directory (`CLUSTER`), so that a node that
+//! restarts while etcd is unreachable serves the slots it owned at its last epoch.
+//!
+//! A range being handed over to another node is **frozen** for the last step of its move:
+//! writes to it wait (their connection's run holds them, boundedly, then answers TRYAGAIN)
+//! until the hand-over is decided. Every run of commands holds the [`ClusterNode::gate`] for
+//! reading from its routing check to its last reply; freezing takes it for writing, so once a
+//! range is frozen no write that passed its check earlier is still running.
+//!
+//! Ranges this node held (owned, or was importing) and no longer does are **dropped**: each
+//! adoption adds them to the pending drops (kept in `CLUSTER`, so a restart finishes them),
+//! which the agent deletes, never touching a slot the node owns or imports by then.
 //!
 //! The routing rule ([`ClusterNode::route`]): a command runs here when this node owns every
 //! one of its keys, whatever their slots — a deliberate difference from Redis Cluster, which
@@ -14,16 +24,15 @@
 //! with CROSSSLOT when they span nodes. A slot no node owns, or no topology at all, is
 //! CLUSTERDOWN.
 
-pub mod agent;
-
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use quiver_cluster::topology::{valid_node_id, Node, Topology, UNASSIGNED};
-use quiver_store::slot::key_slot;
+use quiver_store::slot::{key_slot, SlotRange, SLOTS};
 use serde::{Deserialize, Serialize};
 
 /// The file in the data directory holding the node's id and its last topology.
@@ -44,6 +53,8 @@ pub enum Route {
     CrossSlot,
     /// A key's slot is unassigned, or there is no topology yet: the reply's text.
     Down(&'static str),
+    /// A write to a range frozen for its hand-over: wait for the thaw, then route again.
+    Frozen { slot: u16 },
 }
 
 /// The topology as this node serves by it.
@@ -82,6 +93,42 @@ impl View {
         let i = *self.table.get(slot as usize)?;
         (i != UNASSIGNED).then(|| &t.nodes[i as usize])
     }
+
+    /// Per slot, whether this node owns it or is importing it (`id` is this node's).
+    fn held(&self, id: &str) -> Vec<bool> {
+        let mut held = vec![false; SLOTS as usize];
+        let Some(t) = &self.topology else {
+            return held;
+        };
+        for (slot, &owner) in self.table.iter().enumerate() {
+            held[slot] = owner != UNASSIGNED && Some(owner) == self.me;
+        }
+        for m in t.migrations.iter().filter(|m| m.to == id) {
+            held[m.slots.lo as usize..=m.slots.hi as usize].fill(true);
+        }
+        held
+    }
+}
+
+/// The maximal runs of slots for which `f` holds.
+pub fn slot_runs(f: impl Fn(usize) -> bool) -> Vec<SlotRange> {
+    let mut runs = Vec::new();
+    let mut start = None;
+    for slot in 0..=SLOTS as usize {
+        let inside = slot < SLOTS as usize && f(slot);
+        match (inside, start) {
+            (true, None) => start = Some(slot),
+            (false, Some(lo)) => {
+                runs.push(SlotRange {
+                    lo: lo as u16,
+                    hi: (slot - 1) as u16,
+                });
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    runs
 }
 
 /// This node in its cluster.
@@ -95,6 +142,23 @@ pub struct ClusterNode {
     /// The data directory (where [`CLUSTER_FILE`] is kept).
     dir: PathBuf,
     pub started: Instant,
+    /// Held for reading by every run of commands, for writing to freeze a range.
+    pub gate: tokio::sync::RwLock<()>,
+    /// Ranges whose writes wait ([`ClusterNode::freeze`]); `frozen_count` is their number,
+    /// read first so that routing takes no lock while nothing is frozen.
+    frozen: Mutex<Vec<SlotRange>>,
+    frozen_count: AtomicUsize,
+    /// Woken when a range thaws.
+    pub thawed: tokio::sync::Notify,
+    /// Ranges to delete from the store (see the module documentation).
+    pending_drops: Mutex<Vec<SlotRange>>,
+    /// Migrations from this node whose task runs (the agent starts one per migration).
+    pub running_moves: Mutex<HashSet<SlotRange>>,
+    /// Asks the agent to read the topology from etcd now (a node handing a range to this
+    /// one says it has).
+    pub refresh: tokio::sync::Notify,
+    /// Serializes the store operations on whole ranges: an import's batch, a drop.
+    pub range_ops: Mutex<()>,
 }
 
 /// What [`CLUSTER_FILE`] holds.
@@ -102,6 +166,8 @@ pub struct ClusterNode {
 struct Saved {
     node_id: String,
     topology: Option<Topology>,
+    #[serde(default, with = "ranges_text")]
+    pending_drops: Vec<SlotRange>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -154,7 +220,16 @@ impl ClusterNode {
         if !valid_node_id(&id) {
             return Err(ClusterError::BadId(id));
         }
-        let topology = saved.and_then(|s| s.topology);
+        let (topology, pending_drops) =
+            saved.map_or((None, Vec::new()), |s| (s.topology, s.pending_drops));
+        // A move from this node that a previous run left unfinished may have sent the
+        // transaction that hands the range over, its outcome unknown: its writes wait until
+        // the move's task has changed the topology once more (after which that transaction
+        // cannot apply) or found it applied.
+        let frozen: Vec<SlotRange> = topology
+            .as_ref()
+            .map(|t| t.migrations_from(&id).map(|m| m.slots).collect())
+            .unwrap_or_default();
         let node = ClusterNode {
             view: RwLock::new(Arc::new(View::of(topology, &id))),
             id,
@@ -162,9 +237,61 @@ impl ClusterNode {
             etcd_connected: AtomicBool::new(false),
             dir: dir.to_path_buf(),
             started: Instant::now(),
+            gate: tokio::sync::RwLock::new(()),
+            frozen_count: AtomicUsize::new(frozen.len()),
+            frozen: Mutex::new(frozen),
+            thawed: tokio::sync::Notify::new(),
+            pending_drops: Mutex::new(pending_drops),
+            running_moves: Mutex::new(HashSet::new()),
+            refresh: tokio::sync::Notify::new(),
+            range_ops: Mutex::new(()),
         };
         node.save()?;
         Ok(node)
+    }
+
+    /// Freezes `range` (see the module documentation): returns once no write to it is in
+    /// flight. Called outside the runtime (a move's thread).
+    pub fn freeze(&self, range: SlotRange) {
+        let _drained = self.gate.blocking_write();
+        let mut frozen = self.frozen.lock();
+        frozen.push(range);
+        self.frozen_count.store(frozen.len(), Ordering::SeqCst);
+    }
+
+    /// Lets writes to `range` run again (they route anew: MOVED once the range is gone).
+    pub fn thaw(&self, range: SlotRange) {
+        let mut frozen = self.frozen.lock();
+        frozen.retain(|r| *r != range);
+        self.frozen_count.store(frozen.len(), Ordering::SeqCst);
+        drop(frozen);
+        self.thawed.notify_waiters();
+    }
+
+    pub fn frozen(&self) -> Vec<SlotRange> {
+        self.frozen.lock().clone()
+    }
+
+    fn is_frozen(&self, slot: u16) -> bool {
+        self.frozen_count.load(Ordering::SeqCst) > 0
+            && self.frozen.lock().iter().any(|r| r.contains(slot))
+    }
+
+    /// The ranges waiting to be dropped.
+    pub fn pending_drops(&self) -> Vec<SlotRange> {
+        self.pending_drops.lock().clone()
+    }
+
+    /// `range` was dropped: forget it (and save).
+    pub fn dropped(&self, range: SlotRange) -> Result<(), ClusterError> {
+        self.pending_drops.lock().retain(|r| *r != range);
+        self.save()
+    }
+
+    /// The slots of `range` this node neither owns nor imports now: what a drop may delete.
+    pub fn droppable(&self, range: SlotRange) -> Vec<SlotRange> {
+        let held = self.view().held(&self.id);
+        slot_runs(|s| range.contains(s as u16) && !held[s])
     }
 
     /// The topology served now.
@@ -196,7 +323,13 @@ impl ClusterNode {
             if topology.epoch <= view.epoch() {
                 return Ok(false);
             }
-            *view = Arc::new(View::of(Some(topology), &self.id));
+            let next = View::of(Some(topology), &self.id);
+            let (before, after) = (view.held(&self.id), next.held(&self.id));
+            let lost = slot_runs(|s| before[s] && !after[s]);
+            *view = Arc::new(next);
+            if !lost.is_empty() {
+                self.pending_drops.lock().extend(lost);
+            }
         }
         self.save()?;
         Ok(true)
@@ -213,6 +346,7 @@ impl ClusterNode {
         let saved = Saved {
             node_id: self.id.clone(),
             topology: self.view().topology.clone(),
+            pending_drops: self.pending_drops(),
         };
         // Strings, integers and vectors always serialize.
         let bytes = serde_json::to_vec_pretty(&saved).unwrap_or_default();
@@ -227,8 +361,9 @@ impl ClusterNode {
             .map_err(file_error)
     }
 
-    /// Where the command with `keys` runs (see the module documentation).
-    pub fn route<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> Route {
+    /// Where the command with `keys` runs (see the module documentation); `write`: whether
+    /// it may write them (a write to a frozen range waits).
+    pub fn route<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>, write: bool) -> Route {
         let view = self.view.read();
         if view.topology.is_none() {
             return Route::Down(DOWN_NO_TOPOLOGY);
@@ -236,6 +371,7 @@ impl ClusterNode {
         let mut first: Option<(u16, u16)> = None;
         let mut all_mine = true;
         let mut one_owner = true;
+        let mut frozen = None;
         for key in keys {
             let slot = key_slot(key);
             let owner = view.table[slot as usize];
@@ -243,13 +379,19 @@ impl ClusterNode {
                 return Route::Down(DOWN_UNSERVED);
             }
             all_mine &= Some(owner) == view.me;
+            if write && frozen.is_none() && self.is_frozen(slot) {
+                frozen = Some(slot);
+            }
             match first {
                 None => first = Some((slot, owner)),
                 Some((_, o)) => one_owner &= o == owner,
             }
         }
         match first {
-            _ if all_mine => Route::Local,
+            _ if all_mine => match frozen {
+                Some(slot) => Route::Frozen { slot },
+                None => Route::Local,
+            },
             Some((slot, owner)) if one_owner => Route::Moved {
                 slot,
                 addr: view
@@ -274,6 +416,27 @@ pub fn new_id() -> String {
     }
     id.truncate(40);
     id
+}
+
+/// Slot ranges as Redis writes them, `lo-hi`.
+mod ranges_text {
+    use quiver_store::slot::SlotRange;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(ranges: &[SlotRange], s: S) -> Result<S::Ok, S::Error> {
+        let text: Vec<String> = ranges.iter().map(|r| r.to_string()).collect();
+        text.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<SlotRange>, D::Error> {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|t| {
+                SlotRange::parse(t)
+                    .ok_or_else(|| serde::de::Error::custom(format!("slot range {t:?}")))
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ fn keys_of(owner: usize) -> Vec<Vec<u8>> {
 }
 
 fn route(node: &ClusterNode, keys: &[Vec<u8>]) -> Route {
-    node.route(keys.iter().map(|k| &k[..]))
+    node.route(keys.iter().map(|k| &k[..]), false)
 }
 
 #[test]
@@ -102,4 +102,77 @@ fn a_damaged_state_file_is_refused_with_its_name() {
         .unwrap()
         .to_string();
     assert!(e.contains(CLUSTER_FILE), "{e}");
+}
+
+#[test]
+fn a_frozen_range_holds_writes_not_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = ClusterNode::open(dir.path(), Some("n0"), "127.0.0.1:7000".into()).unwrap();
+    node.adopt(topology(2)).unwrap();
+    let mine = keys_of(0);
+    let slot = key_slot(&mine[0]);
+    node.freeze(SlotRange { lo: slot, hi: slot });
+    let write = node.route(mine.iter().map(|k| &k[..]), true);
+    assert_eq!(write, Route::Frozen { slot });
+    assert_eq!(route(&node, &mine), Route::Local, "reads run");
+    node.thaw(SlotRange { lo: slot, hi: slot });
+    assert_eq!(node.route(mine.iter().map(|k| &k[..]), true), Route::Local);
+}
+
+#[test]
+fn ranges_no_longer_held_are_dropped_and_the_list_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = ClusterNode::open(dir.path(), Some("n1"), "127.0.0.1:7001".into()).unwrap();
+    let t1 = topology(2);
+    node.adopt(t1.clone()).unwrap();
+    // n1 imports 0-99 (held), then the move is aborted: 0-99 is to be dropped.
+    let importing = t1
+        .with_migration(SlotRange { lo: 0, hi: 99 }, "n1")
+        .unwrap();
+    node.adopt(importing.clone()).unwrap();
+    assert!(node.pending_drops().is_empty());
+    node.adopt(
+        importing
+            .with_migration_ended(SlotRange { lo: 0, hi: 99 }, false)
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(node.pending_drops(), vec![SlotRange { lo: 0, hi: 99 }]);
+    // n1 hands 9000-9099 over: dropped too.
+    let t = node.view().topology.clone().unwrap();
+    let moved = t
+        .with_migration(SlotRange { lo: 9000, hi: 9099 }, "n0")
+        .unwrap()
+        .with_migration_ended(SlotRange { lo: 9000, hi: 9099 }, true)
+        .unwrap();
+    node.adopt(moved).unwrap();
+    drop(node);
+    let node = ClusterNode::open(dir.path(), None, "127.0.0.1:7001".into()).unwrap();
+    assert_eq!(
+        node.pending_drops(),
+        vec![
+            SlotRange { lo: 0, hi: 99 },
+            SlotRange { lo: 9000, hi: 9099 }
+        ]
+    );
+    // Only what the node neither owns nor imports when the drop runs is deleted.
+    assert_eq!(
+        node.droppable(SlotRange { lo: 8990, hi: 9199 }),
+        vec![SlotRange { lo: 9000, hi: 9099 }]
+    );
+    node.dropped(SlotRange { lo: 0, hi: 99 }).unwrap();
+    assert_eq!(node.pending_drops(), vec![SlotRange { lo: 9000, hi: 9099 }]);
+}
+
+#[test]
+fn a_restart_freezes_the_moves_it_was_making() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = ClusterNode::open(dir.path(), Some("n0"), "127.0.0.1:7000".into()).unwrap();
+    let range = SlotRange { lo: 10, hi: 19 };
+    node.adopt(topology(2).with_migration(range, "n1").unwrap())
+        .unwrap();
+    assert!(node.frozen().is_empty());
+    drop(node);
+    let node = ClusterNode::open(dir.path(), None, "127.0.0.1:7000".into()).unwrap();
+    assert_eq!(node.frozen(), vec![range]);
 }

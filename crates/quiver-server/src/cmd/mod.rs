@@ -20,7 +20,8 @@
 //!   KEYS, RANDOMKEY, DBSIZE, FLUSHDB, FLUSHALL), [`cluster`] (CLUSTER KEYSLOT,
 //!   COUNTKEYSINSLOT, GETKEYSINSLOT, HELP: hash slots, answered standalone too);
 //! * the cluster: [`topology`] (CLUSTER SLOTS, SHARDS, NODES, INFO, MYID from the topology
-//!   the node serves by; ASKING, READONLY, READWRITE);
+//!   the node serves by; ASKING, READONLY, READWRITE), [`rangeimport`] (RANGEIMPORT: the
+//!   receiving side of a range's move between nodes);
 //! * connection and server: [`connection`] (PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET),
 //!   [`client`], [`transactions`] (MULTI, DISCARD, WATCH, UNWATCH), [`command`], [`config`],
 //!   [`info`].
@@ -48,6 +49,7 @@ pub mod mset;
 pub mod object;
 pub mod parsed;
 pub mod range;
+pub mod rangeimport;
 pub mod rename;
 pub mod set;
 pub mod topology;
@@ -132,7 +134,8 @@ pub fn parse<'a>(
         | Cmd::Unwatch
         | Cmd::Asking
         | Cmd::ReadOnly
-        | Cmd::ReadWrite => Ok(Command::Server),
+        | Cmd::ReadWrite
+        | Cmd::RangeImport => Ok(Command::Server),
     }
 }
 
@@ -167,6 +170,7 @@ pub fn run_server(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
         Cmd::Multi | Cmd::Discard | Cmd::Watch | Cmd::Unwatch => transactions::run(ctx, cmd, args),
         Cmd::Cluster => topology::run_cluster(ctx, args),
         Cmd::Asking | Cmd::ReadOnly | Cmd::ReadWrite => topology::run_connection(ctx, cmd),
+        Cmd::RangeImport => rangeimport::run(ctx, args),
         _ => connection::run(ctx, cmd, args),
     }
 }

@@ -1,7 +1,8 @@
 //! Cluster mode's check of a request before it runs or is queued (Redis's
-//! `getNodeByQuery`): where its keys are served (`cluster::ClusterNode::route`) and what cluster
-//! mode forbids (another database than 0). EXEC is checked over every queued command's keys,
-//! since the topology may have changed while they were queued.
+//! `getNodeByQuery`): where its keys are served (`cluster::ClusterNode::route`), whether it
+//! must wait for a range's hand-over, and what cluster mode forbids (another database than
+//! 0). EXEC is checked over every queued command's keys, since the topology may have changed
+//! while they were queued.
 
 use bytes::Bytes;
 
@@ -11,50 +12,61 @@ use crate::cmd::common::Limits;
 use crate::errors::err;
 use crate::reply::Reply;
 use crate::session::Session;
-use crate::table::{Cmd, CommandSpec, COMMANDS};
+use crate::table::{Cmd, CommandSpec, Flags, COMMANDS};
 
-/// The reply that replaces running (or queueing) the request, if any.
-pub fn refusal(
+/// What the check decided.
+pub enum Check {
+    Run,
+    /// The reply that replaces running (or queueing) the request.
+    Refuse(Reply),
+    /// A write to a range frozen for its hand-over: wait for the thaw and check again.
+    Wait,
+}
+
+/// Checks a request (see the module documentation).
+pub fn check(
     node: &ClusterNode,
     session: &Session,
     spec: &CommandSpec,
     args: &[Bytes],
     limits: &Limits,
-) -> Option<Reply> {
+) -> Check {
     if let Some(text) = forbidden(spec.cmd, args) {
-        return Some(err(text));
+        return Check::Refuse(err(text));
     }
+    let write = spec.flags.contains(Flags::WRITE);
     let route = match spec.cmd {
         Cmd::Exec => {
-            let queued = session.multi.as_ref()?;
-            let keys: Vec<Bytes> = queued
-                .queued
-                .iter()
-                .flat_map(|(i, a)| keys_of(&COMMANDS[*i], a, limits))
-                .collect();
-            route_keys(node, keys.iter().map(|k| &k[..]))
+            let Some(multi) = session.multi.as_ref() else {
+                return Check::Run;
+            };
+            let specs = multi.queued.iter().map(|(i, a)| (&COMMANDS[*i], a));
+            let write = specs.clone().any(|(s, _)| s.flags.contains(Flags::WRITE));
+            let keys: Vec<Bytes> = specs.flat_map(|(s, a)| keys_of(s, a, limits)).collect();
+            route_keys(node, keys.iter().map(|k| &k[..]), write)
         }
         Cmd::Batch => {
             let keys = batch::keys(args, limits);
-            route_keys(node, keys.iter().map(|k| &k[..]))
+            route_keys(node, keys.iter().map(|k| &k[..]), write)
         }
-        _ => route_keys(node, spec.keys(args).map(|k| &k[..])),
+        _ => route_keys(node, spec.keys(args).map(|k| &k[..]), write),
     };
     match route {
-        Route::Local => None,
-        Route::Moved { slot, addr } => Some(Reply::error(format!("MOVED {slot} {addr}"))),
-        Route::CrossSlot => Some(err(CROSSSLOT)),
-        Route::Down(text) => Some(err(text)),
+        Route::Local => Check::Run,
+        Route::Frozen { .. } => Check::Wait,
+        Route::Moved { slot, addr } => Check::Refuse(Reply::error(format!("MOVED {slot} {addr}"))),
+        Route::CrossSlot => Check::Refuse(err(CROSSSLOT)),
+        Route::Down(text) => Check::Refuse(err(text)),
     }
 }
 
 /// A request without keys is served whatever the topology (PING, INFO, DBSIZE, ...).
-fn route_keys<'k>(node: &ClusterNode, keys: impl Iterator<Item = &'k [u8]>) -> Route {
+fn route_keys<'k>(node: &ClusterNode, keys: impl Iterator<Item = &'k [u8]>, write: bool) -> Route {
     let mut keys = keys.peekable();
     if keys.peek().is_none() {
         return Route::Local;
     }
-    node.route(keys)
+    node.route(keys, write)
 }
 
 /// The keys of a queued request (owned: EXEC gathers them from several).

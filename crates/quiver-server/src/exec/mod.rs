@@ -24,7 +24,7 @@ pub mod thread;
 pub mod vector;
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -53,10 +53,19 @@ pub enum RunEnd {
     OutputLimit,
 }
 
+/// Longest time a write waits for its range's hand-over to be decided (cluster mode) before
+/// it is answered TRYAGAIN.
+pub const FROZEN_WAIT_MAX: Duration = Duration::from_secs(10);
+/// How often a waiting write checks its range again (a thaw also wakes it).
+const FROZEN_POLL: Duration = Duration::from_millis(10);
+const TRYAGAIN: &str = "TRYAGAIN the slot's range is being handed over to another node; retry";
+
 /// A request made ready to run.
 enum Prepared<'a> {
     /// Answered without running: refused, queued inside MULTI, or a syntax error.
     Answered(Reply),
+    /// A write to a range frozen for its hand-over (cluster mode): prepared again later.
+    Frozen,
     Run {
         spec: &'static CommandSpec,
         args: &'a [Bytes],
@@ -79,6 +88,13 @@ pub async fn execute_run(
     let group_width_max = state.config.max_vector_width;
     // Once per run, not per request.
     let limits = Limits::of(state);
+    // Cluster mode: the run holds the gate from its routing checks to its last reply, so a
+    // range frozen for its hand-over has no write of this run in flight.
+    let _gate = match &state.cluster {
+        Some(node) => Some(node.gate.read().await),
+        None => None,
+    };
+    let mut frozen_since: Option<Instant> = None;
     let run_started = Instant::now();
     let mut group = Vec::new();
     // A request prepared while looking for the end of a vector group, run next.
@@ -93,6 +109,23 @@ pub async fn execute_run(
             Prepared::Answered(reply) => {
                 out.reply(&reply, session.resp3);
                 1
+            }
+            Prepared::Frozen => {
+                let since = *frozen_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= FROZEN_WAIT_MAX {
+                    out.reply(&errors::err(TRYAGAIN), session.resp3);
+                    frozen_since = None;
+                    1
+                } else {
+                    if let Some(node) = &state.cluster {
+                        tokio::select! {
+                            _ = node.thawed.notified() => {}
+                            _ = tokio::time::sleep(FROZEN_POLL) => {}
+                        }
+                    }
+                    // The same request is prepared again.
+                    0
+                }
             }
             Prepared::Run {
                 command: Command::Vector(op),
@@ -135,11 +168,15 @@ pub async fn execute_run(
                 1
             }
         };
-        // A command's latency inside the server includes the commands before it in its run.
-        state
-            .stats
-            .latency_us
-            .record_n(run_started.elapsed().as_micros() as u64, n as u64);
+        if n > 0 {
+            frozen_since = None;
+            // A command's latency inside the server includes the commands before it in its
+            // run.
+            state
+                .stats
+                .latency_us
+                .record_n(run_started.elapsed().as_micros() as u64, n as u64);
+        }
         i += n;
         if out.len() > limit {
             return RunEnd::OutputLimit;
@@ -186,7 +223,11 @@ fn prepare<'a>(
         return Prepared::Answered(reply);
     }
     if let Some(node) = &state.cluster {
-        if let Some(reply) = cluster::refusal(node, session, spec, args, limits) {
+        let check = cluster::check(node, session, spec, args, limits);
+        if matches!(check, cluster::Check::Wait) {
+            return Prepared::Frozen;
+        }
+        if let cluster::Check::Refuse(reply) = check {
             if spec.cmd == Cmd::Exec {
                 // Redis discards a transaction whose EXEC is redirected.
                 session.set_multi(None);

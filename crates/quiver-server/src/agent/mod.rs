@@ -1,0 +1,178 @@
+//! A cluster node's agent: its link to etcd and the work the topology gives it.
+//!
+//! It registers the node, reads the topology, watches it, and adopts each newer version
+//! (`cluster::ClusterNode::adopt`). After each adoption, and every [`RECONCILE_EVERY`], it
+//! reconciles the node with the topology: it starts a task for every move of a range away
+//! from this node ([`moves`]), drops the ranges the node no longer holds, and thaws ranges
+//! left frozen by a move that is over.
+//!
+//! When etcd is unreachable (or the watch breaks) the node keeps serving what it has — the
+//! ranges it owns at its last epoch — and tries again with a bounded backoff; nothing
+//! changes ownership until etcd is back.
+
+pub mod moves;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use quiver_cluster::meta::{Meta, MetaError, Versioned};
+use tokio::sync::watch;
+
+use crate::cluster::ClusterNode;
+use crate::state::SharedState;
+
+/// First wait after a failed attempt to reach etcd; doubled up to [`RETRY_DELAY_MAX`].
+const RETRY_DELAY_MIN: Duration = Duration::from_millis(100);
+const RETRY_DELAY_MAX: Duration = Duration::from_secs(2);
+/// How often the node is reconciled with its topology without a new version (a move that
+/// failed is started again, a drop that failed is tried again).
+pub const RECONCILE_EVERY: Duration = Duration::from_secs(1);
+
+/// Where the node's cluster lives in etcd.
+#[derive(Clone, Debug)]
+pub struct EtcdSettings {
+    /// Comma-separated URLs.
+    pub endpoints: String,
+    pub prefix: String,
+}
+
+/// Runs until `shutdown` fires: connect, register, read, watch; on any failure wait and start
+/// again.
+pub async fn run(state: SharedState, etcd: EtcdSettings, mut shutdown: watch::Receiver<bool>) {
+    let Some(node) = state.cluster.clone() else {
+        return;
+    };
+    let dropping = Arc::new(AtomicBool::new(false));
+    let mut delay = RETRY_DELAY_MIN;
+    let mut failures: u64 = 0;
+    loop {
+        let outcome = tokio::select! {
+            r = session(&state, &node, &etcd, &dropping) => r,
+            _ = shutdown.wait_for(|&s| s) => return,
+        };
+        node.set_etcd_connected(false);
+        failures += 1;
+        match outcome {
+            // Logged on the first failure and then every 16th, so a long outage does not
+            // flood the log.
+            Err(e) if failures == 1 || failures % 16 == 0 => {
+                tracing::warn!(error = %e, failures, "cluster: etcd unreachable; serving the last topology")
+            }
+            Err(_) => {}
+            Ok(()) => tracing::warn!("cluster: the topology watch ended; reconnecting"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = shutdown.wait_for(|&s| s) => return,
+        }
+        delay = (delay * 2).min(RETRY_DELAY_MAX);
+    }
+}
+
+/// One connection's life: returns when the watch ends (Ok) or etcd fails (Err).
+async fn session(
+    state: &SharedState,
+    node: &Arc<ClusterNode>,
+    etcd: &EtcdSettings,
+    dropping: &Arc<AtomicBool>,
+) -> Result<(), MetaError> {
+    let meta = Meta::connect(&etcd.endpoints, &etcd.prefix).await?;
+    meta.register(&node.me()).await?;
+    let current = meta.topology().await?;
+    let after = current.as_ref().map(|v| v.revision);
+    if let Some(v) = current {
+        adopt(node, v);
+    }
+    let mut watch = meta.watch(after).await?;
+    node.set_etcd_connected(true);
+    tracing::info!(endpoints = %etcd.endpoints, epoch = node.view().epoch(), "cluster: watching etcd");
+    let mut tick = tokio::time::interval(RECONCILE_EVERY);
+    loop {
+        reconcile(state, node, etcd, dropping);
+        tokio::select! {
+            v = watch.next() => match v? {
+                Some(v) => adopt(node, v),
+                None => return Ok(()),
+            },
+            _ = node.refresh.notified() => {
+                if let Some(v) = meta.topology().await? {
+                    adopt(node, v);
+                }
+            }
+            _ = tick.tick() => {}
+        }
+    }
+}
+
+fn adopt(node: &ClusterNode, v: Versioned) {
+    let epoch = v.topology.epoch;
+    match node.adopt(v.topology) {
+        Ok(true) => tracing::info!(epoch, "cluster: adopted a new topology"),
+        Ok(false) => {}
+        Err(e) => {
+            tracing::error!(error = %e, epoch, "cluster: adopted a topology but could not save it")
+        }
+    }
+}
+
+/// Brings the node in line with the topology it serves by (see the module documentation).
+fn reconcile(
+    state: &SharedState,
+    node: &Arc<ClusterNode>,
+    etcd: &EtcdSettings,
+    dropping: &Arc<AtomicBool>,
+) {
+    let view = node.view();
+    let Some(t) = &view.topology else {
+        return;
+    };
+    let mine: Vec<_> = t.migrations_from(&node.id).cloned().collect();
+    for m in &mine {
+        if node.running_moves.lock().insert(m.slots) {
+            moves::start(state.clone(), etcd.clone(), m.clone());
+        }
+    }
+    for range in node.frozen() {
+        let moving =
+            mine.iter().any(|m| m.slots == range) || node.running_moves.lock().contains(&range);
+        if !moving {
+            node.thaw(range);
+        }
+    }
+    if !node.pending_drops().is_empty() && !dropping.swap(true, Ordering::SeqCst) {
+        let state = state.clone();
+        let dropping = dropping.clone();
+        tokio::task::spawn_blocking(move || {
+            drop_pending(&state);
+            dropping.store(false, Ordering::SeqCst);
+        });
+    }
+}
+
+/// Deletes the ranges pending a drop: of each, the slots the node neither owns nor imports
+/// when the drop runs (under `range_ops`, so no import of a slot runs meanwhile).
+fn drop_pending(state: &SharedState) {
+    let Some(node) = &state.cluster else {
+        return;
+    };
+    for range in node.pending_drops() {
+        let dropped: Result<u64, quiver_store::Error> = {
+            let _ops = node.range_ops.lock();
+            node.droppable(range)
+                .into_iter()
+                .try_fold(0, |n, part| Ok(n + state.store.drop_range(part)?))
+        };
+        match dropped {
+            Ok(keys) => {
+                tracing::info!(%range, keys, "cluster: dropped a range this node no longer holds");
+                if let Err(e) = node.dropped(range) {
+                    tracing::error!(error = %e, "cluster: could not save the state");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(%range, error = %e, "cluster: dropping a range failed; will retry")
+            }
+        }
+    }
+}

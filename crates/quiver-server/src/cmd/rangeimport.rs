@@ -1,0 +1,116 @@
+//! RANGEIMPORT: the receiving side of a range's move between cluster nodes (the sending side
+//! is `agent::moves`, which documents the protocol). Quiver's own command, sent by the node
+//! handing the range over:
+//!
+//! ```text
+//! RANGEIMPORT BEGIN <lo-hi> <from-id>          drop whatever this node has of the range
+//! RANGEIMPORT ITEMS <lo-hi> [<key> <expire> <value>] ...
+//!                                              expire: -1 none, -2 a delete, else absolute ms
+//! RANGEIMPORT END <lo-hi>                      read the topology from etcd now
+//! ```
+//!
+//! Each is accepted only while this node's topology has a migration of exactly that range to
+//! it (a stale sender cannot write into a range it no longer moves); a node that has not yet
+//! seen the migration answers TRYAGAIN and reads the topology. The keys are written to the
+//! store directly: this node does not serve the range until the hand-over, so no client
+//! writes to it meanwhile.
+
+use bytes::Bytes;
+use quiver_store::slot::{key_slot, SlotRange};
+use quiver_store::RangeItem;
+
+use crate::cmd::ctx::Ctx;
+use crate::errors::{self, err, store_error};
+use crate::frame::string2ll;
+use crate::reply::Reply;
+
+pub fn run(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    let Some(node) = &ctx.state.cluster else {
+        return err(crate::cmd::cluster::DISABLED);
+    };
+    let sub = args[1].to_ascii_lowercase();
+    let Some(range) = std::str::from_utf8(&args[2])
+        .ok()
+        .and_then(SlotRange::parse)
+    else {
+        return Reply::error(format!(
+            "ERR invalid slot range '{}'",
+            String::from_utf8_lossy(&args[2])
+        ));
+    };
+    if sub == b"end" && args.len() == 3 {
+        // The sender has handed the range over (whether this node saw it yet or not).
+        node.refresh.notify_one();
+        return Reply::OK;
+    }
+    let view = node.view();
+    let from = view.topology.as_ref().and_then(|t| {
+        t.migrations
+            .iter()
+            .find(|m| m.slots == range && m.to == node.id)
+            .map(|m| m.from.clone())
+    });
+    let Some(from) = from else {
+        node.refresh.notify_one();
+        return Reply::error(format!(
+            "TRYAGAIN no migration of slots {range} to this node in its topology (epoch {})",
+            view.epoch()
+        ));
+    };
+    match &sub[..] {
+        b"begin" if args.len() == 4 => {
+            if args[3] != from.as_bytes() {
+                return Reply::error(format!(
+                    "ERR slots {range} are moving from {from}, not {}",
+                    String::from_utf8_lossy(&args[3])
+                ));
+            }
+            let _ops = node.range_ops.lock();
+            match ctx.state.store.drop_range(range) {
+                Ok(_) => Reply::OK,
+                Err(e) => store_error(&e),
+            }
+        }
+        b"items" if args.len() % 3 == 0 => {
+            let items = match parse_items(range, &args[3..]) {
+                Ok(items) => items,
+                Err(reply) => return reply,
+            };
+            let _ops = node.range_ops.lock();
+            match ctx.state.store.import(&items) {
+                Ok(()) => Reply::Integer(items.len() as i64),
+                Err(e) => store_error(&e),
+            }
+        }
+        _ => err(errors::SYNTAX),
+    }
+}
+
+/// `key expire value` triples, every key in `range`.
+fn parse_items(range: SlotRange, args: &[Bytes]) -> Result<Vec<RangeItem>, Reply> {
+    args.chunks_exact(3)
+        .map(|c| {
+            let key = c[0].clone();
+            if !range.contains(key_slot(&key)) {
+                return Err(Reply::error(format!(
+                    "ERR key of slot {} outside the range {range}",
+                    key_slot(&key)
+                )));
+            }
+            Ok(match string2ll(&c[1]) {
+                Some(-2) => RangeItem::Delete { key },
+                Some(-1) => RangeItem::Put {
+                    key,
+                    value: c[2].clone(),
+                    expire_at: None,
+                },
+                Some(t) if t >= 0 => RangeItem::Put {
+                    key,
+                    value: c[2].clone(),
+                    expire_at: Some(t as u64),
+                },
+                _ => return Err(err("ERR invalid expire time in RANGEIMPORT ITEMS")),
+            })
+        })
+        .collect()
+}
