@@ -7,7 +7,8 @@
 #
 # - mount (util-linux): the engine's full-disk test mounts a small tmpfs.
 # - redis-server, redis-cli and redis-benchmark (Debian packages redis-server, redis-tools): the reference server
-#   the golden replies come from, and the redis-cli whose output the compat tests compare.
+#   the golden replies come from, and the redis-cli whose output the compat tests compare; the
+#   client's cluster tests run three redis-server processes as a Redis Cluster (redis-cli --cluster).
 # - the Python `redis` package (redis-py) for redis_py_check.py: pip first; if pip refuses
 #   (PEP 668 "externally managed environment") or is missing, pip with --break-system-packages,
 #   then Debian's python3-redis.

@@ -123,6 +123,24 @@ struct WriteFailure {
     error: io::Error,
 }
 
+impl WriteFailure {
+    fn into_send_failure(self) -> SendFailure {
+        SendFailure {
+            unsent: self.sent == 0,
+            error: Error::from_io(self.error),
+        }
+    }
+}
+
+/// Why [`Connection::send`] failed, and whether the request may have reached the server.
+#[derive(Debug)]
+pub(crate) struct SendFailure {
+    pub(crate) error: Error,
+    /// No byte of the request was handed to a socket (the connect failed, or the first write
+    /// took nothing): the request was certainly not applied and may be sent elsewhere.
+    pub(crate) unsent: bool,
+}
+
 impl Connection {
     /// Connects to `addr` (`host:port`) with [`ClientOptions::new`].
     pub fn connect(addr: &str) -> Result<Connection> {
@@ -329,20 +347,33 @@ impl Connection {
     /// Sends `request` (holding `count` commands) and reads `count` replies,
     /// error replies included as [`Value::Error`]. Applies the reconnect rule.
     fn round_trip(&mut self, request: &[u8], count: usize) -> Result<Vec<Value>> {
+        self.send(request).map_err(|failure| failure.error)?;
+        self.receive(count)
+    }
+
+    /// Writes all of `request` (whole commands), applying the reconnect rule, without reading
+    /// the replies: [`Connection::receive`] reads them. The cluster client writes to every
+    /// node first and reads afterwards, so the nodes work on their shares at the same time.
+    pub(crate) fn send(&mut self, request: &[u8]) -> Result<(), SendFailure> {
+        // Before the first write nothing of the request can have reached the server.
+        let unsent = |error: Error| SendFailure {
+            error,
+            unsent: true,
+        };
         let mut reconnected = false;
         if self.stream.is_none() {
             if !self.options.reconnect {
-                return Err(Error::NotConnected);
+                return Err(unsent(Error::NotConnected));
             }
-            self.open()?;
+            self.open().map_err(unsent)?;
             reconnected = true;
         } else if self.options.reconnect && !self.idle_connection_is_alive() {
             // Closed while idle: nothing of this request was written yet.
-            self.open()?;
+            self.open().map_err(unsent)?;
             reconnected = true;
         }
         match self.write_request(request) {
-            Ok(()) => {}
+            Ok(()) => Ok(()),
             Err(failure)
                 if failure.sent == 0
                     && self.options.reconnect
@@ -350,17 +381,22 @@ impl Connection {
                     && is_disconnect(&failure.error) =>
             {
                 // The socket took none of the request: it cannot have been applied.
-                self.open()?;
-                if let Err(failure) = self.write_request(request) {
+                self.open().map_err(unsent)?;
+                self.write_request(request).map_err(|failure| {
                     self.close();
-                    return Err(Error::from_io(failure.error));
-                }
+                    failure.into_send_failure()
+                })
             }
             Err(failure) => {
                 self.close();
-                return Err(Error::from_io(failure.error));
+                Err(failure.into_send_failure())
             }
         }
+    }
+
+    /// Reads `count` replies to what [`Connection::send`] wrote, error replies included as
+    /// [`Value::Error`]. A failure closes the connection (the replies left are lost with it).
+    pub(crate) fn receive(&mut self, count: usize) -> Result<Vec<Value>> {
         let mut replies = Vec::with_capacity(count);
         for _ in 0..count {
             match self.read_reply() {
@@ -587,14 +623,14 @@ fn reuse(mut buf: BytesMut) -> BytesMut {
 }
 
 /// An error reply as `Err`, anything else as `Ok`.
-fn into_result(reply: Value) -> Result<Value> {
+pub(crate) fn into_result(reply: Value) -> Result<Value> {
     match reply {
         Value::Error(text) => Err(Error::from_reply(text)),
         other => Ok(other),
     }
 }
 
-fn unexpected(command: &str, expected: &str, got: &Value) -> Error {
+pub(crate) fn unexpected(command: &str, expected: &str, got: &Value) -> Error {
     let mut shown = format!("{got:?}");
     // Enough to recognise the reply without flooding a log with a huge one.
     const SHOWN_MAX: usize = 100;
@@ -612,7 +648,7 @@ fn unexpected(command: &str, expected: &str, got: &Value) -> Error {
     ))
 }
 
-fn optional_bulk(command: &str, reply: Value) -> Result<Option<Bytes>> {
+pub(crate) fn optional_bulk(command: &str, reply: Value) -> Result<Option<Bytes>> {
     match reply {
         Value::Bulk(value) => Ok(Some(value)),
         Value::Null => Ok(None),
@@ -620,14 +656,14 @@ fn optional_bulk(command: &str, reply: Value) -> Result<Option<Bytes>> {
     }
 }
 
-fn expect_ok(command: &str, reply: Value) -> Result<()> {
+pub(crate) fn expect_ok(command: &str, reply: Value) -> Result<()> {
     match reply {
         Value::Simple(s) if s == "OK" => Ok(()),
         other => Err(unexpected(command, "+OK", &other)),
     }
 }
 
-fn count(command: &str, reply: Value) -> Result<u64> {
+pub(crate) fn count(command: &str, reply: Value) -> Result<u64> {
     match reply {
         Value::Integer(n) if n >= 0 => Ok(n as u64),
         other => Err(unexpected(command, "a non-negative integer", &other)),

@@ -4,7 +4,9 @@
 //! `NotConnected`, `Protocol`; the connection is dropped and whether the
 //! request was applied is unknown) or the server answered with an error reply
 //! (`Server`, `NoAuth`, `AuthFailed`, `ConditionFailed`; the connection is
-//! fine and the command was not applied).
+//! fine and the command was not applied). The cluster client adds its own
+//! (`Redirects`, `ClusterDown`, `SlotNotCovered`, `KeyIndex`): it gave up
+//! routing the command, which was not applied by the node that refused it.
 
 use std::io;
 
@@ -53,6 +55,21 @@ pub enum Error {
     /// The server address did not resolve to any socket address.
     #[error("invalid address {addr:?}: {reason}")]
     InvalidAddress { addr: String, reason: String },
+    /// Cluster: a command was redirected (`MOVED`, `ASK`) or told to retry (`TRYAGAIN`) on
+    /// every one of its `attempts` (`cluster::REDIRECTS_MAX`); `last` is the last such reply,
+    /// e.g. `MOVED 3999 127.0.0.1:6381`. The node that sent it did not apply the command.
+    #[error("gave up after {attempts} redirected or retried attempts; the last reply: {last}")]
+    Redirects { attempts: usize, last: String },
+    /// Cluster: the cluster answered `CLUSTERDOWN` on every attempt (the text is its last
+    /// reply), or no known node could give the slot table (the text says which and why).
+    #[error("cluster unavailable: {0}")]
+    ClusterDown(String),
+    /// Cluster: the slot table, even freshly read, names no node serving this hash slot.
+    #[error("no node of the cluster serves hash slot {slot}")]
+    SlotNotCovered { slot: u16 },
+    /// Cluster: a command routed by its argument `index` has only `args` arguments.
+    #[error("key index {index} is past the command's {args} arguments")]
+    KeyIndex { index: usize, args: usize },
 }
 
 impl Error {

@@ -1,112 +1,13 @@
 //! Redis Cluster hash slots: a key's slot is CRC16 (XMODEM) of the key — or of its `{hashtag}`
 //! when it has a non-empty one — modulo 16384, exactly as Redis Cluster clients compute it.
-//! Each partition of a store owns a contiguous range of slots (recorded in `QUIVER`), so the
-//! ranges the cluster moves between nodes are whole partitions, or splits of them.
+//! The computation lives in `quiver_resp::slot` (one home, shared with the cluster client) and
+//! is re-exported here, so `quiver_store::slot::key_slot` names it as before. Each partition
+//! of a store owns a contiguous range of slots (recorded in `QUIVER`), so the ranges the
+//! cluster moves between nodes are whole partitions, or splits of them.
 
 use std::fmt;
 
-/// Number of hash slots (Redis Cluster's).
-pub const SLOTS: u32 = 16384;
-
-/// The hash slot of `key`.
-pub fn key_slot(key: &[u8]) -> u16 {
-    crc16(hash_tag(key)) % SLOTS as u16
-}
-
-/// The part of `key` that is hashed: the bytes between the first `{` and the first `}` after
-/// it, when that is not empty; otherwise the whole key (Redis's `keyHashSlot`).
-pub fn hash_tag(key: &[u8]) -> &[u8] {
-    if let Some(open) = find_open_brace(key) {
-        if let Some(len) = key[open + 1..].iter().position(|&b| b == b'}') {
-            if len > 0 {
-                return &key[open + 1..open + 1 + len];
-            }
-        }
-    }
-    key
-}
-
-/// The position of the first `{` in `key`, eight bytes a step: every key of every request is
-/// scanned for a hash tag, and a bytewise scan of a 16-byte key cost as much as its CRC. A
-/// byte equal to `{` becomes zero after the XOR; `(x - 0x01..) & !x & 0x80..` flags the
-/// lowest zero byte exactly (a borrow can only flag bytes above it), and little-endian
-/// loading puts the first byte lowest.
-fn find_open_brace(key: &[u8]) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    const BRACES: u64 = ONES * b'{' as u64;
-    let mut chunks = key.chunks_exact(8);
-    let mut at = 0;
-    for c in &mut chunks {
-        let x = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) ^ BRACES;
-        let flagged = x.wrapping_sub(ONES) & !x & HIGHS;
-        if flagged != 0 {
-            return Some(at + (flagged.trailing_zeros() / 8) as usize);
-        }
-        at += 8;
-    }
-    chunks
-        .remainder()
-        .iter()
-        .position(|&b| b == b'{')
-        .map(|p| at + p)
-}
-
-/// CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0), Redis's `crc16`. Eight bytes at
-/// a time by slicing: `CRC16_TABLES[k][x]` is the CRC of byte `x` followed by `k` zero bytes,
-/// and CRC is linear, so the eight lookups of a step are independent (every key of every
-/// request is hashed here: the bytewise loop cost a tenth of a multiget).
-pub fn crc16(bytes: &[u8]) -> u16 {
-    let t = &CRC16_TABLES;
-    let mut crc: u16 = 0;
-    let mut chunks = bytes.chunks_exact(8);
-    for c in &mut chunks {
-        crc = t[7][((crc >> 8) as u8 ^ c[0]) as usize]
-            ^ t[6][(crc as u8 ^ c[1]) as usize]
-            ^ t[5][c[2] as usize]
-            ^ t[4][c[3] as usize]
-            ^ t[3][c[4] as usize]
-            ^ t[2][c[5] as usize]
-            ^ t[1][c[6] as usize]
-            ^ t[0][c[7] as usize];
-    }
-    for &b in chunks.remainder() {
-        crc = (crc << 8) ^ t[0][(((crc >> 8) as u8) ^ b) as usize];
-    }
-    crc
-}
-
-static CRC16_TABLES: [[u16; 256]; 8] = crc16_tables();
-
-const fn crc16_tables() -> [[u16; 256]; 8] {
-    let mut t = [[0u16; 256]; 8];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = (i as u16) << 8;
-        let mut bit = 0;
-        while bit < 8 {
-            c = if c & 0x8000 != 0 {
-                (c << 1) ^ 0x1021
-            } else {
-                c << 1
-            };
-            bit += 1;
-        }
-        t[0][i] = c;
-        i += 1;
-    }
-    let mut k = 1;
-    while k < 8 {
-        let mut i = 0;
-        while i < 256 {
-            let prev = t[k - 1][i];
-            t[k][i] = (prev << 8) ^ t[0][(prev >> 8) as usize];
-            i += 1;
-        }
-        k += 1;
-    }
-    t
-}
+pub use quiver_resp::slot::{crc16, hash_tag, key_slot, SLOTS};
 
 /// A contiguous, inclusive range of slots, written `lo-hi` as Redis does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -193,21 +94,6 @@ pub fn covers_all(ranges: &[SlotRange]) -> bool {
 mod tests {
     use super::*;
 
-    /// Values from the Redis Cluster specification and `redis-cli CLUSTER KEYSLOT`.
-    #[test]
-    fn slots_match_redis_cluster() {
-        assert_eq!(crc16(b"123456789"), 0x31c3);
-        assert_eq!(key_slot(b"foo"), 12182);
-        assert_eq!(key_slot(b"bar"), 5061);
-        assert_eq!(key_slot(b"key"), 12539);
-        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
-        assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
-        assert_eq!(hash_tag(b"foo{}{bar}"), b"foo{}{bar}");
-        assert_eq!(hash_tag(b"foo{{bar}}zap"), b"{bar");
-        assert_eq!(hash_tag(b"foo{bar}{zap}"), b"bar");
-        assert_eq!(hash_tag(b"{"), b"{");
-    }
-
     #[test]
     fn even_layout_partition_is_the_range_holding_the_slot() {
         for n in [1, 3, 16, 1000] {
@@ -216,62 +102,6 @@ mod tests {
                 let key = format!("key:{k}");
                 let p = even_layout_partition(key.as_bytes(), n);
                 assert!(ranges[p as usize].contains(key_slot(key.as_bytes())));
-            }
-        }
-    }
-
-    /// The sliced CRC equals the bytewise definition for every length and many inputs.
-    #[test]
-    fn sliced_crc16_equals_bytewise() {
-        fn bytewise(bytes: &[u8]) -> u16 {
-            let mut crc: u16 = 0;
-            for &b in bytes {
-                crc ^= (b as u16) << 8;
-                for _ in 0..8 {
-                    crc = if crc & 0x8000 != 0 {
-                        (crc << 1) ^ 0x1021
-                    } else {
-                        crc << 1
-                    };
-                }
-            }
-            crc
-        }
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        for len in 0..100 {
-            for _ in 0..20 {
-                let v: Vec<u8> = (0..len)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        x as u8
-                    })
-                    .collect();
-                assert_eq!(crc16(&v), bytewise(&v), "{v:?}");
-            }
-        }
-    }
-
-    /// The word-at-a-time search finds the first `{` wherever it is, among bytes one off it
-    /// (`z`, `|`), with its high bit set (0xfb) and zero, where a borrow could mislead it.
-    #[test]
-    fn open_brace_search_equals_bytewise() {
-        let fillers = [b'a', b'z', b'|', 0xfb, 0x00, 0xff, b'}'];
-        for len in 0..40 {
-            for &fill in &fillers {
-                for first in (0..len).map(Some).chain([None]) {
-                    let mut key = vec![fill; len];
-                    if let Some(i) = first {
-                        key[i] = b'{';
-                        // A second brace later must not win.
-                        if i + 3 < len {
-                            key[i + 3] = b'{';
-                        }
-                    }
-                    let want = key.iter().position(|&b| b == b'{');
-                    assert_eq!(find_open_brace(&key), want, "{key:?}");
-                }
             }
         }
     }

@@ -1,13 +1,17 @@
 //! Integration tests of `quiver-client` against a live server ([`common::TestServer`])
-//! and against scripted fake servers (timeouts, disconnects, bad replies).
+//! and against scripted fake servers (timeouts, disconnects, bad replies); `ClusterClient`
+//! against a scripted cluster (`fake_cluster`) and a real Redis Cluster (`cluster`).
 
 // Test helpers outside `#[test]` functions may unwrap too: a failure there is the test failing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod batch;
+mod cluster;
+mod cluster_routing;
 mod commands;
 mod common;
 mod errors;
+mod fake_cluster;
 mod pipeline;
 mod reconnect;
 mod resp3;
