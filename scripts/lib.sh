@@ -1,4 +1,6 @@
-# Helpers shared by the benchmark scripts (bench_engine.sh, compare.sh, paper.sh): sourced, not run.
+# shellcheck shell=bash
+# Helpers shared by the scripts (test_deps.sh, run.sh, cluster.sh and the benchmark scripts):
+# sourced, not run. The one home of package installation.
 
 # Prints the calling script's header comment (its usage).
 usage() { sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; }
@@ -6,15 +8,29 @@ usage() { sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; }
 # Runs a command as root: directly when we are root, else through sudo.
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-# apt_install_missing COMMAND:PACKAGE ... installs each PACKAGE whose COMMAND is not on the PATH
-# (apt-get update only if the first install attempt fails).
+# apt_install PACKAGE... installs the packages, quietly: the installer's output is printed only
+# when it fails. A failed install is tried once more after `apt-get update` (a fresh machine has
+# no package lists yet). Returns non-zero when the packages could not be installed.
+apt_install() {
+  local out status=0
+  echo "installing ${*}" >&2
+  out=$(as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" 2>&1) ||
+    out=$({ as_root apt-get update -qq &&
+      as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"; } 2>&1) ||
+    status=$?
+  if ((status)); then printf '%s\n' "$out" >&2; fi
+  return "$status"
+}
+
+# apt_install_missing COMMAND:PACKAGE ... installs each PACKAGE one of whose COMMANDs is not on
+# the PATH (each package once), and nothing when every command is there.
 apt_install_missing() {
-  local need=() pair
+  local need=() pair pkg
   for pair in "$@"; do
-    command -v "${pair%%:*}" >/dev/null || need+=("${pair#*:}")
+    command -v "${pair%%:*}" >/dev/null && continue
+    pkg=${pair#*:}
+    [[ " ${need[*]} " == *" $pkg "* ]] || need+=("$pkg")
   done
   ((${#need[@]})) || return 0
-  echo "installing ${need[*]}" >&2
-  as_root apt-get install -y -qq "${need[@]}" >/dev/null 2>&1 ||
-    { as_root apt-get update -qq && as_root apt-get install -y -qq "${need[@]}" >/dev/null; }
+  apt_install "${need[@]}"
 }

@@ -4,9 +4,13 @@
 # work through it with the quiver CLI: bulk-loads 1M keys as pipelined MSET vectors (first run
 # only), reads a few back, writes and reads one more, prints the keyspace. Then keeps serving
 # until Ctrl-C: SIGINT / SIGTERM are passed on to the server, which checkpoints the store and
-# exits cleanly (exit status 0).
+# exits cleanly (exit status 0). The build needs protoc (Debian package protobuf-compiler): it is
+# installed first when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+apt_install_missing protoc:protobuf-compiler
 cargo build --release -p quiver
 q=./target/release/quiver
 dir=${QUIVER_DIR:-./quiver-data}

@@ -1,0 +1,591 @@
+//! Real processes for the cluster tests: an etcd ([`Etcd`]), `quiver serve --cluster` nodes
+//! ([`Node`]) and the two together with a topology ([`Cluster`]).
+//!
+//! Every process started here is stopped here, by its PID (`Child::kill`, SIGKILL), when its
+//! handle is dropped — a failing test leaves nothing running. Ports are picked free on
+//! loopback ([`free_port`]) and kept by the handle, so that a process restarted with
+//! `restart()` comes back at the same address (the topology records nodes by address). Every
+//! wait is bounded by [`WAIT`] and its failure prints the processes' log tails.
+
+use std::collections::BTreeSet;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{mpsc, Mutex};
+use std::time::{Duration, Instant};
+
+use quiver_client::{ClientOptions, Connection, Value};
+
+/// Generous bound on anything a process should do soon (liveness, not timing).
+pub const WAIT: Duration = Duration::from_secs(60);
+/// Pause between two checks of a condition being waited for.
+const POLL: Duration = Duration::from_millis(50);
+/// Lines of a log printed with a failure.
+const LOG_TAIL_LINES: usize = 40;
+/// Fresh ports tried for a node whose chosen port was taken meanwhile by another process.
+const START_ATTEMPTS_MAX: usize = 3;
+/// Binds tried when a node restarts on its port, which a connection may briefly hold.
+const REBIND_ATTEMPTS_MAX: usize = 50;
+/// Ports asked of the kernel before giving up on one we have not handed out yet.
+const PORT_ATTEMPTS_MAX: usize = 100;
+/// Bound on one probe of etcd's health (a connection, a request, its answer).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Every port handed out by [`free_port`] in this test process: tests run in parallel, and two
+/// of them must not be given the same port between its release and its use.
+static PORTS_TAKEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+/// A loopback port nothing listens on now, and never returned before in this process.
+pub fn free_port() -> u16 {
+    for _ in 0..PORT_ATTEMPTS_MAX {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let port = l.local_addr().unwrap().port();
+        if PORTS_TAKEN.lock().unwrap().insert(port) {
+            return port;
+        }
+    }
+    panic!("no fresh loopback port in {PORT_ATTEMPTS_MAX} attempts");
+}
+
+/// The last [`LOG_TAIL_LINES`] lines of a log file.
+pub fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
+}
+
+/// Calls `check` until it succeeds, at most [`WAIT`]; then panics with `what`, the last
+/// failure and `logs()`.
+pub fn wait_until(
+    what: &str,
+    logs: impl Fn() -> String,
+    mut check: impl FnMut() -> Result<(), String>,
+) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match check() {
+            Ok(()) => return,
+            Err(last) if Instant::now() > deadline => {
+                panic!("{what}: not within {WAIT:?} (last: {last})\n{}", logs())
+            }
+            Err(_) => std::thread::sleep(POLL),
+        }
+    }
+}
+
+/// Runs a program to its end (a hang past `limit` kills it and fails the test); returns its
+/// exit status, stdout and stderr.
+pub fn run(cmd: &mut Command, what: &str, limit: Duration) -> (ExitStatus, String, String) {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: did not exit within {limit:?}");
+        }
+        std::thread::sleep(POLL);
+    };
+    (status, out.join().unwrap(), err.join().unwrap())
+}
+
+/// `name` on the PATH, or a panic naming the script that installs it.
+pub fn program(name: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| panic!("{name} is not installed: run scripts/test_deps.sh"))
+}
+
+/// Kills (SIGKILL, by PID) and reaps a child that may still run.
+fn kill_child(child: &mut Option<Child>) {
+    if let Some(mut c) = child.take() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// A log file opened for appending: a restarted process adds to its predecessor's log.
+fn append(path: &Path) -> File {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap()
+}
+
+/// Why a process did not start.
+enum StartFailure {
+    /// A port was taken (by another process, or a connection still holding it).
+    PortInUse,
+    Other(String),
+}
+
+/// The length of a log file now: what a start writes comes after it.
+fn log_len(path: &Path) -> usize {
+    std::fs::metadata(path).map_or(0, |m| m.len() as usize)
+}
+
+/// A start that failed with `what`: [`StartFailure::PortInUse`] when its own part of the log
+/// (after `from`) says a port was taken, else `what` with the log's tail.
+fn start_failure(log: &Path, from: usize, what: String) -> StartFailure {
+    let written = std::fs::read(log).unwrap_or_default();
+    let this_start = String::from_utf8_lossy(written.get(from..).unwrap_or(&[]));
+    if this_start
+        .to_ascii_lowercase()
+        .contains("address already in use")
+    {
+        StartFailure::PortInUse
+    } else {
+        StartFailure::Other(format!("{what}; log:\n{}", tail(log)))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// etcd
+
+/// One etcd member on loopback, its data in `DIR/data`, its log in `DIR/etcd.log`.
+pub struct Etcd {
+    dir: PathBuf,
+    client_port: u16,
+    peer_port: u16,
+    child: Option<Child>,
+}
+
+impl Etcd {
+    /// Starts etcd on two free ports and waits until it is healthy.
+    pub fn start(dir: &Path) -> Etcd {
+        std::fs::create_dir_all(dir).unwrap();
+        let mut etcd = Etcd {
+            dir: dir.to_path_buf(),
+            client_port: 0,
+            peer_port: 0,
+            child: None,
+        };
+        for _ in 0..START_ATTEMPTS_MAX {
+            etcd.client_port = free_port();
+            etcd.peer_port = free_port();
+            match etcd.spawn() {
+                Ok(()) => return etcd,
+                // A new member's data names its ports: the next attempt starts afresh.
+                Err(StartFailure::PortInUse) => {
+                    let _ = std::fs::remove_dir_all(etcd.dir.join("data"));
+                }
+                Err(StartFailure::Other(e)) => panic!("etcd: {e}"),
+            }
+        }
+        panic!("etcd: every port tried was taken:\n{}", tail(&etcd.log()));
+    }
+
+    /// `http://127.0.0.1:PORT`, the client URL.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client_port)
+    }
+
+    pub fn log(&self) -> PathBuf {
+        self.dir.join("etcd.log")
+    }
+
+    /// kill -9 (etcd syncs its WAL before it acknowledges: nothing acknowledged is lost).
+    pub fn stop(&mut self) {
+        assert!(self.child.is_some(), "etcd is not running");
+        kill_child(&mut self.child);
+    }
+
+    /// Starts etcd again on the same ports and data directory, and waits until it is healthy.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "etcd is running");
+        for _ in 0..REBIND_ATTEMPTS_MAX {
+            match self.spawn() {
+                Ok(()) => return,
+                Err(StartFailure::PortInUse) => std::thread::sleep(POLL),
+                Err(StartFailure::Other(e)) => panic!("etcd restart: {e}"),
+            }
+        }
+        panic!(
+            "etcd: its ports stayed taken for {REBIND_ATTEMPTS_MAX} attempts:\n{}",
+            tail(&self.log())
+        );
+    }
+
+    /// Spawns etcd and waits until it is healthy (or has exited).
+    fn spawn(&mut self) -> Result<(), StartFailure> {
+        let client = self.url();
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let log_path = self.log();
+        let log_start = log_len(&log_path);
+        let log = append(&log_path);
+        let child = Command::new(program("etcd"))
+            .args(["--name", "quiver-test", "--data-dir"])
+            .arg(self.dir.join("data"))
+            .args(["--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &format!("quiver-test={peer}")])
+            .args(["--logger", "zap"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("etcd starts");
+        // Kept in `self` while waiting: a failed wait unwinds through `Drop`, which kills it.
+        self.child = Some(child);
+        let port = self.client_port;
+        let mut exited = None;
+        wait_until(
+            "etcd healthy",
+            || tail(&log_path),
+            || {
+                let child = self.child.as_mut().unwrap();
+                if let Some(status) = child.try_wait().unwrap() {
+                    exited = Some(status);
+                    return Ok(());
+                }
+                etcd_healthy(port)
+            },
+        );
+        match exited {
+            None => Ok(()),
+            Some(status) => {
+                self.child = None;
+                Err(start_failure(
+                    &log_path,
+                    log_start,
+                    format!("etcd exited ({status})"),
+                ))
+            }
+        }
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        kill_child(&mut self.child);
+    }
+}
+
+/// `GET /health` on etcd's client port answers `"health":"true"`.
+fn etcd_healthy(port: u16) -> Result<(), String> {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = TcpStream::connect_timeout(&addr, PROBE_TIMEOUT).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(PROBE_TIMEOUT)).unwrap();
+    s.set_write_timeout(Some(PROBE_TIMEOUT)).unwrap();
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    let _ = s.read_to_string(&mut response);
+    if response.contains(r#""health":"true""#) {
+        Ok(())
+    } else {
+        Err(format!("/health: {response:?}"))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// nodes
+
+/// A `quiver serve --cluster` process on a port of its own (kept across restarts), its store
+/// in `dir`, its stderr in `dir.log`.
+pub struct Node {
+    pub id: String,
+    pub port: u16,
+    dir: PathBuf,
+    etcd_url: String,
+    child: Option<Child>,
+    /// Lines printed after the first (kept so the reading thread keeps draining the pipe).
+    _stdout: Option<mpsc::Receiver<String>>,
+}
+
+impl Node {
+    /// Starts node `id` on a free port with its store in `dir`, registered in etcd at
+    /// `etcd_url`; returns once it listens.
+    pub fn start(dir: &Path, etcd_url: &str, id: &str) -> Node {
+        let mut node = Node {
+            id: id.to_string(),
+            port: 0,
+            dir: dir.to_path_buf(),
+            etcd_url: etcd_url.to_string(),
+            child: None,
+            _stdout: None,
+        };
+        for _ in 0..START_ATTEMPTS_MAX {
+            node.port = free_port();
+            match node.spawn() {
+                Ok(()) => return node,
+                Err(StartFailure::PortInUse) => continue,
+                Err(StartFailure::Other(e)) => panic!("{id}: {e}"),
+            }
+        }
+        panic!("{id}: every port tried was taken:\n{}", tail(&node.log()));
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn log(&self) -> PathBuf {
+        self.dir.with_extension("log")
+    }
+
+    /// A connection without reconnection (a broken connection is a failure the test sees).
+    pub fn conn(&self) -> Connection {
+        connect(&self.addr()).unwrap_or_else(|e| {
+            panic!(
+                "connect to {} ({}): {e}\n{}",
+                self.id,
+                self.addr(),
+                tail(&self.log())
+            )
+        })
+    }
+
+    /// CLUSTER INFO, or why it could not be had.
+    pub fn cluster_info(&self) -> Result<String, String> {
+        let mut c = connect(&self.addr()).map_err(|e| e.to_string())?;
+        let v = c
+            .command(&[b"CLUSTER", b"INFO"])
+            .map_err(|e| e.to_string())?;
+        let text = v.as_bytes().ok_or_else(|| format!("CLUSTER INFO: {v:?}"))?;
+        Ok(String::from_utf8_lossy(text).into_owned())
+    }
+
+    /// Whether CLUSTER INFO has `line` (`name:value`); `Err` says what it has instead.
+    pub fn info_has(&self, line: &str) -> Result<(), String> {
+        let info = self.cluster_info()?;
+        let (name, _) = line.split_once(':').unwrap();
+        match info.lines().find(|l| l.starts_with(&format!("{name}:"))) {
+            Some(l) if l.trim_end() == line => Ok(()),
+            other => Err(format!("{}: {other:?}, wanted {line}", self.id)),
+        }
+    }
+
+    /// kill -9.
+    pub fn kill9(&mut self) {
+        assert!(self.child.is_some(), "{} is not running", self.id);
+        kill_child(&mut self.child);
+    }
+
+    /// Starts the node again on the same directory and port; returns once it listens.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "{} is running", self.id);
+        for _ in 0..REBIND_ATTEMPTS_MAX {
+            match self.spawn() {
+                Ok(()) => return,
+                Err(StartFailure::PortInUse) => std::thread::sleep(POLL),
+                Err(StartFailure::Other(e)) => panic!("{} restart: {e}", self.id),
+            }
+        }
+        panic!(
+            "{}: port {} stayed taken for {REBIND_ATTEMPTS_MAX} attempts:\n{}",
+            self.id,
+            self.port,
+            tail(&self.log())
+        );
+    }
+
+    /// Spawns `quiver --dir DIR serve --port PORT --cluster ...` and reads its listening line.
+    fn spawn(&mut self) -> Result<(), StartFailure> {
+        let port = self.port.to_string();
+        let log_start = log_len(&self.log());
+        let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
+            .arg("--dir")
+            .arg(&self.dir)
+            .args([
+                "serve",
+                "--port",
+                &port,
+                "--cluster",
+                "--etcd",
+                &self.etcd_url,
+            ])
+            .args(["--node-id", &self.id])
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(append(&self.log()))
+            .spawn()
+            .expect("the quiver binary starts");
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let first = rx.recv_timeout(WAIT);
+        let expected = format!("quiver listening on {}", self.addr());
+        match first {
+            Ok(line) if line.trim() == expected => {
+                self.child = Some(child);
+                self._stdout = Some(rx);
+                Ok(())
+            }
+            other => {
+                let _ = child.kill();
+                let status = child.wait().unwrap();
+                Err(start_failure(
+                    &self.log(),
+                    log_start,
+                    format!("no `{expected}` line ({other:?}; {status})"),
+                ))
+            }
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        kill_child(&mut self.child);
+    }
+}
+
+/// A connection to `addr` without reconnection, its waits bounded by [`WAIT`].
+pub fn connect(addr: &str) -> quiver_client::Result<Connection> {
+    let mut options = ClientOptions::new(addr.to_string());
+    options.reconnect = false;
+    options.connect_timeout = Some(WAIT);
+    options.read_timeout = Some(WAIT);
+    options.write_timeout = Some(WAIT);
+    Connection::connect_with(options)
+}
+
+// ---------------------------------------------------------------------------------------------
+// a cluster
+
+/// etcd and nodes `node-1` .. `node-N` with their first topology (the slots split evenly, in
+/// node order), in one temporary directory.
+pub struct Cluster {
+    // Fields drop in order: the processes before the directory they use.
+    pub nodes: Vec<Node>,
+    pub etcd: Etcd,
+    pub dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// etcd, `n` nodes, `quiver cluster create`; returns once every node serves the topology
+    /// (CLUSTER INFO `cluster_state:ok`).
+    pub fn start(n: usize) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let etcd = Etcd::start(&dir.path().join("etcd"));
+        let mut cluster = Cluster {
+            nodes: Vec::new(),
+            etcd,
+            dir,
+        };
+        for i in 1..=n {
+            cluster.start_node(&format!("node-{i}"));
+        }
+        let ids: Vec<String> = cluster.nodes.iter().map(|n| n.id.clone()).collect();
+        cluster.quiver_ok(&["create", "--nodes", &ids.join(",")]);
+        cluster.wait_all("every node serving the topology", "cluster_state:ok");
+        cluster
+    }
+
+    /// Starts node `id` (registered in etcd, a member of no topology yet) and waits until it
+    /// is connected to etcd; returns its index in [`Cluster::nodes`].
+    pub fn start_node(&mut self, id: &str) -> usize {
+        let node = Node::start(&self.dir.path().join(id), &self.etcd.url(), id);
+        self.nodes.push(node);
+        let node = self.nodes.last().unwrap();
+        wait_until(
+            &format!("{id} registered and watching etcd"),
+            || self.logs(),
+            || node.info_has("quiver_etcd_connected:1"),
+        );
+        self.nodes.len() - 1
+    }
+
+    /// `quiver cluster ARGS... --etcd URL`; its status, stdout and stderr.
+    pub fn quiver(&self, args: &[&str]) -> (ExitStatus, String, String) {
+        run(
+            Command::new(env!("CARGO_BIN_EXE_quiver"))
+                .arg("cluster")
+                .args(args)
+                .args(["--etcd", &self.etcd.url()]),
+            &format!("quiver cluster {}", args.join(" ")),
+            WAIT,
+        )
+    }
+
+    /// [`Cluster::quiver`], which must succeed.
+    pub fn quiver_ok(&self, args: &[&str]) -> String {
+        let (status, out, err) = self.quiver(args);
+        assert!(
+            status.success(),
+            "quiver cluster {}: {status}\n{out}{err}\n{}",
+            args.join(" "),
+            self.logs()
+        );
+        out
+    }
+
+    /// Waits until every node's CLUSTER INFO has `line`.
+    pub fn wait_all(&self, what: &str, line: &str) {
+        wait_until(
+            &format!("{what} ({line})"),
+            || self.logs(),
+            || self.nodes.iter().try_for_each(|n| n.info_has(line)),
+        );
+    }
+
+    /// The tails of every process's log, for a failure's message.
+    pub fn logs(&self) -> String {
+        let mut out = format!(
+            "--- etcd ({}):\n{}\n",
+            self.etcd.url(),
+            tail(&self.etcd.log())
+        );
+        for n in &self.nodes {
+            out.push_str(&format!(
+                "--- {} ({}):\n{}\n",
+                n.id,
+                n.addr(),
+                tail(&n.log())
+            ));
+        }
+        out
+    }
+
+    /// The index in [`Cluster::nodes`] of the node listening on `port`.
+    pub fn node_on(&self, port: u16) -> usize {
+        self.nodes
+            .iter()
+            .position(|n| n.port == port)
+            .unwrap_or_else(|| panic!("no node on port {port}"))
+    }
+}
+
+/// A reply's text (bulk, simple or verbatim), or a panic showing what it was.
+pub fn text(v: &Value) -> String {
+    let bytes = v
+        .as_bytes()
+        .unwrap_or_else(|| panic!("a string reply expected, got {v:?}"));
+    String::from_utf8_lossy(bytes).into_owned()
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""redis-py's cluster client (redis.cluster.RedisCluster) against a Quiver cluster.
+
+    redis_py_cluster.py PORT
+
+PORT is any node's: the client discovers the others with CLUSTER SLOTS. Sets 1000 keys (spread
+over every node), reads them back in order with mget_nonatomic, checks get, delete and exists,
+that cluster_slots and cluster_nodes parse into the whole cluster, and a pipeline. Exits 0 when
+everything matched; otherwise prints the first mismatch and exits 1. Run by the cluster test
+binary (crates/quiver/tests/cluster); scripts/test_deps.sh installs redis-py.
+"""
+
+import sys
+
+from redis.cluster import RedisCluster
+
+SLOTS = 16384
+KEYS = 1000
+PIPELINED = 50
+
+
+def check(ok, what):
+    if not ok:
+        print(f"redis_py_cluster.py: {what}", file=sys.stderr)
+        sys.exit(1)
+
+
+def main():
+    port = int(sys.argv[1])
+    rc = RedisCluster(host="127.0.0.1", port=port, decode_responses=True)
+    try:
+        run(rc)
+    finally:
+        rc.close()
+
+
+def run(rc):
+    keys = [f"py:{i}" for i in range(KEYS)]
+    values = [f"value-{i}" for i in range(KEYS)]
+    for k, v in zip(keys, values):
+        check(rc.set(k, v) is True, f"SET {k}")
+    owners = {rc.get_node_from_key(k).name for k in keys}
+    check(len(owners) == 3, f"the keys are on {len(owners)} nodes, not 3: {owners}")
+
+    got = rc.mget_nonatomic(keys)
+    check(got == values, f"mget_nonatomic: {got[:5]}... differs from {values[:5]}...")
+    check(rc.get("py:7") == "value-7", "GET py:7")
+    check(rc.exists("py:7") == 1, "EXISTS py:7 before DEL")
+    check(rc.delete("py:7") == 1, "DEL py:7")
+    check(rc.get("py:7") is None, "GET py:7 after DEL")
+    check(rc.exists("py:7") == 0, "EXISTS py:7 after DEL")
+    check(rc.exists("py:8") == 1, "EXISTS py:8")
+    check(rc.get("py:absent") is None, "GET of a key never set")
+
+    # cluster_slots: {(lo, hi): {"primary": (host, port), "replicas": [...]}}, every slot once.
+    slots = rc.cluster_slots()
+    ranges = sorted(slots)
+    check(ranges[0][0] == 0 and ranges[-1][1] == SLOTS - 1, f"cluster_slots: {ranges}")
+    check(
+        all(a[1] + 1 == b[0] for a, b in zip(ranges, ranges[1:])),
+        f"cluster_slots: gaps or overlaps in {ranges}",
+    )
+    primaries = {slots[r]["primary"] for r in ranges}
+    check(len(primaries) == 3, f"cluster_slots: primaries {primaries}")
+    check(all(not slots[r]["replicas"] for r in ranges), "cluster_slots: replicas")
+
+    # cluster_nodes: {"host:port": {"node_id", "flags", "slots", ...}}, one of them myself.
+    nodes = rc.cluster_nodes()
+    check(len(nodes) == 3, f"cluster_nodes: {nodes}")
+    check(
+        {f"{h}:{p}" for h, p in primaries} == set(nodes),
+        f"cluster_nodes {set(nodes)} vs cluster_slots {primaries}",
+    )
+    myself = [n for n in nodes.values() if "myself" in n["flags"]]
+    check(len(myself) == 1, f"cluster_nodes: myself {myself}")
+    check(
+        sorted(n["node_id"] for n in nodes.values()) == ["node-1", "node-2", "node-3"],
+        f"cluster_nodes: ids {[n['node_id'] for n in nodes.values()]}",
+    )
+
+    pipe = rc.pipeline()
+    for i in range(PIPELINED):
+        pipe.set(f"pipe:{i}", str(i))
+    for i in range(PIPELINED):
+        pipe.get(f"pipe:{i}")
+    replies = pipe.execute()
+    check(replies[:PIPELINED] == [True] * PIPELINED, f"pipeline SETs: {replies[:PIPELINED]}")
+    check(
+        replies[PIPELINED:] == [str(i) for i in range(PIPELINED)],
+        f"pipeline GETs: {replies[PIPELINED:]}",
+    )
+
+
+if __name__ == "__main__":
+    main()

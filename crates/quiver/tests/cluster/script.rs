@@ -1,0 +1,140 @@
+//! scripts/cluster.sh: `up` starts etcd and three nodes that outlive it and prints one JSON
+//! line saying where they are; `down` stops every one of them by PID.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::harness::{connect, run, tail, WAIT};
+use crate::router::Router;
+
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/cluster.sh");
+
+/// `scripts/cluster.sh ARGS...` to its end; its status, stdout and stderr.
+fn cluster_sh(args: &[&str], dir: &Path) -> (std::process::ExitStatus, String, String) {
+    run(
+        Command::new("bash")
+            .arg(SCRIPT)
+            .args(args)
+            .arg("--dir")
+            .arg(dir),
+        &format!("cluster.sh {}", args.join(" ")),
+        // up waits for etcd, each node and the topology, each bounded by the script's own 60 s.
+        WAIT * 4,
+    )
+}
+
+/// Whether process `pid` is gone (a zombie, exited but not reaped yet by its new parent,
+/// counts as gone).
+fn gone(pid: u64) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+    }
+}
+
+/// The cluster a test brought up: `down` (then SIGKILL by PID for anything left) if the test
+/// did not get there.
+struct Up {
+    dir: PathBuf,
+    pids: Vec<u64>,
+    down: bool,
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        if self.down {
+            return;
+        }
+        let _ = cluster_sh(&["down"], &self.dir);
+        for &pid in &self.pids {
+            if !gone(pid) {
+                // SAFETY: kill(2) of a process this test started (through the script).
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+#[test]
+fn scripts_cluster_sh() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cluster");
+    let bin = env!("CARGO_BIN_EXE_quiver");
+    let (status, out, err) = cluster_sh(&["up", "--nodes", "3", "--bin", bin], &dir);
+    // Whatever happened, what the script recorded is stopped at the end.
+    let recorded: serde_json::Value = std::fs::read(dir.join("cluster.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let mut pids: Vec<u64> = recorded["nodes"]
+        .as_array()
+        .map(|nodes| nodes.iter().filter_map(|n| n["pid"].as_u64()).collect())
+        .unwrap_or_default();
+    pids.extend(recorded["etcd_pid"].as_u64());
+    let mut up = Up {
+        dir: dir.clone(),
+        pids,
+        down: false,
+    };
+    let logs = || {
+        ["etcd.log", "node-1.log", "node-2.log", "node-3.log"]
+            .iter()
+            .map(|f| format!("--- {f}:\n{}\n", tail(&dir.join(f))))
+            .collect::<String>()
+    };
+    assert!(
+        status.success(),
+        "cluster.sh up: {status}\n{err}\n{}",
+        logs()
+    );
+
+    // One JSON line: etcd's URL, the three nodes, no router yet. The file says the same.
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1, "{out}");
+    let printed: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(printed, recorded, "the line and D/cluster.json");
+    assert!(printed["router"].is_null(), "{printed}");
+    let etcd = printed["etcd"].as_str().unwrap();
+    assert!(etcd.starts_with("http://127.0.0.1:"), "{printed}");
+    let nodes = printed["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3, "{printed}");
+    let mut addrs = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        assert_eq!(n["id"], format!("node-{}", i + 1), "{printed}");
+        assert!(n["pid"].as_u64().is_some_and(|p| !gone(p)), "{printed}");
+        addrs.push(format!("127.0.0.1:{}", n["port"].as_u64().unwrap()));
+    }
+    assert_eq!(up.pids.len(), 4, "three nodes and etcd: {printed}");
+
+    // The processes outlived the script: the cluster serves.
+    for addr in &addrs {
+        let info = connect(addr)
+            .unwrap()
+            .command(&[b"CLUSTER", b"INFO"])
+            .unwrap();
+        let info = String::from_utf8_lossy(info.as_bytes().unwrap()).into_owned();
+        assert!(info.contains("cluster_state:ok\r\n"), "{addr}: {info}");
+        assert!(info.contains("cluster_known_nodes:3\r\n"), "{addr}: {info}");
+    }
+    let mut router = Router::new(&addrs[0]);
+    for i in 0..50 {
+        router.set(&format!("sh:{i}"), &format!("v{i}")).unwrap();
+    }
+    for i in 0..50 {
+        let got = router.get(&format!("sh:{i}")).unwrap();
+        assert_eq!(got, Some(format!("v{i}")));
+    }
+    let owners: std::collections::BTreeSet<&str> = (0..50)
+        .map(|i| router.owner(format!("sh:{i}").as_bytes()))
+        .collect();
+    assert_eq!(owners.len(), 3, "the keys span every node");
+
+    let (status, _, err) = cluster_sh(&["down"], &dir);
+    assert!(status.success(), "cluster.sh down: {status}\n{err}");
+    up.down = true;
+    for &pid in &up.pids {
+        assert!(gone(pid), "process {pid} still runs after down\n{err}");
+    }
+}

@@ -1,0 +1,312 @@
+#!/usr/bin/env bash
+# A local Quiver cluster: one etcd and N `quiver serve --cluster` nodes on free loopback ports,
+# each in the background in its own session (they outlive this script), every file under one
+# directory.
+#
+#   scripts/cluster.sh up --nodes N [--replicas R] --dir D [--bin PATH]
+#   scripts/cluster.sh down --dir D
+#
+# up: builds quiver (cargo build --release -p quiver, installing protoc when missing) unless
+# --bin names a binary; installs etcd when missing; starts etcd (data in D/etcd) and the nodes
+# node-1 .. node-N (data in D/node-I); waits until each node has registered in etcd; runs
+# `quiver cluster create --replicas R` (R defaults to 1, the only chain length this build
+# serves: a larger R is refused, and up fails with quiver's message); waits until every node's
+# CLUSTER INFO says cluster_state:ok; prints one JSON line on stdout:
+#   {"etcd": "http://127.0.0.1:P", "etcd_pid": PID,
+#    "nodes": [{"id": "node-1", "port": P, "pid": PID}, ...], "router": null}
+# (`router` stays null until `quiver router` exists). D/cluster.json holds the same, rewritten
+# as each process starts, so that `down` also stops what an interrupted `up` left. Logs:
+# D/etcd.log, D/node-I.log (stderr) and D/node-I.out (stdout). When up fails midway it stops
+# what it started (the logs stay). D must not hold a cluster already. Each node is started on
+# the port it is recorded with (--port P, not 0): restarted by hand with the same command line
+# (ps shows it), it keeps the address the topology knows it by.
+#
+# down: stops the processes recorded in D/cluster.json by PID, the nodes first and etcd last:
+# SIGTERM, a bounded wait (a node checkpoints its store), then SIGKILL. A PID that is no longer
+# one of ours (its command line does not name D) is left alone. Data and logs stay in D.
+#
+# Needs python3 (free ports, etcd's health, CLUSTER INFO) and, to build, cargo.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+source "$repo/scripts/lib.sh"
+
+# Bound on each wait of up: etcd healthy, a node listening, registered, the cluster ok.
+WAIT_S=60
+# Bound on the wait for a process to exit after SIGTERM (then SIGKILL), and after SIGKILL.
+STOP_WAIT_S=30
+
+die() {
+  echo "cluster.sh: $*" >&2
+  exit 1
+}
+
+# The network chores bash cannot do well alone: free ports (bound together, so distinct),
+# etcd's /health, a node's CLUSTER INFO (one RESP request), the PIDs of a state file.
+PY=$(
+  cat <<'EOF'
+import json, socket, sys, urllib.request
+
+cmd, arg = sys.argv[1], sys.argv[2]
+if cmd == "free-ports":
+    socks = []
+    for _ in range(int(arg)):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    print(" ".join(str(s.getsockname()[1]) for s in socks))
+elif cmd == "etcd-health":
+    try:
+        with urllib.request.urlopen(arg + "/health", timeout=2) as r:
+            sys.exit(0 if json.load(r).get("health") == "true" else 1)
+    except (OSError, ValueError):
+        sys.exit(1)
+elif cmd == "cluster-info":
+    try:
+        with socket.create_connection(("127.0.0.1", int(arg)), timeout=2) as s:
+            s.sendall(b"*2\r\n$7\r\nCLUSTER\r\n$4\r\nINFO\r\n")
+            f = s.makefile("rb")
+            head = f.readline()
+            if not head.startswith(b"$"):
+                sys.exit("reply: " + head.decode(errors="replace").strip())
+            print(f.read(int(head[1:]) + 2).decode(errors="replace").replace("\r", ""))
+    except (OSError, ValueError) as e:
+        sys.exit(str(e))
+elif cmd == "pids":
+    with open(arg) as f:
+        state = json.load(f)
+    for n in state.get("nodes", []):
+        print("node", n["pid"])
+    if state.get("etcd_pid"):
+        print("etcd", state["etcd_pid"])
+EOF
+)
+py() { python3 -c "$PY" "$@"; }
+
+# alive PID: the process exists and is not a zombie (one that exited but was not reaped yet).
+alive() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
+
+# ours PID: the process's command line names the cluster's directory (a recycled PID does not).
+ours() {
+  local cmdline
+  cmdline=$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null) || return 1
+  [[ $cmdline == *"$dir/"* ]]
+}
+
+# stop WHAT PID...: SIGTERM to each of ours still running, at most STOP_WAIT_S seconds for them
+# to exit, then SIGKILL (and as long again for that).
+stop() {
+  local what=$1 pid live=()
+  shift
+  for pid in "$@"; do
+    if alive "$pid" && ours "$pid"; then
+      kill -TERM "$pid" 2>/dev/null || true
+      live+=("$pid")
+    fi
+  done
+  local deadline=$((SECONDS + STOP_WAIT_S))
+  for pid in "${live[@]}"; do
+    while alive "$pid" && ((SECONDS < deadline)); do sleep 0.1; done
+  done
+  for pid in "${live[@]}"; do
+    alive "$pid" || continue
+    echo "cluster.sh: $what $pid did not exit within ${STOP_WAIT_S} s of SIGTERM: SIGKILL" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  deadline=$((SECONDS + STOP_WAIT_S))
+  for pid in "${live[@]}"; do
+    while alive "$pid" && ((SECONDS < deadline)); do sleep 0.1; done
+    ! alive "$pid" || die "$what $pid is still running after SIGKILL"
+  done
+}
+
+# Stops everything D/cluster.json records: the nodes, then etcd (the nodes' watches outlive
+# etcd without harm; the other order would only make them log reconnection attempts).
+stop_recorded() {
+  local state=$dir/cluster.json kind pid nodes=() etcd=()
+  [ -f "$state" ] || return 0
+  while read -r kind pid; do
+    if [ "$kind" = node ]; then nodes+=("$pid"); else etcd+=("$pid"); fi
+  done < <(py pids "$state")
+  stop node "${nodes[@]}"
+  stop etcd "${etcd[@]}"
+  echo "cluster.sh: stopped ${#nodes[@]} node(s) and ${#etcd[@]} etcd; data and logs in $dir" >&2
+}
+
+# ---- up's state: what it started, written to D/cluster.json after each start.
+etcd_url=
+etcd_pid=
+up_ok=0
+node_pids=()
+node_ports=()
+
+state_json() {
+  local i nodes=() joined
+  for i in "${!node_pids[@]}"; do
+    nodes+=("{\"id\": \"node-$((i + 1))\", \"port\": ${node_ports[i]:-null}, \"pid\": ${node_pids[i]}}")
+  done
+  printf -v joined '%s, ' "${nodes[@]}"
+  printf '{"etcd": "%s", "etcd_pid": %s, "nodes": [%s], "router": null}\n' \
+    "$etcd_url" "${etcd_pid:-null}" "${joined%, }"
+}
+
+write_state() {
+  state_json >"$dir/cluster.json.tmp"
+  mv "$dir/cluster.json.tmp" "$dir/cluster.json"
+}
+
+# wait_until WHAT LOG PID COMMAND...: runs COMMAND until it succeeds, at most WAIT_S seconds;
+# fails naming WHAT, with the tail of LOG, when the time is up or process PID has exited.
+wait_until() {
+  local what=$1 log=$2 pid=$3
+  shift 3
+  local deadline=$((SECONDS + WAIT_S))
+  until "$@"; do
+    local why=
+    alive "$pid" || why="its process (pid $pid) exited"
+    [ -n "$why" ] || ((SECONDS < deadline)) || why="not within ${WAIT_S} s"
+    if [ -n "$why" ]; then
+      echo "cluster.sh: $what: $why; the end of $log:" >&2
+      tail -n 20 "$log" >&2 || true
+      exit 1
+    fi
+    sleep 0.1
+  done
+}
+
+# up's EXIT trap: when up did not finish, stop what it started.
+on_up_exit() {
+  ((up_ok)) && return
+  echo "cluster.sh: up failed: stopping what it started (logs in $dir)" >&2
+  stop_recorded
+}
+
+etcd_healthy() { py etcd-health "$etcd_url"; }
+
+# listening I: node I printed `quiver listening on 127.0.0.1:PORT` with its port.
+listening() {
+  local line
+  line=$(head -n 1 "$dir/node-$(($1 + 1)).out" 2>/dev/null) || return 1
+  [ "$line" = "quiver listening on 127.0.0.1:${node_ports[$1]}" ]
+}
+
+# info_has I LINE: node I's CLUSTER INFO has LINE.
+info_has() {
+  local text
+  text=$(py cluster-info "${node_ports[$1]}" 2>/dev/null) || return 1
+  grep -qx -- "$2" <<<"$text"
+}
+
+up() {
+  [ -n "$dir" ] || die "up needs --dir D"
+  [[ $node_count =~ ^[1-9][0-9]*$ ]] || die "up needs --nodes N (a positive number)"
+  [[ $replicas =~ ^[1-9][0-9]*$ ]] || die "--replicas R: a positive number"
+  if [ -e "$dir/cluster.json" ] || [ -e "$dir/etcd" ]; then
+    die "$dir holds a cluster already: \`scripts/cluster.sh down --dir $dir\`, then remove it or pick another --dir"
+  fi
+  if [ -z "$bin" ]; then
+    apt_install_missing protoc:protobuf-compiler
+    (cd "$repo" && cargo build --release -p quiver >&2)
+    local target=${CARGO_TARGET_DIR:-target}
+    [[ $target == /* ]] || target=$repo/$target
+    bin=$target/release/quiver
+  fi
+  [ -x "$bin" ] || die "$bin is not an executable"
+  apt_install_missing etcd:etcd-server
+
+  # From here on, a failure (or Ctrl-C) stops what was started.
+  trap on_up_exit EXIT
+  trap 'exit 130' INT TERM
+
+  # Every port chosen now, the nodes' too: a node keeps its address when restarted by hand
+  # with the command line its log directory names (the topology records nodes by address).
+  local ports client_port peer_port
+  ports=$(py free-ports $((node_count + 2)))
+  read -r client_port peer_port ports <<<"$ports"
+  read -r -a node_ports <<<"$ports"
+  etcd_url=http://127.0.0.1:$client_port
+  local peer_url=http://127.0.0.1:$peer_port
+  setsid etcd --name quiver --data-dir "$dir/etcd" \
+    --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
+    --listen-peer-urls "$peer_url" --initial-advertise-peer-urls "$peer_url" \
+    --initial-cluster "quiver=$peer_url" >"$dir/etcd.log" 2>&1 </dev/null &
+  etcd_pid=$!
+  write_state
+  wait_until "etcd at $etcd_url" "$dir/etcd.log" "$etcd_pid" etcd_healthy
+
+  local i id ids=()
+  for ((i = 0; i < node_count; i++)); do
+    id=node-$((i + 1))
+    ids+=("$id")
+    mkdir -p "$dir/$id"
+    setsid "$bin" --dir "$dir/$id" serve --port "${node_ports[i]}" --cluster --etcd "$etcd_url" \
+      --node-id "$id" \
+      >"$dir/$id.out" 2>"$dir/$id.log" </dev/null &
+    node_pids+=($!)
+    write_state
+  done
+  for ((i = 0; i < node_count; i++)); do
+    wait_until "node-$((i + 1)) listening" "$dir/node-$((i + 1)).log" "${node_pids[i]}" listening "$i"
+  done
+  for ((i = 0; i < node_count; i++)); do
+    wait_until "node-$((i + 1)) registered in etcd" "$dir/node-$((i + 1)).log" "${node_pids[i]}" \
+      info_has "$i" quiver_etcd_connected:1
+  done
+
+  local list
+  list=$(
+    IFS=,
+    echo "${ids[*]}"
+  )
+  # The topology it prints goes to stderr: stdout is the JSON line's.
+  "$bin" cluster create --etcd "$etcd_url" --replicas "$replicas" --nodes "$list" >&2 ||
+    die "quiver cluster create --replicas $replicas --nodes $list failed (its message is above)"
+  for ((i = 0; i < node_count; i++)); do
+    wait_until "node-$((i + 1)) serving the topology (cluster_state:ok)" \
+      "$dir/node-$((i + 1)).log" "${node_pids[i]}" info_has "$i" cluster_state:ok
+  done
+  up_ok=1
+  state_json
+}
+
+cmd=${1:-}
+[ $# -eq 0 ] || shift
+node_count=
+replicas=1
+dir=
+bin=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --nodes) node_count=${2:-}; shift 2 || die "--nodes needs a value" ;;
+    --replicas) replicas=${2:-}; shift 2 || die "--replicas needs a value" ;;
+    --dir) dir=${2:-}; shift 2 || die "--dir needs a value" ;;
+    --bin) bin=${2:-}; shift 2 || die "--bin needs a value" ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "cluster.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+# Absolute paths: the processes outlive this script, and `ours` matches D in command lines.
+if [ -n "$dir" ]; then
+  mkdir -p "$dir"
+  dir=$(cd "$dir" && pwd)
+fi
+if [ -n "$bin" ]; then
+  [ -e "$bin" ] || die "--bin $bin: no such file"
+  bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+fi
+
+case $cmd in
+  up) up ;;
+  down)
+    [ -n "$dir" ] || die "down needs --dir D"
+    [ -f "$dir/cluster.json" ] || die "$dir/cluster.json: no cluster recorded there"
+    stop_recorded
+    ;;
+  -h | --help) usage ;;
+  *) echo "cluster.sh: up or down?" >&2; usage >&2; exit 2 ;;
+esac
