@@ -290,6 +290,16 @@ impl Topology {
         Ok(t)
     }
 
+    /// The next version with member `id` reached at `addr` (a node restarted on another
+    /// address).
+    pub fn with_address(&self, id: &str, addr: &str) -> Result<Topology> {
+        let i = self.node_index(id)?;
+        let mut t = self.next();
+        t.nodes[i].addr = addr.to_string();
+        t.validate()?;
+        Ok(t)
+    }
+
     /// The next version without `id`, which must own nothing and take part in no migration.
     pub fn without_node(&self, id: &str) -> Result<Topology> {
         self.node_index(id)?;

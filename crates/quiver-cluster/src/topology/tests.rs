@@ -112,6 +112,16 @@ fn nodes_join_empty_and_leave_only_empty() {
 }
 
 #[test]
+fn a_member_moves_to_a_new_address_unless_another_has_it() {
+    let t = Topology::create(nodes(2), 1).unwrap();
+    let moved = t.with_address("n1", "127.0.0.1:8001").unwrap();
+    assert_eq!(moved.epoch, 2);
+    assert_eq!(moved.node("n1").unwrap().addr, "127.0.0.1:8001");
+    assert!(t.with_address("n1", "127.0.0.1:7000").is_err());
+    assert!(t.with_address("zz", "127.0.0.1:8001").is_err());
+}
+
+#[test]
 fn rebalance_gives_every_node_its_even_share() {
     let t = Topology::create(nodes(2), 1).unwrap();
     let mut grown = t

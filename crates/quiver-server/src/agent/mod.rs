@@ -79,7 +79,20 @@ async fn session(
 ) -> Result<(), MetaError> {
     let meta = Meta::connect(&etcd.endpoints, &etcd.prefix).await?;
     meta.register(&node.me()).await?;
-    let current = meta.topology().await?;
+    let mut current = meta.topology().await?;
+    // A member restarted on another address: clients must be sent to the new one.
+    let moved = current.as_ref().is_some_and(|v| {
+        v.topology
+            .node(&node.id)
+            .is_some_and(|n| n.addr != node.addr)
+    });
+    if moved {
+        let t = meta
+            .update(|t| t.with_address(&node.id, &node.addr))
+            .await?;
+        tracing::info!(addr = %node.addr, epoch = t.epoch, "cluster: this node's address changed in the topology");
+        current = meta.topology().await?;
+    }
     let after = current.as_ref().map(|v| v.revision);
     if let Some(v) = current {
         adopt(node, v);
