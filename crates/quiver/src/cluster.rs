@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use quiver_client::{ClientOptions, Connection};
 use quiver_cluster::meta::{Meta, DEFAULT_PREFIX};
-use quiver_cluster::{Node, Topology, TopologyError};
+use quiver_cluster::{MetaError, Node, Topology, TopologyError};
 use quiver_store::slot::SlotRange;
 
 use crate::error::CliError;
@@ -310,7 +310,18 @@ async fn move_one(
     let started = std::time::Instant::now();
     loop {
         tokio::time::sleep(MOVE_POLL).await;
-        let t = meta.existing().await?.topology;
+        // The move goes on without this process: an etcd that does not answer for a while
+        // (each read is bounded) is read again until the move's time is up.
+        let t = match meta.existing().await {
+            Ok(v) => v.topology,
+            Err(e @ (MetaError::Timeout { .. } | MetaError::Etcd { .. }))
+                if started.elapsed() < timeout =>
+            {
+                eprintln!("reading the move's progress: {e}; reading again");
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         if t.migrations.iter().any(|m| m.slots == slots) {
             if started.elapsed() < timeout {
                 continue;
@@ -318,7 +329,7 @@ async fn move_one(
             // The abort is one transaction: if the source's hand-over came first, the abort
             // is refused and the owner below says what happened.
             match meta.update(|t| t.with_migration_ended(slots, false)).await {
-                Ok(_) | Err(quiver_cluster::MetaError::Topology(TopologyError::Refused(_))) => {}
+                Ok(_) | Err(MetaError::Topology(TopologyError::Refused(_))) => {}
                 Err(e) => return Err(e.into()),
             }
             continue;

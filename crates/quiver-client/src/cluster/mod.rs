@@ -14,13 +14,15 @@
 //! # Redirects and retries
 //!
 //! `MOVED <slot> <addr>` updates the slot and re-reads the whole table (from that node first),
-//! then the command is retried there; `ASK <slot> <addr>` sends `ASKING` and the command to
-//! that node once, the table unchanged; `TRYAGAIN` and `CLUSTERDOWN` retry after
-//! [`ClusterOptions::retry_delay`]. A node that cannot be reached before anything was sent
-//! to it makes the client re-read the table from the other nodes and retry
-//! ([`NODE_FAILURES_MAX`] times a call). All of it is bounded by [`REDIRECTS_MAX`] attempts,
-//! then [`Error::Redirects`] names the last redirect ([`Error::ClusterDown`] if it was
-//! `CLUSTERDOWN`).
+//! then the command is retried there — after [`ClusterOptions::retry_delay`] when the node
+//! redirecting it had redirected this call before (the nodes disagree for the moment, as
+//! while a range's new owner has not yet adopted its hand-over); `ASK <slot>
+//! <addr>` sends `ASKING` and the command to that node once, the table unchanged; `TRYAGAIN`
+//! and `CLUSTERDOWN` retry after [`ClusterOptions::retry_delay`]. A node that cannot be
+//! reached before anything was sent to it makes the client re-read the table from the other
+//! nodes and retry ([`NODE_FAILURES_MAX`] times a call). All of it is bounded by
+//! [`REDIRECTS_MAX`] attempts, then [`Error::Redirects`] names the last redirect
+//! ([`Error::ClusterDown`] if it was `CLUSTERDOWN`).
 //!
 //! The connection's reconnect rule holds here too: a request that may have reached a node is
 //! never resent. When its connection fails, the call returns the error; the node's connection

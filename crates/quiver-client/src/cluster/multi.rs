@@ -20,7 +20,7 @@ use quiver_resp::key_slot;
 
 use crate::cluster::options::{NODE_FAILURES_MAX, REDIRECTS_MAX};
 use crate::cluster::redirect::Redirect;
-use crate::cluster::router::{exhausted, is_unreachable, Router};
+use crate::cluster::router::{exhausted, is_unreachable, sent_back, Router};
 use crate::conn::{count, expect_ok, optional_bulk, unexpected};
 use crate::error::{Error, Result};
 use crate::resp::{encode_command, Value};
@@ -114,6 +114,7 @@ pub(crate) fn run(
         .map(|pos| Pending { pos, ask: None })
         .collect();
     let mut node_failures = 0;
+    let mut moved_from = Vec::new();
     let mut last = String::new();
     for _ in 0..REDIRECTS_MAX {
         if pending.is_empty() {
@@ -139,10 +140,14 @@ pub(crate) fn run(
         for addr in &round.unreachable {
             router.node_failed(addr);
         }
-        for (slot, addr) in &round.moved {
+        for (slot, _, addr) in &round.moved {
             router.moved(*slot, addr);
         }
-        if round.pause {
+        // A node answering one request per slot may redirect several in a round: once.
+        let mut redirected_by: Vec<String> = round.moved.into_iter().map(|(_, f, _)| f).collect();
+        redirected_by.sort();
+        redirected_by.dedup();
+        if sent_back(&mut moved_from, redirected_by) || round.pause {
             router.pause();
         }
         pending = round.retry;
@@ -202,8 +207,9 @@ fn group(router: &mut Router, call: &Call<'_>, pending: &[Pending]) -> Result<Ve
 struct Round {
     /// Keys to send again next round.
     retry: Vec<Pending>,
-    /// `MOVED` redirects to apply (slot, address) before the next round.
-    moved: Vec<(u16, String)>,
+    /// `MOVED` redirects to apply (slot, the redirecting node's address, the address it
+    /// names) before the next round.
+    moved: Vec<(u16, String, String)>,
     /// Nodes that could not be reached (nothing sent to them).
     unreachable: Vec<String>,
     unreachable_error: Option<Error>,
@@ -303,7 +309,8 @@ fn handle_replies(
         match Redirect::parse(&text) {
             Some(Redirect::Moved { slot, host, port }) => {
                 let addr = router.redirect_addr(plan.node, &host, port);
-                round.moved.push((slot, addr));
+                let from = router.nodes[plan.node].addr.clone();
+                round.moved.push((slot, from, addr));
                 round.retry.extend(retry(None));
             }
             Some(Redirect::Ask { slot, host, port }) => {

@@ -15,8 +15,8 @@ pub const REDIRECTS_MAX: usize = 16;
 /// a failover that has already happened is found, and a dead cluster fails fast.
 pub const NODE_FAILURES_MAX: usize = 3;
 
-/// The pause of [`ClusterOptions::new`] before retrying after `TRYAGAIN`, `CLUSTERDOWN` or an
-/// unreachable node.
+/// The pause of [`ClusterOptions::new`] before retrying after `TRYAGAIN`, `CLUSTERDOWN`, an
+/// unreachable node, or a second `MOVED` from one node within a call.
 pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
 
 /// How to reach the cluster and talk to its nodes.
@@ -28,7 +28,8 @@ pub struct ClusterOptions {
     /// The options of every node's connection (password, timeouts, RESP3, reconnect); its
     /// `addr` is ignored, each connection gets its node's.
     pub connection: ClientOptions,
-    /// The pause before retrying after `TRYAGAIN`, `CLUSTERDOWN` or an unreachable node.
+    /// The pause before retrying after `TRYAGAIN`, `CLUSTERDOWN`, an unreachable node, or a
+    /// second `MOVED` from one node within a call.
     pub retry_delay: Duration,
 }
 

@@ -271,6 +271,7 @@ impl Router {
         // renumber the nodes meanwhile).
         let mut ask: Option<String> = None;
         let mut node_failures = 0;
+        let mut moved_from = Vec::new();
         let mut last = String::new();
         for _ in 0..REDIRECTS_MAX {
             self.refresh_if_stale();
@@ -295,7 +296,11 @@ impl Router {
             match Redirect::parse(&text) {
                 Some(Redirect::Moved { slot, host, port }) => {
                     let addr = self.redirect_addr(node, &host, port);
+                    let from = self.nodes[node].addr.clone();
                     self.moved(slot, &addr);
+                    if sent_back(&mut moved_from, [from]) {
+                        self.pause();
+                    }
                 }
                 Some(Redirect::Ask { host, port, .. }) => {
                     self.stats.asked += 1;
@@ -357,6 +362,27 @@ impl Router {
             .map(|n| self.nodes[n].addr.as_str())
             .collect()
     }
+}
+
+/// Notes the nodes that answered `MOVED` in a call's attempt or round in `moved_from` (those
+/// that redirected the call so far); true when one of them had redirected it before. The call
+/// came back to a node it was sent away from — the nodes disagree for the moment, as while a
+/// range's new owner has not yet adopted its hand-over (its table still names the old one) —
+/// so the next attempt waits a pause, and the bound is not spent in a few round trips while
+/// they converge.
+pub(crate) fn sent_back(
+    moved_from: &mut Vec<String>,
+    redirected_by: impl IntoIterator<Item = String>,
+) -> bool {
+    let mut back = false;
+    for from in redirected_by {
+        if moved_from.contains(&from) {
+            back = true;
+        } else {
+            moved_from.push(from);
+        }
+    }
+    back
 }
 
 /// The error of a call whose attempts ran out; `last` is the last redirect or retry.

@@ -159,6 +159,9 @@ pub struct ClusterNode {
     pub refresh: tokio::sync::Notify,
     /// Serializes the store operations on whole ranges: an import's batch, a drop.
     pub range_ops: Mutex<()>,
+    /// Serializes [`ClusterNode::save`]: the agent, a move's thread and a drop save from
+    /// their own threads, through one temporary file.
+    saving: Mutex<()>,
 }
 
 /// What [`CLUSTER_FILE`] holds.
@@ -245,6 +248,7 @@ impl ClusterNode {
             running_moves: Mutex::new(HashSet::new()),
             refresh: tokio::sync::Notify::new(),
             range_ops: Mutex::new(()),
+            saving: Mutex::new(()),
         };
         node.save()?;
         Ok(node)
@@ -335,8 +339,10 @@ impl ClusterNode {
         Ok(true)
     }
 
-    /// Writes [`CLUSTER_FILE`]: a new file renamed over the old one, synced.
+    /// Writes [`CLUSTER_FILE`]: a new file renamed over the old one, synced. One save at a
+    /// time, each of the state as it is when it starts: the last rename carries the newest.
     fn save(&self) -> Result<(), ClusterError> {
+        let _saving = self.saving.lock();
         let path = self.dir.join(CLUSTER_FILE);
         let tmp = self.dir.join(format!("{CLUSTER_FILE}.tmp"));
         let file_error = |e: std::io::Error| ClusterError::File {

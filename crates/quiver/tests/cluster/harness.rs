@@ -5,7 +5,8 @@
 //! handle is dropped — a failing test leaves nothing running. Ports are picked free on
 //! loopback ([`free_port`]) and kept by the handle, so that a process restarted with
 //! `restart()` comes back at the same address (the topology records nodes by address). Every
-//! wait is bounded by [`WAIT`] and its failure prints the processes' log tails.
+//! wait is bounded by [`WAIT`] and its failure prints the processes' log tails. A node may be
+//! given extra environment variables (a test-only fault), kept across its restarts.
 
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
@@ -16,7 +17,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
-use quiver_client::{ClientOptions, Connection, Value};
+use quiver_client::{ClientOptions, ClusterClient, ClusterOptions, Connection, Value};
 
 /// Generous bound on anything a process should do soon (liveness, not timing).
 pub const WAIT: Duration = Duration::from_secs(60);
@@ -30,6 +31,9 @@ const START_ATTEMPTS_MAX: usize = 3;
 const REBIND_ATTEMPTS_MAX: usize = 50;
 /// Ports asked of the kernel before giving up on one we have not handed out yet.
 const PORT_ATTEMPTS_MAX: usize = 100;
+/// The settings file of every node: a small disk reserve (the default, 1 GiB, is taken on disk
+/// by each node: a few clusters at once would fill a shared disk).
+const NODE_CONFIG: &str = "disk-reserve = \"32mb\"\n";
 /// Bound on one probe of etcd's health (a connection, a request, its answer).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -314,6 +318,8 @@ pub struct Node {
     pub port: u16,
     dir: PathBuf,
     etcd_url: String,
+    /// Extra environment variables of the process (and of its restarts).
+    env: Env,
     child: Option<Child>,
     /// Lines printed after the first (kept so the reading thread keeps draining the pipe).
     _stdout: Option<mpsc::Receiver<String>>,
@@ -321,13 +327,14 @@ pub struct Node {
 
 impl Node {
     /// Starts node `id` on a free port with its store in `dir`, registered in etcd at
-    /// `etcd_url`; returns once it listens.
-    pub fn start(dir: &Path, etcd_url: &str, id: &str) -> Node {
+    /// `etcd_url`, with the extra environment `env`; returns once it listens.
+    pub fn start(dir: &Path, etcd_url: &str, id: &str, env: Env) -> Node {
         let mut node = Node {
             id: id.to_string(),
             port: 0,
             dir: dir.to_path_buf(),
             etcd_url: etcd_url.to_string(),
+            env,
             child: None,
             _stdout: None,
         };
@@ -349,6 +356,11 @@ impl Node {
 
     pub fn log(&self) -> PathBuf {
         self.dir.with_extension("log")
+    }
+
+    /// Everything the node (and its predecessors on this directory) logged so far.
+    pub fn log_text(&self) -> String {
+        String::from_utf8_lossy(&std::fs::read(self.log()).unwrap_or_default()).into_owned()
     }
 
     /// A connection without reconnection (a broken connection is a failure the test sees).
@@ -383,6 +395,16 @@ impl Node {
         }
     }
 
+    /// DBSIZE (every key of the store, including those of a range being dropped), or why it
+    /// could not be had.
+    pub fn dbsize(&self) -> Result<u64, String> {
+        let mut c = connect(&self.addr()).map_err(|e| e.to_string())?;
+        match c.command(&[b"DBSIZE"]).map_err(|e| e.to_string())? {
+            Value::Integer(n) => u64::try_from(n).map_err(|e| e.to_string()),
+            other => Err(format!("DBSIZE: {other:?}")),
+        }
+    }
+
     /// kill -9.
     pub fn kill9(&mut self) {
         assert!(self.child.is_some(), "{} is not running", self.id);
@@ -411,6 +433,8 @@ impl Node {
     fn spawn(&mut self) -> Result<(), StartFailure> {
         let port = self.port.to_string();
         let log_start = log_len(&self.log());
+        let config = self.dir.with_extension("toml");
+        std::fs::write(&config, NODE_CONFIG).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
             .arg("--dir")
             .arg(&self.dir)
@@ -423,7 +447,10 @@ impl Node {
                 &self.etcd_url,
             ])
             .args(["--node-id", &self.id])
+            .arg("--config")
+            .arg(&config)
             .env("RUST_LOG", "info")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(append(&self.log()))
@@ -466,6 +493,20 @@ impl Drop for Node {
     }
 }
 
+/// A node's extra environment variables (name, value).
+pub type Env = Vec<(String, String)>;
+
+/// A cluster client seeded with `seeds`, its connections' waits bounded by [`WAIT`] (a write
+/// waiting for its range's hand-over is well within it).
+pub fn cluster_client(seeds: &[String]) -> ClusterClient {
+    let mut options = ClusterOptions::new(seeds.iter().cloned());
+    options.connection.connect_timeout = Some(WAIT);
+    options.connection.read_timeout = Some(WAIT);
+    options.connection.write_timeout = Some(WAIT);
+    ClusterClient::connect_with(options)
+        .unwrap_or_else(|e| panic!("a cluster client of {seeds:?}: {e}"))
+}
+
 /// A connection to `addr` without reconnection, its waits bounded by [`WAIT`].
 pub fn connect(addr: &str) -> quiver_client::Result<Connection> {
     let mut options = ClientOptions::new(addr.to_string());
@@ -492,6 +533,11 @@ impl Cluster {
     /// etcd, `n` nodes, `quiver cluster create`; returns once every node serves the topology
     /// (CLUSTER INFO `cluster_state:ok`).
     pub fn start(n: usize) -> Cluster {
+        Cluster::start_with_env(n, |_| Env::new())
+    }
+
+    /// [`Cluster::start`], each node given the extra environment `env(id)`.
+    pub fn start_with_env(n: usize, env: impl Fn(&str) -> Env) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let etcd = Etcd::start(&dir.path().join("etcd"));
         let mut cluster = Cluster {
@@ -500,7 +546,8 @@ impl Cluster {
             dir,
         };
         for i in 1..=n {
-            cluster.start_node(&format!("node-{i}"));
+            let id = format!("node-{i}");
+            cluster.start_node_with_env(&id, env(&id));
         }
         let ids: Vec<String> = cluster.nodes.iter().map(|n| n.id.clone()).collect();
         cluster.quiver_ok(&["create", "--nodes", &ids.join(",")]);
@@ -511,7 +558,12 @@ impl Cluster {
     /// Starts node `id` (registered in etcd, a member of no topology yet) and waits until it
     /// is connected to etcd; returns its index in [`Cluster::nodes`].
     pub fn start_node(&mut self, id: &str) -> usize {
-        let node = Node::start(&self.dir.path().join(id), &self.etcd.url(), id);
+        self.start_node_with_env(id, Env::new())
+    }
+
+    /// [`Cluster::start_node`] with the extra environment `env`.
+    pub fn start_node_with_env(&mut self, id: &str, env: Env) -> usize {
+        let node = Node::start(&self.dir.path().join(id), &self.etcd.url(), id, env);
         self.nodes.push(node);
         let node = self.nodes.last().unwrap();
         wait_until(
@@ -544,6 +596,35 @@ impl Cluster {
             self.logs()
         );
         out
+    }
+
+    /// A cluster client seeded with every node.
+    pub fn client(&self) -> ClusterClient {
+        let seeds: Vec<String> = self.nodes.iter().map(Node::addr).collect();
+        cluster_client(&seeds)
+    }
+
+    /// `quiver cluster status --json`, parsed.
+    pub fn status(&self) -> serde_json::Value {
+        self.try_status()
+            .unwrap_or_else(|e| panic!("{e}\n{}", self.logs()))
+    }
+
+    /// [`Cluster::status`], or why it could not be had (for a wait to try again).
+    pub fn try_status(&self) -> Result<serde_json::Value, String> {
+        let (status, out, err) = self.quiver(&["status", "--json"]);
+        if !status.success() {
+            return Err(format!("status --json: {status}: {err}"));
+        }
+        serde_json::from_str(out.trim()).map_err(|e| format!("status --json: {e}: {out}"))
+    }
+
+    /// The index in [`Cluster::nodes`] of node `id`.
+    pub fn node(&self, id: &str) -> usize {
+        self.nodes
+            .iter()
+            .position(|n| n.id == id)
+            .unwrap_or_else(|| panic!("no node {id}"))
     }
 
     /// Waits until every node's CLUSTER INFO has `line`.

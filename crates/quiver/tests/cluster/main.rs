@@ -1,9 +1,13 @@
 //! A Quiver cluster as real processes: one etcd and `quiver serve --cluster` nodes, driven by
 //! the clients people use against Redis Cluster (redis-cli -c, redis-py's RedisCluster,
-//! redis-benchmark --cluster) and by the tests' own router. Here: those clients, and the
-//! protocol they rely on (CLUSTER SLOTS / NODES / INFO / MYID, MOVED, CROSSSLOT, SELECT,
-//! MULTI/EXEC). `outage`: etcd killed and restarted under load, a node restarted while etcd is
-//! down. `script`: scripts/cluster.sh up and down.
+//! redis-benchmark --cluster) and by Quiver's own `quiver_client::ClusterClient`. Here: those
+//! clients, and the protocol they rely on (CLUSTER SLOTS / NODES / INFO / MYID, MOVED,
+//! CROSSSLOT, SELECT, MULTI/EXEC). `outage`: etcd killed and restarted under load, a node
+//! restarted while etcd is down. `moves`: slot ranges moved between nodes under load, kill -9
+//! of a move's source or target during the copy, a hand-over whose answer is lost (a test-only
+//! fault), nodes added, rebalanced and removed, and the cluster client's one request per node.
+//! `script`: scripts/cluster.sh up and down. `slots`: CLUSTER SLOTS and MOVED read for
+//! assertions (routing is the cluster client's).
 //!
 //! The harness (`harness`) starts every process on free loopback ports in a temporary
 //! directory and stops each by its PID; scripts/test_deps.sh installs etcd, redis-tools and
@@ -13,26 +17,27 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod harness;
+mod moves;
 mod outage;
-mod router;
 mod script;
+mod slots;
 
 use std::collections::BTreeSet;
 use std::process::Command;
 
-use quiver_client::{Connection, Error, Value};
+use quiver_client::{ClusterClient, Connection, Error, Value};
 
 use harness::{program, run, text, Cluster, WAIT};
-use router::{cluster_slots, SlotsEntry};
+use slots::cluster_slots;
 
-/// The index of the node owning `key` in a cluster whose CLUSTER SLOTS is `slots`.
-fn owner_of(cluster: &Cluster, slots: &[SlotsEntry], key: &str) -> usize {
+/// The index of the node owning `key` in `cluster`, as `client`'s slot table says.
+fn owner_of(cluster: &Cluster, client: &ClusterClient, key: &str) -> usize {
     let slot = quiver_store::slot::key_slot(key.as_bytes());
-    let entry = slots
-        .iter()
-        .find(|e| e.lo <= slot && slot <= e.hi)
-        .unwrap_or_else(|| panic!("slot {slot} of {key} in no range: {slots:?}"));
-    cluster.node_on(entry.port)
+    let addr = client
+        .slot_owner(slot)
+        .unwrap_or_else(|| panic!("slot {slot} of {key} has no owner: {client:?}"));
+    let port = addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok());
+    cluster.node_on(port.unwrap_or_else(|| panic!("an address: {addr}")))
 }
 
 /// CLUSTER KEYSLOT, asked of the server.
@@ -59,9 +64,12 @@ fn redis_cli_follows_moved() {
     let cluster = Cluster::start(3);
     let cli = program("redis-cli");
     let port1 = cluster.nodes[0].port.to_string();
-    let slots = cluster_slots(&mut cluster.nodes[0].conn());
+    let client = cluster.client();
     let keys: Vec<String> = (0..30).map(|i| format!("cli:{i}")).collect();
-    let owners: BTreeSet<usize> = keys.iter().map(|k| owner_of(&cluster, &slots, k)).collect();
+    let owners: BTreeSet<usize> = keys
+        .iter()
+        .map(|k| owner_of(&cluster, &client, k))
+        .collect();
     assert_eq!(owners.len(), 3, "the keys span every node");
 
     let redis_cli = |follow: bool, args: &[&str]| -> String {
@@ -81,7 +89,7 @@ fn redis_cli_follows_moved() {
     }
     // Each key was written on its owner: it answers without a redirect.
     for (i, key) in keys.iter().enumerate() {
-        let owner = &cluster.nodes[owner_of(&cluster, &slots, key)];
+        let owner = &cluster.nodes[owner_of(&cluster, &client, key)];
         let got = owner.conn().get(key).unwrap();
         assert_eq!(
             got.as_deref(),
@@ -92,8 +100,8 @@ fn redis_cli_follows_moved() {
 
     // Without -c, the wrong node answers MOVED with the key's slot and its owner's address.
     let mut c1 = cluster.nodes[0].conn();
-    for key in keys.iter().filter(|k| owner_of(&cluster, &slots, k) != 0) {
-        let owner = &cluster.nodes[owner_of(&cluster, &slots, key)];
+    for key in keys.iter().filter(|k| owner_of(&cluster, &client, k) != 0) {
+        let owner = &cluster.nodes[owner_of(&cluster, &client, key)];
         let slot = keyslot(&mut c1, key);
         let out = redis_cli(false, &["GET", key]);
         assert_eq!(
@@ -190,6 +198,7 @@ fn cluster_protocol() {
     let ports: BTreeSet<u16> = slots.iter().map(|e| e.port).collect();
     let node_ports: BTreeSet<u16> = cluster.nodes.iter().map(|n| n.port).collect();
     assert_eq!(ports, node_ports);
+    let client = cluster.client();
 
     // CLUSTER NODES: a line per node, this one flagged myself.
     let nodes = text(&c.command(&[b"CLUSTER", b"NODES"]).unwrap());
@@ -214,7 +223,7 @@ fn cluster_protocol() {
     for i in 0.. {
         let key = format!("proto:{i}");
         let slot = keyslot(&mut c, &key);
-        if owner_of(&cluster, &slots, &key) == 0 && mine.iter().all(|(_, s)| *s != slot) {
+        if owner_of(&cluster, &client, &key) == 0 && mine.iter().all(|(_, s)| *s != slot) {
             mine.push((key, slot));
             if mine.len() == 3 {
                 break;
@@ -237,14 +246,14 @@ fn cluster_protocol() {
     // Keys on two nodes: CROSSSLOT, and the MSET wrote nothing.
     let other = (0..)
         .map(|i| format!("other:{i}"))
-        .find(|k| owner_of(&cluster, &slots, k) != 0)
+        .find(|k| owner_of(&cluster, &client, k) != 0)
         .unwrap();
     let crossslot = "CROSSSLOT Keys in request don't hash to the same slot";
     let reply = c.command(&[b"MGET", mine[0].0.as_bytes(), other.as_bytes()]);
     assert_eq!(error_text(reply), crossslot);
     let reply = c.command(&[b"MSET", b"proto:x", b"1", other.as_bytes(), b"2"]);
     assert_eq!(error_text(reply), crossslot);
-    let owner = &cluster.nodes[owner_of(&cluster, &slots, &other)];
+    let owner = &cluster.nodes[owner_of(&cluster, &client, &other)];
     assert_eq!(owner.conn().get(&other).unwrap(), None);
 
     // One database.

@@ -2,16 +2,15 @@
 //! serving the ranges of its last topology (also after a restart, from its `CLUSTER` file), and
 //! once it is back the nodes reconnect and follow new epochs.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use quiver_client::{Error, Value};
+use quiver_client::Error;
 use quiver_store::slot::key_slot;
 
-use crate::harness::{connect, wait_until, Cluster};
-use crate::router::{parse_moved, Router};
+use crate::harness::{cluster_client, wait_until, Cluster};
+use crate::slots::parse_moved;
 
 /// Failures of the load kept for the report (all are counted).
 const FAILURES_KEPT: usize = 20;
@@ -39,8 +38,8 @@ impl LoadReport {
     }
 }
 
-/// A thread writing new keys and reading back earlier ones through a [`Router`] until told to
-/// stop; `ops` counts its iterations.
+/// A thread writing new keys and reading back earlier ones through a cluster client until
+/// told to stop; `ops` counts its iterations.
 struct Load {
     stop: Arc<AtomicBool>,
     ops: Arc<AtomicUsize>,
@@ -53,20 +52,20 @@ impl Load {
         let ops = Arc::new(AtomicUsize::new(0));
         let (s, o) = (stop.clone(), ops.clone());
         let thread = std::thread::spawn(move || {
-            let mut router = Router::new(&seed);
+            let mut client = cluster_client(&[seed]);
             let mut report = LoadReport::default();
             let mut i = 0usize;
             while !s.load(Ordering::SeqCst) {
                 let (key, value) = (format!("load:{i}"), format!("value-{i}"));
-                match router.set(&key, &value) {
+                match client.set(&key, &value) {
                     Ok(()) => report.acked.push((key, value)),
                     Err(e) => report.fail(format!("SET {key}: {e}")),
                 }
                 // An earlier acknowledged write, spread over the whole history.
                 if !report.acked.is_empty() {
                     let (k, v) = report.acked[i.wrapping_mul(7919) % report.acked.len()].clone();
-                    match router.get(&k) {
-                        Ok(Some(got)) if got == v => {}
+                    match client.get(&k) {
+                        Ok(Some(got)) if got == v.as_bytes() => {}
                         other => report.fail(format!("GET {k}: {other:?}, wanted {v}")),
                     }
                 }
@@ -103,27 +102,16 @@ impl Load {
     }
 }
 
-/// Every acknowledged write reads back, with MGETs of many slots on each owner.
+/// Every acknowledged write reads back, with multigets: one MGET of many slots per owner.
 fn verify(cluster: &Cluster, acked: &[(String, String)]) {
-    let router = Router::new(&cluster.nodes[0].addr());
-    let mut by_owner: BTreeMap<String, Vec<&(String, String)>> = BTreeMap::new();
-    for kv in acked {
-        by_owner
-            .entry(router.owner(kv.0.as_bytes()).to_string())
-            .or_default()
-            .push(kv);
-    }
-    for (addr, pairs) in by_owner {
-        let mut c = connect(&addr).unwrap();
-        for chunk in pairs.chunks(VERIFY_BATCH) {
-            let mut args: Vec<&[u8]> = vec![b"MGET"];
-            args.extend(chunk.iter().map(|(k, _)| k.as_bytes()));
-            let Value::Array(values) = c.command(&args).unwrap() else {
-                panic!("MGET on {addr}")
-            };
-            for ((k, v), got) in chunk.iter().zip(&values) {
-                assert_eq!(got.as_bytes(), Some(v.as_bytes()), "{k} on {addr}");
-            }
+    let mut client = cluster.client();
+    for chunk in acked.chunks(VERIFY_BATCH) {
+        let keys: Vec<&str> = chunk.iter().map(|(k, _)| k.as_str()).collect();
+        let values = client
+            .multi_get(&keys)
+            .unwrap_or_else(|e| panic!("MGET: {e}\n{}", cluster.logs()));
+        for ((k, v), got) in chunk.iter().zip(&values) {
+            assert_eq!(got.as_deref(), Some(v.as_bytes()), "{k}");
         }
     }
 }
@@ -163,13 +151,19 @@ fn etcd_restart_under_load() {
 #[test]
 fn node_restart_without_etcd() {
     let mut cluster = Cluster::start(3);
-    let mut router = Router::new(&cluster.nodes[0].addr());
+    let mut client = cluster.client();
     let pairs: Vec<(String, String)> = (0..300)
         .map(|i| (format!("restart:{i}"), format!("value-{i}")))
         .collect();
     for (k, v) in &pairs {
-        router.set(k, v).unwrap();
+        client.set(k, v).unwrap();
     }
+    let owner = |k: &str| {
+        client
+            .slot_owner(key_slot(k.as_bytes()))
+            .unwrap()
+            .to_string()
+    };
 
     cluster.etcd.stop();
     cluster.wait_all("every node sees etcd gone", "quiver_etcd_connected:0");
@@ -180,9 +174,7 @@ fn node_restart_without_etcd() {
     // It serves its slots from its last topology: its keys are there, the others MOVED.
     let node = &cluster.nodes[1];
     let mut c = node.conn();
-    let (mine, others): (Vec<_>, Vec<_>) = pairs
-        .iter()
-        .partition(|(k, _)| router.owner(k.as_bytes()) == node.addr());
+    let (mine, others): (Vec<_>, Vec<_>) = pairs.iter().partition(|(k, _)| owner(k) == node.addr());
     assert!(!mine.is_empty() && !others.is_empty());
     for (k, v) in &mine {
         assert_eq!(c.get(k).unwrap().as_deref(), Some(v.as_bytes()), "{k}");
@@ -194,7 +186,7 @@ fn node_restart_without_etcd() {
         };
         let (slot, addr) = parse_moved(&text).unwrap_or_else(|| panic!("{text}"));
         assert_eq!(slot, key_slot(k.as_bytes()), "{k}");
-        assert_eq!(addr, router.owner(k.as_bytes()), "{k}");
+        assert_eq!(addr, owner(k), "{k}");
     }
     for line in [
         "cluster_state:ok",
@@ -205,9 +197,9 @@ fn node_restart_without_etcd() {
         node.info_has(line).unwrap();
     }
     // The whole cluster serves every key meanwhile.
-    let mut fresh = Router::new(&cluster.nodes[0].addr());
+    let mut fresh = cluster.client();
     for (k, v) in &pairs {
-        assert_eq!(fresh.get(k).unwrap().as_deref(), Some(v.as_str()), "{k}");
+        assert_eq!(fresh.get(k).unwrap().as_deref(), Some(v.as_bytes()), "{k}");
     }
 
     cluster.etcd.restart();

@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::harness::{connect, run, tail, WAIT};
-use crate::router::Router;
+use quiver_store::slot::key_slot;
+
+use crate::harness::{cluster_client, connect, run, tail, WAIT};
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/cluster.sh");
 
@@ -118,16 +119,20 @@ fn scripts_cluster_sh() {
         assert!(info.contains("cluster_state:ok\r\n"), "{addr}: {info}");
         assert!(info.contains("cluster_known_nodes:3\r\n"), "{addr}: {info}");
     }
-    let mut router = Router::new(&addrs[0]);
+    let mut client = cluster_client(&addrs[..1]);
     for i in 0..50 {
-        router.set(&format!("sh:{i}"), &format!("v{i}")).unwrap();
+        client.set(format!("sh:{i}"), format!("v{i}")).unwrap();
     }
     for i in 0..50 {
-        let got = router.get(&format!("sh:{i}")).unwrap();
-        assert_eq!(got, Some(format!("v{i}")));
+        let got = client.get(format!("sh:{i}")).unwrap();
+        assert_eq!(got.as_deref(), Some(format!("v{i}").as_bytes()));
     }
     let owners: std::collections::BTreeSet<&str> = (0..50)
-        .map(|i| router.owner(format!("sh:{i}").as_bytes()))
+        .map(|i| {
+            client
+                .slot_owner(key_slot(format!("sh:{i}").as_bytes()))
+                .unwrap()
+        })
         .collect();
     assert_eq!(owners.len(), 3, "the keys span every node");
 
