@@ -13,9 +13,10 @@
 //! 4. **Hand over**: one etcd transaction ends the migration and gives the range to B. A
 //!    does not let a write to the range run until it knows the outcome: a lost answer (the
 //!    kvrocks bug where both nodes took writes for a slot) is resolved by reading the
-//!    topology again, as long as it takes. Handed over, A adopts the new topology (writes to
-//!    the range now get MOVED), tells B to read it too (`RANGEIMPORT END`), and drops the
-//!    range (through the pending drops).
+//!    topology again, as long as it takes; reads of the range wait too from the moment the
+//!    transaction may commit (B may be serving the range then). Handed over, A has B adopt
+//!    the new topology (`RANGEIMPORT END`, bounded), adopts it itself (the waiting requests
+//!    now get MOVED to B, which serves them), and drops the range (through the pending drops).
 //!
 //! Any failure before the hand-over aborts the migration in etcd (the range stays A's, with
 //! everything acknowledged) and B drops what it received. A crash of A, B or the mover at
@@ -145,12 +146,14 @@ fn drive(
     sender.result(last)?;
     drop(export);
     // 4. Hand over.
+    node.freeze_reads(m.slots);
     let (handed_over, t) = hand_over(&meta, m, rt);
+    if handed_over {
+        // The target adopts first, so that clients this node sends there are served.
+        target.end(t.epoch);
+    }
     let _ = node.adopt(t);
     node.thaw(m.slots);
-    if handed_over {
-        target.end();
-    }
     Ok(handed_over)
 }
 
@@ -325,11 +328,13 @@ impl Target {
         self.request(&refs).map(|_| ())
     }
 
-    /// RANGEIMPORT END: the target reads the topology now (best effort: its watch brings
-    /// the new version anyway).
-    fn end(&mut self) {
+    /// RANGEIMPORT END: the target adopts the topology of `epoch` (or a later one) before it
+    /// answers, boundedly (best effort: its watch brings the new version anyway).
+    fn end(&mut self, epoch: u64) {
         let range = self.range.clone();
-        if let Err(e) = self.request(&[b"RANGEIMPORT", b"END", range.as_bytes()]) {
+        let epoch = epoch.to_string();
+        if let Err(e) = self.request(&[b"RANGEIMPORT", b"END", range.as_bytes(), epoch.as_bytes()])
+        {
             tracing::warn!(error = %e, "cluster: the target did not take the end of the move");
         }
     }

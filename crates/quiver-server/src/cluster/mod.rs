@@ -8,7 +8,7 @@
 //!
 //! A range being handed over to another node is **frozen** for the last step of its move:
 //! writes to it wait (their connection's run holds them, boundedly, then answers TRYAGAIN)
-//! until the hand-over is decided. Every run of commands holds the [`ClusterNode::gate`] for
+//! until the hand-over is decided, and reads too from the moment the hand-over may commit. Every run of commands holds the [`ClusterNode::gate`] for
 //! reading from its routing check to its last reply; freezing takes it for writing, so once a
 //! range is frozen no write that passed its check earlier is still running.
 //!
@@ -53,7 +53,8 @@ pub enum Route {
     CrossSlot,
     /// A key's slot is unassigned, or there is no topology yet: the reply's text.
     Down(&'static str),
-    /// A write to a range frozen for its hand-over: wait for the thaw, then route again.
+    /// A write to a range frozen for its hand-over (or a read, while the hand-over's outcome
+    /// is unknown): wait for the thaw, then route again.
     Frozen { slot: u16 },
 }
 
@@ -144,9 +145,10 @@ pub struct ClusterNode {
     pub started: Instant,
     /// Held for reading by every run of commands, for writing to freeze a range.
     pub gate: tokio::sync::RwLock<()>,
-    /// Ranges whose writes wait ([`ClusterNode::freeze`]); `frozen_count` is their number,
-    /// read first so that routing takes no lock while nothing is frozen.
-    frozen: Mutex<Vec<SlotRange>>,
+    /// Ranges whose writes wait ([`ClusterNode::freeze`]), and with `reads` set whose reads
+    /// wait too; `frozen_count` is their number, read first so that routing takes no lock
+    /// while nothing is frozen.
+    frozen: Mutex<Vec<Frozen>>,
     frozen_count: AtomicUsize,
     /// Woken when a range thaws.
     pub thawed: tokio::sync::Notify,
@@ -162,6 +164,13 @@ pub struct ClusterNode {
     /// Serializes [`ClusterNode::save`]: the agent, a move's thread and a drop save from
     /// their own threads, through one temporary file.
     saving: Mutex<()>,
+}
+
+/// A range whose writes (and reads, with `reads`) wait.
+#[derive(Clone, Copy, Debug)]
+struct Frozen {
+    range: SlotRange,
+    reads: bool,
 }
 
 /// What [`CLUSTER_FILE`] holds.
@@ -229,9 +238,18 @@ impl ClusterNode {
         // transaction that hands the range over, its outcome unknown: its writes wait until
         // the move's task has changed the topology once more (after which that transaction
         // cannot apply) or found it applied.
-        let frozen: Vec<SlotRange> = topology
+        // Its reads wait as well: if that transaction applied, the target may be serving the
+        // range already.
+        let frozen: Vec<Frozen> = topology
             .as_ref()
-            .map(|t| t.migrations_from(&id).map(|m| m.slots).collect())
+            .map(|t| {
+                t.migrations_from(&id)
+                    .map(|m| Frozen {
+                        range: m.slots,
+                        reads: true,
+                    })
+                    .collect()
+            })
             .unwrap_or_default();
         let node = ClusterNode {
             view: RwLock::new(Arc::new(View::of(topology, &id))),
@@ -259,26 +277,44 @@ impl ClusterNode {
     pub fn freeze(&self, range: SlotRange) {
         let _drained = self.gate.blocking_write();
         let mut frozen = self.frozen.lock();
-        frozen.push(range);
+        frozen.push(Frozen {
+            range,
+            reads: false,
+        });
         self.frozen_count.store(frozen.len(), Ordering::SeqCst);
+    }
+
+    /// Makes reads of the frozen `range` wait too: from the moment its hand-over may commit
+    /// until this node knows the outcome, the target may be serving the range (and taking
+    /// writes), so a read here could miss them. Reads already running started before the
+    /// hand-over, so they need no draining.
+    pub fn freeze_reads(&self, range: SlotRange) {
+        for f in self.frozen.lock().iter_mut().filter(|f| f.range == range) {
+            f.reads = true;
+        }
     }
 
     /// Lets writes to `range` run again (they route anew: MOVED once the range is gone).
     pub fn thaw(&self, range: SlotRange) {
         let mut frozen = self.frozen.lock();
-        frozen.retain(|r| *r != range);
+        frozen.retain(|f| f.range != range);
         self.frozen_count.store(frozen.len(), Ordering::SeqCst);
         drop(frozen);
         self.thawed.notify_waiters();
     }
 
     pub fn frozen(&self) -> Vec<SlotRange> {
-        self.frozen.lock().clone()
+        self.frozen.lock().iter().map(|f| f.range).collect()
     }
 
-    fn is_frozen(&self, slot: u16) -> bool {
+    /// Whether a write (`write`) or a read of `slot` must wait.
+    fn is_frozen(&self, slot: u16, write: bool) -> bool {
         self.frozen_count.load(Ordering::SeqCst) > 0
-            && self.frozen.lock().iter().any(|r| r.contains(slot))
+            && self
+                .frozen
+                .lock()
+                .iter()
+                .any(|f| f.range.contains(slot) && (write || f.reads))
     }
 
     /// The ranges waiting to be dropped.
@@ -385,7 +421,7 @@ impl ClusterNode {
                 return Route::Down(DOWN_UNSERVED);
             }
             all_mine &= Some(owner) == view.me;
-            if write && frozen.is_none() && self.is_frozen(slot) {
+            if frozen.is_none() && self.is_frozen(slot, write) {
                 frozen = Some(slot);
             }
             match first {

@@ -105,7 +105,7 @@ fn a_damaged_state_file_is_refused_with_its_name() {
 }
 
 #[test]
-fn a_frozen_range_holds_writes_not_reads() {
+fn a_frozen_range_holds_writes_then_reads() {
     let dir = tempfile::tempdir().unwrap();
     let node = ClusterNode::open(dir.path(), Some("n0"), "127.0.0.1:7000".into()).unwrap();
     node.adopt(topology(2)).unwrap();
@@ -115,7 +115,11 @@ fn a_frozen_range_holds_writes_not_reads() {
     let write = node.route(mine.iter().map(|k| &k[..]), true);
     assert_eq!(write, Route::Frozen { slot });
     assert_eq!(route(&node, &mine), Route::Local, "reads run");
+    // Once the hand-over may commit, reads wait too.
+    node.freeze_reads(SlotRange { lo: slot, hi: slot });
+    assert_eq!(route(&node, &mine), Route::Frozen { slot });
     node.thaw(SlotRange { lo: slot, hi: slot });
+    assert_eq!(route(&node, &mine), Route::Local);
     assert_eq!(node.route(mine.iter().map(|k| &k[..]), true), Route::Local);
 }
 
@@ -175,4 +179,15 @@ fn a_restart_freezes_the_moves_it_was_making() {
     drop(node);
     let node = ClusterNode::open(dir.path(), None, "127.0.0.1:7000".into()).unwrap();
     assert_eq!(node.frozen(), vec![range]);
+    // Reads too: the hand-over may have committed before the restart.
+    let key = (0..)
+        .map(|i| format!("k{i}").into_bytes())
+        .find(|k| range.contains(key_slot(k)))
+        .unwrap();
+    assert_eq!(
+        route(&node, &[key.clone()]),
+        Route::Frozen {
+            slot: key_slot(&key)
+        }
+    );
 }

@@ -6,7 +6,7 @@
 //! RANGEIMPORT BEGIN <lo-hi> <from-id>          drop whatever this node has of the range
 //! RANGEIMPORT ITEMS <lo-hi> [<key> <expire> <value>] ...
 //!                                              expire: -1 none, -2 a delete, else absolute ms
-//! RANGEIMPORT END <lo-hi>                      read the topology from etcd now
+//! RANGEIMPORT END <lo-hi> <epoch>              adopt the topology of epoch (read etcd now)
 //! ```
 //!
 //! Each is accepted only while this node's topology has a migration of exactly that range to
@@ -24,6 +24,11 @@ use crate::errors::{self, err, store_error};
 use crate::frame::string2ll;
 use crate::reply::Reply;
 
+/// Longest wait of RANGEIMPORT END for this node to adopt the hand-over's epoch, and how
+/// often it looks.
+const END_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+const END_POLL: std::time::Duration = std::time::Duration::from_millis(1);
+
 pub fn run(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let Some(node) = &ctx.state.cluster else {
         return err(crate::cmd::cluster::DISABLED);
@@ -38,10 +43,22 @@ pub fn run(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             String::from_utf8_lossy(&args[2])
         ));
     };
-    if sub == b"end" && args.len() == 3 {
-        // The sender has handed the range over (whether this node saw it yet or not).
+    if sub == b"end" && args.len() == 4 {
+        // The sender has handed the range over in `epoch`: adopt it (the agent reads etcd
+        // now) before answering, boundedly.
+        let Some(epoch) = string2ll(&args[3]).and_then(|e| u64::try_from(e).ok()) else {
+            return err("ERR invalid epoch in RANGEIMPORT END");
+        };
         node.refresh.notify_one();
-        return Reply::OK;
+        // The agent runs on the runtime: the wait must not hold this worker from it (the
+        // server's runtime is multi-threaded).
+        tokio::task::block_in_place(|| {
+            let deadline = std::time::Instant::now() + END_WAIT_MAX;
+            while node.view().epoch() < epoch && std::time::Instant::now() < deadline {
+                std::thread::sleep(END_POLL);
+            }
+        });
+        return Reply::Integer(node.view().epoch() as i64);
     }
     let view = node.view();
     let from = view.topology.as_ref().and_then(|t| {
