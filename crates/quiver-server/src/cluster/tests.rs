@@ -185,7 +185,7 @@ fn a_restart_freezes_the_moves_it_was_making() {
         .find(|k| range.contains(key_slot(k)))
         .unwrap();
     assert_eq!(
-        route(&node, &[key.clone()]),
+        route(&node, std::slice::from_ref(&key)),
         Route::Frozen {
             slot: key_slot(&key)
         }
