@@ -46,6 +46,17 @@ pub enum Error {
         what: &'static str,
         reply: String,
     },
+    /// `bench cluster`: a cluster client call failed (`what` says which, and on which thread).
+    #[error("{what}: {source}")]
+    Cluster {
+        what: String,
+        #[source]
+        source: quiver_client::Error,
+    },
+    /// `bench cluster`: a multiget returned no value, or another key's, for a key of the data
+    /// set (which was not loaded, or the cluster lost or mixed up keys).
+    #[error("{0}")]
+    BadRead(String),
     /// `bench net`: the server's reply is not valid RESP.
     #[error("{addr}: malformed reply: {reason}")]
     Protocol { addr: String, reason: String },

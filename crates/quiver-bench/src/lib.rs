@@ -4,6 +4,8 @@
 //!   agree on them);
 //! - `rng`, `distribution`: a fast PRNG, uniform and scrambled-Zipf key choice;
 //! - `load`: bulk load through vectors of `multi_put`;
+//! - `cluster`: multigets through the cluster client against a Quiver cluster or a Redis
+//!   Cluster (`quiver bench cluster`): keys per node request, server CPU per node;
 //! - `local`: multiget throughput of the engine in process (`quiver bench local`);
 //! - `reopen`: open time from checkpoints and from a full log rebuild (`quiver bench reopen`);
 //! - `benchdir`: what a benchmark data directory holds, and what it may delete;
@@ -12,6 +14,7 @@
 //!   open loop, HDR latency, server CPU from `/proc`, JSON and CSV records.
 
 pub mod benchdir;
+pub mod cluster;
 pub mod distribution;
 pub mod error;
 pub mod keys;

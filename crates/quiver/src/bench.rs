@@ -1,18 +1,20 @@
-//! `quiver bench local`, `quiver bench reopen` and `quiver bench net`: the CLI side (bars on
-//! stderr, one JSON object per line on stdout); the benchmarks themselves are in
-//! `quiver-bench`.
+//! `quiver bench local`, `quiver bench reopen`, `quiver bench net` and `quiver bench cluster`:
+//! the CLI side (bars on stderr, one JSON object per line on stdout); the benchmarks
+//! themselves are in `quiver-bench`.
 
 use std::io::Write;
 use std::path::Path;
 
 use indicatif::ProgressBar;
+use quiver_bench::cluster::{self, ClusterConfig, ClusterObserver, ClusterRecord};
 use quiver_bench::load::LoadReport;
 use quiver_bench::local::{self, LocalConfig, LocalResult, Observer};
 use quiver_bench::net::{self, Mode, NetConfig, NetLoadReport, NetObserver, NetRecord};
 use quiver_bench::reopen::{self, ReopenConfig};
 use quiver_bench::split::{self, SplitConfig};
+use quiver_client::ClusterStats;
 
-use crate::cli::{BenchLocalArgs, BenchNetArgs, BenchReopenArgs, BenchSplitArgs};
+use crate::cli::{BenchClusterArgs, BenchLocalArgs, BenchNetArgs, BenchReopenArgs, BenchSplitArgs};
 use crate::error::CliError;
 use crate::progress::{self, LOAD_TEMPLATE, PERCENT_TEMPLATE};
 
@@ -339,4 +341,126 @@ pub fn net(dir: Option<&Path>, a: &BenchNetArgs) -> Result<(), CliError> {
     }
     res?;
     obs.output_error.map_or(Ok(()), Err)
+}
+
+struct ClusterCliObserver {
+    json: bool,
+    bar: Option<ProgressBar>,
+}
+
+impl ClusterObserver for ClusterCliObserver {
+    fn connected(&mut self, nodes: &[String]) {
+        if !self.json {
+            eprintln!(
+                "quiver bench: {} nodes serve slots: {}",
+                nodes.len(),
+                nodes.join(", ")
+            );
+        }
+    }
+
+    fn load_started(&mut self, total: u64) {
+        let pb = progress::bar(total, LOAD_TEMPLATE);
+        pb.set_message("loading");
+        self.bar = Some(pb);
+    }
+
+    fn load_progress(&mut self, done: u64) {
+        if let Some(pb) = &self.bar {
+            pb.set_position(done);
+        }
+    }
+
+    fn load_finished(&mut self, keys: u64, seconds: f64, s: &ClusterStats) {
+        if let Some(pb) = self.bar.take() {
+            pb.finish_and_clear();
+        }
+        eprintln!(
+            "quiver bench: loaded {keys} keys in {seconds:.2} s ({:.0} keys/s; {} requests, \
+             {} CROSSSLOT, {} MOVED, {} ASK, {} TRYAGAIN/CLUSTERDOWN, {} unreachable)",
+            keys as f64 / seconds.max(f64::MIN_POSITIVE),
+            s.requests,
+            s.cross_slot,
+            s.moved,
+            s.asked,
+            s.retries,
+            s.node_failures
+        );
+    }
+
+    fn note(&mut self, message: &str) {
+        eprintln!("quiver bench: {message}");
+    }
+
+    fn running(&mut self, what: &str) {
+        if !self.json {
+            eprintln!("quiver bench: {what}...");
+        }
+    }
+}
+
+/// One line for a person: throughput, the width the nodes saw, the servers' cost.
+fn cluster_summary(r: &ClusterRecord) -> String {
+    let mut line = format!(
+        "{} on {} nodes, width {}: {:.0} keys/s ({:.0} multigets/s), {:.2} requests per \
+         multiget, {:.2} keys per request",
+        r.system,
+        r.nodes,
+        r.width,
+        r.keys_per_sec,
+        r.multigets_per_sec,
+        r.requests_per_multiget,
+        r.mean_keys_per_request
+    );
+    if let (Some(cpu), Some(k)) = (r.server_cpu_s, r.keys_per_server_cpu_s) {
+        line.push_str(&format!(
+            ", servers {cpu:.2} CPU s ({k:.0} keys per server-CPU-second)"
+        ));
+    }
+    if let Some(c) = r.client_cpu_s {
+        line.push_str(&format!(", client {c:.2} CPU s"));
+    }
+    line
+}
+
+pub fn cluster(dir: Option<&Path>, a: &BenchClusterArgs) -> Result<(), CliError> {
+    if dir.is_some() {
+        return Err(CliError::Usage(
+            "--dir is for serve and the offline commands; bench cluster talks to a running \
+             cluster (see --seeds)"
+                .into(),
+        ));
+    }
+    let cfg = ClusterConfig {
+        seeds: a.seeds.clone(),
+        keys: a.data.keys,
+        key_size: a.data.key_size,
+        value_size: a.data.value_size,
+        width: a.width,
+        threads: a.threads,
+        warmup_s: a.warmup_s,
+        duration_s: a.duration_s,
+        load: a.load,
+        load_only: a.load_only,
+        server_pids: a.server_pids.clone(),
+        label: a.label.clone(),
+        tags: a.tags.iter().cloned().collect(),
+        seed: a.seed,
+    };
+    let mut obs = ClusterCliObserver {
+        json: a.json,
+        bar: None,
+    };
+    let res = cluster::run(&cfg, &mut obs);
+    if let Some(pb) = obs.bar.take() {
+        pb.finish_and_clear();
+    }
+    let Some(record) = res? else {
+        return Ok(());
+    };
+    if !a.json {
+        eprintln!("quiver bench: {}", cluster_summary(&record));
+    }
+    print_line(&record)?;
+    Ok(())
 }

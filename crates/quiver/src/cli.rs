@@ -358,6 +358,18 @@ pub enum BenchCommand {
     /// from the server (taskset); client_cpu_util (closed loop) and send_lag_p99_us (open
     /// loop) tell whether the client kept up.
     Net(BenchNetArgs),
+    /// Multigets through the cluster client against a Quiver cluster or a Redis Cluster: one
+    /// JSON line per run on stdout.
+    ///
+    /// --threads threads, each with its own cluster client, each keeping one multiget of
+    /// --width uniform random keys (keys 0..--keys, as `quiver load` writes them) outstanding
+    /// for --duration-s after --warmup-s. A multiget is one request per node (Quiver), or one
+    /// per slot to a node that answers CROSSSLOT (Redis Cluster): the record's
+    /// requests_per_multiget and mean_keys_per_request are the vector width each node saw.
+    /// Every value read is checked; any error fails the run. With --server-pids, each
+    /// server's CPU seconds (matched to its node by its listening port) and keys per
+    /// server-CPU-second, in total and per node.
+    Cluster(BenchClusterArgs),
 }
 
 /// The data set a benchmark loads and reads: keys 0..N of the given sizes (the keys and values
@@ -506,6 +518,53 @@ pub struct BenchNetArgs {
     pub seed: u64,
 }
 
+#[derive(Debug, Args)]
+pub struct BenchClusterArgs {
+    /// Nodes to read the slot table from: host:port, comma-separated.
+    #[arg(
+        long,
+        value_name = "HOST:PORT,...",
+        value_delimiter = ',',
+        required = true
+    )]
+    pub seeds: Vec<String>,
+    #[command(flatten)]
+    pub data: DataSetArgs,
+    /// Keys per multiget.
+    #[arg(long, value_name = "W", default_value_t = 32)]
+    pub width: usize,
+    /// Client threads, each with its own cluster client and one multiget outstanding.
+    #[arg(long, value_name = "T", default_value_t = 4)]
+    pub threads: usize,
+    /// Seconds of load before measuring (not measured).
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    pub warmup_s: f64,
+    /// Measured seconds.
+    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    pub duration_s: f64,
+    /// Before measuring, write keys 0..N (multi_set in batches, every thread).
+    #[arg(long)]
+    pub load: bool,
+    /// Load as --load does, then exit without measuring.
+    #[arg(long)]
+    pub load_only: bool,
+    /// The servers' process ids, comma-separated, any order: their CPU seconds over the run.
+    #[arg(long, value_name = "PID,...", value_delimiter = ',')]
+    pub server_pids: Vec<u32>,
+    /// Name of the system in the record (e.g. quiver, redis-cluster).
+    #[arg(long, value_name = "NAME", default_value = "cluster")]
+    pub label: String,
+    /// A label copied into the record's `tags` object; repeatable.
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = parse_tag)]
+    pub tags: Vec<(String, String)>,
+    /// Machine output only: the JSON line on stdout, no summary lines on stderr.
+    #[arg(long)]
+    pub json: bool,
+    /// Seed of the key choices.
+    #[arg(long, value_name = "N", default_value_t = 0x5eed)]
+    pub seed: u64,
+}
+
 /// `key=value`, the key non-empty.
 fn parse_tag(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
@@ -635,6 +694,49 @@ mod tests {
             Cli::try_parse_from(["quiver", "bench", "net"]).is_err(),
             "--port is required"
         );
+    }
+
+    #[test]
+    fn bench_cluster_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "quiver",
+            "bench",
+            "cluster",
+            "--seeds",
+            "127.0.0.1:7000,127.0.0.1:7001",
+            "--server-pids",
+            "10,11",
+            "--keys",
+            "1000",
+            "--label",
+            "quiver",
+            "--tag",
+            "round=1",
+            "--load",
+        ])
+        .unwrap();
+        let Command::Bench(BenchCommand::Cluster(a)) = cli.command else {
+            panic!("parsed as {:?}", cli.command)
+        };
+        assert_eq!(a.seeds, ["127.0.0.1:7000", "127.0.0.1:7001"]);
+        assert_eq!(a.server_pids, [10, 11]);
+        assert_eq!((a.data.keys, a.width, a.threads), (1000, 32, 4));
+        assert_eq!(a.tags, [("round".into(), "1".into())]);
+        assert!(a.load && !a.load_only);
+        assert!(
+            Cli::try_parse_from(["quiver", "bench", "cluster"]).is_err(),
+            "--seeds is required"
+        );
+        assert!(Cli::try_parse_from([
+            "quiver",
+            "bench",
+            "cluster",
+            "--seeds",
+            "h:1",
+            "--server-pids",
+            "x"
+        ])
+        .is_err());
     }
 
     #[test]

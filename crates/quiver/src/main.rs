@@ -85,6 +85,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Bench(cli::BenchCommand::Reopen(a)) => bench::reopen(&bench_dir(), a),
         Command::Bench(cli::BenchCommand::Split(a)) => bench::split(&bench_dir(), a),
         Command::Bench(cli::BenchCommand::Net(a)) => bench::net(cli.dir.as_deref(), a),
+        Command::Bench(cli::BenchCommand::Cluster(a)) => bench::cluster(cli.dir.as_deref(), a),
         Command::Bench(cli::BenchCommand::Report(a)) => report::run(a),
         Command::Sim(c) => sim::run(c),
         Command::Cluster(c) => cluster::run(c),

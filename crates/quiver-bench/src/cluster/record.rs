@@ -1,0 +1,312 @@
+//! One measured run's result (one JSON line), built from what the threads counted and the
+//! CPU seconds read around the window; pure, so that every derived figure is tested.
+
+use std::collections::BTreeMap;
+
+use quiver_client::ClusterStats;
+use serde::Serialize;
+
+use crate::cluster::spec::ClusterConfig;
+
+/// One server process over the window.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ServerFigures {
+    pub pid: u32,
+    /// The node it serves (`host:port`, as the slot table names it).
+    pub node: String,
+    pub cpu_s: f64,
+    /// `cpu_s / measured_s`: 1.0 is one core busy.
+    pub cpu_util: f64,
+    /// The share of the key space `0..keys` whose slots the node owns: with uniform key
+    /// choice, the share of the keys read that it served.
+    pub key_share: f64,
+    /// `keys_read * key_share / cpu_s`.
+    pub keys_per_server_cpu_s: Option<f64>,
+}
+
+/// One measured run (one line of output). The server figures are empty and `null` without
+/// `--server-pids`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ClusterRecord {
+    /// Always `"cluster"`.
+    pub bench: &'static str,
+    /// `--label`.
+    pub system: String,
+    pub seeds: Vec<String>,
+    /// Nodes serving slots, as the client's slot table lists them.
+    pub nodes: usize,
+    pub node_addrs: Vec<String>,
+    pub keys: u64,
+    pub key_size: usize,
+    pub value_size: usize,
+    pub width: usize,
+    pub threads: usize,
+    pub warmup_s: f64,
+    pub duration_s: f64,
+    /// From the window's start to the last measured multiget's reply.
+    pub measured_s: f64,
+    /// Multigets started in the window (each thread finishes the one it started last).
+    pub multigets: u64,
+    /// `multigets * width`.
+    pub keys_read: u64,
+    pub keys_per_sec: f64,
+    pub multigets_per_sec: f64,
+    /// Requests the clients sent in the window (one per node a multiget touched, or one per
+    /// slot to a node that answered CROSSSLOT).
+    pub requests: u64,
+    /// `requests / multigets`.
+    pub requests_per_multiget: f64,
+    /// `keys_read / requests`: the vector width each back-end saw.
+    pub mean_keys_per_request: f64,
+    /// CROSSSLOT replies over the whole run, warm-up included (each switches one node of one
+    /// client to a request per slot).
+    pub cross_slot: u64,
+    /// Whole run, all threads: MOVED and ASK followed, TRYAGAIN / CLUSTERDOWN retried, nodes
+    /// found unreachable, slot tables read. Nonzero redirects mean the topology moved.
+    pub moved: u64,
+    pub asked: u64,
+    pub retries: u64,
+    pub node_failures: u64,
+    pub refreshes: u64,
+    /// Each `--server-pids` process, in the order given.
+    pub servers: Vec<ServerFigures>,
+    /// Sum of the servers' CPU seconds.
+    pub server_cpu_s: Option<f64>,
+    /// `keys_read / server_cpu_s`: what compares on a host where client and servers share
+    /// cores.
+    pub keys_per_server_cpu_s: Option<f64>,
+    /// This process's CPU seconds over the window (every client thread).
+    pub client_cpu_s: Option<f64>,
+    pub client_cpu_util: Option<f64>,
+    pub seed: u64,
+    pub tags: BTreeMap<String, String>,
+    /// When the window began, RFC 3339 UTC.
+    pub started_at: String,
+}
+
+/// A server's CPU seconds over the window and what it serves.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerCpu {
+    pub pid: u32,
+    pub node: String,
+    pub cpu_s: f64,
+    pub key_share: f64,
+}
+
+/// What a run measured, before any figure is derived.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measured {
+    pub node_addrs: Vec<String>,
+    pub measured_s: f64,
+    pub multigets: u64,
+    /// Sum over threads of the client stats' change over the window.
+    pub window: ClusterStats,
+    /// Sum over threads of the client stats at the end (the whole run).
+    pub total: ClusterStats,
+    pub servers: Vec<ServerCpu>,
+    pub client_cpu_s: Option<f64>,
+    pub started_at: String,
+}
+
+/// `a / b`, or `None` when `b` is not positive (an idle server: no figure, not infinity).
+fn per(a: f64, b: f64) -> Option<f64> {
+    (b > 0.0).then(|| a / b)
+}
+
+impl ClusterRecord {
+    pub fn new(cfg: &ClusterConfig, m: Measured) -> ClusterRecord {
+        let keys_read = m.multigets * cfg.width as u64;
+        let secs = m.measured_s;
+        let servers: Vec<ServerFigures> = m
+            .servers
+            .iter()
+            .map(|s| ServerFigures {
+                pid: s.pid,
+                node: s.node.clone(),
+                cpu_s: s.cpu_s,
+                cpu_util: per(s.cpu_s, secs).unwrap_or(0.0),
+                key_share: s.key_share,
+                keys_per_server_cpu_s: per(keys_read as f64 * s.key_share, s.cpu_s),
+            })
+            .collect();
+        let server_cpu_s = (!servers.is_empty()).then(|| servers.iter().map(|s| s.cpu_s).sum());
+        ClusterRecord {
+            bench: "cluster",
+            system: cfg.label.clone(),
+            seeds: cfg.seeds.clone(),
+            nodes: m.node_addrs.len(),
+            node_addrs: m.node_addrs,
+            keys: cfg.keys,
+            key_size: cfg.key_size,
+            value_size: cfg.value_size,
+            width: cfg.width,
+            threads: cfg.threads,
+            warmup_s: cfg.warmup_s,
+            duration_s: cfg.duration_s,
+            measured_s: secs,
+            multigets: m.multigets,
+            keys_read,
+            keys_per_sec: per(keys_read as f64, secs).unwrap_or(0.0),
+            multigets_per_sec: per(m.multigets as f64, secs).unwrap_or(0.0),
+            requests: m.window.requests,
+            requests_per_multiget: per(m.window.requests as f64, m.multigets as f64).unwrap_or(0.0),
+            mean_keys_per_request: per(keys_read as f64, m.window.requests as f64).unwrap_or(0.0),
+            cross_slot: m.total.cross_slot,
+            moved: m.total.moved,
+            asked: m.total.asked,
+            retries: m.total.retries,
+            node_failures: m.total.node_failures,
+            refreshes: m.total.refreshes,
+            servers,
+            server_cpu_s,
+            keys_per_server_cpu_s: server_cpu_s.and_then(|c| per(keys_read as f64, c)),
+            client_cpu_s: m.client_cpu_s,
+            client_cpu_util: m.client_cpu_s.and_then(|c| per(c, secs)),
+            seed: cfg.seed,
+            tags: cfg.tags.clone(),
+            started_at: m.started_at,
+        }
+    }
+
+    // Numbers, strings, vectors and a map with string keys: serializing cannot fail.
+    #[allow(clippy::expect_used)]
+    pub fn to_json_line(&self) -> String {
+        serde_json::to_string(self).expect("a record serializes")
+    }
+}
+
+/// Adds the fields of two client stats (threads' figures summed).
+pub fn add_stats(a: ClusterStats, b: ClusterStats) -> ClusterStats {
+    ClusterStats {
+        requests: a.requests + b.requests,
+        moved: a.moved + b.moved,
+        asked: a.asked + b.asked,
+        retries: a.retries + b.retries,
+        cross_slot: a.cross_slot + b.cross_slot,
+        node_failures: a.node_failures + b.node_failures,
+        refreshes: a.refreshes + b.refreshes,
+    }
+}
+
+/// `after - before`, field by field (counters only grow).
+pub fn sub_stats(after: ClusterStats, before: ClusterStats) -> ClusterStats {
+    ClusterStats {
+        requests: after.requests - before.requests,
+        moved: after.moved - before.moved,
+        asked: after.asked - before.asked,
+        retries: after.retries - before.retries,
+        cross_slot: after.cross_slot - before.cross_slot,
+        node_failures: after.node_failures - before.node_failures,
+        refreshes: after.refreshes - before.refreshes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured() -> Measured {
+        Measured {
+            node_addrs: vec!["127.0.0.1:7000".into(), "127.0.0.1:7001".into()],
+            measured_s: 2.0,
+            multigets: 1000,
+            window: ClusterStats {
+                requests: 2000,
+                ..ClusterStats::default()
+            },
+            total: ClusterStats {
+                requests: 2600,
+                cross_slot: 3,
+                refreshes: 4,
+                ..ClusterStats::default()
+            },
+            servers: vec![
+                ServerCpu {
+                    pid: 11,
+                    node: "127.0.0.1:7001".into(),
+                    cpu_s: 0.5,
+                    key_share: 0.25,
+                },
+                ServerCpu {
+                    pid: 10,
+                    node: "127.0.0.1:7000".into(),
+                    cpu_s: 1.5,
+                    key_share: 0.75,
+                },
+            ],
+            client_cpu_s: Some(1.0),
+            started_at: "2026-01-02T03:04:05.006Z".into(),
+        }
+    }
+
+    #[test]
+    fn figures_are_derived_from_the_counts() {
+        let mut cfg = ClusterConfig::new(vec!["127.0.0.1:7000".into()]);
+        cfg.width = 32;
+        cfg.label = "quiver".into();
+        let r = ClusterRecord::new(&cfg, measured());
+        assert_eq!(
+            (r.bench, r.system.as_str(), r.nodes),
+            ("cluster", "quiver", 2)
+        );
+        assert_eq!(r.keys_read, 32_000);
+        assert_eq!(r.keys_per_sec, 16_000.0);
+        assert_eq!(r.multigets_per_sec, 500.0);
+        assert_eq!(r.requests, 2000);
+        assert_eq!(r.requests_per_multiget, 2.0);
+        assert_eq!(r.mean_keys_per_request, 16.0);
+        assert_eq!((r.cross_slot, r.refreshes), (3, 4));
+        assert_eq!(r.server_cpu_s, Some(2.0));
+        assert_eq!(r.keys_per_server_cpu_s, Some(16_000.0));
+        // Per node: its share of the keys over its own CPU seconds.
+        assert_eq!(r.servers[0].keys_per_server_cpu_s, Some(16_000.0));
+        assert_eq!(r.servers[1].keys_per_server_cpu_s, Some(16_000.0));
+        assert_eq!(r.servers[1].cpu_util, 0.75);
+        assert_eq!(r.client_cpu_util, Some(0.5));
+        let v: serde_json::Value = serde_json::from_str(&r.to_json_line()).unwrap();
+        assert_eq!(v["servers"][0]["pid"], 11);
+        assert_eq!(v["mean_keys_per_request"], 16.0);
+        assert_eq!(v["tags"], serde_json::json!({}));
+    }
+
+    #[test]
+    fn nothing_measured_gives_zeros_not_infinities() {
+        let cfg = ClusterConfig::new(vec!["h:1".into()]);
+        let mut m = measured();
+        m.multigets = 0;
+        m.window = ClusterStats::default();
+        m.measured_s = 0.0;
+        m.servers[0].cpu_s = 0.0;
+        m.servers[1].cpu_s = 0.0;
+        m.client_cpu_s = None;
+        let r = ClusterRecord::new(&cfg, m);
+        assert_eq!((r.keys_per_sec, r.requests_per_multiget), (0.0, 0.0));
+        assert_eq!(r.mean_keys_per_request, 0.0);
+        assert_eq!(r.keys_per_server_cpu_s, None);
+        assert_eq!(r.servers[0].keys_per_server_cpu_s, None);
+        assert_eq!(r.client_cpu_util, None);
+        let mut m = measured();
+        m.servers.clear();
+        let r = ClusterRecord::new(&cfg, m);
+        assert_eq!((r.server_cpu_s, r.keys_per_server_cpu_s), (None, None));
+        // The JSON line is valid whatever the figures.
+        serde_json::from_str::<serde_json::Value>(&r.to_json_line()).unwrap();
+    }
+
+    #[test]
+    fn stats_add_and_subtract_field_by_field() {
+        let a = ClusterStats {
+            requests: 5,
+            moved: 1,
+            asked: 2,
+            retries: 3,
+            cross_slot: 4,
+            node_failures: 6,
+            refreshes: 7,
+        };
+        let b = add_stats(a, a);
+        assert_eq!(b.requests, 10);
+        assert_eq!(b.refreshes, 14);
+        assert_eq!(sub_stats(b, a), a);
+    }
+}

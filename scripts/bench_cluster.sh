@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# Multigets across a cluster through quiver-client: a Quiver cluster against a Redis Cluster of
+# as many masters, for each cluster size, side by side in one run.
+#
+#   scripts/bench_cluster.sh [--quick] [--out FILE] [--bin PATH]
+#
+# For each N in NODES: starts a Quiver cluster of N nodes (scripts/cluster.sh up: etcd and N
+# `quiver serve --cluster` nodes, as that script starts them) and a Redis Cluster of N masters
+# (redis-server --cluster-enabled yes --save "" --appendonly no, each on free loopback ports;
+# slots given by `redis-cli --cluster create` when N >= 3, by CLUSTER ADDSLOTSRANGE and CLUSTER
+# MEET when N < 3, which `--cluster create` refuses); loads the same KEYS keys (KEY_SIZE-byte
+# keys, VALUE_SIZE-byte values) into each with `quiver bench cluster --load-only`; then runs
+# `quiver bench cluster` (THREADS threads, each its own cluster client, one multiget of WIDTH
+# uniform random keys outstanding, WARMUP s of warm-up, DURATION s measured, every server's CPU
+# from /proc) against each, ROUNDS interleaved rounds (quiver N, redis N, quiver N, redis N);
+# then stops both clusters. Everything started is stopped by PID, also on failure or Ctrl-C.
+#
+# `quiver sim vector-width --keys WIDTH --servers <NODES> --replication 1` gives the expected
+# width per server for random keys (the paper's Fig. 13), printed beside the measured mean keys
+# per request (Quiver sends one request per node, Redis Cluster one per slot).
+#
+# Every JSON line (bench cluster records, tagged nodes= and round=, and the sim's) goes to the
+# --out file [docs/bench/issue11_cluster.jsonl]; a table is printed on stdout: per N and system
+# the keys/s of each round, keys per server-CPU-second, requests per multiget, measured width vs
+# the simulation's, and Quiver / Redis per round. Client, servers and etcd share the host's
+# cores: keys per server-CPU-second is the figure that compares.
+#
+# --quick: 100K keys, 3 s runs, one round (a smoke test of a few minutes).
+# --bin PATH: the quiver binary to run [default: cargo build --release -p quiver, in
+# CARGO_TARGET_DIR or target/].
+#
+# Environment (defaults in brackets; --quick changes the first three):
+#   KEYS [1000000; quick 100000]  DURATION seconds per run [10; quick 3]  ROUNDS [2; quick 1]
+#   WIDTH [32]  THREADS [4]  WARMUP seconds [1]  NODES ["1 2 3"]  KEY_SIZE [16]
+#   VALUE_SIZE [32]  KEEP=1 keeps the run directory with the clusters' data (default: data
+#   removed as each cluster stops, logs at the end unless the run failed).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+
+# Bound on each wait: a server answering, a Redis Cluster agreeing on its slots.
+WAIT_S=60
+
+die() {
+  echo "bench_cluster.sh: $*" >&2
+  exit 1
+}
+
+QUICK=0
+OUT_FILE=docs/bench/issue11_cluster.jsonl
+BIN=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) QUICK=1; shift ;;
+    --out) OUT_FILE=${2:-}; shift 2 || die "--out needs a file" ;;
+    --bin) BIN=${2:-}; shift 2 || die "--bin needs a path" ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "bench_cluster.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+[ -n "$OUT_FILE" ] || die "--out needs a file"
+if ((QUICK)); then
+  KEYS=${KEYS:-100000}
+  DURATION=${DURATION:-3}
+  ROUNDS=${ROUNDS:-1}
+fi
+KEYS=${KEYS:-1000000}
+DURATION=${DURATION:-10}
+ROUNDS=${ROUNDS:-2}
+WIDTH=${WIDTH:-32}
+THREADS=${THREADS:-4}
+WARMUP=${WARMUP:-1}
+NODES=${NODES:-1 2 3}
+KEY_SIZE=${KEY_SIZE:-16}
+VALUE_SIZE=${VALUE_SIZE:-32}
+KEEP=${KEEP:-0}
+for n in $NODES; do
+  [[ $n =~ ^[1-9][0-9]*$ ]] || die "NODES: $n is not a positive number"
+done
+
+# ---- tools ----
+apt_install_missing redis-server:redis-server redis-cli:redis-tools jq:jq python3:python3
+if [ -z "$BIN" ]; then
+  echo "building quiver (release)" >&2
+  cargo build --release -q -p quiver
+  target=${CARGO_TARGET_DIR:-target}
+  [[ $target == /* ]] || target=$repo/$target
+  BIN=$target/release/quiver
+fi
+[ -x "$BIN" ] || die "$BIN is not an executable"
+Q=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+
+RUN=$(mktemp -d /tmp/quiver-bench-cluster.XXXXXX)
+mkdir -p "$(dirname "$OUT_FILE")"
+: >"$OUT_FILE"
+QUIVER_DIRS=() # clusters started with scripts/cluster.sh (stopped with its `down`)
+REDIS_PIDS=()  # redis-server processes started here
+
+# alive PID: the process exists and is not a zombie.
+alive() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
+
+stop_redis() {
+  local pid
+  for pid in "${REDIS_PIDS[@]}"; do
+    if alive "$pid"; then kill -TERM "$pid" 2>/dev/null || true; fi
+  done
+  for pid in "${REDIS_PIDS[@]}"; do
+    wait "$pid" 2>/dev/null || true
+  done
+  REDIS_PIDS=()
+}
+
+# Stops the Quiver clusters; their data goes too (each node holds a 1 GiB disk reserve) unless
+# KEEP=1, their logs stay until the run directory is removed.
+stop_quiver() {
+  local d
+  for d in "${QUIVER_DIRS[@]}"; do
+    scripts/cluster.sh down --dir "$d" >&2 || true
+    ((KEEP)) || rm -rf "$d/etcd" "$d"/node-*/
+  done
+  QUIVER_DIRS=()
+}
+
+cleanup() {
+  local rc=$?
+  stop_quiver
+  stop_redis
+  if ((rc != 0)); then
+    echo "bench_cluster.sh failed (exit $rc); the ends of the server logs:" >&2
+    tail -n 5 "$RUN"/*.log "$RUN"/q*/node-*.log >&2 2>/dev/null || true
+  fi
+  if ((KEEP || rc != 0)); then echo "kept $RUN" >&2; else rm -rf "$RUN"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# free_ports N: N distinct free loopback ports (bound together, so distinct).
+free_ports() {
+  python3 -c '
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
+}
+
+# wait_for WHAT COMMAND...: runs COMMAND until it succeeds, at most WAIT_S seconds.
+wait_for() {
+  local what=$1 deadline=$((SECONDS + WAIT_S))
+  shift
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "$what: not within ${WAIT_S} s"
+    sleep 0.1
+  done
+}
+
+# redis_cluster_ok PORT N: the node on PORT knows N masters holding all 16384 slots, state ok.
+redis_cluster_ok() {
+  local info
+  info=$(redis-cli -p "$1" cluster info | tr -d '\r') || return 1
+  grep -qx cluster_state:ok <<<"$info" &&
+    grep -qx cluster_slots_assigned:16384 <<<"$info" &&
+    grep -qx "cluster_known_nodes:$2" <<<"$info" &&
+    grep -qx "cluster_size:$2" <<<"$info"
+}
+
+# Per cluster size, what the bench needs: seeds and server pids, by system.
+declare -A SEEDS SPIDS
+
+# start_redis N: a Redis Cluster of N masters, no persistence.
+start_redis() {
+  local n=$1 ports i d p bus
+  read -r -a ports <<<"$(free_ports $((2 * n)))"
+  local addrs=() pids=()
+  for ((i = 0; i < n; i++)); do
+    p=${ports[i]}
+    bus=${ports[n + i]}
+    d=$RUN/redis-$n-$((i + 1))
+    mkdir -p "$d"
+    redis-server --port "$p" --cluster-port "$bus" --bind 127.0.0.1 --cluster-enabled yes \
+      --cluster-config-file "$d/nodes.conf" --dir "$d" --save "" --appendonly no \
+      --daemonize no >"$RUN/redis-$n-$((i + 1)).log" 2>&1 </dev/null &
+    REDIS_PIDS+=($!)
+    pids+=($!)
+    addrs+=("127.0.0.1:$p")
+  done
+  for ((i = 0; i < n; i++)); do
+    wait_for "redis-server on port ${ports[i]}" redis-cli -p "${ports[i]}" ping
+  done
+  if ((n >= 3)); then
+    redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >"$RUN/redis-$n-create.log" 2>&1 ||
+      die "redis-cli --cluster create failed: see $RUN/redis-$n-create.log"
+  else
+    # What --cluster create does, by hand: distinct config epochs, an even slot split, MEET.
+    for ((i = 0; i < n; i++)); do
+      redis-cli -p "${ports[i]}" cluster set-config-epoch $((i + 1)) >/dev/null
+      redis-cli -p "${ports[i]}" cluster addslotsrange $((i * 16384 / n)) $(((i + 1) * 16384 / n - 1)) |
+        grep -qx OK || die "CLUSTER ADDSLOTSRANGE refused on port ${ports[i]}"
+    done
+    for ((i = 1; i < n; i++)); do
+      redis-cli -p "${ports[0]}" cluster meet 127.0.0.1 "${ports[i]}" "${ports[n + i]}" | grep -qx OK ||
+        die "CLUSTER MEET refused"
+    done
+  fi
+  for ((i = 0; i < n; i++)); do
+    wait_for "Redis Cluster of $n (node on port ${ports[i]}) agreeing on its slots" \
+      redis_cluster_ok "${ports[i]}" "$n"
+  done
+  SEEDS[redis]=$(IFS=,; echo "${addrs[*]}")
+  SPIDS[redis]=$(IFS=,; echo "${pids[*]}")
+}
+
+# start_quiver N: a Quiver cluster of N nodes through scripts/cluster.sh.
+start_quiver() {
+  local n=$1 d=$RUN/q$1 line
+  QUIVER_DIRS+=("$d")
+  line=$(scripts/cluster.sh up --nodes "$n" --dir "$d" --bin "$Q" 2>"$RUN/quiver-$n-up.log") ||
+    die "scripts/cluster.sh up --nodes $n failed: see $RUN/quiver-$n-up.log"
+  SEEDS[quiver]=$(jq -r '[.nodes[] | "127.0.0.1:\(.port)"] | join(",")' <<<"$line")
+  SPIDS[quiver]=$(jq -r '[.nodes[].pid] | join(",")' <<<"$line")
+}
+
+# bench SYSTEM N ARGS...: `quiver bench cluster` against SYSTEM's cluster of N.
+bench() {
+  local sys=$1 n=$2
+  shift 2
+  "$Q" bench cluster --seeds "${SEEDS[$sys]}" --server-pids "${SPIDS[$sys]}" --label "$sys" \
+    --keys "$KEYS" --key-size "$KEY_SIZE" --value-size "$VALUE_SIZE" --width "$WIDTH" \
+    --threads "$THREADS" --tag nodes="$n" "$@"
+}
+
+echo "quiver sim vector-width --keys $WIDTH --servers ${NODES// /,} --replication 1" >&2
+"$Q" sim vector-width --keys "$WIDTH" --servers "${NODES// /,}" --replication 1 --json \
+  >>"$OUT_FILE" 2>/dev/null
+
+for n in $NODES; do
+  echo "== $n node(s): starting a Quiver cluster and a Redis Cluster" >&2
+  start_quiver "$n"
+  start_redis "$n"
+  for sys in quiver redis; do
+    echo "   loading $KEYS keys into $sys (${SEEDS[$sys]})" >&2
+    bench "$sys" "$n" --load-only --json
+  done
+  for round in $(seq 1 "$ROUNDS"); do
+    for sys in quiver redis; do
+      echo "   round $round/$ROUNDS, $n node(s): $sys" >&2
+      bench "$sys" "$n" --warmup-s "$WARMUP" --duration-s "$DURATION" --tag round="$round" \
+        --json >>"$OUT_FILE"
+    done
+  done
+  stop_quiver
+  stop_redis
+done
+
+echo
+echo "keys=$KEYS key_size=$KEY_SIZE value_size=$VALUE_SIZE width=$WIDTH threads=$THREADS duration=${DURATION}s rounds=$ROUNDS $(nproc) cores $(date -u +%FT%TZ)"
+jq -rs '
+  def r0: . * 100 | round / 100;
+  def k: if . >= 1e6 then "\(. / 1e4 | round / 100)M" elif . >= 1e3 then "\(. / 1e3 | round)K" else "\(round)" end;
+  (map(select(.sim == "vector-width")) | map({key: "\(.servers)", value: .width_of_mean_exact}) | from_entries) as $sim
+  | map(select(.bench == "cluster"))
+  | group_by([.nodes, .system])
+  | sort_by([.[0].nodes, (.[0].system != "quiver")])
+  | (["N", "system", "keys/s per round", "keys/srv-CPU-s per round", "srv CPU util", "req/mget", "keys/req", "sim width", "CROSSSLOT"] | @tsv),
+    (.[] | [.[0].nodes, .[0].system,
+            (map(.keys_per_sec | k) | join(" ")),
+            (map(.keys_per_server_cpu_s // 0 | k) | join(" ")),
+            (map(.servers | map(.cpu_util) | add | r0 | tostring) | join(" ")),
+            (map(.requests_per_multiget) | add / length | r0),
+            (map(.mean_keys_per_request) | add / length | r0),
+            ($sim["\(.[0].nodes)"] // null | if . == null then "-" else r0 end),
+            (map(.cross_slot) | add)] | @tsv)
+' "$OUT_FILE" | column -t -s $'\t'
+
+echo
+echo "quiver / redis, per round: keys/s; keys per server-CPU-second"
+jq -rs '
+  def r0: . * 100 | round / 100;
+  map(select(.bench == "cluster"))
+  | group_by([.nodes, .tags.round])
+  | map({n: .[0].nodes,
+         q: (map(select(.system == "quiver")) | .[0]),
+         r: (map(select(.system == "redis")) | .[0])})
+  | group_by(.n)
+  | .[]
+  | "  N=\(.[0].n):  keys/s \(map(.q.keys_per_sec / .r.keys_per_sec | r0 | tostring) | join(" "))   per server-CPU-s \(map(if (.r.keys_per_server_cpu_s // 0) > 0 then (.q.keys_per_server_cpu_s / .r.keys_per_server_cpu_s | r0 | tostring) else "-" end) | join(" "))"
+' "$OUT_FILE"
+echo
+echo "records: $OUT_FILE"
