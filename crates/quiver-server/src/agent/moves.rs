@@ -141,19 +141,34 @@ fn drive(
     }
     tracing::info!(slots = %m.slots, snapshot, last_round, "cluster: range copied; freezing it");
     // 3. Freeze.
+    let freezing = std::time::Instant::now();
     node.freeze(m.slots);
+    let drained = freezing.elapsed();
     let last = export.changes(&state.store, &mut |items| sender.send(items));
     sender.result(last)?;
     drop(export);
     // 4. Hand over.
     node.freeze_reads(m.slots);
+    let handing = std::time::Instant::now();
     let (handed_over, t) = hand_over(&meta, m, rt);
+    let decided = handing.elapsed();
     if handed_over {
         // The target adopts first, so that clients this node sends there are served.
         target.end(t.epoch);
     }
     let _ = node.adopt(t);
     node.thaw(m.slots);
+    // Where the time writes to the range waited went: draining the runs in flight, the last
+    // keys, etcd's transaction, the target's adoption.
+    tracing::info!(
+        slots = %m.slots,
+        frozen_ms = freezing.elapsed().as_secs_f64() * 1e3,
+        drain_ms = drained.as_secs_f64() * 1e3,
+        last_keys_ms = (handing - freezing - drained).as_secs_f64() * 1e3,
+        etcd_ms = decided.as_secs_f64() * 1e3,
+        target_adoption_ms = (handing.elapsed() - decided).as_secs_f64() * 1e3,
+        "cluster: range thawed"
+    );
     Ok(handed_over)
 }
 
