@@ -82,44 +82,12 @@ pub fn wait_until(
 /// Runs a program to its end (a hang past `limit` kills it and fails the test); returns its
 /// exit status, stdout and stderr.
 pub fn run(cmd: &mut Command, what: &str, limit: Duration) -> (ExitStatus, String, String) {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            s
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what}: did not exit within {limit:?}");
-        }
-        std::thread::sleep(POLL);
-    };
-    (status, out.join().unwrap(), err.join().unwrap())
+    crate::process::run(cmd, what, limit)
 }
 
 /// `name` on the PATH, or a panic naming the script that installs it.
 pub fn program(name: &str) -> PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join(name))
-                .find(|p| p.is_file())
-        })
+    crate::process::find_program(name)
         .unwrap_or_else(|| panic!("{name} is not installed: run scripts/test_deps.sh"))
 }
 

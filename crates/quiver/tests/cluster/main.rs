@@ -19,6 +19,8 @@
 mod harness;
 mod moves;
 mod outage;
+#[path = "../common/process.rs"]
+mod process;
 mod script;
 mod slots;
 

@@ -21,6 +21,9 @@ use std::time::{Duration, Instant};
 
 use quiver_client::{ClientOptions, Connection, Value};
 
+#[path = "../common/process.rs"]
+mod process;
+
 mod damage;
 mod deletes;
 mod full_disk;
@@ -109,42 +112,15 @@ fn read_log(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
-/// Waits (at most [`WAIT`]) for `child` to exit; kills it and fails if it does not.
+/// Waits for `child` to exit; past [`WAIT`] it is killed and the test fails.
 fn wait_exit(child: &mut Child, what: &str) -> ExitStatus {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what}: the process did not exit within {WAIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    process::wait_exit(child, what, WAIT)
 }
 
 /// Runs a program to its end (a hang past [`WAIT`] fails the test); returns its exit status,
 /// stdout and stderr.
 fn run(cmd: &mut Command, what: &str) -> (ExitStatus, String, String) {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            s
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let status = wait_exit(&mut child, what);
-    (status, out.join().unwrap(), err.join().unwrap())
+    process::run(cmd, what, WAIT)
 }
 
 /// `quiver --dir DIR ARGS...` (an offline command) to its end.
@@ -161,7 +137,7 @@ fn quiver(dir: &Path, args: &[&str]) -> (ExitStatus, String, String) {
 /// `redis-cli -p PORT ARGS...` against a served address; its stdout. `None` when redis-cli is
 /// not installed (scripts/test_deps.sh installs it).
 fn redis_cli(addr: &str, args: &[String]) -> Option<String> {
-    let cli = find_program("redis-cli")?;
+    let cli = process::find_program("redis-cli")?;
     let port = addr.rsplit(':').next().unwrap();
     let (status, out, err) = run(
         Command::new(cli).args(["-p", port]).args(args),
@@ -647,18 +623,9 @@ fn config_file_settings_and_flag_overrides() {
 // ---------------------------------------------------------------------------------------------
 // redis-benchmark
 
-/// `name` on the PATH.
-fn find_program(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    })
-}
-
 #[test]
 fn redis_benchmark_runs_without_errors() {
-    let Some(benchmark) = find_program("redis-benchmark") else {
+    let Some(benchmark) = process::find_program("redis-benchmark") else {
         panic!(
             "redis-benchmark is not installed (Debian package redis-tools): run \
              scripts/test_deps.sh"

@@ -1,0 +1,57 @@
+//! Running programs from tests, shared by the test binaries that start real processes
+//! (`server_process`, `cluster`): each includes this file as its `process` module.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// How often a waiting test looks at the process again.
+const POLL: Duration = Duration::from_millis(10);
+
+/// Waits for `child` to exit; past `limit` it is killed and the test fails.
+pub fn wait_exit(child: &mut Child, what: &str, limit: Duration) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: the process did not exit within {limit:?}");
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Runs a program to its end (a hang past `limit` kills it and fails the test); returns its
+/// exit status, stdout and stderr.
+pub fn run(cmd: &mut Command, what: &str, limit: Duration) -> (ExitStatus, String, String) {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let status = wait_exit(&mut child, what, limit);
+    (status, out.join().unwrap(), err.join().unwrap())
+}
+
+/// `name` on the PATH, if installed.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
