@@ -8,9 +8,10 @@
 //!
 //! A range being handed over to another node is **frozen** for the last step of its move:
 //! writes to it wait (their connection's run holds them, boundedly, then answers TRYAGAIN)
-//! until the hand-over is decided, and reads too from the moment the hand-over may commit. Every run of commands holds the [`ClusterNode::gate`] for
-//! reading from its routing check to its last reply; freezing takes it for writing, so once a
-//! range is frozen no write that passed its check earlier is still running.
+//! until the hand-over is decided, and reads too from the moment the hand-over may commit.
+//! Every run of commands holds the [`ClusterNode::gate`] for reading from its routing check to
+//! its last reply; freezing takes it for writing, so once a range is frozen no write that
+//! passed its check earlier is still running.
 //!
 //! Ranges this node held (owned, or was importing) and no longer does are **dropped**: each
 //! adoption adds them to the pending drops (kept in `CLUSTER`, so a restart finishes them),
