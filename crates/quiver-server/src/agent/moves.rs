@@ -200,8 +200,9 @@ fn hand_over(meta: &Meta, m: &Migration, rt: &tokio::runtime::Handle) -> (bool, 
                                 lose_answer = false;
                                 tracing::warn!("cluster: test fault: the hand-over's answer is treated as lost");
                             }
-                            // Another change came first: read again.
-                            Ok(false) => continue,
+                            // Another change came first: read again after the shortest
+                            // wait (every round of this loop waits, so it is paced).
+                            Ok(false) => delay = UNKNOWN_RETRY_MIN,
                             Err(e) => {
                                 tracing::warn!(error = %e, "cluster: the hand-over's outcome is unknown; reading the topology again")
                             }
