@@ -26,15 +26,11 @@ struct CliObserver {
 
 impl Observer for CliObserver {
     fn load_started(&mut self, total: u64) {
-        let pb = progress::bar(total, LOAD_TEMPLATE);
-        pb.set_message("loading");
-        self.bar = Some(pb);
+        self.bar = Some(load_bar(total));
     }
 
     fn load_progress(&mut self, done: u64) {
-        if let Some(pb) = &self.bar {
-            pb.set_position(done);
-        }
+        advance(&self.bar, done);
     }
 
     fn load_finished(&mut self, r: &LoadReport) {
@@ -57,6 +53,19 @@ impl Observer for CliObserver {
                 self.output_error = Some(e);
             }
         }
+    }
+}
+
+/// The progress bar of a load (`bench local`, `net`, `cluster`), on a terminal only.
+fn load_bar(total: u64) -> indicatif::ProgressBar {
+    let pb = progress::bar(total, LOAD_TEMPLATE);
+    pb.set_message("loading");
+    pb
+}
+
+fn advance(bar: &Option<indicatif::ProgressBar>, done: u64) {
+    if let Some(pb) = bar {
+        pb.set_position(done);
     }
 }
 
@@ -168,15 +177,11 @@ struct NetCliObserver<'a> {
 impl NetObserver for NetCliObserver<'_> {
     fn load_started(&mut self, present: u64, total: u64) {
         eprintln!("quiver bench: the server holds {present} keys; loading keys 0..{total}");
-        let pb = progress::bar(total, LOAD_TEMPLATE);
-        pb.set_message("loading");
-        self.bar = Some(pb);
+        self.bar = Some(load_bar(total));
     }
 
     fn load_progress(&mut self, done: u64) {
-        if let Some(pb) = &self.bar {
-            pb.set_position(done);
-        }
+        advance(&self.bar, done);
     }
 
     fn load_finished(&mut self, r: &NetLoadReport) {
@@ -360,15 +365,11 @@ impl ClusterObserver for ClusterCliObserver {
     }
 
     fn load_started(&mut self, total: u64) {
-        let pb = progress::bar(total, LOAD_TEMPLATE);
-        pb.set_message("loading");
-        self.bar = Some(pb);
+        self.bar = Some(load_bar(total));
     }
 
     fn load_progress(&mut self, done: u64) {
-        if let Some(pb) = &self.bar {
-            pb.set_position(done);
-        }
+        advance(&self.bar, done);
     }
 
     fn load_finished(&mut self, keys: u64, seconds: f64, s: &ClusterStats) {

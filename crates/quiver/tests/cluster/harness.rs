@@ -10,7 +10,7 @@
 
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -424,16 +424,7 @@ impl Node {
             .stderr(append(&self.log()))
             .spawn()
             .expect("the quiver binary starts");
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = crate::process::lines_of(child.stdout.take().unwrap());
         let first = rx.recv_timeout(WAIT);
         let expected = format!("quiver listening on {}", self.addr());
         match first {

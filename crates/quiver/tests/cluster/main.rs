@@ -148,12 +148,7 @@ fn redis_benchmark_cluster() {
     );
     let output = out + &err;
     assert!(status.success(), "redis-benchmark: {status}\n{output}");
-    // Progress lines end in \r, results in \n.
-    let lines: Vec<&str> = output
-        .split(['\r', '\n'])
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
+    let lines = process::benchmark_lines(&output);
     for line in &lines {
         assert!(
             !line.to_ascii_lowercase().contains("error") && !line.contains("ERR"),

@@ -55,3 +55,28 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
             .find(|p| p.is_file())
     })
 }
+
+/// The lines `out` (a child's stdout) prints, as they come, read by a thread of their own (so
+/// the pipe is always drained).
+pub fn lines_of(out: std::process::ChildStdout) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// redis-benchmark's output as lines: progress lines end in `\r`, results in `\n`.
+pub fn benchmark_lines(output: &str) -> Vec<&str> {
+    output
+        .split(['\r', '\n'])
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect()
+}

@@ -12,7 +12,7 @@
 // The helpers outside the tests unwrap too: a failure there is the test failing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -95,16 +95,7 @@ fn spawn_serve(
         .stderr(stderr)
         .spawn()
         .expect("the quiver binary starts");
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = process::lines_of(child.stdout.take().unwrap());
     (child, stderr_path, rx)
 }
 
@@ -642,12 +633,7 @@ fn redis_benchmark_runs_without_errors() {
     );
     let output = out + &err;
     assert!(status.success(), "redis-benchmark: {status}\n{output}");
-    // Progress lines end in \r, results in \n.
-    let lines: Vec<&str> = output
-        .split(['\r', '\n'])
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
+    let lines = process::benchmark_lines(&output);
     for line in &lines {
         let lower = line.to_ascii_lowercase();
         assert!(
