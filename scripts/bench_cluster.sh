@@ -1,29 +1,36 @@
 #!/usr/bin/env bash
-# Multigets across a cluster through quiver-client: a Quiver cluster against a Redis Cluster of
-# as many masters, for each cluster size, side by side in one run.
+# Multigets across a cluster: a Quiver cluster through quiver-client, the same Quiver cluster
+# through its router (`quiver router`), and a Redis Cluster of as many masters through
+# quiver-client, for each cluster size, side by side in one run.
 #
 #   scripts/bench_cluster.sh [--quick] [--out FILE] [--bin PATH]
 #
-# For each N in NODES: starts a Quiver cluster of N nodes (scripts/cluster.sh up: etcd and N
-# `quiver serve --cluster` nodes, as that script starts them) and a Redis Cluster of N masters
-# (redis-server --cluster-enabled yes --save "" --appendonly no, each on free loopback ports;
-# slots given by `redis-cli --cluster create` when N >= 3, by CLUSTER ADDSLOTSRANGE and CLUSTER
-# MEET when N < 3, which `--cluster create` refuses); loads the same KEYS keys (KEY_SIZE-byte
-# keys, VALUE_SIZE-byte values) into each with `quiver bench cluster --load-only`; then runs
-# `quiver bench cluster` (THREADS threads, each its own cluster client, one multiget of WIDTH
-# uniform random keys outstanding, WARMUP s of warm-up, DURATION s measured, every server's CPU
-# from /proc) against each, ROUNDS interleaved rounds (quiver N, redis N, quiver N, redis N);
+# For each N in NODES: starts a Quiver cluster of N nodes and its router (scripts/cluster.sh up:
+# etcd, N `quiver serve --cluster` nodes and one `quiver router`, as that script starts them)
+# and a Redis Cluster of N masters (redis-server --cluster-enabled yes --save "" --appendonly
+# no, each on free loopback ports; slots given by `redis-cli --cluster create` when N >= 3, by
+# CLUSTER ADDSLOTSRANGE and CLUSTER MEET when N < 3, which `--cluster create` refuses); loads
+# the same KEYS keys (KEY_SIZE-byte keys, VALUE_SIZE-byte values) into each with `quiver bench
+# cluster --load-only`; then runs `quiver bench cluster` (THREADS threads, one multiget of
+# WIDTH uniform random keys outstanding each, WARMUP s of warm-up, DURATION s measured, every
+# server's CPU from /proc) ROUNDS interleaved rounds of three systems:
+#   quiver         each thread its own cluster client (one request per node a multiget touches)
+#   quiver-router  the same cluster, each thread one plain connection to the router (one MGET
+#                  per multiget, which the router splits into one sub-command per node)
+#   redis          each thread its own cluster client (one request per slot: CROSSSLOT)
 # then stops both clusters. Everything started is stopped by PID, also on failure or Ctrl-C.
 #
 # `quiver sim vector-width --keys WIDTH --servers <NODES> --replication 1` gives the expected
 # width per server for random keys (the paper's Fig. 13), printed beside the measured mean keys
-# per request (Quiver sends one request per node, Redis Cluster one per slot).
+# per request (per back-end: the router's come from its INFO, router_backend_commands).
 #
 # Every JSON line (bench cluster records, tagged nodes= and round=, and the sim's) goes to the
 # --out file [docs/bench/issue11_cluster.jsonl]; a table is printed on stdout: per N and system
 # the keys/s of each round, keys per server-CPU-second, requests per multiget, measured width vs
-# the simulation's, and Quiver / Redis per round. Client, servers and etcd share the host's
-# cores: keys per server-CPU-second is the figure that compares.
+# the simulation's, and Quiver / Redis per round. For quiver-router the server CPU is the nodes'
+# (row `quiver-router`) and the nodes' plus the router's (the row below it, `+ router CPU`).
+# Client, servers, router and etcd share the host's cores: keys per server-CPU-second is the
+# figure that compares.
 #
 # --quick: 100K keys, 3 s runs, one round (a smoke test of a few minutes).
 # --bin PATH: the quiver binary to run [default: cargo build --release -p quiver, in
@@ -135,7 +142,7 @@ cleanup() {
   stop_redis
   if ((rc != 0)); then
     echo "bench_cluster.sh failed (exit $rc); the ends of the server logs:" >&2
-    tail -n 5 "$RUN"/*.log "$RUN"/q*/node-*.log >&2 2>/dev/null || true
+    tail -n 5 "$RUN"/*.log "$RUN"/q*/node-*.log "$RUN"/q*/router.log >&2 2>/dev/null || true
   fi
   if ((KEEP || rc != 0)); then echo "kept $RUN" >&2; else rm -rf "$RUN"; fi
 }
@@ -174,8 +181,11 @@ redis_cluster_ok() {
     grep -qx "cluster_size:$2" <<<"$info"
 }
 
-# Per cluster size, what the bench needs: seeds and server pids, by system.
+# Per cluster size, what the bench needs: seeds and server pids, by system; the router's
+# address and pid (quiver-router).
 declare -A SEEDS SPIDS
+ROUTER=
+ROUTER_PID=
 
 # start_redis N: a Redis Cluster of N masters, no persistence.
 start_redis() {
@@ -220,7 +230,7 @@ start_redis() {
   SPIDS[redis]=$(IFS=,; echo "${pids[*]}")
 }
 
-# start_quiver N: a Quiver cluster of N nodes through scripts/cluster.sh.
+# start_quiver N: a Quiver cluster of N nodes and its router through scripts/cluster.sh.
 start_quiver() {
   local n=$1 d=$RUN/q$1 line
   QUIVER_DIRS+=("$d")
@@ -228,15 +238,23 @@ start_quiver() {
     die "scripts/cluster.sh up --nodes $n failed: see $RUN/quiver-$n-up.log"
   SEEDS[quiver]=$(jq -r '[.nodes[] | "127.0.0.1:\(.port)"] | join(",")' <<<"$line")
   SPIDS[quiver]=$(jq -r '[.nodes[].pid] | join(",")' <<<"$line")
+  ROUTER=127.0.0.1:$(jq -r '.router' <<<"$line")
+  ROUTER_PID=$(jq -r '.router_pid' <<<"$line")
+  [[ $ROUTER_PID =~ ^[0-9]+$ ]] || die "scripts/cluster.sh up printed no router: $line"
 }
 
-# bench SYSTEM N ARGS...: `quiver bench cluster` against SYSTEM's cluster of N.
+# bench SYSTEM N ARGS...: `quiver bench cluster` against SYSTEM's cluster of N (quiver-router:
+# the Quiver cluster, through its router, whose CPU is counted apart).
 bench() {
-  local sys=$1 n=$2
+  local sys=$1 n=$2 cluster=$1 via=()
   shift 2
-  "$Q" bench cluster --seeds "${SEEDS[$sys]}" --server-pids "${SPIDS[$sys]}" --label "$sys" \
-    --keys "$KEYS" --key-size "$KEY_SIZE" --value-size "$VALUE_SIZE" --width "$WIDTH" \
-    --threads "$THREADS" --tag nodes="$n" "$@"
+  if [ "$sys" = quiver-router ]; then
+    cluster=quiver
+    via=(--router "$ROUTER" --router-pid "$ROUTER_PID")
+  fi
+  "$Q" bench cluster --seeds "${SEEDS[$cluster]}" --server-pids "${SPIDS[$cluster]}" \
+    "${via[@]}" --label "$sys" --keys "$KEYS" --key-size "$KEY_SIZE" \
+    --value-size "$VALUE_SIZE" --width "$WIDTH" --threads "$THREADS" --tag nodes="$n" "$@"
 }
 
 echo "quiver sim vector-width --keys $WIDTH --servers ${NODES// /,} --replication 1" >&2
@@ -247,12 +265,13 @@ for n in $NODES; do
   echo "== $n node(s): starting a Quiver cluster and a Redis Cluster" >&2
   start_quiver "$n"
   start_redis "$n"
+  # quiver-router reads the keys loaded into quiver (the same cluster).
   for sys in quiver redis; do
     echo "   loading $KEYS keys into $sys (${SEEDS[$sys]})" >&2
     bench "$sys" "$n" --load-only --json
   done
   for round in $(seq 1 "$ROUNDS"); do
-    for sys in quiver redis; do
+    for sys in quiver quiver-router redis; do
       echo "   round $round/$ROUNDS, $n node(s): $sys" >&2
       bench "$sys" "$n" --warmup-s "$WARMUP" --duration-s "$DURATION" --tag round="$round" \
         --json >>"$OUT_FILE"
@@ -267,33 +286,45 @@ echo "keys=$KEYS key_size=$KEY_SIZE value_size=$VALUE_SIZE width=$WIDTH threads=
 jq -rs '
   def r0: . * 100 | round / 100;
   def k: if . >= 1e6 then "\(. / 1e4 | round / 100)M" elif . >= 1e3 then "\(. / 1e3 | round)K" else "\(round)" end;
+  def rank: {"quiver": 0, "quiver-router": 1, "redis": 2}[.] // 3;
+  def util: .servers | map(.cpu_util) | add // 0;
   (map(select(.sim == "vector-width")) | map({key: "\(.servers)", value: .width_of_mean_exact}) | from_entries) as $sim
   | map(select(.bench == "cluster"))
   | group_by([.nodes, .system])
-  | sort_by([.[0].nodes, (.[0].system != "quiver")])
+  | sort_by([.[0].nodes, (.[0].system | rank)])
   | (["N", "system", "keys/s per round", "keys/srv-CPU-s per round", "srv CPU util", "req/mget", "keys/req", "sim width", "CROSSSLOT"] | @tsv),
-    (.[] | [.[0].nodes, .[0].system,
+    (.[] | ([.[0].nodes, .[0].system,
             (map(.keys_per_sec | k) | join(" ")),
             (map(.keys_per_server_cpu_s // 0 | k) | join(" ")),
-            (map(.servers | map(.cpu_util) | add | r0 | tostring) | join(" ")),
+            (map(util | r0 | tostring) | join(" ")),
             (map(.requests_per_multiget) | add / length | r0),
             (map(.mean_keys_per_request) | add / length | r0),
             ($sim["\(.[0].nodes)"] // null | if . == null then "-" else r0 end),
-            (map(.cross_slot) | add)] | @tsv)
+            (map(.cross_slot) | add)] | @tsv),
+           # Through the router: the same runs, the server CPU of the nodes and the router.
+           (select(.[0].router != null)
+            | [.[0].nodes, "+ router CPU", "-",
+               (map(.keys_per_server_cpu_s_with_router // 0 | k) | join(" ")),
+               (map(util + (.router.cpu_util // 0) | r0 | tostring) | join(" ")),
+               "-", "-", "-", "-"] | @tsv))
 ' "$OUT_FILE" | column -t -s $'\t'
 
 echo
-echo "quiver / redis, per round: keys/s; keys per server-CPU-second"
+echo "quiver / redis and quiver-router / redis, per round: keys/s; keys per server-CPU-second"
+echo "(quiver-router: of the nodes, then of the nodes and the router)"
 jq -rs '
   def r0: . * 100 | round / 100;
+  def ratio(a; b): if (b // 0) > 0 and a != null then (a / b | r0 | tostring) else "-" end;
   map(select(.bench == "cluster"))
   | group_by([.nodes, .tags.round])
   | map({n: .[0].nodes,
          q: (map(select(.system == "quiver")) | .[0]),
+         qr: (map(select(.system == "quiver-router")) | .[0]),
          r: (map(select(.system == "redis")) | .[0])})
   | group_by(.n)
   | .[]
-  | "  N=\(.[0].n):  keys/s \(map(.q.keys_per_sec / .r.keys_per_sec | r0 | tostring) | join(" "))   per server-CPU-s \(map(if (.r.keys_per_server_cpu_s // 0) > 0 then (.q.keys_per_server_cpu_s / .r.keys_per_server_cpu_s | r0 | tostring) else "-" end) | join(" "))"
+  | "  N=\(.[0].n) quiver:         keys/s \(map(ratio(.q.keys_per_sec; .r.keys_per_sec)) | join(" "))   per server-CPU-s \(map(ratio(.q.keys_per_server_cpu_s; .r.keys_per_server_cpu_s)) | join(" "))",
+    "  N=\(.[0].n) quiver-router:  keys/s \(map(ratio(.qr.keys_per_sec; .r.keys_per_sec)) | join(" "))   per server-CPU-s \(map(ratio(.qr.keys_per_server_cpu_s; .r.keys_per_server_cpu_s)) | join(" ")); with the router \(map(ratio(.qr.keys_per_server_cpu_s_with_router; .r.keys_per_server_cpu_s)) | join(" "))"
 ' "$OUT_FILE"
 echo
 echo "records: $OUT_FILE"

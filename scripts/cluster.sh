@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A local Quiver cluster: one etcd and N `quiver serve --cluster` nodes on free loopback ports,
-# each in the background in its own session (they outlive this script), every file under one
-# directory.
+# A local Quiver cluster: one etcd, N `quiver serve --cluster` nodes and one `quiver router` on
+# free loopback ports, each in the background in its own session (they outlive this script),
+# every file under one directory.
 #
 #   scripts/cluster.sh up --nodes N [--replicas R] --dir D [--bin PATH]
 #   scripts/cluster.sh down --dir D
@@ -11,27 +11,34 @@
 # node-1 .. node-N (data in D/node-I); waits until each node has registered in etcd; runs
 # `quiver cluster create --replicas R` (R defaults to 1, the only chain length this build
 # serves: a larger R is refused, and up fails with quiver's message); waits until every node's
-# CLUSTER INFO says cluster_state:ok; prints one JSON line on stdout:
+# CLUSTER INFO says cluster_state:ok; starts the router (`quiver router --etcd URL --port P
+# --config D/router.toml`: the front-end plain Redis clients use, no data directory), waits
+# until it answers PING and its INFO shows a topology (router_epoch above 0); prints one JSON
+# line on stdout:
 #   {"etcd": "http://127.0.0.1:P", "etcd_pid": PID,
-#    "nodes": [{"id": "node-1", "port": P, "pid": PID}, ...], "router": null}
-# (`router` stays null until `quiver router` exists). D/cluster.json holds the same, rewritten
-# as each process starts, so that `down` also stops what an interrupted `up` left. Logs:
-# D/etcd.log, D/node-I.log (stderr) and D/node-I.out (stdout). When up fails midway it stops
-# what it started (the logs stay). D must not hold a cluster already. Each node is started on
-# the port it is recorded with (--port P, not 0): restarted by hand with the same command line
-# (ps shows it), it keeps the address the topology knows it by.
+#    "nodes": [{"id": "node-1", "port": P, "pid": PID}, ...], "router": P, "router_pid": PID}
+# D/cluster.json holds the same (`router` and `router_pid` null until the router starts),
+# rewritten as each process starts, so that `down` also stops what an interrupted `up` left.
+# Logs: D/etcd.log, D/node-I.log and D/router.log (stderr), D/node-I.out and D/router.out
+# (stdout). When up fails midway it stops what it started (the logs stay). D must not hold a
+# cluster already. Each node (and the router) is started on the port it is recorded with
+# (--port P, not 0): restarted by hand with the same command line (ps shows it), it keeps the
+# address the topology (or the router's clients) know it by.
 #
-# down: stops the processes recorded in D/cluster.json by PID, the nodes first and etcd last:
-# SIGTERM, a bounded wait (a node checkpoints its store), then SIGKILL. A PID that is no longer
-# one of ours (its command line does not name D) is left alone. Data and logs stay in D.
+# down: stops the processes recorded in D/cluster.json by PID, the router first, then the
+# nodes, etcd last: SIGTERM, a bounded wait (a node checkpoints its store), then SIGKILL. A PID
+# that is no longer one of ours (its command line does not name D) is left alone. Data and
+# logs stay in D.
 #
-# Needs python3 (free ports, etcd's health, CLUSTER INFO) and, to build, cargo.
+# Needs python3 (free ports, etcd's health, CLUSTER INFO, the router's INFO) and, to build,
+# cargo.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=scripts/lib.sh
 source "$repo/scripts/lib.sh"
 
-# Bound on each wait of up: etcd healthy, a node listening, registered, the cluster ok.
+# Bound on each wait of up: etcd healthy, a node listening, registered, the cluster ok, the
+# router routing.
 WAIT_S=60
 # Bound on the wait for a process to exit after SIGTERM (then SIGKILL), and after SIGKILL.
 STOP_WAIT_S=30
@@ -42,7 +49,8 @@ die() {
 }
 
 # The network chores bash cannot do well alone: free ports (bound together, so distinct),
-# etcd's /health, a node's CLUSTER INFO (one RESP request), the PIDs of a state file.
+# etcd's /health, a node's CLUSTER INFO or the router's PING and INFO (one RESP request and its
+# reply, printed), the PIDs of a state file.
 PY=$(
   cat <<'EOF'
 import json, socket, sys, urllib.request
@@ -61,20 +69,28 @@ elif cmd == "etcd-health":
             sys.exit(0 if json.load(r).get("health") == "true" else 1)
     except (OSError, ValueError):
         sys.exit(1)
-elif cmd == "cluster-info":
+elif cmd == "command":
+    # command PORT ARG...: a bulk reply's text, a simple reply's, or exit 1 with the reply.
+    args = [a.encode() for a in sys.argv[3:]]
+    req = b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
     try:
         with socket.create_connection(("127.0.0.1", int(arg)), timeout=2) as s:
-            s.sendall(b"*2\r\n$7\r\nCLUSTER\r\n$4\r\nINFO\r\n")
+            s.sendall(req)
             f = s.makefile("rb")
             head = f.readline()
-            if not head.startswith(b"$"):
+            if head.startswith(b"+"):
+                print(head[1:].decode(errors="replace").strip())
+            elif head.startswith(b"$") and int(head[1:]) >= 0:
+                print(f.read(int(head[1:]) + 2).decode(errors="replace").replace("\r", ""))
+            else:
                 sys.exit("reply: " + head.decode(errors="replace").strip())
-            print(f.read(int(head[1:]) + 2).decode(errors="replace").replace("\r", ""))
     except (OSError, ValueError) as e:
         sys.exit(str(e))
 elif cmd == "pids":
     with open(arg) as f:
         state = json.load(f)
+    if state.get("router_pid"):
+        print("router", state["router_pid"])
     for n in state.get("nodes", []):
         print("node", n["pid"])
     if state.get("etcd_pid"):
@@ -125,17 +141,24 @@ stop() {
   done
 }
 
-# Stops everything D/cluster.json records: the nodes, then etcd (the nodes' watches outlive
-# etcd without harm; the other order would only make them log reconnection attempts).
+# Stops everything D/cluster.json records: the router (its clients' requests need the nodes),
+# the nodes, then etcd (the watches outlive etcd without harm; the other order would only make
+# them log reconnection attempts).
 stop_recorded() {
-  local state=$dir/cluster.json kind pid nodes=() etcd=()
+  local state=$dir/cluster.json kind pid routers=() nodes=() etcd=()
   [ -f "$state" ] || return 0
   while read -r kind pid; do
-    if [ "$kind" = node ]; then nodes+=("$pid"); else etcd+=("$pid"); fi
+    case $kind in
+      router) routers+=("$pid") ;;
+      node) nodes+=("$pid") ;;
+      *) etcd+=("$pid") ;;
+    esac
   done < <(py pids "$state")
+  stop router "${routers[@]}"
   stop node "${nodes[@]}"
   stop etcd "${etcd[@]}"
-  echo "cluster.sh: stopped ${#nodes[@]} node(s) and ${#etcd[@]} etcd; data and logs in $dir" >&2
+  echo "cluster.sh: stopped ${#routers[@]} router, ${#nodes[@]} node(s) and ${#etcd[@]} etcd;" \
+    "data and logs in $dir" >&2
 }
 
 # ---- up's state: what it started, written to D/cluster.json after each start.
@@ -144,6 +167,8 @@ etcd_pid=
 up_ok=0
 node_pids=()
 node_ports=()
+router_port=
+router_pid=
 
 state_json() {
   local i nodes=() joined
@@ -151,8 +176,10 @@ state_json() {
     nodes+=("{\"id\": \"node-$((i + 1))\", \"port\": ${node_ports[i]:-null}, \"pid\": ${node_pids[i]}}")
   done
   printf -v joined '%s, ' "${nodes[@]}"
-  printf '{"etcd": "%s", "etcd_pid": %s, "nodes": [%s], "router": null}\n' \
-    "$etcd_url" "${etcd_pid:-null}" "${joined%, }"
+  local router=null
+  [ -z "$router_pid" ] || router=$router_port
+  printf '{"etcd": "%s", "etcd_pid": %s, "nodes": [%s], "router": %s, "router_pid": %s}\n' \
+    "$etcd_url" "${etcd_pid:-null}" "${joined%, }" "$router" "${router_pid:-null}"
 }
 
 write_state() {
@@ -198,8 +225,24 @@ listening() {
 # info_has I LINE: node I's CLUSTER INFO has LINE.
 info_has() {
   local text
-  text=$(py cluster-info "${node_ports[$1]}" 2>/dev/null) || return 1
+  text=$(py command "${node_ports[$1]}" CLUSTER INFO 2>/dev/null) || return 1
   grep -qx -- "$2" <<<"$text"
+}
+
+# router_listening: the router printed `quiver router listening on 127.0.0.1:PORT` with its port.
+router_listening() {
+  local line
+  line=$(head -n 1 "$dir/router.out" 2>/dev/null) || return 1
+  [ "$line" = "quiver router listening on 127.0.0.1:$router_port" ]
+}
+
+# router_routing: the router answers PING, and its INFO names a topology (router_epoch > 0).
+router_routing() {
+  local text epoch
+  [ "$(py command "$router_port" PING 2>/dev/null)" = PONG ] || return 1
+  text=$(py command "$router_port" INFO router 2>/dev/null) || return 1
+  epoch=$(sed -n 's/^router_epoch:\([0-9]*\)$/\1/p' <<<"$text")
+  [ -n "$epoch" ] && ((epoch > 0))
 }
 
 up() {
@@ -226,8 +269,8 @@ up() {
   # Every port chosen now, the nodes' too: a node keeps its address when restarted by hand
   # with the command line its log directory names (the topology records nodes by address).
   local ports client_port peer_port
-  ports=$(py free-ports $((node_count + 2)))
-  read -r client_port peer_port ports <<<"$ports"
+  ports=$(py free-ports $((node_count + 3)))
+  read -r client_port peer_port router_port ports <<<"$ports"
   read -r -a node_ports <<<"$ports"
   etcd_url=http://127.0.0.1:$client_port
   local peer_url=http://127.0.0.1:$peer_port
@@ -270,6 +313,16 @@ up() {
     wait_until "node-$((i + 1)) serving the topology (cluster_state:ok)" \
       "$dir/node-$((i + 1)).log" "${node_pids[i]}" info_has "$i" cluster_state:ok
   done
+
+  # The router: its settings file puts D on its command line (what `ours` recognises).
+  echo "# quiver router's settings (scripts/cluster.sh): the defaults" >"$dir/router.toml"
+  setsid "$bin" router --etcd "$etcd_url" --port "$router_port" --config "$dir/router.toml" \
+    >"$dir/router.out" 2>"$dir/router.log" </dev/null &
+  router_pid=$!
+  write_state
+  wait_until "the router listening" "$dir/router.log" "$router_pid" router_listening
+  wait_until "the router routing by the topology (router_epoch > 0)" "$dir/router.log" \
+    "$router_pid" router_routing
   up_ok=1
   state_json
 }

@@ -418,6 +418,14 @@ fn cluster_summary(r: &ClusterRecord) -> String {
             ", servers {cpu:.2} CPU s ({k:.0} keys per server-CPU-second)"
         ));
     }
+    if let Some(router) = &r.router {
+        line.push_str(&format!(", through the router {}", router.addr));
+        if let (Some(cpu), Some(k)) = (router.cpu_s, r.keys_per_server_cpu_s_with_router) {
+            line.push_str(&format!(
+                " ({cpu:.2} CPU s; {k:.0} keys per CPU-second of servers and router)"
+            ));
+        }
+    }
     if let Some(c) = r.client_cpu_s {
         line.push_str(&format!(", client {c:.2} CPU s"));
     }
@@ -434,6 +442,8 @@ pub fn cluster(dir: Option<&Path>, a: &BenchClusterArgs) -> Result<(), CliError>
     }
     let cfg = ClusterConfig {
         seeds: a.seeds.clone(),
+        router: a.router.clone(),
+        router_pid: a.router_pid,
         keys: a.data.keys,
         key_size: a.data.key_size,
         value_size: a.data.value_size,

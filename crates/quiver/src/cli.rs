@@ -528,12 +528,21 @@ pub struct BenchClusterArgs {
         required = true
     )]
     pub seeds: Vec<String>,
+    /// Send the multigets through this `quiver router` (one plain connection per thread, one
+    /// MGET per multiget, split per back-end by the router) instead of cluster clients; the
+    /// seeds still give the slot table.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub router: Option<String>,
+    /// The router's process id: its CPU seconds over the run, counted apart from the servers'.
+    #[arg(long, value_name = "PID", requires = "router")]
+    pub router_pid: Option<u32>,
     #[command(flatten)]
     pub data: DataSetArgs,
     /// Keys per multiget.
     #[arg(long, value_name = "W", default_value_t = 32)]
     pub width: usize,
-    /// Client threads, each with its own cluster client and one multiget outstanding.
+    /// Client threads, each with its own cluster client (or router connection) and one
+    /// multiget outstanding.
     #[arg(long, value_name = "T", default_value_t = 4)]
     pub threads: usize,
     /// Seconds of load before measuring (not measured).
@@ -723,9 +732,42 @@ mod tests {
         assert_eq!((a.data.keys, a.width, a.threads), (1000, 32, 4));
         assert_eq!(a.tags, [("round".into(), "1".into())]);
         assert!(a.load && !a.load_only);
+        assert_eq!((a.router, a.router_pid), (None, None));
         assert!(
             Cli::try_parse_from(["quiver", "bench", "cluster"]).is_err(),
             "--seeds is required"
+        );
+        let cli = Cli::try_parse_from([
+            "quiver",
+            "bench",
+            "cluster",
+            "--seeds",
+            "h:1",
+            "--router",
+            "127.0.0.1:7380",
+            "--router-pid",
+            "12",
+        ])
+        .unwrap();
+        let Command::Bench(BenchCommand::Cluster(a)) = cli.command else {
+            panic!("parsed as {:?}", cli.command)
+        };
+        assert_eq!(
+            (a.router.as_deref(), a.router_pid),
+            (Some("127.0.0.1:7380"), Some(12))
+        );
+        assert!(
+            Cli::try_parse_from([
+                "quiver",
+                "bench",
+                "cluster",
+                "--seeds",
+                "h:1",
+                "--router-pid",
+                "12"
+            ])
+            .is_err(),
+            "--router-pid needs --router"
         );
         assert!(Cli::try_parse_from([
             "quiver",

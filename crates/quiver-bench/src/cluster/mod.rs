@@ -1,14 +1,20 @@
 //! `quiver bench cluster`: a closed-loop load generator through `quiver_client::ClusterClient`,
-//! the same code against a Quiver cluster and a Redis Cluster.
+//! the same code against a Quiver cluster and a Redis Cluster; or, with `--router`, through
+//! plain connections to a `quiver router` in front of a Quiver cluster.
 //!
 //! T threads, each with its own client (one connection per node), each keeping one multiget
 //! of W uniform random keys outstanding. The client sends a multiget as one request per node
 //! (Quiver accepts keys of any slots a node owns) or, to a node that answered CROSSSLOT (Redis
 //! Cluster), one request per slot; so the record's `requests_per_multiget` and
 //! `mean_keys_per_request` are the vector width each back-end saw, to set beside `quiver sim
-//! vector-width`'s expectation for random keys.
+//! vector-width`'s expectation for random keys. Through a router, each thread has one
+//! connection to it and sends each multiget whole (one MGET); the router splits it into one
+//! sub-command per back-end, and its INFO (`router_backend_commands`, read at the window's
+//! edges) gives the same two figures. The router's CPU seconds are counted apart from the
+//! nodes' (`--router-pid`).
 //!
 //! - [`spec`]: the configuration and its limits;
+//! - [`client`]: a thread's client, a cluster client or a connection to the router;
 //! - [`worker`]: one thread's share of the load and its multiget loop;
 //! - [`pids`]: which node each `--server-pids` process serves (its listening ports);
 //! - [`record`]: the result, one JSON line.
@@ -19,6 +25,7 @@
 //! process are read from `/proc` at the window's edges. Any error — a client error, a key with
 //! no value or a wrong one — stops every thread and fails the run.
 
+pub mod client;
 pub mod pids;
 pub mod record;
 pub mod spec;
@@ -35,8 +42,9 @@ use crate::error::{Error, Result};
 use crate::keys::key_for;
 use crate::net::procstat::process_cpu_s;
 use crate::net::record::rfc3339_utc;
+use client::{router_connection, router_counts, BenchClient, RouterCounts};
 pub use record::ClusterRecord;
-use record::{add_stats, Measured, ServerCpu};
+use record::{add_stats, Measured, RouterMeasured, ServerCpu};
 pub use spec::ClusterConfig;
 use worker::{LoadCursor, ThreadTally, Window};
 
@@ -68,10 +76,10 @@ pub trait ClusterObserver {
 /// Loads if asked, then measures once; `None` with `load_only`.
 pub fn run(cfg: &ClusterConfig, obs: &mut dyn ClusterObserver) -> Result<Option<ClusterRecord>> {
     cfg.validate()?;
-    let mut clients = (0..cfg.threads)
-        .map(|_| connect(cfg))
-        .collect::<Result<Vec<_>>>()?;
-    let node_addrs: Vec<String> = clients[0].nodes().into_iter().map(String::from).collect();
+    // The slot table (which node serves which keys), read by a cluster client whatever the
+    // threads use.
+    let layout = connect(cfg)?;
+    let node_addrs: Vec<String> = layout.nodes().into_iter().map(String::from).collect();
     obs.connected(&node_addrs);
     // Before anything is written: a pid that is not one of the cluster's fails fast.
     let ports = cfg
@@ -80,7 +88,21 @@ pub fn run(cfg: &ClusterConfig, obs: &mut dyn ClusterObserver) -> Result<Option<
         .map(|&pid| pids::listening_ports(pid))
         .collect::<Result<Vec<_>>>()?;
     let pid_nodes = pids::match_nodes(&cfg.server_pids, &ports, &node_addrs)?;
-    let shares = key_shares(cfg, &clients[0], &node_addrs);
+    let shares = key_shares(cfg, &layout, &node_addrs);
+    let mut clients = match &cfg.router {
+        // The first thread's cluster client is the one that read the table.
+        None => std::iter::once(Ok(BenchClient::Cluster(layout)))
+            .chain((1..cfg.threads).map(|_| connect(cfg).map(BenchClient::Cluster)))
+            .collect::<Result<Vec<_>>>()?,
+        Some(addr) => (0..cfg.threads)
+            .map(|_| {
+                BenchClient::router(addr).map_err(|source| Error::Cluster {
+                    what: format!("connecting to the router {addr}"),
+                    source,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?,
+    };
     if cfg.load || cfg.load_only {
         load(&mut clients, cfg, obs)?;
     }
@@ -108,6 +130,12 @@ pub fn run(cfg: &ClusterConfig, obs: &mut dyn ClusterObserver) -> Result<Option<
             key_share: shares[node],
         })
         .collect();
+    let router = cfg.router.as_ref().map(|addr| RouterMeasured {
+        addr: addr.clone(),
+        pid: cfg.router_pid,
+        cpu_s: window.router_cpu_s,
+        backend: window.router_counts,
+    });
     let m = Measured {
         node_addrs,
         measured_s: window.measured_s,
@@ -116,6 +144,7 @@ pub fn run(cfg: &ClusterConfig, obs: &mut dyn ClusterObserver) -> Result<Option<
         total: sum_stats(window.tallies.iter().map(|t| t.total)),
         servers,
         client_cpu_s: window.client_cpu_s,
+        router,
         started_at: window.started_at,
     };
     Ok(Some(ClusterRecord::new(cfg, m)))
@@ -176,7 +205,7 @@ fn first_error<T>(results: Vec<Result<T>>, obs: &mut dyn ClusterObserver) -> Res
 
 /// Every thread writes batches of keys until `0..keys` is written.
 fn load(
-    clients: &mut [ClusterClient],
+    clients: &mut [BenchClient],
     cfg: &ClusterConfig,
     obs: &mut dyn ClusterObserver,
 ) -> Result<()> {
@@ -199,7 +228,7 @@ fn load(
         handles.into_iter().map(join).collect::<Vec<_>>()
     });
     first_error(results, obs)?;
-    let stats = sum_stats(clients.iter().map(ClusterClient::stats));
+    let stats = sum_stats(clients.iter().map(BenchClient::stats));
     obs.load_finished(cfg.keys, t0.elapsed().as_secs_f64(), &stats);
     Ok(())
 }
@@ -211,7 +240,49 @@ struct WindowFigures {
     /// Per `--server-pids` process, in order.
     server_cpu_s: Vec<f64>,
     client_cpu_s: Option<f64>,
+    /// The router's CPU seconds (`--router-pid`).
+    router_cpu_s: Option<f64>,
+    /// The change of the router's back-end counters (`--router`, when its INFO has them).
+    router_counts: Option<RouterCounts>,
     started_at: String,
+}
+
+/// What is read at each edge of the window: the servers', this process's and the router's CPU
+/// seconds, and the router's counters.
+struct Edge {
+    servers: Result<Vec<f64>>,
+    client: Option<f64>,
+    router: Result<Option<f64>>,
+    counts: Result<Option<RouterCounts>>,
+}
+
+impl Edge {
+    fn read(cfg: &ClusterConfig, me: u32, info: Option<&mut quiver_client::Connection>) -> Edge {
+        Edge {
+            servers: servers_cpu_s(&cfg.server_pids),
+            client: process_cpu_s(me),
+            router: router_cpu_s(cfg),
+            counts: match info {
+                None => Ok(None),
+                Some(conn) => router_counts(conn).map_err(|source| Error::Cluster {
+                    what: "reading the router's INFO".into(),
+                    source,
+                }),
+            },
+        }
+    }
+}
+
+/// The router's CPU seconds now (`None` without `--router-pid`).
+fn router_cpu_s(cfg: &ClusterConfig) -> Result<Option<f64>> {
+    let Some(pid) = cfg.router_pid else {
+        return Ok(None);
+    };
+    process_cpu_s(pid).map(Some).ok_or_else(|| {
+        Error::Invalid(format!(
+            "cannot read the CPU time of router pid {pid} (/proc/{pid}/stat): has it exited?"
+        ))
+    })
 }
 
 /// The servers' CPU seconds now.
@@ -230,10 +301,18 @@ fn servers_cpu_s(pids: &[u32]) -> Result<Vec<f64>> {
 
 /// Warm-up and window: every thread's loop; CPU seconds read at the window's edges.
 fn measure(
-    clients: &mut [ClusterClient],
+    clients: &mut [BenchClient],
     cfg: &ClusterConfig,
     obs: &mut dyn ClusterObserver,
 ) -> Result<WindowFigures> {
+    // INFO is asked of the router on a connection of its own, outside the threads' traffic.
+    let mut info = match &cfg.router {
+        None => None,
+        Some(addr) => Some(router_connection(addr).map_err(|source| Error::Cluster {
+            what: format!("connecting to the router {addr} for its INFO"),
+            source,
+        })?),
+    };
     let stop = AtomicBool::new(false);
     let t0 = Instant::now();
     let start = t0 + Duration::from_secs_f64(cfg.warmup_s);
@@ -254,24 +333,35 @@ fn measure(
             .collect();
         std::thread::sleep(window.start.saturating_duration_since(Instant::now()));
         let started_at = rfc3339_utc(SystemTime::now());
-        let before = (servers_cpu_s(&cfg.server_pids), process_cpu_s(me));
+        let before = Edge::read(cfg, me, info.as_mut());
         let results: Vec<_> = handles.into_iter().map(join).collect();
-        let after = (servers_cpu_s(&cfg.server_pids), process_cpu_s(me));
+        let after = Edge::read(cfg, me, info.as_mut());
         (results, (started_at, before, after))
     });
     let tallies = first_error(results, obs)?;
-    let (started_at, (servers0, client0), (servers1, client1)) = edges;
-    let server_cpu_s = servers0?
+    let (started_at, before, after) = edges;
+    let server_cpu_s = before
+        .servers?
         .iter()
-        .zip(servers1?)
+        .zip(after.servers?)
         .map(|(a, b)| b - a)
         .collect();
+    let router_cpu_s = before.router?.zip(after.router?).map(|(a, b)| b - a);
+    let router_counts = before
+        .counts?
+        .zip(after.counts?)
+        .map(|(a, b)| RouterCounts {
+            backend_requests: b.backend_requests.saturating_sub(a.backend_requests),
+            backend_commands: b.backend_commands.saturating_sub(a.backend_commands),
+        });
     let last = tallies.iter().filter_map(|t| t.last_done).max();
     Ok(WindowFigures {
         measured_s: last.map_or(0.0, |l| l.duration_since(window.start).as_secs_f64()),
         tallies,
         server_cpu_s,
-        client_cpu_s: client0.zip(client1).map(|(a, b)| b - a),
+        client_cpu_s: before.client.zip(after.client).map(|(a, b)| b - a),
+        router_cpu_s,
+        router_counts,
         started_at,
     })
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use quiver_client::ClusterStats;
 use serde::Serialize;
 
+use crate::cluster::client::RouterCounts;
 use crate::cluster::spec::ClusterConfig;
 
 /// One server process over the window.
@@ -22,6 +23,22 @@ pub struct ServerFigures {
     pub key_share: f64,
     /// `keys_read * key_share / cpu_s`.
     pub keys_per_server_cpu_s: Option<f64>,
+}
+
+/// The router over the window (`--router`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RouterFigures {
+    /// `host:port`.
+    pub addr: String,
+    /// `--router-pid`, and its CPU seconds over the window (`null` without it).
+    pub pid: Option<u32>,
+    pub cpu_s: Option<f64>,
+    pub cpu_util: Option<f64>,
+    /// From its INFO over the window: pipelined batches sent to back-ends (one per back-end
+    /// per batch), and commands sent (a multiget's share of one back-end is one). `null` when
+    /// its INFO does not have them.
+    pub backend_requests: Option<u64>,
+    pub backend_commands: Option<u64>,
 }
 
 /// One measured run (one line of output). The server figures are empty and `null` without
@@ -51,8 +68,10 @@ pub struct ClusterRecord {
     pub keys_read: u64,
     pub keys_per_sec: f64,
     pub multigets_per_sec: f64,
-    /// Requests the clients sent in the window (one per node a multiget touched, or one per
-    /// slot to a node that answered CROSSSLOT).
+    /// Requests the back-ends received in the window: from cluster clients, one per node a
+    /// multiget touched, or one per slot to a node that answered CROSSSLOT; through a router,
+    /// its sub-commands to the back-ends (`router.backend_commands`; the clients' own one per
+    /// multiget when its INFO does not count them).
     pub requests: u64,
     /// `requests / multigets`.
     pub requests_per_multiget: f64,
@@ -78,6 +97,11 @@ pub struct ClusterRecord {
     /// This process's CPU seconds over the window (every client thread).
     pub client_cpu_s: Option<f64>,
     pub client_cpu_util: Option<f64>,
+    /// `--router`: the router's figures (`null` for a run through cluster clients).
+    pub router: Option<RouterFigures>,
+    /// `keys_read / (server_cpu_s + router.cpu_s)`: the nodes' and the router's CPU together
+    /// (`null` without `--router-pid`).
+    pub keys_per_server_cpu_s_with_router: Option<f64>,
     pub seed: u64,
     pub tags: BTreeMap<String, String>,
     /// When the window began, RFC 3339 UTC.
@@ -93,6 +117,16 @@ pub struct ServerCpu {
     pub key_share: f64,
 }
 
+/// The router over the window, before any figure is derived.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RouterMeasured {
+    pub addr: String,
+    pub pid: Option<u32>,
+    pub cpu_s: Option<f64>,
+    /// The change of its counters over the window.
+    pub backend: Option<RouterCounts>,
+}
+
 /// What a run measured, before any figure is derived.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measured {
@@ -105,6 +139,7 @@ pub struct Measured {
     pub total: ClusterStats,
     pub servers: Vec<ServerCpu>,
     pub client_cpu_s: Option<f64>,
+    pub router: Option<RouterMeasured>,
     pub started_at: String,
 }
 
@@ -130,6 +165,22 @@ impl ClusterRecord {
             })
             .collect();
         let server_cpu_s = (!servers.is_empty()).then(|| servers.iter().map(|s| s.cpu_s).sum());
+        let router = m.router.as_ref().map(|r| RouterFigures {
+            addr: r.addr.clone(),
+            pid: r.pid,
+            cpu_s: r.cpu_s,
+            cpu_util: r.cpu_s.and_then(|c| per(c, secs)),
+            backend_requests: r.backend.map(|b| b.backend_requests),
+            backend_commands: r.backend.map(|b| b.backend_commands),
+        });
+        // What the back-ends received: through a router, its sub-commands.
+        let requests = router
+            .as_ref()
+            .and_then(|r| r.backend_commands)
+            .unwrap_or(m.window.requests);
+        let with_router = server_cpu_s
+            .zip(router.as_ref().and_then(|r| r.cpu_s))
+            .and_then(|(s, r)| per(keys_read as f64, s + r));
         ClusterRecord {
             bench: "cluster",
             system: cfg.label.clone(),
@@ -148,9 +199,9 @@ impl ClusterRecord {
             keys_read,
             keys_per_sec: per(keys_read as f64, secs).unwrap_or(0.0),
             multigets_per_sec: per(m.multigets as f64, secs).unwrap_or(0.0),
-            requests: m.window.requests,
-            requests_per_multiget: per(m.window.requests as f64, m.multigets as f64).unwrap_or(0.0),
-            mean_keys_per_request: per(keys_read as f64, m.window.requests as f64).unwrap_or(0.0),
+            requests,
+            requests_per_multiget: per(requests as f64, m.multigets as f64).unwrap_or(0.0),
+            mean_keys_per_request: per(keys_read as f64, requests as f64).unwrap_or(0.0),
             cross_slot: m.total.cross_slot,
             moved: m.total.moved,
             asked: m.total.asked,
@@ -162,6 +213,8 @@ impl ClusterRecord {
             keys_per_server_cpu_s: server_cpu_s.and_then(|c| per(keys_read as f64, c)),
             client_cpu_s: m.client_cpu_s,
             client_cpu_util: m.client_cpu_s.and_then(|c| per(c, secs)),
+            router,
+            keys_per_server_cpu_s_with_router: with_router,
             seed: cfg.seed,
             tags: cfg.tags.clone(),
             started_at: m.started_at,
@@ -235,6 +288,7 @@ mod tests {
                 },
             ],
             client_cpu_s: Some(1.0),
+            router: None,
             started_at: "2026-01-02T03:04:05.006Z".into(),
         }
     }
@@ -267,6 +321,51 @@ mod tests {
         assert_eq!(v["servers"][0]["pid"], 11);
         assert_eq!(v["mean_keys_per_request"], 16.0);
         assert_eq!(v["tags"], serde_json::json!({}));
+        assert_eq!(v["router"], serde_json::Value::Null);
+        assert_eq!(r.keys_per_server_cpu_s_with_router, None);
+    }
+
+    #[test]
+    fn through_a_router_the_back_ends_requests_are_its_sub_commands() {
+        let mut cfg = ClusterConfig::new(vec!["127.0.0.1:7000".into()]);
+        cfg.label = "quiver-router".into();
+        let mut m = measured();
+        // The clients sent one MGET per multiget; the router split each over the 2 nodes.
+        m.window.requests = 1000;
+        m.router = Some(RouterMeasured {
+            addr: "127.0.0.1:7380".into(),
+            pid: Some(12),
+            cpu_s: Some(2.0),
+            backend: Some(RouterCounts {
+                backend_requests: 1900,
+                backend_commands: 2000,
+            }),
+        });
+        let r = ClusterRecord::new(&cfg, m.clone());
+        assert_eq!(r.requests, 2000);
+        assert_eq!(r.requests_per_multiget, 2.0);
+        assert_eq!(r.mean_keys_per_request, 16.0);
+        // Nodes alone (2 CPU s), then nodes and router (4 CPU s).
+        assert_eq!(r.keys_per_server_cpu_s, Some(16_000.0));
+        assert_eq!(r.keys_per_server_cpu_s_with_router, Some(8_000.0));
+        let router = r.router.as_ref().unwrap();
+        assert_eq!(router.cpu_util, Some(1.0));
+        assert_eq!(
+            (router.backend_requests, router.backend_commands),
+            (Some(1900), Some(2000))
+        );
+        let v: serde_json::Value = serde_json::from_str(&r.to_json_line()).unwrap();
+        assert_eq!(v["router"]["pid"], 12);
+        // Without its counters or its pid: the clients' requests, no combined figure.
+        m.router = Some(RouterMeasured {
+            addr: "127.0.0.1:7380".into(),
+            pid: None,
+            cpu_s: None,
+            backend: None,
+        });
+        let r = ClusterRecord::new(&cfg, m);
+        assert_eq!(r.requests, 1000);
+        assert_eq!(r.keys_per_server_cpu_s_with_router, None);
     }
 
     #[test]

@@ -27,13 +27,20 @@ pub const LOAD_BATCH_KEYS: usize = 1024;
 pub struct ClusterConfig {
     /// `host:port` of nodes to read the slot table from.
     pub seeds: Vec<String>,
+    /// `host:port` of a `quiver router`: each thread's multigets go to it on one plain
+    /// connection (the router splits them per back-end) instead of through a cluster client.
+    /// The seeds still give the slot table (which node serves which keys, for `--server-pids`).
+    pub router: Option<String>,
+    /// The router's process id: its CPU seconds over the window, counted apart from the nodes'.
+    pub router_pid: Option<u32>,
     /// Keys `0..keys` are read (and written by `load`).
     pub keys: u64,
     pub key_size: usize,
     pub value_size: usize,
     /// Keys per multiget, each index drawn uniformly from `0..keys` (with replacement).
     pub width: usize,
-    /// Client threads, each with its own `ClusterClient`, each one multiget at a time.
+    /// Client threads, each with its own `ClusterClient` (or its own connection to the
+    /// router), each one multiget at a time.
     pub threads: usize,
     pub warmup_s: f64,
     pub duration_s: f64,
@@ -56,6 +63,8 @@ impl ClusterConfig {
     pub fn new(seeds: Vec<String>) -> ClusterConfig {
         ClusterConfig {
             seeds,
+            router: None,
+            router_pid: None,
             keys: 1_000_000,
             key_size: 16,
             value_size: 32,
@@ -79,6 +88,23 @@ impl ClusterConfig {
         }
         if let Some(s) = self.seeds.iter().find(|s| !looks_like_host_port(s)) {
             return bad(format!("seed {s:?} is not host:port"));
+        }
+        if let Some(r) = self.router.as_deref().filter(|r| !looks_like_host_port(r)) {
+            return bad(format!("router {r:?} is not host:port"));
+        }
+        if let Some(pid) = self.router_pid {
+            if self.router.is_none() {
+                return bad("a router pid without a router (--router HOST:PORT)".into());
+            }
+            if pid == 0 {
+                return bad("router pid 0 is not a process".into());
+            }
+            if self.server_pids.contains(&pid) {
+                return bad(format!(
+                    "pid {pid} is given as a server and as the router: the router's CPU is \
+                     counted apart"
+                ));
+            }
         }
         if self.keys == 0 {
             return bad("--keys must be at least 1".into());
@@ -203,6 +229,17 @@ mod tests {
             ("long tag", |c| {
                 c.tags.insert("k".into(), "é".repeat(LABEL_LEN_MAX));
             }),
+            ("router no port", |c| c.router = Some("localhost".into())),
+            ("router pid alone", |c| c.router_pid = Some(9)),
+            ("router pid 0", |c| {
+                c.router = Some("h:1".into());
+                c.router_pid = Some(0);
+            }),
+            ("router pid a server's", |c| {
+                c.router = Some("h:1".into());
+                c.router_pid = Some(5);
+                c.server_pids = vec![5];
+            }),
         ];
         for (what, change) in cases {
             let mut c = ok();
@@ -213,6 +250,10 @@ mod tests {
         let mut c = ok();
         c.server_pids = vec![3, 1, 2];
         c.warmup_s = 0.0;
+        c.validate().unwrap();
+        c.router = Some("127.0.0.1:7380".into());
+        c.validate().unwrap();
+        c.router_pid = Some(4);
         c.validate().unwrap();
     }
 }

@@ -1,12 +1,14 @@
-//! What one client thread does with its own `ClusterClient`: its share of the load, and the
-//! closed loop of multigets (one outstanding per thread: a multiget is already one request to
-//! every node it touches, written before any reply is read).
+//! What one client thread does with its own client (a `ClusterClient`, or a connection to a
+//! router): its share of the load, and the closed loop of multigets (one outstanding per
+//! thread: a multiget is already one request to every node it touches, written before any
+//! reply is read, by the cluster client or by the router).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
-use quiver_client::{ClusterClient, ClusterStats};
+use quiver_client::ClusterStats;
 
+use crate::cluster::client::BenchClient;
 use crate::cluster::record::sub_stats;
 use crate::cluster::spec::{ClusterConfig, LOAD_BATCH_KEYS};
 use crate::error::{Error, Result};
@@ -25,7 +27,7 @@ pub struct LoadCursor {
 /// Writes batches of [`LOAD_BATCH_KEYS`] pairs taken from `cursor` until `0..cfg.keys` is
 /// exhausted (threads take batches in turn, so a slow node slows every thread alike).
 pub fn load(
-    client: &mut ClusterClient,
+    client: &mut BenchClient,
     cfg: &ClusterConfig,
     cursor: &LoadCursor,
     thread: usize,
@@ -85,7 +87,7 @@ pub struct ThreadTally {
 /// missing or wrong value, or any client error, ends the thread with an error (and sets
 /// `stop`).
 pub fn measure(
-    client: &mut ClusterClient,
+    client: &mut BenchClient,
     cfg: &ClusterConfig,
     seed: u64,
     window: Window,
@@ -100,7 +102,7 @@ pub fn measure(
 }
 
 fn run_loop(
-    client: &mut ClusterClient,
+    client: &mut BenchClient,
     cfg: &ClusterConfig,
     seed: u64,
     window: Window,

@@ -1,5 +1,6 @@
 //! Real processes for the cluster tests: an etcd ([`Etcd`]), `quiver serve --cluster` nodes
-//! ([`Node`]) and the two together with a topology ([`Cluster`]).
+//! ([`Node`]), `quiver router` front-ends ([`Router`]) and all of them together with a topology
+//! ([`Cluster`]).
 //!
 //! Every process started here is stopped here, by its PID (`Child::kill`, SIGKILL), when its
 //! handle is dropped — a failing test leaves nothing running. Ports are picked free on
@@ -452,6 +453,187 @@ impl Drop for Node {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// routers
+
+/// A `quiver router` process (no data directory) on a port of its own (kept across restarts),
+/// its stderr in `DIR/NAME.log`, reading the topology from etcd at `etcd_url`.
+pub struct Router {
+    pub name: String,
+    pub port: u16,
+    dir: PathBuf,
+    etcd_url: String,
+    /// Extra arguments of the process (and of its restarts), e.g. `--requirepass`.
+    args: Vec<String>,
+    /// The `--requirepass` among `args`: [`Router::conn`] authenticates with it.
+    password: Option<String>,
+    child: Option<Child>,
+    /// Lines printed after the first (kept so the reading thread keeps draining the pipe).
+    _stdout: Option<mpsc::Receiver<String>>,
+}
+
+impl Router {
+    /// Starts router `name` on a free port, its log in `dir`, with the extra arguments `args`;
+    /// returns once it listens (it may have no topology yet: see [`Cluster::start_router`]).
+    pub fn start(dir: &Path, etcd_url: &str, name: &str, args: &[&str]) -> Router {
+        let password = args
+            .iter()
+            .position(|a| *a == "--requirepass")
+            .and_then(|i| args.get(i + 1))
+            .map(|p| p.to_string());
+        let mut router = Router {
+            name: name.to_string(),
+            port: 0,
+            dir: dir.to_path_buf(),
+            etcd_url: etcd_url.to_string(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            password,
+            child: None,
+            _stdout: None,
+        };
+        for _ in 0..START_ATTEMPTS_MAX {
+            router.port = free_port();
+            match router.spawn() {
+                Ok(()) => return router,
+                Err(StartFailure::PortInUse) => continue,
+                Err(StartFailure::Other(e)) => panic!("{name}: {e}"),
+            }
+        }
+        panic!(
+            "{name}: every port tried was taken:\n{}",
+            tail(&router.log())
+        );
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn log(&self) -> PathBuf {
+        self.dir.join(format!("{}.log", self.name))
+    }
+
+    /// A connection without reconnection, authenticated when the router wants a password.
+    pub fn conn(&self) -> Connection {
+        self.try_conn().unwrap_or_else(|e| {
+            panic!(
+                "connect to {} ({}): {e}\n{}",
+                self.name,
+                self.addr(),
+                tail(&self.log())
+            )
+        })
+    }
+
+    fn try_conn(&self) -> quiver_client::Result<Connection> {
+        let mut options = connect_options(&self.addr());
+        options.password = self.password.clone();
+        Connection::connect_with(options)
+    }
+
+    /// `INFO router` as `name:value` lines, or why it could not be had.
+    pub fn info(&self) -> Result<String, String> {
+        let mut c = self.try_conn().map_err(|e| e.to_string())?;
+        c.info(Some("router")).map_err(|e| e.to_string())
+    }
+
+    /// The number `name` of `INFO router` (e.g. `router_epoch`), or why it could not be had.
+    pub fn try_info_field(&self, name: &str) -> Result<u64, String> {
+        let info = self.info()?;
+        info_number(&info, name).ok_or_else(|| format!("{}: no {name} in INFO:\n{info}", self.name))
+    }
+
+    /// [`Router::try_info_field`], which must succeed.
+    pub fn info_field(&self, name: &str) -> u64 {
+        self.try_info_field(name)
+            .unwrap_or_else(|e| panic!("{e}\n{}", tail(&self.log())))
+    }
+
+    /// kill -9.
+    pub fn kill9(&mut self) {
+        assert!(self.child.is_some(), "{} is not running", self.name);
+        kill_child(&mut self.child);
+    }
+
+    /// SIGTERM, and its exit within [`WAIT`] (a router that ignores it fails the test); the
+    /// exit status.
+    pub fn stop(&mut self) -> ExitStatus {
+        let mut child = self
+            .child
+            .take()
+            .unwrap_or_else(|| panic!("{} is not running", self.name));
+        // SAFETY: kill(2) of a child this handle started and has not reaped.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        crate::process::wait_exit(&mut child, &format!("{} after SIGTERM", self.name), WAIT)
+    }
+
+    /// Starts the router again on the same port; returns once it listens.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "{} is running", self.name);
+        for _ in 0..REBIND_ATTEMPTS_MAX {
+            match self.spawn() {
+                Ok(()) => return,
+                Err(StartFailure::PortInUse) => std::thread::sleep(POLL),
+                Err(StartFailure::Other(e)) => panic!("{} restart: {e}", self.name),
+            }
+        }
+        panic!(
+            "{}: port {} stayed taken for {REBIND_ATTEMPTS_MAX} attempts:\n{}",
+            self.name,
+            self.port,
+            tail(&self.log())
+        );
+    }
+
+    /// Spawns `quiver router --etcd URL --port PORT ARGS...` and reads its listening line.
+    fn spawn(&mut self) -> Result<(), StartFailure> {
+        let port = self.port.to_string();
+        let log_start = log_len(&self.log());
+        let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
+            .args(["router", "--etcd", &self.etcd_url, "--port", &port])
+            .args(&self.args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(append(&self.log()))
+            .spawn()
+            .expect("the quiver binary starts");
+        let rx = crate::process::lines_of(child.stdout.take().unwrap());
+        let first = rx.recv_timeout(WAIT);
+        let expected = format!("quiver router listening on {}", self.addr());
+        match first {
+            Ok(line) if line.trim() == expected => {
+                self.child = Some(child);
+                self._stdout = Some(rx);
+                Ok(())
+            }
+            other => {
+                let _ = child.kill();
+                let status = child.wait().unwrap();
+                Err(start_failure(
+                    &self.log(),
+                    log_start,
+                    format!("no `{expected}` line ({other:?}; {status})"),
+                ))
+            }
+        }
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        kill_child(&mut self.child);
+    }
+}
+
+/// The number of line `name:N` of an INFO text.
+pub fn info_number(info: &str, name: &str) -> Option<u64> {
+    info.lines()
+        .find_map(|l| l.trim_end().strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.parse().ok())
+}
+
 /// A node's extra environment variables (name, value).
 pub type Env = Vec<(String, String)>;
 
@@ -468,21 +650,27 @@ pub fn cluster_client(seeds: &[String]) -> ClusterClient {
 
 /// A connection to `addr` without reconnection, its waits bounded by [`WAIT`].
 pub fn connect(addr: &str) -> quiver_client::Result<Connection> {
+    Connection::connect_with(connect_options(addr))
+}
+
+/// The options of [`connect`]: no reconnection, every wait bounded by [`WAIT`].
+pub fn connect_options(addr: &str) -> ClientOptions {
     let mut options = ClientOptions::new(addr.to_string());
     options.reconnect = false;
     options.connect_timeout = Some(WAIT);
     options.read_timeout = Some(WAIT);
     options.write_timeout = Some(WAIT);
-    Connection::connect_with(options)
+    options
 }
 
 // ---------------------------------------------------------------------------------------------
 // a cluster
 
 /// etcd and nodes `node-1` .. `node-N` with their first topology (the slots split evenly, in
-/// node order), in one temporary directory.
+/// node order), and the routers a test starts, in one temporary directory.
 pub struct Cluster {
-    // Fields drop in order: the processes before the directory they use.
+    // Fields drop in order: the processes before the directory they use, routers first.
+    pub routers: Vec<Router>,
     pub nodes: Vec<Node>,
     pub etcd: Etcd,
     pub dir: tempfile::TempDir,
@@ -500,6 +688,7 @@ impl Cluster {
         let dir = tempfile::tempdir().unwrap();
         let etcd = Etcd::start(&dir.path().join("etcd"));
         let mut cluster = Cluster {
+            routers: Vec::new(),
             nodes: Vec::new(),
             etcd,
             dir,
@@ -531,6 +720,48 @@ impl Cluster {
             || node.info_has("quiver_etcd_connected:1"),
         );
         self.nodes.len() - 1
+    }
+
+    /// Starts a router (`router-1`, `router-2`, ...) on the cluster's etcd and waits until it
+    /// routes by the topology in etcd (its `router_epoch` is the topology's, its
+    /// `router_backends` the topology's nodes); returns its index in [`Cluster::routers`].
+    pub fn start_router(&mut self) -> usize {
+        self.start_router_with(&[])
+    }
+
+    /// [`Cluster::start_router`] with extra arguments (e.g. `--requirepass PW`).
+    pub fn start_router_with(&mut self, args: &[&str]) -> usize {
+        let name = format!("router-{}", self.routers.len() + 1);
+        let router = Router::start(self.dir.path(), &self.etcd.url(), &name, args);
+        self.routers.push(router);
+        self.wait_router_current(self.routers.len() - 1);
+        self.routers.len() - 1
+    }
+
+    /// Waits until router `i` routes by the topology in etcd now: its epoch and node count.
+    pub fn wait_router_current(&self, i: usize) {
+        let router = &self.routers[i];
+        wait_until(
+            &format!("{} routing by the topology in etcd", router.name),
+            || self.logs(),
+            || {
+                let topology = &self.try_status()?["topology"];
+                let epoch = topology["epoch"].as_u64().ok_or("no epoch")?;
+                let nodes = topology["nodes"].as_array().map_or(0, Vec::len) as u64;
+                let info = router.info()?;
+                let got = (
+                    info_number(&info, "router_epoch"),
+                    info_number(&info, "router_backends"),
+                );
+                if got == (Some(epoch), Some(nodes)) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "router (epoch, backends) {got:?}, topology ({epoch}, {nodes})"
+                    ))
+                }
+            },
+        );
     }
 
     /// `quiver cluster ARGS... --etcd URL`; its status, stdout and stderr.
@@ -608,6 +839,14 @@ impl Cluster {
                 n.id,
                 n.addr(),
                 tail(&n.log())
+            ));
+        }
+        for r in &self.routers {
+            out.push_str(&format!(
+                "--- {} ({}):\n{}\n",
+                r.name,
+                r.addr(),
+                tail(&r.log())
             ));
         }
         out

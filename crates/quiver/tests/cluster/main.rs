@@ -6,8 +6,12 @@
 //! restarted while etcd is down. `moves`: slot ranges moved between nodes under load, kill -9
 //! of a move's source or target during the copy, a hand-over whose answer is lost (a test-only
 //! fault), nodes added, rebalanced and removed, and the cluster client's one request per node.
-//! `script`: scripts/cluster.sh up and down. `slots`: CLUSTER SLOTS and MOVED read for
-//! assertions (routing is the cluster client's).
+//! `router`: `quiver router`, the front-end plain clients (quiver-client's `Connection`,
+//! redis-cli without -c, redis-py's `redis.Redis`) talk to: a multiget across nodes as one
+//! request per back-end, moves under load hidden from its clients, a back-end killed and
+//! restarted, AUTH and malformed frames. `script`: scripts/cluster.sh up and down (and the
+//! router it starts). `slots`: CLUSTER SLOTS and MOVED read for assertions (routing is the
+//! cluster client's).
 //!
 //! The harness (`harness`) starts every process on free loopback ports in a temporary
 //! directory and stops each by its PID; scripts/test_deps.sh installs etcd, redis-tools and
@@ -21,6 +25,7 @@ mod moves;
 mod outage;
 #[path = "../common/process.rs"]
 mod process;
+mod router;
 mod script;
 mod slots;
 

@@ -6,7 +6,7 @@
 //! node. Every move is `quiver cluster move-slots` (a process), every check the cluster's own
 //! view: `status --json`, DBSIZE, CLUSTER INFO, the nodes' logs.
 
-mod load;
+pub mod load;
 
 use std::collections::BTreeSet;
 use std::fs::File;
@@ -32,7 +32,7 @@ const PROGRESS_OPS: usize = 200;
 const LOSE_HANDOVER_ANSWER: &str = "QUIVER_TEST_LOSE_HANDOVER_ANSWER";
 
 /// `n` pairs (`PREFIX-i`, a value naming the key) whose keys' slots are in `lo..=hi`.
-fn pairs_in(prefix: &str, lo: u16, hi: u16, n: usize) -> Vec<(String, String)> {
+pub fn pairs_in(prefix: &str, lo: u16, hi: u16, n: usize) -> Vec<(String, String)> {
     (0..)
         .map(|i| format!("{prefix}-{i}"))
         .filter(|k| (lo..=hi).contains(&key_slot(k.as_bytes())))
@@ -56,7 +56,7 @@ fn load(cluster: &Cluster, pairs: &[(String, String)]) {
 
 /// Reads every key of `expected` through a fresh cluster client: each must hold its value
 /// (`None`: must not exist).
-fn read_back(cluster: &Cluster, expected: &[(String, Option<String>)]) {
+pub fn read_back(cluster: &Cluster, expected: &[(String, Option<String>)]) {
     let mut client = cluster.client();
     for chunk in expected.chunks(CHUNK) {
         let keys: Vec<&str> = chunk.iter().map(|(k, _)| k.as_str()).collect();
@@ -90,13 +90,13 @@ fn on_node(node: &Node, pairs: &[(String, String)]) {
 }
 
 /// `lo-hi` parsed.
-fn range(text: &str) -> (u16, u16) {
+pub fn range(text: &str) -> (u16, u16) {
     let (lo, hi) = text.split_once('-').unwrap_or((text, text));
     (lo.parse().unwrap(), hi.parse().unwrap())
 }
 
 /// The owners (chain heads) of the shards of a `status --json` overlapping `lo..=hi`.
-fn owners(status: &serde_json::Value, lo: u16, hi: u16) -> BTreeSet<String> {
+pub fn owners(status: &serde_json::Value, lo: u16, hi: u16) -> BTreeSet<String> {
     let shards = status["topology"]["shards"].as_array().unwrap();
     shards
         .iter()
@@ -110,7 +110,7 @@ fn owners(status: &serde_json::Value, lo: u16, hi: u16) -> BTreeSet<String> {
 
 /// Waits until the topology in etcd has no migration and every member serves its epoch;
 /// returns that `status --json`.
-fn wait_settled(cluster: &Cluster) -> serde_json::Value {
+pub fn wait_settled(cluster: &Cluster) -> serde_json::Value {
     let mut settled = serde_json::Value::Null;
     wait_until(
         "no migration, every member at the topology's epoch",
@@ -214,7 +214,7 @@ impl Drop for Mover {
 }
 
 /// Fails the test with every load thread's failures, if any.
-fn assert_no_failures(cluster: &Cluster, reports: &[Report]) {
+pub fn assert_no_failures(cluster: &Cluster, reports: &[Report]) {
     let failed: usize = reports.iter().map(|r| r.failed).sum();
     if failed > 0 {
         let firsts: Vec<&String> = reports.iter().flat_map(|r| &r.failures).collect();

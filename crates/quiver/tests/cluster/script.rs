@@ -1,12 +1,12 @@
-//! scripts/cluster.sh: `up` starts etcd and three nodes that outlive it and prints one JSON
-//! line saying where they are; `down` stops every one of them by PID.
+//! scripts/cluster.sh: `up` starts etcd, three nodes and a router that outlive it and prints
+//! one JSON line saying where they are; `down` stops every one of them by PID.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use quiver_store::slot::key_slot;
 
-use crate::harness::{cluster_client, connect, run, tail, WAIT};
+use crate::harness::{cluster_client, connect, info_number, program, run, tail, WAIT};
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/cluster.sh");
 
@@ -19,8 +19,9 @@ fn cluster_sh(args: &[&str], dir: &Path) -> (std::process::ExitStatus, String, S
             .arg("--dir")
             .arg(dir),
         &format!("cluster.sh {}", args.join(" ")),
-        // up waits for etcd, each node and the topology, each bounded by the script's own 60 s.
-        WAIT * 4,
+        // up waits for etcd, each node, the topology and the router, each bounded by the
+        // script's own 60 s.
+        WAIT * 5,
     )
 }
 
@@ -74,16 +75,23 @@ fn scripts_cluster_sh() {
         .map(|nodes| nodes.iter().filter_map(|n| n["pid"].as_u64()).collect())
         .unwrap_or_default();
     pids.extend(recorded["etcd_pid"].as_u64());
+    pids.extend(recorded["router_pid"].as_u64());
     let mut up = Up {
         dir: dir.clone(),
         pids,
         down: false,
     };
     let logs = || {
-        ["etcd.log", "node-1.log", "node-2.log", "node-3.log"]
-            .iter()
-            .map(|f| format!("--- {f}:\n{}\n", tail(&dir.join(f))))
-            .collect::<String>()
+        [
+            "etcd.log",
+            "node-1.log",
+            "node-2.log",
+            "node-3.log",
+            "router.log",
+        ]
+        .iter()
+        .map(|f| format!("--- {f}:\n{}\n", tail(&dir.join(f))))
+        .collect::<String>()
     };
     assert!(
         status.success(),
@@ -91,12 +99,14 @@ fn scripts_cluster_sh() {
         logs()
     );
 
-    // One JSON line: etcd's URL, the three nodes, no router yet. The file says the same.
+    // One JSON line: etcd's URL, the three nodes, the router. The file says the same.
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 1, "{out}");
     let printed: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
     assert_eq!(printed, recorded, "the line and D/cluster.json");
-    assert!(printed["router"].is_null(), "{printed}");
+    let router_port = printed["router"].as_u64().expect("the router's port");
+    let router_pid = printed["router_pid"].as_u64().expect("the router's pid");
+    assert!(!gone(router_pid), "{printed}");
     let etcd = printed["etcd"].as_str().unwrap();
     assert!(etcd.starts_with("http://127.0.0.1:"), "{printed}");
     let nodes = printed["nodes"].as_array().unwrap();
@@ -107,7 +117,11 @@ fn scripts_cluster_sh() {
         assert!(n["pid"].as_u64().is_some_and(|p| !gone(p)), "{printed}");
         addrs.push(format!("127.0.0.1:{}", n["port"].as_u64().unwrap()));
     }
-    assert_eq!(up.pids.len(), 4, "three nodes and etcd: {printed}");
+    assert_eq!(
+        up.pids.len(),
+        5,
+        "three nodes, etcd and the router: {printed}"
+    );
 
     // The processes outlived the script: the cluster serves.
     for addr in &addrs {
@@ -135,6 +149,41 @@ fn scripts_cluster_sh() {
         })
         .collect();
     assert_eq!(owners.len(), 3, "the keys span every node");
+
+    // The router, with plain redis-cli (no -c): it routes by the topology it read from etcd.
+    let router = format!("127.0.0.1:{router_port}");
+    let info = connect(&router).unwrap().info(Some("router")).unwrap();
+    assert!(
+        info_number(&info, "router_epoch").is_some_and(|e| e > 0),
+        "{info}"
+    );
+    assert_eq!(info_number(&info, "router_backends"), Some(3), "{info}");
+    let cli = program("redis-cli");
+    let port = router_port.to_string();
+    let redis_cli = |args: &[&str]| -> String {
+        let (status, out, err) = run(
+            Command::new(&cli).args(["-p", &port]).args(args),
+            "redis-cli",
+            WAIT,
+        );
+        assert!(status.success(), "redis-cli {args:?}: {status}: {err}");
+        out.trim_end_matches('\n').to_string()
+    };
+    for i in 0..50 {
+        let key = format!("sh:router:{i}");
+        assert_eq!(redis_cli(&["SET", &key, &format!("r{i}")]), "OK", "{key}");
+    }
+    for i in 0..50 {
+        // Written through the router, read from the nodes; and the other way round.
+        let got = client.get(format!("sh:router:{i}")).unwrap();
+        assert_eq!(got.as_deref(), Some(format!("r{i}").as_bytes()));
+        assert_eq!(redis_cli(&["GET", &format!("sh:{i}")]), format!("v{i}"));
+    }
+    let mut mget = vec!["MGET".to_string()];
+    mget.extend((0..50).map(|i| format!("sh:{i}")));
+    let mget: Vec<&str> = mget.iter().map(String::as_str).collect();
+    let want: Vec<String> = (0..50).map(|i| format!("v{i}")).collect();
+    assert_eq!(redis_cli(&mget), want.join("\n"), "MGET across the nodes");
 
     let (status, _, err) = cluster_sh(&["down"], &dir);
     assert!(status.success(), "cluster.sh down: {status}\n{err}");

@@ -1,6 +1,7 @@
 //! Load for the moves under way: writer threads, each owning its keys (so the state each key
 //! must be in is known: its last acknowledged write), and a reader of keys that never change,
-//! all through their own `ClusterClient`.
+//! each through its own client: a `ClusterClient` ([`Load::start`]), or any [`Kv`], e.g. a
+//! plain `Connection` to a `quiver router` ([`Load::start_with`]).
 //!
 //! A writer SETs, INCRs and DELs its keys and reads one back after each write: a read must
 //! return exactly the last acknowledged state of its key (one writer per key: anything else
@@ -14,7 +15,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use quiver_client::{ClusterClient, ClusterStats, Error};
+use bytes::Bytes;
+use quiver_client::{ClusterClient, ClusterStats, Connection, Error, Result, Value};
 use quiver_store::slot::key_slot;
 
 use crate::harness::{cluster_client, wait_until, Cluster};
@@ -27,6 +29,81 @@ const READ_BATCH: usize = 64;
 const FAILURES_KEPT: usize = 20;
 /// In ten writes, how many are SET or INCR (the rest DEL).
 const WRITES_NOT_DEL: u64 = 8;
+
+/// The calls the load makes: a cluster client's, or a plain connection's (to a router, which
+/// routes for it).
+pub trait Kv: Send {
+    fn set(&mut self, key: &str, value: &str) -> Result<()>;
+    fn get(&mut self, key: &str) -> Result<Option<Bytes>>;
+    fn incr(&mut self, key: &str) -> Result<i64>;
+    fn delete(&mut self, key: &str) -> Result<bool>;
+    fn multi_get(&mut self, keys: &[&str]) -> Result<Vec<Option<Bytes>>>;
+    /// One GET per key, pipelined where the client can (the outer `Err`: the whole call
+    /// failed; each inner one: that GET's error reply).
+    fn pipelined_gets(&mut self, keys: &[&str]) -> Result<Vec<Result<Option<Bytes>>>> {
+        Ok(keys.iter().map(|k| self.get(k)).collect())
+    }
+    /// The cluster client's counters (nothing for a plain connection: the router follows).
+    fn stats(&self) -> ClusterStats {
+        ClusterStats::default()
+    }
+}
+
+impl Kv for ClusterClient {
+    fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        ClusterClient::set(self, key, value)
+    }
+    fn get(&mut self, key: &str) -> Result<Option<Bytes>> {
+        ClusterClient::get(self, key)
+    }
+    fn incr(&mut self, key: &str) -> Result<i64> {
+        ClusterClient::incr(self, key)
+    }
+    fn delete(&mut self, key: &str) -> Result<bool> {
+        ClusterClient::delete(self, key)
+    }
+    fn multi_get(&mut self, keys: &[&str]) -> Result<Vec<Option<Bytes>>> {
+        ClusterClient::multi_get(self, keys)
+    }
+    fn stats(&self) -> ClusterStats {
+        ClusterClient::stats(self)
+    }
+}
+
+impl Kv for Connection {
+    fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        Connection::set(self, key, value)
+    }
+    fn get(&mut self, key: &str) -> Result<Option<Bytes>> {
+        Connection::get(self, key)
+    }
+    fn incr(&mut self, key: &str) -> Result<i64> {
+        Connection::incr(self, key)
+    }
+    fn delete(&mut self, key: &str) -> Result<bool> {
+        Connection::delete(self, key)
+    }
+    fn multi_get(&mut self, keys: &[&str]) -> Result<Vec<Option<Bytes>>> {
+        Connection::multi_get(self, keys)
+    }
+    fn pipelined_gets(&mut self, keys: &[&str]) -> Result<Vec<Result<Option<Bytes>>>> {
+        let mut p = self.pipeline();
+        for k in keys {
+            p.command(&[b"GET", k.as_bytes()]);
+        }
+        let replies = p.execute()?;
+        Ok(replies
+            .into_iter()
+            .map(|r| match r? {
+                Value::Null => Ok(None),
+                v => match v.as_bytes() {
+                    Some(b) => Ok(Some(Bytes::copy_from_slice(b))),
+                    None => Err(Error::UnexpectedReply(format!("GET: {v:?}"))),
+                },
+            })
+            .collect())
+    }
+}
 
 /// The state a key must be in: its last acknowledged write's (`None`: deleted), or unknown
 /// after a failed write, which may or may not have been applied.
@@ -84,7 +161,8 @@ pub struct Load {
 
 impl Load {
     /// `writers` writer threads, their keys' slots in `slots` (lo, hi), and one reader of
-    /// `fixed` (pairs nobody changes).
+    /// `fixed` (pairs nobody changes), each with its own cluster client; the reader's calls
+    /// are multigets.
     pub fn start(
         cluster: &Cluster,
         writers: usize,
@@ -92,6 +170,19 @@ impl Load {
         fixed: Arc<Vec<(String, String)>>,
     ) -> Load {
         let seeds: Vec<String> = cluster.nodes.iter().map(|n| n.addr()).collect();
+        let connect = move || -> Box<dyn Kv> { Box::new(cluster_client(&seeds)) };
+        Load::start_with(writers, slots, fixed, false, connect)
+    }
+
+    /// [`Load::start`] with each thread's client made by `connect`; with `pipelined`, the
+    /// reader alternates a multiget and the same keys as pipelined GETs.
+    pub fn start_with(
+        writers: usize,
+        slots: (u16, u16),
+        fixed: Arc<Vec<(String, String)>>,
+        pipelined: bool,
+        connect: impl Fn() -> Box<dyn Kv>,
+    ) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let mut load = Load {
             stop: stop.clone(),
@@ -101,13 +192,13 @@ impl Load {
         for t in 0..=writers {
             let ops = Arc::new(AtomicUsize::new(0));
             load.ops.push(ops.clone());
-            let (seeds, stop, fixed) = (seeds.clone(), stop.clone(), fixed.clone());
+            let (stop, fixed) = (stop.clone(), fixed.clone());
+            let client = connect();
             load.threads.push(std::thread::spawn(move || {
-                let client = cluster_client(&seeds);
                 if t < writers {
                     writer(t, slots, client, &stop, &ops)
                 } else {
-                    reader(client, &fixed, &stop, &ops)
+                    reader(client, &fixed, pipelined, &stop, &ops)
                 }
             }));
         }
@@ -154,7 +245,7 @@ impl Load {
 fn writer(
     t: usize,
     (lo, hi): (u16, u16),
-    mut client: ClusterClient,
+    mut client: Box<dyn Kv>,
     stop: &AtomicBool,
     ops: &AtomicUsize,
 ) -> Report {
@@ -175,9 +266,9 @@ fn writer(
         let (key, known) = &report.model[j];
         let (key, known) = (key.clone(), known.clone());
         let outcome = if delete {
-            delete_one(&mut client, &key, &known)
+            delete_one(client.as_mut(), &key, &known)
         } else if j % 2 == 1 {
-            incr_one(&mut client, &key, &known)
+            incr_one(client.as_mut(), &key, &known)
         } else {
             seq += 1;
             let value = format!("{key}:{seq}");
@@ -194,7 +285,7 @@ fn writer(
             }
         };
         let r = rng.below(WRITER_KEYS);
-        if let Err(failure) = read_one(&mut client, &report.model[r]) {
+        if let Err(failure) = read_one(client.as_mut(), &report.model[r]) {
             report.fail(failure);
         }
         ops.fetch_add(1, Ordering::SeqCst);
@@ -217,7 +308,7 @@ fn failed(what: String, e: &Error) -> Failure {
 }
 
 /// DEL of `key`: it must have existed exactly when its last acknowledged state says so.
-fn delete_one(client: &mut ClusterClient, key: &str, known: &Known) -> Result<Known, Failure> {
+fn delete_one(client: &mut dyn Kv, key: &str, known: &Known) -> Result<Known, Failure> {
     let existed = client
         .delete(key)
         .map_err(|e| failed(format!("DEL {key}"), &e))?;
@@ -231,7 +322,7 @@ fn delete_one(client: &mut ClusterClient, key: &str, known: &Known) -> Result<Kn
 }
 
 /// INCR of `key`: one more than its last acknowledged value (0 when deleted).
-fn incr_one(client: &mut ClusterClient, key: &str, known: &Known) -> Result<Known, Failure> {
+fn incr_one(client: &mut dyn Kv, key: &str, known: &Known) -> Result<Known, Failure> {
     let n = client
         .incr(key)
         .map_err(|e| failed(format!("INCR {key}"), &e))?;
@@ -249,7 +340,7 @@ fn incr_one(client: &mut ClusterClient, key: &str, known: &Known) -> Result<Know
 }
 
 /// GET of a writer's key: exactly its last acknowledged state, when known.
-fn read_one(client: &mut ClusterClient, (key, known): &(String, Known)) -> Result<(), String> {
+fn read_one(client: &mut dyn Kv, (key, known): &(String, Known)) -> Result<(), String> {
     let got = client.get(key).map_err(|e| format!("GET {key}: {e}"))?;
     match known {
         Known::Value(v) if got.as_deref() != v.as_deref().map(str::as_bytes) => Err(format!(
@@ -260,30 +351,46 @@ fn read_one(client: &mut ClusterClient, (key, known): &(String, Known)) -> Resul
     }
 }
 
-/// Multigets of [`READ_BATCH`] of `fixed`'s keys in turn until `stop`: each value as loaded.
+/// Multigets of [`READ_BATCH`] of `fixed`'s keys in turn until `stop` (with `pipelined`,
+/// every other batch as pipelined GETs): each value as loaded.
 fn reader(
-    mut client: ClusterClient,
+    mut client: Box<dyn Kv>,
     fixed: &[(String, String)],
+    pipelined: bool,
     stop: &AtomicBool,
     ops: &AtomicUsize,
 ) -> Report {
     let mut report = Report::default();
     let mut start = 0;
+    let mut round = 0u64;
     while !stop.load(Ordering::SeqCst) {
         let batch: Vec<&(String, String)> = (0..READ_BATCH)
             .map(|i| &fixed[(start + i) % fixed.len()])
             .collect();
         start = (start + READ_BATCH) % fixed.len();
         let keys: Vec<&str> = batch.iter().map(|(k, _)| k.as_str()).collect();
-        match client.multi_get(&keys) {
+        round += 1;
+        // Each key's value, or its own error reply (pipelined GETs answer one by one).
+        let (what, got): (&str, Result<Vec<Result<Option<Bytes>>>>) =
+            if pipelined && round.is_multiple_of(2) {
+                ("pipelined GET", client.pipelined_gets(&keys))
+            } else {
+                let got = client.multi_get(&keys);
+                (
+                    "MGET",
+                    got.map(|values| values.into_iter().map(Ok).collect()),
+                )
+            };
+        match got {
             Ok(values) => {
                 for ((k, v), got) in batch.iter().zip(values) {
-                    if got.as_deref() != Some(v.as_bytes()) {
-                        report.fail(format!("MGET {k}: {got:?}, wanted {v}"));
+                    match got {
+                        Ok(got) if got.as_deref() == Some(v.as_bytes()) => {}
+                        got => report.fail(format!("{what} {k}: {got:?}, wanted {v}")),
                     }
                 }
             }
-            Err(e) => report.fail(format!("MGET of {} keys: {e}", keys.len())),
+            Err(e) => report.fail(format!("{what} of {} keys: {e}", keys.len())),
         }
         ops.fetch_add(1, Ordering::SeqCst);
     }

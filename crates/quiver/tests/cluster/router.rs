@@ -1,0 +1,645 @@
+//! `quiver router`, the front-end for clients that know nothing of clusters: plain
+//! connections (quiver-client's `Connection`, `redis-cli` without `-c`, redis-py's
+//! `redis.Redis`) to one router that routes every command by slot. A multiget across nodes is
+//! one request per back-end (the router's INFO counts them); the router follows moves under
+//! load without its clients seeing a redirect; a back-end killed and restarted costs its own
+//! keys only, and only while it is down; `--requirepass` and malformed frames are handled as
+//! `quiver serve` handles them.
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use quiver_client::{Connection, Error, Value};
+
+use crate::harness::{connect, connect_options, program, run, wait_until, Cluster, WAIT};
+use crate::moves::load::{Known, Kv, Load};
+use crate::moves::{assert_no_failures, owners, pairs_in, range, read_back, wait_settled};
+use crate::{error_text, owner_of};
+
+/// Pairs per MSET and keys per MGET when loading and reading back through the router.
+const CHUNK: usize = 500;
+/// Operations every load thread completes before, between and after the moves (a count: the
+/// test waits for work done, never for a time).
+const PROGRESS_OPS: usize = 200;
+
+/// `n` keys `PREFIX-i`, with the index of the node owning each (by the cluster client's
+/// table); the keys span every node of `cluster`.
+fn keys_over_nodes(cluster: &Cluster, prefix: &str, n: usize) -> (Vec<String>, Vec<usize>) {
+    let client = cluster.client();
+    let keys: Vec<String> = (0..n).map(|i| format!("{prefix}-{i}")).collect();
+    let owners: Vec<usize> = keys.iter().map(|k| owner_of(cluster, &client, k)).collect();
+    let spanned: BTreeSet<usize> = owners.iter().copied().collect();
+    assert_eq!(
+        spanned.len(),
+        cluster.nodes.len(),
+        "the keys {prefix}-* span every node: {owners:?}"
+    );
+    (keys, owners)
+}
+
+/// An integer reply, or a panic showing what came instead.
+fn integer(reply: quiver_client::Result<Value>, what: &str) -> i64 {
+    match reply {
+        Ok(Value::Integer(n)) => n,
+        other => panic!("{what}: an integer expected, got {other:?}"),
+    }
+}
+
+/// `COMMAND key...` through `c`.
+fn keys_command(c: &mut Connection, command: &str, keys: &[&str]) -> quiver_client::Result<Value> {
+    let mut args: Vec<&[u8]> = vec![command.as_bytes()];
+    args.extend(keys.iter().map(|k| k.as_bytes()));
+    c.command(&args)
+}
+
+/// The router's (`router_backend_requests`, `router_backend_commands`) now.
+fn backend_counts(cluster: &Cluster, r: usize) -> (u64, u64) {
+    let router = &cluster.routers[r];
+    (
+        router.info_field("router_backend_requests"),
+        router.info_field("router_backend_commands"),
+    )
+}
+
+#[test]
+fn router_cross_node_mget_is_one_request_per_backend() {
+    let mut cluster = Cluster::start(3);
+    let r = cluster.start_router();
+    let (keys, owners) = keys_over_nodes(&cluster, "rmget", 30);
+    let want = |i: usize| (!i.is_multiple_of(3)).then(|| format!("value-{i}"));
+    let mut c = cluster.routers[r].conn();
+
+    // One MSET across the nodes (every third key left out): each node holds its own keys.
+    let pairs: Vec<(&str, String)> = keys
+        .iter()
+        .enumerate()
+        .filter_map(|(i, k)| want(i).map(|v| (k.as_str(), v)))
+        .collect();
+    let written: BTreeSet<usize> = (0..keys.len())
+        .filter(|&i| want(i).is_some())
+        .map(|i| owners[i])
+        .collect();
+    assert_eq!(written.len(), 3, "the MSET spans every node");
+    c.multi_set(&pairs).unwrap();
+    for (i, key) in keys.iter().enumerate() {
+        let node = &cluster.nodes[owners[i]];
+        let got = node.conn().get(key).unwrap();
+        assert_eq!(
+            got.as_deref(),
+            want(i).as_deref().map(str::as_bytes),
+            "{key} read on its owner {}",
+            node.id
+        );
+    }
+
+    // The MGET of the 30 keys over 3 nodes: in key order, a null for each missing key, and
+    // one sub-command (one request) per back-end.
+    let before = backend_counts(&cluster, r);
+    let values = c.multi_get(&keys).unwrap();
+    let after = backend_counts(&cluster, r);
+    assert_eq!(values.len(), keys.len());
+    for (i, got) in values.iter().enumerate() {
+        assert_eq!(
+            got.as_deref(),
+            want(i).as_deref().map(str::as_bytes),
+            "{}",
+            keys[i]
+        );
+    }
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (3, 3),
+        "(backend requests, backend commands) of one MGET over 3 nodes: {before:?} -> {after:?}\n{}",
+        cluster.logs()
+    );
+
+    // Keys of one node: one request to that node alone.
+    let node1_keys: Vec<&str> = keys
+        .iter()
+        .zip(&owners)
+        .filter(|(_, &o)| o == 0)
+        .map(|(k, _)| k.as_str())
+        .collect();
+    let before = backend_counts(&cluster, r);
+    let values = c.multi_get(&node1_keys).unwrap();
+    let after = backend_counts(&cluster, r);
+    assert_eq!(values.len(), node1_keys.len());
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (1, 1),
+        "an MGET of one node's keys: {before:?} -> {after:?}"
+    );
+
+    // EXISTS, TOUCH, DEL and UNLINK across the nodes: the nodes' answers summed (a key named
+    // twice counts twice in EXISTS, as in Redis).
+    let all: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let present = pairs.len() as i64;
+    assert_eq!(
+        integer(keys_command(&mut c, "EXISTS", &all), "EXISTS"),
+        present
+    );
+    let twice = [all[1], all[1], all[2], "rmget-absent"];
+    assert_eq!(integer(keys_command(&mut c, "EXISTS", &twice), "EXISTS"), 3);
+    assert_eq!(
+        integer(keys_command(&mut c, "TOUCH", &all), "TOUCH"),
+        present
+    );
+    let (first, rest) = all.split_at(15);
+    let present_in = |ks: &[&str]| {
+        ks.iter()
+            .filter(|k| want(keys.iter().position(|x| x == *k).unwrap()).is_some())
+            .count() as i64
+    };
+    let deleted = integer(keys_command(&mut c, "DEL", first), "DEL");
+    assert_eq!(deleted, present_in(first));
+    assert_eq!(
+        integer(keys_command(&mut c, "EXISTS", &all), "EXISTS"),
+        present - deleted
+    );
+    let unlinked = integer(keys_command(&mut c, "UNLINK", rest), "UNLINK");
+    assert_eq!(unlinked, present_in(rest));
+    assert_eq!(integer(keys_command(&mut c, "EXISTS", &all), "EXISTS"), 0);
+    assert!(c.multi_get(&keys).unwrap().iter().all(Option::is_none));
+    assert_eq!(integer(c.command(&[b"DBSIZE"]), "DBSIZE"), 0);
+    for node in &cluster.nodes {
+        assert_eq!(
+            node.dbsize().unwrap(),
+            0,
+            "{} after DEL and UNLINK",
+            node.id
+        );
+    }
+}
+
+/// Runs `cmd` with `input` on its stdin, to its end (bounded by `WAIT`); its status, stdout
+/// and stderr.
+fn run_with_input(
+    cmd: &mut Command,
+    input: Vec<u8>,
+    what: &str,
+) -> (std::process::ExitStatus, String, String) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let status = crate::process::wait_exit(&mut child, what, WAIT);
+    feeder.join().unwrap();
+    (status, out.join().unwrap(), err.join().unwrap())
+}
+
+/// A command in RESP, as `redis-cli --pipe` wants its input.
+fn resp(args: &[&str]) -> String {
+    let mut out = format!("*{}\r\n", args.len());
+    for a in args {
+        out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    out
+}
+
+#[test]
+fn redis_cli_through_router() {
+    let mut cluster = Cluster::start(3);
+    let r = cluster.start_router();
+    let cli = program("redis-cli");
+    let port = cluster.routers[r].port.to_string();
+    let redis_cli = |args: &[&str]| -> String {
+        let (status, out, err) = run(
+            Command::new(&cli).args(["-p", &port]).args(args),
+            "redis-cli",
+            WAIT,
+        );
+        assert!(status.success(), "redis-cli {args:?}: {status}: {err}");
+        out.trim_end_matches('\n').to_string()
+    };
+    let (keys, _) = keys_over_nodes(&cluster, "cli", 30);
+    for (i, key) in keys.iter().enumerate() {
+        assert_eq!(
+            redis_cli(&["SET", key, &format!("value-{i}")]),
+            "OK",
+            "{key}"
+        );
+    }
+    for (i, key) in keys.iter().enumerate() {
+        assert_eq!(redis_cli(&["GET", key]), format!("value-{i}"), "{key}");
+    }
+    // MGET across the nodes: one line per key in order, an empty one for the missing key.
+    let mut mget = vec!["MGET"];
+    mget.extend(keys.iter().map(String::as_str));
+    mget.push("cli-absent");
+    let mut want: Vec<String> = (0..keys.len()).map(|i| format!("value-{i}")).collect();
+    want.push(String::new());
+    assert_eq!(redis_cli(&mget), want.join("\n"));
+
+    // Counters on every node, twice each.
+    let (counters, _) = keys_over_nodes(&cluster, "cli-counter", 12);
+    for round in 1..=2 {
+        for c in &counters {
+            assert_eq!(redis_cli(&["INCR", c]), round.to_string(), "INCR {c}");
+        }
+    }
+    // DEL across the nodes: the keys that existed, summed.
+    let del = ["DEL", &keys[0], &keys[1], &keys[2], "cli-absent"];
+    assert_eq!(redis_cli(&del), "3");
+
+    // redis-cli --pipe: 1000 SETs in one stream (and its closing ECHO), no error.
+    let pipe_keys: Vec<String> = (0..1000).map(|i| format!("cli-pipe-{i}")).collect();
+    let mut input = String::new();
+    for (i, k) in pipe_keys.iter().enumerate() {
+        input.push_str(&resp(&["SET", k, &format!("piped-{i}")]));
+    }
+    let (status, out, err) = run_with_input(
+        Command::new(&cli).args(["-p", &port, "--pipe"]),
+        input.into_bytes(),
+        "redis-cli --pipe",
+    );
+    assert!(status.success(), "redis-cli --pipe: {status}\n{out}{err}");
+    assert!(
+        out.contains("errors: 0, replies: 1000"),
+        "redis-cli --pipe: {out}{err}\n{}",
+        cluster.logs()
+    );
+    let mut c = cluster.routers[r].conn();
+    for (n, chunk) in pipe_keys.chunks(CHUNK).enumerate() {
+        let values = c.multi_get(chunk).unwrap();
+        for (j, got) in values.iter().enumerate() {
+            let i = n * CHUNK + j;
+            assert_eq!(got.as_deref(), Some(format!("piped-{i}").as_bytes()));
+        }
+    }
+
+    // Many commands on one redis-cli connection (read from stdin, one a line).
+    let mut lines = String::new();
+    for (i, k) in pipe_keys.iter().take(100).enumerate() {
+        lines.push_str(&format!("GET {k}\nAPPEND {k} +{i}\n"));
+    }
+    let (status, out, err) = run_with_input(
+        Command::new(&cli).args(["-p", &port]),
+        lines.into_bytes(),
+        "redis-cli reading commands from stdin",
+    );
+    assert!(status.success(), "redis-cli: {status}\n{out}{err}");
+    let replies: Vec<&str> = out.lines().collect();
+    assert_eq!(replies.len(), 200, "{out}");
+    for i in 0..100 {
+        let value = format!("piped-{i}");
+        assert_eq!(replies[2 * i], value);
+        assert_eq!(
+            replies[2 * i + 1],
+            (value.len() + format!("+{i}").len()).to_string()
+        );
+    }
+
+    // DBSIZE: the nodes' keys summed; KEYS *: every key, from every node.
+    let sizes: u64 = cluster.nodes.iter().map(|n| n.dbsize().unwrap()).sum();
+    assert_eq!(redis_cli(&["DBSIZE"]), sizes.to_string());
+    let mut expected: BTreeSet<String> = keys[3..].iter().cloned().collect();
+    expected.extend(counters.iter().cloned());
+    expected.extend(pipe_keys.iter().cloned());
+    assert_eq!(sizes, expected.len() as u64);
+    let listed: Vec<String> = redis_cli(&["KEYS", "*"])
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(listed.len(), expected.len(), "KEYS * lists each key once");
+    assert_eq!(listed.into_iter().collect::<BTreeSet<_>>(), expected);
+}
+
+#[test]
+fn redis_py_through_router() {
+    let mut cluster = Cluster::start(3);
+    let r = cluster.start_router();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/cluster/redis_py_router.py"
+    );
+    let mut cmd = Command::new(program("python3"));
+    cmd.arg(script).arg(cluster.routers[r].port.to_string());
+    cmd.args(cluster.nodes.iter().map(|n| n.port.to_string()));
+    let (status, out, err) = run(&mut cmd, "redis_py_router.py", WAIT * 3);
+    assert!(
+        status.success(),
+        "redis_py_router.py: {status}\n{out}{err}\n{}",
+        cluster.logs()
+    );
+}
+
+#[test]
+fn router_follows_moves_under_load() {
+    let mut cluster = Cluster::start(3);
+    let r = cluster.start_router();
+    let router_addr = cluster.routers[r].addr();
+    // Keys nobody changes, loaded through the router (MSETs split per node).
+    let fixed = Arc::new(pairs_in("rfixed", 0, 16383, 10_000));
+    let mut c = cluster.routers[r].conn();
+    for chunk in fixed.chunks(CHUNK) {
+        c.multi_set(chunk)
+            .unwrap_or_else(|e| panic!("MSET through the router: {e}\n{}", cluster.logs()));
+    }
+    let epoch_before = cluster.routers[r].info_field("router_epoch");
+    let redirects_before = cluster.routers[r].info_field("router_redirects");
+
+    // Three writers and a reader (multigets, and the same keys as pipelined GETs), each on its
+    // own plain connection to the router.
+    let connect_router = || -> Box<dyn Kv> {
+        Box::new(
+            connect(&router_addr)
+                .unwrap_or_else(|e| panic!("connect to the router {router_addr}: {e}")),
+        )
+    };
+    let load = Load::start_with(3, (0, 16383), fixed.clone(), true, connect_router);
+    // node-1 owns 0-5460, node-2 5461-10922, node-3 10923-16383.
+    let moves = [("1000-2999", "node-2"), ("12000-12999", "node-1")];
+    for (slots, to) in moves {
+        load.wait_progress(&cluster, PROGRESS_OPS, &format!("before moving {slots}"));
+        cluster.quiver_ok(&["move-slots", "--slots", slots, "--to", to]);
+    }
+    load.wait_progress(&cluster, PROGRESS_OPS, "after the last move");
+    let reports = load.finish();
+    // No client error at all: the router followed every redirect itself.
+    assert_no_failures(&cluster, &reports);
+
+    let status = wait_settled(&cluster);
+    for (slots, owner) in moves {
+        let (lo, hi) = range(slots);
+        let want = BTreeSet::from([owner.to_string()]);
+        assert_eq!(owners(&status, lo, hi), want, "{slots}: {status}");
+    }
+    cluster.wait_router_current(r);
+    let epoch_after = cluster.routers[r].info_field("router_epoch");
+    let redirects = cluster.routers[r].info_field("router_redirects") - redirects_before;
+    assert!(
+        epoch_after > epoch_before,
+        "the router's epoch did not advance over two moves: {epoch_before} -> {epoch_after}"
+    );
+    eprintln!(
+        "router_follows_moves_under_load: router epoch {epoch_before} -> {epoch_after}, \
+         {redirects} redirects followed"
+    );
+
+    // Every acknowledged write reads back, every acknowledged DEL stays deleted: through the
+    // router, and through a cluster client straight from the nodes.
+    let mut expected: Vec<(String, Option<String>)> = fixed
+        .iter()
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .collect();
+    for report in &reports {
+        for (k, known) in &report.model {
+            let Known::Value(v) = known else {
+                unreachable!("no operation failed")
+            };
+            expected.push((k.clone(), v.clone()));
+        }
+    }
+    for chunk in expected.chunks(CHUNK) {
+        let keys: Vec<&str> = chunk.iter().map(|(k, _)| k.as_str()).collect();
+        let values = c
+            .multi_get(&keys)
+            .unwrap_or_else(|e| panic!("MGET through the router: {e}\n{}", cluster.logs()));
+        for ((k, want), got) in chunk.iter().zip(values) {
+            assert_eq!(
+                got.as_deref(),
+                want.as_deref().map(str::as_bytes),
+                "{k} through the router: lost, stale or resurrected"
+            );
+        }
+    }
+    read_back(&cluster, &expected);
+}
+
+#[test]
+fn router_survives_a_backend_restart() {
+    let mut cluster = Cluster::start(3);
+    let r = cluster.start_router();
+    let (keys, owners) = keys_over_nodes(&cluster, "surv", 60);
+    let value = |i: usize| format!("value-{i}");
+    let mut c = cluster.routers[r].conn();
+    for (i, k) in keys.iter().enumerate() {
+        c.set(k, value(i)).unwrap();
+    }
+    let victim = cluster.node("node-2");
+    let errors_before = cluster.routers[r].info_field("router_backend_errors");
+    cluster.nodes[victim].kill9();
+
+    // The dead node's keys: an error reply (not a hang: the connection's reads are bounded,
+    // and a timeout or a closed connection is a failure here), on the same connection as the
+    // rest.
+    let (dead, live): (Vec<usize>, Vec<usize>) =
+        (0..keys.len()).partition(|&i| owners[i] == victim);
+    for &i in dead.iter().take(3) {
+        match c.get(&keys[i]) {
+            Err(e) if !e.is_connection_error() => {}
+            other => panic!(
+                "GET {} of the killed node: an error reply expected, got {other:?}\n{}",
+                keys[i],
+                cluster.logs()
+            ),
+        }
+        match c.set(&keys[i], "while-down") {
+            Err(e) if !e.is_connection_error() => {}
+            other => panic!("SET {} of the killed node: {other:?}", keys[i]),
+        }
+    }
+    // An MGET touching it fails whole (no partial answer passed off as missing keys).
+    match c.multi_get(&keys) {
+        Err(e) if !e.is_connection_error() => {}
+        other => panic!("an MGET touching the killed node: an error reply expected, got {other:?}"),
+    }
+    // The other nodes' keys are served as before, one by one and as a multiget.
+    for &i in &live {
+        assert_eq!(
+            c.get(&keys[i]).unwrap().as_deref(),
+            Some(value(i).as_bytes()),
+            "{} while {} is down",
+            keys[i],
+            cluster.nodes[victim].id
+        );
+    }
+    let live_keys: Vec<&str> = live.iter().map(|&i| keys[i].as_str()).collect();
+    let values = c.multi_get(&live_keys).unwrap();
+    for (&i, got) in live.iter().zip(&values) {
+        assert_eq!(got.as_deref(), Some(value(i).as_bytes()), "{}", keys[i]);
+    }
+    let errors = cluster.routers[r].info_field("router_backend_errors");
+    assert!(
+        errors > errors_before,
+        "router_backend_errors {errors_before} -> {errors} with a back-end killed"
+    );
+
+    // Restarted, the node's keys are served through the router again (the failed SETs wrote
+    // nothing), on the same client connection.
+    cluster.nodes[victim].restart();
+    let probe = &keys[dead[0]];
+    wait_until(
+        &format!("{probe} served through the router after the restart"),
+        || cluster.logs(),
+        || match c.get(probe) {
+            Ok(Some(v)) if v.as_ref() == value(dead[0]).as_bytes() => Ok(()),
+            Err(e) if e.is_connection_error() => panic!("the router's connection failed: {e}"),
+            other => Err(format!("{other:?}")),
+        },
+    );
+    let values = c.multi_get(&keys).unwrap();
+    for (i, got) in values.iter().enumerate() {
+        assert_eq!(got.as_deref(), Some(value(i).as_bytes()), "{}", keys[i]);
+    }
+    c.set(probe, "after-restart").unwrap();
+    let got = cluster.nodes[victim].conn().get(probe).unwrap();
+    assert_eq!(got.as_deref(), Some(&b"after-restart"[..]));
+
+    // The router itself killed and restarted: it holds no data, its clients reconnect and
+    // find everything.
+    cluster.routers[r].kill9();
+    cluster.routers[r].restart();
+    cluster.wait_router_current(r);
+    let values = cluster.routers[r].conn().multi_get(&keys).unwrap();
+    for (i, got) in values.iter().enumerate() {
+        let want = if i == dead[0] {
+            "after-restart".to_string()
+        } else {
+            value(i)
+        };
+        assert_eq!(got.as_deref(), Some(want.as_bytes()), "{}", keys[i]);
+    }
+}
+
+/// Writes `bytes` on a fresh TCP connection to `addr` and reads until the peer closes it
+/// (bounded by `WAIT`: a connection left open fails the test); what was read.
+fn send_until_closed(addr: &str, bytes: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    s.set_write_timeout(Some(WAIT)).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut out = Vec::new();
+    match s.read_to_end(&mut out) {
+        Ok(_) => out,
+        // A reset after the reply (bytes we sent were left unread) is a close too.
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => out,
+        Err(e) => panic!(
+            "{addr} did not close the connection after {:?} ({e}); it sent {:?}",
+            String::from_utf8_lossy(bytes),
+            String::from_utf8_lossy(&out)
+        ),
+    }
+}
+
+#[test]
+fn router_auth_and_limits() {
+    let mut cluster = Cluster::start(2);
+    let r = cluster.start_router_with(&["--requirepass", "sesame"]);
+    let addr = cluster.routers[r].addr();
+
+    // Before AUTH: NOAUTH, for keyed commands and for what the router answers itself.
+    let mut c = Connection::connect_with(connect_options(&addr)).unwrap();
+    assert!(
+        matches!(c.get("k"), Err(Error::NoAuth(_))),
+        "GET before AUTH"
+    );
+    assert!(
+        matches!(c.set("k", "v"), Err(Error::NoAuth(_))),
+        "SET before AUTH"
+    );
+    assert!(
+        matches!(c.multi_get(&["k", "j"]), Err(Error::NoAuth(_))),
+        "MGET before AUTH"
+    );
+    assert!(
+        matches!(c.command(&[b"DBSIZE"]), Err(Error::NoAuth(_))),
+        "DBSIZE before AUTH"
+    );
+    // A wrong password is refused; the right one lets everything through.
+    assert!(
+        matches!(c.command(&[b"AUTH", b"wrong"]), Err(Error::AuthFailed(_))),
+        "AUTH with a wrong password"
+    );
+    assert!(
+        matches!(c.get("k"), Err(Error::NoAuth(_))),
+        "GET after a failed AUTH"
+    );
+    assert_eq!(
+        c.command(&[b"AUTH", b"sesame"]).unwrap(),
+        Value::Simple("OK".into())
+    );
+    let (keys, _) = keys_over_nodes(&cluster, "auth", 10);
+    let pairs: Vec<(&str, &str)> = keys.iter().map(|k| (k.as_str(), k.as_str())).collect();
+    c.multi_set(&pairs).unwrap();
+    let values = c.multi_get(&keys).unwrap();
+    for (k, got) in keys.iter().zip(values) {
+        assert_eq!(got.as_deref(), Some(k.as_bytes()));
+    }
+    // A client given the password (AUTH on connect).
+    let mut c2 = cluster.routers[r].conn();
+    assert_eq!(
+        c2.get(&keys[0]).unwrap().as_deref(),
+        Some(keys[0].as_bytes())
+    );
+
+    // A malformed frame: the commands before it run, then `-ERR Protocol error...` and the
+    // connection closes, as `quiver serve` does.
+    let mut frame = b"*2\r\n$4\r\nAUTH\r\n$6\r\nsesame\r\n".to_vec();
+    frame.extend_from_slice(b"*3\r\n$3\r\nSET\r\n$8\r\nbad-then\r\n$1\r\n1\r\n");
+    frame.extend_from_slice(b"*2\r\n$3\r\nGET\r\n$x\r\n");
+    let got = send_until_closed(&addr, &frame);
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        "+OK\r\n+OK\r\n-ERR Protocol error: invalid bulk length\r\n",
+        "{}",
+        cluster.logs()
+    );
+    assert_eq!(c2.get("bad-then").unwrap().as_deref(), Some(&b"1"[..]));
+    // Unauthenticated, the tighter limits: more than 10 arguments is refused at its header.
+    let got = send_until_closed(&addr, b"*11\r\n");
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        "-ERR Protocol error: unauthenticated multibulk length\r\n"
+    );
+    let got = send_until_closed(&addr, b"*1\r\n$100000\r\n");
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        "-ERR Protocol error: unauthenticated bulk length\r\n"
+    );
+    // The router still serves its other clients.
+    assert_eq!(
+        c.get(&keys[1]).unwrap().as_deref(),
+        Some(keys[1].as_bytes())
+    );
+    let reply = c.command(&[b"SELECT", b"1"]);
+    assert!(error_text(reply).starts_with("ERR"), "SELECT 1 is refused");
+    assert_eq!(
+        c.command(&[b"SELECT", b"0"]).unwrap(),
+        Value::Simple("OK".into())
+    );
+
+    // SIGTERM stops it (a clean exit); restarted on its port, it wants the password again.
+    let status = cluster.routers[r].stop();
+    assert!(status.success(), "the router after SIGTERM: {status}");
+    cluster.routers[r].restart();
+    cluster.wait_router_current(r);
+    let mut c = Connection::connect_with(connect_options(&addr)).unwrap();
+    assert!(
+        matches!(c.get(&keys[0]), Err(Error::NoAuth(_))),
+        "GET before AUTH"
+    );
+    let mut c = cluster.routers[r].conn();
+    assert_eq!(
+        c.get(&keys[0]).unwrap().as_deref(),
+        Some(keys[0].as_bytes())
+    );
+}
