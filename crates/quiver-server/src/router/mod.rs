@@ -11,6 +11,9 @@ pub mod exec;
 pub mod plan;
 pub mod table;
 
+#[cfg(test)]
+mod tests;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
