@@ -17,12 +17,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
 use crate::clients::ClientInfo;
-use crate::exec::{execute_run, RunEnd};
+use crate::exec::RunEnd;
 use crate::frame::RequestParser;
 use crate::output::Output;
 use crate::reply::Reply;
+use crate::service::Service;
 use crate::session::Session;
-use crate::state::SharedState;
 
 /// Requests executed as one run at most; more stay buffered for the next run.
 pub const RUN_REQUESTS_MAX: usize = 1024;
@@ -45,14 +45,16 @@ enum End {
 }
 
 /// Serves one connection until it ends, then unregisters it.
-pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
-    state: SharedState,
+pub async fn serve<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
+    service: Arc<V>,
     mut stream: S,
     info: Arc<ClientInfo>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let mut session = Session::new(&state, info.clone());
-    let end = serve_loop(&state, &mut stream, &mut session, shutdown).await;
+    let core = service.core();
+    let mut session = Session::new(core, info.clone());
+    let mut conn = V::Conn::default();
+    let end = serve_loop(&*service, &mut stream, &mut session, &mut conn, shutdown).await;
     match &end {
         End::ClientClosed | End::Quit | End::Shutdown => {
             tracing::debug!(client = info.id, addr = %info.addr, reason = ?end, "connection closed")
@@ -65,31 +67,29 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         end,
         End::QueryBufferLimit | End::OutputBufferLimit | End::IdleTimeout
     ) {
-        state.stats.clients_closed_by_limit.fetch_add(1, Relaxed);
+        core.stats.clients_closed_by_limit.fetch_add(1, Relaxed);
     }
     let _ = stream.shutdown().await;
-    session.unwatch(&state);
-    state.clients.unregister(info.id);
-    state.stats.connected_clients.fetch_sub(1, Relaxed);
+    service.disconnected(&mut session, conn);
+    core.clients.unregister(info.id);
+    core.stats.connected_clients.fetch_sub(1, Relaxed);
 }
 
-async fn serve_loop<S: AsyncRead + AsyncWrite + Unpin>(
-    state: &SharedState,
+async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
+    service: &V,
     stream: &mut S,
     session: &mut Session,
+    conn: &mut V::Conn,
     mut shutdown: watch::Receiver<bool>,
 ) -> End {
-    let config = &state.config;
+    let core = service.core();
+    let config = &core.config;
     let mut parser = RequestParser::new(config.limits());
     let mut inbuf = BytesMut::with_capacity(READ_CHUNK_MIN);
     // Counted in the server-wide budget until written; its Drop gives back what is left
     // however this loop ends.
-    let mut out = Output::new(&state.output_budget, &state.stats);
+    let mut out = Output::new(&core.output_budget, &core.stats);
     let idle = (config.timeout > 0).then(|| Duration::from_secs(config.timeout));
-    // Engine calls that wait on the disk (fsync, O_DIRECT reads) must not hold a worker
-    // thread that other connections' tasks need.
-    let blocking = config.durability == quiver_store::Durability::Fsync
-        || config.backend == quiver_store::BackendKind::Uring;
     let info = session.info.clone();
     loop {
         // Until the client authenticates, one request at a time under Redis's tighter limits:
@@ -103,7 +103,9 @@ async fn serve_loop<S: AsyncRead + AsyncWrite + Unpin>(
         let (requests, error) = parser.parse_run(&mut inbuf, run_max);
         let full_run = requests.len() == run_max;
         if !requests.is_empty() {
-            let end = execute_run(state, session, &requests, &mut out, blocking).await;
+            let end = service
+                .execute_run(session, conn, &requests, &mut out)
+                .await;
             if end == RunEnd::OutputLimit {
                 tracing::warn!(
                     client = info.id,
@@ -115,7 +117,7 @@ async fn serve_loop<S: AsyncRead + AsyncWrite + Unpin>(
         }
         drop(requests);
         if let Some(e) = &error {
-            state.stats.protocol_errors.fetch_add(1, Relaxed);
+            core.stats.protocol_errors.fetch_add(1, Relaxed);
             tracing::info!(client = info.id, error = %e, "protocol error");
             out.reply(&Reply::from(e.clone()), session.resp3);
         }
@@ -128,8 +130,7 @@ async fn serve_loop<S: AsyncRead + AsyncWrite + Unpin>(
             if let Err(e) = written {
                 return End::Io(e);
             }
-            state
-                .stats
+            core.stats
                 .net_output_bytes
                 .fetch_add(out.len() as u64, Relaxed);
             out.written();
@@ -143,7 +144,7 @@ async fn serve_loop<S: AsyncRead + AsyncWrite + Unpin>(
         if info.killed.load(Relaxed) {
             return End::Killed;
         }
-        if state.is_shutting_down() {
+        if core.is_shutting_down() {
             return End::Shutdown;
         }
         if full_run {
@@ -175,7 +176,7 @@ async fn serve_loop<S: AsyncRead + AsyncWrite + Unpin>(
             None => return End::IdleTimeout,
             Some(Ok(0)) => return End::ClientClosed,
             Some(Ok(n)) => {
-                state.stats.net_input_bytes.fetch_add(n as u64, Relaxed);
+                core.stats.net_input_bytes.fetch_add(n as u64, Relaxed);
             }
             Some(Err(e)) => return End::Io(e),
         }

@@ -23,6 +23,11 @@ pub const OVERFLOW: &str = "ERR increment or decrement would overflow";
 pub const NOAUTH: &str = "NOAUTH Authentication required.";
 pub const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 pub const DB_OUT_OF_RANGE: &str = "ERR DB index is out of range";
+pub const MULTI_NESTED: &str = "ERR MULTI calls can not be nested";
+pub const DISCARD_WITHOUT_MULTI: &str = "ERR DISCARD without MULTI";
+pub const WATCH_INSIDE_MULTI: &str = "ERR WATCH inside MULTI is not allowed";
+pub const EXEC_WITHOUT_MULTI: &str = "ERR EXEC without MULTI";
+pub const EXEC_ABORTED: &str = "EXECABORT Transaction discarded because of previous errors.";
 
 pub fn err(text: &'static str) -> Reply {
     Reply::Error(bytes::Bytes::from_static(text.as_bytes()))

@@ -7,7 +7,10 @@ use std::sync::atomic::Ordering::Relaxed;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::state::SharedState;
+use std::sync::Arc;
+
+use crate::service::{Core, Service};
+use crate::state::ServerState;
 use crate::stats::Histogram;
 use crate::table::COMMANDS;
 
@@ -30,12 +33,12 @@ pub fn process_rss_bytes() -> u64 {
 }
 
 /// Serves metrics until the task is dropped.
-pub async fn serve(listener: TcpListener, state: SharedState) {
+pub async fn serve<S: Service>(listener: TcpListener, service: Arc<S>) {
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
             continue;
         };
-        let state = state.clone();
+        let service = service.clone();
         tokio::spawn(async move {
             let mut head = Vec::new();
             let mut buf = [0u8; 1024];
@@ -46,7 +49,7 @@ pub async fn serve(listener: TcpListener, state: SharedState) {
                 }
             }
             let (status, body) = if head.starts_with(b"GET /metrics ") {
-                ("200 OK", render(&state))
+                ("200 OK", service.render_metrics())
             } else {
                 ("404 Not Found", "try GET /metrics\n".to_string())
             };
@@ -60,16 +63,20 @@ pub async fn serve(listener: TcpListener, state: SharedState) {
     }
 }
 
-/// The metrics in Prometheus's text exposition format.
-pub fn render(state: &SharedState) -> String {
+/// Appends one metric with its help and type lines.
+pub fn gauge(o: &mut String, name: &str, help: &str, kind: &str, value: String) {
+    let _ = write!(
+        o,
+        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
+    );
+}
+
+/// A node's metrics in Prometheus's text exposition format: its store's, then [`render_core`]'s.
+pub fn render(state: &ServerState) -> String {
     let mut o = String::new();
-    let stats = &state.stats;
     let store = state.store.stats();
     let mut gauge = |name: &str, help: &str, kind: &str, value: String| {
-        let _ = write!(
-            o,
-            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
-        );
+        gauge(&mut o, name, help, kind, value);
     };
     gauge("quiver_keys", "Live keys.", "gauge", store.keys.to_string());
     gauge(
@@ -127,6 +134,16 @@ pub fn render(state: &SharedState) -> String {
         "counter",
         store.maintenance_runs.to_string(),
     );
+    render_core(&state.core, &mut o);
+    o
+}
+
+/// The metrics every RESP server has (connections, commands, replies, latency).
+pub fn render_core(core: &Core, o: &mut String) {
+    let stats = &core.stats;
+    let mut gauge = |name: &str, help: &str, kind: &str, value: String| {
+        gauge(o, name, help, kind, value);
+    };
     gauge(
         "quiver_connected_clients",
         "Open client connections.",
@@ -185,7 +202,7 @@ pub fn render(state: &SharedState) -> String {
         "quiver_client_output_buffer_bytes",
         "Reply bytes buffered by all connections (bounded by client-output-buffer-total-limit).",
         "gauge",
-        state.output_budget.buffered_bytes().to_string(),
+        core.output_budget.buffered_bytes().to_string(),
     );
     gauge(
         "quiver_replies_refused_by_total_limit_total",
@@ -213,20 +230,19 @@ pub fn render(state: &SharedState) -> String {
         }
     }
     histogram(
-        &mut o,
+        o,
         "quiver_vector_width",
         "Keys per engine vector.",
         &stats.vector_widths,
         1.0,
     );
     histogram(
-        &mut o,
+        o,
         "quiver_command_latency_seconds",
         "Time from the start of a pipelined run's execution to each command's reply.",
         &stats.latency_us,
         1e-6,
     );
-    o
 }
 
 /// A Prometheus histogram from a power-of-two [`Histogram`], bounds multiplied by `scale`.

@@ -170,6 +170,20 @@ impl<'s> Output<'s> {
         reply::encode_bulks(&mut self.buf, values, resp3);
     }
 
+    /// Appends a reply already encoded (a node's, forwarded by the router), under the same
+    /// limit as [`Output::reply`]; an error reply is counted as one.
+    pub fn raw(&mut self, bytes: &[u8], resp3: bool) {
+        let len = bytes.len();
+        if !self.budget.try_take(len) {
+            return self.refuse(len, resp3);
+        }
+        self.held_bytes += len;
+        if bytes.first() == Some(&b'-') && len >= 3 {
+            self.stats.error_reply(&bytes[1..len - 2]);
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
     /// Appends the error that replaces a reply of `len` bytes refused at the total limit.
     fn refuse(&mut self, len: usize, resp3: bool) {
         self.stats

@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,14 +14,12 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 
 use crate::agent;
-use crate::clients::Clients;
 use crate::cluster::ClusterNode;
 use crate::coalesce::Coalescer;
 use crate::config::{Coalesce, Config, ConfigError};
 use crate::conn;
-use crate::output::OutputBudget;
+use crate::service::{Core, Service};
 use crate::state::{ServerState, SharedState};
-use crate::stats::Stats;
 use crate::watch::Watches;
 
 /// How long shutdown waits for connections to finish their current run.
@@ -67,31 +65,25 @@ fn io_error(op: &'static str) -> impl FnOnce(std::io::Error) -> ServerError {
 pub struct ShutdownHandle(Arc<watch::Sender<bool>>);
 
 impl ShutdownHandle {
+    pub fn new(sender: Arc<watch::Sender<bool>>) -> ShutdownHandle {
+        ShutdownHandle(sender)
+    }
+
     pub fn shutdown(&self) {
         let _ = self.0.send(true);
     }
 }
 
-/// A server whose store is open and whose sockets are bound; [`Server::run`] serves.
-pub struct Server {
-    state: SharedState,
-    runtime: tokio::runtime::Runtime,
+/// The sockets a RESP server listens on: TCP, optionally a Unix socket and the metrics port.
+pub struct Listeners {
     tcp: std::net::TcpListener,
     unix: Option<(std::os::unix::net::UnixListener, PathBuf)>,
     metrics: Option<std::net::TcpListener>,
-    shutdown: Arc<watch::Sender<bool>>,
 }
 
-impl Server {
-    /// Validates `config`, opens the store (recovering it if needed) and binds the sockets.
-    pub fn bind(config: Config) -> Result<Server, ServerError> {
-        Server::bind_with_clock(config, Clock::system())
-    }
-
-    /// [`Server::bind`] with the store measuring key expiry on `clock` (tests move a manual
-    /// clock by hand instead of waiting).
-    pub fn bind_with_clock(config: Config, clock: Clock) -> Result<Server, ServerError> {
-        config.validate().map_err(ServerError::Config)?;
+impl Listeners {
+    /// Binds what `config` names (and raises the open-files limit for `maxclients`).
+    pub fn bind(config: &Config) -> Result<Listeners, ServerError> {
         raise_fd_limit(config.maxclients as u64 + RESERVED_FDS);
         let tcp = std::net::TcpListener::bind((config.bind, config.port)).map_err(|e| {
             ServerError::Bind {
@@ -133,6 +125,52 @@ impl Server {
             }
             None => None,
         };
+        Ok(Listeners { tcp, unix, metrics })
+    }
+
+    // A listening socket bound by `bind` has an address; `getsockname` fails only for a
+    // descriptor that is not a socket.
+    #[allow(clippy::expect_used)]
+    pub fn local_addr(&self) -> SocketAddr {
+        self.tcp
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|l| l.local_addr().ok())
+    }
+}
+
+/// The runtime a RESP server's connections run on: `threads` workers.
+pub fn runtime(config: &Config) -> Result<tokio::runtime::Runtime, ServerError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.threads())
+        .thread_name("quiver-worker")
+        .enable_all()
+        .build()
+        .map_err(io_error("cannot start the runtime"))
+}
+
+/// A server whose store is open and whose sockets are bound; [`Server::run`] serves.
+pub struct Server {
+    state: SharedState,
+    runtime: tokio::runtime::Runtime,
+    listeners: Listeners,
+    shutdown: Arc<watch::Sender<bool>>,
+}
+
+impl Server {
+    /// Validates `config`, opens the store (recovering it if needed) and binds the sockets.
+    pub fn bind(config: Config) -> Result<Server, ServerError> {
+        Server::bind_with_clock(config, Clock::system())
+    }
+
+    /// [`Server::bind`] with the store measuring key expiry on `clock` (tests move a manual
+    /// clock by hand instead of waiting).
+    pub fn bind_with_clock(config: Config, clock: Clock) -> Result<Server, ServerError> {
+        config.validate().map_err(ServerError::Config)?;
+        let listeners = Listeners::bind(&config)?;
         let started = Instant::now();
         let options = quiver_store::Options {
             clock,
@@ -146,16 +184,8 @@ impl Server {
             seconds = started.elapsed().as_secs_f64(),
             "store open"
         );
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(config.threads())
-            .thread_name("quiver-worker")
-            .enable_all()
-            .build()
-            .map_err(io_error("cannot start the runtime"))?;
-        let port = tcp
-            .local_addr()
-            .map_err(io_error("cannot read the listening address"))?
-            .port();
+        let runtime = runtime(&config)?;
+        let port = listeners.local_addr().port();
         let config_coalesce = config.coalesce;
         let cluster = if config.cluster_enabled {
             let addr = match &config.cluster_announce {
@@ -171,39 +201,26 @@ impl Server {
         };
         let state = Arc::new(ServerState {
             store,
-            output_budget: OutputBudget::new(config.client_output_buffer_total_limit),
-            config,
-            stats: Stats::default(),
+            core: Core::new(config, port),
             watches: Watches::default(),
-            clients: Clients::default(),
-            run_id: crate::cluster::new_id(),
-            port,
             coalescer: (config_coalesce == Coalesce::Adaptive).then(Coalescer::default),
-            shutting_down: AtomicBool::new(false),
             cluster,
         });
         let (shutdown, _) = watch::channel(false);
         Ok(Server {
             state,
             runtime,
-            tcp,
-            unix,
-            metrics,
+            listeners,
             shutdown: Arc::new(shutdown),
         })
     }
 
-    // A listening socket bound by `bind` has an address; `getsockname` fails only for a
-    // descriptor that is not a socket.
-    #[allow(clippy::expect_used)]
     pub fn local_addr(&self) -> SocketAddr {
-        self.tcp
-            .local_addr()
-            .expect("a bound listener has an address")
+        self.listeners.local_addr()
     }
 
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.metrics.as_ref().and_then(|l| l.local_addr().ok())
+        self.listeners.metrics_addr()
     }
 
     pub fn shutdown_handle(&self) -> ShutdownHandle {
@@ -216,9 +233,7 @@ impl Server {
         let Server {
             state,
             runtime,
-            tcp,
-            unix,
-            metrics,
+            listeners,
             shutdown,
         } = self;
         let storage = match state.coalescer {
@@ -230,8 +245,8 @@ impl Server {
                         if let Some(c) = &state.coalescer {
                             c.serve(
                                 &state.store,
-                                &state.stats.vector_widths,
-                                state.config.max_vector_width,
+                                &state.core.stats.vector_widths,
+                                state.core.config.max_vector_width,
                             );
                         }
                     })
@@ -240,14 +255,28 @@ impl Server {
             }
             None => None,
         };
-        let result = runtime.block_on(serve(
-            state.clone(),
-            tcp,
-            unix,
-            metrics,
-            shutdown,
-            handle_signals,
-        ));
+        let result = runtime.block_on(async {
+            let mut background = Vec::new();
+            if let (Some(_), Some(endpoints)) = (&state.cluster, &state.core.config.cluster_etcd) {
+                let etcd = agent::EtcdSettings {
+                    endpoints: endpoints.clone(),
+                    prefix: state.core.config.cluster_etcd_prefix.clone(),
+                };
+                background.push(tokio::spawn(agent::run(
+                    state.clone(),
+                    etcd,
+                    shutdown.subscribe(),
+                )));
+            }
+            serve_clients(
+                state.clone(),
+                listeners,
+                shutdown,
+                handle_signals,
+                background,
+            )
+            .await
+        });
         runtime.shutdown_timeout(Duration::from_secs(1));
         if let (Some(c), Some(thread)) = (&state.coalescer, storage) {
             c.close();
@@ -300,48 +329,40 @@ fn log_recovery(report: &RecoveryReport) {
     );
 }
 
-async fn serve(
-    state: SharedState,
-    tcp: std::net::TcpListener,
-    unix: Option<(std::os::unix::net::UnixListener, PathBuf)>,
-    metrics: Option<std::net::TcpListener>,
+/// Accepts connections on `listeners` for `service` (and serves its metrics) until `shutdown`
+/// fires or, with `handle_signals`, SIGINT / SIGTERM; then lets connections finish the run
+/// they are executing (bounded by [`SHUTDOWN_GRACE`]). `background` tasks are aborted then.
+pub async fn serve_clients<S: Service>(
+    service: Arc<S>,
+    listeners: Listeners,
     shutdown: Arc<watch::Sender<bool>>,
     handle_signals: bool,
+    background: Vec<tokio::task::JoinHandle<()>>,
 ) -> Result<(), ServerError> {
+    let Listeners { tcp, unix, metrics } = listeners;
     let tcp = TcpListener::from_std(tcp).map_err(io_error("cannot register the listener"))?;
     let addr = tcp
         .local_addr()
         .map_err(io_error("cannot read the listening address"))?;
-    let mut tasks = Vec::new();
+    let mut tasks = background;
     tasks.push(tokio::spawn(accept_tcp(
         tcp,
-        state.clone(),
+        service.clone(),
         shutdown.subscribe(),
     )));
     let mut unix_path = None;
     if let Some((l, path)) = unix {
         tasks.push(tokio::spawn(accept_unix(
             UnixListener::from_std(l).map_err(io_error("cannot register the Unix socket"))?,
-            state.clone(),
+            service.clone(),
             shutdown.subscribe(),
         )));
         unix_path = Some(path);
     }
-    if let (Some(_), Some(endpoints)) = (&state.cluster, &state.config.cluster_etcd) {
-        let etcd = agent::EtcdSettings {
-            endpoints: endpoints.clone(),
-            prefix: state.config.cluster_etcd_prefix.clone(),
-        };
-        tasks.push(tokio::spawn(agent::run(
-            state.clone(),
-            etcd,
-            shutdown.subscribe(),
-        )));
-    }
     if let Some(l) = metrics {
         tasks.push(tokio::spawn(crate::metrics::serve(
             TcpListener::from_std(l).map_err(io_error("cannot register the metrics socket"))?,
-            state.clone(),
+            service.clone(),
         )));
     }
     tracing::info!(%addr, unixsocket = ?unix_path, "ready to accept connections");
@@ -361,14 +382,15 @@ async fn serve(
         let _ = rx.wait_for(|&s| s).await;
         tracing::info!("shutdown requested");
     }
-    state.shutting_down.store(true, Ordering::SeqCst);
+    let core = service.core();
+    core.shutting_down.store(true, Ordering::SeqCst);
     let _ = shutdown.send(true);
     for t in &tasks {
         t.abort();
     }
     // Connections finish the run they are executing, write its replies, and close.
     let deadline = Instant::now() + SHUTDOWN_GRACE;
-    while state.stats.connected_clients.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+    while core.stats.connected_clients.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     if let Some(path) = unix_path {
@@ -377,7 +399,11 @@ async fn serve(
     Ok(())
 }
 
-async fn accept_tcp(listener: TcpListener, state: SharedState, shutdown: watch::Receiver<bool>) {
+async fn accept_tcp<S: Service>(
+    listener: TcpListener,
+    service: Arc<S>,
+    shutdown: watch::Receiver<bool>,
+) {
     let laddr = listener
         .local_addr()
         .map(|a| a.to_string())
@@ -386,15 +412,20 @@ async fn accept_tcp(listener: TcpListener, state: SharedState, shutdown: watch::
         match listener.accept().await {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
-                admit(&state, stream, peer.to_string(), laddr.clone(), &shutdown);
+                admit(&service, stream, peer.to_string(), laddr.clone(), &shutdown);
             }
             Err(e) => accept_failed(e).await,
         }
     }
 }
 
-async fn accept_unix(listener: UnixListener, state: SharedState, shutdown: watch::Receiver<bool>) {
-    let laddr = state
+async fn accept_unix<S: Service>(
+    listener: UnixListener,
+    service: Arc<S>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let laddr = service
+        .core()
         .config
         .unixsocket
         .as_ref()
@@ -403,7 +434,7 @@ async fn accept_unix(listener: UnixListener, state: SharedState, shutdown: watch
     loop {
         match listener.accept().await {
             Ok((stream, _)) => admit(
-                &state,
+                &service,
                 stream,
                 format!("{laddr}:0"),
                 laddr.clone(),
@@ -421,18 +452,20 @@ async fn accept_failed(e: std::io::Error) {
 }
 
 /// Starts serving an accepted connection, or refuses it at `maxclients` like Redis does.
-fn admit<S>(
-    state: &SharedState,
-    mut stream: S,
+fn admit<S, T>(
+    service: &Arc<S>,
+    mut stream: T,
     addr: String,
     laddr: String,
     shutdown: &watch::Receiver<bool>,
 ) where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: Service,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let stats = &state.stats;
+    let core = service.core();
+    let stats = &core.stats;
     stats.connections_received.fetch_add(1, Ordering::Relaxed);
-    if stats.connected_clients.fetch_add(1, Ordering::SeqCst) >= state.config.maxclients {
+    if stats.connected_clients.fetch_add(1, Ordering::SeqCst) >= core.config.maxclients {
         stats.connected_clients.fetch_sub(1, Ordering::SeqCst);
         stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(%addr, "maxclients reached: connection refused");
@@ -443,8 +476,8 @@ fn admit<S>(
         });
         return;
     }
-    let info = state.clients.register(addr, laddr);
-    tokio::spawn(conn::serve(state.clone(), stream, info, shutdown.clone()));
+    let info = core.clients.register(addr, laddr);
+    tokio::spawn(conn::serve(service.clone(), stream, info, shutdown.clone()));
 }
 
 /// Raises the open-files limit towards `wanted` (as Redis does for maxclients).

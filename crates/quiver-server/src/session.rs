@@ -7,6 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::clients::ClientInfo;
+use crate::service::Core;
 use crate::state::ServerState;
 use crate::watch::DbKey;
 
@@ -37,11 +38,11 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(state: &ServerState, info: Arc<ClientInfo>) -> Session {
+    pub fn new(core: &Core, info: Arc<ClientInfo>) -> Session {
         Session {
             info,
             resp3: false,
-            authenticated: state.config.requirepass.is_none(),
+            authenticated: core.config.requirepass.is_none(),
             multi: None,
             db: 0,
             watched: Vec::new(),

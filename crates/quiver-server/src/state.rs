@@ -1,44 +1,72 @@
 //! What every connection shares: the store, the settings, the statistics and the registries.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::future::Future;
 use std::sync::Arc;
+
+use bytes::Bytes;
 
 use quiver_store::Store;
 
-use crate::clients::Clients;
 use crate::cluster::ClusterNode;
-use crate::config::Config;
-use crate::output::OutputBudget;
-use crate::stats::Stats;
+use crate::exec::{self, RunEnd};
+use crate::output::Output;
+use crate::service::{Core, Service};
+use crate::session::Session;
 use crate::watch::Watches;
 
 pub struct ServerState {
+    /// What every RESP server has: settings, statistics, clients, output budget.
+    pub core: Core,
     pub store: Store,
-    pub config: Config,
-    pub stats: Stats,
     pub watches: Watches,
-    pub clients: Clients,
-    /// Hex id of this server process's run (INFO `run_id`).
-    pub run_id: String,
-    /// Actual TCP port (differs from the configured one for `--port 0`).
-    pub port: u16,
     /// The intermediate queue, when `coalesce = "adaptive"`.
     pub coalescer: Option<crate::coalesce::Coalescer>,
-    /// Reply bytes buffered by all connections, bounded by `client-output-buffer-total-limit`.
-    pub output_budget: OutputBudget,
-    /// Set once shutdown begins: connections finish their current run and close.
-    pub shutting_down: AtomicBool,
     /// This node in its cluster, in cluster mode.
     pub cluster: Option<Arc<ClusterNode>>,
 }
 
 impl ServerState {
     pub fn is_shutting_down(&self) -> bool {
-        self.shutting_down.load(Ordering::SeqCst)
+        self.core.is_shutting_down()
+    }
+
+    /// Whether engine calls may wait on the disk (fsync, O_DIRECT reads): they must then not
+    /// hold a worker thread that other connections' tasks need.
+    pub fn blocking(&self) -> bool {
+        let config = &self.core.config;
+        config.durability == quiver_store::Durability::Fsync
+            || config.backend == quiver_store::BackendKind::Uring
     }
 }
 
 pub type SharedState = Arc<ServerState>;
+
+/// A node executes its connections' runs on its store ([`crate::exec`]).
+impl Service for ServerState {
+    type Conn = ();
+
+    fn core(&self) -> &Core {
+        &self.core
+    }
+
+    fn execute_run<'a>(
+        &'a self,
+        session: &'a mut Session,
+        _conn: &'a mut (),
+        requests: &'a [Vec<Bytes>],
+        out: &'a mut Output<'_>,
+    ) -> impl Future<Output = RunEnd> + Send + 'a {
+        exec::execute_run(self, session, requests, out, self.blocking())
+    }
+
+    fn disconnected(&self, session: &mut Session, _conn: ()) {
+        session.unwatch(self);
+    }
+
+    fn render_metrics(&self) -> String {
+        crate::metrics::render(self)
+    }
+}
 
 #[cfg(test)]
 impl ServerState {
@@ -49,25 +77,21 @@ impl ServerState {
 
     /// [`ServerState::for_tests`] with the store measuring key expiry on `clock`.
     pub fn for_tests_with_clock(dir: &std::path::Path, clock: quiver_store::Clock) -> ServerState {
-        let config = Config {
+        let config = crate::config::Config {
             dir: dir.to_path_buf(),
-            ..Config::default()
+            ..crate::config::Config::default()
         };
         let options = quiver_store::Options {
             clock,
             ..config.store_options()
         };
+        let mut core = Core::new(config, 0);
+        core.output_budget = crate::output::OutputBudget::new(0);
         ServerState {
             store: Store::open(dir, options).unwrap(),
-            output_budget: OutputBudget::new(0),
-            config,
-            stats: Stats::default(),
+            core,
             watches: Watches::default(),
-            clients: Clients::default(),
-            run_id: String::new(),
-            port: 0,
             coalescer: None,
-            shutting_down: AtomicBool::new(false),
             cluster: None,
         }
     }

@@ -254,7 +254,12 @@ impl CommandSpec {
 
     /// The keys among `args` (the name at index 0), by the spec's key positions.
     pub fn keys<'a>(&self, args: &'a [bytes::Bytes]) -> impl Iterator<Item = &'a bytes::Bytes> {
-        let n = args.len() as i32;
+        self.key_positions(args.len()).map(move |i| &args[i])
+    }
+
+    /// The positions of the keys among `argc` arguments.
+    pub fn key_positions(&self, argc: usize) -> std::iter::StepBy<std::ops::Range<usize>> {
+        let n = argc as i32;
         let KeySpec { first, last, step } = self.keys;
         let last = if last < 0 { n + last } else { last.min(n - 1) };
         let range = if first == 0 || first > last {
@@ -262,7 +267,7 @@ impl CommandSpec {
         } else {
             first as usize..last as usize + 1
         };
-        args[range].iter().step_by(step.max(1) as usize)
+        range.step_by(step.max(1) as usize)
     }
 
     /// The ACL categories COMMAND INFO reports: the row's own plus those its flags imply

@@ -124,11 +124,11 @@ impl<'a> Txn<'a> {
     pub fn new(state: &'a ServerState, db: u32) -> Txn<'a> {
         Txn {
             store: &state.store,
-            stats: &state.stats,
-            read_width_max: state.config.max_multikey_width,
+            stats: &state.core.stats,
+            read_width_max: state.core.config.max_multikey_width,
             read_calls: 0,
             watches: &state.watches,
-            databases: state.config.databases,
+            databases: state.core.config.databases,
             db,
             view: Vec::new(),
             swaps: Vec::new(),
@@ -596,7 +596,7 @@ mod tests {
         state.store.put(b"counter", b"10").unwrap();
         let args: Vec<Bytes> = vec!["INCR".into(), "counter".into()];
         let mut attempts = 0;
-        let reply = retry_on_conflict(&state.stats, ATTEMPTS, "command", || {
+        let reply = retry_on_conflict(&state.core.stats, ATTEMPTS, "command", || {
             attempts += 1;
             let mut txn = Txn::new(&state, 0);
             let incr = IncrBy::parse(Cmd::Incr, &args).unwrap();
@@ -623,9 +623,9 @@ mod tests {
             state.store.get(b"counter").unwrap().as_deref(),
             Some(&b"1007"[..])
         );
-        assert_eq!(state.stats.transactions_abandoned.load(Relaxed), 1);
+        assert_eq!(state.core.stats.transactions_abandoned.load(Relaxed), 1);
         assert_eq!(
-            state.stats.transaction_retries.load(Relaxed),
+            state.core.stats.transaction_retries.load(Relaxed),
             u64::from(ATTEMPTS - 1)
         );
     }
@@ -635,7 +635,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let state = ServerState::for_tests(dir.path());
         let mut conflicts_left = 2;
-        let reply = retry_on_conflict(&state.stats, TXN_ATTEMPTS_MAX, "command", || {
+        let reply = retry_on_conflict(&state.core.stats, TXN_ATTEMPTS_MAX, "command", || {
             if conflicts_left > 0 {
                 conflicts_left -= 1;
                 Attempt::Conflict
@@ -645,7 +645,7 @@ mod tests {
         })
         .unwrap_or_else(|given_up| given_up);
         assert_eq!(reply, Reply::OK);
-        assert_eq!(state.stats.transaction_retries.load(Relaxed), 2);
-        assert_eq!(state.stats.transactions_abandoned.load(Relaxed), 0);
+        assert_eq!(state.core.stats.transaction_retries.load(Relaxed), 2);
+        assert_eq!(state.core.stats.transactions_abandoned.load(Relaxed), 0);
     }
 }

@@ -43,6 +43,14 @@ pub struct Cli {
 pub enum Command {
     /// Serve the store in --dir over the Redis protocol until SIGINT / SIGTERM.
     Serve(ServeArgs),
+    /// Route commands to a cluster's nodes, for clients that know nothing of clusters, until
+    /// SIGINT / SIGTERM.
+    ///
+    /// A RESP server (the limits, AUTH, INFO and metrics of serve) that stores nothing: each
+    /// command goes to the node owning its keys by the topology in etcd; MGET, MSET, DEL,
+    /// UNLINK, EXISTS and TOUCH over several nodes become one command per node, pipelined
+    /// commands one batch per node; redirects during moves are followed by the router.
+    Router(RouterArgs),
     /// Check that the server answers: prints PONG.
     Ping(PingArgs),
     /// Print a key's value.
@@ -118,6 +126,7 @@ impl Command {
             Command::Info(a) => Some(&a.conn),
             Command::Load(a) => Some(&a.conn),
             Command::Serve(_)
+            | Command::Router(_)
             | Command::Stats
             | Command::Compact
             | Command::Check(_)
@@ -331,6 +340,41 @@ pub struct ServeArgs {
     /// host:port that clients are sent to [default: the bound address].
     #[arg(long, value_name = "HOST:PORT")]
     pub advertise: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RouterArgs {
+    /// etcd endpoints of the cluster, comma-separated (http://host:port).
+    #[arg(long, value_name = "URLS")]
+    pub etcd: String,
+    /// Prefix of the cluster's keys in etcd [default: /quiver].
+    #[arg(long, value_name = "PREFIX")]
+    pub etcd_prefix: Option<String>,
+    /// TOML file of settings (serve's: port, maxclients, requirepass, ...; those about the
+    /// store are ignored).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1].
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<std::net::IpAddr>,
+    /// TCP port; 0 picks a free one [default: 7380].
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
+    /// Also listen on this Unix socket.
+    #[arg(long, value_name = "PATH")]
+    pub unixsocket: Option<PathBuf>,
+    /// Password clients must give with AUTH.
+    #[arg(long, value_name = "PASSWORD")]
+    pub requirepass: Option<String>,
+    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9122).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Worker threads (0 = one per core).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Log format: text or json.
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<quiver_server::config::LogFormat>,
 }
 
 #[derive(Debug, Subcommand)]

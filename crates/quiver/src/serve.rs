@@ -1,13 +1,15 @@
-//! `quiver serve`: settings from --config, overridden by flags; logs to stderr; the bound
-//! address on stdout (so `--port 0` callers learn the port); serves until SIGINT / SIGTERM.
+//! `quiver serve` and `quiver router`: settings from --config, overridden by flags; logs to
+//! stderr; the bound address on stdout (so `--port 0` callers learn the port); serves until
+//! SIGINT / SIGTERM.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use quiver_server::config::{Config, LogFormat};
+use quiver_server::router::RouterServer;
 use quiver_server::Server;
 
-use crate::cli::ServeArgs;
+use crate::cli::{RouterArgs, ServeArgs};
 use crate::error::CliError;
 
 pub fn serve(dir: Option<PathBuf>, a: &ServeArgs) -> Result<(), CliError> {
@@ -65,6 +67,48 @@ pub fn serve(dir: Option<PathBuf>, a: &ServeArgs) -> Result<(), CliError> {
     }
     out.flush()?;
     server.run(true).map_err(CliError::Server)
+}
+
+/// The router's default port: beside a node's default (7379) on the same host.
+pub const ROUTER_DEFAULT_PORT: u16 = 7380;
+
+pub fn router(a: &RouterArgs) -> Result<(), CliError> {
+    let mut config = match &a.config {
+        Some(path) => Config::from_file(path).map_err(|e| CliError::Usage(e.to_string()))?,
+        None => Config {
+            port: ROUTER_DEFAULT_PORT,
+            ..Config::default()
+        },
+    };
+    macro_rules! flag {
+        ($($field:ident),*) => { $( if let Some(v) = a.$field.clone() { config.$field = v.into(); } )* };
+    }
+    flag!(bind, port, threads, log_format);
+    if let Some(p) = &a.unixsocket {
+        config.unixsocket = Some(p.clone());
+    }
+    if let Some(p) = &a.requirepass {
+        config.requirepass = Some(p.clone());
+    }
+    if let Some(m) = a.metrics_addr {
+        config.metrics_addr = Some(m);
+    }
+    let etcd = quiver_server::agent::EtcdSettings {
+        endpoints: a.etcd.clone(),
+        prefix: a
+            .etcd_prefix
+            .clone()
+            .unwrap_or_else(|| quiver_cluster::meta::DEFAULT_PREFIX.to_string()),
+    };
+    init_logging(config.log_format);
+    let router = RouterServer::bind(config, etcd).map_err(CliError::Server)?;
+    let mut out = std::io::stdout();
+    writeln!(out, "quiver router listening on {}", router.local_addr())?;
+    if let Some(m) = router.metrics_addr() {
+        writeln!(out, "quiver router metrics on http://{m}/metrics")?;
+    }
+    out.flush()?;
+    router.run(true).map_err(CliError::Server)
 }
 
 /// Structured logs on stderr; `RUST_LOG` filters them (default `info`).

@@ -272,7 +272,7 @@ impl Target {
         options.write_timeout = Some(TARGET_TIMEOUT);
         // A request that may have reached the target is never silently sent again.
         options.reconnect = false;
-        options.password = state.config.requirepass.clone();
+        options.password = state.core.config.requirepass.clone();
         let conn = Connection::connect_with(options).map_err(|source| MoveError::Target {
             addr: addr.clone(),
             source,

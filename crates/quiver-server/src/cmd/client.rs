@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use crate::cmd::ctx::Ctx;
+use crate::cmd::ctx::ConnCtx;
 use crate::errors::{self, err, unknown_subcommand, wrong_arity};
 use crate::frame::string2ll;
 use crate::reply::Reply;
@@ -14,7 +14,7 @@ pub fn check_client_name(name: &[u8]) -> Option<Reply> {
         .then(|| err("ERR Client names cannot contain spaces, newlines or special characters."))
 }
 
-pub fn set_name(ctx: &Ctx<'_>, name: Bytes) {
+pub fn set_name(ctx: &ConnCtx<'_>, name: Bytes) {
     *ctx.session.info.name.lock() = (!name.is_empty()).then_some(name);
 }
 
@@ -40,7 +40,7 @@ const CLIENT_HELP: &[&str] = &[
     "    Print this help.",
 ];
 
-pub fn run(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
     let sub = args[1].to_ascii_lowercase();
     let arity = |ok: bool, name: &str| (!ok).then(|| wrong_arity(&format!("client|{name}")));
     match &sub[..] {
@@ -82,7 +82,7 @@ fn verbatim(text: String) -> Reply {
 }
 
 /// CLIENT LIST [TYPE normal] [ID id ...].
-fn client_list(ctx: &Ctx<'_>, args: &[Bytes]) -> Reply {
+fn client_list(ctx: &ConnCtx<'_>, args: &[Bytes]) -> Reply {
     let mut ids: Option<Vec<u64>> = None;
     let mut j = 0;
     while j < args.len() {
@@ -109,7 +109,7 @@ fn client_list(ctx: &Ctx<'_>, args: &[Bytes]) -> Reply {
         }
     }
     let mut text = String::new();
-    for c in ctx.state.clients.all() {
+    for c in ctx.core.clients.all() {
         if ids.as_ref().is_none_or(|ids| ids.contains(&c.id)) {
             text.push_str(&c.list_line());
             text.push('\n');
@@ -119,11 +119,11 @@ fn client_list(ctx: &Ctx<'_>, args: &[Bytes]) -> Reply {
 }
 
 /// CLIENT KILL addr | CLIENT KILL [ID id] [TYPE normal] [ADDR addr] [LADDR addr] [SKIPME yes/no].
-fn client_kill(ctx: &Ctx<'_>, args: &[Bytes]) -> Reply {
+fn client_kill(ctx: &ConnCtx<'_>, args: &[Bytes]) -> Reply {
     if args.len() == 1 {
         let addr = String::from_utf8_lossy(&args[0]);
         let victims: Vec<_> = ctx
-            .state
+            .core
             .clients
             .all()
             .into_iter()
@@ -161,7 +161,7 @@ fn client_kill(ctx: &Ctx<'_>, args: &[Bytes]) -> Reply {
         }
     }
     let mut victims = Vec::new();
-    for c in ctx.state.clients.all() {
+    for c in ctx.core.clients.all() {
         let matches = normal
             && id.is_none_or(|i| c.id == i)
             && addr.as_ref().is_none_or(|a| &c.addr == a)
@@ -181,7 +181,7 @@ const KILL_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// Kills `victims` and waits (briefly) until their sockets are closed, so that, as with
 /// Redis, a client that sees the reply can rely on the victims being disconnected. The
 /// caller's own connection closes after its reply instead.
-fn kill_and_wait(ctx: &Ctx<'_>, victims: &[std::sync::Arc<crate::clients::ClientInfo>]) {
+fn kill_and_wait(ctx: &ConnCtx<'_>, victims: &[std::sync::Arc<crate::clients::ClientInfo>]) {
     for c in victims {
         c.kill();
     }
@@ -192,7 +192,7 @@ fn kill_and_wait(ctx: &Ctx<'_>, victims: &[std::sync::Arc<crate::clients::Client
     tokio::task::block_in_place(|| {
         while victims
             .iter()
-            .any(|c| c.id != me && ctx.state.clients.get(c.id).is_some())
+            .any(|c| c.id != me && ctx.core.clients.get(c.id).is_some())
             && std::time::Instant::now() < deadline
         {
             std::thread::sleep(std::time::Duration::from_millis(1));

@@ -31,7 +31,7 @@ impl Limits {
     pub fn of(state: &ServerState) -> Limits {
         Limits {
             value_len_max: state.store.options().value_len_max,
-            databases: state.config.databases,
+            databases: state.core.config.databases,
         }
     }
 }

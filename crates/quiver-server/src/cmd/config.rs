@@ -5,10 +5,10 @@ use quiver_store::scan::glob_match;
 
 use crate::errors::{err, unknown_subcommand, wrong_arity};
 use crate::reply::Reply;
-use crate::state::ServerState;
+use crate::service::Core;
 
-pub fn run(state: &ServerState, args: &[Bytes]) -> Reply {
-    config(state, args)
+pub fn run(core: &Core, args: &[Bytes]) -> Reply {
+    config(core, args)
 }
 
 fn bulk(s: &str) -> Reply {
@@ -16,11 +16,11 @@ fn bulk(s: &str) -> Reply {
 }
 
 /// The settings CONFIG GET reports, by Redis name.
-fn config_values(state: &ServerState) -> Vec<(&'static str, String)> {
-    let c = &state.config;
+fn config_values(core: &Core) -> Vec<(&'static str, String)> {
+    let c = &core.config;
     vec![
         ("bind", c.bind.to_string()),
-        ("port", state.port.to_string()),
+        ("port", core.port.to_string()),
         (
             "unixsocket",
             c.unixsocket
@@ -64,14 +64,14 @@ fn config_values(state: &ServerState) -> Vec<(&'static str, String)> {
 }
 
 /// CONFIG GET pattern [pattern ...]; CONFIG SET is refused (settings are fixed at start).
-fn config(state: &ServerState, args: &[Bytes]) -> Reply {
+fn config(core: &Core, args: &[Bytes]) -> Reply {
     let sub = args[1].to_ascii_lowercase();
     match &sub[..] {
         b"get" => {
             if args.len() < 3 {
                 return wrong_arity("config|get");
             }
-            let values = config_values(state);
+            let values = config_values(core);
             let mut found = Vec::new();
             for (name, value) in &values {
                 let matched = args[2..]

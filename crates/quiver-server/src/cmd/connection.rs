@@ -4,7 +4,7 @@ use bytes::Bytes;
 
 use crate::cmd::client::{check_client_name, set_name};
 use crate::cmd::common::{db_index, int_arg};
-use crate::cmd::ctx::Ctx;
+use crate::cmd::ctx::ConnCtx;
 use crate::errors::{self, err, wrong_arity};
 use crate::frame::string2ll;
 use crate::reply::Reply;
@@ -14,7 +14,7 @@ use crate::table::Cmd;
 /// record); clients read it from HELLO and INFO to decide which commands they may send.
 pub const REDIS_COMPAT_VERSION: &str = "7.0.15";
 
-pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
+pub fn run(ctx: &mut ConnCtx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
     match cmd {
         Cmd::Ping => match args.len() {
             1 => Reply::simple("PONG"),
@@ -22,7 +22,7 @@ pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
             _ => wrong_arity("ping"),
         },
         Cmd::Echo => Reply::Bulk(args[1].clone()),
-        Cmd::Select => match select_index(&args[1], ctx.state.config.databases) {
+        Cmd::Select => match select_index(&args[1], ctx.core.config.databases) {
             Ok(db) => {
                 ctx.session.select(db);
                 Reply::OK
@@ -34,13 +34,13 @@ pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
             Reply::OK
         }
         Cmd::Reset => {
+            // The caller forgets the watched keys, which only it knows.
             ctx.session.set_multi(None);
-            ctx.session.unwatch(ctx.state);
             ctx.session.set_resp3(false);
             ctx.session.select(0);
             ctx.session.readonly = false;
             *ctx.session.info.name.lock() = None;
-            ctx.session.authenticated = ctx.state.config.requirepass.is_none();
+            ctx.session.authenticated = ctx.core.config.requirepass.is_none();
             Reply::simple("RESET")
         }
         Cmd::Auth => auth(ctx, &args[1..]),
@@ -57,11 +57,11 @@ pub fn select_index(arg: &[u8], databases: u32) -> Result<u32, Reply> {
 }
 
 /// AUTH [username] password. The only user is `default`.
-fn auth(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn auth(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
     if args.len() > 2 {
         return err(errors::SYNTAX);
     }
-    if args.len() == 1 && ctx.state.config.requirepass.is_none() {
+    if args.len() == 1 && ctx.core.config.requirepass.is_none() {
         return err(
             "ERR AUTH <password> called without any password configured for the default user. \
              Are you sure your configuration is correct?",
@@ -80,8 +80,8 @@ fn auth(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
 }
 
-fn check_password(ctx: &Ctx<'_>, user: &[u8], pass: &[u8]) -> bool {
-    match &ctx.state.config.requirepass {
+fn check_password(ctx: &ConnCtx<'_>, user: &[u8], pass: &[u8]) -> bool {
+    match &ctx.core.config.requirepass {
         // With no password set, the default user accepts any password (Redis's `nopass`).
         None => user == b"default",
         Some(p) => user == b"default" && constant_time_eq(p.as_bytes(), pass),
@@ -97,7 +97,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// HELLO [protover [AUTH username password] [SETNAME clientname]].
-fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+fn hello(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
     let mut version = None;
     if args.len() >= 2 {
         match string2ll(&args[1]) {

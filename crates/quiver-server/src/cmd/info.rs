@@ -7,19 +7,28 @@ use bytes::Bytes;
 
 use crate::cmd::connection::REDIS_COMPAT_VERSION;
 use crate::reply::Reply;
+use crate::service::Core;
 use crate::state::ServerState;
 use crate::table::COMMANDS;
 
 pub fn run(state: &ServerState, args: &[Bytes]) -> Reply {
-    let sections: Vec<String> = args[1..]
-        .iter()
-        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
-        .collect();
+    let sections = asked_sections(args);
     Reply::Verbatim {
         format: *b"txt",
         text: Bytes::from(info(state, &sections)),
     }
 }
+
+/// The sections asked for by INFO's arguments.
+pub fn asked_sections(args: &[Bytes]) -> Vec<String> {
+    args[1..]
+        .iter()
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+        .collect()
+}
+
+/// A section a RESP server adds to the common ones: (name, title, lines).
+pub type Section = (&'static str, &'static str, Vec<(String, String)>);
 
 /// Sections INFO prints without arguments (and with `default`): Redis 7's defaults that Quiver
 /// has, plus `vectors`. `commandstats` comes only with `all` / `everything` or by name.
@@ -34,6 +43,7 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "cluster",
     "keyspace",
     "vectors",
+    "router",
 ];
 
 /// CPU seconds (system, user) used by `who` (`RUSAGE_SELF`, `RUSAGE_CHILDREN` or
@@ -52,8 +62,19 @@ fn cpu_seconds(who: libc::c_int) -> (String, String) {
     (seconds(usage.ru_stime), seconds(usage.ru_utime))
 }
 
-/// INFO text, Redis's format: `# Section` headers and `name:value` lines, CRLF ends.
+/// A node's INFO text.
 pub fn info(state: &ServerState, asked: &[String]) -> String {
+    report(&state.core, Some(state), Vec::new(), asked)
+}
+
+/// INFO text, Redis's format: `# Section` headers and `name:value` lines, CRLF ends. The
+/// sections about the store come with a `node`; `extra` sections follow the cluster section.
+pub fn report(
+    core: &Core,
+    node: Option<&ServerState>,
+    extra: Vec<Section>,
+    asked: &[String],
+) -> String {
     let everything = asked.iter().any(|s| s == "all" || s == "everything");
     let wants = |name: &str| {
         everything
@@ -63,8 +84,9 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
                 .any(|s| s == name || s == "default" && DEFAULT_SECTIONS.contains(&name))
     };
     let mut out = String::new();
-    let stats = &state.stats;
-    let store_stats = state.store.stats();
+    let stats = &core.stats;
+    let store_stats = node.map(|n| n.store.stats());
+    let cluster_enabled = node.is_some_and(|n| n.cluster.is_some());
     let mut section = |name: &str, title: &str, lines: Vec<(String, String)>| {
         if !wants(name) {
             return;
@@ -87,7 +109,7 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
             l("quiver_version", env!("CARGO_PKG_VERSION").into()),
             l(
                 "redis_mode",
-                if state.cluster.is_some() {
+                if cluster_enabled {
                     "cluster"
                 } else {
                     "standalone"
@@ -97,8 +119,8 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
             l("os", std::env::consts::OS.into()),
             l("arch_bits", (usize::BITS).to_string()),
             l("process_id", std::process::id().to_string()),
-            l("run_id", state.run_id.clone()),
-            l("tcp_port", state.port.to_string()),
+            l("run_id", core.run_id.clone()),
+            l("tcp_port", core.port.to_string()),
             l("uptime_in_seconds", uptime.to_string()),
             l("uptime_in_days", (uptime / 86_400).to_string()),
             l(
@@ -117,24 +139,22 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
                 "connected_clients",
                 stats.connected_clients.load(Relaxed).to_string(),
             ),
-            l("maxclients", state.config.maxclients.to_string()),
+            l("maxclients", core.config.maxclients.to_string()),
             l("blocked_clients", "0".into()),
             l(
                 "client_output_buffer_total_bytes",
-                state.output_budget.buffered_bytes().to_string(),
+                core.output_budget.buffered_bytes().to_string(),
             ),
             l(
                 "client_output_buffer_total_limit",
-                state.output_budget.limit_bytes().to_string(),
+                core.output_budget.limit_bytes().to_string(),
             ),
         ],
     );
     let rss = crate::metrics::process_rss_bytes();
-    section(
-        "memory",
-        "Memory",
-        vec![
-            l("used_memory_rss", rss.to_string()),
+    let mut memory = vec![l("used_memory_rss", rss.to_string())];
+    if let Some(store_stats) = &store_stats {
+        memory.extend([
             l("index_bytes", store_stats.index_bytes.to_string()),
             l("index_capacity", store_stats.index_capacity.to_string()),
             l(
@@ -144,43 +164,48 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
                     store_stats.index_bytes as f64 / store_stats.keys.max(1) as f64
                 ),
             ),
-            l("maxmemory", "0".into()),
-            // Quiver uses Rust's default, the system allocator (Redis prints "libc" for it).
-            l("mem_allocator", "libc".into()),
-        ],
-    );
-    section(
-        "persistence",
-        "Persistence",
-        vec![
-            l("loading", "0".into()),
-            l("durability", state.config.durability.to_string()),
-            l("backend", state.config.backend.to_string()),
-            l("partitions", store_stats.partitions.to_string()),
-            l("segments", store_stats.segments.to_string()),
-            l("disk_bytes", store_stats.disk_bytes.to_string()),
-            l("records", store_stats.records.to_string()),
-            l("dead_records", store_stats.dead_records.to_string()),
-            l("garbage_ratio", format!("{:.4}", store_stats.garbage_ratio)),
-            l(
-                "disk_reserve_bytes",
-                store_stats.disk_reserve_bytes.to_string(),
-            ),
-            l(
-                "short_of_space",
-                (store_stats.short_of_space as u8).to_string(),
-            ),
-            l(
-                "last_background_error",
-                store_stats
-                    .last_background_error
-                    .clone()
-                    .unwrap_or_default(),
-            ),
-            l("rdb_changes_since_last_save", "0".into()),
-            l("aof_enabled", "0".into()),
-        ],
-    );
+        ]);
+    }
+    memory.extend([
+        l("maxmemory", "0".into()),
+        // Quiver uses Rust's default, the system allocator (Redis prints "libc" for it).
+        l("mem_allocator", "libc".into()),
+    ]);
+    section("memory", "Memory", memory);
+    if let Some(store_stats) = &store_stats {
+        section(
+            "persistence",
+            "Persistence",
+            vec![
+                l("loading", "0".into()),
+                l("durability", core.config.durability.to_string()),
+                l("backend", core.config.backend.to_string()),
+                l("partitions", store_stats.partitions.to_string()),
+                l("segments", store_stats.segments.to_string()),
+                l("disk_bytes", store_stats.disk_bytes.to_string()),
+                l("records", store_stats.records.to_string()),
+                l("dead_records", store_stats.dead_records.to_string()),
+                l("garbage_ratio", format!("{:.4}", store_stats.garbage_ratio)),
+                l(
+                    "disk_reserve_bytes",
+                    store_stats.disk_reserve_bytes.to_string(),
+                ),
+                l(
+                    "short_of_space",
+                    (store_stats.short_of_space as u8).to_string(),
+                ),
+                l(
+                    "last_background_error",
+                    store_stats
+                        .last_background_error
+                        .clone()
+                        .unwrap_or_default(),
+                ),
+                l("rdb_changes_since_last_save", "0".into()),
+                l("aof_enabled", "0".into()),
+            ],
+        );
+    }
     section(
         "stats",
         "Stats",
@@ -266,20 +291,19 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
     section(
         "cluster",
         "Cluster",
-        vec![l(
-            "cluster_enabled",
-            u8::from(state.cluster.is_some()).to_string(),
-        )],
+        vec![l("cluster_enabled", u8::from(cluster_enabled).to_string())],
     );
+    for (name, title, lines) in extra {
+        section(name, title, lines);
+    }
     // Live keys only (those whose expiry time has come are not counted, swept or not);
     // avg_ttl is the exact mean time to live of the keys with an expiry, in ms. One line per
     // database with keys, as Redis.
     section(
         "keyspace",
         "Keyspace",
-        state
-            .store
-            .db_stats()
+        node.map(|n| n.store.db_stats())
+            .unwrap_or_default()
             .into_iter()
             .map(|d| {
                 l(
@@ -300,10 +324,7 @@ pub fn info(state: &ServerState, asked: &[String]) -> String {
             "vector_width_mean",
             format!("{:.2}", widths.sum() as f64 / widths.count().max(1) as f64),
         ),
-        l(
-            "max_vector_width",
-            state.config.max_vector_width.to_string(),
-        ),
+        l("max_vector_width", core.config.max_vector_width.to_string()),
     ];
     for (bound, count) in widths.buckets() {
         if count > 0 {

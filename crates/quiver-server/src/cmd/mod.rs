@@ -163,14 +163,18 @@ fn vector(op: vector::VectorOp<'_>) -> Command<'_> {
 /// Runs a command about the connection or the server ([`Command::Server`]).
 pub fn run_server(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
     match cmd {
-        Cmd::Client => client::run(ctx, args),
+        Cmd::Client => client::run(&mut ctx.conn(), args),
         Cmd::Command => command::run(args),
-        Cmd::Config => config::run(ctx.state, args),
+        Cmd::Config => config::run(&ctx.state.core, args),
         Cmd::Info => info::run(ctx.state, args),
         Cmd::Multi | Cmd::Discard | Cmd::Watch | Cmd::Unwatch => transactions::run(ctx, cmd, args),
         Cmd::Cluster => topology::run_cluster(ctx, args),
         Cmd::Asking | Cmd::ReadOnly | Cmd::ReadWrite => topology::run_connection(ctx, cmd),
         Cmd::RangeImport => rangeimport::run(ctx, args),
-        _ => connection::run(ctx, cmd, args),
+        Cmd::Reset => {
+            ctx.session.unwatch(ctx.state);
+            connection::run(&mut ctx.conn(), cmd, args)
+        }
+        _ => connection::run(&mut ctx.conn(), cmd, args),
     }
 }

@@ -10,7 +10,7 @@
 use bytes::Bytes;
 
 use crate::cmd::ctx::Ctx;
-use crate::errors::{err, store_error};
+use crate::errors::{self, err, store_error};
 use crate::reply::Reply;
 use crate::session::Multi;
 use crate::table::Cmd;
@@ -20,14 +20,14 @@ pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
     match cmd {
         Cmd::Multi => {
             if ctx.session.multi.is_some() {
-                return err("ERR MULTI calls can not be nested");
+                return err(errors::MULTI_NESTED);
             }
             ctx.session.set_multi(Some(Multi::default()));
             Reply::OK
         }
         Cmd::Discard => {
             if ctx.session.multi.is_none() {
-                return err("ERR DISCARD without MULTI");
+                return err(errors::DISCARD_WITHOUT_MULTI);
             }
             ctx.session.set_multi(None);
             ctx.session.unwatch(ctx.state);
@@ -35,7 +35,7 @@ pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
         }
         Cmd::Watch => {
             if ctx.session.multi.is_some() {
-                return err("ERR WATCH inside MULTI is not allowed");
+                return err(errors::WATCH_INSIDE_MULTI);
             }
             watch(ctx, &args[1..])
         }
@@ -70,7 +70,7 @@ fn watch(ctx: &mut Ctx<'_>, keys: &[Bytes]) -> Reply {
         );
     }
     let readable: Vec<&Bytes> = new.iter().copied().filter(|k| valid_key(k)).collect();
-    let width_max = ctx.state.config.max_multikey_width;
+    let width_max = ctx.state.core.config.max_multikey_width;
     let mut values = match read_all(&ctx.state.store, db, &readable, width_max) {
         Ok(v) => v.into_iter(),
         Err(e) => return store_error(&e),

@@ -24,7 +24,7 @@ use crate::cmd::connection;
 use crate::cmd::ctx::Ctx;
 use crate::cmd::parsed::Command;
 use crate::cmd::{self};
-use crate::errors::{err, store_error};
+use crate::errors::{self, err, store_error};
 use crate::reply::Reply;
 use crate::state::ServerState;
 use crate::table::{Cmd, CommandSpec, Flags, COMMANDS};
@@ -101,11 +101,11 @@ pub fn run_command(
 /// EXEC: runs the commands queued since MULTI as one transaction.
 pub fn exec(ctx: &mut Ctx<'_>) -> Reply {
     let Some(multi) = ctx.session.multi.take() else {
-        return err("ERR EXEC without MULTI");
+        return err(errors::EXEC_WITHOUT_MULTI);
     };
     ctx.session.set_multi(None);
     let reply = if multi.aborted {
-        err("EXECABORT Transaction discarded because of previous errors.")
+        err(errors::EXEC_ABORTED)
     } else {
         exec_queued(ctx, &multi.queued)
     };
@@ -166,10 +166,10 @@ fn exec_queued(ctx: &mut Ctx<'_>, queued: &[(usize, Vec<Bytes>)]) -> Reply {
     // The queued commands count once, for the attempt that was applied; an error among their
     // replies is a failed call and an error reply sent (inside EXEC's array).
     for ((i, _), r) in queued.iter().zip(&replies) {
-        state.stats.command(*i, 1, 0);
+        state.core.stats.command(*i, 1, 0);
         if let Reply::Error(text) = r {
-            state.stats.failed(*i, 1);
-            state.stats.error_reply(text);
+            state.core.stats.failed(*i, 1);
+            state.core.stats.error_reply(text);
         }
     }
     Reply::Array(replies)
@@ -193,7 +193,7 @@ fn run_txn(
     watch: Option<Watch<'_>>,
     mut run_server: impl FnMut(&'static CommandSpec, &[Bytes]) -> Reply,
 ) -> Result<Vec<Reply>, Reply> {
-    let databases = state.config.databases;
+    let databases = state.core.config.databases;
     // The keys each step reads, in the database it addresses (ordered by database, for one
     // prefetch per database).
     let mut reads: Vec<(u32, &Bytes)> = Vec::new();
@@ -209,7 +209,7 @@ fn run_txn(
         Some((watched, _)) => ("transaction", watched),
         None => ("command", &[][..]),
     };
-    let result = retry_on_conflict(&state.stats, TXN_ATTEMPTS_MAX, what, || {
+    let result = retry_on_conflict(&state.core.stats, TXN_ATTEMPTS_MAX, what, || {
         if watch.is_some_and(|(_, dirty)| dirty.load(Ordering::SeqCst)) {
             return Attempt::Done(Err(Reply::NullArray));
         }
@@ -270,7 +270,12 @@ fn changed_since_watch(state: &ServerState, watched: &[(DbKey, Option<Entry>)]) 
             .filter(|((d, _), _)| *d == db)
             .map(|((_, k), w)| (k, w))
             .unzip();
-        match read_all(&state.store, db, &keys, state.config.max_multikey_width) {
+        match read_all(
+            &state.store,
+            db,
+            &keys,
+            state.core.config.max_multikey_width,
+        ) {
             Ok(now) => now.iter().zip(seen).any(|(n, w)| n != w),
             // Let the next attempt report the failure.
             Err(_) => false,

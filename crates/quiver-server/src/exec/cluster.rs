@@ -70,7 +70,7 @@ fn route_keys<'k>(node: &ClusterNode, keys: impl Iterator<Item = &'k [u8]>, writ
 }
 
 /// The keys of a queued request (owned: EXEC gathers them from several).
-fn keys_of(spec: &CommandSpec, args: &[Bytes], limits: &Limits) -> Vec<Bytes> {
+pub fn keys_of(spec: &CommandSpec, args: &[Bytes], limits: &Limits) -> Vec<Bytes> {
     match spec.cmd {
         Cmd::Batch => batch::keys(args, limits),
         _ => spec.keys(args).cloned().collect(),
@@ -78,7 +78,7 @@ fn keys_of(spec: &CommandSpec, args: &[Bytes], limits: &Limits) -> Vec<Bytes> {
 }
 
 /// Redis Cluster has one database: what addresses another is refused, with Redis's texts.
-fn forbidden(cmd: Cmd, args: &[Bytes]) -> Option<&'static str> {
+pub fn forbidden(cmd: Cmd, args: &[Bytes]) -> Option<&'static str> {
     match cmd {
         Cmd::Select if &args[1][..] != b"0" => Some("ERR SELECT is not allowed in cluster mode"),
         Cmd::Move => Some("ERR MOVE is not allowed in cluster mode"),

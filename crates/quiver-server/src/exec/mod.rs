@@ -35,6 +35,7 @@ use crate::cmd::{self};
 use crate::errors::{self, Refusal};
 use crate::output::Output;
 use crate::reply::Reply;
+use crate::service::Core;
 use crate::session::Session;
 use crate::state::ServerState;
 use crate::table::{self, Cmd, CommandSpec, Flags};
@@ -84,8 +85,8 @@ pub async fn execute_run(
     out: &mut Output<'_>,
     blocking: bool,
 ) -> RunEnd {
-    let limit = state.config.client_output_buffer_limit;
-    let group_width_max = state.config.max_vector_width;
+    let limit = state.core.config.client_output_buffer_limit;
+    let group_width_max = state.core.config.max_vector_width;
     // Once per run, not per request.
     let limits = Limits::of(state);
     // Cluster mode: the run holds the gate from its routing checks to its last reply, so a
@@ -130,7 +131,7 @@ pub async fn execute_run(
             Prepared::Run {
                 command: Command::Vector(op),
                 ..
-            } if op.width() <= state.config.max_multikey_width => {
+            } if op.width() <= state.core.config.max_multikey_width => {
                 // Requests prepared here cannot change the session (only a command that is
                 // no vector operation can, and it ends the group), so preparing ahead is safe.
                 group.clear();
@@ -173,6 +174,7 @@ pub async fn execute_run(
             // A command's latency inside the server includes the commands before it in its
             // run.
             state
+                .core
                 .stats
                 .latency_us
                 .record_n(run_started.elapsed().as_micros() as u64, n as u64);
@@ -185,20 +187,28 @@ pub async fn execute_run(
     RunEnd::Complete
 }
 
-/// Looks a request up, checks it (arity, authentication), queues it inside MULTI, and parses
-/// it. Refusals are counted here; nothing runs.
-fn prepare<'a>(
-    state: &ServerState,
+/// A request answered without running, by [`check`].
+pub struct Refused {
+    pub reply: Reply,
+    /// A refused EXEC: the caller discards the transaction and forgets its watched keys.
+    pub discard: bool,
+}
+
+/// Looks a request up and checks it as Redis does before running or queueing it (known,
+/// arity, subcommand, authentication). Refusals are counted here.
+pub fn check(
+    core: &Core,
     session: &mut Session,
-    limits: &Limits,
-    args: &'a [Bytes],
-) -> Prepared<'a> {
+    args: &[Bytes],
+) -> Result<&'static CommandSpec, Refused> {
     let Some(spec) = table::lookup(&args[0]) else {
-        state.stats.unknown_commands.fetch_add(1, Relaxed);
+        core.stats.unknown_commands.fetch_add(1, Relaxed);
         flag_transaction(session);
-        return Prepared::Answered(errors::unknown_command(args));
+        return Err(Refused {
+            reply: errors::unknown_command(args),
+            discard: false,
+        });
     };
-    let index = spec.cmd.index();
     let refused = if !spec.arity_ok(args.len()) {
         Some(errors::wrong_arity(spec.name))
     } else if let Some(reply) = cmd::refusal(spec.cmd, args) {
@@ -208,20 +218,63 @@ fn prepare<'a>(
     } else {
         None
     };
-    if let Some(reply) = refused {
-        // Redis finds no command to count an unknown subcommand against.
-        if errors::refusal(&reply) != Some(Refusal::UnknownSubcommand) {
-            state.stats.rejected(index);
-        }
-        flag_transaction(session);
-        if spec.cmd == Cmd::Exec {
-            // Redis's execCommandAbort: a refused EXEC discards the transaction.
-            session.set_multi(None);
-            session.unwatch(state);
-            return Prepared::Answered(errors::exec_abort(&reply));
-        }
-        return Prepared::Answered(reply);
+    let Some(reply) = refused else {
+        return Ok(spec);
+    };
+    // Redis finds no command to count an unknown subcommand against.
+    if errors::refusal(&reply) != Some(Refusal::UnknownSubcommand) {
+        core.stats.rejected(spec.cmd.index());
     }
+    flag_transaction(session);
+    if spec.cmd == Cmd::Exec {
+        // Redis's execCommandAbort: a refused EXEC discards the transaction.
+        session.set_multi(None);
+        return Err(Refused {
+            reply: errors::exec_abort(&reply),
+            discard: true,
+        });
+    }
+    Err(Refused {
+        reply,
+        discard: false,
+    })
+}
+
+/// Inside MULTI, queues a request that does not run at once: its reply (QUEUED, or the
+/// error that aborts the transaction past [`MULTI_QUEUED_MAX`]). `None`: run it now.
+pub fn queue(session: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> Option<Reply> {
+    let multi = session.multi.as_mut()?;
+    if spec.flags.contains(Flags::NOT_QUEUED) {
+        return None;
+    }
+    if multi.queued.len() >= MULTI_QUEUED_MAX {
+        multi.aborted = true;
+        return Some(errors::multi_queue_full(MULTI_QUEUED_MAX));
+    }
+    multi.queued.push((spec.cmd.index(), args.to_vec()));
+    let queued = multi.queued.len() as u64;
+    session.info.multi.store(queued, Relaxed);
+    Some(Reply::simple("QUEUED"))
+}
+
+/// Looks a request up, checks it ([`check`]), queues it inside MULTI, and parses it.
+/// Refusals are counted here; nothing runs.
+fn prepare<'a>(
+    state: &ServerState,
+    session: &mut Session,
+    limits: &Limits,
+    args: &'a [Bytes],
+) -> Prepared<'a> {
+    let spec = match check(&state.core, session, args) {
+        Ok(spec) => spec,
+        Err(refused) => {
+            if refused.discard {
+                session.unwatch(state);
+            }
+            return Prepared::Answered(refused.reply);
+        }
+    };
+    let index = spec.cmd.index();
     if let Some(node) = &state.cluster {
         let check = cluster::check(node, session, spec, args, limits);
         if matches!(check, cluster::Check::Wait) {
@@ -235,21 +288,12 @@ fn prepare<'a>(
             } else {
                 flag_transaction(session);
             }
-            state.stats.rejected(index);
+            state.core.stats.rejected(index);
             return Prepared::Answered(reply);
         }
     }
-    if let Some(multi) = &mut session.multi {
-        if !spec.flags.contains(Flags::NOT_QUEUED) {
-            if multi.queued.len() >= MULTI_QUEUED_MAX {
-                multi.aborted = true;
-                return Prepared::Answered(errors::multi_queue_full(MULTI_QUEUED_MAX));
-            }
-            multi.queued.push((index, args.to_vec()));
-            let queued = multi.queued.len() as u64;
-            session.info.multi.store(queued, Relaxed);
-            return Prepared::Answered(Reply::simple("QUEUED"));
-        }
+    if let Some(reply) = queue(session, spec, args) {
+        return Prepared::Answered(reply);
     }
     match cmd::parse(spec, args, limits) {
         Ok(command) => Prepared::Run {
@@ -261,15 +305,15 @@ fn prepare<'a>(
             // Parsing is part of running the command: Redis counts a syntax error as a
             // failed call.
             session.info.touch(index);
-            state.stats.command(index, 1, 0);
-            state.stats.failed(index, 1);
+            state.core.stats.command(index, 1, 0);
+            state.core.stats.failed(index, 1);
             Prepared::Answered(reply)
         }
     }
 }
 
 /// A refused command inside MULTI makes EXEC fail (Redis's `flagTransaction`).
-fn flag_transaction(session: &mut Session) {
+pub fn flag_transaction(session: &mut Session) {
     if let Some(m) = &mut session.multi {
         m.aborted = true;
     }
@@ -292,7 +336,7 @@ fn run_one(
         // Wider than one engine call: read (or written) through a transaction.
         Command::Vector(op) => atomic::run_command(ctx.state, ctx.session.db, spec, args, &op),
     };
-    let stats = &ctx.state.stats;
+    let stats = &ctx.state.core.stats;
     match errors::refusal(&reply) {
         // Redis refuses these before running the command, and finds no command to count an
         // unknown subcommand against.

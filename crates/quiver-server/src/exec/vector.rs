@@ -57,7 +57,7 @@ fn on_engine(
     };
     let kind = group[0].kind;
     let keys: Vec<&Bytes> = group.iter().flat_map(|op| op.keys()).collect();
-    state.stats.vector_widths.record(keys.len() as u64);
+    state.core.stats.vector_widths.record(keys.len() as u64);
     match kind {
         Vector::Get => {
             let result = store.multi_get(&keys).map_err(|e| store_error(&e));
@@ -108,6 +108,7 @@ fn account(state: &ServerState, session: &Session, group: &[VectorOp<'_>], start
         let run = group[at..].iter().take_while(|op| op.cmd == cmd).count();
         // The group's time is shared out by the number of commands.
         state
+            .core
             .stats
             .command(cmd.index(), run as u64, usec * run as u64 / n);
         at += run;
@@ -126,7 +127,7 @@ fn failed_all(
     resp3: bool,
 ) {
     for op in group {
-        state.stats.failed(op.cmd.index(), 1);
+        state.core.stats.failed(op.cmd.index(), 1);
     }
     out.reply_n(error, group.len(), resp3);
 }
@@ -145,7 +146,7 @@ fn get_replies(
         Err(e) => return failed_all(state, group, &e, out, resp3),
     };
     for v in &values {
-        state.stats.hit(v.is_some());
+        state.core.stats.hit(v.is_some());
     }
     // The values move into the replies (no copy, no reference count taken twice).
     let mut values = values.into_iter();
@@ -207,7 +208,7 @@ fn write_replies(
             at += n;
             match &error {
                 Some(err) if !a.iter().all(|&x| x) => {
-                    state.stats.failed(op.cmd.index(), 1);
+                    state.core.stats.failed(op.cmd.index(), 1);
                     if a.iter().any(|&x| x) {
                         errors::partly_applied(err)
                     } else {
@@ -259,7 +260,7 @@ mod tests {
             }),
         });
         let stats = Stats::default();
-        let mut out = Output::new(&state.output_budget, &stats);
+        let mut out = Output::new(&state.core.output_budget, &stats);
         write_replies(&state, 0, &mut out, false, &group, &keys, result);
         let text = String::from_utf8_lossy(out.bytes()).into_owned();
         let lines: Vec<&str> = text.split("\r\n").collect();

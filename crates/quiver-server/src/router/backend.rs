@@ -1,0 +1,280 @@
+//! The router's connections to the nodes: a pool per node address, and a batch of commands
+//! sent on one connection as one write whose replies are framed as they arrive (kept as the
+//! node's bytes, never decoded and encoded again).
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
+use quiver_resp::limits::ReplyLimits;
+use quiver_resp::scan::{Event, ScanError, Scanner};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Longest wait for a node to accept a connection.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest wait for a batch's replies. A node holds a write to a range being handed over for
+/// up to 10 s (`exec::FROZEN_WAIT_MAX`) before it answers TRYAGAIN, so this is longer.
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Idle connections kept per node and protocol; more are closed when given back.
+pub const IDLE_PER_NODE_MAX: usize = 64;
+/// Bytes read per call at least.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Why a node could not be reached or answered nonsense. The connection is dropped; the
+/// commands of the batch get an error naming the node (a write among them may or may not
+/// have been applied, as when a client loses its own connection).
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("cannot connect to node {addr}: {source}")]
+    Connect {
+        addr: Arc<str>,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("connecting to node {addr} timed out")]
+    ConnectTimeout { addr: Arc<str> },
+    #[error("node {addr}: {source}")]
+    Io {
+        addr: Arc<str>,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("node {addr} closed the connection")]
+    Closed { addr: Arc<str> },
+    #[error("node {addr} sent no reply within {} s", REPLY_TIMEOUT.as_secs())]
+    Timeout { addr: Arc<str> },
+    #[error("node {addr} sent a malformed reply: {source}")]
+    Protocol {
+        addr: Arc<str>,
+        #[source]
+        source: ScanError,
+    },
+    #[error("node {addr} refused HELLO 3: {text}")]
+    Hello { addr: Arc<str>, text: String },
+}
+
+/// One reply of a batch: where its bytes are in [`Replies::buf`], and for an array of
+/// scalars (an MGET's, a KEYS') where each element's bytes are.
+#[derive(Clone, Debug)]
+pub struct RawReply {
+    pub range: Range<usize>,
+    /// Indices into [`Replies::elements`]; `None` for anything but an array of scalars.
+    pub elements: Option<Range<usize>>,
+}
+
+/// The replies of a batch, in order, over the bytes they came in.
+#[derive(Debug, Default)]
+pub struct Replies {
+    pub buf: Bytes,
+    pub replies: Vec<RawReply>,
+    pub elements: Vec<Range<usize>>,
+}
+
+impl Replies {
+    pub fn bytes(&self, i: usize) -> &[u8] {
+        &self.buf[self.replies[i].range.clone()]
+    }
+
+    /// The text of an error reply (`-MOVED 12 h:p` gives `MOVED 12 h:p`), or `None`.
+    pub fn error(&self, i: usize) -> Option<&[u8]> {
+        let b = self.bytes(i);
+        (b.first() == Some(&b'-')).then(|| &b[1..b.len() - 2])
+    }
+
+    /// The value of an integer reply.
+    pub fn integer(&self, i: usize) -> Option<i64> {
+        let b = self.bytes(i);
+        (b.first() == Some(&b':')).then(|| quiver_resp::int::parse_integer(&b[1..b.len() - 2]))?
+    }
+
+    /// The elements of an array-of-scalars reply, each as its bytes.
+    pub fn element_ranges(&self, i: usize) -> Option<&[Range<usize>]> {
+        self.replies[i].elements.clone().map(|r| &self.elements[r])
+    }
+}
+
+/// A connection to one node.
+pub struct BackendConn {
+    pub addr: Arc<str>,
+    resp3: bool,
+    stream: TcpStream,
+    /// Reply bytes not yet framed (empty between batches: a node sends nothing unasked).
+    buf: BytesMut,
+}
+
+impl BackendConn {
+    /// Connects to `addr`; with `resp3`, switches the connection to RESP3 (HELLO 3) so that
+    /// replies come in the protocol the router's client speaks.
+    pub async fn connect(addr: Arc<str>, resp3: bool) -> Result<BackendConn, BackendError> {
+        let stream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&*addr)).await {
+            Err(_) => return Err(BackendError::ConnectTimeout { addr }),
+            Ok(Err(source)) => return Err(BackendError::Connect { addr, source }),
+            Ok(Ok(s)) => s,
+        };
+        let _ = stream.set_nodelay(true);
+        let mut conn = BackendConn {
+            addr,
+            resp3,
+            stream,
+            buf: BytesMut::with_capacity(READ_CHUNK),
+        };
+        if resp3 {
+            let mut hello = BytesMut::new();
+            quiver_resp::request::encode_command(&mut hello, &[b"HELLO", b"3"]);
+            let r = conn.send(&hello, 1).await?;
+            if let Some(text) = r.error(0) {
+                return Err(BackendError::Hello {
+                    addr: conn.addr.clone(),
+                    text: String::from_utf8_lossy(text).into_owned(),
+                });
+            }
+        }
+        Ok(conn)
+    }
+
+    /// Writes `request` (`n` encoded commands) and reads their `n` replies. Writing and
+    /// reading go on together: a node answering a long batch writes replies before it has
+    /// read all of it, and would stop reading once its replies fill the socket.
+    pub async fn send(&mut self, request: &[u8], n: usize) -> Result<Replies, BackendError> {
+        let addr = self.addr.clone();
+        let (mut rd, mut wr) = self.stream.split();
+        let buf = &mut self.buf;
+        let write = async {
+            wr.write_all(request)
+                .await
+                .map_err(|source| BackendError::Io {
+                    addr: addr.clone(),
+                    source,
+                })
+        };
+        let read = read_replies(&mut rd, buf, n, &addr);
+        match tokio::time::timeout(REPLY_TIMEOUT, async { tokio::try_join!(write, read) }).await {
+            Err(_) => Err(BackendError::Timeout { addr }),
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(((), replies))) => Ok(replies),
+        }
+    }
+}
+
+/// Reads until `n` complete replies are in `buf`, then takes them out of it.
+async fn read_replies<R: AsyncReadExt + Unpin>(
+    rd: &mut R,
+    buf: &mut BytesMut,
+    n: usize,
+    addr: &Arc<str>,
+) -> Result<Replies, BackendError> {
+    let mut scanner = Scanner::new(ReplyLimits::default());
+    let mut replies = Vec::with_capacity(n);
+    let mut elements = Vec::new();
+    let mut pos = 0;
+    let mut start = 0;
+    let mut first_element = 0;
+    let mut flat = true;
+    loop {
+        // Frame what has arrived; an aggregate's end comes in a step of its own, after its
+        // last element's, with no bytes.
+        while replies.len() < n {
+            let step = scanner
+                .step(&buf[pos..])
+                .map_err(|source| BackendError::Protocol {
+                    addr: addr.clone(),
+                    source,
+                })?;
+            pos += step.consumed;
+            let Some(event) = step.event else { break };
+            let depth = scanner.depth();
+            let done = match event {
+                Event::Start { .. } => {
+                    if depth > 1 {
+                        flat = false;
+                    }
+                    false
+                }
+                Event::End { .. } => depth == 0,
+                Event::Line { .. } | Event::Blob { .. } | Event::Null { .. } => {
+                    if depth == 1 {
+                        elements.push(pos - event.item_len()..pos);
+                    }
+                    depth == 0
+                }
+            };
+            if done {
+                let is_array = buf[start] == b'*';
+                replies.push(RawReply {
+                    range: start..pos,
+                    elements: (is_array && flat).then_some(first_element..elements.len()),
+                });
+                if !(is_array && flat) {
+                    elements.truncate(first_element);
+                }
+                start = pos;
+                first_element = elements.len();
+                flat = true;
+            }
+        }
+        if replies.len() == n {
+            break;
+        }
+        buf.reserve(READ_CHUNK);
+        match rd.read_buf(buf).await {
+            Ok(0) => return Err(BackendError::Closed { addr: addr.clone() }),
+            Ok(_) => {}
+            Err(source) => {
+                return Err(BackendError::Io {
+                    addr: addr.clone(),
+                    source,
+                })
+            }
+        }
+    }
+    let buf = buf.split_to(pos).freeze();
+    Ok(Replies {
+        buf,
+        replies,
+        elements,
+    })
+}
+
+/// A node's address and whether its connections speak RESP3.
+type PoolKey = (Arc<str>, bool);
+
+/// Idle connections by node address and protocol.
+#[derive(Default)]
+pub struct Pool {
+    idle: Mutex<HashMap<PoolKey, Vec<BackendConn>>>,
+}
+
+impl Pool {
+    /// An idle connection to `addr`, or a new one.
+    pub async fn get(&self, addr: &Arc<str>, resp3: bool) -> Result<BackendConn, BackendError> {
+        let idle = self
+            .idle
+            .lock()
+            .get_mut(&(addr.clone(), resp3))
+            .and_then(Vec::pop);
+        match idle {
+            Some(c) => Ok(c),
+            None => BackendConn::connect(addr.clone(), resp3).await,
+        }
+    }
+
+    /// Gives back a connection whose batch completed (one that failed is dropped instead).
+    pub fn put(&self, conn: BackendConn) {
+        let mut idle = self.idle.lock();
+        let list = idle.entry((conn.addr.clone(), conn.resp3)).or_default();
+        if list.len() < IDLE_PER_NODE_MAX {
+            list.push(conn);
+        }
+    }
+
+    /// Closes the idle connections to nodes no longer in the topology.
+    pub fn retain(&self, addrs: &[Arc<str>]) {
+        self.idle
+            .lock()
+            .retain(|(addr, _), _| addrs.iter().any(|a| a == addr));
+    }
+}

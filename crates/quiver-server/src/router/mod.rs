@@ -1,0 +1,244 @@
+//! `quiver router`: FAWN-KV's front-end for clients that know nothing of clusters.
+//!
+//! A RESP server like a node (the same connection loop, limits, AUTH, INFO and metrics:
+//! [`crate::service`]) that stores nothing: it routes every command by hash slot to the node
+//! owning it, by the topology in etcd ([`table`]), over pooled connections ([`backend`]).
+//! Multi-key commands are split into one command per node and pipelined commands grouped
+//! into one batch per node ([`plan`], [`exec`]); redirects during moves are followed here.
+
+pub mod backend;
+pub mod exec;
+pub mod plan;
+pub mod table;
+
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::watch;
+
+use crate::agent::EtcdSettings;
+use crate::config::Config;
+use crate::exec::RunEnd;
+use crate::output::Output;
+use crate::server::{self, Listeners, ServerError, ShutdownHandle};
+use crate::service::{Core, Service};
+use crate::session::Session;
+use backend::{BackendError, Pool, Replies};
+use exec::RouterConn;
+use table::Tables;
+
+/// What the router counts beyond a RESP server's statistics (INFO `# Router`).
+#[derive(Default)]
+pub struct RouterStats {
+    /// Batches sent to nodes: one per node per segment of a run.
+    pub backend_requests: AtomicU64,
+    /// Commands in them (a split command counts once per node).
+    pub backend_commands: AtomicU64,
+    /// Parts routed again after MOVED, ASK or CROSSSLOT.
+    pub redirects: AtomicU64,
+    /// Batches that failed: a node unreachable, closed or too slow.
+    pub backend_errors: AtomicU64,
+}
+
+pub struct Router {
+    pub core: Core,
+    pub tables: Arc<Tables>,
+    pub pool: Arc<Pool>,
+    pub stats: RouterStats,
+}
+
+impl Router {
+    /// Sends `n` encoded commands to the node at `addr` on a pooled connection.
+    pub async fn send(
+        &self,
+        addr: &Arc<str>,
+        resp3: bool,
+        request: &[u8],
+        n: usize,
+    ) -> Result<Replies, BackendError> {
+        let result = async {
+            let mut conn = self.pool.get(addr, resp3).await?;
+            let replies = conn.send(request, n).await?;
+            self.pool.put(conn);
+            Ok(replies)
+        }
+        .await;
+        if let Err(e) = &result {
+            self.stats.backend_errors.fetch_add(1, Relaxed);
+            tracing::debug!(error = %e, "router: a batch to a node failed");
+        }
+        result
+    }
+
+    /// INFO's `# Router` section.
+    pub fn info_section(&self) -> crate::cmd::info::Section {
+        let table = self.tables.current();
+        let l = |k: &str, v: String| (k.to_string(), v);
+        let s = &self.stats;
+        (
+            "router",
+            "Router",
+            vec![
+                l("router_epoch", table.epoch.to_string()),
+                l("router_backends", table.addrs.len().to_string()),
+                l(
+                    "router_backend_requests",
+                    s.backend_requests.load(Relaxed).to_string(),
+                ),
+                l(
+                    "router_backend_commands",
+                    s.backend_commands.load(Relaxed).to_string(),
+                ),
+                l("router_redirects", s.redirects.load(Relaxed).to_string()),
+                l(
+                    "router_backend_errors",
+                    s.backend_errors.load(Relaxed).to_string(),
+                ),
+            ],
+        )
+    }
+}
+
+impl Service for Router {
+    type Conn = RouterConn;
+
+    fn core(&self) -> &Core {
+        &self.core
+    }
+
+    fn execute_run<'a>(
+        &'a self,
+        session: &'a mut Session,
+        conn: &'a mut RouterConn,
+        requests: &'a [Vec<Bytes>],
+        out: &'a mut Output<'_>,
+    ) -> impl Future<Output = RunEnd> + Send + 'a {
+        exec::execute_run(self, session, conn, requests, out)
+    }
+
+    fn disconnected(&self, _session: &mut Session, _conn: RouterConn) {
+        // A pinned connection is dropped with `conn`: its node forgets the watched keys.
+    }
+
+    fn render_metrics(&self) -> String {
+        let mut o = String::new();
+        let s = &self.stats;
+        for (name, help, value) in [
+            (
+                "quiver_router_backend_requests_total",
+                "Batches sent to nodes.",
+                s.backend_requests.load(Relaxed),
+            ),
+            (
+                "quiver_router_backend_commands_total",
+                "Commands sent to nodes.",
+                s.backend_commands.load(Relaxed),
+            ),
+            (
+                "quiver_router_redirects_total",
+                "Commands routed again after a redirect.",
+                s.redirects.load(Relaxed),
+            ),
+            (
+                "quiver_router_backend_errors_total",
+                "Batches that failed.",
+                s.backend_errors.load(Relaxed),
+            ),
+        ] {
+            crate::metrics::gauge(&mut o, name, help, "counter", value.to_string());
+        }
+        crate::metrics::gauge(
+            &mut o,
+            "quiver_router_epoch",
+            "Epoch of the topology the router routes by.",
+            "gauge",
+            self.tables.current().epoch.to_string(),
+        );
+        crate::metrics::render_core(&self.core, &mut o);
+        o
+    }
+}
+
+/// A router whose sockets are bound; [`RouterServer::run`] serves.
+pub struct RouterServer {
+    router: Arc<Router>,
+    etcd: EtcdSettings,
+    runtime: tokio::runtime::Runtime,
+    listeners: Listeners,
+    shutdown: Arc<watch::Sender<bool>>,
+}
+
+impl RouterServer {
+    /// Validates `config` and binds the sockets; the topology is read from etcd once serving.
+    pub fn bind(config: Config, etcd: EtcdSettings) -> Result<RouterServer, ServerError> {
+        config.validate().map_err(ServerError::Config)?;
+        let listeners = Listeners::bind(&config)?;
+        let runtime = server::runtime(&config)?;
+        let port = listeners.local_addr().port();
+        let router = Arc::new(Router {
+            core: Core::new(config, port),
+            tables: Arc::default(),
+            pool: Arc::default(),
+            stats: RouterStats::default(),
+        });
+        let (shutdown, _) = watch::channel(false);
+        Ok(RouterServer {
+            router,
+            etcd,
+            runtime,
+            listeners,
+            shutdown: Arc::new(shutdown),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listeners.local_addr()
+    }
+
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.listeners.metrics_addr()
+    }
+
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle::new(self.shutdown.clone())
+    }
+
+    /// Serves until the shutdown handle fires (or, with `handle_signals`, SIGINT / SIGTERM).
+    pub fn run(self, handle_signals: bool) -> Result<(), ServerError> {
+        let RouterServer {
+            router,
+            etcd,
+            runtime,
+            listeners,
+            shutdown,
+        } = self;
+        let result = runtime.block_on(async {
+            let pool = router.pool.clone();
+            let follower = tokio::spawn(table::follow(
+                router.tables.clone(),
+                etcd.endpoints,
+                etcd.prefix,
+                move |t| pool.retain(&t.addrs),
+                shutdown.subscribe(),
+            ));
+            server::serve_clients(
+                router.clone(),
+                listeners,
+                shutdown,
+                handle_signals,
+                vec![follower],
+            )
+            .await
+        });
+        runtime.shutdown_timeout(Duration::from_secs(1));
+        tracing::info!("router stopped");
+        result
+    }
+}

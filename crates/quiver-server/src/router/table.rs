@@ -1,0 +1,168 @@
+//! Where the router sends each key: the slot table of the topology in etcd, kept current by a
+//! watch (the same document and the same rule as the nodes': a version older than the one in
+//! use is ignored).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use quiver_cluster::topology::UNASSIGNED;
+use quiver_cluster::{Meta, MetaError, Topology};
+use quiver_resp::slot::key_slot;
+use tokio::sync::{watch, Notify};
+
+/// Waits between attempts to reach etcd, doubling from the first to the last.
+const RETRY_DELAY_MIN: Duration = Duration::from_millis(100);
+const RETRY_DELAY_MAX: Duration = Duration::from_secs(2);
+
+/// One topology as the router routes by it.
+#[derive(Debug, Default)]
+pub struct SlotTable {
+    /// 0: no topology yet.
+    pub epoch: u64,
+    /// Per node (in the topology's order), its address.
+    pub addrs: Vec<Arc<str>>,
+    /// Per slot, the index of its node in `addrs`, or [`UNASSIGNED`].
+    slots: Vec<u16>,
+}
+
+impl SlotTable {
+    pub fn of(t: &Topology) -> SlotTable {
+        SlotTable {
+            epoch: t.epoch,
+            addrs: t.nodes.iter().map(|n| Arc::from(n.addr.as_str())).collect(),
+            slots: t.slot_table(),
+        }
+    }
+
+    /// The node serving `key`, or `None` while its slot has no owner (or there is no
+    /// topology).
+    pub fn node_of(&self, key: &[u8]) -> Option<usize> {
+        self.node_of_slot(key_slot(key))
+    }
+
+    pub fn node_of_slot(&self, slot: u16) -> Option<usize> {
+        let n = *self.slots.get(slot as usize)?;
+        (n != UNASSIGNED).then_some(n as usize)
+    }
+}
+
+/// The table in use, replaced whole when a newer topology arrives.
+#[derive(Default)]
+pub struct Tables {
+    current: RwLock<Arc<SlotTable>>,
+    /// Wakes the follower to read etcd now (a node answered MOVED: the router is behind).
+    pub refresh: Notify,
+    /// Wakes the requests waiting for a newer table.
+    pub changed: Notify,
+}
+
+impl Tables {
+    pub fn current(&self) -> Arc<SlotTable> {
+        self.current.read().clone()
+    }
+
+    /// Installs `t` unless the table in use is as new. Returns whether it was installed.
+    pub fn adopt(&self, t: &Topology) -> bool {
+        let mut current = self.current.write();
+        if t.epoch <= current.epoch {
+            return false;
+        }
+        *current = Arc::new(SlotTable::of(t));
+        drop(current);
+        self.changed.notify_waiters();
+        true
+    }
+
+    /// Waits (at most `limit`) for a table newer than `epoch`, asking the follower to read
+    /// etcd at once. Returns the table in use then.
+    pub async fn newer_than(&self, epoch: u64, limit: Duration) -> Arc<SlotTable> {
+        let changed = self.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let now = self.current();
+        if now.epoch > epoch {
+            return now;
+        }
+        self.refresh.notify_one();
+        let _ = tokio::time::timeout(limit, changed).await;
+        self.current()
+    }
+}
+
+/// Follows the topology in etcd until `shutdown`: read, watch, read again on a refresh; on
+/// any failure, wait and start again (the table in use stays).
+pub async fn follow(
+    tables: Arc<Tables>,
+    endpoints: String,
+    prefix: String,
+    on_change: impl Fn(&SlotTable) + Send + Sync + 'static,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut delay = RETRY_DELAY_MIN;
+    let mut failures: u64 = 0;
+    loop {
+        let outcome = tokio::select! {
+            r = session(&tables, &endpoints, &prefix, &on_change) => r,
+            _ = shutdown.wait_for(|&s| s) => return,
+        };
+        failures += 1;
+        match outcome {
+            // The first failure and every 16th: a long outage does not flood the log.
+            Err(e) if failures == 1 || failures % 16 == 0 => {
+                tracing::warn!(error = %e, failures, "router: etcd unreachable; routing by the last topology")
+            }
+            Err(_) => {}
+            Ok(()) => tracing::warn!("router: the topology watch ended; reconnecting"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = shutdown.wait_for(|&s| s) => return,
+        }
+        delay = (delay * 2).min(RETRY_DELAY_MAX);
+    }
+}
+
+async fn session(
+    tables: &Tables,
+    endpoints: &str,
+    prefix: &str,
+    on_change: &(impl Fn(&SlotTable) + Send + Sync),
+) -> Result<(), MetaError> {
+    let meta = Meta::connect(endpoints, prefix).await?;
+    let adopt = |t: &Topology| {
+        if tables.adopt(t) {
+            let table = tables.current();
+            tracing::info!(
+                epoch = table.epoch,
+                nodes = table.addrs.len(),
+                "router: routing by a new topology"
+            );
+            on_change(&table);
+        }
+    };
+    let first = meta.topology().await?;
+    let after = first.as_ref().map(|v| v.revision);
+    if let Some(v) = &first {
+        adopt(&v.topology);
+    }
+    let mut watch = meta.watch(after).await?;
+    tracing::info!(
+        endpoints,
+        epoch = tables.current().epoch,
+        "router: watching etcd"
+    );
+    loop {
+        tokio::select! {
+            v = watch.next() => match v? {
+                Some(v) => adopt(&v.topology),
+                None => return Ok(()),
+            },
+            _ = tables.refresh.notified() => {
+                if let Some(v) = meta.topology().await? {
+                    adopt(&v.topology);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,173 @@
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use quiver_cluster::topology::Node;
+use quiver_cluster::Topology;
+use quiver_resp::slot::key_slot;
+use tokio::io::AsyncWriteExt;
+
+use super::backend::BackendConn;
+use super::plan::{plan, Shape};
+use super::table::SlotTable;
+use crate::cmd::common::Limits;
+use crate::reply::Reply;
+use crate::table::lookup;
+
+fn table(n: usize) -> SlotTable {
+    let nodes = (0..n)
+        .map(|i| Node {
+            id: format!("n{i}"),
+            addr: format!("127.0.0.1:{}", 7000 + i),
+        })
+        .collect();
+    SlotTable::of(&Topology::create(nodes, 1).unwrap())
+}
+
+fn args(words: &[&str]) -> Vec<Bytes> {
+    words
+        .iter()
+        .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+        .collect()
+}
+
+fn limits() -> Limits {
+    Limits {
+        value_len_max: 1 << 20,
+        databases: 1,
+    }
+}
+
+/// A key the 3-node table gives to `node` (slots split evenly in order).
+fn key_on(t: &SlotTable, node: usize, i: usize) -> String {
+    (0..)
+        .map(|j| format!("k{j}"))
+        .filter(|k| t.node_of(k.as_bytes()) == Some(node))
+        .nth(i)
+        .unwrap()
+}
+
+fn encoded(f: &super::plan::Forward<'_>) -> Vec<Bytes> {
+    f.parts
+        .iter()
+        .map(|p| {
+            let mut b = BytesMut::new();
+            p.encode(&mut b, f.pairs());
+            b.freeze()
+        })
+        .collect()
+}
+
+#[test]
+fn an_mget_over_three_nodes_is_one_command_per_node_in_key_order() {
+    let t = table(3);
+    let keys = [
+        key_on(&t, 2, 0),
+        key_on(&t, 0, 0),
+        key_on(&t, 2, 1),
+        key_on(&t, 1, 0),
+        key_on(&t, 0, 1),
+    ];
+    let mut words = vec!["MGET"];
+    words.extend(keys.iter().map(String::as_str));
+    let a = args(&words);
+    let f = plan(lookup(b"mget").unwrap(), &a, &t, &limits()).unwrap();
+    assert_eq!(f.parts.len(), 3);
+    // Parts in the order their nodes first appear; each carries its keys in the caller's order.
+    let addrs: Vec<&str> = f.parts.iter().map(|p| &*p.addr).collect();
+    assert_eq!(addrs, ["127.0.0.1:7002", "127.0.0.1:7000", "127.0.0.1:7001"]);
+    let cmd = |ks: &[&String]| {
+        let mut b = BytesMut::new();
+        let mut all: Vec<&[u8]> = vec![b"MGET"];
+        all.extend(ks.iter().map(|k| k.as_bytes()));
+        quiver_resp::request::encode_command(&mut b, &all);
+        b.freeze()
+    };
+    assert_eq!(
+        encoded(&f),
+        [
+            cmd(&[&keys[0], &keys[2]]),
+            cmd(&[&keys[1], &keys[4]]),
+            cmd(&[&keys[3]])
+        ]
+    );
+    let Shape::Values(order) = &f.shape else {
+        panic!("{:?}", f.shape)
+    };
+    assert_eq!(order, &[(0, 0), (1, 0), (0, 1), (2, 0), (1, 1)]);
+}
+
+#[test]
+fn an_mset_splits_pairs_and_del_sums() {
+    let t = table(2);
+    let (a0, b1) = (key_on(&t, 0, 0), key_on(&t, 1, 0));
+    let a = args(&["MSET", &b1, "v1", &a0, "v0"]);
+    let f = plan(lookup(b"mset").unwrap(), &a, &t, &limits()).unwrap();
+    assert!(matches!(f.shape, Shape::AllOk));
+    let mut want = BytesMut::new();
+    quiver_resp::request::encode_command(&mut want, &[b"MSET", b1.as_bytes(), b"v1"]);
+    assert_eq!(encoded(&f)[0], want);
+    assert_eq!(f.parts[1].to_args(true), args(&["MSET", &a0, "v0"]));
+    let d = args(&["DEL", &a0, &b1]);
+    let f = plan(lookup(b"del").unwrap(), &d, &t, &limits()).unwrap();
+    assert!(matches!(f.shape, Shape::Sum));
+}
+
+#[test]
+fn keys_of_one_node_go_whole_and_other_commands_across_nodes_are_refused() {
+    let t = table(3);
+    let (a, b) = (key_on(&t, 1, 0), key_on(&t, 1, 1));
+    let same = args(&["RENAME", &a, &b]);
+    let f = plan(lookup(b"rename").unwrap(), &same, &t, &limits()).unwrap();
+    assert!(matches!(f.shape, Shape::Whole));
+    assert_eq!(&*f.parts[0].addr, "127.0.0.1:7001");
+    assert!(f.parts[0].keys.is_none());
+    let across = args(&["RENAME", &a, &key_on(&t, 2, 0)]);
+    let e = plan(lookup(b"rename").unwrap(), &across, &t, &limits()).unwrap_err();
+    assert!(matches!(&e, Reply::Error(t) if t.starts_with(b"CROSSSLOT")), "{e:?}");
+    let batch = args(&["BATCH", "PUT", &a, "1", "PUT", &key_on(&t, 0, 0), "2"]);
+    let e = plan(lookup(b"batch").unwrap(), &batch, &t, &limits()).unwrap_err();
+    assert!(matches!(&e, Reply::Error(t) if t.starts_with(b"CROSSSLOT")), "{e:?}");
+}
+
+#[test]
+fn without_a_topology_keyed_commands_are_clusterdown() {
+    let t = SlotTable::default();
+    let a = args(&["GET", "x"]);
+    let e = plan(lookup(b"get").unwrap(), &a, &t, &limits()).unwrap_err();
+    assert!(matches!(&e, Reply::Error(t) if t.starts_with(b"CLUSTERDOWN")), "{e:?}");
+    assert_eq!(key_slot(b"x") as usize, key_slot(b"{x}y") as usize);
+}
+
+/// Replies framed from bytes that arrive a few at a time: arrays of scalars keep their
+/// elements, nested and empty aggregates do not confuse the count.
+#[tokio::test]
+async fn replies_are_framed_whatever_the_chunks() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: Arc<str> = Arc::from(listener.local_addr().unwrap().to_string());
+    let replies: &[u8] = b"+OK\r\n*3\r\n$1\r\na\r\n$-1\r\n:7\r\n*0\r\n*2\r\n$1\r\n0\r\n*1\r\n$1\r\nk\r\n-MOVED 1 h:1\r\n$-1\r\n";
+    let server = tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        for chunk in replies.chunks(3) {
+            s.write_all(chunk).await.unwrap();
+            s.flush().await.unwrap();
+            tokio::task::yield_now().await;
+        }
+        s
+    });
+    let mut conn = BackendConn::connect(addr, false).await.unwrap();
+    let r = conn.send(b"", 6).await.unwrap();
+    let _keep_open = server.await.unwrap();
+    assert_eq!(r.replies.len(), 6);
+    assert_eq!(r.bytes(0), b"+OK\r\n");
+    let elements: Vec<&[u8]> = r
+        .element_ranges(1)
+        .unwrap()
+        .iter()
+        .map(|e| &r.buf[e.clone()])
+        .collect();
+    assert_eq!(elements, [&b"$1\r\na\r\n"[..], b"$-1\r\n", b":7\r\n"]);
+    assert_eq!(r.element_ranges(2).unwrap().len(), 0);
+    assert!(r.element_ranges(3).is_none(), "a nested array has no flat elements");
+    assert_eq!(r.error(4), Some(&b"MOVED 1 h:1"[..]));
+    assert_eq!(r.bytes(5), b"$-1\r\n");
+}

@@ -1,0 +1,76 @@
+//! What a RESP server is, whatever answers its commands: `quiver serve` (a node: [`ServerState`]
+//! executes runs on its store) and `quiver router` (a front-end: `router::Router` forwards them
+//! to the nodes). Both accept connections the same way (`server::serve_clients`), read and
+//! parse them with the same limits, hold replies under the same output budget, count the same
+//! statistics and answer the connection commands (AUTH, HELLO, CLIENT, ...) with the same code
+//! ([`conn`](crate::conn)); only [`Service::execute_run`] differs.
+//!
+//! [`ServerState`]: crate::state::ServerState
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+
+use crate::clients::Clients;
+use crate::config::Config;
+use crate::exec::RunEnd;
+use crate::output::{Output, OutputBudget};
+use crate::session::Session;
+use crate::stats::Stats;
+
+/// The state every RESP server shares between its connections, whatever executes commands.
+pub struct Core {
+    pub config: Config,
+    pub stats: Stats,
+    pub clients: Clients,
+    /// Hex id of this process's run (INFO `run_id`).
+    pub run_id: String,
+    /// Actual TCP port (differs from the configured one for `--port 0`).
+    pub port: u16,
+    /// Reply bytes buffered by all connections, bounded by `client-output-buffer-total-limit`.
+    pub output_budget: OutputBudget,
+    /// Set once shutdown begins: connections finish their current run and close.
+    pub shutting_down: AtomicBool,
+}
+
+impl Core {
+    pub fn new(config: Config, port: u16) -> Core {
+        Core {
+            output_budget: OutputBudget::new(config.client_output_buffer_total_limit),
+            config,
+            stats: Stats::default(),
+            clients: Clients::default(),
+            run_id: crate::cluster::new_id(),
+            port,
+            shutting_down: AtomicBool::new(false),
+        }
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+}
+
+/// What executes the requests of a RESP server's connections.
+pub trait Service: Send + Sync + 'static {
+    /// A connection's state beyond its [`Session`] that only this service knows.
+    type Conn: Default + Send;
+
+    fn core(&self) -> &Core;
+
+    /// Executes a pipelined run of requests in order, appending one reply per request to `out`.
+    fn execute_run<'a>(
+        &'a self,
+        session: &'a mut Session,
+        conn: &'a mut Self::Conn,
+        requests: &'a [Vec<Bytes>],
+        out: &'a mut Output<'_>,
+    ) -> impl Future<Output = RunEnd> + Send + 'a;
+
+    /// The connection has ended: forget what it held (watched keys, pinned back-ends).
+    fn disconnected(&self, session: &mut Session, conn: Self::Conn);
+
+    /// The Prometheus text of `GET /metrics`.
+    fn render_metrics(&self) -> String;
+}
