@@ -241,11 +241,10 @@ fn redis_cli_through_router() {
         assert_eq!(redis_cli(&["GET", key]), format!("value-{i}"), "{key}");
     }
     // MGET across the nodes: one line per key in order, an empty one for the missing key.
-    let mut mget = vec!["MGET"];
+    let mut mget = vec!["MGET", "cli-absent"];
     mget.extend(keys.iter().map(String::as_str));
-    mget.push("cli-absent");
-    let mut want: Vec<String> = (0..keys.len()).map(|i| format!("value-{i}")).collect();
-    want.push(String::new());
+    let mut want = vec![String::new()];
+    want.extend((0..keys.len()).map(|i| format!("value-{i}")));
     assert_eq!(redis_cli(&mget), want.join("\n"));
 
     // Counters on every node, twice each.
@@ -642,4 +641,266 @@ fn router_auth_and_limits() {
         c.get(&keys[0]).unwrap().as_deref(),
         Some(keys[0].as_bytes())
     );
+}
+
+/// The text of a simple or bulk reply, or a panic showing what came instead.
+fn reply_text(reply: quiver_client::Result<Value>, what: &str) -> String {
+    match reply {
+        Ok(v) => match v.as_bytes() {
+            Some(b) => String::from_utf8_lossy(b).into_owned(),
+            None => panic!("{what}: a string reply expected, got {v:?}"),
+        },
+        Err(e) => panic!("{what}: {e}"),
+    }
+}
+
+/// An error reply whose text starts with `code`, or a panic showing what came instead.
+fn assert_error(reply: quiver_client::Result<Value>, code: &str, what: &str) {
+    let text = error_text(reply);
+    assert!(
+        text.starts_with(code),
+        "{what}: an error {code}... expected, got {text:?}"
+    );
+}
+
+#[test]
+fn router_transactions_and_keyless_commands() {
+    let mut cluster = Cluster::start(3);
+    let r = cluster.start_router();
+    let (keys, owners) = keys_over_nodes(&cluster, "tx", 60);
+    let on = |node: usize| -> Vec<&str> {
+        keys.iter()
+            .zip(&owners)
+            .filter(|(_, &o)| o == node)
+            .map(|(k, _)| k.as_str())
+            .collect()
+    };
+    let (mine, other) = (on(0), on(1));
+    let (a, a2, b) = (mine[0], mine[1], other[0]);
+    let ok = || Value::Simple("OK".into());
+    let mut c = cluster.routers[r].conn();
+    let pairs: Vec<(&str, &str)> = keys.iter().map(|k| (k.as_str(), k.as_str())).collect();
+    c.multi_set(&pairs).unwrap();
+
+    // A pipeline of 100 GETs over the 3 nodes: one batch per back-end, the replies in order.
+    let before = backend_counts(&cluster, r);
+    let mut p = c.pipeline();
+    for i in 0..100 {
+        p.command(&[b"GET", keys[i % keys.len()].as_bytes()]);
+    }
+    let replies = p.execute().unwrap();
+    let after = backend_counts(&cluster, r);
+    for (i, reply) in replies.into_iter().enumerate() {
+        let want = keys[i % keys.len()].as_str();
+        assert_eq!(reply_text(reply, "a pipelined GET"), want);
+    }
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (3, 100),
+        "(backend requests, backend commands) of a pipeline of 100 GETs over 3 nodes"
+    );
+
+    // Multi-key commands other than the split ones: on one node they run, across nodes they
+    // are refused with CROSSSLOT and change nothing.
+    let crossslot = "CROSSSLOT";
+    assert_error(
+        c.command(&[b"RENAME", a.as_bytes(), b.as_bytes()]),
+        crossslot,
+        "RENAME",
+    );
+    assert_error(
+        c.command(&[b"COPY", a.as_bytes(), b.as_bytes()]),
+        crossslot,
+        "COPY",
+    );
+    assert_error(
+        c.command(&[b"LCS", a.as_bytes(), b.as_bytes()]),
+        crossslot,
+        "LCS",
+    );
+    let fresh = |node: usize, n: usize| -> Vec<String> {
+        let client = cluster.client();
+        (0..)
+            .map(|i| format!("tx-fresh-{i}"))
+            .filter(|k| owner_of(&cluster, &client, k) == node)
+            .take(n)
+            .collect()
+    };
+    let (fresh0, fresh1) = (fresh(0, 3), fresh(1, 1));
+    let msetnx = |k1: &str, k2: &str| {
+        [
+            b"MSETNX".as_slice(),
+            k1.as_bytes(),
+            b"1",
+            k2.as_bytes(),
+            b"2",
+        ]
+        .into_iter()
+        .map(<[u8]>::to_vec)
+        .collect::<Vec<_>>()
+    };
+    let args = msetnx(&fresh0[0], &fresh1[0]);
+    let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+    assert_error(c.command(&args), crossslot, "MSETNX across nodes");
+    assert!(!c.exists(&fresh0[0]).unwrap() && !c.exists(&fresh1[0]).unwrap());
+    let args = msetnx(&fresh0[0], &fresh0[1]);
+    let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+    assert_eq!(integer(c.command(&args), "MSETNX on one node"), 1);
+    let batch = quiver_client::Batch::new()
+        .put(a, "batched")
+        .put(b, "batched");
+    assert_error(c.command(&batch.args()), crossslot, "BATCH across nodes");
+    assert_eq!(c.get(a).unwrap().as_deref(), Some(a.as_bytes()));
+    assert_eq!(c.get(b).unwrap().as_deref(), Some(b.as_bytes()));
+    let batch = quiver_client::Batch::new()
+        .put(a, "batched")
+        .put(a2, "batched");
+    assert!(
+        batch.execute(&mut c).unwrap().is_applied(),
+        "BATCH on one node"
+    );
+    assert_eq!(c.get(a2).unwrap().as_deref(), Some(&b"batched"[..]));
+
+    // MULTI/EXEC on one node (keys of different slots): queued here, run there.
+    assert_eq!(c.command(&[b"MULTI"]).unwrap(), ok());
+    for k in [a, a2] {
+        let queued = c.command(&[b"SET", k.as_bytes(), b"in-exec"]).unwrap();
+        assert_eq!(queued, Value::Simple("QUEUED".into()));
+    }
+    let counter = fresh0[2].as_bytes();
+    let queued = c.command(&[b"INCR", counter]).unwrap();
+    assert_eq!(queued, Value::Simple("QUEUED".into()));
+    assert_eq!(
+        c.command(&[b"EXEC"]).unwrap(),
+        Value::Array(vec![ok(), ok(), Value::Integer(1)])
+    );
+    assert_eq!(c.get(a2).unwrap().as_deref(), Some(&b"in-exec"[..]));
+
+    // Across nodes: the command that leaves the transaction's node is refused (CROSSSLOT),
+    // EXEC answers EXECABORT, nothing is written.
+    assert_eq!(c.command(&[b"MULTI"]).unwrap(), ok());
+    let queued = c.command(&[b"SET", a.as_bytes(), b"cross"]).unwrap();
+    assert_eq!(queued, Value::Simple("QUEUED".into()));
+    assert_error(
+        c.command(&[b"SET", b.as_bytes(), b"cross"]),
+        crossslot,
+        "SET on another node in MULTI",
+    );
+    assert_error(
+        c.command(&[b"EXEC"]),
+        "EXECABORT",
+        "EXEC after a refused command",
+    );
+    assert_eq!(c.get(a).unwrap().as_deref(), Some(&b"in-exec"[..]));
+    assert_eq!(c.get(b).unwrap().as_deref(), Some(b.as_bytes()));
+    // DISCARD drops a queue.
+    assert_eq!(c.command(&[b"MULTI"]).unwrap(), ok());
+    c.command(&[b"SET", a.as_bytes(), b"discarded"]).unwrap();
+    assert_eq!(c.command(&[b"DISCARD"]).unwrap(), ok());
+    assert_eq!(c.get(a).unwrap().as_deref(), Some(&b"in-exec"[..]));
+
+    // WATCH: keys on one node; a write by another client makes EXEC fail (null reply).
+    assert_error(
+        c.command(&[b"WATCH", a.as_bytes(), b.as_bytes()]),
+        crossslot,
+        "WATCH across nodes",
+    );
+    assert_eq!(
+        c.command(&[b"WATCH", a.as_bytes(), a2.as_bytes()]).unwrap(),
+        ok()
+    );
+    cluster.routers[r].conn().set(a, "changed").unwrap();
+    assert_eq!(c.command(&[b"MULTI"]).unwrap(), ok());
+    c.command(&[b"SET", a.as_bytes(), b"lost-race"]).unwrap();
+    assert_eq!(
+        c.command(&[b"EXEC"]).unwrap(),
+        Value::Null,
+        "EXEC after a watched write"
+    );
+    assert_eq!(c.get(a).unwrap().as_deref(), Some(&b"changed"[..]));
+    // Unchanged, it applies.
+    assert_eq!(c.command(&[b"WATCH", a.as_bytes()]).unwrap(), ok());
+    assert_eq!(c.command(&[b"MULTI"]).unwrap(), ok());
+    c.command(&[b"SET", a.as_bytes(), b"won"]).unwrap();
+    assert_eq!(c.command(&[b"EXEC"]).unwrap(), Value::Array(vec![ok()]));
+    // EXEC on another node than the watched one is an error, and writes nothing.
+    assert_eq!(c.command(&[b"WATCH", a.as_bytes()]).unwrap(), ok());
+    assert_eq!(c.command(&[b"MULTI"]).unwrap(), ok());
+    let queued = c.command(&[b"SET", b.as_bytes(), b"elsewhere"]);
+    let exec = c.command(&[b"EXEC"]);
+    assert!(
+        queued.is_err() || exec.is_err(),
+        "a transaction on {b} while {a} (another node) is watched: {queued:?}, {exec:?}"
+    );
+    assert!(exec.is_err(), "EXEC: {exec:?}");
+    assert_eq!(c.get(b).unwrap().as_deref(), Some(b.as_bytes()));
+    // UNWATCH releases the node: a transaction on another node runs.
+    assert_eq!(c.command(&[b"WATCH", a.as_bytes()]).unwrap(), ok());
+    assert_eq!(c.command(&[b"UNWATCH"]).unwrap(), ok());
+    assert_eq!(c.command(&[b"MULTI"]).unwrap(), ok());
+    c.command(&[b"SET", b.as_bytes(), b"after-unwatch"])
+        .unwrap();
+    assert_eq!(c.command(&[b"EXEC"]).unwrap(), Value::Array(vec![ok()]));
+    assert_eq!(c.get(b).unwrap().as_deref(), Some(&b"after-unwatch"[..]));
+
+    // What the router answers itself: a plain Redis.
+    assert_eq!(c.command(&[b"PING"]).unwrap(), Value::Simple("PONG".into()));
+    assert_eq!(reply_text(c.command(&[b"ECHO", b"hi"]), "ECHO"), "hi");
+    let info = reply_text(c.command(&[b"INFO"]), "INFO");
+    assert!(info.contains("redis_mode:standalone"), "{info}");
+    assert!(info.contains("# Router"), "INFO's default sections: {info}");
+    let info = reply_text(c.command(&[b"INFO", b"all"]), "INFO all");
+    assert!(info.contains("router_backend_commands:"), "{info}");
+    assert_eq!(
+        c.command(&[b"CLIENT", b"SETNAME", b"router-test"]).unwrap(),
+        ok()
+    );
+    assert_eq!(
+        reply_text(c.command(&[b"CLIENT", b"GETNAME"]), "CLIENT GETNAME"),
+        "router-test"
+    );
+    match c.command(&[b"CONFIG", b"GET", b"maxclients"]).unwrap() {
+        Value::Array(v) => assert_eq!(v.len(), 2, "CONFIG GET maxclients: {v:?}"),
+        other => panic!("CONFIG GET: {other:?}"),
+    }
+
+    // Keyless commands over every node: DBSIZE summed, KEYS and SCAN gathered, RANDOMKEY one
+    // of them, FLUSHALL on every node.
+    let sizes: u64 = cluster.nodes.iter().map(|n| n.dbsize().unwrap()).sum();
+    assert_eq!(integer(c.command(&[b"DBSIZE"]), "DBSIZE") as u64, sizes);
+    let all: BTreeSet<String> = match c.command(&[b"KEYS", b"*"]).unwrap() {
+        Value::Array(v) => v
+            .iter()
+            .map(|k| reply_text(Ok(k.clone()), "a key"))
+            .collect(),
+        other => panic!("KEYS: {other:?}"),
+    };
+    assert_eq!(all.len() as u64, sizes, "KEYS * lists each key once");
+    assert!(keys.iter().all(|k| all.contains(k)));
+    let mut scanned = BTreeSet::new();
+    let mut cursor = b"0".to_vec();
+    for round in 0.. {
+        assert!(round < 10_000, "SCAN did not end");
+        let reply = c.command(&[b"SCAN", &cursor, b"COUNT", b"7"]).unwrap();
+        let Value::Array(parts) = reply else {
+            panic!("SCAN: {reply:?}")
+        };
+        cursor = parts[0].as_bytes().unwrap().to_vec();
+        let Value::Array(found) = &parts[1] else {
+            panic!("SCAN: {parts:?}")
+        };
+        scanned.extend(found.iter().map(|k| reply_text(Ok(k.clone()), "a key")));
+        if cursor == b"0" {
+            break;
+        }
+    }
+    assert_eq!(scanned, all, "SCAN across the nodes");
+    let random = reply_text(c.command(&[b"RANDOMKEY"]), "RANDOMKEY");
+    assert!(all.contains(&random), "RANDOMKEY {random}");
+    assert_eq!(c.command(&[b"FLUSHALL"]).unwrap(), ok());
+    for node in &cluster.nodes {
+        assert_eq!(node.dbsize().unwrap(), 0, "{} after FLUSHALL", node.id);
+    }
+    assert_eq!(integer(c.command(&[b"DBSIZE"]), "DBSIZE"), 0);
+    assert_eq!(c.command(&[b"RANDOMKEY"]).unwrap(), Value::Null);
 }
