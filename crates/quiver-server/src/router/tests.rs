@@ -74,7 +74,10 @@ fn an_mget_over_three_nodes_is_one_command_per_node_in_key_order() {
     assert_eq!(f.parts.len(), 3);
     // Parts in the order their nodes first appear; each carries its keys in the caller's order.
     let addrs: Vec<&str> = f.parts.iter().map(|p| &*p.addr).collect();
-    assert_eq!(addrs, ["127.0.0.1:7002", "127.0.0.1:7000", "127.0.0.1:7001"]);
+    assert_eq!(
+        addrs,
+        ["127.0.0.1:7002", "127.0.0.1:7000", "127.0.0.1:7001"]
+    );
     let cmd = |ks: &[&String]| {
         let mut b = BytesMut::new();
         let mut all: Vec<&[u8]> = vec![b"MGET"];
@@ -123,10 +126,16 @@ fn keys_of_one_node_go_whole_and_other_commands_across_nodes_are_refused() {
     assert!(f.parts[0].keys.is_none());
     let across = args(&["RENAME", &a, &key_on(&t, 2, 0)]);
     let e = plan(lookup(b"rename").unwrap(), &across, &t, &limits()).unwrap_err();
-    assert!(matches!(&e, Reply::Error(t) if t.starts_with(b"CROSSSLOT")), "{e:?}");
+    assert!(
+        matches!(&e, Reply::Error(t) if t.starts_with(b"CROSSSLOT")),
+        "{e:?}"
+    );
     let batch = args(&["BATCH", "PUT", &a, "1", "PUT", &key_on(&t, 0, 0), "2"]);
     let e = plan(lookup(b"batch").unwrap(), &batch, &t, &limits()).unwrap_err();
-    assert!(matches!(&e, Reply::Error(t) if t.starts_with(b"CROSSSLOT")), "{e:?}");
+    assert!(
+        matches!(&e, Reply::Error(t) if t.starts_with(b"CROSSSLOT")),
+        "{e:?}"
+    );
 }
 
 #[test]
@@ -134,7 +143,10 @@ fn without_a_topology_keyed_commands_are_clusterdown() {
     let t = SlotTable::default();
     let a = args(&["GET", "x"]);
     let e = plan(lookup(b"get").unwrap(), &a, &t, &limits()).unwrap_err();
-    assert!(matches!(&e, Reply::Error(t) if t.starts_with(b"CLUSTERDOWN")), "{e:?}");
+    assert!(
+        matches!(&e, Reply::Error(t) if t.starts_with(b"CLUSTERDOWN")),
+        "{e:?}"
+    );
     assert_eq!(key_slot(b"x") as usize, key_slot(b"{x}y") as usize);
 }
 
@@ -167,7 +179,10 @@ async fn replies_are_framed_whatever_the_chunks() {
         .collect();
     assert_eq!(elements, [&b"$1\r\na\r\n"[..], b"$-1\r\n", b":7\r\n"]);
     assert_eq!(r.element_ranges(2).unwrap().len(), 0);
-    assert!(r.element_ranges(3).is_none(), "a nested array has no flat elements");
+    assert!(
+        r.element_ranges(3).is_none(),
+        "a nested array has no flat elements"
+    );
     assert_eq!(r.error(4), Some(&b"MOVED 1 h:1"[..]));
     assert_eq!(r.bytes(5), b"$-1\r\n");
 }
