@@ -52,7 +52,7 @@ pub async fn serve<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
     shutdown: watch::Receiver<bool>,
 ) {
     let core = service.core();
-    let mut session = Session::new(core, info.clone());
+    let mut session = Session::new(info.clone(), core.config.requirepass.is_none());
     let mut conn = V::Conn::default();
     let end = serve_loop(&*service, &mut stream, &mut session, &mut conn, shutdown).await;
     match &end {

@@ -14,10 +14,18 @@ use bytes::Bytes;
 
 use crate::clients::Clients;
 use crate::config::Config;
-use crate::exec::RunEnd;
 use crate::output::{Output, OutputBudget};
 use crate::session::Session;
 use crate::stats::Stats;
+
+/// Why a run stopped early.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RunEnd {
+    /// Every request was executed.
+    Complete,
+    /// The replies exceed `client-output-buffer-limit`: close the connection.
+    OutputLimit,
+}
 
 /// The state every RESP server shares between its connections, whatever executes commands.
 pub struct Core {

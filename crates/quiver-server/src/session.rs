@@ -7,9 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::clients::ClientInfo;
-use crate::service::Core;
-use crate::state::ServerState;
-use crate::watch::DbKey;
+use crate::watch::{DbKey, Watches};
 
 /// Commands queued between MULTI and EXEC.
 #[derive(Default)]
@@ -38,11 +36,12 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(core: &Core, info: Arc<ClientInfo>) -> Session {
+    /// A new connection's session; `authenticated` when no password is required.
+    pub fn new(info: Arc<ClientInfo>, authenticated: bool) -> Session {
         Session {
             info,
             resp3: false,
-            authenticated: core.config.requirepass.is_none(),
+            authenticated,
             multi: None,
             db: 0,
             watched: Vec::new(),
@@ -57,11 +56,9 @@ impl Session {
     }
 
     /// Forgets every watched key (UNWATCH, EXEC, DISCARD, RESET, disconnect).
-    pub fn unwatch(&mut self, state: &ServerState) {
+    pub fn unwatch(&mut self, watches: &Watches) {
         if !self.watched.is_empty() {
-            state
-                .watches
-                .remove(self.info.id, self.watched.iter().map(|(k, _)| k));
+            watches.remove(self.info.id, self.watched.iter().map(|(k, _)| k));
             self.watched.clear();
         }
         self.watch_dirty.store(false, Relaxed);

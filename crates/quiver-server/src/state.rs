@@ -1,17 +1,11 @@
 //! What every connection shares: the store, the settings, the statistics and the registries.
 
-use std::future::Future;
 use std::sync::Arc;
-
-use bytes::Bytes;
 
 use quiver_store::Store;
 
 use crate::cluster::ClusterNode;
-use crate::exec::{self, RunEnd};
-use crate::output::Output;
-use crate::service::{Core, Service};
-use crate::session::Session;
+use crate::service::Core;
 use crate::watch::Watches;
 
 pub struct ServerState {
@@ -40,33 +34,6 @@ impl ServerState {
 }
 
 pub type SharedState = Arc<ServerState>;
-
-/// A node executes its connections' runs on its store ([`crate::exec`]).
-impl Service for ServerState {
-    type Conn = ();
-
-    fn core(&self) -> &Core {
-        &self.core
-    }
-
-    fn execute_run<'a>(
-        &'a self,
-        session: &'a mut Session,
-        _conn: &'a mut (),
-        requests: &'a [Vec<Bytes>],
-        out: &'a mut Output<'_>,
-    ) -> impl Future<Output = RunEnd> + Send + 'a {
-        exec::execute_run(self, session, requests, out, self.blocking())
-    }
-
-    fn disconnected(&self, session: &mut Session, _conn: ()) {
-        session.unwatch(self);
-    }
-
-    fn render_metrics(&self) -> String {
-        crate::metrics::render(self)
-    }
-}
 
 #[cfg(test)]
 impl ServerState {

@@ -172,7 +172,7 @@ pub fn run_server(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
         Cmd::Asking | Cmd::ReadOnly | Cmd::ReadWrite => topology::run_connection(ctx, cmd),
         Cmd::RangeImport => rangeimport::run(ctx, args),
         Cmd::Reset => {
-            ctx.session.unwatch(ctx.state);
+            ctx.session.unwatch(&ctx.state.watches);
             connection::run(&mut ctx.conn(), cmd, args)
         }
         _ => connection::run(&mut ctx.conn(), cmd, args),

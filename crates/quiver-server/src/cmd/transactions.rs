@@ -30,7 +30,7 @@ pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
                 return err(errors::DISCARD_WITHOUT_MULTI);
             }
             ctx.session.set_multi(None);
-            ctx.session.unwatch(ctx.state);
+            ctx.session.unwatch(&ctx.state.watches);
             Reply::OK
         }
         Cmd::Watch => {
@@ -40,7 +40,7 @@ pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
             watch(ctx, &args[1..])
         }
         Cmd::Unwatch => {
-            ctx.session.unwatch(ctx.state);
+            ctx.session.unwatch(&ctx.state.watches);
             Reply::OK
         }
         other => Reply::error(format!(

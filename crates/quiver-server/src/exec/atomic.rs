@@ -109,7 +109,7 @@ pub fn exec(ctx: &mut Ctx<'_>) -> Reply {
     } else {
         exec_queued(ctx, &multi.queued)
     };
-    ctx.session.unwatch(ctx.state);
+    ctx.session.unwatch(&ctx.state.watches);
     reply
 }
 

@@ -23,6 +23,7 @@ pub mod cluster;
 pub mod thread;
 pub mod vector;
 
+use std::future::Future;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
@@ -35,7 +36,7 @@ use crate::cmd::{self};
 use crate::errors::{self, Refusal};
 use crate::output::Output;
 use crate::reply::Reply;
-use crate::service::Core;
+use crate::service::{Core, Service};
 use crate::session::Session;
 use crate::state::ServerState;
 use crate::table::{self, Cmd, CommandSpec, Flags};
@@ -45,14 +46,7 @@ use thread::on_thread;
 /// is aborted: EXEC answers EXECABORT, as after any refused command.
 pub const MULTI_QUEUED_MAX: usize = 1 << 20;
 
-/// Why a run stopped early.
-#[derive(Debug, PartialEq, Eq)]
-pub enum RunEnd {
-    /// Every request was executed.
-    Complete,
-    /// The replies exceed `client-output-buffer-limit`: close the connection.
-    OutputLimit,
-}
+pub use crate::service::RunEnd;
 
 /// Longest time a write waits for its range's hand-over to be decided (cluster mode) before
 /// it is answered TRYAGAIN.
@@ -269,7 +263,7 @@ fn prepare<'a>(
         Ok(spec) => spec,
         Err(refused) => {
             if refused.discard {
-                session.unwatch(state);
+                session.unwatch(&state.watches);
             }
             return Prepared::Answered(refused.reply);
         }
@@ -284,7 +278,7 @@ fn prepare<'a>(
             if spec.cmd == Cmd::Exec {
                 // Redis discards a transaction whose EXEC is redirected.
                 session.set_multi(None);
-                session.unwatch(state);
+                session.unwatch(&state.watches);
             } else {
                 flag_transaction(session);
             }
@@ -350,4 +344,31 @@ fn run_one(
         }
     }
     reply
+}
+
+/// A node executes its connections' runs on its store ([`crate::exec`]).
+impl Service for ServerState {
+    type Conn = ();
+
+    fn core(&self) -> &Core {
+        &self.core
+    }
+
+    fn execute_run<'a>(
+        &'a self,
+        session: &'a mut Session,
+        _conn: &'a mut (),
+        requests: &'a [Vec<Bytes>],
+        out: &'a mut Output<'_>,
+    ) -> impl Future<Output = RunEnd> + Send + 'a {
+        execute_run(self, session, requests, out, self.blocking())
+    }
+
+    fn disconnected(&self, session: &mut Session, _conn: ()) {
+        session.unwatch(&self.watches);
+    }
+
+    fn render_metrics(&self) -> String {
+        crate::metrics::render(self)
+    }
 }

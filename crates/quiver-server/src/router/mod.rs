@@ -7,9 +7,12 @@
 //! into one batch per node ([`plan`], [`exec`]); redirects during moves are followed here.
 
 pub mod backend;
+pub mod broadcast;
 pub mod exec;
 pub mod plan;
+pub mod reply;
 pub mod table;
+pub mod txn;
 
 #[cfg(test)]
 mod tests;
@@ -31,8 +34,8 @@ use crate::server::{self, Listeners, ServerError, ShutdownHandle};
 use crate::service::{Core, Service};
 use crate::session::Session;
 use backend::{BackendError, Pool, Replies};
-use exec::RouterConn;
 use table::Tables;
+use txn::RouterConn;
 
 /// What the router counts beyond a RESP server's statistics (INFO `# Router`).
 #[derive(Default)]

@@ -8,6 +8,7 @@
 //! refuses it across slots.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
@@ -22,6 +23,20 @@ pub const NO_TOPOLOGY: &str = "CLUSTERDOWN the router has no topology yet (is et
 pub const UNSERVED: &str = "CLUSTERDOWN Hash slot not served";
 pub const CROSS_NODE: &str = "CROSSSLOT Keys in request don't hash to the same node (the \
      router splits MGET, MSET, DEL, UNLINK, EXISTS and TOUCH only)";
+
+/// Times one command is routed again after a redirect before the node's error goes to the
+/// client.
+pub const REROUTES_MAX: u32 = 5;
+/// Longest wait for a newer topology once a node has said the router's is old.
+pub const TOPOLOGY_WAIT: Duration = Duration::from_millis(1000);
+
+/// The limits the router checks BATCH's arguments against (it stores nothing itself).
+pub fn limits() -> Limits {
+    Limits {
+        value_len_max: quiver_store::Options::default().value_len_max,
+        databases: 1,
+    }
+}
 
 /// How the replies of a command's parts make its reply.
 #[derive(Debug)]

@@ -1,0 +1,173 @@
+//! Commands the router sends to every node: DBSIZE, FLUSHALL, FLUSHDB, KEYS, SCAN,
+//! RANDOMKEY. Their replies are parsed (they are few and small) and combined.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::future::join_all;
+use quiver_client::{Parser, Value};
+
+use super::plan;
+use super::table::SlotTable;
+use super::Router;
+use crate::errors::err;
+use crate::reply::Reply;
+use crate::table::Cmd;
+
+/// Low bits of a router SCAN cursor that name the node being scanned (at most 1024 nodes,
+/// more than `quiver_cluster::topology::NODES_MAX`); the node's own cursor is above them.
+const SCAN_NODE_BITS: u32 = 10;
+
+/// DBSIZE, FLUSHALL, FLUSHDB, KEYS, SCAN and RANDOMKEY over every node.
+pub async fn every_node(router: &Router, cmd: Cmd, args: &[Bytes]) -> Reply {
+    let table = router.tables.current();
+    if table.epoch == 0 || table.addrs.is_empty() {
+        return err(plan::NO_TOPOLOGY);
+    }
+    if cmd == Cmd::Scan {
+        return scan(router, &table, args).await;
+    }
+    let values = match ask_all(router, &table.addrs, args).await {
+        Ok(v) => v,
+        Err(reply) => return reply,
+    };
+    match cmd {
+        Cmd::DbSize => values
+            .iter()
+            .map(|v| match v {
+                Value::Integer(n) => Some(*n),
+                _ => None,
+            })
+            .sum::<Option<i64>>()
+            .map_or_else(
+                || err("ERR router: DBSIZE of a node is no integer"),
+                Reply::Integer,
+            ),
+        Cmd::Keys => Reply::Array(
+            values
+                .into_iter()
+                .flat_map(|v| match v {
+                    Value::Array(keys) => keys,
+                    _ => Vec::new(),
+                })
+                .map(to_reply)
+                .collect(),
+        ),
+        Cmd::RandomKey => {
+            // Some node's random key, starting from a different node each time.
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let start = nanos as usize % values.len();
+            let mut values = values;
+            values.rotate_left(start);
+            values
+                .into_iter()
+                .find(|v| !matches!(v, Value::Null))
+                .map_or(Reply::Null, to_reply)
+        }
+        // FLUSHALL, FLUSHDB: every node said OK.
+        _ => Reply::OK,
+    }
+}
+
+/// Sends `args` to every node at `addrs`; their replies, or the first error as the reply.
+async fn ask_all(router: &Router, addrs: &[Arc<str>], args: &[Bytes]) -> Result<Vec<Value>, Reply> {
+    let mut request = BytesMut::new();
+    quiver_resp::request::put_header(&mut request, b'*', args.len());
+    for a in args {
+        quiver_resp::request::put_bulk(&mut request, a);
+    }
+    let results = join_all(addrs.iter().map(|a| router.send(a, false, &request, 1))).await;
+    router
+        .stats
+        .backend_requests
+        .fetch_add(addrs.len() as u64, Relaxed);
+    results
+        .into_iter()
+        .map(|r| match r {
+            Ok(replies) => match parse(replies.bytes(0)) {
+                Some(Value::Error(e)) => Err(Reply::error(e)),
+                Some(v) => Ok(v),
+                None => Err(err("ERR router: a node's reply could not be parsed")),
+            },
+            Err(e) => Err(Reply::error(format!("ERR router: {e}"))),
+        })
+        .collect()
+}
+
+/// SCAN over the nodes one after the other: the router's cursor is the node's cursor with
+/// the node's index in its low [`SCAN_NODE_BITS`] bits. A key present for the whole scan is
+/// returned at least once, as long as the nodes stay the same.
+async fn scan(router: &Router, table: &SlotTable, args: &[Bytes]) -> Reply {
+    let Some(cursor) = std::str::from_utf8(&args[1])
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    else {
+        return err("ERR invalid cursor");
+    };
+    let node = (cursor & ((1 << SCAN_NODE_BITS) - 1)) as usize;
+    let Some(addr) = table.addrs.get(node) else {
+        return scan_reply(0, Vec::new());
+    };
+    let mut node_args = args.to_vec();
+    node_args[1] = Bytes::from((cursor >> SCAN_NODE_BITS).to_string());
+    let value = match ask_all(router, std::slice::from_ref(addr), &node_args).await {
+        Ok(mut v) => v.swap_remove(0),
+        Err(reply) => return reply,
+    };
+    let Value::Array(mut page) = value else {
+        return err("ERR router: a node's SCAN reply is no array");
+    };
+    let (Some(Value::Array(keys)), Some(Value::Bulk(next))) = (page.pop(), page.pop()) else {
+        return err("ERR router: a node's SCAN reply has no cursor and keys");
+    };
+    let Some(next) = std::str::from_utf8(&next)
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    else {
+        return err("ERR router: a node's SCAN cursor is no number");
+    };
+    let cursor = if next == 0 {
+        if node + 1 < table.addrs.len() {
+            (node + 1) as u64
+        } else {
+            0
+        }
+    } else if next >> (64 - SCAN_NODE_BITS) != 0 {
+        return err("ERR router: a node's SCAN cursor is too large to carry");
+    } else {
+        next << SCAN_NODE_BITS | node as u64
+    };
+    scan_reply(cursor, keys.into_iter().map(to_reply).collect())
+}
+
+fn scan_reply(cursor: u64, keys: Vec<Reply>) -> Reply {
+    Reply::Array(vec![
+        Reply::Bulk(Bytes::from(cursor.to_string())),
+        Reply::Array(keys),
+    ])
+}
+
+/// One complete reply's bytes as a value.
+fn parse(bytes: &[u8]) -> Option<Value> {
+    let mut buf = BytesMut::from(bytes);
+    Parser::new().parse(&mut buf).ok().flatten()
+}
+
+/// A node's reply as the router's (for what KEYS, SCAN and RANDOMKEY return: strings).
+fn to_reply(v: Value) -> Reply {
+    match v {
+        Value::Bulk(b) => Reply::Bulk(b),
+        Value::Simple(s) => Reply::simple(s),
+        Value::Error(e) => Reply::error(e),
+        Value::Integer(n) => Reply::Integer(n),
+        Value::Null => Reply::Null,
+        Value::Array(a) => Reply::Array(a.into_iter().map(to_reply).collect()),
+        other => Reply::error(format!(
+            "ERR router: unexpected {} from a node",
+            other.kind()
+        )),
+    }
+}
