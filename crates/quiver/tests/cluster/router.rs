@@ -1,10 +1,13 @@
 //! `quiver router`, the front-end for clients that know nothing of clusters: plain
 //! connections (quiver-client's `Connection`, `redis-cli` without `-c`, redis-py's
 //! `redis.Redis`) to one router that routes every command by slot. A multiget across nodes is
-//! one request per back-end (the router's INFO counts them); the router follows moves under
-//! load without its clients seeing a redirect; a back-end killed and restarted costs its own
-//! keys only, and only while it is down; `--requirepass` and malformed frames are handled as
-//! `quiver serve` handles them.
+//! one request per back-end and a pipeline one batch per back-end (the router's INFO counts
+//! them); MULTI/EXEC and WATCH run on one node and are refused (CROSSSLOT) across nodes, as
+//! are the multi-key commands it does not split; keyless commands (DBSIZE, KEYS, SCAN,
+//! RANDOMKEY, FLUSHALL) cover every node; the router follows moves under load without its
+//! clients seeing a redirect; a back-end killed and restarted costs its own keys only, and only
+//! while it is down; `--requirepass` and malformed frames are handled as `quiver serve` handles
+//! them.
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
