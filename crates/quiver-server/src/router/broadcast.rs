@@ -15,6 +15,14 @@ use crate::errors::err;
 use crate::reply::Reply;
 use crate::table::Cmd;
 
+/// The commands the router answers from every node.
+pub fn spans_every_node(cmd: Cmd) -> bool {
+    matches!(
+        cmd,
+        Cmd::DbSize | Cmd::FlushAll | Cmd::FlushDb | Cmd::Keys | Cmd::Scan | Cmd::RandomKey
+    )
+}
+
 /// Low bits of a router SCAN cursor that name the node being scanned (at most 1024 nodes,
 /// more than `quiver_cluster::topology::NODES_MAX`); the node's own cursor is above them.
 const SCAN_NODE_BITS: u32 = 10;

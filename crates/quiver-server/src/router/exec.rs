@@ -159,6 +159,15 @@ fn prepare<'a>(
         return Prepared::Answered(err(text));
     }
     if session.multi.is_some() && !spec.flags.contains(Flags::NOT_QUEUED) {
+        // A transaction runs on one node: what the router answers from every node would
+        // answer for one only (a FLUSHALL that flushes a third of the keys).
+        if broadcast::spans_every_node(spec.cmd) {
+            exec::flag_transaction(session);
+            return Prepared::Answered(Reply::error(format!(
+                "ERR {} inside MULTI is not supported by the router: it spans every node",
+                spec.name.to_ascii_uppercase()
+            )));
+        }
         // Every queued command must live on the transaction's node: refused now, as Redis
         // Cluster refuses a command on another slot.
         let keys = keys_of(spec, args, &limits());
@@ -442,9 +451,7 @@ async fn run_local(
         }
         Cmd::Watch => return txn::watch(router, session, conn, args).await,
         Cmd::Exec => return txn::exec(router, session, conn).await,
-        Cmd::DbSize | Cmd::FlushAll | Cmd::FlushDb | Cmd::Keys | Cmd::Scan | Cmd::RandomKey => {
-            broadcast::every_node(router, spec.cmd, args).await
-        }
+        cmd if broadcast::spans_every_node(cmd) => broadcast::every_node(router, cmd, args).await,
         Cmd::Reset => {
             conn.pinned = None;
             conn.multi_node = None;

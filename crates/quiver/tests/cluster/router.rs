@@ -796,6 +796,19 @@ fn router_transactions_and_keyless_commands() {
     );
     assert_eq!(c.get(a).unwrap().as_deref(), Some(&b"in-exec"[..]));
     assert_eq!(c.get(b).unwrap().as_deref(), Some(b.as_bytes()));
+    // What the router answers from every node is refused in a transaction (it would run on
+    // the transaction's node only): a FLUSHALL there must not flush a third of the keys.
+    for cmd in ["FLUSHALL", "DBSIZE", "RANDOMKEY"] {
+        assert_eq!(c.command(&[b"MULTI"]).unwrap(), ok());
+        assert_error(
+            c.command(&[cmd.as_bytes()]),
+            &format!("ERR {cmd} inside MULTI is not supported by the router"),
+            "a command over every node inside MULTI",
+        );
+        assert_error(c.command(&[b"EXEC"]), "EXECABORT", "EXEC after it");
+    }
+    assert_eq!(c.get(a).unwrap().as_deref(), Some(&b"in-exec"[..]));
+    assert_eq!(c.get(b).unwrap().as_deref(), Some(b.as_bytes()));
     // DISCARD drops a queue.
     assert_eq!(c.command(&[b"MULTI"]).unwrap(), ok());
     c.command(&[b"SET", a.as_bytes(), b"discarded"]).unwrap();
