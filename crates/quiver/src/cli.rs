@@ -281,21 +281,42 @@ pub struct LoadArgs {
     pub conn: ConnArgs,
 }
 
-/// `quiver serve` flags; each overrides the same setting of the --config file.
+/// The flags of any RESP server (`serve`, `router`); each overrides the same setting of the
+/// --config file.
 #[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// TOML file of settings (Redis's names: port, maxclients, requirepass, ...).
+pub struct ListenArgs {
+    /// TOML file of settings (Redis's names: port, maxclients, requirepass, ...; the router
+    /// ignores those about the store).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Address to listen on [default: 127.0.0.1].
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<std::net::IpAddr>,
-    /// TCP port; 0 picks a free one [default: 7379].
+    /// TCP port; 0 picks a free one [default: 7379; router: 7380].
     #[arg(long, value_name = "PORT")]
     pub port: Option<u16>,
     /// Also listen on this Unix socket.
     #[arg(long, value_name = "PATH")]
     pub unixsocket: Option<PathBuf>,
+    /// Password clients must give with AUTH.
+    #[arg(long, value_name = "PASSWORD")]
+    pub requirepass: Option<String>,
+    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9121).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Worker threads (0 = one per core).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Log format: text or json.
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<quiver_server::config::LogFormat>,
+}
+
+/// `quiver serve` flags; each overrides the same setting of the --config file.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub listen: ListenArgs,
     /// What an acknowledged write survives: none, os (process crash) or fsync (power loss)
     /// [default: os].
     #[arg(long, value_name = "MODE")]
@@ -303,12 +324,6 @@ pub struct ServeArgs {
     /// Read backend: mmap, pread or io_uring [default: mmap].
     #[arg(long, value_name = "B")]
     pub backend: Option<BackendKind>,
-    /// Password clients must give with AUTH.
-    #[arg(long, value_name = "PASSWORD")]
-    pub requirepass: Option<String>,
-    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9121).
-    #[arg(long, value_name = "ADDR")]
-    pub metrics_addr: Option<std::net::SocketAddr>,
     /// Databases SELECT can choose from [default: 16].
     #[arg(long, value_name = "N")]
     pub databases: Option<u32>,
@@ -318,12 +333,6 @@ pub struct ServeArgs {
     /// Coalesce single GETs across connections: off or adaptive.
     #[arg(long, value_name = "MODE")]
     pub coalesce: Option<quiver_server::config::Coalesce>,
-    /// Worker threads (0 = one per core).
-    #[arg(long, value_name = "N")]
-    pub threads: Option<usize>,
-    /// Log format: text or json.
-    #[arg(long, value_name = "FORMAT")]
-    pub log_format: Option<quiver_server::config::LogFormat>,
     /// Join a cluster: serve the hash slots its topology in etcd gives this node.
     #[arg(long)]
     pub cluster: bool,
@@ -342,39 +351,17 @@ pub struct ServeArgs {
     pub advertise: Option<String>,
 }
 
+/// `quiver router` flags.
 #[derive(Debug, Args)]
 pub struct RouterArgs {
+    #[command(flatten)]
+    pub listen: ListenArgs,
     /// etcd endpoints of the cluster, comma-separated (http://host:port).
     #[arg(long, value_name = "URLS")]
     pub etcd: String,
     /// Prefix of the cluster's keys in etcd [default: /quiver].
     #[arg(long, value_name = "PREFIX")]
     pub etcd_prefix: Option<String>,
-    /// TOML file of settings (serve's: port, maxclients, requirepass, ...; those about the
-    /// store are ignored).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Address to listen on [default: 127.0.0.1].
-    #[arg(long, value_name = "ADDR")]
-    pub bind: Option<std::net::IpAddr>,
-    /// TCP port; 0 picks a free one [default: 7380].
-    #[arg(long, value_name = "PORT")]
-    pub port: Option<u16>,
-    /// Also listen on this Unix socket.
-    #[arg(long, value_name = "PATH")]
-    pub unixsocket: Option<PathBuf>,
-    /// Password clients must give with AUTH.
-    #[arg(long, value_name = "PASSWORD")]
-    pub requirepass: Option<String>,
-    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9122).
-    #[arg(long, value_name = "ADDR")]
-    pub metrics_addr: Option<std::net::SocketAddr>,
-    /// Worker threads (0 = one per core).
-    #[arg(long, value_name = "N")]
-    pub threads: Option<usize>,
-    /// Log format: text or json.
-    #[arg(long, value_name = "FORMAT")]
-    pub log_format: Option<quiver_server::config::LogFormat>,
 }
 
 #[derive(Debug, Subcommand)]

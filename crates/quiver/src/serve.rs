@@ -9,40 +9,18 @@ use quiver_server::config::{Config, LogFormat};
 use quiver_server::router::RouterServer;
 use quiver_server::Server;
 
-use crate::cli::{RouterArgs, ServeArgs};
+use crate::cli::{ListenArgs, RouterArgs, ServeArgs};
 use crate::error::CliError;
 
 pub fn serve(dir: Option<PathBuf>, a: &ServeArgs) -> Result<(), CliError> {
-    let mut config = match &a.config {
-        Some(path) => Config::from_file(path).map_err(|e| CliError::Usage(e.to_string()))?,
-        None => Config::default(),
-    };
+    let mut config = listen_config(&a.listen, Config::default())?;
     if let Some(d) = dir {
         config.dir = d;
     }
     macro_rules! flag {
         ($($field:ident),*) => { $( if let Some(v) = a.$field.clone() { config.$field = v.into(); } )* };
     }
-    flag!(
-        bind,
-        port,
-        durability,
-        backend,
-        databases,
-        max_vector_width,
-        coalesce,
-        threads,
-        log_format
-    );
-    if let Some(p) = &a.unixsocket {
-        config.unixsocket = Some(p.clone());
-    }
-    if let Some(p) = &a.requirepass {
-        config.requirepass = Some(p.clone());
-    }
-    if let Some(m) = a.metrics_addr {
-        config.metrics_addr = Some(m);
-    }
+    flag!(durability, backend, databases, max_vector_width, coalesce);
     if a.cluster {
         config.cluster_enabled = true;
     }
@@ -73,26 +51,11 @@ pub fn serve(dir: Option<PathBuf>, a: &ServeArgs) -> Result<(), CliError> {
 pub const ROUTER_DEFAULT_PORT: u16 = 7380;
 
 pub fn router(a: &RouterArgs) -> Result<(), CliError> {
-    let mut config = match &a.config {
-        Some(path) => Config::from_file(path).map_err(|e| CliError::Usage(e.to_string()))?,
-        None => Config {
-            port: ROUTER_DEFAULT_PORT,
-            ..Config::default()
-        },
+    let defaults = Config {
+        port: ROUTER_DEFAULT_PORT,
+        ..Config::default()
     };
-    macro_rules! flag {
-        ($($field:ident),*) => { $( if let Some(v) = a.$field.clone() { config.$field = v.into(); } )* };
-    }
-    flag!(bind, port, threads, log_format);
-    if let Some(p) = &a.unixsocket {
-        config.unixsocket = Some(p.clone());
-    }
-    if let Some(p) = &a.requirepass {
-        config.requirepass = Some(p.clone());
-    }
-    if let Some(m) = a.metrics_addr {
-        config.metrics_addr = Some(m);
-    }
+    let config = listen_config(&a.listen, defaults)?;
     let etcd = quiver_server::agent::EtcdSettings {
         endpoints: a.etcd.clone(),
         prefix: a
@@ -109,6 +72,29 @@ pub fn router(a: &RouterArgs) -> Result<(), CliError> {
     }
     out.flush()?;
     router.run(true).map_err(CliError::Server)
+}
+
+/// The settings of the --config file (else `defaults`), overridden by the flags of any RESP
+/// server.
+fn listen_config(a: &ListenArgs, defaults: Config) -> Result<Config, CliError> {
+    let mut config = match &a.config {
+        Some(path) => Config::from_file(path).map_err(|e| CliError::Usage(e.to_string()))?,
+        None => defaults,
+    };
+    macro_rules! flag {
+        ($($field:ident),*) => { $( if let Some(v) = a.$field.clone() { config.$field = v.into(); } )* };
+    }
+    flag!(bind, port, threads, log_format);
+    if let Some(p) = &a.unixsocket {
+        config.unixsocket = Some(p.clone());
+    }
+    if let Some(p) = &a.requirepass {
+        config.requirepass = Some(p.clone());
+    }
+    if let Some(m) = a.metrics_addr {
+        config.metrics_addr = Some(m);
+    }
+    Ok(config)
 }
 
 /// Structured logs on stderr; `RUST_LOG` filters them (default `info`).

@@ -117,26 +117,37 @@ pub fn parse<'a>(
             keys(Box::new(keyspace::Keyspace::parse(cmd, args)?))
         }
         Cmd::Exec => Ok(Command::Exec),
-        Cmd::Ping
-        | Cmd::Echo
-        | Cmd::Hello
-        | Cmd::Auth
-        | Cmd::Select
-        | Cmd::Quit
-        | Cmd::Reset
-        | Cmd::Client
-        | Cmd::Command
-        | Cmd::Config
-        | Cmd::Info
-        | Cmd::Multi
-        | Cmd::Discard
-        | Cmd::Watch
-        | Cmd::Unwatch
-        | Cmd::Asking
-        | Cmd::ReadOnly
-        | Cmd::ReadWrite
-        | Cmd::RangeImport => Ok(Command::Server),
+        server if is_server_command(server) => Ok(Command::Server),
+        other => Err(Reply::error(format!(
+            "ERR internal error: {other:?} has no parser"
+        ))),
     }
+}
+
+/// Commands about the connection or the server: they touch no key ([`run_server`]).
+pub fn is_server_command(cmd: Cmd) -> bool {
+    matches!(
+        cmd,
+        Cmd::Ping
+            | Cmd::Echo
+            | Cmd::Hello
+            | Cmd::Auth
+            | Cmd::Select
+            | Cmd::Quit
+            | Cmd::Reset
+            | Cmd::Client
+            | Cmd::Command
+            | Cmd::Config
+            | Cmd::Info
+            | Cmd::Multi
+            | Cmd::Discard
+            | Cmd::Watch
+            | Cmd::Unwatch
+            | Cmd::Asking
+            | Cmd::ReadOnly
+            | Cmd::ReadWrite
+            | Cmd::RangeImport
+    )
 }
 
 /// The refusal Redis gives a request before running or queueing it when it names an unknown

@@ -204,37 +204,12 @@ fn prepare<'a>(
     }
 }
 
-/// Commands the router answers itself, or by asking every node.
+/// Commands the router answers itself (a node's server commands, EXEC, CLUSTER), or by asking
+/// every node.
 fn runs_on_router(cmd: Cmd) -> bool {
-    matches!(
-        cmd,
-        Cmd::Ping
-            | Cmd::Echo
-            | Cmd::Hello
-            | Cmd::Auth
-            | Cmd::Select
-            | Cmd::Quit
-            | Cmd::Reset
-            | Cmd::Client
-            | Cmd::Command
-            | Cmd::Config
-            | Cmd::Info
-            | Cmd::Asking
-            | Cmd::ReadOnly
-            | Cmd::ReadWrite
-            | Cmd::Cluster
-            | Cmd::Multi
-            | Cmd::Exec
-            | Cmd::Discard
-            | Cmd::Watch
-            | Cmd::Unwatch
-            | Cmd::DbSize
-            | Cmd::FlushAll
-            | Cmd::FlushDb
-            | Cmd::Keys
-            | Cmd::Scan
-            | Cmd::RandomKey
-    )
+    crate::cmd::is_server_command(cmd)
+        || matches!(cmd, Cmd::Exec | Cmd::Cluster)
+        || broadcast::spans_every_node(cmd)
 }
 
 /// Sends `items` (planned with the table of `epoch`) and assembles their replies, routing

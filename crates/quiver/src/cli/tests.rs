@@ -59,7 +59,7 @@ fn connection_flags_parse() {
     let Command::Serve(a) = cli.command else {
         panic!("parsed as {:?}", cli.command)
     };
-    assert_eq!(a.port, Some(0));
+    assert_eq!(a.listen.port, Some(0));
 }
 
 #[test]

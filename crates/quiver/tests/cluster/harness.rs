@@ -404,7 +404,7 @@ impl Node {
         let log_start = log_len(&self.log());
         let config = self.dir.with_extension("toml");
         std::fs::write(&config, NODE_CONFIG).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        let child = Command::new(env!("CARGO_BIN_EXE_quiver"))
             .arg("--dir")
             .arg(&self.dir)
             .args([
@@ -425,24 +425,33 @@ impl Node {
             .stderr(append(&self.log()))
             .spawn()
             .expect("the quiver binary starts");
-        let rx = crate::process::lines_of(child.stdout.take().unwrap());
-        let first = rx.recv_timeout(WAIT);
         let expected = format!("quiver listening on {}", self.addr());
-        match first {
-            Ok(line) if line.trim() == expected => {
-                self.child = Some(child);
-                self._stdout = Some(rx);
-                Ok(())
-            }
-            other => {
-                let _ = child.kill();
-                let status = child.wait().unwrap();
-                Err(start_failure(
-                    &self.log(),
-                    log_start,
-                    format!("no `{expected}` line ({other:?}; {status})"),
-                ))
-            }
+        let (child, rx) = await_listening(child, &expected, &self.log(), log_start)?;
+        self.child = Some(child);
+        self._stdout = Some(rx);
+        Ok(())
+    }
+}
+
+/// Waits for a started server's first stdout line, `expected` (it is listening); otherwise
+/// kills it and says why, with the end of its log from `log_start`.
+fn await_listening(
+    mut child: Child,
+    expected: &str,
+    log: &Path,
+    log_start: usize,
+) -> Result<(Child, mpsc::Receiver<String>), StartFailure> {
+    let rx = crate::process::lines_of(child.stdout.take().unwrap());
+    match rx.recv_timeout(WAIT) {
+        Ok(line) if line.trim() == expected => Ok((child, rx)),
+        other => {
+            let _ = child.kill();
+            let status = child.wait().unwrap();
+            Err(start_failure(
+                log,
+                log_start,
+                format!("no `{expected}` line ({other:?}; {status})"),
+            ))
         }
     }
 }
@@ -590,7 +599,7 @@ impl Router {
     fn spawn(&mut self) -> Result<(), StartFailure> {
         let port = self.port.to_string();
         let log_start = log_len(&self.log());
-        let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        let child = Command::new(env!("CARGO_BIN_EXE_quiver"))
             .args(["router", "--etcd", &self.etcd_url, "--port", &port])
             .args(&self.args)
             .env("RUST_LOG", "info")
@@ -599,25 +608,11 @@ impl Router {
             .stderr(append(&self.log()))
             .spawn()
             .expect("the quiver binary starts");
-        let rx = crate::process::lines_of(child.stdout.take().unwrap());
-        let first = rx.recv_timeout(WAIT);
         let expected = format!("quiver router listening on {}", self.addr());
-        match first {
-            Ok(line) if line.trim() == expected => {
-                self.child = Some(child);
-                self._stdout = Some(rx);
-                Ok(())
-            }
-            other => {
-                let _ = child.kill();
-                let status = child.wait().unwrap();
-                Err(start_failure(
-                    &self.log(),
-                    log_start,
-                    format!("no `{expected}` line ({other:?}; {status})"),
-                ))
-            }
-        }
+        let (child, rx) = await_listening(child, &expected, &self.log(), log_start)?;
+        self.child = Some(child);
+        self._stdout = Some(rx);
+        Ok(())
     }
 }
 

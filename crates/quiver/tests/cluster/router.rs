@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 
 use quiver_client::{Connection, Error, Value};
@@ -177,37 +177,6 @@ fn router_cross_node_mget_is_one_request_per_backend() {
     }
 }
 
-/// Runs `cmd` with `input` on its stdin, to its end (bounded by `WAIT`); its status, stdout
-/// and stderr.
-fn run_with_input(
-    cmd: &mut Command,
-    input: Vec<u8>,
-    what: &str,
-) -> (std::process::ExitStatus, String, String) {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
-    let mut stdin = child.stdin.take().unwrap();
-    let feeder = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            s
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let status = crate::process::wait_exit(&mut child, what, WAIT);
-    feeder.join().unwrap();
-    (status, out.join().unwrap(), err.join().unwrap())
-}
-
 /// A command in RESP, as `redis-cli --pipe` wants its input.
 fn resp(args: &[&str]) -> String {
     let mut out = format!("*{}\r\n", args.len());
@@ -267,10 +236,11 @@ fn redis_cli_through_router() {
     for (i, k) in pipe_keys.iter().enumerate() {
         input.push_str(&resp(&["SET", k, &format!("piped-{i}")]));
     }
-    let (status, out, err) = run_with_input(
+    let (status, out, err) = crate::process::run_with_input(
         Command::new(&cli).args(["-p", &port, "--pipe"]),
         input.into_bytes(),
         "redis-cli --pipe",
+        WAIT,
     );
     assert!(status.success(), "redis-cli --pipe: {status}\n{out}{err}");
     assert!(
@@ -292,10 +262,11 @@ fn redis_cli_through_router() {
     for (i, k) in pipe_keys.iter().take(100).enumerate() {
         lines.push_str(&format!("GET {k}\nAPPEND {k} +{i}\n"));
     }
-    let (status, out, err) = run_with_input(
+    let (status, out, err) = crate::process::run_with_input(
         Command::new(&cli).args(["-p", &port]),
         lines.into_bytes(),
         "redis-cli reading commands from stdin",
+        WAIT,
     );
     assert!(status.success(), "redis-cli: {status}\n{out}{err}");
     let replies: Vec<&str> = out.lines().collect();

@@ -28,12 +28,26 @@ pub fn wait_exit(child: &mut Child, what: &str, limit: Duration) -> ExitStatus {
 /// Runs a program to its end (a hang past `limit` kills it and fails the test); returns its
 /// exit status, stdout and stderr.
 pub fn run(cmd: &mut Command, what: &str, limit: Duration) -> (ExitStatus, String, String) {
+    run_with_input(cmd, Vec::new(), what, limit)
+}
+
+/// [`run`] with `input` written to the program's stdin (then closed).
+pub fn run_with_input(
+    cmd: &mut Command,
+    input: Vec<u8>,
+    what: &str,
+    limit: Duration,
+) -> (ExitStatus, String, String) {
     let mut child = cmd
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let _ = std::io::Write::write_all(&mut stdin, &input);
+    });
     let drain = |mut r: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
             let mut s = String::new();
@@ -44,6 +58,7 @@ pub fn run(cmd: &mut Command, what: &str, limit: Duration) -> (ExitStatus, Strin
     let out = drain(Box::new(child.stdout.take().unwrap()));
     let err = drain(Box::new(child.stderr.take().unwrap()));
     let status = wait_exit(&mut child, what, limit);
+    feeder.join().unwrap();
     (status, out.join().unwrap(), err.join().unwrap())
 }
 
