@@ -18,7 +18,7 @@ use quiver_client::Value;
 use quiver_store::slot::key_slot;
 
 use crate::harness::{cluster_client, tail, wait_until, Cluster, Env, Node};
-use load::{Known, Load, Report};
+use load::{Known, Kv, Load, Report};
 
 /// Keys per MSET while loading, and per MGET while reading back.
 const CHUNK: usize = 1000;
@@ -57,17 +57,31 @@ fn load(cluster: &Cluster, pairs: &[(String, String)]) {
 /// Reads every key of `expected` through a fresh cluster client: each must hold its value
 /// (`None`: must not exist).
 pub fn read_back(cluster: &Cluster, expected: &[(String, Option<String>)]) {
-    let mut client = cluster.client();
+    read_back_via(
+        &mut cluster.client(),
+        "the cluster client",
+        cluster,
+        expected,
+    );
+}
+
+/// [`read_back`] through `kv` (a cluster client, or a connection to a router), named `via`.
+pub fn read_back_via(
+    kv: &mut impl Kv,
+    via: &str,
+    cluster: &Cluster,
+    expected: &[(String, Option<String>)],
+) {
     for chunk in expected.chunks(CHUNK) {
         let keys: Vec<&str> = chunk.iter().map(|(k, _)| k.as_str()).collect();
-        let values = client
+        let values = kv
             .multi_get(&keys)
-            .unwrap_or_else(|e| panic!("MGET: {e}\n{}", cluster.logs()));
+            .unwrap_or_else(|e| panic!("MGET through {via}: {e}\n{}", cluster.logs()));
         for ((k, want), got) in chunk.iter().zip(values) {
             assert_eq!(
                 got.as_deref(),
                 want.as_deref().map(str::as_bytes),
-                "{k}: lost, stale or resurrected"
+                "{k} through {via}: lost, stale or resurrected"
             );
         }
     }

@@ -19,7 +19,9 @@ use quiver_client::{Connection, Error, Value};
 
 use crate::harness::{connect, connect_options, program, run, wait_until, Cluster, WAIT};
 use crate::moves::load::{Known, Kv, Load};
-use crate::moves::{assert_no_failures, owners, pairs_in, range, read_back, wait_settled};
+use crate::moves::{
+    assert_no_failures, owners, pairs_in, range, read_back, read_back_via, wait_settled,
+};
 use crate::{error_text, owner_of};
 
 /// Pairs per MSET and keys per MGET when loading and reading back through the router.
@@ -381,19 +383,7 @@ fn router_follows_moves_under_load() {
             expected.push((k.clone(), v.clone()));
         }
     }
-    for chunk in expected.chunks(CHUNK) {
-        let keys: Vec<&str> = chunk.iter().map(|(k, _)| k.as_str()).collect();
-        let values = c
-            .multi_get(&keys)
-            .unwrap_or_else(|e| panic!("MGET through the router: {e}\n{}", cluster.logs()));
-        for ((k, want), got) in chunk.iter().zip(values) {
-            assert_eq!(
-                got.as_deref(),
-                want.as_deref().map(str::as_bytes),
-                "{k} through the router: lost, stale or resurrected"
-            );
-        }
-    }
+    read_back_via(&mut c, "the router", &cluster, &expected);
     read_back(&cluster, &expected);
 }
 
