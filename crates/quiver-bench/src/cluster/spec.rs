@@ -5,9 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
 use crate::keys::check_key_params;
-use crate::net::spec::{
-    DURATION_S_MAX, LABEL_LEN_MAX, REQUEST_BYTES_MAX, TAGS_MAX, VALUE_SIZE_MAX, WARMUP_S_MAX,
-};
+use crate::net::spec::{check_window, LABEL_LEN_MAX, REQUEST_BYTES_MAX, TAGS_MAX, VALUE_SIZE_MAX};
 
 /// Widest multiget (Quiver's default vector limit, as for `bench net`).
 pub const WIDTH_MAX: usize = 65_536;
@@ -135,18 +133,7 @@ impl ClusterConfig {
                 self.threads
             ));
         }
-        if !(self.duration_s > 0.0 && self.duration_s <= DURATION_S_MAX) {
-            return bad(format!(
-                "duration {} s outside (0, {DURATION_S_MAX}]",
-                self.duration_s
-            ));
-        }
-        if !(0.0..=WARMUP_S_MAX).contains(&self.warmup_s) {
-            return bad(format!(
-                "warm-up {} s outside [0, {WARMUP_S_MAX}]",
-                self.warmup_s
-            ));
-        }
+        check_window(self.warmup_s, self.duration_s)?;
         if self.server_pids.len() > SERVER_PIDS_MAX {
             return bad(format!("at most {SERVER_PIDS_MAX} server pids"));
         }

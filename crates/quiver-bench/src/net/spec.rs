@@ -22,6 +22,22 @@ pub const REQUEST_BYTES_MAX: usize = 64 << 20;
 /// Longest measured run and longest warm-up, in seconds.
 pub const DURATION_S_MAX: f64 = 86_400.0;
 pub const WARMUP_S_MAX: f64 = 3_600.0;
+
+/// Checks a run's warm-up and measured seconds against [`WARMUP_S_MAX`] and
+/// [`DURATION_S_MAX`] (every load generator's window).
+pub fn check_window(warmup_s: f64, duration_s: f64) -> Result<()> {
+    if !(duration_s > 0.0 && duration_s <= DURATION_S_MAX) {
+        return Err(Error::Invalid(format!(
+            "duration {duration_s} s outside (0, {DURATION_S_MAX}]"
+        )));
+    }
+    if !(0.0..=WARMUP_S_MAX).contains(&warmup_s) {
+        return Err(Error::Invalid(format!(
+            "warm-up {warmup_s} s outside [0, {WARMUP_S_MAX}]"
+        )));
+    }
+    Ok(())
+}
 /// Most rates in one `--rate-sweep`.
 pub const SWEEP_RATES_MAX: usize = 1000;
 /// Default cap on a connection's outstanding requests in the open loop: large, so that a
@@ -179,18 +195,7 @@ impl NetConfig {
                 }
             }
         }
-        if !(self.duration_s > 0.0 && self.duration_s <= DURATION_S_MAX) {
-            return bad(format!(
-                "duration {} s outside (0, {DURATION_S_MAX}]",
-                self.duration_s
-            ));
-        }
-        if !(0.0..=WARMUP_S_MAX).contains(&self.warmup_s) {
-            return bad(format!(
-                "warm-up {} s outside [0, {WARMUP_S_MAX}]",
-                self.warmup_s
-            ));
-        }
+        check_window(self.warmup_s, self.duration_s)?;
         if self.tags.len() > TAGS_MAX {
             return bad(format!("at most {TAGS_MAX} tags"));
         }

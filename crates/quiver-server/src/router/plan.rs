@@ -30,10 +30,11 @@ pub const REROUTES_MAX: u32 = 5;
 /// Longest wait for a newer topology once a node has said the router's is old.
 pub const TOPOLOGY_WAIT: Duration = Duration::from_millis(1000);
 
-/// The limits the router checks BATCH's arguments against (it stores nothing itself).
-pub fn limits() -> Limits {
+/// The limits the router checks BATCH's arguments against (it stores nothing itself; the
+/// nodes check values against their own settings). A constant: `plan` runs per request.
+pub const fn limits() -> Limits {
     Limits {
-        value_len_max: quiver_store::Options::default().value_len_max,
+        value_len_max: quiver_store::options::VALUE_LEN_MAX_DEFAULT,
         databases: 1,
     }
 }

@@ -54,6 +54,27 @@ fn load(cluster: &Cluster, pairs: &[(String, String)]) {
     }
 }
 
+/// What every key must hold after a load without failures: the fixed pairs, and each writer's
+/// keys in their last acknowledged state (`None`: deleted).
+pub fn expected_after(
+    fixed: &[(String, String)],
+    reports: &[Report],
+) -> Vec<(String, Option<String>)> {
+    let mut expected: Vec<(String, Option<String>)> = fixed
+        .iter()
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .collect();
+    for r in reports {
+        for (k, known) in &r.model {
+            let Known::Value(v) = known else {
+                unreachable!("no operation failed")
+            };
+            expected.push((k.clone(), v.clone()));
+        }
+    }
+    expected
+}
+
 /// Reads every key of `expected` through a fresh cluster client: each must hold its value
 /// (`None`: must not exist).
 pub fn read_back(cluster: &Cluster, expected: &[(String, Option<String>)]) {
@@ -279,18 +300,7 @@ fn move_under_load_loses_nothing() {
     }
 
     // Every acknowledged write reads back, every acknowledged DEL stays deleted.
-    let mut expected: Vec<(String, Option<String>)> = fixed
-        .iter()
-        .map(|(k, v)| (k.clone(), Some(v.clone())))
-        .collect();
-    for r in &reports {
-        for (k, known) in &r.model {
-            let Known::Value(v) = known else {
-                unreachable!("no operation failed")
-            };
-            expected.push((k.clone(), v.clone()));
-        }
-    }
+    let expected = expected_after(&fixed, &reports);
     read_back(&cluster, &expected);
 
     // Once the drops are done, the nodes hold the live keys and nothing else.

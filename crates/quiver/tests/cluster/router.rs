@@ -18,9 +18,10 @@ use std::sync::Arc;
 use quiver_client::{Connection, Error, Value};
 
 use crate::harness::{connect, connect_options, program, run, wait_until, Cluster, WAIT};
-use crate::moves::load::{Known, Kv, Load};
+use crate::moves::load::{Kv, Load};
 use crate::moves::{
-    assert_no_failures, owners, pairs_in, range, read_back, read_back_via, wait_settled,
+    assert_no_failures, expected_after, owners, pairs_in, range, read_back, read_back_via,
+    wait_settled,
 };
 use crate::{error_text, owner_of};
 
@@ -371,18 +372,7 @@ fn router_follows_moves_under_load() {
 
     // Every acknowledged write reads back, every acknowledged DEL stays deleted: through the
     // router, and through a cluster client straight from the nodes.
-    let mut expected: Vec<(String, Option<String>)> = fixed
-        .iter()
-        .map(|(k, v)| (k.clone(), Some(v.clone())))
-        .collect();
-    for report in &reports {
-        for (k, known) in &report.model {
-            let Known::Value(v) = known else {
-                unreachable!("no operation failed")
-            };
-            expected.push((k.clone(), v.clone()));
-        }
-    }
+    let expected = expected_after(&fixed, &reports);
     read_back_via(&mut c, "the router", &cluster, &expected);
     read_back(&cluster, &expected);
 }
