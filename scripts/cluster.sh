@@ -9,8 +9,8 @@
 # up: builds quiver (cargo build --release -p quiver, installing protoc when missing) unless
 # --bin names a binary; installs etcd when missing; starts etcd (data in D/etcd) and the nodes
 # node-1 .. node-N (data in D/node-I); waits until each node has registered in etcd; runs
-# `quiver cluster create --replicas R` (R defaults to 1, the only chain length this build
-# serves: a larger R is refused, and up fails with quiver's message); waits until every node's
+# `quiver cluster create --replicas R` (chains of R nodes, 1 to 3, R <= N; R defaults to 1; a
+# refused R makes up fail with quiver's message); waits until every node's
 # CLUSTER INFO says cluster_state:ok; starts the router (`quiver router --etcd URL --port P
 # --config D/router.toml`: the front-end plain Redis clients use, no data directory), waits
 # until it answers PING and its INFO shows a topology (router_epoch above 0); prints one JSON

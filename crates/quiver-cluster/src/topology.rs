@@ -6,9 +6,10 @@
 //! "newer" is one integer comparison. A node adopts a topology only when its epoch is higher
 //! than the one it has.
 //!
-//! Slots are Redis Cluster's 16384 hash slots. A range is owned by a chain of `replicas` nodes
-//! (FAWN-KV's chains; the head is the owner clients are sent to). Replication is issue 12's:
-//! until then `replicas` is 1 and a chain is its owner alone.
+//! Slots are Redis Cluster's 16384 hash slots. A range is owned by a chain of up to `replicas`
+//! nodes (FAWN-KV's chains, seed 001 chapter 4): writes enter at the head (the owner clients are
+//! sent to) and flow down to the tail; each chain has a `version`, the epoch at which its
+//! membership last changed, which every replication message carries (fencing).
 
 use std::fmt;
 
@@ -19,8 +20,8 @@ use serde::{Deserialize, Serialize};
 pub const NODE_ID_MAX: usize = 40;
 /// Most nodes in one cluster (Redis Cluster's recommended maximum).
 pub const NODES_MAX: usize = 1000;
-/// The chain length this build replicates with (chain replication comes with issue 12).
-pub const REPLICAS_SUPPORTED: u8 = 1;
+/// The longest chain a cluster may ask for (`replicas`).
+pub const REPLICAS_MAX: u8 = 3;
 /// Slot table entry of a slot no node owns.
 pub const UNASSIGNED: u16 = u16::MAX;
 
@@ -70,17 +71,39 @@ pub fn valid_node_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-/// A range of slots and the chain that owns it (`chain[0]`, the head, serves clients).
+/// A range of slots and the chain that owns it: `chain[0]`, the head, takes the writes (the
+/// owner clients are sent to); the last, the tail, acknowledges them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Shard {
     #[serde(with = "range_text")]
     pub slots: SlotRange,
     pub chain: Vec<String>,
+    /// The epoch at which this chain's membership last changed. Replication messages carry
+    /// it; a node accepts one only at the version it serves by, so a node removed from the
+    /// chain cannot make any member accept a write.
+    #[serde(default)]
+    pub version: u64,
 }
 
 impl Shard {
     pub fn owner(&self) -> &str {
         &self.chain[0]
+    }
+
+    pub fn tail(&self) -> &str {
+        &self.chain[self.chain.len() - 1]
+    }
+
+    /// `id`'s place in the chain (0: the head).
+    pub fn position(&self, id: &str) -> Option<usize> {
+        self.chain.iter().position(|c| c == id)
+    }
+
+    /// The member after `id` (where `id` sends its writes), if `id` is a member but not the
+    /// tail.
+    pub fn successor(&self, id: &str) -> Option<&str> {
+        let i = self.position(id)?;
+        self.chain.get(i + 1).map(String::as_str)
     }
 }
 
@@ -115,24 +138,34 @@ pub struct Topology {
 
 impl Topology {
     /// The first topology of a cluster of `nodes`: epoch 1, the slots split evenly between
-    /// them in the order given.
+    /// them in the order given, each range's chain laid on the ring as FAWN-KV lays it: node
+    /// `i` heads range `i`, and nodes `i+1 .. i+replicas-1` follow it, so every node is the
+    /// head of one chain, the tail of another and in the middle of the rest of its chains.
     pub fn create(nodes: Vec<Node>, replicas: u8) -> Result<Topology> {
-        if replicas != REPLICAS_SUPPORTED {
+        if replicas == 0 || replicas > REPLICAS_MAX {
             return Err(TopologyError::Refused(format!(
-                "--replicas {replicas}: this build serves chains of {REPLICAS_SUPPORTED} node \
-                 (chain replication is not implemented yet)"
+                "--replicas {replicas}: chains of 1 to {REPLICAS_MAX} nodes"
             )));
         }
         if nodes.is_empty() {
             return Err(TopologyError::Invalid("a cluster needs a node".into()));
         }
-        let ranges = SlotRange::even(nodes.len() as u32);
-        let shards = ranges
+        if nodes.len() < replicas as usize {
+            return Err(TopologyError::Refused(format!(
+                "--replicas {replicas} needs at least {replicas} nodes, not {}",
+                nodes.len()
+            )));
+        }
+        let n = nodes.len();
+        let shards = SlotRange::even(n as u32)
             .into_iter()
-            .zip(&nodes)
-            .map(|(slots, n)| Shard {
+            .enumerate()
+            .map(|(i, slots)| Shard {
                 slots,
-                chain: vec![n.id.clone()],
+                chain: (0..replicas as usize)
+                    .map(|k| nodes[(i + k) % n].id.clone())
+                    .collect(),
+                version: 1,
             })
             .collect();
         let t = Topology {
@@ -192,12 +225,20 @@ impl Topology {
                 return bad(format!("slots {} overlap or are out of order", s.slots));
             }
             next = s.slots.hi as u32 + 1;
-            if s.chain.len() != self.replicas as usize {
+            // A chain shorter than `replicas` has lost members (until new ones catch up); an
+            // empty one would have lost the range's data.
+            if s.chain.is_empty() || s.chain.len() > self.replicas as usize {
                 return bad(format!(
                     "slots {}: a chain of {} nodes, replicas is {}",
                     s.slots,
                     s.chain.len(),
                     self.replicas
+                ));
+            }
+            if s.version > self.epoch {
+                return bad(format!(
+                    "slots {}: chain version {} after the epoch {}",
+                    s.slots, s.version, self.epoch
                 ));
             }
             for (i, id) in s.chain.iter().enumerate() {
@@ -318,9 +359,69 @@ impl Topology {
         Ok(t)
     }
 
+    /// The next version with `id` taken out of every chain it is in (it died, stalled, or
+    /// restarted and lost what it had in flight), each changed chain at a new version: a dead
+    /// head is replaced by its successor, a dead tail by its predecessor, a dead middle is
+    /// spliced out. A chain of `id` alone keeps it: it holds the range's only copy, and it
+    /// serves again when it comes back. `None` when no chain changes.
+    pub fn without_member(&self, id: &str) -> Option<Topology> {
+        let mut t = self.next();
+        let version = t.epoch;
+        let mut changed = false;
+        for s in &mut t.shards {
+            if s.chain.len() > 1 && s.position(id).is_some() {
+                s.chain.retain(|c| c != id);
+                s.version = version;
+                changed = true;
+            }
+        }
+        changed.then_some(t)
+    }
+
+    /// The next version with `id` appended to the chain of exactly `slots` as its tail (it
+    /// has caught up with the range), at a new version.
+    pub fn with_tail(&self, slots: SlotRange, id: &str) -> Result<Topology> {
+        self.node_index(id)?;
+        let mut t = self.next();
+        let version = t.epoch;
+        let replicas = t.replicas as usize;
+        let Some(s) = t.shards.iter_mut().find(|s| s.slots == slots) else {
+            return Err(TopologyError::Refused(format!("no chain of slots {slots}")));
+        };
+        if s.position(id).is_some() {
+            return Err(TopologyError::Refused(format!(
+                "node {id} is already in the chain of slots {slots}"
+            )));
+        }
+        if s.chain.len() >= replicas {
+            return Err(TopologyError::Refused(format!(
+                "the chain of slots {slots} already has {replicas} nodes"
+            )));
+        }
+        s.chain.push(id.to_string());
+        s.version = version;
+        t.validate()?;
+        Ok(t)
+    }
+
+    /// The chains shorter than `replicas` that `id` could join (it is not in them).
+    pub fn short_chains_without<'a>(&'a self, id: &'a str) -> impl Iterator<Item = &'a Shard> {
+        self.shards
+            .iter()
+            .filter(move |s| s.chain.len() < self.replicas as usize && s.position(id).is_none())
+    }
+
     /// The next version with a migration of `slots` from their owner to `to` recorded.
     pub fn with_migration(&self, slots: SlotRange, to: &str) -> Result<Topology> {
         self.node_index(to)?;
+        if self.replicas > 1 {
+            // A move hands a range from one node to another; between chains it must also
+            // carry the range down the target's chain (not built yet).
+            return Err(TopologyError::Refused(format!(
+                "moving slots between replicated chains (replicas {}) is not supported yet",
+                self.replicas
+            )));
+        }
         let Some(from) = self.owner_of_range(slots) else {
             return Err(TopologyError::Refused(format!(
                 "slots {slots} are not owned by one node: move each owner's part on its own"
@@ -381,7 +482,8 @@ impl Topology {
         let mut t = self.next();
         let m = t.migrations.remove(i);
         if completed {
-            t.assign(slots, vec![m.to]);
+            let version = t.epoch;
+            t.assign(slots, vec![m.to], version);
         }
         t.validate()?;
         Ok(t)
@@ -389,7 +491,8 @@ impl Topology {
 
     /// Gives `slots` to `chain`: the shards around them are cut at the range's edges, and
     /// neighbours with the same chain joined (so the document stays as short as the ring).
-    fn assign(&mut self, slots: SlotRange, chain: Vec<String>) {
+    /// `version` is the new chain's (this change's epoch).
+    fn assign(&mut self, slots: SlotRange, chain: Vec<String>, version: u64) {
         let mut shards = Vec::with_capacity(self.shards.len() + 2);
         for s in self.shards.drain(..) {
             if s.slots.hi < slots.lo || s.slots.lo > slots.hi {
@@ -403,6 +506,7 @@ impl Topology {
                         hi: slots.lo - 1,
                     },
                     chain: s.chain.clone(),
+                    version: s.version,
                 });
             }
             if s.slots.hi > slots.hi {
@@ -412,10 +516,15 @@ impl Topology {
                         hi: s.slots.hi,
                     },
                     chain: s.chain,
+                    version: s.version,
                 });
             }
         }
-        shards.push(Shard { slots, chain });
+        shards.push(Shard {
+            slots,
+            chain,
+            version,
+        });
         shards.sort_by_key(|s| s.slots.lo);
         let mut joined: Vec<Shard> = Vec::with_capacity(shards.len());
         for s in shards {
@@ -424,6 +533,7 @@ impl Topology {
                     if last.chain == s.chain && last.slots.hi as u32 + 1 == s.slots.lo as u32 =>
                 {
                     last.slots.hi = s.slots.hi;
+                    last.version = last.version.max(s.version);
                 }
                 _ => joined.push(s),
             }
@@ -499,9 +609,10 @@ impl fmt::Display for Topology {
         for s in &self.shards {
             writeln!(
                 f,
-                "  slots {:>11}  {}",
+                "  slots {:>11}  {}  (chain version {})",
                 s.slots.to_string(),
-                s.chain.join(" -> ")
+                s.chain.join(" -> "),
+                s.version
             )?;
         }
         for m in &self.migrations {

@@ -41,6 +41,9 @@ enum End {
     IdleTimeout,
     Killed,
     Shutdown,
+    /// The run's writes (or the writes it read) were not seen committed: its replies are
+    /// not sent, and the client learns the outcome is unknown as from any lost connection.
+    Unresolved,
     Io(#[allow(dead_code, reason = "read through Debug, in the log")] std::io::Error),
 }
 
@@ -106,13 +109,17 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
             let end = service
                 .execute_run(session, conn, &requests, &mut out)
                 .await;
-            if end == RunEnd::OutputLimit {
-                tracing::warn!(
-                    client = info.id,
-                    bytes = out.len(),
-                    "client-output-buffer-limit exceeded"
-                );
-                return End::OutputBufferLimit;
+            match end {
+                RunEnd::Complete => {}
+                RunEnd::OutputLimit => {
+                    tracing::warn!(
+                        client = info.id,
+                        bytes = out.len(),
+                        "client-output-buffer-limit exceeded"
+                    );
+                    return End::OutputBufferLimit;
+                }
+                RunEnd::Unresolved => return End::Unresolved,
             }
         }
         drop(requests);

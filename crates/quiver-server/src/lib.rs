@@ -23,6 +23,7 @@
 //! * [`testing`] starts an in-process server for tests.
 
 pub mod agent;
+pub mod chain;
 pub mod clients;
 pub mod cluster;
 pub mod cmd;

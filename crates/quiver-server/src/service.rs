@@ -25,6 +25,9 @@ pub enum RunEnd {
     Complete,
     /// The replies exceed `client-output-buffer-limit`: close the connection.
     OutputLimit,
+    /// The replies wait for a replication commit whose outcome is unknown here (`chain`):
+    /// close the connection without them.
+    Unresolved,
 }
 
 /// The state every RESP server shares between its connections, whatever executes commands.

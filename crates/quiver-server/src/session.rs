@@ -33,6 +33,11 @@ pub struct Session {
     pub closing: bool,
     /// READONLY (cluster mode): reads may be served by a replica.
     pub readonly: bool,
+    /// The keys of the run's commands on chains this node replicates (`chain`): the run's
+    /// replies wait for the commit of their last writes here.
+    pub chain_keys: Vec<Bytes>,
+    /// Other commits the run's replies wait for (CHAIN APPLY's).
+    pub barrier: crate::chain::Barrier,
 }
 
 impl Session {
@@ -48,6 +53,8 @@ impl Session {
             watch_dirty: Arc::new(AtomicBool::new(false)),
             closing: false,
             readonly: false,
+            chain_keys: Vec::new(),
+            barrier: crate::chain::Barrier::default(),
         }
     }
 

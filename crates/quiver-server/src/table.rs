@@ -88,6 +88,7 @@ pub enum Cmd {
     ReadOnly,
     ReadWrite,
     RangeImport,
+    Chain,
 }
 
 impl Cmd {
@@ -413,6 +414,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     row!("readonly", ReadOnly, 1, LOADING_STALE.or(Flags::FAST), Acl::CONNECTION, NO_KEYS, None, "cluster", "3.0.0", "Enables read queries for a connection to a cluster replica node"),
     row!("readwrite", ReadWrite, 1, LOADING_STALE.or(Flags::FAST), Acl::CONNECTION, NO_KEYS, None, "cluster", "3.0.0", "Disables read queries for a connection to a cluster replica node"),
     row!("rangeimport", RangeImport, -3, WRITE.or(Flags::ADMIN), Acl::NONE, NO_KEYS, None, "quiver", "0.1.0", "Quiver: receives a range of slots moving to this cluster node (sent by the node handing it over)."),
+    row!("chain", Chain, -2, WRITE.or(Flags::ADMIN), Acl::NONE, NO_KEYS, None, "quiver", "0.1.0", "Quiver: chain replication between cluster nodes (a message from the predecessor, or this node's chains' status)."),
 ];
 
 /// Longest command name in the table (lookups of longer names fail at once).

@@ -15,8 +15,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::Bytes;
-use quiver_store::{Batch, BatchAction, BatchOutcome, Db, Entry, Precondition, Store};
+use quiver_store::{Batch, BatchAction, BatchOutcome, Db, Entry, Precondition, RangeItem, Store};
 
+use crate::chain::{Chains, Took};
 use crate::errors;
 use crate::reply::Reply;
 use crate::state::ServerState;
@@ -73,6 +74,9 @@ pub enum Commit {
     Applied,
     /// A key read (or watched) changed before the commit: nothing was applied.
     Conflict,
+    /// Replication refused the write (its chain's backlog is full): nothing was applied; the
+    /// error's text.
+    Refused(String),
 }
 
 /// Keys read per engine call while walking the whole key space (KEYS, FLUSHDB).
@@ -117,6 +121,8 @@ pub struct Txn<'a> {
     /// times against this one instant (as Redis fixes the time for a command, and for all of
     /// an EXEC).
     now_ms: u64,
+    /// The node's chains, when it replicates some: the commit goes down them.
+    chains: Option<&'a Chains>,
 }
 
 impl<'a> Txn<'a> {
@@ -138,6 +144,11 @@ impl<'a> Txn<'a> {
             written: Vec::new(),
             overlay: HashMap::new(),
             now_ms: state.store.now_ms(),
+            chains: state
+                .cluster
+                .as_deref()
+                .map(|n| &n.chains)
+                .filter(|c| c.is_replicated()),
         }
     }
 
@@ -442,28 +453,63 @@ impl<'a> Txn<'a> {
             self.touch_written();
             return Ok(Commit::Applied);
         }
-        if let [op] = &batch.ops[..] {
-            // One unconditional write needs no batch records (SET, DEL of one key).
-            if op.condition.is_none() {
-                let store = self.store.db(op.db)?;
-                match &op.action {
-                    BatchAction::Put(v) => store.put_expiring(&op.key, v, op.expire_at)?,
-                    BatchAction::Delete => {
-                        store.delete(&op.key)?;
+        let apply = || -> quiver_store::Result<Commit> {
+            if let [op] = &batch.ops[..] {
+                // One unconditional write needs no batch records (SET, DEL of one key).
+                if op.condition.is_none() {
+                    let store = self.store.db(op.db)?;
+                    match &op.action {
+                        BatchAction::Put(v) => store.put_expiring(&op.key, v, op.expire_at)?,
+                        BatchAction::Delete => {
+                            store.delete(&op.key)?;
+                        }
+                        BatchAction::Check => {}
                     }
-                    BatchAction::Check => {}
+                    return Ok(Commit::Applied);
                 }
-                self.touch_written();
-                return Ok(Commit::Applied);
             }
-        }
-        match self.store.apply(&batch)? {
-            BatchOutcome::Applied => {
-                self.touch_written();
-                Ok(Commit::Applied)
+            match self.store.apply(&batch)? {
+                BatchOutcome::Applied => Ok(Commit::Applied),
+                BatchOutcome::ConditionFailed { .. } => Ok(Commit::Conflict),
             }
-            BatchOutcome::ConditionFailed { .. } => Ok(Commit::Conflict),
+        };
+        let committed = match self.chains {
+            None => apply(),
+            Some(chains) => {
+                // The batch's writes, all or nothing, as one message down their chain.
+                let items: Vec<RangeItem> = batch
+                    .ops
+                    .iter()
+                    .filter_map(|op| match &op.action {
+                        BatchAction::Put(v) => Some(RangeItem::Put {
+                            key: op.key.clone(),
+                            value: v.clone(),
+                            expire_at: op.expire_at,
+                        }),
+                        BatchAction::Delete => Some(RangeItem::Delete {
+                            key: op.key.clone(),
+                        }),
+                        BatchAction::Check => None,
+                    })
+                    .collect();
+                let written = chains.write(&items, true, || {
+                    let result = apply();
+                    let took = match &result {
+                        Ok(Commit::Applied) => Took::All,
+                        _ => Took::None,
+                    };
+                    (result, took)
+                });
+                match written {
+                    Ok(result) => result,
+                    Err(refused) => Ok(Commit::Refused(refused.to_string())),
+                }
+            }
+        };
+        if matches!(committed, Ok(Commit::Applied)) {
+            self.touch_written();
         }
+        committed
     }
 
     /// Marks the watchers of every key written, in the database it went to (nothing to do,
@@ -607,6 +653,7 @@ mod tests {
             match txn.commit(&[]).unwrap() {
                 Commit::Applied => Attempt::Done(reply),
                 Commit::Conflict => Attempt::Conflict,
+                Commit::Refused(text) => panic!("no chains here: {text}"),
             }
         })
         .unwrap_or_else(|given_up| given_up);

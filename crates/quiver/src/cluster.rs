@@ -62,7 +62,8 @@ pub struct CreateArgs {
     /// The nodes, comma-separated: ids or host:port addresses of registered nodes.
     #[arg(long, value_name = "A,B,C", value_delimiter = ',', required = true)]
     pub nodes: Vec<String>,
-    /// Nodes per chain (chain replication: 1 until it is implemented).
+    /// Nodes per chain (chain replication): 1 to 3, at most the number of nodes. Node i
+    /// heads range i and the next R-1 nodes on the ring follow it.
     #[arg(long, value_name = "R", default_value_t = 1)]
     pub replicas: u8,
 }

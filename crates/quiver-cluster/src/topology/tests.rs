@@ -31,10 +31,15 @@ fn create_splits_slots_evenly_and_round_trips_as_json() {
 
 #[test]
 fn create_refuses_what_this_build_cannot_serve() {
-    assert!(matches!(
-        Topology::create(nodes(3), 2),
-        Err(TopologyError::Refused(_))
-    ));
+    for (n, replicas) in [(3, 0), (3, 4), (2, 3)] {
+        assert!(
+            matches!(
+                Topology::create(nodes(n), replicas),
+                Err(TopologyError::Refused(_))
+            ),
+            "{n} nodes, replicas {replicas}"
+        );
+    }
     assert!(Topology::create(Vec::new(), 1).is_err());
     let mut twice = nodes(2);
     twice[1].addr = twice[0].addr.clone();
@@ -90,7 +95,17 @@ fn a_migration_ends_with_the_slots_at_its_target_or_its_source() {
         .unwrap()
         .with_migration_ended(r(100, 199), true)
         .unwrap();
-    assert_eq!(back.shards, t.shards);
+    let chains = |t: &Topology| -> Vec<(SlotRange, Vec<String>)> {
+        t.shards
+            .iter()
+            .map(|s| (s.slots, s.chain.clone()))
+            .collect()
+    };
+    assert_eq!(chains(&back), chains(&t));
+    assert_eq!(
+        back.shards[0].version, back.epoch,
+        "the joined chain changed"
+    );
 }
 
 #[test]
@@ -154,4 +169,85 @@ fn owner_of_range_needs_one_owner_and_no_gap() {
     gap.shards[0].slots = r(0, 99);
     assert_eq!(gap.owner_of_range(r(50, 150)), None);
     assert_eq!(gap.owner_of_range(r(50, 99)), Some("n0"));
+}
+
+/// FAWN-KV's layout: node i heads range i and is followed by the next nodes on the ring, so
+/// every node is a head once, a tail once, and in the middle of the other chains.
+#[test]
+fn chains_are_laid_on_the_ring() {
+    let t = Topology::create(nodes(4), 3).unwrap();
+    let chains: Vec<Vec<&str>> = t
+        .shards
+        .iter()
+        .map(|s| s.chain.iter().map(String::as_str).collect())
+        .collect();
+    assert_eq!(
+        chains,
+        vec![
+            vec!["n0", "n1", "n2"],
+            vec!["n1", "n2", "n3"],
+            vec!["n2", "n3", "n0"],
+            vec!["n3", "n0", "n1"],
+        ]
+    );
+    for id in ["n0", "n1", "n2", "n3"] {
+        assert_eq!(t.shards.iter().filter(|s| s.owner() == id).count(), 1);
+        assert_eq!(t.shards.iter().filter(|s| s.tail() == id).count(), 1);
+    }
+    assert!(t.shards.iter().all(|s| s.version == 1));
+    assert_eq!(t.shards[0].successor("n1"), Some("n2"));
+    assert_eq!(t.shards[0].successor("n2"), None);
+    assert_eq!(Topology::from_json(&t.to_json()).unwrap(), t);
+    let mut long = t.clone();
+    long.shards[0].chain.push("n3".into());
+    assert!(long.validate().is_err(), "a chain longer than replicas");
+    let mut future = t.clone();
+    future.shards[0].version = 9;
+    assert!(future.validate().is_err(), "a version after the epoch");
+}
+
+/// A dead head is replaced by its successor, a dead tail by its predecessor, a dead middle
+/// spliced out — each changed chain at the new epoch; a chain of one keeps its member; a
+/// returning node is appended as tail.
+#[test]
+fn members_leave_and_join_chains_at_new_versions() {
+    let t = Topology::create(nodes(3), 3).unwrap();
+    let u = t.without_member("n1").unwrap();
+    assert_eq!(u.epoch, 2);
+    let chains: Vec<&Vec<String>> = u.shards.iter().map(|s| &s.chain).collect();
+    assert_eq!(
+        chains[0],
+        &vec!["n0".to_string(), "n2".into()],
+        "middle spliced"
+    );
+    assert_eq!(
+        chains[1],
+        &vec!["n2".to_string(), "n0".into()],
+        "head replaced"
+    );
+    assert_eq!(
+        chains[2],
+        &vec!["n2".to_string(), "n0".into()],
+        "tail replaced"
+    );
+    assert!(u.shards.iter().all(|s| s.version == 2));
+    assert!(u.without_member("n1").is_none(), "nothing left to change");
+    let v = u.without_member("n0").unwrap();
+    assert!(v.shards.iter().all(|s| s.chain == ["n2"]), "{v}");
+    assert!(v.without_member("n2").is_none(), "the last member stays");
+    let w = u.with_tail(u.shards[0].slots, "n1").unwrap();
+    assert_eq!(
+        w.shards[0].chain,
+        vec!["n0".to_string(), "n2".into(), "n1".into()]
+    );
+    assert_eq!((w.shards[0].version, w.shards[1].version), (3, 2));
+    assert!(
+        w.with_tail(w.shards[0].slots, "n1").is_err(),
+        "already a member"
+    );
+    assert_eq!(w.short_chains_without("n1").count(), 2);
+    assert!(matches!(
+        t.with_migration(t.shards[0].slots, "n1"),
+        Err(TopologyError::Refused(_))
+    ));
 }

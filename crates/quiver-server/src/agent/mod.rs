@@ -2,9 +2,10 @@
 //!
 //! It registers the node, reads the topology, watches it, and adopts each newer version
 //! (`cluster::ClusterNode::adopt`). After each adoption, and every [`RECONCILE_EVERY`], it
-//! reconciles the node with the topology: it starts a task for every move of a range away
-//! from this node ([`moves`]), drops the ranges the node no longer holds, and thaws ranges
-//! left frozen by a move that is over.
+//! reconciles the node with the topology: it starts the sender of every chain the node
+//! forwards (`chain::sender`), a task for every move of a range away from this node
+//! ([`moves`]), drops the ranges the node no longer holds, and thaws ranges left frozen by a
+//! move that is over.
 //!
 //! When etcd is unreachable (or the watch breaks) the node keeps serving what it has — the
 //! ranges it owns at its last epoch — and tries again with a bounded backoff; nothing
@@ -140,6 +141,12 @@ fn reconcile(
     let Some(t) = &view.topology else {
         return;
     };
+    for stream in node.chains.streams() {
+        if stream.claim_sender() {
+            let password = state.core.config.requirepass.clone();
+            tokio::spawn(crate::chain::sender::run(stream, password));
+        }
+    }
     let mine: Vec<_> = t.migrations_from(&node.id).cloned().collect();
     for m in &mine {
         if node.running_moves.lock().insert(m.slots) {

@@ -320,26 +320,7 @@ impl Target {
         args.push(Bytes::from_static(b"RANGEIMPORT"));
         args.push(Bytes::from_static(b"ITEMS"));
         args.push(Bytes::from(self.range.clone()));
-        for item in items {
-            match item {
-                RangeItem::Put {
-                    key,
-                    value,
-                    expire_at,
-                } => {
-                    args.push(key.clone());
-                    args.push(Bytes::from(
-                        expire_at.map_or("-1".to_string(), |t| t.to_string()),
-                    ));
-                    args.push(value.clone());
-                }
-                RangeItem::Delete { key } => {
-                    args.push(key.clone());
-                    args.push(Bytes::from_static(b"-2"));
-                    args.push(Bytes::new());
-                }
-            }
-        }
+        crate::chain::wire::push_items(&mut args, items);
         let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
         self.request(&refs).map(|_| ())
     }

@@ -36,6 +36,8 @@ use quiver_cluster::topology::{valid_node_id, Node, Topology, UNASSIGNED};
 use quiver_store::slot::{key_slot, SlotRange, SLOTS};
 use serde::{Deserialize, Serialize};
 
+use crate::chain::Chains;
+
 /// The file in the data directory holding the node's id and its last topology.
 pub const CLUSTER_FILE: &str = "CLUSTER";
 
@@ -64,8 +66,13 @@ pub struct View {
     pub topology: Option<Topology>,
     /// This node's index in `topology.nodes`, when a member.
     pub me: Option<u16>,
-    /// Per slot, the owner's index in `topology.nodes` (or `UNASSIGNED`).
+    /// Per slot, the owner's (the chain head's) index in `topology.nodes` (or `UNASSIGNED`).
     table: Vec<u16>,
+    /// Per slot, the index of its shard in `topology.shards` (or `UNASSIGNED`).
+    shard: Vec<u16>,
+    /// Per slot, whether this node is in its chain after the head (a replica: it serves
+    /// reads of READONLY connections).
+    replica: Vec<bool>,
 }
 
 impl View {
@@ -78,10 +85,25 @@ impl View {
             .as_ref()
             .and_then(|t| t.node_index(my_id).ok())
             .map(|i| i as u16);
+        let mut shard = Vec::new();
+        let mut replica = Vec::new();
+        if let Some(t) = &topology {
+            shard = vec![UNASSIGNED; SLOTS as usize];
+            replica = vec![false; SLOTS as usize];
+            for (i, s) in t.shards.iter().enumerate() {
+                let slots = s.slots.lo as usize..=s.slots.hi as usize;
+                shard[slots.clone()].fill(i as u16);
+                if s.position(my_id).is_some_and(|p| p > 0) {
+                    replica[slots].fill(true);
+                }
+            }
+        }
         View {
             topology,
             me,
             table,
+            shard,
+            replica,
         }
     }
 
@@ -103,7 +125,7 @@ impl View {
             return held;
         };
         for (slot, &owner) in self.table.iter().enumerate() {
-            held[slot] = owner != UNASSIGNED && Some(owner) == self.me;
+            held[slot] = (owner != UNASSIGNED && Some(owner) == self.me) || self.replica[slot];
         }
         for m in t.migrations.iter().filter(|m| m.to == id) {
             held[m.slots.lo as usize..=m.slots.hi as usize].fill(true);
@@ -165,6 +187,8 @@ pub struct ClusterNode {
     /// Serializes [`ClusterNode::save`]: the agent, a move's thread and a drop save from
     /// their own threads, through one temporary file.
     saving: Mutex<()>,
+    /// This node's part in the chains it is a member of (replication).
+    pub chains: Chains,
 }
 
 /// A range whose writes (and reads, with `reads`) wait.
@@ -268,7 +292,11 @@ impl ClusterNode {
             refresh: tokio::sync::Notify::new(),
             range_ops: Mutex::new(()),
             saving: Mutex::new(()),
+            chains: Chains::default(),
         };
+        if let Some(t) = &node.view().topology {
+            node.chains.adopt(t, &node.id);
+        }
         node.save()?;
         Ok(node)
     }
@@ -367,6 +395,10 @@ impl ClusterNode {
             let next = View::of(Some(topology), &self.id);
             let (before, after) = (view.held(&self.id), next.held(&self.id));
             let lost = slot_runs(|s| before[s] && !after[s]);
+            if let Some(t) = &next.topology {
+                // Its senders start from the agent's next reconciliation.
+                self.chains.adopt(t, &self.id);
+            }
             *view = Arc::new(next);
             if !lost.is_empty() {
                 self.pending_drops.lock().extend(lost);
@@ -405,23 +437,37 @@ impl ClusterNode {
     }
 
     /// Where the command with `keys` runs (see the module documentation); `write`: whether
-    /// it may write them (a write to a frozen range waits).
-    pub fn route<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>, write: bool) -> Route {
+    /// it may write them (a write to a frozen range waits); `replica_read`: a read that a
+    /// replica may serve (a READONLY connection's).
+    pub fn route<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+        write: bool,
+        replica_read: bool,
+    ) -> Route {
         let view = self.view.read();
-        if view.topology.is_none() {
+        let Some(topology) = &view.topology else {
             return Route::Down(DOWN_NO_TOPOLOGY);
-        }
+        };
         let mut first: Option<(u16, u16)> = None;
         let mut all_mine = true;
         let mut one_owner = true;
         let mut frozen = None;
+        // A replicated write must stay in one chain: its message goes down that chain alone.
+        let mut chains = (topology.replicas > 1 && write).then_some(UNASSIGNED);
+        let mut several_chains = false;
         for key in keys {
             let slot = key_slot(key);
             let owner = view.table[slot as usize];
             if owner == UNASSIGNED {
                 return Route::Down(DOWN_UNSERVED);
             }
-            all_mine &= Some(owner) == view.me;
+            all_mine &= Some(owner) == view.me || (replica_read && view.replica[slot as usize]);
+            if let Some(chain) = &mut chains {
+                let shard = view.shard[slot as usize];
+                several_chains |= *chain != UNASSIGNED && *chain != shard;
+                *chain = shard;
+            }
             if frozen.is_none() && self.is_frozen(slot, write) {
                 frozen = Some(slot);
             }
@@ -431,6 +477,7 @@ impl ClusterNode {
             }
         }
         match first {
+            _ if all_mine && several_chains => Route::CrossSlot,
             _ if all_mine => match frozen {
                 Some(slot) => Route::Frozen { slot },
                 None => Route::Local,

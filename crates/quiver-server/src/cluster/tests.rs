@@ -23,7 +23,7 @@ fn keys_of(owner: usize) -> Vec<Vec<u8>> {
 }
 
 fn route(node: &ClusterNode, keys: &[Vec<u8>]) -> Route {
-    node.route(keys.iter().map(|k| &k[..]), false)
+    node.route(keys.iter().map(|k| &k[..]), false, false)
 }
 
 #[test]
@@ -112,7 +112,7 @@ fn a_frozen_range_holds_writes_then_reads() {
     let mine = keys_of(0);
     let slot = key_slot(&mine[0]);
     node.freeze(SlotRange { lo: slot, hi: slot });
-    let write = node.route(mine.iter().map(|k| &k[..]), true);
+    let write = node.route(mine.iter().map(|k| &k[..]), true, false);
     assert_eq!(write, Route::Frozen { slot });
     assert_eq!(route(&node, &mine), Route::Local, "reads run");
     // Once the hand-over may commit, reads wait too.
@@ -120,7 +120,10 @@ fn a_frozen_range_holds_writes_then_reads() {
     assert_eq!(route(&node, &mine), Route::Frozen { slot });
     node.thaw(SlotRange { lo: slot, hi: slot });
     assert_eq!(route(&node, &mine), Route::Local);
-    assert_eq!(node.route(mine.iter().map(|k| &k[..]), true), Route::Local);
+    assert_eq!(
+        node.route(mine.iter().map(|k| &k[..]), true, false),
+        Route::Local
+    );
 }
 
 #[test]

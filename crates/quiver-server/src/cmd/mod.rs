@@ -21,13 +21,15 @@
 //!   COUNTKEYSINSLOT, GETKEYSINSLOT, HELP: hash slots, answered standalone too);
 //! * the cluster: [`topology`] (CLUSTER SLOTS, SHARDS, NODES, INFO, MYID from the topology
 //!   the node serves by; ASKING, READONLY, READWRITE), [`rangeimport`] (RANGEIMPORT: the
-//!   receiving side of a range's move between nodes);
+//!   receiving side of a range's move between nodes), [`chain`] (CHAIN APPLY: a chain's
+//!   message from the predecessor; CHAIN STATUS);
 //! * connection and server: [`connection`] (PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET),
 //!   [`client`], [`transactions`] (MULTI, DISCARD, WATCH, UNWATCH), [`command`], [`config`],
 //!   [`info`].
 
 pub mod append;
 pub mod batch;
+pub mod chain;
 pub mod client;
 pub mod cluster;
 pub mod command;
@@ -147,6 +149,7 @@ pub fn is_server_command(cmd: Cmd) -> bool {
             | Cmd::ReadOnly
             | Cmd::ReadWrite
             | Cmd::RangeImport
+            | Cmd::Chain
     )
 }
 
@@ -182,6 +185,7 @@ pub fn run_server(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
         Cmd::Cluster => topology::run_cluster(ctx, args),
         Cmd::Asking | Cmd::ReadOnly | Cmd::ReadWrite => topology::run_connection(ctx, cmd),
         Cmd::RangeImport => rangeimport::run(ctx, args),
+        Cmd::Chain => chain::run(ctx, args),
         Cmd::Reset => {
             ctx.session.unwatch(&ctx.state.watches);
             connection::run(&mut ctx.conn(), cmd, args)

@@ -16,8 +16,7 @@
 //! writes to it meanwhile.
 
 use bytes::Bytes;
-use quiver_store::slot::{key_slot, SlotRange};
-use quiver_store::RangeItem;
+use quiver_store::slot::SlotRange;
 
 use crate::cmd::ctx::Ctx;
 use crate::errors::{self, err, store_error};
@@ -88,8 +87,8 @@ pub fn run(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                 Err(e) => store_error(&e),
             }
         }
-        b"items" if args.len() % 3 == 0 => {
-            let items = match parse_items(range, &args[3..]) {
+        b"items" => {
+            let items = match crate::chain::wire::parse_items(range, &args[3..]) {
                 Ok(items) => items,
                 Err(reply) => return reply,
             };
@@ -101,33 +100,4 @@ pub fn run(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         }
         _ => err(errors::SYNTAX),
     }
-}
-
-/// `key expire value` triples, every key in `range`.
-fn parse_items(range: SlotRange, args: &[Bytes]) -> Result<Vec<RangeItem>, Reply> {
-    args.chunks_exact(3)
-        .map(|c| {
-            let key = c[0].clone();
-            if !range.contains(key_slot(&key)) {
-                return Err(Reply::error(format!(
-                    "ERR key of slot {} outside the range {range}",
-                    key_slot(&key)
-                )));
-            }
-            Ok(match string2ll(&c[1]) {
-                Some(-2) => RangeItem::Delete { key },
-                Some(-1) => RangeItem::Put {
-                    key,
-                    value: c[2].clone(),
-                    expire_at: None,
-                },
-                Some(t) if t >= 0 => RangeItem::Put {
-                    key,
-                    value: c[2].clone(),
-                    expire_at: Some(t as u64),
-                },
-                _ => return Err(err("ERR invalid expire time in RANGEIMPORT ITEMS")),
-            })
-        })
-        .collect()
 }

@@ -7,8 +7,9 @@
 //! ADDSLOTS / SETSLOT / FAILOVER: in cluster mode those are refused with a message that says
 //! so. Quiver moves a range of slots as a whole (the source serves it until the epoch that
 //! hands it over), so it never sends `-ASK`; ASKING is accepted (`OK`) for clients that send
-//! it anyway. READONLY / READWRITE are recorded on the connection: with chains of one node
-//! there is no replica to read from, so they change nothing yet.
+//! it anyway. READONLY / READWRITE are recorded on the connection: a READONLY connection's
+//! reads of a range are served by any member of its chain (CRAQ: `chain`), a READWRITE one's
+//! are sent to the head.
 
 use bytes::Bytes;
 use quiver_cluster::topology::Topology;
@@ -145,46 +146,61 @@ fn slots(view: &View) -> Reply {
     )
 }
 
-/// CLUSTER SHARDS: one shard per node that owns slots (its ranges as start, end pairs) and
-/// per node owning none, as Redis 7.0 lists them.
+/// CLUSTER SHARDS: one shard per chain (its slots as a start, end pair; its members, the
+/// head as master and the rest as replicas, with how far each has applied what it was sent
+/// — unknown here for other nodes, so 0), then one per node heading no chain, as Redis 7.0
+/// lists them.
 fn shards(node: &ClusterNode, view: &View) -> Reply {
     let Some(t) = &view.topology else {
         return Reply::Array(Vec::new());
     };
     let bulk = |s: &str| Reply::Bulk(Bytes::from(s.to_string()));
-    Reply::Array(
-        t.nodes
+    let member = |id: &str, role: &str| {
+        let (host, port) = t.node(id).map_or(("", 0), |n| n.host_port());
+        Reply::Map(vec![
+            (bulk("id"), bulk(id)),
+            (bulk("port"), Reply::Integer(port.into())),
+            (bulk("ip"), bulk(host)),
+            (bulk("endpoint"), bulk(host)),
+            (bulk("role"), bulk(role)),
+            (bulk("replication-offset"), Reply::Integer(0)),
+            (
+                bulk("health"),
+                bulk(if id == node.id || node.etcd_connected() {
+                    "online"
+                } else {
+                    "loading"
+                }),
+            ),
+        ])
+    };
+    let shard = |slots: Vec<Reply>, nodes: Vec<Reply>| {
+        Reply::Map(vec![
+            (bulk("slots"), Reply::Array(slots)),
+            (bulk("nodes"), Reply::Array(nodes)),
+        ])
+    };
+    let chains = t.shards.iter().map(|s| {
+        let nodes = s
+            .chain
             .iter()
-            .map(|n| {
-                let slots = t
-                    .ranges_of(&n.id)
-                    .iter()
-                    .flat_map(|r| [Reply::Integer(r.lo.into()), Reply::Integer(r.hi.into())])
-                    .collect();
-                let (host, port) = n.host_port();
-                let member = Reply::Map(vec![
-                    (bulk("id"), bulk(&n.id)),
-                    (bulk("port"), Reply::Integer(port.into())),
-                    (bulk("ip"), bulk(host)),
-                    (bulk("endpoint"), bulk(host)),
-                    (bulk("role"), bulk("master")),
-                    (bulk("replication-offset"), Reply::Integer(0)),
-                    (
-                        bulk("health"),
-                        bulk(if n.id == node.id || node.etcd_connected() {
-                            "online"
-                        } else {
-                            "loading"
-                        }),
-                    ),
-                ]);
-                Reply::Map(vec![
-                    (bulk("slots"), Reply::Array(slots)),
-                    (bulk("nodes"), Reply::Array(vec![member])),
-                ])
-            })
-            .collect(),
-    )
+            .enumerate()
+            .map(|(i, id)| member(id, if i == 0 { "master" } else { "replica" }))
+            .collect();
+        shard(
+            vec![
+                Reply::Integer(s.slots.lo.into()),
+                Reply::Integer(s.slots.hi.into()),
+            ],
+            nodes,
+        )
+    });
+    let idle = t
+        .nodes
+        .iter()
+        .filter(|n| t.ranges_of(&n.id).is_empty())
+        .map(|n| shard(Vec::new(), vec![member(&n.id, "master")]));
+    Reply::Array(chains.chain(idle).collect())
 }
 
 /// CLUSTER NODES: Redis's line per node — id, `ip:port@cport`, flags, master, ping sent,

@@ -252,6 +252,7 @@ fn run_txn(
                 Attempt::Done(Err(Reply::NullArray))
             }
             Ok(Commit::Conflict) => Attempt::Conflict,
+            Ok(Commit::Refused(text)) => Attempt::Done(Err(Reply::error(text))),
             Err(e) => Attempt::Done(Err(store_error(&e))),
         }
     });

@@ -14,6 +14,9 @@ use crate::reply::Reply;
 use crate::session::Session;
 use crate::table::{Cmd, CommandSpec, Flags, COMMANDS};
 
+pub const FLUSH_REPLICATED: &str =
+    "ERR FLUSHALL and FLUSHDB are not supported yet on a cluster with replicas (delete the keys instead)";
+
 /// What the check decided.
 pub enum Check {
     Run,
@@ -23,10 +26,12 @@ pub enum Check {
     Wait,
 }
 
-/// Checks a request (see the module documentation).
+/// Checks a request (see the module documentation). On a member of replicated chains the
+/// keys of a request that runs are kept in the session: the run's replies wait for the
+/// commit of what it read or wrote of them (`chain`).
 pub fn check(
     node: &ClusterNode,
-    session: &Session,
+    session: &mut Session,
     spec: &CommandSpec,
     args: &[Bytes],
     limits: &Limits,
@@ -34,22 +39,40 @@ pub fn check(
     if let Some(text) = forbidden(spec.cmd, args) {
         return Check::Refuse(err(text));
     }
+    if matches!(spec.cmd, Cmd::FlushAll | Cmd::FlushDb) && node.chains.is_replicated() {
+        // The node's store holds other chains' ranges too: emptying it is not the range's
+        // writes going down its chain.
+        return Check::Refuse(err(FLUSH_REPLICATED));
+    }
     let write = spec.flags.contains(Flags::WRITE);
+    let replicated = node.chains.is_replicated();
     let route = match spec.cmd {
-        Cmd::Exec => {
-            let Some(multi) = session.multi.as_ref() else {
-                return Check::Run;
+        Cmd::Exec | Cmd::Batch => {
+            let (keys, write) = match &session.multi {
+                Some(multi) if spec.cmd == Cmd::Exec => {
+                    let specs = multi.queued.iter().map(|(i, a)| (&COMMANDS[*i], a));
+                    let write = specs.clone().any(|(s, _)| s.flags.contains(Flags::WRITE));
+                    let keys: Vec<Bytes> = specs.flat_map(|(s, a)| keys_of(s, a, limits)).collect();
+                    (keys, write)
+                }
+                None if spec.cmd == Cmd::Exec => return Check::Run,
+                _ => (batch::keys(args, limits), write),
             };
-            let specs = multi.queued.iter().map(|(i, a)| (&COMMANDS[*i], a));
-            let write = specs.clone().any(|(s, _)| s.flags.contains(Flags::WRITE));
-            let keys: Vec<Bytes> = specs.flat_map(|(s, a)| keys_of(s, a, limits)).collect();
-            route_keys(node, keys.iter().map(|k| &k[..]), write)
+            let read = session.readonly && !write;
+            let route = route_keys(node, keys.iter().map(|k| &k[..]), write, read);
+            if replicated && route == Route::Local {
+                session.chain_keys.extend(keys);
+            }
+            route
         }
-        Cmd::Batch => {
-            let keys = batch::keys(args, limits);
-            route_keys(node, keys.iter().map(|k| &k[..]), write)
+        _ => {
+            let read = session.readonly && !write;
+            let route = route_keys(node, spec.keys(args).map(|k| &k[..]), write, read);
+            if replicated && route == Route::Local {
+                session.chain_keys.extend(spec.keys(args).cloned());
+            }
+            route
         }
-        _ => route_keys(node, spec.keys(args).map(|k| &k[..]), write),
     };
     match route {
         Route::Local => Check::Run,
@@ -61,12 +84,17 @@ pub fn check(
 }
 
 /// A request without keys is served whatever the topology (PING, INFO, DBSIZE, ...).
-fn route_keys<'k>(node: &ClusterNode, keys: impl Iterator<Item = &'k [u8]>, write: bool) -> Route {
+fn route_keys<'k>(
+    node: &ClusterNode,
+    keys: impl Iterator<Item = &'k [u8]>,
+    write: bool,
+    replica_read: bool,
+) -> Route {
     let mut keys = keys.peekable();
     if keys.peek().is_none() {
         return Route::Local;
     }
-    node.route(keys, write)
+    node.route(keys, write, replica_read)
 }
 
 /// The keys of a queued request (owned: EXEC gathers them from several).

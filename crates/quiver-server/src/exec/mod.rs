@@ -346,6 +346,30 @@ fn run_one(
     reply
 }
 
+/// [`execute_run`], then, on a member of replicated chains, the wait for the commit of what
+/// the run wrote and of the last writes of what it read (CRAQ): only then do its replies go
+/// out (`chain`).
+async fn run_and_settle(
+    state: &ServerState,
+    session: &mut Session,
+    requests: &[Vec<Bytes>],
+    out: &mut Output<'_>,
+) -> RunEnd {
+    let end = execute_run(state, session, requests, out, state.blocking()).await;
+    let Some(node) = &state.cluster else {
+        return end;
+    };
+    if session.chain_keys.is_empty() && session.barrier.is_empty() {
+        return end;
+    }
+    let keys = std::mem::take(&mut session.chain_keys);
+    node.chains.read_barrier(&keys, &mut session.barrier);
+    if !session.barrier.settle().await {
+        return RunEnd::Unresolved;
+    }
+    end
+}
+
 /// A node executes its connections' runs on its store ([`crate::exec`]).
 impl Service for ServerState {
     type Conn = ();
@@ -361,7 +385,7 @@ impl Service for ServerState {
         requests: &'a [Vec<Bytes>],
         out: &'a mut Output<'_>,
     ) -> impl Future<Output = RunEnd> + Send + 'a {
-        execute_run(self, session, requests, out, self.blocking())
+        run_and_settle(self, session, requests, out)
     }
 
     fn disconnected(&self, session: &mut Session, _conn: ()) {

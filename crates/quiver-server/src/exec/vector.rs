@@ -7,6 +7,9 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use quiver_store::RangeItem;
+
+use crate::chain::Took;
 use crate::cmd::vector::{Results, Shape, VectorOp};
 use crate::errors::{self, store_error};
 use crate::exec::thread::on_thread;
@@ -65,12 +68,33 @@ fn on_engine(
         }
         Vector::Put => {
             let pairs: Vec<(&Bytes, &Bytes)> = group.iter().flat_map(|op| op.pairs()).collect();
-            let result = store.multi_put(&pairs).map(|()| vec![true; keys.len()]);
-            write_replies(state, db, out, resp3, group, &keys, result);
+            let items = || {
+                pairs
+                    .iter()
+                    .map(|(k, v)| RangeItem::Put {
+                        key: (*k).clone(),
+                        value: (*v).clone(),
+                        expire_at: None,
+                    })
+                    .collect()
+            };
+            match replicated(state, items, || {
+                store.multi_put(&pairs).map(|()| vec![true; keys.len()])
+            }) {
+                Ok(result) => write_replies(state, db, out, resp3, group, &keys, result),
+                Err(refused) => failed_all(state, group, &refused, out, resp3),
+            }
         }
         Vector::Delete => {
-            let result = store.multi_delete(&keys);
-            write_replies(state, db, out, resp3, group, &keys, result);
+            let items = || {
+                keys.iter()
+                    .map(|k| RangeItem::Delete { key: (*k).clone() })
+                    .collect()
+            };
+            match replicated(state, items, || store.multi_delete(&keys)) {
+                Ok(result) => write_replies(state, db, out, resp3, group, &keys, result),
+                Err(refused) => failed_all(state, group, &refused, out, resp3),
+            }
         }
         Vector::Exists => match store.multi_exists(&keys) {
             Ok(found) => {
@@ -95,6 +119,26 @@ fn on_engine(
             resp3,
         ),
     }
+}
+
+/// A vector of writes on a node that replicates chains goes down them
+/// (`chain::Chains::write`); `items` are its keys' new states. `Err`: refused, nothing
+/// applied.
+fn replicated<T>(
+    state: &ServerState,
+    items: impl FnOnce() -> Vec<RangeItem>,
+    apply: impl FnOnce() -> quiver_store::Result<T>,
+) -> Result<quiver_store::Result<T>, Reply> {
+    let Some(node) = state.cluster.as_ref().filter(|n| n.chains.is_replicated()) else {
+        return Ok(apply());
+    };
+    node.chains
+        .write(&items(), false, || {
+            let result = apply();
+            let took = Took::of(&result);
+            (result, took)
+        })
+        .map_err(|r| Reply::error(r.to_string()))
 }
 
 /// Counts the group's calls (per command, so an UNLINK counts as UNLINK) and marks the

@@ -160,8 +160,9 @@ impl BackendConn {
     }
 }
 
-/// Reads until `n` complete replies are in `buf`, then takes them out of it.
-async fn read_replies<R: AsyncReadExt + Unpin>(
+/// Reads until `n` complete replies are in `buf`, then takes them out of it (the router's
+/// batches, and a chain's sender, which reads its successor's answers one at a time).
+pub async fn read_replies<R: AsyncReadExt + Unpin>(
     rd: &mut R,
     buf: &mut BytesMut,
     n: usize,

@@ -153,7 +153,7 @@ fn prepare<'a>(
         }
     };
     let refusal = match spec.cmd {
-        Cmd::RangeImport => Some(NOT_FOR_ROUTER),
+        Cmd::RangeImport | Cmd::Chain => Some(NOT_FOR_ROUTER),
         other => exec::cluster::forbidden(other, args),
     };
     if let Some(text) = refusal {

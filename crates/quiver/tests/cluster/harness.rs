@@ -374,6 +374,16 @@ impl Node {
         }
     }
 
+    /// SIGSTOP (`stop: true`) or SIGCONT: the process stays, frozen or running again.
+    pub fn pause(&self, stop: bool) {
+        let child = self.child.as_ref().expect("a running node");
+        let signal = if stop { libc::SIGSTOP } else { libc::SIGCONT };
+        let pid = i32::try_from(child.id()).expect("a pid");
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(rc, 0, "kill({pid}, {signal})");
+    }
+
     /// kill -9.
     pub fn kill9(&mut self) {
         assert!(self.child.is_some(), "{} is not running", self.id);
@@ -680,6 +690,17 @@ impl Cluster {
 
     /// [`Cluster::start`], each node given the extra environment `env(id)`.
     pub fn start_with_env(n: usize, env: impl Fn(&str) -> Env) -> Cluster {
+        Cluster::start_with(n, 1, env)
+    }
+
+    /// [`Cluster::start`] with chains of `replicas` nodes.
+    pub fn start_replicated(n: usize, replicas: u8) -> Cluster {
+        Cluster::start_with(n, replicas, |_| Env::new())
+    }
+
+    /// etcd, `n` nodes (each given the extra environment `env(id)`), `quiver cluster create
+    /// --replicas R`.
+    pub fn start_with(n: usize, replicas: u8, env: impl Fn(&str) -> Env) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let etcd = Etcd::start(&dir.path().join("etcd"));
         let mut cluster = Cluster {
@@ -693,7 +714,8 @@ impl Cluster {
             cluster.start_node_with_env(&id, env(&id));
         }
         let ids: Vec<String> = cluster.nodes.iter().map(|n| n.id.clone()).collect();
-        cluster.quiver_ok(&["create", "--nodes", &ids.join(",")]);
+        let replicas = replicas.to_string();
+        cluster.quiver_ok(&["create", "--nodes", &ids.join(","), "--replicas", &replicas]);
         cluster.wait_all("every node serving the topology", "cluster_state:ok");
         cluster
     }

@@ -6,6 +6,8 @@
 //! restarted while etcd is down. `moves`: slot ranges moved between nodes under load, kill -9
 //! of a move's source or target during the copy, a hand-over whose answer is lost (a test-only
 //! fault), nodes added, rebalanced and removed, and the cluster client's one request per node.
+//! `chains`: chain replication — every member has every write, CRAQ reads from replicas,
+//! a stopped tail holding writes and dirty reads, fencing by chain version.
 //! `router`: `quiver router`, the front-end plain clients (quiver-client's `Connection`,
 //! redis-cli without -c, redis-py's `redis.Redis`) talk to: a multiget across nodes as one
 //! request per back-end, moves under load hidden from its clients, a back-end killed and
@@ -20,6 +22,7 @@
 // The helpers outside the tests unwrap too: a failure there is the test failing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod chains;
 mod harness;
 mod moves;
 mod outage;

@@ -4,7 +4,8 @@
 
 use quiver_client::{Connection, Value};
 
-/// One entry of CLUSTER SLOTS: a range and its owner (chains of one node).
+/// One entry of CLUSTER SLOTS: a range, its owner (the chain's head: host, port, id) and its
+/// whole chain (id, port), the head first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotsEntry {
     pub lo: u16,
@@ -12,6 +13,7 @@ pub struct SlotsEntry {
     pub host: String,
     pub port: u16,
     pub id: String,
+    pub members: Vec<(String, u16)>,
 }
 
 /// CLUSTER SLOTS of the node behind `c`, in slot order.
@@ -30,18 +32,31 @@ pub fn cluster_slots(c: &mut Connection) -> Vec<SlotsEntry> {
             let Value::Array(r) = r else {
                 panic!("CLUSTER SLOTS entry: {r:?}")
             };
-            assert_eq!(r.len(), 3, "a range and one node (no replicas): {r:?}");
-            let Value::Array(node) = &r[2] else {
-                panic!("CLUSTER SLOTS node: {:?}", r[2])
-            };
-            // host, port, id, and Redis 7's metadata map (here an empty array).
-            assert_eq!(node.len(), 4, "{node:?}");
+            assert!(r.len() >= 3, "a range and its chain: {r:?}");
+            let members: Vec<&Vec<Value>> = r[2..]
+                .iter()
+                .map(|n| match n {
+                    // host, port, id, and Redis 7's metadata map (here an empty array).
+                    Value::Array(node) if node.len() == 4 => node,
+                    other => panic!("CLUSTER SLOTS node: {other:?}"),
+                })
+                .collect();
+            let node = members[0];
             SlotsEntry {
                 lo: u16::try_from(int(&r[0])).unwrap(),
                 hi: u16::try_from(int(&r[1])).unwrap(),
                 host: crate::harness::text(&node[0]),
                 port: u16::try_from(int(&node[1])).unwrap(),
                 id: crate::harness::text(&node[2]),
+                members: members
+                    .iter()
+                    .map(|n| {
+                        (
+                            crate::harness::text(&n[2]),
+                            u16::try_from(int(&n[1])).unwrap(),
+                        )
+                    })
+                    .collect(),
             }
         })
         .collect();

@@ -1,0 +1,136 @@
+//! How keys' states travel between nodes, for a range's move (`RANGEIMPORT ITEMS`) and a
+//! chain's messages (`CHAIN APPLY`): `key expire value` triples, expire `-1` for none, `-2`
+//! for a delete (the value empty), else the absolute expiry time in ms — so a key expires at
+//! the same instant on every node, whenever the message arrives.
+//!
+//! ```text
+//! CHAIN APPLY <lo-hi> <version> <seq> ATOMIC|PLAIN [<key> <expire> <value>] ...
+//! ```
+//!
+//! answered `+OK` once the message is committed (see `chain`).
+
+use bytes::{Bytes, BytesMut};
+use quiver_store::slot::{key_slot, SlotRange};
+use quiver_store::RangeItem;
+
+use crate::chain::Msg;
+use crate::errors::err;
+use crate::frame::string2ll;
+use crate::reply::Reply;
+
+/// Appends `items` as triples to `args`.
+pub fn push_items(args: &mut Vec<Bytes>, items: &[RangeItem]) {
+    for item in items {
+        match item {
+            RangeItem::Put {
+                key,
+                value,
+                expire_at,
+            } => {
+                args.push(key.clone());
+                args.push(Bytes::from(
+                    expire_at.map_or("-1".to_string(), |t| t.to_string()),
+                ));
+                args.push(value.clone());
+            }
+            RangeItem::Delete { key } => {
+                args.push(key.clone());
+                args.push(Bytes::from_static(b"-2"));
+                args.push(Bytes::new());
+            }
+        }
+    }
+}
+
+/// `key expire value` triples, every key in `range`.
+pub fn parse_items(range: SlotRange, args: &[Bytes]) -> Result<Vec<RangeItem>, Reply> {
+    if args.len() % 3 != 0 {
+        return Err(err(crate::errors::SYNTAX));
+    }
+    args.chunks_exact(3)
+        .map(|c| {
+            let key = c[0].clone();
+            if !range.contains(key_slot(&key)) {
+                return Err(Reply::error(format!(
+                    "ERR key of slot {} outside the range {range}",
+                    key_slot(&key)
+                )));
+            }
+            Ok(match string2ll(&c[1]) {
+                Some(-2) => RangeItem::Delete { key },
+                Some(-1) => RangeItem::Put {
+                    key,
+                    value: c[2].clone(),
+                    expire_at: None,
+                },
+                Some(t) if t >= 0 => RangeItem::Put {
+                    key,
+                    value: c[2].clone(),
+                    expire_at: Some(t as u64),
+                },
+                _ => return Err(err("ERR invalid expire time in a key's state")),
+            })
+        })
+        .collect()
+}
+
+/// Encodes `msg` of the chain of `slots` at `version` as a `CHAIN APPLY` request.
+pub fn encode_apply(out: &mut BytesMut, slots: SlotRange, version: u64, msg: &Msg) {
+    let mut args: Vec<Bytes> = Vec::with_capacity(6 + msg.items.len() * 3);
+    args.push(Bytes::from_static(b"CHAIN"));
+    args.push(Bytes::from_static(b"APPLY"));
+    args.push(Bytes::from(slots.to_string()));
+    args.push(Bytes::from(version.to_string()));
+    args.push(Bytes::from(msg.seq.to_string()));
+    args.push(Bytes::from_static(if msg.atomic {
+        b"ATOMIC"
+    } else {
+        b"PLAIN"
+    }));
+    push_items(&mut args, &msg.items);
+    let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+    quiver_resp::request::encode_command(out, &refs);
+}
+
+/// A parsed `CHAIN APPLY` (arguments after `APPLY`).
+pub struct Apply {
+    pub slots: SlotRange,
+    pub version: u64,
+    pub msg: Msg,
+}
+
+pub fn parse_apply(args: &[Bytes]) -> Result<Apply, Reply> {
+    if args.len() < 4 {
+        return Err(err(crate::errors::SYNTAX));
+    }
+    let Some(slots) = std::str::from_utf8(&args[0])
+        .ok()
+        .and_then(SlotRange::parse)
+    else {
+        return Err(Reply::error(format!(
+            "ERR invalid slot range '{}'",
+            String::from_utf8_lossy(&args[0])
+        )));
+    };
+    let number = |a: &Bytes, what: &str| {
+        string2ll(a)
+            .and_then(|n| u64::try_from(n).ok())
+            .ok_or_else(|| Reply::error(format!("ERR invalid {what} in CHAIN APPLY")))
+    };
+    let version = number(&args[1], "version")?;
+    let seq = number(&args[2], "sequence number")?;
+    if seq == 0 {
+        return Err(err("ERR invalid sequence number in CHAIN APPLY"));
+    }
+    let atomic = match &args[3].to_ascii_uppercase()[..] {
+        b"ATOMIC" => true,
+        b"PLAIN" => false,
+        _ => return Err(err(crate::errors::SYNTAX)),
+    };
+    let items = parse_items(slots, &args[4..])?;
+    Ok(Apply {
+        slots,
+        version,
+        msg: Msg { seq, items, atomic },
+    })
+}
