@@ -284,3 +284,28 @@ fn a_stopped_tail_holds_writes_and_dirty_reads_until_it_answers() {
     let mut t = readonly(&cluster.nodes[tail]);
     assert_eq!(t.get("dirty").unwrap().as_deref(), Some(&b"d1"[..]));
 }
+
+/// redis-py's RedisCluster reading from replicas (`read_from_replicas=True`: READONLY
+/// connections to every member, reads spread over them) sees every acknowledged write, and
+/// finds two replicas per range in CLUSTER SLOTS.
+#[test]
+fn redis_py_reads_from_replicas() {
+    let cluster = Cluster::start_replicated(3, 3);
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/cluster/redis_py_cluster.py"
+    );
+    let (status, out, err) = crate::harness::run(
+        std::process::Command::new(crate::harness::program("python3"))
+            .arg(script)
+            .arg(cluster.nodes[0].port.to_string())
+            .arg("3"),
+        "redis_py_cluster.py",
+        crate::harness::WAIT * 3,
+    );
+    assert!(
+        status.success(),
+        "redis_py_cluster.py: {status}\n{out}{err}\n{}",
+        cluster.logs()
+    );
+}

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """redis-py's cluster client (redis.cluster.RedisCluster) against a Quiver cluster.
 
-    redis_py_cluster.py PORT
+    redis_py_cluster.py PORT [REPLICAS]
 
-PORT is any node's: the client discovers the others with CLUSTER SLOTS. Sets 1000 keys (spread
+PORT is any node's: the client discovers the others with CLUSTER SLOTS. With REPLICAS (the
+cluster's chain length, 1 by default) above 1 the client reads from replicas too
+(load balancing round robin over a range's members: READONLY connections to each), and CLUSTER SLOTS
+must list REPLICAS-1 replicas per range. Sets 1000 keys (spread
 over every node), reads them back in order with mget_nonatomic, checks get, delete and exists,
 that cluster_slots and cluster_nodes parse into the whole cluster, and a pipeline. Exits 0 when
 everything matched; otherwise prints the first mismatch and exits 1. Run by the cluster test
@@ -14,9 +17,16 @@ import sys
 
 from redis.cluster import RedisCluster
 
+try:  # redis-py 5.3+; older ones only have read_from_replicas
+    from redis.cluster import LoadBalancingStrategy
+except ImportError:
+    LoadBalancingStrategy = None
+
 SLOTS = 16384
 KEYS = 1000
 PIPELINED = 50
+# Keys read once per member of their chain.
+REREADS = 100
 
 
 def check(ok, what):
@@ -27,14 +37,20 @@ def check(ok, what):
 
 def main():
     port = int(sys.argv[1])
-    rc = RedisCluster(host="127.0.0.1", port=port, decode_responses=True)
+    replicas = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    spread = {}
+    if replicas > 1 and LoadBalancingStrategy is not None:
+        spread = {"load_balancing_strategy": LoadBalancingStrategy.ROUND_ROBIN}
+    elif replicas > 1:
+        spread = {"read_from_replicas": True}
+    rc = RedisCluster(host="127.0.0.1", port=port, decode_responses=True, **spread)
     try:
-        run(rc)
+        run(rc, replicas)
     finally:
         rc.close()
 
 
-def run(rc):
+def run(rc, replicas):
     keys = [f"py:{i}" for i in range(KEYS)]
     values = [f"value-{i}" for i in range(KEYS)]
     for k, v in zip(keys, values):
@@ -44,6 +60,12 @@ def run(rc):
 
     got = rc.mget_nonatomic(keys)
     check(got == values, f"mget_nonatomic: {got[:5]}... differs from {values[:5]}...")
+    # Each read may go to any member of the key's chain (round robin with replicas): every
+    # one has every acknowledged write.
+    for k, v in zip(keys[:REREADS], values):
+        for _ in range(replicas):
+            got = rc.get(k)
+            check(got == v, f"GET {k} (from any member): {got!r}, not {v!r}")
     check(rc.get("py:7") == "value-7", "GET py:7")
     check(rc.exists("py:7") == 1, "EXISTS py:7 before DEL")
     check(rc.delete("py:7") == 1, "DEL py:7")
@@ -62,7 +84,10 @@ def run(rc):
     )
     primaries = {slots[r]["primary"] for r in ranges}
     check(len(primaries) == 3, f"cluster_slots: primaries {primaries}")
-    check(all(not slots[r]["replicas"] for r in ranges), "cluster_slots: replicas")
+    check(
+        all(len(slots[r]["replicas"]) == replicas - 1 for r in ranges),
+        f"cluster_slots: replicas {[slots[r]['replicas'] for r in ranges]}",
+    )
 
     # cluster_nodes: {"host:port": {"node_id", "flags", "slots", ...}}, one of them myself.
     nodes = rc.cluster_nodes()
@@ -81,9 +106,16 @@ def run(rc):
     pipe = rc.pipeline()
     for i in range(PIPELINED):
         pipe.set(f"pipe:{i}", str(i))
+    if replicas > 1:
+        # Reading from replicas, the pipeline's GETs go to other nodes than its SETs, at the
+        # same time: they may precede them (no acknowledged write yet), so they wait for them.
+        sets = pipe.execute()
+        pipe = rc.pipeline()
     for i in range(PIPELINED):
         pipe.get(f"pipe:{i}")
     replies = pipe.execute()
+    if replicas > 1:
+        replies = sets + replies
     check(replies[:PIPELINED] == [True] * PIPELINED, f"pipeline SETs: {replies[:PIPELINED]}")
     check(
         replies[PIPELINED:] == [str(i) for i in range(PIPELINED)],
