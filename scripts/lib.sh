@@ -34,3 +34,10 @@ apt_install_missing() {
   ((${#need[@]})) || return 0
   apt_install "${need[@]}"
 }
+
+# Prints the path of a Go toolchain's `go`: the one on the PATH, else /usr/local/go/bin/go (where
+# Go's own archive installs, often not on a non-login shell's PATH); fails when there is none.
+go_binary() {
+  if command -v go; then return 0; fi
+  if [[ -x /usr/local/go/bin/go ]]; then echo /usr/local/go/bin/go; else return 1; fi
+}

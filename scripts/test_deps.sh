@@ -16,6 +16,11 @@
 # - the Python `redis` package (redis-py) for redis_py_check.py and redis_py_cluster.py: pip
 #   first; if pip refuses (PEP 668 "externally managed environment") or is missing, pip with
 #   --break-system-packages, then Debian's python3-redis.
+# - Go (Debian package golang-go; bookworm's 1.19 is enough, tools/lincheck/go.mod says why)
+#   unless a `go` is on the PATH or in /usr/local/go/bin, and with it the linearizability
+#   checker tools/lincheck (porcupine, from the Go module proxy; go.sum pins it), built into
+#   target/lincheck/lincheck when missing or older than its sources. The cluster tests'
+#   `lincheck` and the history checks run it.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -42,4 +47,20 @@ if ! python3 -c 'import redis' >/dev/null 2>&1; then
     fail "could not install the python redis package"
   # Debian's python3-redis serves /usr/bin/python3 only: make sure *this* python3 sees it.
   python3 -c 'import redis' >>"$log" 2>&1 || fail "python3 still cannot import redis"
+fi
+
+# ---- Go, and the linearizability checker built with it
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if ! go_bin=$(go_binary); then
+  apt_install_missing go:golang-go || fail "apt-get install golang-go failed (its output is above)"
+  go_bin=$(go_binary) || fail "golang-go is installed but go is not on the PATH"
+fi
+lincheck=$root/target/lincheck/lincheck
+# Stale when missing or older than any of its sources (go.mod and go.sum included).
+if [[ ! -x $lincheck ]] ||
+  [[ -n $(find "$root/tools/lincheck" -type f \( -name '*.go' -o -name 'go.*' \) -newer "$lincheck" -print -quit) ]]; then
+  # -buildvcs=false: the binary needs no version control stamp (and a work tree of another
+  # owner would make Go refuse to read it).
+  (cd "$root/tools/lincheck" && "$go_bin" build -buildvcs=false -o "$lincheck" .) >>"$log" 2>&1 ||
+    fail "could not build tools/lincheck with $go_bin ($("$go_bin" version 2>&1))"
 fi

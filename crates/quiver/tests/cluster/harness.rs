@@ -281,14 +281,17 @@ fn etcd_healthy(port: u16) -> Result<(), String> {
 // nodes
 
 /// A `quiver serve --cluster` process on a port of its own (kept across restarts), its store
-/// in `dir`, its stderr in `dir.log`.
+/// in `dir`, its stderr in `dir.log` — or a standalone `quiver serve` ([`Node::standalone`]).
 pub struct Node {
     pub id: String,
     pub port: u16,
     dir: PathBuf,
-    etcd_url: String,
+    /// The cluster's etcd; `None`: a standalone server (no `--cluster`).
+    etcd_url: Option<String>,
     /// Extra environment variables of the process (and of its restarts).
     env: Env,
+    /// Extra arguments of `serve` (and of its restarts), e.g. `--durability fsync`.
+    args: Vec<String>,
     child: Option<Child>,
     /// Lines printed after the first (kept so the reading thread keeps draining the pipe).
     _stdout: Option<mpsc::Receiver<String>>,
@@ -298,12 +301,24 @@ impl Node {
     /// Starts node `id` on a free port with its store in `dir`, registered in etcd at
     /// `etcd_url`, with the extra environment `env`; returns once it listens.
     pub fn start(dir: &Path, etcd_url: &str, id: &str, env: Env) -> Node {
+        Node::start_with(dir, Some(etcd_url), id, env, &[])
+    }
+
+    /// A standalone `quiver serve` (no cluster, no etcd) named `id`, its store in `dir`, with
+    /// the extra `serve` arguments `args`; returns once it listens. Stopped, killed and
+    /// restarted like a cluster node.
+    pub fn standalone(dir: &Path, id: &str, args: &[&str]) -> Node {
+        Node::start_with(dir, None, id, Env::new(), args)
+    }
+
+    fn start_with(dir: &Path, etcd_url: Option<&str>, id: &str, env: Env, args: &[&str]) -> Node {
         let mut node = Node {
             id: id.to_string(),
             port: 0,
             dir: dir.to_path_buf(),
-            etcd_url: etcd_url.to_string(),
+            etcd_url: etcd_url.map(str::to_string),
             env,
+            args: args.iter().map(|a| a.to_string()).collect(),
             child: None,
             _stdout: None,
         };
@@ -408,24 +423,25 @@ impl Node {
         );
     }
 
-    /// Spawns `quiver --dir DIR serve --port PORT --cluster ...` and reads its listening line.
+    /// Spawns `quiver --dir DIR serve --port PORT [--cluster ...] ARGS...` and reads its
+    /// listening line.
     fn spawn(&mut self) -> Result<(), StartFailure> {
         let port = self.port.to_string();
         let log_start = log_len(&self.log());
         let config = self.dir.with_extension("toml");
         std::fs::write(&config, NODE_CONFIG).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_quiver"));
+        command
             .arg("--dir")
             .arg(&self.dir)
-            .args([
-                "serve",
-                "--port",
-                &port,
-                "--cluster",
-                "--etcd",
-                &self.etcd_url,
-            ])
-            .args(["--node-id", &self.id])
+            .args(["serve", "--port", &port]);
+        if let Some(etcd_url) = &self.etcd_url {
+            command
+                .args(["--cluster", "--etcd", etcd_url])
+                .args(["--node-id", &self.id]);
+        }
+        let child = command
+            .args(&self.args)
             .arg("--config")
             .arg(&config)
             .env("RUST_LOG", "info")

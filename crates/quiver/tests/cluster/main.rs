@@ -13,17 +13,21 @@
 //! request per back-end, moves under load hidden from its clients, a back-end killed and
 //! restarted, AUTH and malformed frames. `script`: scripts/cluster.sh up and down (and the
 //! router it starts). `slots`: CLUSTER SLOTS and MOVED read for assertions (routing is the
-//! cluster client's).
+//! cluster client's). `history`: a recorder of concurrent GET / SET / INCR / MSET histories
+//! and their linearizability check by porcupine (`tools/lincheck`); `lincheck`: its tests on
+//! one standalone node (linearizable, a stale read injected and found, a kill -9).
 //!
 //! The harness (`harness`) starts every process on free loopback ports in a temporary
 //! directory and stops each by its PID; scripts/test_deps.sh installs etcd, redis-tools and
-//! redis-py.
+//! redis-py, and builds the checker.
 
 // The helpers outside the tests unwrap too: a failure there is the test failing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod chains;
 mod harness;
+mod history;
+mod lincheck;
 mod moves;
 mod outage;
 #[path = "../common/process.rs"]
