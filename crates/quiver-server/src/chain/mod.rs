@@ -22,7 +22,6 @@ pub mod sender;
 pub mod stream;
 pub mod wire;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,6 +75,13 @@ impl Took {
             Took::None => false,
             Took::Some(t) => t.get(i).copied().unwrap_or(false),
         }
+    }
+}
+
+impl Table {
+    fn stream(&self, slot: u16) -> Option<&Arc<Stream>> {
+        let i = *self.by_slot.get(slot as usize)?;
+        (i != NO_STREAM).then(|| &self.streams[i as usize])
     }
 }
 
@@ -134,16 +140,6 @@ pub struct Chains {
 impl Chains {
     pub fn is_replicated(&self) -> bool {
         self.any.load(Ordering::Acquire)
-    }
-
-    /// The stream of `slot`'s chain, if this node is a member of a replicated chain of it.
-    pub fn stream_of_slot(&self, slot: u16) -> Option<Arc<Stream>> {
-        if !self.is_replicated() {
-            return None;
-        }
-        let t = self.table.read();
-        let i = *t.by_slot.get(slot as usize)?;
-        (i != NO_STREAM).then(|| t.streams[i as usize].clone())
     }
 
     pub fn stream_of(&self, slots: SlotRange) -> Option<Arc<Stream>> {
@@ -228,15 +224,16 @@ impl Chains {
         if !self.is_replicated() {
             return Ok(apply().0);
         }
-        // Per chain, the positions of its items.
+        // Per chain, the positions of its items (one look at the table for the vector).
+        let table = self.table.read().clone();
         let mut parts: Vec<(Arc<Stream>, Vec<usize>)> = Vec::new();
         for (i, item) in items.iter().enumerate() {
-            let Some(stream) = self.stream_of_slot(key_slot(item.key())) else {
+            let Some(stream) = table.stream(key_slot(item.key())) else {
                 continue;
             };
-            match parts.iter_mut().find(|(s, _)| Arc::ptr_eq(s, &stream)) {
+            match parts.iter_mut().find(|(s, _)| Arc::ptr_eq(s, stream)) {
                 Some((_, at)) => at.push(i),
-                None => parts.push((stream, vec![i])),
+                None => parts.push((stream.clone(), vec![i])),
             }
         }
         if parts.is_empty() {
@@ -321,13 +318,9 @@ impl Chains {
         if !self.is_replicated() {
             return;
         }
-        let mut cache: HashMap<u16, Option<Arc<Stream>>> = HashMap::new();
+        let table = self.table.read().clone();
         for key in keys {
-            let slot = key_slot(key);
-            let stream = cache
-                .entry(slot)
-                .or_insert_with(|| self.stream_of_slot(slot));
-            if let Some(s) = stream {
+            if let Some(s) = table.stream(key_slot(key)) {
                 barrier.wait_for(s, s.dirty(key));
             }
         }
