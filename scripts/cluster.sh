@@ -3,7 +3,7 @@
 # free loopback ports, each in the background in its own session (they outlive this script),
 # every file under one directory.
 #
-#   scripts/cluster.sh up --nodes N [--replicas R] --dir D [--bin PATH]
+#   scripts/cluster.sh up --nodes N [--replicas R] --dir D [--bin PATH] [--node-config FILE]
 #   scripts/cluster.sh down --dir D
 #
 # up: builds quiver (cargo build --release -p quiver, installing protoc when missing) unless
@@ -11,22 +11,29 @@
 # node-1 .. node-N (data in D/node-I); waits until each node has registered in etcd; runs
 # `quiver cluster create --replicas R` (chains of R nodes, 1 to 3, R <= N; R defaults to 1; a
 # refused R makes up fail with quiver's message); waits until every node's
-# CLUSTER INFO says cluster_state:ok; starts the router (`quiver router --etcd URL --port P
+# CLUSTER INFO says cluster_state:ok; starts the manager (`quiver manager --name manager-1`: it
+# repairs the chains when a node dies, stalls or restarts; its argv[0] is D/quiver-manager, so
+# that its command line names D); starts the router (`quiver router --etcd URL --port P
 # --config D/router.toml`: the front-end plain Redis clients use, no data directory), waits
 # until it answers PING and its INFO shows a topology (router_epoch above 0); prints one JSON
 # line on stdout:
 #   {"etcd": "http://127.0.0.1:P", "etcd_pid": PID,
-#    "nodes": [{"id": "node-1", "port": P, "pid": PID}, ...], "router": P, "router_pid": PID}
-# D/cluster.json holds the same (`router` and `router_pid` null until the router starts),
+#    "nodes": [{"id": "node-1", "port": P, "pid": PID}, ...], "manager_pid": PID,
+#    "router": P, "router_pid": PID}
+# D/cluster.json holds the same (`manager_pid`, `router` and `router_pid` null until they
+# start),
 # rewritten as each process starts, so that `down` also stops what an interrupted `up` left.
-# Logs: D/etcd.log, D/node-I.log and D/router.log (stderr), D/node-I.out and D/router.out
-# (stdout). When up fails midway it stops what it started (the logs stay). D must not hold a
+# Logs: D/etcd.log, D/node-I.log, D/manager.log and D/router.log (stderr), D/node-I.out,
+# D/manager.out and D/router.out (stdout). When up fails midway it stops what it started (the logs stay). D must not hold a
 # cluster already. Each node (and the router) is started on the port it is recorded with
 # (--port P, not 0): restarted by hand with the same command line (ps shows it), it keeps the
-# address the topology (or the router's clients) know it by.
+# address the topology (or the router's clients) know it by. --node-config FILE: a `quiver serve`
+# settings file for every node (copied to D/node.toml, each node's --config), e.g.
+# `disk-reserve = "32mb"` for many nodes on one small disk (each holds a 1 GiB reserve by
+# default).
 #
-# down: stops the processes recorded in D/cluster.json by PID, the router first, then the
-# nodes, etcd last: SIGTERM, a bounded wait (a node checkpoints its store), then SIGKILL. A PID
+# down: stops the processes recorded in D/cluster.json by PID, the manager first (else it would
+# take the stopping nodes out of their chains), the router, then the nodes, etcd last: SIGTERM, a bounded wait (a node checkpoints its store), then SIGKILL. A PID
 # that is no longer one of ours (its command line does not name D) is left alone. Data and
 # logs stay in D.
 #
@@ -89,6 +96,8 @@ elif cmd == "command":
 elif cmd == "pids":
     with open(arg) as f:
         state = json.load(f)
+    if state.get("manager_pid"):
+        print("manager", state["manager_pid"])
     if state.get("router_pid"):
         print("router", state["router_pid"])
     for n in state.get("nodes", []):
@@ -141,23 +150,26 @@ stop() {
   done
 }
 
-# Stops everything D/cluster.json records: the router (its clients' requests need the nodes),
-# the nodes, then etcd (the watches outlive etcd without harm; the other order would only make
+# Stops everything D/cluster.json records: the manager (it would repair the chains of the
+# nodes being stopped), the router (its clients' requests need the nodes), the nodes, then etcd (the watches outlive etcd without harm; the other order would only make
 # them log reconnection attempts).
 stop_recorded() {
-  local state=$dir/cluster.json kind pid routers=() nodes=() etcd=()
+  local state=$dir/cluster.json kind pid managers=() routers=() nodes=() etcd=()
   [ -f "$state" ] || return 0
   while read -r kind pid; do
     case $kind in
+      manager) managers+=("$pid") ;;
       router) routers+=("$pid") ;;
       node) nodes+=("$pid") ;;
       *) etcd+=("$pid") ;;
     esac
   done < <(py pids "$state")
+  stop manager "${managers[@]}"
   stop router "${routers[@]}"
   stop node "${nodes[@]}"
   stop etcd "${etcd[@]}"
-  echo "cluster.sh: stopped ${#routers[@]} router, ${#nodes[@]} node(s) and ${#etcd[@]} etcd;" \
+  echo "cluster.sh: stopped ${#managers[@]} manager, ${#routers[@]} router, ${#nodes[@]} node(s)" \
+    "and ${#etcd[@]} etcd;" \
     "data and logs in $dir" >&2
 }
 
@@ -169,6 +181,7 @@ node_pids=()
 node_ports=()
 router_port=
 router_pid=
+manager_pid=
 
 state_json() {
   local i nodes=() joined
@@ -178,8 +191,8 @@ state_json() {
   printf -v joined '%s, ' "${nodes[@]}"
   local router=null
   [ -z "$router_pid" ] || router=$router_port
-  printf '{"etcd": "%s", "etcd_pid": %s, "nodes": [%s], "router": %s, "router_pid": %s}\n' \
-    "$etcd_url" "${etcd_pid:-null}" "${joined%, }" "$router" "${router_pid:-null}"
+  printf '{"etcd": "%s", "etcd_pid": %s, "nodes": [%s], "manager_pid": %s, "router": %s, "router_pid": %s}\n' \
+    "$etcd_url" "${etcd_pid:-null}" "${joined%, }" "${manager_pid:-null}" "$router" "${router_pid:-null}"
 }
 
 write_state() {
@@ -236,6 +249,11 @@ router_listening() {
   [ "$line" = "quiver router listening on 127.0.0.1:$router_port" ]
 }
 
+# manager_running: the manager printed `quiver manager manager-1 running`.
+manager_running() {
+  [ "$(head -n 1 "$dir/manager.out" 2>/dev/null)" = "quiver manager manager-1 running" ]
+}
+
 # router_routing: the router answers PING, and its INFO names a topology (router_epoch > 0).
 router_routing() {
   local text epoch
@@ -260,6 +278,11 @@ up() {
     bin=$target/release/quiver
   fi
   [ -x "$bin" ] || die "$bin is not an executable"
+  local config_args=()
+  if [ -n "$node_config" ]; then
+    cp "$node_config" "$dir/node.toml" || die "--node-config $node_config: cannot be copied"
+    config_args=(--config "$dir/node.toml")
+  fi
   apt_install_missing etcd:etcd-server
 
   # From here on, a failure (or Ctrl-C) stops what was started.
@@ -288,7 +311,7 @@ up() {
     ids+=("$id")
     mkdir -p "$dir/$id"
     setsid "$bin" --dir "$dir/$id" serve --port "${node_ports[i]}" --cluster --etcd "$etcd_url" \
-      --node-id "$id" \
+      --node-id "$id" "${config_args[@]}" \
       >"$dir/$id.out" 2>"$dir/$id.log" </dev/null &
     node_pids+=($!)
     write_state
@@ -314,6 +337,13 @@ up() {
       "$dir/node-$((i + 1)).log" "${node_pids[i]}" info_has "$i" cluster_state:ok
   done
 
+  # The manager: argv[0] names D (what `ours` recognises).
+  setsid bash -c 'exec -a "$0" "$@"' "$dir/quiver-manager" "$bin" manager --etcd "$etcd_url" \
+    --name manager-1 >"$dir/manager.out" 2>"$dir/manager.log" </dev/null &
+  manager_pid=$!
+  write_state
+  wait_until "the manager running" "$dir/manager.log" "$manager_pid" manager_running
+
   # The router: its settings file puts D on its command line (what `ours` recognises).
   echo "# quiver router's settings (scripts/cluster.sh): the defaults" >"$dir/router.toml"
   setsid "$bin" router --etcd "$etcd_url" --port "$router_port" --config "$dir/router.toml" \
@@ -331,6 +361,7 @@ cmd=${1:-}
 [ $# -eq 0 ] || shift
 node_count=
 replicas=1
+node_config=
 dir=
 bin=
 while [ $# -gt 0 ]; do
@@ -339,6 +370,7 @@ while [ $# -gt 0 ]; do
     --replicas) replicas=${2:-}; shift 2 || die "--replicas needs a value" ;;
     --dir) dir=${2:-}; shift 2 || die "--dir needs a value" ;;
     --bin) bin=${2:-}; shift 2 || die "--bin needs a value" ;;
+    --node-config) node_config=${2:-}; shift 2 || die "--node-config needs a value" ;;
     -h | --help) usage; exit 0 ;;
     *) echo "cluster.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
   esac

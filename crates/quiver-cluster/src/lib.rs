@@ -4,8 +4,10 @@
 //!   range of Redis Cluster's 16384 hash slots, migrations in flight, and the epoch that
 //!   orders every version;
 //! * [`meta`] — that document in etcd: read, changed by one transaction per epoch, watched;
-//!   nodes' registrations.
+//!   nodes' registrations and leases, the managers' election;
+//! * [`manager`] — the process that repairs chains when nodes die, stall or restart.
 
+pub mod manager;
 pub mod meta;
 pub mod topology;
 

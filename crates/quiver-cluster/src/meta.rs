@@ -2,8 +2,17 @@
 //!
 //! ```text
 //! {prefix}/topology      the Topology document (JSON); its epoch orders versions
-//! {prefix}/nodes/{id}    a node's registration: {"id", "addr"}, written by the node at start
+//! {prefix}/nodes/{id}    a node's registration: {"id", "addr", "run"}, written by the node at start
+//! {prefix}/alive/{id}    the same, under the node's lease: present while the node lives
+//! {prefix}/manager/...   the managers' election (etcd's election API, under their leases)
 //! ```
+//!
+//! A node holds a lease ([`Meta::grant`], renewed by [`Meta::keep`]) and puts its `alive`
+//! key under it: when the node dies or stalls past the lease's TTL, etcd deletes the key, and
+//! the elected manager repairs the chains the node was in (`manager`). Such a repair is
+//! written only if what it was computed from still holds: the node's key still absent (or
+//! still at the revision that showed another run), compared in the same transaction
+//! ([`LeaseCheck`]).
 //!
 //! Every change of the topology is one transaction that compares the document's etcd
 //! revision with the one it was computed from and writes the next epoch ([`Meta::update`]):
@@ -14,11 +23,11 @@
 //! long as the node) and notices a dead etcd by HTTP/2 keep-alive pings.
 
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, Txn, TxnOp, WatchOptions,
-    WatchStream,
+    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, PutOptions, Txn, TxnOp,
+    WatchOptions, WatchStream,
 };
 
 use crate::topology::{Node, Topology, TopologyError};
@@ -57,6 +66,36 @@ pub enum MetaError {
     Document { key: String, source: TopologyError },
     #[error(transparent)]
     Topology(#[from] TopologyError),
+    #[error("etcd at {endpoints}: lease {id:x} expired (it was not renewed in time)")]
+    LeaseExpired { endpoints: String, id: i64 },
+    #[error("etcd at {endpoints}: the lease renewals ended")]
+    LeaseEnded { endpoints: String },
+}
+
+/// A lease granted by etcd: keys put under it vanish when it is not renewed within `ttl`.
+#[derive(Clone, Copy, Debug)]
+pub struct Lease {
+    pub id: i64,
+    pub ttl: Duration,
+}
+
+/// Shortest lease etcd grants (with its default election timeout it rounds shorter ones up).
+pub const LEASE_TTL_MIN: Duration = Duration::from_secs(2);
+
+/// A condition on a node's lease under which a change of the topology was computed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeaseCheck {
+    /// The node's `alive` key is absent: its lease expired.
+    Gone(String),
+    /// The node's `alive` key is the one read at `revision` (the same run).
+    Unchanged { id: String, revision: i64 },
+}
+
+/// A node holding a lease: its registration and the revision of its `alive` key.
+#[derive(Clone, Debug)]
+pub struct Alive {
+    pub node: Node,
+    pub revision: i64,
 }
 
 pub type Result<T> = std::result::Result<T, MetaError>;
@@ -114,6 +153,14 @@ impl Meta {
         format!("{}/nodes/", self.prefix)
     }
 
+    fn alive_prefix(&self) -> String {
+        format!("{}/alive/", self.prefix)
+    }
+
+    fn election(&self) -> String {
+        format!("{}/manager", self.prefix)
+    }
+
     /// The current topology, or `None` before `quiver cluster create`.
     pub async fn topology(&self) -> Result<Option<Versioned>> {
         let key = self.topology_key();
@@ -164,6 +211,17 @@ impl Meta {
     /// Replaces the topology read at `expected` with `next` (whose epoch must be the next
     /// one): true when it applied, false when another change came first.
     pub async fn replace(&self, expected: &Versioned, next: &Topology) -> Result<bool> {
+        self.replace_checked(expected, next, &[]).await
+    }
+
+    /// [`Meta::replace`], applied only if every one of `checks` holds too (in the same
+    /// transaction): false when one does not.
+    pub async fn replace_checked(
+        &self,
+        expected: &Versioned,
+        next: &Topology,
+        checks: &[LeaseCheck],
+    ) -> Result<bool> {
         if next.epoch != expected.topology.epoch + 1 {
             return Err(TopologyError::Invalid(format!(
                 "epoch {} does not follow {}",
@@ -173,12 +231,25 @@ impl Meta {
         }
         next.validate()?;
         let key = self.topology_key();
+        let mut when = vec![Compare::mod_revision(
+            key.clone(),
+            CompareOp::Equal,
+            expected.revision,
+        )];
+        for check in checks {
+            when.push(match check {
+                LeaseCheck::Gone(id) => {
+                    Compare::version(format!("{}{id}", self.alive_prefix()), CompareOp::Equal, 0)
+                }
+                LeaseCheck::Unchanged { id, revision } => Compare::mod_revision(
+                    format!("{}{id}", self.alive_prefix()),
+                    CompareOp::Equal,
+                    *revision,
+                ),
+            });
+        }
         let txn = Txn::new()
-            .when([Compare::mod_revision(
-                key.clone(),
-                CompareOp::Equal,
-                expected.revision,
-            )])
+            .when(when)
             .and_then([TxnOp::put(key, next.to_json(), None)]);
         let mut kv = self.client.kv_client();
         let resp = bounded(&self.endpoints, "change the topology", kv.txn(txn)).await?;
@@ -218,22 +289,146 @@ impl Meta {
         Ok(())
     }
 
-    /// Every node that has registered, in id order.
-    pub async fn registered(&self) -> Result<Vec<Node>> {
+    /// A lease of `ttl` (at least [`LEASE_TTL_MIN`], whole seconds).
+    pub async fn grant(&self, ttl: Duration) -> Result<Lease> {
+        let secs = ttl.max(LEASE_TTL_MIN).as_secs_f64().ceil() as i64;
+        let mut leases = self.client.lease_client();
+        let resp = bounded(&self.endpoints, "grant a lease", leases.grant(secs, None)).await?;
+        Ok(Lease {
+            id: resp.id(),
+            ttl: Duration::from_secs(resp.ttl().max(1) as u64),
+        })
+    }
+
+    /// Renews `lease` every third of its TTL until a renewal fails (etcd unreachable, or the
+    /// lease expired meanwhile); after each, `renewed(sent, ttl)`: the lease holds at least
+    /// until `sent + ttl` (`sent`: when the renewal's request went out). Returns why it
+    /// stopped.
+    pub async fn keep(
+        &self,
+        lease: Lease,
+        mut renewed: impl FnMut(Instant, Duration),
+    ) -> MetaError {
+        let mut leases = self.client.lease_client();
+        let what = "renew a lease";
+        let (mut keeper, mut answers) =
+            match bounded(&self.endpoints, what, leases.keep_alive(lease.id)).await {
+                Ok(k) => k,
+                Err(e) => return e,
+            };
+        let mut tick = tokio::time::interval(lease.ttl / 3);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let sent = Instant::now();
+            let round = async {
+                keeper.keep_alive().await?;
+                answers.message().await
+            };
+            match bounded(&self.endpoints, what, round).await {
+                Ok(Some(answer)) if answer.ttl() > 0 => {
+                    renewed(sent, Duration::from_secs(answer.ttl() as u64))
+                }
+                Ok(Some(_)) => {
+                    return MetaError::LeaseExpired {
+                        endpoints: self.endpoints.clone(),
+                        id: lease.id,
+                    }
+                }
+                Ok(None) => {
+                    return MetaError::LeaseEnded {
+                        endpoints: self.endpoints.clone(),
+                    }
+                }
+                Err(e) => return e,
+            }
+        }
+    }
+
+    /// Puts `node`'s `alive` key under `lease` (it says the node lives, at its run).
+    pub async fn announce(&self, node: &Node, lease: Lease) -> Result<()> {
+        let key = format!("{}{}", self.alive_prefix(), node.id);
+        // A struct of strings and an integer always serializes.
+        let value = serde_json::to_vec(node).unwrap_or_default();
         let mut kv = self.client.kv_client();
-        let get = kv.get(self.nodes_prefix(), Some(GetOptions::new().with_prefix()));
-        let resp = bounded(&self.endpoints, "list the nodes", get).await?;
+        let put = kv.put(key, value, Some(PutOptions::new().with_lease(lease.id)));
+        bounded(&self.endpoints, "announce the node", put).await?;
+        Ok(())
+    }
+
+    /// Every node holding a lease now, in id order.
+    pub async fn alive(&self) -> Result<Vec<Alive>> {
+        let nodes = self
+            .nodes_under(self.alive_prefix(), "list the live nodes")
+            .await?;
+        Ok(nodes
+            .into_iter()
+            .map(|(node, revision)| Alive { node, revision })
+            .collect())
+    }
+
+    /// The nodes written under `prefix` (registrations or announcements), in id order, each
+    /// with its key's revision.
+    async fn nodes_under(&self, prefix: String, what: &'static str) -> Result<Vec<(Node, i64)>> {
+        let mut kv = self.client.kv_client();
+        let get = kv.get(prefix, Some(GetOptions::new().with_prefix()));
+        let resp = bounded(&self.endpoints, what, get).await?;
         let mut nodes = Vec::new();
         for item in resp.kvs() {
             let key = String::from_utf8_lossy(item.key()).into_owned();
             let node: Node =
                 serde_json::from_slice(item.value()).map_err(|e| MetaError::Document {
                     key,
-                    source: TopologyError::Invalid(format!("not a node registration: {e}")),
+                    source: TopologyError::Invalid(format!("not a node's record: {e}")),
                 })?;
-            nodes.push(node);
+            nodes.push((node, item.mod_revision()));
         }
         Ok(nodes)
+    }
+
+    /// Waits until `name` is elected the cluster's manager (etcd's election: the first
+    /// candidate under `lease` wins; the next when the leader's lease ends). No deadline: a
+    /// candidate waits as long as the leader lives.
+    pub async fn campaign(&self, name: &str, lease: Lease) -> Result<()> {
+        let mut election = self.client.election_client();
+        election
+            .campaign(self.election(), name, lease.id)
+            .await
+            .map_err(|source| MetaError::Etcd {
+                endpoints: self.endpoints.clone(),
+                what: "campaign to manage the cluster",
+                source,
+            })?;
+        Ok(())
+    }
+
+    /// The elected manager's name, if one is elected.
+    pub async fn manager(&self) -> Result<Option<String>> {
+        let mut election = self.client.election_client();
+        let leader = bounded(
+            &self.endpoints,
+            "ask for the manager",
+            election.leader(self.election()),
+        )
+        .await;
+        match leader {
+            Ok(resp) => Ok(resp
+                .kv()
+                .map(|kv| String::from_utf8_lossy(kv.value()).into_owned())),
+            // etcd answers "election: no leader" as an error.
+            Err(MetaError::Etcd { source, .. }) if source.to_string().contains("no leader") => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every node that has registered, in id order.
+    pub async fn registered(&self) -> Result<Vec<Node>> {
+        let nodes = self
+            .nodes_under(self.nodes_prefix(), "list the nodes")
+            .await?;
+        Ok(nodes.into_iter().map(|(node, _)| node).collect())
     }
 
     /// Every version of the topology written after revision `after` (from now on without

@@ -43,6 +43,12 @@ pub struct Node {
     pub id: String,
     /// `host:port`, as `-MOVED` and CLUSTER SLOTS give it to clients.
     pub addr: String,
+    /// The incarnation: a number a node draws each time its process starts. In a
+    /// registration, the running process's; in the topology, the one whose state the node's
+    /// chains were built with (a restarted node may have lost what it had in flight, so it
+    /// serves its chains only once the topology names its new run: see `repair`).
+    #[serde(default)]
+    pub run: u64,
 }
 
 impl Node {
@@ -83,6 +89,10 @@ pub struct Shard {
     /// chain cannot make any member accept a write.
     #[serde(default)]
     pub version: u64,
+    /// A node catching up with the range to join the chain as its tail (the tail streams
+    /// the range to it; see `join`). Not a member: it serves nothing of the range yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joining: Option<String>,
 }
 
 impl Shard {
@@ -166,6 +176,7 @@ impl Topology {
                     .map(|k| nodes[(i + k) % n].id.clone())
                     .collect(),
                 version: 1,
+                joining: None,
             })
             .collect();
         let t = Topology {
@@ -245,6 +256,15 @@ impl Topology {
                 self.node_index(id)?;
                 if s.chain[..i].contains(id) {
                     return bad(format!("slots {}: node {id} twice in a chain", s.slots));
+                }
+            }
+            if let Some(id) = &s.joining {
+                self.node_index(id)?;
+                if s.chain.contains(id) || s.chain.len() >= self.replicas as usize {
+                    return bad(format!(
+                        "slots {}: node {id} joins a chain it is in, or a full one",
+                        s.slots
+                    ));
                 }
             }
         }
@@ -359,25 +379,6 @@ impl Topology {
         Ok(t)
     }
 
-    /// The next version with `id` taken out of every chain it is in (it died, stalled, or
-    /// restarted and lost what it had in flight), each changed chain at a new version: a dead
-    /// head is replaced by its successor, a dead tail by its predecessor, a dead middle is
-    /// spliced out. A chain of `id` alone keeps it: it holds the range's only copy, and it
-    /// serves again when it comes back. `None` when no chain changes.
-    pub fn without_member(&self, id: &str) -> Option<Topology> {
-        let mut t = self.next();
-        let version = t.epoch;
-        let mut changed = false;
-        for s in &mut t.shards {
-            if s.chain.len() > 1 && s.position(id).is_some() {
-                s.chain.retain(|c| c != id);
-                s.version = version;
-                changed = true;
-            }
-        }
-        changed.then_some(t)
-    }
-
     /// The next version with `id` appended to the chain of exactly `slots` as its tail (it
     /// has caught up with the range), at a new version.
     pub fn with_tail(&self, slots: SlotRange, id: &str) -> Result<Topology> {
@@ -400,15 +401,52 @@ impl Topology {
         }
         s.chain.push(id.to_string());
         s.version = version;
+        s.joining = None;
         t.validate()?;
         Ok(t)
     }
 
-    /// The chains shorter than `replicas` that `id` could join (it is not in them).
-    pub fn short_chains_without<'a>(&'a self, id: &'a str) -> impl Iterator<Item = &'a Shard> {
+    /// The next version with `id` catching up with the chain of exactly `slots` to join it
+    /// as tail (the chain itself, and its version, unchanged).
+    pub fn with_joining(&self, slots: SlotRange, id: &str) -> Result<Topology> {
+        self.node_index(id)?;
+        let mut t = self.next();
+        let Some(s) = t.shards.iter_mut().find(|s| s.slots == slots) else {
+            return Err(TopologyError::Refused(format!("no chain of slots {slots}")));
+        };
+        s.joining = Some(id.to_string());
+        t.validate()?;
+        Ok(t)
+    }
+
+    /// The next version where the join of `id` to the chain of `slots` is over: `id` its new
+    /// tail (`completed`, at a new chain version) or not joining any more.
+    pub fn with_join_ended(&self, slots: SlotRange, id: &str, completed: bool) -> Result<Topology> {
+        let joining = self
+            .shards
+            .iter()
+            .any(|s| s.slots == slots && s.joining.as_deref() == Some(id));
+        if !joining {
+            return Err(TopologyError::Refused(format!(
+                "node {id} is not joining the chain of slots {slots}"
+            )));
+        }
+        if completed {
+            return self.with_tail(slots, id);
+        }
+        let mut t = self.next();
+        for s in t.shards.iter_mut().filter(|s| s.slots == slots) {
+            s.joining = None;
+        }
+        Ok(t)
+    }
+
+    /// The joins in flight: (slots, the joining node, the chain's tail, which streams the
+    /// range to it).
+    pub fn joins(&self) -> impl Iterator<Item = (SlotRange, &str, &str)> {
         self.shards
             .iter()
-            .filter(move |s| s.chain.len() < self.replicas as usize && s.position(id).is_none())
+            .filter_map(|s| Some((s.slots, s.joining.as_deref()?, s.tail())))
     }
 
     /// The next version with a migration of `slots` from their owner to `to` recorded.
@@ -507,6 +545,7 @@ impl Topology {
                     },
                     chain: s.chain.clone(),
                     version: s.version,
+                    joining: None,
                 });
             }
             if s.slots.hi > slots.hi {
@@ -517,6 +556,7 @@ impl Topology {
                     },
                     chain: s.chain,
                     version: s.version,
+                    joining: None,
                 });
             }
         }
@@ -524,6 +564,7 @@ impl Topology {
             slots,
             chain,
             version,
+            joining: None,
         });
         shards.sort_by_key(|s| s.slots.lo);
         let mut joined: Vec<Shard> = Vec::with_capacity(shards.len());
@@ -614,6 +655,13 @@ impl fmt::Display for Topology {
                 s.chain.join(" -> "),
                 s.version
             )?;
+            if let Some(id) = &s.joining {
+                writeln!(
+                    f,
+                    "  slots {:>11}  {id} joining as tail",
+                    s.slots.to_string()
+                )?;
+            }
         }
         for m in &self.migrations {
             writeln!(f, "  moving {}: {} -> {}", m.slots, m.from, m.to)?;
@@ -638,6 +686,9 @@ mod range_text {
         })
     }
 }
+
+mod repair;
+pub use repair::{Finding, Repair};
 
 #[cfg(test)]
 mod tests;

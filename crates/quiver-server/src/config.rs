@@ -7,6 +7,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::time::Duration;
 
 use quiver_store::log::format::{record_len, SEGMENT_HEADER_LEN};
 use quiver_store::options::{KEY_LEN_MAX, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
@@ -165,6 +166,10 @@ pub struct Config {
     pub cluster_node_id: Option<String>,
     /// `host:port` clients are sent to (MOVED, CLUSTER SLOTS); the bound address when unset.
     pub cluster_announce: Option<String>,
+    /// Milliseconds a node may go without renewing its lease in etcd before the manager takes
+    /// it out of its chains (Redis's `cluster-node-timeout`; etcd leases are whole seconds,
+    /// at least 2).
+    pub cluster_node_timeout: u64,
 }
 
 impl Default for Config {
@@ -200,6 +205,7 @@ impl Default for Config {
             cluster_etcd_prefix: quiver_cluster::meta::DEFAULT_PREFIX.to_string(),
             cluster_node_id: None,
             cluster_announce: None,
+            cluster_node_timeout: CLUSTER_NODE_TIMEOUT_DEFAULT,
         }
     }
 }
@@ -209,7 +215,16 @@ impl Default for Config {
 #[error("{0}")]
 pub struct ConfigError(pub String);
 
+/// Default of `cluster-node-timeout`, in milliseconds (Redis's is 15 s; a shorter one fails
+/// over sooner, a longer one survives longer stalls).
+pub const CLUSTER_NODE_TIMEOUT_DEFAULT: u64 = 5000;
+
 impl Config {
+    /// `cluster-node-timeout` as the TTL of the node's lease.
+    pub fn cluster_node_timeout(&self) -> Duration {
+        Duration::from_millis(self.cluster_node_timeout)
+    }
+
     /// Reads a TOML file; keys it does not set keep their defaults.
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path)
@@ -254,6 +269,13 @@ impl Config {
                     self.bind
                 ));
             }
+        }
+        if self.cluster_node_timeout < quiver_cluster::meta::LEASE_TTL_MIN.as_millis() as u64 {
+            return bad(format!(
+                "cluster-node-timeout {}: at least {} ms (etcd's shortest lease)",
+                self.cluster_node_timeout,
+                quiver_cluster::meta::LEASE_TTL_MIN.as_millis()
+            ));
         }
         if self.maxclients == 0 {
             return bad("maxclients must be at least 1".into());

@@ -51,6 +51,15 @@ pub enum Command {
     /// UNLINK, EXISTS and TOUCH over several nodes become one command per node, pipelined
     /// commands one batch per node; redirects during moves are followed by the router.
     Router(RouterArgs),
+    /// Repair a replicated cluster's chains when nodes die, stall or restart, until SIGINT /
+    /// SIGTERM.
+    ///
+    /// Run several (on different hosts): they elect one through etcd. The one elected
+    /// watches the nodes' leases; a node whose lease expired, or that came back at a new
+    /// run, is taken out of the chains it shares (a dead head is replaced by its successor, a
+    /// dead tail by its predecessor, a dead middle is spliced out), each changed chain at a
+    /// new version that fences the node out.
+    Manager(ManagerArgs),
     /// Check that the server answers: prints PONG.
     Ping(PingArgs),
     /// Print a key's value.
@@ -127,6 +136,7 @@ impl Command {
             Command::Load(a) => Some(&a.conn),
             Command::Serve(_)
             | Command::Router(_)
+            | Command::Manager(_)
             | Command::Stats
             | Command::Compact
             | Command::Check(_)
@@ -349,6 +359,23 @@ pub struct ServeArgs {
     /// host:port that clients are sent to [default: the bound address].
     #[arg(long, value_name = "HOST:PORT")]
     pub advertise: Option<String>,
+    /// Milliseconds without renewing its lease in etcd after which the node is taken out of
+    /// its chains (cluster-node-timeout) [default: 5000, at least 2000].
+    #[arg(long, value_name = "MS")]
+    pub node_timeout: Option<u64>,
+}
+
+/// `quiver manager` flags.
+#[derive(Debug, Args)]
+pub struct ManagerArgs {
+    #[command(flatten)]
+    pub etcd: crate::cluster::EtcdArgs,
+    /// This manager's name in the election and the logs [default: manager-PID].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Milliseconds a dead elected manager keeps the others waiting (its lease).
+    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    pub lease_ms: u64,
 }
 
 /// `quiver router` flags.

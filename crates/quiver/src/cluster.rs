@@ -189,57 +189,125 @@ struct NodeStatus {
     keys: Option<u64>,
     /// The epoch the node serves by (CLUSTER INFO), when it answered.
     epoch: Option<u64>,
+    /// Whether the node holds its lease in etcd now.
+    alive: bool,
+    /// Whether it holds it at another run than the topology's (it restarted and the
+    /// manager has not repaired its chains yet, or it waits to rejoin them).
+    restarted: bool,
+    /// Its part in each chain it is in (CHAIN STATUS), when it answered.
+    chains: Vec<ChainFigures>,
+}
+
+/// A member's figures of one chain (CHAIN STATUS).
+#[derive(serde::Serialize)]
+struct ChainFigures {
+    slots: String,
+    version: u64,
+    position: u64,
+    applied: u64,
+    committed: u64,
+    /// Messages (and their bytes) applied and waiting for their commit: the lag behind the
+    /// tail.
+    waiting: u64,
+    waiting_bytes: u64,
 }
 
 async fn status(a: &StatusArgs) -> Result<(), CliError> {
     let meta = connect(&a.etcd).await?;
     let versioned = meta.existing().await?;
     let t = versioned.topology;
+    let alive = meta.alive().await?;
+    let manager = meta.manager().await?;
     let nodes: Vec<NodeStatus> = t
         .nodes
         .iter()
         .map(|n| {
             let ranges = t.ranges_of(&n.id);
-            let (keys, epoch) = ask_node(&n.addr);
+            let answer = ask_node(&n.addr);
+            let lease = alive.iter().find(|a| a.node.id == n.id);
             NodeStatus {
                 id: n.id.clone(),
                 addr: n.addr.clone(),
                 slots: ranges.iter().map(|r| r.len()).sum(),
                 ranges: ranges.iter().map(|r| r.to_string()).collect(),
-                keys,
-                epoch,
+                keys: answer.keys,
+                epoch: answer.epoch,
+                alive: lease.is_some(),
+                restarted: lease.is_some_and(|a| a.node.run != n.run),
+                chains: answer.chains,
             }
         })
         .collect();
+    // Chains short of `replicas` members: a repair took members out, none has rejoined yet.
+    let short: Vec<String> = t
+        .shards
+        .iter()
+        .filter(|s| s.chain.len() < t.replicas as usize)
+        .map(|s| s.slots.to_string())
+        .collect();
     if a.json {
-        let out = serde_json::json!({ "topology": t, "nodes": nodes });
+        let out = serde_json::json!({
+            "topology": t, "nodes": nodes, "manager": manager, "short_chains": short,
+        });
         println!("{out}");
         return Ok(());
     }
     print!("{t}");
     for n in &nodes {
         let figure = |v: Option<u64>| v.map_or("unreachable".to_string(), |v| v.to_string());
+        let lease = match (n.alive, n.restarted) {
+            (false, _) => "no lease",
+            (true, true) => "lease at a new run (restarted)",
+            (true, false) => "lease held",
+        };
         println!(
-            "  node {} at {}: {} slots, keys {}, serving epoch {}",
+            "  node {} at {}: {} slots, keys {}, serving epoch {}, {lease}",
             n.id,
             n.addr,
             n.slots,
             figure(n.keys),
             figure(n.epoch)
         );
+        for c in &n.chains {
+            println!(
+                "    chain {} v{} position {}: applied {}, committed {}, waiting {} ({} bytes)",
+                c.slots, c.version, c.position, c.applied, c.committed, c.waiting, c.waiting_bytes
+            );
+        }
+    }
+    if t.replicas > 1 {
+        println!(
+            "  manager: {}",
+            manager.as_deref().unwrap_or("none elected")
+        );
+        if !short.is_empty() {
+            println!(
+                "  chains short of {} members: {}",
+                t.replicas,
+                short.join(", ")
+            );
+        }
     }
     Ok(())
 }
 
-/// A node's DBSIZE and the epoch it serves by, or `None`s when it does not answer.
-fn ask_node(addr: &str) -> (Option<u64>, Option<u64>) {
+/// What a node answered to `status`'s questions (nothing when it did not answer).
+#[derive(Default)]
+struct NodeAnswer {
+    keys: Option<u64>,
+    epoch: Option<u64>,
+    chains: Vec<ChainFigures>,
+}
+
+/// A node's DBSIZE, the epoch it serves by and its CHAIN STATUS.
+fn ask_node(addr: &str) -> NodeAnswer {
     let mut options = ClientOptions::new(addr.to_string());
     options.connect_timeout = Some(NODE_TIMEOUT);
     options.read_timeout = Some(NODE_TIMEOUT);
     options.write_timeout = Some(NODE_TIMEOUT);
     options.reconnect = false;
     let Ok(mut conn) = Connection::connect_with(options) else {
-        return (None, None);
+        return NodeAnswer::default();
     };
     let keys = conn.command(&[b"DBSIZE"]).ok().and_then(|v| match v {
         quiver_client::Value::Integer(n) => u64::try_from(n).ok(),
@@ -257,7 +325,36 @@ fn ask_node(addr: &str) -> (Option<u64>, Option<u64>) {
                 .find_map(|l| l.strip_prefix("cluster_current_epoch:"))
                 .and_then(|v| v.trim().parse().ok())
         });
-    (keys, epoch)
+    let chains = match conn.command(&[b"CHAIN", b"STATUS"]) {
+        Ok(quiver_client::Value::Array(rows)) => rows.iter().filter_map(chain_figures).collect(),
+        _ => Vec::new(),
+    };
+    NodeAnswer {
+        keys,
+        epoch,
+        chains,
+    }
+}
+
+/// One row of CHAIN STATUS: slots, version, position, length, applied, committed, waiting
+/// messages, waiting bytes.
+fn chain_figures(row: &quiver_client::Value) -> Option<ChainFigures> {
+    let quiver_client::Value::Array(f) = row else {
+        return None;
+    };
+    let n = |i: usize| match f.get(i) {
+        Some(quiver_client::Value::Integer(v)) => u64::try_from(*v).ok(),
+        _ => None,
+    };
+    Some(ChainFigures {
+        slots: String::from_utf8_lossy(f.first()?.as_bytes()?).into_owned(),
+        version: n(1)?,
+        position: n(2)?,
+        applied: n(4)?,
+        committed: n(5)?,
+        waiting: n(6)?,
+        waiting_bytes: n(7)?,
+    })
 }
 
 /// The id of the topology's member `name` (an id or an address).

@@ -69,6 +69,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
     match &cli.command {
         Command::Serve(a) => serve::serve(cli.dir.clone(), a),
         Command::Router(a) => serve::router(a),
+        Command::Manager(a) => serve::manager(a),
         Command::Ping(a) => remote::ping(&a.conn),
         Command::Get(a) => remote::get(a),
         Command::Set(a) => remote::set(a),

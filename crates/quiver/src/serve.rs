@@ -1,4 +1,4 @@
-//! `quiver serve` and `quiver router`: settings from --config, overridden by flags; logs to
+//! `quiver serve`, `quiver router` and `quiver manager`: settings from --config, overridden by flags; logs to
 //! stderr; the bound address on stdout (so `--port 0` callers learn the port); serves until
 //! SIGINT / SIGTERM.
 
@@ -9,7 +9,7 @@ use quiver_server::config::{Config, LogFormat};
 use quiver_server::router::RouterServer;
 use quiver_server::Server;
 
-use crate::cli::{ListenArgs, RouterArgs, ServeArgs};
+use crate::cli::{ListenArgs, ManagerArgs, RouterArgs, ServeArgs};
 use crate::error::CliError;
 
 pub fn serve(dir: Option<PathBuf>, a: &ServeArgs) -> Result<(), CliError> {
@@ -35,6 +35,9 @@ pub fn serve(dir: Option<PathBuf>, a: &ServeArgs) -> Result<(), CliError> {
     }
     if let Some(addr) = &a.advertise {
         config.cluster_announce = Some(addr.clone());
+    }
+    if let Some(ms) = a.node_timeout {
+        config.cluster_node_timeout = ms;
     }
     init_logging(config.log_format);
     let server = Server::bind(config).map_err(CliError::Server)?;
@@ -98,15 +101,58 @@ fn listen_config(a: &ListenArgs, defaults: Config) -> Result<Config, CliError> {
 }
 
 /// Structured logs on stderr; `RUST_LOG` filters them (default `info`).
-fn init_logging(format: LogFormat) {
+pub fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // A log line that cannot be written (stderr on a full disk, a closed pipe) is dropped:
+        // reporting that failure on stderr again would panic the process (`eprintln!`), and a
+        // node must not die of its logs.
+        .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
     }
+}
+
+/// `quiver manager`: the chains' repairs (`quiver_cluster::manager`) until SIGINT / SIGTERM.
+pub fn manager(a: &ManagerArgs) -> Result<(), CliError> {
+    let name = a
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("manager-{}", std::process::id()));
+    if !quiver_cluster::topology::valid_node_id(&name) {
+        return Err(CliError::Usage(format!(
+            "--name {name:?}: 1 to 40 of [0-9A-Za-z_-]"
+        )));
+    }
+    init_logging(LogFormat::Text);
+    let settings = quiver_cluster::manager::Settings {
+        endpoints: a.etcd.etcd.clone(),
+        prefix: a.etcd.etcd_prefix.clone(),
+        name: name.clone(),
+        lease_ttl: std::time::Duration::from_millis(a.lease_ms),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::Output)?;
+    runtime.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .map_err(CliError::Output)?;
+        let shutdown = async {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        };
+        let mut out = std::io::stdout();
+        writeln!(out, "quiver manager {name} running")?;
+        out.flush()?;
+        quiver_cluster::manager::run(settings, shutdown).await;
+        Ok(())
+    })
 }

@@ -1,3 +1,6 @@
+use std::collections::HashMap;
+
+use super::repair::Finding;
 use super::*;
 
 fn nodes(n: usize) -> Vec<Node> {
@@ -5,6 +8,7 @@ fn nodes(n: usize) -> Vec<Node> {
         .map(|i| Node {
             id: format!("n{i}"),
             addr: format!("127.0.0.1:{}", 7000 + i),
+            run: 100 + i as u64,
         })
         .collect()
 }
@@ -114,6 +118,7 @@ fn nodes_join_empty_and_leave_only_empty() {
     let extra = Node {
         id: "n9".into(),
         addr: "127.0.0.1:7009".into(),
+        run: 109,
     };
     let grown = t.with_node(extra.clone()).unwrap();
     assert!(grown.ranges_of("n9").is_empty());
@@ -143,6 +148,7 @@ fn rebalance_gives_every_node_its_even_share() {
         .with_node(Node {
             id: "n2".into(),
             addr: "127.0.0.1:7002".into(),
+            run: 102,
         })
         .unwrap();
     let plan = grown.rebalance_plan();
@@ -206,13 +212,31 @@ fn chains_are_laid_on_the_ring() {
     assert!(future.validate().is_err(), "a version after the epoch");
 }
 
+/// Leases of `ids` at their runs in `t`, except `restarted` (at a new run: 1000 more).
+fn alive(t: &Topology, ids: &[&str], restarted: &[&str]) -> HashMap<String, u64> {
+    ids.iter()
+        .map(|id| {
+            let run = t.node(id).unwrap().run;
+            let run = if restarted.contains(id) {
+                run + 1000
+            } else {
+                run
+            };
+            (id.to_string(), run)
+        })
+        .collect()
+}
+
 /// A dead head is replaced by its successor, a dead tail by its predecessor, a dead middle
 /// spliced out — each changed chain at the new epoch; a chain of one keeps its member; a
 /// returning node is appended as tail.
 #[test]
 fn members_leave_and_join_chains_at_new_versions() {
     let t = Topology::create(nodes(3), 3).unwrap();
-    let u = t.without_member("n1").unwrap();
+    assert!(t.repaired(&alive(&t, &["n0", "n1", "n2"], &[])).is_none());
+    let repair = t.repaired(&alive(&t, &["n0", "n2"], &[])).unwrap();
+    assert_eq!(repair.findings, vec![Finding::Dead("n1".into())]);
+    let u = repair.next;
     assert_eq!(u.epoch, 2);
     let chains: Vec<&Vec<String>> = u.shards.iter().map(|s| &s.chain).collect();
     assert_eq!(
@@ -231,10 +255,16 @@ fn members_leave_and_join_chains_at_new_versions() {
         "tail replaced"
     );
     assert!(u.shards.iter().all(|s| s.version == 2));
-    assert!(u.without_member("n1").is_none(), "nothing left to change");
-    let v = u.without_member("n0").unwrap();
+    assert!(
+        u.repaired(&alive(&u, &["n0", "n2"], &[])).is_none(),
+        "nothing left to change"
+    );
+    let v = u.repaired(&alive(&u, &["n2"], &[])).unwrap().next;
     assert!(v.shards.iter().all(|s| s.chain == ["n2"]), "{v}");
-    assert!(v.without_member("n2").is_none(), "the last member stays");
+    assert!(
+        v.repaired(&alive(&v, &[], &[])).is_none(),
+        "the last member stays"
+    );
     let w = u.with_tail(u.shards[0].slots, "n1").unwrap();
     assert_eq!(
         w.shards[0].chain,
@@ -245,9 +275,113 @@ fn members_leave_and_join_chains_at_new_versions() {
         w.with_tail(w.shards[0].slots, "n1").is_err(),
         "already a member"
     );
-    assert_eq!(w.short_chains_without("n1").count(), 2);
     assert!(matches!(
         t.with_migration(t.shards[0].slots, "n1"),
         Err(TopologyError::Refused(_))
     ));
+}
+
+/// A restarted node leaves every chain it shares (it may have lost what it had in flight)
+/// and is readmitted at its new run where it is alone; a chain whose members all restarted
+/// keeps its first; one whose members are all dead is left as it is.
+#[test]
+fn restarted_members_leave_shared_chains_and_are_readmitted_alone() {
+    let t = Topology::create(nodes(3), 2).unwrap();
+    // Chains: [n0 n1] [n1 n2] [n2 n0].
+    let repair = t
+        .repaired(&alive(&t, &["n0", "n1", "n2"], &["n1"]))
+        .unwrap();
+    let u = repair.next;
+    assert_eq!(u.shards[0].chain, ["n0"]);
+    assert_eq!(u.shards[1].chain, ["n2"]);
+    assert_eq!(u.shards[2].chain, ["n2", "n0"]);
+    assert_eq!(
+        u.node("n1").unwrap().run,
+        1101,
+        "readmitted: in no chain now"
+    );
+    assert_eq!(
+        repair.findings,
+        vec![Finding::Restarted {
+            id: "n1".into(),
+            run: 1101
+        }]
+    );
+    assert!(u.repaired(&alive(&u, &["n0", "n1", "n2"], &[])).is_none());
+
+    // n0 and n1 restarted, n2 dead: [n0 n1] keeps its first (n0), [n1 n2] its only one
+    // alive (n1), [n2 n0] n0; both are alone, so both are readmitted.
+    let v = t
+        .repaired(&alive(&t, &["n0", "n1"], &["n0", "n1"]))
+        .unwrap()
+        .next;
+    assert_eq!(v.shards[0].chain, ["n0"]);
+    assert_eq!(v.shards[1].chain, ["n1"]);
+    assert_eq!(v.shards[2].chain, ["n0"]);
+    assert_eq!(
+        (v.node("n0").unwrap().run, v.node("n1").unwrap().run),
+        (1100, 1101)
+    );
+    assert_eq!(v.node("n2").unwrap().run, 102);
+
+    // All dead: nothing to do.
+    assert!(t.repaired(&alive(&t, &[], &[])).is_none());
+}
+
+/// A chain short of members gets an ok node that is not in it, the one in the fewest chains
+/// first; a node joins one chain at a time; a join ends when its chain changes or its node is
+/// no longer ok; `with_join_ended` appends the node as tail.
+#[test]
+fn short_chains_get_joining_nodes() {
+    let t = Topology::create(nodes(4), 3).unwrap();
+    // Chains: [n0 n1 n2] [n1 n2 n3] [n2 n3 n0] [n3 n0 n1].
+    let everyone = ["n0", "n1", "n2", "n3"];
+    assert!(
+        t.with_joins(&alive(&t, &everyone, &[])).is_none(),
+        "no chain is short"
+    );
+    let u = t
+        .repaired(&alive(&t, &["n0", "n1", "n3"], &[]))
+        .unwrap()
+        .next;
+    // n2 is gone: [n0 n1] [n1 n3] [n3 n0] [n3 n0 n1]; each short chain gets the survivor it
+    // lacks, so the three survivors hold every range three times again.
+    let (v, chosen) = u.with_joins(&alive(&u, &["n0", "n1", "n3"], &[])).unwrap();
+    assert_eq!(chosen, ["n3", "n0", "n1"]);
+    let joins: Vec<(SlotRange, String, String)> = v
+        .joins()
+        .map(|(s, id, tail)| (s, id.to_string(), tail.to_string()))
+        .collect();
+    assert_eq!(
+        joins,
+        [
+            (v.shards[0].slots, "n3".to_string(), "n1".to_string()),
+            (v.shards[1].slots, "n0".to_string(), "n3".to_string()),
+            (v.shards[2].slots, "n1".to_string(), "n0".to_string()),
+        ]
+    );
+    assert_eq!(
+        v.shards[0].version, u.shards[0].version,
+        "a join is not a membership change"
+    );
+    assert!(
+        v.with_joins(&alive(&v, &everyone, &[])).is_none(),
+        "a node joins one chain at a time, a chain gets one node at a time"
+    );
+    let w = v.with_join_ended(v.shards[0].slots, "n3", true).unwrap();
+    assert_eq!(w.shards[0].chain, ["n0", "n1", "n3"]);
+    assert_eq!(w.shards[0].version, w.epoch);
+    assert_eq!(w.joins().count(), 2);
+    // A joining node dies: its join ends with the repair; the others go on.
+    let gone = w.repaired(&alive(&w, &["n0", "n3"], &[])).unwrap();
+    assert!(gone.next.joins().all(|(_, id, _)| id != "n1"));
+    assert!(gone.findings.contains(&Finding::Dead("n1".into())));
+    // Ended without completing: nobody joins, the chain unchanged.
+    let y = v.with_join_ended(v.shards[1].slots, "n0", false).unwrap();
+    assert_eq!(y.shards[1].chain, v.shards[1].chain);
+    assert!(y.joins().all(|(_, id, _)| id != "n0"));
+    assert!(
+        y.with_join_ended(y.shards[1].slots, "n0", true).is_err(),
+        "not joining"
+    );
 }

@@ -1,23 +1,29 @@
 //! A cluster node's agent: its link to etcd and the work the topology gives it.
 //!
-//! It registers the node, reads the topology, watches it, and adopts each newer version
+//! It takes a lease (the node's `cluster-node-timeout`), registers and announces the node
+//! under it, reads the topology, watches it, and adopts each newer version
 //! (`cluster::ClusterNode::adopt`). After each adoption, and every [`RECONCILE_EVERY`], it
 //! reconciles the node with the topology: it starts the sender of every chain the node
 //! forwards (`chain::sender`), a task for every move of a range away from this node
-//! ([`moves`]), drops the ranges the node no longer holds, and thaws ranges left frozen by a
-//! move that is over.
+//! ([`moves`]) and for every node joining a chain this node is the tail of ([`join`]), drops
+//! the ranges the node no longer holds, and thaws ranges left frozen by a move or a join that
+//! is over.
 //!
 //! When etcd is unreachable (or the watch breaks) the node keeps serving what it has — the
 //! ranges it owns at its last epoch — and tries again with a bounded backoff; nothing
-//! changes ownership until etcd is back.
+//! changes ownership until etcd is back. In a replicated cluster the node serves only while
+//! its lease holds (`cluster` explains why), so there an outage longer than the lease stops
+//! it; each new session takes a new lease, and the node counts on it only once it has read
+//! the topology after announcing itself under it (a repair that removed it is then seen).
 
+pub mod join;
 pub mod moves;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use quiver_cluster::meta::{Meta, MetaError, Versioned};
+use quiver_cluster::meta::{Meta, MetaError, TopologyWatch, Versioned};
 use tokio::sync::watch;
 
 use crate::cluster::ClusterNode;
@@ -79,7 +85,10 @@ async fn session(
     dropping: &Arc<AtomicBool>,
 ) -> Result<(), MetaError> {
     let meta = Meta::connect(&etcd.endpoints, &etcd.prefix).await?;
+    let asked = Instant::now();
+    let lease = meta.grant(state.core.config.cluster_node_timeout()).await?;
     meta.register(&node.me()).await?;
+    meta.announce(&node.me(), lease).await?;
     let mut current = meta.topology().await?;
     // A member restarted on another address: clients must be sent to the new one.
     let moved = current.as_ref().is_some_and(|v| {
@@ -99,8 +108,29 @@ async fn session(
         adopt(node, v);
     }
     let mut watch = meta.watch(after).await?;
+    // The topology read after the announcement is adopted, and the watch goes on from it.
+    node.lease_renewed(asked, lease.ttl);
     node.set_etcd_connected(true);
-    tracing::info!(endpoints = %etcd.endpoints, epoch = node.view().epoch(), "cluster: watching etcd");
+    tracing::info!(endpoints = %etcd.endpoints, epoch = node.view().epoch(), lease = format_args!("{:x}", lease.id),
+        "cluster: watching etcd");
+    let keep = meta.keep(lease, |sent, ttl| node.lease_renewed(sent, ttl));
+    let follow = follow(state, node, etcd, dropping, &meta, &mut watch);
+    tokio::select! {
+        e = keep => Err(e),
+        r = follow => r,
+    }
+}
+
+/// Adopts every version the watch brings, and reconciles the node after each and every
+/// [`RECONCILE_EVERY`].
+async fn follow(
+    state: &SharedState,
+    node: &Arc<ClusterNode>,
+    etcd: &EtcdSettings,
+    dropping: &Arc<AtomicBool>,
+    meta: &Meta,
+    watch: &mut TopologyWatch,
+) -> Result<(), MetaError> {
     let mut tick = tokio::time::interval(RECONCILE_EVERY);
     loop {
         reconcile(state, node, etcd, dropping);
@@ -153,9 +183,15 @@ fn reconcile(
             moves::start(state.clone(), etcd.clone(), m.clone());
         }
     }
+    for (slots, to, tail) in t.joins() {
+        if tail == node.id && node.running_joins.lock().insert(slots) {
+            join::start(state.clone(), etcd.clone(), slots, to.to_string());
+        }
+    }
     for range in node.frozen() {
-        let moving =
-            mine.iter().any(|m| m.slots == range) || node.running_moves.lock().contains(&range);
+        let moving = mine.iter().any(|m| m.slots == range)
+            || node.running_moves.lock().contains(&range)
+            || node.running_joins.lock().contains(&range);
         if !moving {
             node.thaw(range);
         }

@@ -30,7 +30,7 @@ use quiver_client::{ClientOptions, Connection, Value};
 use quiver_cluster::meta::{Meta, MetaError};
 use quiver_cluster::{Migration, Topology};
 use quiver_store::slot::SlotRange;
-use quiver_store::RangeItem;
+use quiver_store::{RangeExport, RangeItem};
 
 use crate::agent::EtcdSettings;
 use crate::state::SharedState;
@@ -125,20 +125,8 @@ fn drive(
     // 2. Copy.
     target.begin(&node.id)?;
     let mut export = state.store.export_range(m.slots)?;
-    let mut sender = Sender {
-        target: &mut target,
-        error: None,
-    };
-    let copied = export.snapshot(&mut |items| sender.send(items));
-    let snapshot = sender.result(copied)?;
-    let mut last_round = 0;
-    for _ in 0..CATCH_UP_ROUNDS_MAX {
-        let since = export.changes(&state.store, &mut |items| sender.send(items));
-        last_round = sender.result(since)?;
-        if last_round <= CATCH_UP_FEW {
-            break;
-        }
-    }
+    let mut sender = Sender::new(&mut target);
+    let (snapshot, last_round) = copy(state, &mut export, &mut sender)?;
     tracing::info!(slots = %m.slots, snapshot, last_round, "cluster: range copied; freezing it");
     // 3. Freeze.
     let freezing = std::time::Instant::now();
@@ -172,27 +160,67 @@ fn drive(
     Ok(handed_over)
 }
 
+/// Sends the export's snapshot, then the keys written since, in rounds until few are left
+/// (at most [`CATCH_UP_ROUNDS_MAX`]); the keys of the snapshot and of the last round.
+pub(crate) fn copy(
+    state: &SharedState,
+    export: &mut RangeExport,
+    sender: &mut Sender<'_>,
+) -> Result<(u64, u64), MoveError> {
+    let copied = export.snapshot(&mut |items| sender.send(items));
+    let snapshot = sender.result(copied)?;
+    let mut last_round = 0;
+    for _ in 0..CATCH_UP_ROUNDS_MAX {
+        let since = export.changes(&state.store, &mut |items| sender.send(items));
+        last_round = sender.result(since)?;
+        if last_round <= CATCH_UP_FEW {
+            break;
+        }
+    }
+    Ok((snapshot, last_round))
+}
+
 /// Ends the migration in etcd giving the range to its target, and finds out for sure whether
 /// it was (reading the topology again after an unknown outcome, as long as it takes).
 /// Returns whether the range was handed over, and the topology that says so.
 fn hand_over(meta: &Meta, m: &Migration, rt: &tokio::runtime::Handle) -> (bool, Topology) {
-    let mut lose_answer = std::env::var_os(LOSE_HANDOVER_ANSWER_ENV).is_some();
+    let lose_answer = std::env::var_os(LOSE_HANDOVER_ANSWER_ENV).is_some();
+    decide(
+        meta,
+        rt,
+        lose_answer,
+        |t| {
+            t.migrations
+                .iter()
+                .any(|x| x.slots == m.slots && x.to == m.to)
+        },
+        |t| t.with_migration_ended(m.slots, true),
+        |t| t.owner_of_range(m.slots) == Some(m.to.as_str()),
+    )
+}
+
+/// Writes the change `next` computes from the topology while `pending` holds of it, and
+/// finds out for sure whether it was written (reading the topology again after an unknown
+/// outcome, as long as it takes); once `pending` no longer holds, `done` says whether the
+/// change took effect (this node's transaction whose answer was lost, or another's that
+/// ended it). Returns that and the topology that says so. `lose_answer`: a test-only fault,
+/// the first answer is treated as lost.
+pub(crate) fn decide(
+    meta: &Meta,
+    rt: &tokio::runtime::Handle,
+    mut lose_answer: bool,
+    pending: impl Fn(&Topology) -> bool,
+    next: impl Fn(&Topology) -> Result<Topology, quiver_cluster::TopologyError>,
+    done: impl Fn(&Topology) -> bool,
+) -> (bool, Topology) {
     let mut delay = UNKNOWN_RETRY_MIN;
     loop {
         match rt.block_on(meta.topology()) {
             Ok(Some(v)) => {
-                let pending = v
-                    .topology
-                    .migrations
-                    .iter()
-                    .any(|x| x.slots == m.slots && x.to == m.to);
-                if !pending {
-                    // Decided: by this node's transaction whose answer was lost, or by an
-                    // abort.
-                    let owner = v.topology.owner_of_range(m.slots) == Some(m.to.as_str());
-                    return (owner, v.topology);
+                if !pending(&v.topology) {
+                    return (done(&v.topology), v.topology);
                 }
-                match v.topology.with_migration_ended(m.slots, true) {
+                match next(&v.topology) {
                     Ok(next) => {
                         match rt.block_on(meta.replace(&v, &next)) {
                             Ok(true) if !lose_answer => return (true, next),
@@ -236,13 +264,20 @@ fn abort(etcd: &EtcdSettings, m: &Migration, rt: &tokio::runtime::Handle) {
 
 /// Hands a range export's items to the target, keeping the target's error (the export sees
 /// only that sending failed).
-struct Sender<'t> {
+pub(crate) struct Sender<'t> {
     target: &'t mut Target,
     error: Option<MoveError>,
 }
 
-impl Sender<'_> {
-    fn send(&mut self, items: &[RangeItem]) -> quiver_store::Result<()> {
+impl<'t> Sender<'t> {
+    pub(crate) fn new(target: &'t mut Target) -> Sender<'t> {
+        Sender {
+            target,
+            error: None,
+        }
+    }
+
+    pub(crate) fn send(&mut self, items: &[RangeItem]) -> quiver_store::Result<()> {
         self.target.items(items).map_err(|e| {
             self.error = Some(e);
             quiver_store::Error::InvalidOptions("sending to the target failed".into())
@@ -250,7 +285,7 @@ impl Sender<'_> {
     }
 
     /// An export step's outcome, the target's error first.
-    fn result(&mut self, r: quiver_store::Result<u64>) -> Result<u64, MoveError> {
+    pub(crate) fn result(&mut self, r: quiver_store::Result<u64>) -> Result<u64, MoveError> {
         match (self.error.take(), r) {
             (Some(e), _) => Err(e),
             (None, r) => Ok(r?),
@@ -259,14 +294,18 @@ impl Sender<'_> {
 }
 
 /// The connection to the node receiving the range.
-struct Target {
+pub(crate) struct Target {
     conn: Connection,
     addr: String,
     range: String,
 }
 
 impl Target {
-    fn connect(state: &SharedState, addr: String, range: SlotRange) -> Result<Target, MoveError> {
+    pub(crate) fn connect(
+        state: &SharedState,
+        addr: String,
+        range: SlotRange,
+    ) -> Result<Target, MoveError> {
         let mut options = ClientOptions::new(addr.clone());
         options.read_timeout = Some(TARGET_TIMEOUT);
         options.write_timeout = Some(TARGET_TIMEOUT);
@@ -284,7 +323,7 @@ impl Target {
         })
     }
 
-    fn request(&mut self, args: &[&[u8]]) -> Result<Value, MoveError> {
+    pub(crate) fn request(&mut self, args: &[&[u8]]) -> Result<Value, MoveError> {
         self.conn.command(args).map_err(|source| match source {
             quiver_client::Error::Server(text) => MoveError::Refused {
                 addr: self.addr.clone(),
@@ -298,7 +337,7 @@ impl Target {
     }
 
     /// RANGEIMPORT BEGIN, retried while the target has not seen the migration yet.
-    fn begin(&mut self, from: &str) -> Result<(), MoveError> {
+    pub(crate) fn begin(&mut self, from: &str) -> Result<(), MoveError> {
         let range = self.range.clone();
         for attempt in 1.. {
             match self.request(&[b"RANGEIMPORT", b"BEGIN", range.as_bytes(), from.as_bytes()]) {
@@ -327,7 +366,7 @@ impl Target {
 
     /// RANGEIMPORT END: the target adopts the topology of `epoch` (or a later one) before it
     /// answers, boundedly (best effort: its watch brings the new version anyway).
-    fn end(&mut self, epoch: u64) {
+    pub(crate) fn end(&mut self, epoch: u64) {
         let range = self.range.clone();
         let epoch = epoch.to_string();
         if let Err(e) = self.request(&[b"RANGEIMPORT", b"END", range.as_bytes(), epoch.as_bytes()])

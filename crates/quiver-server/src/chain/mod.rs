@@ -135,6 +135,9 @@ pub struct Chains {
     /// Held while a write is numbered, applied and queued (head) or applied (other members),
     /// so that messages follow the order of the writes.
     order: Mutex<()>,
+    /// Chains this node is joining: the last message the copy it received includes (its
+    /// stream, once it is a member, starts after it).
+    joins: Mutex<Vec<(SlotRange, u64)>>,
 }
 
 impl Chains {
@@ -188,7 +191,8 @@ impl Chains {
                         s.clone()
                     }
                     None => {
-                        let s = Arc::new(Stream::new(shard.slots, role));
+                        let start = self.take_join(shard.slots);
+                        let s = Arc::new(Stream::new(shard.slots, role, start));
                         restart.push(s.clone());
                         s
                     }
@@ -207,6 +211,22 @@ impl Chains {
         self.any.store(!table.streams.is_empty(), Ordering::Release);
         *self.table.write() = Arc::new(table);
         restart
+    }
+
+    /// This node received the range of the chain of `slots` up to message `seq` to join it
+    /// as tail.
+    pub fn expect_join(&self, slots: SlotRange, seq: u64) {
+        let mut joins = self.joins.lock();
+        joins.retain(|(s, _)| *s != slots);
+        joins.push((slots, seq));
+    }
+
+    /// Where this node's stream of the chain of `slots` starts: after the message its join
+    /// copied up to, or at the chain's beginning.
+    fn take_join(&self, slots: SlotRange) -> u64 {
+        let mut joins = self.joins.lock();
+        let at = joins.iter().position(|(s, _)| *s == slots);
+        at.map_or(0, |i| joins.swap_remove(i).1)
     }
 
     /// A write on the head: `items` (each key's new state) applied by `apply`, which says

@@ -131,13 +131,15 @@ pub enum Receipt {
 }
 
 impl Stream {
-    pub fn new(slots: SlotRange, role: Role) -> Stream {
+    /// The stream of a member whose copy of the range includes every message up to `start`
+    /// (0 for a chain's first members; a joining node's copy was taken at `start`).
+    pub fn new(slots: SlotRange, role: Role, start: u64) -> Stream {
         Stream {
             slots,
             state: Mutex::new(State {
                 role,
-                applied: 0,
-                committed: 0,
+                applied: start,
+                committed: start,
                 backlog: VecDeque::new(),
                 backlog_bytes: 0,
                 dirty: HashMap::new(),
@@ -145,7 +147,7 @@ impl Stream {
                 retired: false,
             }),
             progress: watch::Sender::new(Progress {
-                committed: 0,
+                committed: start,
                 retired: false,
             }),
             wake: Notify::new(),

@@ -24,12 +24,20 @@
 //! (`-MOVED slot host:port`, the first key's slot) when one node owns them all, and refused
 //! with CROSSSLOT when they span nodes. A slot no node owns, or no topology at all, is
 //! CLUSTERDOWN.
+//!
+//! In a replicated cluster (`replicas` > 1) a node also serves its ranges only while it
+//! **holds its lease** in etcd and the topology names its current **run** (the number it
+//! drew at start). The manager takes a node out of its chains only after its lease expired
+//! (or when it restarted, at a new run); the node stops serving before that moment by its own
+//! clock ([`ClusterNode::leased`]), so a node that was removed — stalled, partitioned — never
+//! answers from a copy the chain has moved past. A restarted node stays out until the
+//! topology readmits it (`quiver_cluster::topology::repair`).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 use quiver_cluster::topology::{valid_node_id, Node, Topology, UNASSIGNED};
@@ -44,6 +52,16 @@ pub const CLUSTER_FILE: &str = "CLUSTER";
 pub const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 pub const DOWN_NO_TOPOLOGY: &str = "CLUSTERDOWN The cluster is down";
 pub const DOWN_UNSERVED: &str = "CLUSTERDOWN Hash slot not served";
+pub const DOWN_NO_LEASE: &str =
+    "CLUSTERDOWN This node holds no lease in etcd now: it may have been taken out of its chains";
+pub const DOWN_NOT_ADMITTED: &str =
+    "CLUSTERDOWN This node restarted and is not back in its chains yet";
+
+/// Part of a lease's TTL a node counts on: it stops serving a fifth of the TTL before etcd
+/// can expire the lease (its clock and etcd's may run apart a little; a run may be
+/// descheduled between its check and its read).
+const LEASE_USE_NUM: u32 = 4;
+const LEASE_USE_DEN: u32 = 5;
 
 /// Where a command's keys are served.
 #[derive(Debug, PartialEq, Eq)]
@@ -73,10 +91,12 @@ pub struct View {
     /// Per slot, whether this node is in its chain after the head (a replica: it serves
     /// reads of READONLY connections).
     replica: Vec<bool>,
+    /// Whether the topology names this node's current run (or needs none: `replicas` 1).
+    admitted: bool,
 }
 
 impl View {
-    fn of(topology: Option<Topology>, my_id: &str) -> View {
+    fn of(topology: Option<Topology>, my_id: &str, my_run: u64) -> View {
         let table = topology
             .as_ref()
             .map(Topology::slot_table)
@@ -85,6 +105,9 @@ impl View {
             .as_ref()
             .and_then(|t| t.node_index(my_id).ok())
             .map(|i| i as u16);
+        let admitted = topology
+            .as_ref()
+            .is_some_and(|t| t.replicas <= 1 || t.node(my_id).is_some_and(|n| n.run == my_run));
         let mut shard = Vec::new();
         let mut replica = Vec::new();
         if let Some(t) = &topology {
@@ -104,6 +127,7 @@ impl View {
             table,
             shard,
             replica,
+            admitted,
         }
     }
 
@@ -129,6 +153,9 @@ impl View {
         }
         for m in t.migrations.iter().filter(|m| m.to == id) {
             held[m.slots.lo as usize..=m.slots.hi as usize].fill(true);
+        }
+        for (slots, _, _) in t.joins().filter(|(_, joiner, _)| *joiner == id) {
+            held[slots.lo as usize..=slots.hi as usize].fill(true);
         }
         held
     }
@@ -179,6 +206,8 @@ pub struct ClusterNode {
     pending_drops: Mutex<Vec<SlotRange>>,
     /// Migrations from this node whose task runs (the agent starts one per migration).
     pub running_moves: Mutex<HashSet<SlotRange>>,
+    /// Joins to chains this node is the tail of whose task runs (`agent::join`).
+    pub running_joins: Mutex<HashSet<SlotRange>>,
     /// Asks the agent to read the topology from etcd now (a node handing a range to this
     /// one says it has).
     pub refresh: tokio::sync::Notify,
@@ -189,6 +218,10 @@ pub struct ClusterNode {
     saving: Mutex<()>,
     /// This node's part in the chains it is a member of (replication).
     pub chains: Chains,
+    /// This process's run (see the module documentation).
+    pub run: u64,
+    /// Until when (nanoseconds after `started`) the node surely holds its lease; 0: none.
+    lease_until: AtomicU64,
 }
 
 /// A range whose writes (and reads, with `reads`) wait.
@@ -276,8 +309,9 @@ impl ClusterNode {
                     .collect()
             })
             .unwrap_or_default();
+        let run = new_run();
         let node = ClusterNode {
-            view: RwLock::new(Arc::new(View::of(topology, &id))),
+            view: RwLock::new(Arc::new(View::of(topology, &id, run))),
             id,
             addr,
             etcd_connected: AtomicBool::new(false),
@@ -289,10 +323,13 @@ impl ClusterNode {
             thawed: tokio::sync::Notify::new(),
             pending_drops: Mutex::new(pending_drops),
             running_moves: Mutex::new(HashSet::new()),
+            running_joins: Mutex::new(HashSet::new()),
             refresh: tokio::sync::Notify::new(),
             range_ops: Mutex::new(()),
             saving: Mutex::new(()),
             chains: Chains::default(),
+            run,
+            lease_until: AtomicU64::new(0),
         };
         if let Some(t) = &node.view().topology {
             node.chains.adopt(t, &node.id);
@@ -336,8 +373,9 @@ impl ClusterNode {
         self.frozen.lock().iter().map(|f| f.range).collect()
     }
 
-    /// Whether a write (`write`) or a read of `slot` must wait.
-    fn is_frozen(&self, slot: u16, write: bool) -> bool {
+    /// Whether a write (`write`) or a read of `slot` must wait (a chain's messages to a
+    /// frozen range are refused).
+    pub fn is_frozen(&self, slot: u16, write: bool) -> bool {
         self.frozen_count.load(Ordering::SeqCst) > 0
             && self
                 .frozen
@@ -372,6 +410,38 @@ impl ClusterNode {
         Node {
             id: self.id.clone(),
             addr: self.addr.clone(),
+            run: self.run,
+        }
+    }
+
+    /// The lease renewed by a request sent at `sent` holds for `ttl` from then: the node
+    /// counts on [`LEASE_USE_NUM`]/[`LEASE_USE_DEN`] of it.
+    pub fn lease_renewed(&self, sent: Instant, ttl: Duration) {
+        let until =
+            sent.saturating_duration_since(self.started) + ttl * LEASE_USE_NUM / LEASE_USE_DEN;
+        self.lease_until
+            .fetch_max(until.as_nanos() as u64, Ordering::SeqCst);
+    }
+
+    /// Whether the node surely holds its lease now.
+    pub fn leased(&self) -> bool {
+        (self.started.elapsed().as_nanos() as u64) < self.lease_until.load(Ordering::SeqCst)
+    }
+
+    /// Why this node may not serve its ranges now (see the module documentation), if it may
+    /// not.
+    pub fn not_serving(&self, view: &View) -> Option<&'static str> {
+        match &view.topology {
+            Some(t) if t.replicas > 1 => {
+                if !view.admitted {
+                    Some(DOWN_NOT_ADMITTED)
+                } else if !self.leased() {
+                    Some(DOWN_NO_LEASE)
+                } else {
+                    None
+                }
+            }
+            _ => None,
         }
     }
 
@@ -392,7 +462,7 @@ impl ClusterNode {
             if topology.epoch <= view.epoch() {
                 return Ok(false);
             }
-            let next = View::of(Some(topology), &self.id);
+            let next = View::of(Some(topology), &self.id, self.run);
             let (before, after) = (view.held(&self.id), next.held(&self.id));
             let lost = slot_runs(|s| before[s] && !after[s]);
             if let Some(t) = &next.topology {
@@ -476,6 +546,11 @@ impl ClusterNode {
                 Some((_, o)) => one_owner &= o == owner,
             }
         }
+        if all_mine && first.is_some() {
+            if let Some(text) = self.not_serving(&view) {
+                return Route::Down(text);
+            }
+        }
         match first {
             _ if all_mine && several_chains => Route::CrossSlot,
             _ if all_mine => match frozen {
@@ -506,6 +581,12 @@ pub fn new_id() -> String {
     }
     id.truncate(40);
     id
+}
+
+/// A new run number: random, never 0 (0 is "no run known" in an older topology).
+fn new_run() -> u64 {
+    let id = new_id();
+    u64::from_str_radix(&id[..16], 16).unwrap_or(1).max(1)
 }
 
 /// Slot ranges as Redis writes them, `lo-hi`.

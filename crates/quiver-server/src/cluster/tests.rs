@@ -8,6 +8,7 @@ fn topology(n: usize) -> Topology {
         .map(|i| Node {
             id: format!("n{i}"),
             addr: format!("127.0.0.1:{}", 7000 + i),
+            run: 0,
         })
         .collect();
     Topology::create(nodes, 1).unwrap()
@@ -193,4 +194,50 @@ fn a_restart_freezes_the_moves_it_was_making() {
             slot: key_slot(&key)
         }
     );
+}
+
+/// In a replicated cluster a node serves its chains only while it holds its lease, and only
+/// at the run the topology names (a restarted node is out until readmitted).
+#[test]
+fn a_replicated_node_serves_only_leased_and_admitted() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = ClusterNode::open(dir.path(), Some("n0"), "127.0.0.1:7000".into()).unwrap();
+    let mut t = topology(2);
+    t.replicas = 2;
+    t.shards[0].chain.push("n1".into());
+    t.shards[1].chain.push("n0".into());
+    t.nodes[0].run = node.run;
+    t.validate().unwrap();
+    assert!(node.adopt(t.clone()).unwrap());
+    let mine = keys_of(0);
+    assert_eq!(route(&node, &mine), Route::Down(DOWN_NO_LEASE));
+    node.lease_renewed(Instant::now(), Duration::from_secs(60));
+    assert!(node.leased());
+    assert_eq!(route(&node, &mine), Route::Local);
+    // A replica read of the other chain too (READONLY), not a write.
+    let theirs = keys_of(1);
+    assert_eq!(
+        node.route(theirs.iter().map(|k| &k[..]), false, true),
+        Route::Local
+    );
+    assert!(matches!(
+        node.route(theirs.iter().map(|k| &k[..]), true, false),
+        Route::Moved { .. }
+    ));
+
+    let mut other_run = t.clone();
+    other_run.epoch += 1;
+    other_run.nodes[0].run = node.run.wrapping_add(1);
+    assert!(node.adopt(other_run).unwrap());
+    assert_eq!(route(&node, &mine), Route::Down(DOWN_NOT_ADMITTED));
+
+    // A lease that lapsed.
+    let dir = tempfile::tempdir().unwrap();
+    let node = ClusterNode::open(dir.path(), Some("n0"), "127.0.0.1:7000".into()).unwrap();
+    t.nodes[0].run = node.run;
+    assert!(node.adopt(t).unwrap());
+    node.lease_renewed(Instant::now(), Duration::from_millis(1));
+    std::thread::sleep(Duration::from_millis(5));
+    assert!(!node.leased());
+    assert_eq!(route(&node, &mine), Route::Down(DOWN_NO_LEASE));
 }

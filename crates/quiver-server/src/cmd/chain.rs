@@ -28,6 +28,13 @@ pub fn run(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                 Ok(a) => a,
                 Err(reply) => return reply,
             };
+            if node.is_frozen(apply.slots.lo, true) {
+                // The tail is handing its range to a joining node: the sender tries again.
+                return Reply::error(format!(
+                    "TRYAGAIN the chain of slots {} is frozen while a node joins it",
+                    apply.slots
+                ));
+            }
             let received = node.chains.receive(
                 &ctx.state.store,
                 apply.slots,

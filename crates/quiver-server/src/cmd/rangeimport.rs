@@ -6,12 +6,18 @@
 //! RANGEIMPORT BEGIN <lo-hi> <from-id>          drop whatever this node has of the range
 //! RANGEIMPORT ITEMS <lo-hi> [<key> <expire> <value>] ...
 //!                                              expire: -1 none, -2 a delete, else absolute ms
+//! RANGEIMPORT SEQ <lo-hi> <seq>                (a join) the chain's last message in what was sent
 //! RANGEIMPORT END <lo-hi> <epoch>              adopt the topology of epoch (read etcd now)
 //! ```
 //!
+//! The same command carries a chain's range to a node joining it as tail (`agent::join`): the
+//! chain's tail sends it, then `SEQ`, the number of the last message the copy includes — the
+//! joining node's part in the chain starts after it.
+//!
 //! Each is accepted only while this node's topology has a migration of exactly that range to
-//! it (a stale sender cannot write into a range it no longer moves); a node that has not yet
-//! seen the migration answers TRYAGAIN and reads the topology. The keys are written to the
+//! it, or has it joining the chain of exactly that range (a stale sender cannot write into a
+//! range it no longer moves); a node that has not yet seen the migration answers TRYAGAIN and
+//! reads the topology. The keys are written to the
 //! store directly: this node does not serve the range until the hand-over, so no client
 //! writes to it meanwhile.
 
@@ -61,10 +67,16 @@ pub fn run(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
     let view = node.view();
     let from = view.topology.as_ref().and_then(|t| {
-        t.migrations
+        let moving = t
+            .migrations
             .iter()
             .find(|m| m.slots == range && m.to == node.id)
-            .map(|m| m.from.clone())
+            .map(|m| m.from.clone());
+        let joining = t
+            .joins()
+            .find(|(slots, id, _)| *slots == range && *id == node.id)
+            .map(|(_, _, tail)| tail.to_string());
+        moving.or(joining)
     });
     let Some(from) = from else {
         node.refresh.notify_one();
@@ -97,6 +109,13 @@ pub fn run(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                 Ok(()) => Reply::Integer(items.len() as i64),
                 Err(e) => store_error(&e),
             }
+        }
+        b"seq" if args.len() == 4 => {
+            let Some(seq) = string2ll(&args[3]).and_then(|e| u64::try_from(e).ok()) else {
+                return err("ERR invalid sequence number in RANGEIMPORT SEQ");
+            };
+            node.chains.expect_join(range, seq);
+            Reply::OK
         }
         _ => err(errors::SYNTAX),
     }

@@ -69,11 +69,14 @@ pub fn run_cluster(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
 }
 
-/// Whether every slot is served: Redis's `cluster_state:ok`.
-pub fn state_ok(view: &View) -> bool {
-    view.topology
-        .as_ref()
-        .is_some_and(|t| t.assigned_slots() == quiver_store::slot::SLOTS)
+/// Whether every slot is served, and this node may serve its part (in a replicated cluster:
+/// it holds its lease and is in its chains at its run): Redis's `cluster_state:ok`.
+pub fn state_ok(node: &ClusterNode, view: &View) -> bool {
+    node.not_serving(view).is_none()
+        && view
+            .topology
+            .as_ref()
+            .is_some_and(|t| t.assigned_slots() == quiver_store::slot::SLOTS)
 }
 
 /// CLUSTER INFO: Redis 7.0's fields (a node's failure detection is etcd's, so the pfail and
@@ -93,7 +96,7 @@ fn info(node: &ClusterNode, view: &View) -> String {
     let lines = [
         (
             "cluster_state",
-            if state_ok(view) { "ok" } else { "fail" }.to_string(),
+            if state_ok(node, view) { "ok" } else { "fail" }.to_string(),
         ),
         ("cluster_slots_assigned", assigned.to_string()),
         ("cluster_slots_ok", assigned.to_string()),

@@ -39,13 +39,13 @@ pub fn check(
     if let Some(text) = forbidden(spec.cmd, args) {
         return Check::Refuse(err(text));
     }
-    if matches!(spec.cmd, Cmd::FlushAll | Cmd::FlushDb) && node.chains.is_replicated() {
+    let replicated = node.chains.is_replicated();
+    if matches!(spec.cmd, Cmd::FlushAll | Cmd::FlushDb) && replicated {
         // The node's store holds other chains' ranges too: emptying it is not the range's
         // writes going down its chain.
         return Check::Refuse(err(FLUSH_REPLICATED));
     }
     let write = spec.flags.contains(Flags::WRITE);
-    let replicated = node.chains.is_replicated();
     let route = match spec.cmd {
         Cmd::Exec | Cmd::Batch => {
             let (keys, write) = match &session.multi {

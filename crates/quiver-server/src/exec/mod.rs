@@ -367,6 +367,11 @@ async fn run_and_settle(
     if !session.barrier.settle().await {
         return RunEnd::Unresolved;
     }
+    // What the run read was current if the node still held its lease after reading it (a
+    // node loses its chains only after its lease is gone): else nothing is answered.
+    if !keys.is_empty() && !node.leased() {
+        return RunEnd::Unresolved;
+    }
     end
 }
 

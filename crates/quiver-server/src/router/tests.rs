@@ -18,6 +18,7 @@ fn table(n: usize) -> SlotTable {
         .map(|i| Node {
             id: format!("n{i}"),
             addr: format!("127.0.0.1:{}", 7000 + i),
+            run: 0,
         })
         .collect();
     SlotTable::of(&Topology::create(nodes, 1).unwrap())

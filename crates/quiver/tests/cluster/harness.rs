@@ -9,7 +9,7 @@
 //! wait is bounded by [`WAIT`] and its failure prints the processes' log tails. A node may be
 //! given extra environment variables (a test-only fault), kept across its restarts.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -34,7 +34,7 @@ const REBIND_ATTEMPTS_MAX: usize = 50;
 const PORT_ATTEMPTS_MAX: usize = 100;
 /// The settings file of every node: a small disk reserve (the default, 1 GiB, is taken on disk
 /// by each node: a few clusters at once would fill a shared disk).
-const NODE_CONFIG: &str = "disk-reserve = \"32mb\"\n";
+pub const NODE_CONFIG: &str = "disk-reserve = \"32mb\"\n";
 /// Bound on one probe of etcd's health (a connection, a request, its answer).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -93,7 +93,7 @@ pub fn program(name: &str) -> PathBuf {
 }
 
 /// Kills (SIGKILL, by PID) and reaps a child that may still run.
-fn kill_child(child: &mut Option<Child>) {
+pub fn kill_child(child: &mut Option<Child>) {
     if let Some(mut c) = child.take() {
         let _ = c.kill();
         let _ = c.wait();
@@ -101,7 +101,7 @@ fn kill_child(child: &mut Option<Child>) {
 }
 
 /// A log file opened for appending: a restarted process adds to its predecessor's log.
-fn append(path: &Path) -> File {
+pub fn append(path: &Path) -> File {
     OpenOptions::new()
         .create(true)
         .append(true)
@@ -110,14 +110,14 @@ fn append(path: &Path) -> File {
 }
 
 /// Why a process did not start.
-enum StartFailure {
+pub enum StartFailure {
     /// A port was taken (by another process, or a connection still holding it).
     PortInUse,
     Other(String),
 }
 
 /// The length of a log file now: what a start writes comes after it.
-fn log_len(path: &Path) -> usize {
+pub fn log_len(path: &Path) -> usize {
     std::fs::metadata(path).map_or(0, |m| m.len() as usize)
 }
 
@@ -298,12 +298,6 @@ pub struct Node {
 }
 
 impl Node {
-    /// Starts node `id` on a free port with its store in `dir`, registered in etcd at
-    /// `etcd_url`, with the extra environment `env`; returns once it listens.
-    pub fn start(dir: &Path, etcd_url: &str, id: &str, env: Env) -> Node {
-        Node::start_with(dir, Some(etcd_url), id, env, &[])
-    }
-
     /// A standalone `quiver serve` (no cluster, no etcd) named `id`, its store in `dir`, with
     /// the extra `serve` arguments `args`; returns once it listens. Stopped, killed and
     /// restarted like a cluster node.
@@ -311,6 +305,9 @@ impl Node {
         Node::start_with(dir, None, id, Env::new(), args)
     }
 
+    /// Starts node `id` on a free port with its store in `dir` (registered in etcd at
+    /// `etcd_url`, if given), with the extra environment `env` and `serve` arguments `args`;
+    /// returns once it listens.
     fn start_with(dir: &Path, etcd_url: Option<&str>, id: &str, env: Env, args: &[&str]) -> Node {
         let mut node = Node {
             id: id.to_string(),
@@ -461,7 +458,7 @@ impl Node {
 
 /// Waits for a started server's first stdout line, `expected` (it is listening); otherwise
 /// kills it and says why, with the end of its log from `log_start`.
-fn await_listening(
+pub fn await_listening(
     mut child: Child,
     expected: &str,
     log: &Path,
@@ -661,12 +658,17 @@ pub type Env = Vec<(String, String)>;
 /// A cluster client seeded with `seeds`, its connections' waits bounded by [`WAIT`] (a write
 /// waiting for its range's hand-over is well within it).
 pub fn cluster_client(seeds: &[String]) -> ClusterClient {
+    ClusterClient::connect_with(cluster_options(seeds))
+        .unwrap_or_else(|e| panic!("a cluster client of {seeds:?}: {e}"))
+}
+
+/// The options of [`cluster_client`].
+pub fn cluster_options(seeds: &[String]) -> ClusterOptions {
     let mut options = ClusterOptions::new(seeds.iter().cloned());
     options.connection.connect_timeout = Some(WAIT);
     options.connection.read_timeout = Some(WAIT);
     options.connection.write_timeout = Some(WAIT);
-    ClusterClient::connect_with(options)
-        .unwrap_or_else(|e| panic!("a cluster client of {seeds:?}: {e}"))
+    options
 }
 
 /// A connection to `addr` without reconnection, its waits bounded by [`WAIT`].
@@ -692,7 +694,12 @@ pub fn connect_options(addr: &str) -> ClientOptions {
 pub struct Cluster {
     // Fields drop in order: the processes before the directory they use, routers first.
     pub routers: Vec<Router>,
+    pub managers: Vec<crate::manager::Manager>,
     pub nodes: Vec<Node>,
+    /// Extra `serve` arguments of every node started from now on.
+    pub node_args: Vec<String>,
+    /// Per node id, the etcd URL it is given instead of etcd's own (a proxy).
+    pub node_etcd: BTreeMap<String, String>,
     pub etcd: Etcd,
     pub dir: tempfile::TempDir,
 }
@@ -717,16 +724,43 @@ impl Cluster {
     /// etcd, `n` nodes (each given the extra environment `env(id)`), `quiver cluster create
     /// --replicas R`.
     pub fn start_with(n: usize, replicas: u8, env: impl Fn(&str) -> Env) -> Cluster {
+        Cluster::start_full(n, replicas, &[], env)
+    }
+
+    /// [`Cluster::start_with`], every node started with the extra `serve` arguments
+    /// `node_args` (kept in [`Cluster::node_args`] for nodes started later).
+    pub fn start_full(
+        n: usize,
+        replicas: u8,
+        node_args: &[&str],
+        env: impl Fn(&str) -> Env,
+    ) -> Cluster {
+        Cluster::start_full_with_etcd(n, replicas, node_args, env, |_, url| url.to_string())
+    }
+
+    /// [`Cluster::start_full`], node `id` given the etcd URL `etcd_for(id, etcd's URL)`.
+    pub fn start_full_with_etcd(
+        n: usize,
+        replicas: u8,
+        node_args: &[&str],
+        env: impl Fn(&str) -> Env,
+        etcd_for: impl Fn(&str, &str) -> String,
+    ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let etcd = Etcd::start(&dir.path().join("etcd"));
         let mut cluster = Cluster {
             routers: Vec::new(),
+            managers: Vec::new(),
             nodes: Vec::new(),
+            node_args: node_args.iter().map(|a| a.to_string()).collect(),
+            node_etcd: BTreeMap::new(),
             etcd,
             dir,
         };
         for i in 1..=n {
             let id = format!("node-{i}");
+            let url = etcd_for(&id, &cluster.etcd.url());
+            cluster.node_etcd.insert(id.clone(), url);
             cluster.start_node_with_env(&id, env(&id));
         }
         let ids: Vec<String> = cluster.nodes.iter().map(|n| n.id.clone()).collect();
@@ -744,7 +778,14 @@ impl Cluster {
 
     /// [`Cluster::start_node`] with the extra environment `env`.
     pub fn start_node_with_env(&mut self, id: &str, env: Env) -> usize {
-        let node = Node::start(&self.dir.path().join(id), &self.etcd.url(), id, env);
+        let args: Vec<&str> = self.node_args.iter().map(String::as_str).collect();
+        let dir = self.dir.path().join(id);
+        let etcd = self
+            .node_etcd
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| self.etcd.url());
+        let node = Node::start_with(&dir, Some(&etcd), id, env, &args);
         self.nodes.push(node);
         let node = self.nodes.last().unwrap();
         wait_until(
@@ -881,6 +922,9 @@ impl Cluster {
                 r.addr(),
                 tail(&r.log())
             ));
+        }
+        for m in &self.managers {
+            out.push_str(&format!("--- {}:\n{}\n", m.name, tail(&m.log())));
         }
         out
     }

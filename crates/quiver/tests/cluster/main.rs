@@ -8,6 +8,10 @@
 //! fault), nodes added, rebalanced and removed, and the cluster client's one request per node.
 //! `chains`: chain replication — every member has every write, CRAQ reads from replicas,
 //! a stopped tail holding writes and dirty reads, fencing by chain version.
+//! `failover`: `quiver manager` repairing chains while a history is recorded — a node
+//! killed, stopped past its lease, cut off from etcd (`proxy`: a TCP proxy that can be cut),
+//! restarted; etcd restarted (`manager`: its processes); `fault_cycles`, their long run
+//! (ignored).
 //! `router`: `quiver router`, the front-end plain clients (quiver-client's `Connection`,
 //! redis-cli without -c, redis-py's `redis.Redis`) talk to: a multiget across nodes as one
 //! request per back-end, moves under load hidden from its clients, a back-end killed and
@@ -25,13 +29,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod chains;
+mod failover;
+mod fault_cycles;
 mod harness;
 mod history;
 mod lincheck;
+mod manager;
 mod moves;
 mod outage;
 #[path = "../common/process.rs"]
 mod process;
+mod proxy;
 mod router;
 mod script;
 mod slots;

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use quiver_store::slot::key_slot;
 
-use crate::harness::{cluster_client, connect, info_number, program, run, tail, WAIT};
+use crate::harness::{cluster_client, connect, info_number, program, run, tail, NODE_CONFIG, WAIT};
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/cluster.sh");
 
@@ -64,7 +64,22 @@ fn scripts_cluster_sh() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("cluster");
     let bin = env!("CARGO_BIN_EXE_quiver");
-    let (status, out, err) = cluster_sh(&["up", "--nodes", "3", "--bin", bin], &dir);
+    // Every node with the harness's small disk reserve (the default 1 GiB each would be taken
+    // on the test machine's disk).
+    let node_config = tmp.path().join("node.toml");
+    std::fs::write(&node_config, NODE_CONFIG).unwrap();
+    let (status, out, err) = cluster_sh(
+        &[
+            "up",
+            "--nodes",
+            "3",
+            "--bin",
+            bin,
+            "--node-config",
+            node_config.to_str().unwrap(),
+        ],
+        &dir,
+    );
     // Whatever happened, what the script recorded is stopped at the end.
     let recorded: serde_json::Value = std::fs::read(dir.join("cluster.json"))
         .ok()
@@ -76,6 +91,7 @@ fn scripts_cluster_sh() {
         .unwrap_or_default();
     pids.extend(recorded["etcd_pid"].as_u64());
     pids.extend(recorded["router_pid"].as_u64());
+    pids.extend(recorded["manager_pid"].as_u64());
     let mut up = Up {
         dir: dir.clone(),
         pids,
@@ -88,6 +104,7 @@ fn scripts_cluster_sh() {
             "node-2.log",
             "node-3.log",
             "router.log",
+            "manager.log",
         ]
         .iter()
         .map(|f| format!("--- {f}:\n{}\n", tail(&dir.join(f))))
@@ -107,6 +124,8 @@ fn scripts_cluster_sh() {
     let router_port = printed["router"].as_u64().expect("the router's port");
     let router_pid = printed["router_pid"].as_u64().expect("the router's pid");
     assert!(!gone(router_pid), "{printed}");
+    let manager_pid = printed["manager_pid"].as_u64().expect("the manager's pid");
+    assert!(!gone(manager_pid), "{printed}");
     let etcd = printed["etcd"].as_str().unwrap();
     assert!(etcd.starts_with("http://127.0.0.1:"), "{printed}");
     let nodes = printed["nodes"].as_array().unwrap();
@@ -119,8 +138,8 @@ fn scripts_cluster_sh() {
     }
     assert_eq!(
         up.pids.len(),
-        5,
-        "three nodes, etcd and the router: {printed}"
+        6,
+        "three nodes, etcd, the manager and the router: {printed}"
     );
 
     // The processes outlived the script: the cluster serves.
@@ -132,6 +151,18 @@ fn scripts_cluster_sh() {
         let info = String::from_utf8_lossy(info.as_bytes().unwrap()).into_owned();
         assert!(info.contains("cluster_state:ok\r\n"), "{addr}: {info}");
         assert!(info.contains("cluster_known_nodes:3\r\n"), "{addr}: {info}");
+        let reserve = connect(addr)
+            .unwrap()
+            .command(&[b"CONFIG", b"GET", b"disk-reserve"])
+            .unwrap();
+        let quiver_client::Value::Array(pair) = reserve else {
+            panic!("{addr}: CONFIG GET disk-reserve: {reserve:?}");
+        };
+        assert_eq!(
+            pair.get(1).and_then(|v| v.as_bytes()),
+            Some((32u64 << 20).to_string().as_bytes()),
+            "{addr}: the --node-config file's disk-reserve"
+        );
     }
     let mut client = cluster_client(&addrs[..1]);
     for i in 0..50 {

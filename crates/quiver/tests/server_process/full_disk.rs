@@ -5,7 +5,9 @@
 //! - `quiver check` and `quiver stats` rewrote `index.ckpt`, so they failed on a full disk;
 //!   SIGTERM on a full disk exited 1.
 //!
-//! Mounting needs root; without it the tests say so and pass without running.
+//! Mounting needs root; without it the tests say so and pass without running. And a server
+//! whose log cannot be written (stderr on a full disk: `/dev/full`) serves on: it panicked at
+//! its first log line (a cluster node in CI, its log file's disk full).
 
 use super::*;
 
@@ -266,5 +268,34 @@ fn full_disk_refuses_a_multi_key_del_whole() {
     }
     verify(&mut c, &acked, "after refused DELs");
     drop(c);
+    server.stop_with(libc::SIGTERM);
+}
+
+#[test]
+fn a_server_whose_log_cannot_be_written_serves_on() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every write to /dev/full fails with ENOSPC, as a log file's on a full disk.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let server = serve_logging_to(
+        &dir.path().join("store"),
+        full,
+        // Nothing to read back (reading /dev/full gives zeros without end).
+        dir.path().join("no-log"),
+        &[],
+    );
+    let mut c = server.client();
+    for i in 0..100 {
+        c.set(key(i), value(i)).unwrap();
+    }
+    verify(
+        &mut c,
+        &(0..100).collect::<Vec<u64>>(),
+        "logging to a full disk",
+    );
+    drop(c);
+    // The shutdown's log lines are lost too; the exit is still clean.
     server.stop_with(libc::SIGTERM);
 }

@@ -44,7 +44,18 @@ struct Served {
 
 /// Starts `quiver --dir DIR serve --port 0 EXTRA...` and waits for its listening line.
 fn serve(dir: &Path, logs: &Path, extra: &[&str]) -> Served {
-    let (mut child, stderr_path, stdout) = spawn_serve(dir, logs, extra);
+    let (stderr, stderr_path) = stderr_file(logs);
+    serve_logging_to(dir, stderr, stderr_path, extra)
+}
+
+/// [`serve`] with its stderr on `stderr` (read back from `stderr_path`).
+fn serve_logging_to(
+    dir: &Path,
+    stderr: std::fs::File,
+    stderr_path: PathBuf,
+    extra: &[&str],
+) -> Served {
+    let (mut child, stdout) = spawn_serve_to(dir, stderr, extra);
     let first = match stdout.recv_timeout(WAIT) {
         Ok(line) => line,
         Err(e) => {
@@ -77,6 +88,13 @@ fn spawn_serve(
     logs: &Path,
     extra: &[&str],
 ) -> (Child, PathBuf, mpsc::Receiver<String>) {
+    let (stderr, stderr_path) = stderr_file(logs);
+    let (child, rx) = spawn_serve_to(dir, stderr, extra);
+    (child, stderr_path, rx)
+}
+
+/// A new file under `logs` for a server's stderr, and its path.
+fn stderr_file(logs: &Path) -> (std::fs::File, PathBuf) {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     std::fs::create_dir_all(logs).unwrap();
     let stderr_path = logs.join(format!(
@@ -84,6 +102,15 @@ fn spawn_serve(
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));
     let stderr = std::fs::File::create(&stderr_path).unwrap();
+    (stderr, stderr_path)
+}
+
+/// [`spawn_serve`] with stderr on `stderr`.
+fn spawn_serve_to(
+    dir: &Path,
+    stderr: std::fs::File,
+    extra: &[&str],
+) -> (Child, mpsc::Receiver<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
         .arg("--dir")
         .arg(dir)
@@ -96,7 +123,7 @@ fn spawn_serve(
         .spawn()
         .expect("the quiver binary starts");
     let rx = process::lines_of(child.stdout.take().unwrap());
-    (child, stderr_path, rx)
+    (child, rx)
 }
 
 fn read_log(path: &Path) -> String {

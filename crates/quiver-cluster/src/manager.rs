@@ -1,0 +1,153 @@
+//! The manager (`quiver manager`): watches the nodes' leases and repairs the chains of those
+//! that died, stalled past their lease, or restarted (`topology::repair` has the rules); then
+//! has a healthy node join each chain short of members (its tail streams the range to it:
+//! the node's `agent::join`).
+//!
+//! Run several: each holds a lease and campaigns through etcd's election; the one elected
+//! checks the leases every [`CHECK_EVERY`] and writes each repair as one transaction that
+//! applies only if the topology and every lease it was computed from are unchanged
+//! ([`Meta::replace_checked`]). That condition, not the election, is what makes repairs safe:
+//! two managers that both believe they lead cannot write conflicting repairs, and a node whose
+//! lease came back before the repair was written is not removed. The election only spares
+//! etcd the duplicate work.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::meta::{Alive, LeaseCheck, Meta, MetaError, Result};
+use crate::topology::{Finding, Repair};
+
+/// How often the elected manager reads the leases and the topology.
+pub const CHECK_EVERY: Duration = Duration::from_millis(200);
+/// First wait after losing etcd (or the lease); doubled up to [`RETRY_DELAY_MAX`].
+const RETRY_DELAY_MIN: Duration = Duration::from_millis(100);
+const RETRY_DELAY_MAX: Duration = Duration::from_secs(2);
+
+/// A manager's settings.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Comma-separated etcd URLs.
+    pub endpoints: String,
+    pub prefix: String,
+    /// Its name in the election (and the logs).
+    pub name: String,
+    /// Its lease's TTL: how long a dead leader keeps the others waiting.
+    pub lease_ttl: Duration,
+}
+
+/// Runs until `shutdown` completes: connect, take a lease, campaign, repair while elected;
+/// on any failure wait and start again.
+pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) {
+    tokio::pin!(shutdown);
+    let mut delay = RETRY_DELAY_MIN;
+    loop {
+        let outcome = tokio::select! {
+            r = session(&settings) => r,
+            _ = &mut shutdown => return,
+        };
+        if let Err(e) = outcome {
+            tracing::warn!(name = %settings.name, error = %e, "manager: lost etcd or its lease; campaigning again");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = &mut shutdown => return,
+        }
+        delay = (delay * 2).min(RETRY_DELAY_MAX);
+    }
+}
+
+/// One lease's life: campaign, then repair while the lease holds.
+async fn session(settings: &Settings) -> Result<()> {
+    let meta = Meta::connect(&settings.endpoints, &settings.prefix).await?;
+    let asked = Instant::now();
+    let lease = meta.grant(settings.lease_ttl).await?;
+    // Until when this manager surely holds its lease (renewals push it on).
+    let holds = Mutex::new(asked + lease.ttl);
+    let keep = meta.keep(lease, |sent, ttl| *holds.lock() = sent + ttl);
+    let lead = async {
+        meta.campaign(&settings.name, lease).await?;
+        tracing::info!(name = %settings.name, "manager: elected; watching the nodes' leases");
+        let mut tick = tokio::time::interval(CHECK_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if Instant::now() >= *holds.lock() {
+                // Another manager may be elected by now: stand down and campaign again.
+                return Err(MetaError::LeaseExpired {
+                    endpoints: settings.endpoints.clone(),
+                    id: lease.id,
+                });
+            }
+            if let Some(repair) = repair_once(&meta).await? {
+                for finding in &repair.findings {
+                    tracing::info!(name = %settings.name, epoch = repair.next.epoch, ?finding,
+                        "manager: repaired the chains");
+                }
+            }
+        }
+    };
+    tokio::select! {
+        e = keep => Err(e),
+        r = lead => r,
+    }
+}
+
+/// Reads the topology and the leases and writes the repair they call for, if any (and if
+/// nothing changed meanwhile: then the next round computes it again). Returns the repair
+/// written.
+pub async fn repair_once(meta: &Meta) -> Result<Option<Repair>> {
+    let Some(current) = meta.topology().await? else {
+        return Ok(None);
+    };
+    let alive: Vec<Alive> = meta.alive().await?;
+    let runs: HashMap<String, u64> = alive
+        .iter()
+        .map(|a| (a.node.id.clone(), a.node.run))
+        .collect();
+    let revision_of = |id: &str| {
+        alive
+            .iter()
+            .find(|a| a.node.id == id)
+            .map_or(0, |a| a.revision)
+    };
+    let Some(repair) = current.topology.repaired(&runs) else {
+        // Nothing to repair: joins, each on the lease of the node chosen.
+        let Some((next, chosen)) = current.topology.with_joins(&runs) else {
+            return Ok(None);
+        };
+        let checks: Vec<LeaseCheck> = chosen
+            .iter()
+            .map(|id| LeaseCheck::Unchanged {
+                id: id.clone(),
+                revision: revision_of(id),
+            })
+            .collect();
+        if meta.replace_checked(&current, &next, &checks).await? {
+            for (slots, id, tail) in next
+                .joins()
+                .filter(|(_, id, _)| chosen.iter().any(|c| c == id))
+            {
+                tracing::info!(%slots, node = id, tail, epoch = next.epoch, "manager: a node joins a chain");
+            }
+        }
+        return Ok(None);
+    };
+    let checks: Vec<LeaseCheck> = repair
+        .findings
+        .iter()
+        .map(|f| match f {
+            Finding::Dead(id) => LeaseCheck::Gone(id.clone()),
+            Finding::Restarted { id, .. } => LeaseCheck::Unchanged {
+                id: id.clone(),
+                revision: revision_of(id),
+            },
+        })
+        .collect();
+    let written = meta
+        .replace_checked(&current, &repair.next, &checks)
+        .await?;
+    Ok(written.then_some(repair))
+}

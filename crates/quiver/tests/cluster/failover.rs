@@ -1,0 +1,367 @@
+//! Failover while a history is recorded: chains of 3 on 3 nodes (every node is a head, a
+//! middle and a tail), leases of 2 s, two managers. While clients record GET / SET / INCR /
+//! MSET through the cluster client (and, in one test, READONLY connections reading from one
+//! node's replicas), a node is killed, stopped past its lease, or restarted, or etcd is
+//! restarted; the manager takes the node out of its chains and the clients carry on. Each
+//! history must be linearizable (porcupine, `history`): nothing acknowledged lost, nothing
+//! stale read, by the clients that went on or by the node that was taken out.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use quiver_client::{ClusterClient, Connection, Value};
+
+use crate::harness::{cluster_options, connect, connect_options, wait_until, Cluster};
+use crate::history::{
+    assert_linearizable, run_clients, Client, KeySpace, Kind, Load, Op, Outcome, Recorder,
+};
+use crate::proxy::Proxy;
+
+/// The clients' random mix (fixed: a failure replays the same choices).
+const SEED: u64 = 0x5EED_F00D;
+/// Clients through the cluster client.
+const CLIENTS: usize = 6;
+/// Key groups (hash tags: spread over the three chains) of 2 registers and 1 counter.
+const GROUPS: usize = 6;
+/// How long the clients record: the fault comes after [`WARM_UP`], the failover takes a
+/// lease (2 s) and a little, and the rest is served by the repaired chains.
+const RECORD_FOR: Duration = Duration::from_secs(14);
+const WARM_UP: Duration = Duration::from_secs(2);
+/// How long a READONLY client waits for a reply.
+const REPLICA_READ_TIMEOUT: Duration = Duration::from_millis(250);
+/// Operations each client may invoke (the deadline ends them first).
+const OPS_PER_CLIENT: usize = 20_000;
+
+fn key_space() -> KeySpace {
+    KeySpace::new("fo", GROUPS, 2, 1)
+}
+
+/// A client of the recorded load: the cluster client, or a READONLY connection to one node
+/// (its reads served by that node as a replica).
+enum AnyClient {
+    Cluster(ClusterClient),
+    Replica(Connection),
+}
+
+impl Client for AnyClient {
+    fn call(&mut self, args: &[&[u8]]) -> quiver_client::Result<Value> {
+        match self {
+            AnyClient::Cluster(c) => c.call(args),
+            AnyClient::Replica(c) => c.call(args),
+        }
+    }
+}
+
+/// Client `i` of a load of [`CLIENTS`] cluster clients then READONLY connections to
+/// `replica_reads`.
+fn connect_client(
+    seeds: &[String],
+    replica_reads: Option<&str>,
+    i: usize,
+) -> quiver_client::Result<AnyClient> {
+    match replica_reads {
+        Some(addr) if i >= CLIENTS => {
+            // A read of a key left dirty by a write the chain dropped never completes here:
+            // the client gives up on it soon (unknown) and goes on with other keys.
+            let mut options = connect_options(addr);
+            options.read_timeout = Some(REPLICA_READ_TIMEOUT);
+            let mut c = Connection::connect_with(options)?;
+            c.command(&[b"READONLY"])?;
+            Ok(AnyClient::Replica(c))
+        }
+        _ => ClusterClient::connect_with(cluster_options(seeds)).map(AnyClient::Cluster),
+    }
+}
+
+/// Records the load (plus `replica_clients` READONLY connections to `replica_reads`) while
+/// `fault` runs on this thread; then reads every key once more through a new cluster client
+/// (those reads join the history, so a write lost at the end shows too) and checks the
+/// history. Returns the recorder and what `fault` returned.
+fn record_with<T>(
+    cluster: &mut Cluster,
+    name: &str,
+    replica_reads: Option<(&str, usize)>,
+    fault: impl FnOnce(&mut Cluster, &Recorder) -> T,
+) -> (Recorder, T) {
+    record_keys(cluster, name, key_space(), RECORD_FOR, replica_reads, fault)
+}
+
+/// [`record_with`] on the keys `keys`, recording for `record_for`.
+pub fn record_keys<T>(
+    cluster: &mut Cluster,
+    name: &str,
+    keys: KeySpace,
+    record_for: Duration,
+    replica_reads: Option<(&str, usize)>,
+    fault: impl FnOnce(&mut Cluster, &Recorder) -> T,
+) -> (Recorder, T) {
+    let recorder = Recorder::new(keys);
+    let seeds: Vec<String> = cluster.nodes.iter().map(|n| n.addr()).collect();
+    let (replica_addr, replica_clients) = match replica_reads {
+        Some((addr, n)) => (Some(addr.to_string()), n),
+        None => (None, 0),
+    };
+    let load = Load {
+        clients: CLIENTS + replica_clients,
+        ops_per_client: OPS_PER_CLIENT,
+        deadline: Some(record_for),
+        seed: SEED,
+    };
+    let out = std::thread::scope(|s| {
+        s.spawn(|| {
+            run_clients(&recorder, &load, |i| {
+                connect_client(&seeds, replica_addr.as_deref(), i)
+            })
+        });
+        std::thread::sleep(WARM_UP);
+        fault(cluster, &recorder)
+    });
+    final_reads(cluster, &recorder);
+    let summary = assert_linearizable(&recorder, cluster.dir.path(), name);
+    eprintln!("{name}: {:?}, {summary:?}", recorder.counts());
+    (recorder, out)
+}
+
+/// A GET of every key after the load, recorded as client 10000's.
+fn final_reads(cluster: &Cluster, recorder: &Recorder) {
+    let mut client = cluster.client();
+    for key in recorder.keys.all() {
+        let invoke = recorder.now();
+        let reply = client.command(&[b"GET", key.as_bytes()], 1);
+        let ret = recorder.now();
+        let outcome = crate::history::outcome(Kind::Get, reply);
+        assert!(
+            matches!(outcome, Outcome::Ok(_)),
+            "final GET {key}: {outcome:?}\n{}",
+            cluster.logs()
+        );
+        recorder.push(Op {
+            client: 10_000,
+            kind: Kind::Get,
+            keys: vec![key],
+            args: Vec::new(),
+            invoke,
+            ret,
+            outcome,
+        });
+    }
+}
+
+/// Acknowledged writes (SET, MSET, INCR) invoked after `after` (recorder time).
+fn acknowledged_writes_after(recorder: &Recorder, after: u64) -> usize {
+    recorder
+        .ops()
+        .iter()
+        .filter(|op| op.kind != Kind::Get && op.invoke > after)
+        .filter(|op| matches!(op.outcome, Outcome::Ok(_)))
+        .count()
+}
+
+/// The reply of `node` to a SET of a key of every chain: none may be `OK` once the node is
+/// out of every chain.
+fn refuses_writes(cluster: &Cluster, node: usize) -> Result<(), String> {
+    let mut c = connect(&cluster.nodes[node].addr()).map_err(|e| e.to_string())?;
+    for key in ["{fo0}probe", "{fo1}probe", "{fo2}probe", "{fo3}probe"] {
+        match c.command(&[b"SET", key.as_bytes(), b"x"]) {
+            Ok(v) => return Err(format!("SET {key} answered {v:?}")),
+            Err(e) if e.server_code().is_some() => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(())
+}
+
+/// kill -9 of node-1 (the head of the first chain, the middle of another, the tail of the
+/// third), and of the elected manager: the other manager is elected and takes node-1 out of
+/// all three chains; writes and reads go on through the other two nodes; nothing
+/// acknowledged is lost. Failover time: from the kill to the repair in etcd.
+#[test]
+fn a_killed_node_leaves_its_chains_and_nothing_acknowledged_is_lost() {
+    let mut cluster = Cluster::start_failover(3, 3, 2);
+    let (recorder, (failover, repaired_at)) =
+        record_with(&mut cluster, "failover_kill9", None, |cluster, recorder| {
+            let elected = cluster.elected_manager().expect("a manager elected");
+            cluster.managers[elected].kill9();
+            let killed = Instant::now();
+            cluster.nodes[0].kill9();
+            cluster.wait_out_of_chains("node-1");
+            (killed.elapsed(), recorder.now())
+        });
+    eprintln!("kill -9 of node-1: out of its chains after {failover:?}");
+    let after = acknowledged_writes_after(&recorder, repaired_at);
+    assert!(
+        after > 0,
+        "no write acknowledged after the repair\n{}",
+        cluster.logs()
+    );
+    for chain in cluster.chains().unwrap() {
+        assert_eq!(chain.members.len(), 2, "{chain:?}");
+    }
+    // `quiver cluster status`: the dead node without a lease, every chain short of a member,
+    // a manager elected, and no message left uncommitted on the survivors once idle.
+    wait_until(
+        "status showing the repair, nothing waiting for a commit",
+        || cluster.logs(),
+        || {
+            let status = cluster.try_status()?;
+            let short = status["short_chains"].as_array().map_or(0, Vec::len);
+            let manager = status["manager"].as_str().unwrap_or("");
+            let nodes = status["nodes"].as_array().ok_or("no nodes")?;
+            let dead = nodes
+                .iter()
+                .find(|n| n["id"] == "node-1")
+                .ok_or("no node-1")?;
+            let waiting: u64 = nodes
+                .iter()
+                .flat_map(|n| n["chains"].as_array().into_iter().flatten())
+                .map(|c| c["waiting"].as_u64().unwrap_or(u64::MAX))
+                .sum();
+            let members: usize = nodes
+                .iter()
+                .map(|n| n["chains"].as_array().map_or(0, Vec::len))
+                .sum();
+            let ok = short == 3
+                && manager.starts_with("manager-")
+                && dead["alive"] == false
+                && waiting == 0
+                && members == 6;
+            ok.then_some(()).ok_or_else(|| format!("{status}"))
+        },
+    );
+}
+
+/// SIGSTOP of node-2 past its lease, while READONLY clients read from it as a replica: the
+/// manager takes it out of its chains; after SIGCONT it must neither answer a read from its
+/// stale copy nor accept a write (its lease is gone, then its chains are).
+#[test]
+fn a_node_stopped_past_its_lease_is_fenced_out() {
+    let mut cluster = Cluster::start_failover(3, 3, 2);
+    let stopped = cluster.nodes[1].addr();
+    record_with(
+        &mut cluster,
+        "failover_sigstop",
+        Some((&stopped, 2)),
+        |cluster, _| {
+            cluster.nodes[1].pause(true);
+            let out = cluster.wait_out_of_chains("node-2");
+            // Writes go on without it a while before it wakes up.
+            std::thread::sleep(Duration::from_secs(1));
+            cluster.nodes[1].pause(false);
+            eprintln!("SIGSTOP of node-2: out of its chains after {out:?}");
+            wait_until(
+                "node-2 refusing writes after SIGCONT",
+                || cluster.logs(),
+                || refuses_writes(cluster, 1),
+            );
+        },
+    );
+    refuses_writes(&cluster, 1).unwrap();
+}
+
+/// node-2 cut off from etcd (a proxy between them stops passing anything) while it runs and
+/// READONLY clients read from it: it stops serving once its lease may have lapsed, the
+/// manager takes it out of its chains, and when the partition heals it learns so and refuses.
+/// Its clients never read its copy after the chains moved on.
+#[test]
+fn a_node_cut_off_from_etcd_stops_serving_and_is_fenced_out() {
+    let proxy: Mutex<Option<Proxy>> = Mutex::new(None);
+    let mut cluster = Cluster::start_failover_with_etcd(3, 3, 2, |id, url| {
+        if id != "node-2" {
+            return url.to_string();
+        }
+        let p = Proxy::start(url.trim_start_matches("http://"));
+        let through = p.url();
+        *proxy.lock().unwrap() = Some(p);
+        through
+    });
+    let proxy = proxy.into_inner().unwrap().expect("node-2's proxy");
+    let cut_off = cluster.nodes[1].addr();
+    record_with(
+        &mut cluster,
+        "failover_etcd_partition",
+        Some((&cut_off, 2)),
+        |cluster, _| {
+            proxy.cut();
+            let out = cluster.wait_out_of_chains("node-2");
+            eprintln!("node-2 cut off from etcd: out of its chains after {out:?}");
+            std::thread::sleep(Duration::from_secs(1));
+            proxy.heal();
+            wait_until(
+                "node-2 back on etcd, refusing writes",
+                || cluster.logs(),
+                || {
+                    refuses_writes(cluster, 1)?;
+                    cluster.nodes[1].info_has("quiver_etcd_connected:1")
+                },
+            );
+        },
+    );
+}
+
+/// kill -9 of node-3 and an immediate restart (before its lease could expire), under the
+/// load: at its new run it may have lost what it had in flight, so the manager takes it out
+/// of every chain it shares, and it serves none of them meanwhile; then it joins each chain
+/// again as its tail, its tail streaming the range to it while the chain serves. At the end
+/// every member of every chain has every key's value.
+#[test]
+fn a_restarted_node_leaves_its_chains_and_rejoins_as_tail() {
+    let mut cluster = Cluster::start_failover(3, 3, 2);
+    let (recorder, ()) = record_with(&mut cluster, "failover_restart", None, |cluster, _| {
+        cluster.nodes[2].kill9();
+        cluster.nodes[2].restart();
+        let out = cluster.wait_out_of_chains("node-3");
+        let back = cluster.wait_in_every_chain("node-3");
+        eprintln!(
+            "restart of node-3: out of its chains after {out:?}, back in all after {back:?} more"
+        );
+    });
+    for chain in cluster.chains().unwrap() {
+        assert_eq!(chain.members.len(), 3, "{chain:?}");
+        assert_eq!(
+            chain.members.last().map(String::as_str),
+            Some("node-3"),
+            "{chain:?}"
+        );
+    }
+    // Every member has the head's value of every key (READONLY reads of each member).
+    let mut members: Vec<Connection> = cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut c = connect(&n.addr()).unwrap();
+            c.command(&[b"READONLY"]).unwrap();
+            c
+        })
+        .collect();
+    for key in recorder.keys.all() {
+        let values: Vec<Value> = members
+            .iter_mut()
+            .map(|c| c.command(&[b"GET", key.as_bytes()]).unwrap())
+            .collect();
+        assert!(
+            values.windows(2).all(|w| w[0] == w[1]),
+            "{key}: members disagree: {values:?}"
+        );
+    }
+}
+
+/// etcd killed and restarted under the load: the nodes' leases survive it (etcd restores
+/// them), the chains may or may not be repaired meanwhile, and the history stays
+/// linearizable; writes are served again afterwards.
+#[test]
+fn etcd_restarted_under_replicated_load() {
+    let mut cluster = Cluster::start_failover(3, 3, 2);
+    let (recorder, back_at) =
+        record_with(&mut cluster, "failover_etcd", None, |cluster, recorder| {
+            cluster.etcd.stop();
+            std::thread::sleep(Duration::from_secs(3));
+            cluster.etcd.restart();
+            cluster.wait_all("every node serving again", "cluster_state:ok");
+            recorder.now()
+        });
+    assert!(
+        acknowledged_writes_after(&recorder, back_at) > 0,
+        "no write acknowledged after etcd came back\n{}",
+        cluster.logs()
+    );
+}

@@ -1,0 +1,248 @@
+//! `quiver manager` processes and what the failover tests read of the chains: a cluster whose
+//! nodes hold short leases, with managers that repair its chains.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::harness::{
+    append, await_listening, kill_child, log_len, wait_until, Cluster, Env, StartFailure,
+};
+
+/// Lease of the failover tests' nodes and managers, in milliseconds: etcd's shortest, so a
+/// failover takes a few seconds.
+pub const NODE_TIMEOUT_MS: &str = "2000";
+
+/// A `quiver manager`.
+pub struct Manager {
+    pub name: String,
+    dir: PathBuf,
+    etcd_url: String,
+    child: Option<Child>,
+    /// Kept so the reading thread keeps draining the pipe.
+    _stdout: Option<mpsc::Receiver<String>>,
+}
+
+impl Manager {
+    /// Starts manager `name` on etcd at `etcd_url`, its log in `dir`; returns once it runs
+    /// (it may not be elected yet).
+    pub fn start(dir: &Path, etcd_url: &str, name: &str) -> Manager {
+        let mut manager = Manager {
+            name: name.to_string(),
+            dir: dir.to_path_buf(),
+            etcd_url: etcd_url.to_string(),
+            child: None,
+            _stdout: None,
+        };
+        manager.spawn();
+        manager
+    }
+
+    pub fn log(&self) -> PathBuf {
+        self.dir.join(format!("{}.log", self.name))
+    }
+
+    pub fn log_text(&self) -> String {
+        String::from_utf8_lossy(&std::fs::read(self.log()).unwrap_or_default()).into_owned()
+    }
+
+    /// kill -9.
+    pub fn kill9(&mut self) {
+        assert!(self.child.is_some(), "{} is not running", self.name);
+        kill_child(&mut self.child);
+    }
+
+    /// Starts the manager again under the same name; returns once it runs.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "{} is running", self.name);
+        self.spawn();
+    }
+
+    fn spawn(&mut self) {
+        let log_start = log_len(&self.log());
+        let child = Command::new(env!("CARGO_BIN_EXE_quiver"))
+            .args(["manager", "--etcd", &self.etcd_url, "--name", &self.name])
+            .args(["--lease-ms", NODE_TIMEOUT_MS])
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(append(&self.log()))
+            .spawn()
+            .expect("the quiver binary starts");
+        let expected = format!("quiver manager {} running", self.name);
+        match await_listening(child, &expected, &self.log(), log_start) {
+            Ok((child, rx)) => {
+                self.child = Some(child);
+                self._stdout = Some(rx);
+            }
+            Err(StartFailure::PortInUse) => unreachable!("a manager listens on no port"),
+            Err(StartFailure::Other(e)) => panic!("{}: {e}", self.name),
+        }
+    }
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        kill_child(&mut self.child);
+    }
+}
+
+/// A chain as the topology in etcd has it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chain {
+    pub slots: String,
+    pub members: Vec<String>,
+    pub version: u64,
+}
+
+impl Cluster {
+    /// etcd, `n` nodes with leases of [`NODE_TIMEOUT_MS`], chains of `replicas`, and
+    /// `managers` managers (one of them elected before this returns).
+    pub fn start_failover(n: usize, replicas: u8, managers: usize) -> Cluster {
+        Cluster::start_failover_with_etcd(n, replicas, managers, |_, url| url.to_string())
+    }
+
+    /// [`Cluster::start_failover`], node `id` given the etcd URL `etcd_for(id, etcd's URL)`.
+    pub fn start_failover_with_etcd(
+        n: usize,
+        replicas: u8,
+        managers: usize,
+        etcd_for: impl Fn(&str, &str) -> String,
+    ) -> Cluster {
+        let args = ["--node-timeout", NODE_TIMEOUT_MS];
+        let mut cluster =
+            Cluster::start_full_with_etcd(n, replicas, &args, |_| Env::new(), etcd_for);
+        for _ in 0..managers {
+            cluster.start_manager();
+        }
+        wait_until(
+            "a manager elected",
+            || cluster.logs(),
+            || {
+                cluster
+                    .managers
+                    .iter()
+                    .any(|m| m.log_text().contains("manager: elected"))
+                    .then_some(())
+                    .ok_or_else(|| "none yet".to_string())
+            },
+        );
+        cluster
+    }
+
+    /// Starts a manager (`manager-1`, `manager-2`, ...); its index in [`Cluster::managers`].
+    pub fn start_manager(&mut self) -> usize {
+        let name = format!("manager-{}", self.managers.len() + 1);
+        let manager = Manager::start(self.dir.path(), &self.etcd.url(), &name);
+        self.managers.push(manager);
+        self.managers.len() - 1
+    }
+
+    /// Waits until every chain in etcd has `replicas` members; how long that took.
+    pub fn wait_chains_full(&self, replicas: usize) -> Duration {
+        let start = Instant::now();
+        wait_until(
+            &format!("every chain of {replicas} members"),
+            || self.logs(),
+            || {
+                let chains = self.chains()?;
+                match chains.iter().find(|c| c.members.len() < replicas) {
+                    Some(c) => Err(format!("{c:?} is short")),
+                    None => Ok(()),
+                }
+            },
+        );
+        start.elapsed()
+    }
+
+    /// Waits until restarted node `id` has announced its new run and the manager has taken
+    /// it in at that run (out of the chains it shared).
+    pub fn wait_readmitted(&self, id: &str) {
+        let node = &self.nodes[self.node(id)];
+        wait_until(
+            &format!("{id} connected to etcd"),
+            || self.logs(),
+            || node.info_has("quiver_etcd_connected:1"),
+        );
+        wait_until(
+            &format!("{id} readmitted at its new run"),
+            || self.logs(),
+            || {
+                let status = self.try_status()?;
+                let nodes = status["nodes"].as_array().ok_or("no nodes")?;
+                let n = nodes.iter().find(|n| n["id"] == id).ok_or("not a member")?;
+                match (n["alive"].as_bool(), n["restarted"].as_bool()) {
+                    (Some(true), Some(false)) => Ok(()),
+                    other => Err(format!("{id}: (alive, restarted) {other:?}")),
+                }
+            },
+        );
+    }
+
+    /// Waits until node `id` is in every chain in etcd; how long that took.
+    pub fn wait_in_every_chain(&self, id: &str) -> Duration {
+        let start = Instant::now();
+        wait_until(
+            &format!("{id} in every chain"),
+            || self.logs(),
+            || {
+                let chains = self.chains()?;
+                match chains.iter().find(|c| !c.members.iter().any(|m| m == id)) {
+                    Some(c) => Err(format!("{id} is not in {c:?}")),
+                    None => Ok(()),
+                }
+            },
+        );
+        start.elapsed()
+    }
+
+    /// The index of the elected manager (etcd's election says which), if one is.
+    pub fn elected_manager(&self) -> Option<usize> {
+        let status = self.try_status().ok()?;
+        let name = status["manager"].as_str()?;
+        self.managers
+            .iter()
+            .position(|m| m.name == name && m.child.is_some())
+    }
+
+    /// The chains in etcd now.
+    pub fn chains(&self) -> Result<Vec<Chain>, String> {
+        let status = self.try_status()?;
+        let shards = status["topology"]["shards"]
+            .as_array()
+            .ok_or("no shards in the topology")?;
+        shards
+            .iter()
+            .map(|s| {
+                Ok(Chain {
+                    slots: s["slots"].as_str().ok_or("no slots")?.to_string(),
+                    members: s["chain"]
+                        .as_array()
+                        .ok_or("no chain")?
+                        .iter()
+                        .filter_map(|m| m.as_str().map(str::to_string))
+                        .collect(),
+                    version: s["version"].as_u64().unwrap_or(0),
+                })
+            })
+            .collect()
+    }
+
+    /// Waits until no chain in etcd has node `id`; how long that took.
+    pub fn wait_out_of_chains(&self, id: &str) -> Duration {
+        let start = Instant::now();
+        wait_until(
+            &format!("{id} taken out of every chain"),
+            || self.logs(),
+            || {
+                let chains = self.chains()?;
+                match chains.iter().find(|c| c.members.iter().any(|m| m == id)) {
+                    Some(c) => Err(format!("{id} is still in {c:?}")),
+                    None => Ok(()),
+                }
+            },
+        );
+        start.elapsed()
+    }
+}
