@@ -13,6 +13,7 @@
 #   client's cluster tests run three redis-server processes as a Redis Cluster (redis-cli --cluster).
 # - etcd and etcdctl (Debian packages etcd-server, etcd-client): the cluster tests
 #   (crates/quiver/tests/cluster) run a real etcd.
+# - iptables: the cluster's partition test cuts two nodes apart with rules on loopback.
 # - the Python `redis` package (redis-py) for redis_py_check.py and redis_py_cluster.py: pip
 #   first; if pip refuses (PEP 668 "externally managed environment") or is missing, pip with
 #   --break-system-packages, then Debian's python3-redis.
@@ -34,9 +35,10 @@ fail() {
   exit 1
 }
 
-# ---- protoc, mount, redis-server, redis-cli, redis-benchmark, etcd, etcdctl
+# ---- protoc, mount, redis-server, redis-cli, redis-benchmark, etcd, etcdctl, iptables
 apt_install_missing protoc:protobuf-compiler mount:mount redis-server:redis-server \
-  redis-cli:redis-tools redis-benchmark:redis-tools etcd:etcd-server etcdctl:etcd-client ||
+  redis-cli:redis-tools redis-benchmark:redis-tools etcd:etcd-server etcdctl:etcd-client \
+  iptables:iptables ||
   fail "apt-get install failed (its output is above)"
 
 # ---- redis-py

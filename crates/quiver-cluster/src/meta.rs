@@ -4,6 +4,8 @@
 //! {prefix}/topology      the Topology document (JSON); its epoch orders versions
 //! {prefix}/nodes/{id}    a node's registration: {"id", "addr", "run"}, written by the node at start
 //! {prefix}/alive/{id}    the same, under the node's lease: present while the node lives
+//! {prefix}/suspects/{id} the successors node `id` cannot reach (a JSON list of ids), under
+//!                        its lease: present while it has some
 //! {prefix}/manager/...   the managers' election (etcd's election API, under their leases)
 //! ```
 //!
@@ -91,11 +93,30 @@ pub enum LeaseCheck {
     Unchanged { id: String, revision: i64 },
 }
 
-/// A node holding a lease: its registration and the revision of its `alive` key.
+/// A node holding a lease: its registration, the revision of its `alive` key and the lease
+/// it is under.
 #[derive(Clone, Debug)]
 pub struct Alive {
     pub node: Node,
     pub revision: i64,
+    pub lease: i64,
+}
+
+/// A node's report of the successors it cannot reach.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    pub reporter: String,
+    pub suspects: Vec<String>,
+}
+
+/// One renewal of a lease (see [`Meta::keep`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Renewal {
+    /// When the renewal was sent: the lease holds for `ttl` from then.
+    pub sent: Instant,
+    pub ttl: Duration,
+    /// The etcd revision of the topology read after the renewal was answered (0: none).
+    pub topology_revision: i64,
 }
 
 pub type Result<T> = std::result::Result<T, MetaError>;
@@ -155,6 +176,10 @@ impl Meta {
 
     fn alive_prefix(&self) -> String {
         format!("{}/alive/", self.prefix)
+    }
+
+    fn suspects_prefix(&self) -> String {
+        format!("{}/suspects/", self.prefix)
     }
 
     fn election(&self) -> String {
@@ -301,14 +326,14 @@ impl Meta {
     }
 
     /// Renews `lease` every third of its TTL until a renewal fails (etcd unreachable, or the
-    /// lease expired meanwhile); after each, `renewed(sent, ttl)`: the lease holds at least
-    /// until `sent + ttl` (`sent`: when the renewal's request went out). Returns why it
-    /// stopped.
-    pub async fn keep(
-        &self,
-        lease: Lease,
-        mut renewed: impl FnMut(Instant, Duration),
-    ) -> MetaError {
+    /// lease expired meanwhile); after each, `renewed` with the [`Renewal`]: the lease holds
+    /// at least until `sent + ttl` (`sent`: when the renewal's request went out). Returns why
+    /// it stopped.
+    ///
+    /// Each round also reads the topology's revision after the renewal's answer: a node
+    /// counts on a renewal only if it has seen that version (`agent`), so that a change of
+    /// the topology written at time t is seen, or the node's lease lapses, by t + TTL.
+    pub async fn keep(&self, lease: Lease, mut renewed: impl FnMut(Renewal)) -> MetaError {
         let mut leases = self.client.lease_client();
         let what = "renew a lease";
         let (mut keeper, mut answers) =
@@ -327,7 +352,15 @@ impl Meta {
             };
             match bounded(&self.endpoints, what, round).await {
                 Ok(Some(answer)) if answer.ttl() > 0 => {
-                    renewed(sent, Duration::from_secs(answer.ttl() as u64))
+                    let topology_revision = match self.topology_revision().await {
+                        Ok(r) => r,
+                        Err(e) => return e,
+                    };
+                    renewed(Renewal {
+                        sent,
+                        ttl: Duration::from_secs(answer.ttl() as u64),
+                        topology_revision,
+                    })
                 }
                 Ok(Some(_)) => {
                     return MetaError::LeaseExpired {
@@ -343,6 +376,66 @@ impl Meta {
                 Err(e) => return e,
             }
         }
+    }
+
+    /// The etcd revision of the topology's last version (0: none), without reading it.
+    pub async fn topology_revision(&self) -> Result<i64> {
+        let mut kv = self.client.kv_client();
+        let get = kv.get(
+            self.topology_key(),
+            Some(GetOptions::new().with_keys_only()),
+        );
+        let resp = bounded(&self.endpoints, "read the topology's revision", get).await?;
+        Ok(resp.kvs().first().map_or(0, |kv| kv.mod_revision()))
+    }
+
+    /// The TTL lease `id` was granted with; `None` once it expired.
+    pub async fn lease_ttl(&self, id: i64) -> Result<Option<Duration>> {
+        let mut leases = self.client.lease_client();
+        let resp = bounded(
+            &self.endpoints,
+            "read a lease's TTL",
+            leases.time_to_live(id, None),
+        )
+        .await?;
+        Ok((resp.ttl() > 0).then(|| Duration::from_secs(resp.granted_ttl().max(1) as u64)))
+    }
+
+    /// Puts node `id`'s report of the successors it cannot reach under `lease`, or deletes
+    /// it when `suspects` is empty.
+    pub async fn report_suspects(&self, id: &str, suspects: &[String], lease: Lease) -> Result<()> {
+        let key = format!("{}{id}", self.suspects_prefix());
+        let mut kv = self.client.kv_client();
+        let what = "report unreachable successors";
+        if suspects.is_empty() {
+            bounded(&self.endpoints, what, kv.delete(key, None)).await?;
+        } else {
+            // A list of strings always serializes.
+            let value = serde_json::to_vec(suspects).unwrap_or_default();
+            let put = kv.put(key, value, Some(PutOptions::new().with_lease(lease.id)));
+            bounded(&self.endpoints, what, put).await?;
+        }
+        Ok(())
+    }
+
+    /// Every node's report of successors it cannot reach, in reporter order.
+    pub async fn suspects(&self) -> Result<Vec<Report>> {
+        let prefix = self.suspects_prefix();
+        let mut kv = self.client.kv_client();
+        let get = kv.get(prefix.clone(), Some(GetOptions::new().with_prefix()));
+        let resp = bounded(&self.endpoints, "list the reports of suspects", get).await?;
+        let mut reports = Vec::new();
+        for item in resp.kvs() {
+            let key = String::from_utf8_lossy(item.key()).into_owned();
+            let suspects: Vec<String> =
+                serde_json::from_slice(item.value()).map_err(|e| MetaError::Document {
+                    key: key.clone(),
+                    source: TopologyError::Invalid(format!("not a list of node ids: {e}")),
+                })?;
+            let reporter = key.strip_prefix(&prefix).unwrap_or(&key).to_string();
+            reports.push(Report { reporter, suspects });
+        }
+        Ok(reports)
     }
 
     /// Puts `node`'s `alive` key under `lease` (it says the node lives, at its run).
@@ -363,13 +456,21 @@ impl Meta {
             .await?;
         Ok(nodes
             .into_iter()
-            .map(|(node, revision)| Alive { node, revision })
+            .map(|(node, revision, lease)| Alive {
+                node,
+                revision,
+                lease,
+            })
             .collect())
     }
 
     /// The nodes written under `prefix` (registrations or announcements), in id order, each
-    /// with its key's revision.
-    async fn nodes_under(&self, prefix: String, what: &'static str) -> Result<Vec<(Node, i64)>> {
+    /// with its key's revision and lease (0: none).
+    async fn nodes_under(
+        &self,
+        prefix: String,
+        what: &'static str,
+    ) -> Result<Vec<(Node, i64, i64)>> {
         let mut kv = self.client.kv_client();
         let get = kv.get(prefix, Some(GetOptions::new().with_prefix()));
         let resp = bounded(&self.endpoints, what, get).await?;
@@ -381,7 +482,7 @@ impl Meta {
                     key,
                     source: TopologyError::Invalid(format!("not a node's record: {e}")),
                 })?;
-            nodes.push((node, item.mod_revision()));
+            nodes.push((node, item.mod_revision(), item.lease()));
         }
         Ok(nodes)
     }
@@ -428,7 +529,7 @@ impl Meta {
         let nodes = self
             .nodes_under(self.nodes_prefix(), "list the nodes")
             .await?;
-        Ok(nodes.into_iter().map(|(node, _)| node).collect())
+        Ok(nodes.into_iter().map(|(node, _, _)| node).collect())
     }
 
     /// Every version of the topology written after revision `after` (from now on without

@@ -46,10 +46,15 @@ pub struct Node {
     /// The incarnation: a number a node draws each time its process starts. In a
     /// registration, the running process's; in the topology, the one whose state the node's
     /// chains were built with (a restarted node may have lost what it had in flight, so it
-    /// serves its chains only once the topology names its new run: see `repair`).
+    /// serves its chains only once the topology names its new run: see `repair`). In the
+    /// topology, [`EXPELLED`] admits no process of the node.
     #[serde(default)]
     pub run: u64,
 }
+
+/// The run the topology gives a node it expels (no process draws it): the node stops
+/// serving, and leaves its chains once it surely did (`repair`).
+pub const EXPELLED: u64 = 0;
 
 impl Node {
     /// The host and port of [`Node::addr`].

@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use quiver_client::{ClientOptions, Connection};
 use quiver_cluster::meta::{Meta, DEFAULT_PREFIX};
-use quiver_cluster::{MetaError, Node, Topology, TopologyError};
+use quiver_cluster::{topology, MetaError, Node, Topology, TopologyError};
 use quiver_store::slot::SlotRange;
 
 use crate::error::CliError;
@@ -194,6 +194,11 @@ struct NodeStatus {
     /// Whether it holds it at another run than the topology's (it restarted and the
     /// manager has not repaired its chains yet, or it waits to rejoin them).
     restarted: bool,
+    /// The topology expels it (a predecessor could not reach it): it serves nothing until it
+    /// is readmitted.
+    expelled: bool,
+    /// The nodes reporting that they cannot reach it (it is their successor in a chain).
+    unreachable_from: Vec<String>,
     /// Its part in each chain it is in (CHAIN STATUS), when it answered.
     chains: Vec<ChainFigures>,
 }
@@ -218,6 +223,7 @@ async fn status(a: &StatusArgs) -> Result<(), CliError> {
     let t = versioned.topology;
     let alive = meta.alive().await?;
     let manager = meta.manager().await?;
+    let reports = meta.suspects().await?;
     let nodes: Vec<NodeStatus> = t
         .nodes
         .iter()
@@ -233,7 +239,14 @@ async fn status(a: &StatusArgs) -> Result<(), CliError> {
                 keys: answer.keys,
                 epoch: answer.epoch,
                 alive: lease.is_some(),
-                restarted: lease.is_some_and(|a| a.node.run != n.run),
+                restarted: lease.is_some_and(|a| a.node.run != n.run)
+                    && n.run != topology::EXPELLED,
+                expelled: n.run == topology::EXPELLED,
+                unreachable_from: reports
+                    .iter()
+                    .filter(|r| r.suspects.contains(&n.id))
+                    .map(|r| r.reporter.clone())
+                    .collect(),
                 chains: answer.chains,
             }
         })
@@ -255,10 +268,11 @@ async fn status(a: &StatusArgs) -> Result<(), CliError> {
     print!("{t}");
     for n in &nodes {
         let figure = |v: Option<u64>| v.map_or("unreachable".to_string(), |v| v.to_string());
-        let lease = match (n.alive, n.restarted) {
-            (false, _) => "no lease",
-            (true, true) => "lease at a new run (restarted)",
-            (true, false) => "lease held",
+        let lease = match (n.alive, n.restarted, n.expelled) {
+            (false, _, _) => "no lease",
+            (true, _, true) => "lease held, expelled (not serving)",
+            (true, true, false) => "lease at a new run (restarted)",
+            (true, false, false) => "lease held",
         };
         println!(
             "  node {} at {}: {} slots, keys {}, serving epoch {}, {lease}",
@@ -268,6 +282,9 @@ async fn status(a: &StatusArgs) -> Result<(), CliError> {
             figure(n.keys),
             figure(n.epoch)
         );
+        if !n.unreachable_from.is_empty() {
+            println!("    unreachable from {}", n.unreachable_from.join(", "));
+        }
         for c in &n.chains {
             println!(
                 "    chain {} v{} position {}: applied {}, committed {}, waiting {} ({} bytes)",

@@ -19,10 +19,23 @@
 //! Joins ([`Topology::with_joins`]): each chain short of `replicas` members and not being
 //! joined gets an ok node that is not in it and joins nothing else, the one in the fewest
 //! chains first (ties: node order), so members spread as the ring spreads them.
+//!
+//! **Partitions between nodes** ([`Topology::expel_candidate`], [`Topology::with_expelled`]):
+//! a node that cannot reach its successor in a chain reports it (its lease holds, and so
+//! does the successor's: leases alone see nothing). The manager expels one reported node at
+//! a time: the topology gives it the run [`EXPELLED`], which no process has, so the node
+//! stops serving as soon as it sees that version — and a node counts on a lease renewal only
+//! once it has seen the topology of its time (`meta::Meta::keep`), so it surely stopped one
+//! lease TTL after the expulsion was written. Until then it is **fencing**: it stays in its
+//! chains (nothing is committed without it where it was needed, and nobody can read a value
+//! it missed); after, it is treated as restarted: it leaves its shared chains, is readmitted,
+//! and joins chains as tail, through links that work. Who is expelled: a node reported by an
+//! ok node that is itself reported by nobody (the node cut from everyone, not the neighbours
+//! it reports), most reporters first.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use super::Topology;
+use super::{Topology, EXPELLED};
 
 /// Why a node lost its place (or was readmitted) in a repair.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,14 +66,20 @@ pub struct Repair {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum State {
     Ok,
+    /// Expelled less than a lease TTL ago: it may still serve; it keeps its chains.
+    Fencing,
     Restarted(u64),
     Dead,
 }
 
 impl Topology {
-    /// Node `id`'s state given `alive` (each node holding a lease, and its run).
-    fn state_of(&self, id: &str, alive: &HashMap<String, u64>) -> State {
+    /// Node `id`'s state given `alive` (each node holding a lease, and its run) and
+    /// `fencing` (expelled nodes whose lease TTL has not passed since).
+    fn state_of(&self, id: &str, alive: &HashMap<String, u64>, fencing: &HashSet<String>) -> State {
         let known = self.node(id).map_or(0, |n| n.run);
+        if known == EXPELLED && fencing.contains(id) {
+            return State::Fencing;
+        }
         match alive.get(id) {
             None => State::Dead,
             Some(&run) if run == known => State::Ok,
@@ -68,10 +87,15 @@ impl Topology {
         }
     }
 
-    /// The repair of this topology given `alive` (each node holding a lease, and its run); `None`
-    /// when nothing is to change. See the module documentation for the rules.
-    pub fn repaired(&self, alive: &HashMap<String, u64>) -> Option<Repair> {
-        let state = |id: &str| self.state_of(id, alive);
+    /// The repair of this topology given `alive` (each node holding a lease, and its run)
+    /// and `fencing` (expelled nodes that may still serve); `None` when nothing is to
+    /// change. See the module documentation for the rules.
+    pub fn repaired(
+        &self,
+        alive: &HashMap<String, u64>,
+        fencing: &HashSet<String>,
+    ) -> Option<Repair> {
+        let state = |id: &str| self.state_of(id, alive, fencing);
         let mut next = self.next();
         let version = next.epoch;
         let mut findings: Vec<Finding> = Vec::new();
@@ -82,7 +106,7 @@ impl Topology {
                     id: id.to_string(),
                     run,
                 },
-                State::Ok => return,
+                State::Ok | State::Fencing => return,
             };
             if !findings.contains(&finding) {
                 findings.push(finding);
@@ -101,7 +125,7 @@ impl Topology {
                 .chain
                 .iter()
                 .zip(&states)
-                .filter(|(_, s)| **s == State::Ok)
+                .filter(|(_, s)| matches!(s, State::Ok | State::Fencing))
                 .map(|(id, _)| id.clone())
                 .collect();
             let keep = if !ok.is_empty() {
@@ -158,7 +182,7 @@ impl Topology {
     /// runs); and the nodes chosen (their leases must be unchanged when it is written).
     /// `None` when there is nothing to join or nobody to join it.
     pub fn with_joins(&self, alive: &HashMap<String, u64>) -> Option<(Topology, Vec<String>)> {
-        let ok = |id: &str| self.state_of(id, alive) == State::Ok;
+        let ok = |id: &str| self.state_of(id, alive, &HashSet::new()) == State::Ok;
         let mut next = self.next();
         let mut chosen: Vec<String> = Vec::new();
         // Nodes joining a chain already, or chosen for one in this pass: one join at a time.
@@ -198,5 +222,56 @@ impl Topology {
         }
         next.validate().ok()?;
         Some((next, chosen))
+    }
+}
+
+impl Topology {
+    /// The node to expel given `reports` (per reporter, the successors it cannot reach) and
+    /// `alive`: see the module documentation. `None` while a node is expelled and not yet
+    /// readmitted (one at a time), or when no report names a successor of its reporter with
+    /// both ok.
+    pub fn expel_candidate(
+        &self,
+        alive: &HashMap<String, u64>,
+        reports: &HashMap<String, Vec<String>>,
+    ) -> Option<String> {
+        if self.nodes.iter().any(|n| n.run == EXPELLED) {
+            return None;
+        }
+        let ok = |id: &str| self.state_of(id, alive, &HashSet::new()) == State::Ok;
+        // (reporter, suspect) pairs that stand: both ok, the suspect the reporter's successor
+        // in some chain now.
+        let pairs: Vec<(&str, &str)> = reports
+            .iter()
+            .flat_map(|(r, suspects)| suspects.iter().map(move |s| (r.as_str(), s.as_str())))
+            .filter(|(r, s)| ok(r) && ok(s) && r != s)
+            .filter(|(r, s)| self.shards.iter().any(|sh| sh.successor(r) == Some(*s)))
+            .collect();
+        let suspected: HashSet<&str> = pairs.iter().map(|(_, s)| *s).collect();
+        let trusted: Vec<(&str, &str)> = pairs
+            .iter()
+            .copied()
+            .filter(|(r, _)| !suspected.contains(r))
+            .collect();
+        // Reports in a cycle only (each reporter reported): act on them all the same.
+        let votes = if trusted.is_empty() { pairs } else { trusted };
+        self.nodes
+            .iter()
+            // Reversed: of equal counts `max_by_key` takes the last, so the first in order.
+            .rev()
+            .map(|n| n.id.as_str())
+            .map(|id| (id, votes.iter().filter(|(_, s)| *s == id).count()))
+            .filter(|(_, n)| *n > 0)
+            .max_by_key(|(_, n)| *n)
+            .map(|(id, _)| id.to_string())
+    }
+
+    /// The next topology with node `id` expelled (its run [`EXPELLED`]).
+    pub fn with_expelled(&self, id: &str) -> Option<Topology> {
+        let mut next = self.next();
+        let node = next.nodes.iter_mut().find(|n| n.id == id)?;
+        node.run = EXPELLED;
+        next.validate().ok()?;
+        Some(next)
     }
 }

@@ -1,4 +1,4 @@
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::repair::Finding;
 use super::*;
@@ -233,8 +233,12 @@ fn alive(t: &Topology, ids: &[&str], restarted: &[&str]) -> HashMap<String, u64>
 #[test]
 fn members_leave_and_join_chains_at_new_versions() {
     let t = Topology::create(nodes(3), 3).unwrap();
-    assert!(t.repaired(&alive(&t, &["n0", "n1", "n2"], &[])).is_none());
-    let repair = t.repaired(&alive(&t, &["n0", "n2"], &[])).unwrap();
+    assert!(t
+        .repaired(&alive(&t, &["n0", "n1", "n2"], &[]), &HashSet::new())
+        .is_none());
+    let repair = t
+        .repaired(&alive(&t, &["n0", "n2"], &[]), &HashSet::new())
+        .unwrap();
     assert_eq!(repair.findings, vec![Finding::Dead("n1".into())]);
     let u = repair.next;
     assert_eq!(u.epoch, 2);
@@ -256,13 +260,17 @@ fn members_leave_and_join_chains_at_new_versions() {
     );
     assert!(u.shards.iter().all(|s| s.version == 2));
     assert!(
-        u.repaired(&alive(&u, &["n0", "n2"], &[])).is_none(),
+        u.repaired(&alive(&u, &["n0", "n2"], &[]), &HashSet::new())
+            .is_none(),
         "nothing left to change"
     );
-    let v = u.repaired(&alive(&u, &["n2"], &[])).unwrap().next;
+    let v = u
+        .repaired(&alive(&u, &["n2"], &[]), &HashSet::new())
+        .unwrap()
+        .next;
     assert!(v.shards.iter().all(|s| s.chain == ["n2"]), "{v}");
     assert!(
-        v.repaired(&alive(&v, &[], &[])).is_none(),
+        v.repaired(&alive(&v, &[], &[]), &HashSet::new()).is_none(),
         "the last member stays"
     );
     let w = u.with_tail(u.shards[0].slots, "n1").unwrap();
@@ -289,7 +297,7 @@ fn restarted_members_leave_shared_chains_and_are_readmitted_alone() {
     let t = Topology::create(nodes(3), 2).unwrap();
     // Chains: [n0 n1] [n1 n2] [n2 n0].
     let repair = t
-        .repaired(&alive(&t, &["n0", "n1", "n2"], &["n1"]))
+        .repaired(&alive(&t, &["n0", "n1", "n2"], &["n1"]), &HashSet::new())
         .unwrap();
     let u = repair.next;
     assert_eq!(u.shards[0].chain, ["n0"]);
@@ -307,12 +315,14 @@ fn restarted_members_leave_shared_chains_and_are_readmitted_alone() {
             run: 1101
         }]
     );
-    assert!(u.repaired(&alive(&u, &["n0", "n1", "n2"], &[])).is_none());
+    assert!(u
+        .repaired(&alive(&u, &["n0", "n1", "n2"], &[]), &HashSet::new())
+        .is_none());
 
     // n0 and n1 restarted, n2 dead: [n0 n1] keeps its first (n0), [n1 n2] its only one
     // alive (n1), [n2 n0] n0; both are alone, so both are readmitted.
     let v = t
-        .repaired(&alive(&t, &["n0", "n1"], &["n0", "n1"]))
+        .repaired(&alive(&t, &["n0", "n1"], &["n0", "n1"]), &HashSet::new())
         .unwrap()
         .next;
     assert_eq!(v.shards[0].chain, ["n0"]);
@@ -325,7 +335,7 @@ fn restarted_members_leave_shared_chains_and_are_readmitted_alone() {
     assert_eq!(v.node("n2").unwrap().run, 102);
 
     // All dead: nothing to do.
-    assert!(t.repaired(&alive(&t, &[], &[])).is_none());
+    assert!(t.repaired(&alive(&t, &[], &[]), &HashSet::new()).is_none());
 }
 
 /// A chain short of members gets an ok node that is not in it, the one in the fewest chains
@@ -341,7 +351,7 @@ fn short_chains_get_joining_nodes() {
         "no chain is short"
     );
     let u = t
-        .repaired(&alive(&t, &["n0", "n1", "n3"], &[]))
+        .repaired(&alive(&t, &["n0", "n1", "n3"], &[]), &HashSet::new())
         .unwrap()
         .next;
     // n2 is gone: [n0 n1] [n1 n3] [n3 n0] [n3 n0 n1]; each short chain gets the survivor it
@@ -373,7 +383,9 @@ fn short_chains_get_joining_nodes() {
     assert_eq!(w.shards[0].version, w.epoch);
     assert_eq!(w.joins().count(), 2);
     // A joining node dies: its join ends with the repair; the others go on.
-    let gone = w.repaired(&alive(&w, &["n0", "n3"], &[])).unwrap();
+    let gone = w
+        .repaired(&alive(&w, &["n0", "n3"], &[]), &HashSet::new())
+        .unwrap();
     assert!(gone.next.joins().all(|(_, id, _)| id != "n1"));
     assert!(gone.findings.contains(&Finding::Dead("n1".into())));
     // Ended without completing: nobody joins, the chain unchanged.
@@ -383,5 +395,95 @@ fn short_chains_get_joining_nodes() {
     assert!(
         y.with_join_ended(y.shards[1].slots, "n0", true).is_err(),
         "not joining"
+    );
+}
+
+fn reports(pairs: &[(&str, &[&str])]) -> HashMap<String, Vec<String>> {
+    pairs
+        .iter()
+        .map(|(r, s)| (r.to_string(), s.iter().map(|s| s.to_string()).collect()))
+        .collect()
+}
+
+/// A node its predecessor cannot reach is expelled (one at a time), keeps its chains while
+/// it may still serve (fencing), then leaves them like a restarted node and is readmitted.
+/// The node cut from everyone is expelled, not the successors it reports; reports that no
+/// longer name a successor, or come from or name a node that is not ok, count for nothing.
+#[test]
+fn a_node_its_predecessor_cannot_reach_is_expelled_then_fenced_out() {
+    let t = Topology::create(nodes(3), 3).unwrap();
+    let chains: Vec<Vec<&str>> = t
+        .shards
+        .iter()
+        .map(|s| s.chain.iter().map(String::as_str).collect())
+        .collect();
+    assert_eq!(
+        chains,
+        [["n0", "n1", "n2"], ["n1", "n2", "n0"], ["n2", "n0", "n1"]]
+    );
+    let all = alive(&t, &["n0", "n1", "n2"], &[]);
+    assert_eq!(t.expel_candidate(&all, &reports(&[])), None);
+    // n0 precedes n1 (chains 0 and 2): the link n0 -> n1 is cut.
+    assert_eq!(
+        t.expel_candidate(&all, &reports(&[("n0", &["n1"])])),
+        Some("n1".into())
+    );
+    // n1 cut from everyone: n0 reports it, it reports n2; n1 goes.
+    assert_eq!(
+        t.expel_candidate(&all, &reports(&[("n0", &["n1"]), ("n1", &["n2"])])),
+        Some("n1".into())
+    );
+    // n0 never precedes n2; a dead reporter or suspect counts for nothing.
+    assert_eq!(t.expel_candidate(&all, &reports(&[("n0", &["n2"])])), None);
+    let without_n0 = alive(&t, &["n1", "n2"], &[]);
+    assert_eq!(
+        t.expel_candidate(&without_n0, &reports(&[("n0", &["n1"])])),
+        None
+    );
+    let without_n1 = alive(&t, &["n0", "n2"], &[]);
+    assert_eq!(
+        t.expel_candidate(&without_n1, &reports(&[("n0", &["n1"])])),
+        None
+    );
+
+    let u = t.with_expelled("n1").unwrap();
+    assert_eq!(u.epoch, t.epoch + 1);
+    assert_eq!(u.node("n1").unwrap().run, EXPELLED);
+    assert_eq!(u.shards, t.shards, "the chains stay as they are");
+    assert_eq!(
+        u.expel_candidate(&all, &reports(&[("n2", &["n0"])])),
+        None,
+        "one expulsion at a time"
+    );
+    // Fencing: n1 may still serve by its last renewal; it keeps its chains.
+    let fencing: HashSet<String> = ["n1".to_string()].into();
+    assert!(u.repaired(&all, &fencing).is_none());
+    assert!(
+        u.with_joins(&all).is_none(),
+        "no chain is short, and n1 joins none"
+    );
+    // Its TTL passed: it leaves every chain it shares and is readmitted at its run.
+    let repair = u.repaired(&all, &HashSet::new()).unwrap();
+    assert_eq!(
+        repair.findings,
+        vec![Finding::Restarted {
+            id: "n1".into(),
+            run: 101
+        }]
+    );
+    let v = repair.next;
+    assert!(v.shards.iter().all(|s| s.position("n1").is_none()), "{v}");
+    assert!(v.shards.iter().all(|s| s.chain.len() == 2), "{v}");
+    assert_eq!(v.node("n1").unwrap().run, 101);
+    // Dead meanwhile: it leaves its chains, to be readmitted when it is back.
+    let dead = u.repaired(&without_n1, &HashSet::new()).unwrap();
+    assert_eq!(dead.findings, vec![Finding::Dead("n1".into())]);
+
+    // Two nodes each preceding the other, each reporting the other: one is expelled.
+    let t2 = Topology::create(nodes(2), 2).unwrap();
+    let both = alive(&t2, &["n0", "n1"], &[]);
+    assert_eq!(
+        t2.expel_candidate(&both, &reports(&[("n0", &["n1"]), ("n1", &["n0"])])),
+        Some("n0".into())
     );
 }

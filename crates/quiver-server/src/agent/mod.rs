@@ -14,10 +14,14 @@
 //! changes ownership until etcd is back. In a replicated cluster the node serves only while
 //! its lease holds (`cluster` explains why), so there an outage longer than the lease stops
 //! it; each new session takes a new lease, and the node counts on it only once it has read
-//! the topology after announcing itself under it (a repair that removed it is then seen).
+//! the topology after announcing itself under it (a repair that removed it is then seen),
+//! and on each renewal only once it has seen the topology etcd held after it
+//! (`ClusterNode::lease_renewed`). It also probes the node's successors in its chains and
+//! reports those it cannot reach ([`probe`]), for the manager to expel.
 
 pub mod join;
 pub mod moves;
+pub mod probe;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -109,15 +113,20 @@ async fn session(
     }
     let mut watch = meta.watch(after).await?;
     // The topology read after the announcement is adopted, and the watch goes on from it.
-    node.lease_renewed(asked, lease.ttl);
+    node.lease_renewed(asked, lease.ttl, after.unwrap_or(0));
     node.set_etcd_connected(true);
     tracing::info!(endpoints = %etcd.endpoints, epoch = node.view().epoch(), lease = format_args!("{:x}", lease.id),
         "cluster: watching etcd");
-    let keep = meta.keep(lease, |sent, ttl| node.lease_renewed(sent, ttl));
+    let keep = meta.keep(lease, |r| {
+        // Not counted (a newer topology is on its way): the next renewal will be.
+        node.lease_renewed(r.sent, r.ttl, r.topology_revision);
+    });
     let follow = follow(state, node, etcd, dropping, &meta, &mut watch);
+    let probe = probe::run(node, &meta, lease, state.core.config.cluster_node_timeout());
     tokio::select! {
         e = keep => Err(e),
         r = follow => r,
+        e = probe => Err(e),
     }
 }
 
@@ -151,7 +160,9 @@ async fn follow(
 
 fn adopt(node: &ClusterNode, v: Versioned) {
     let epoch = v.topology.epoch;
-    match node.adopt(v.topology) {
+    let adopted = node.adopt(v.topology);
+    node.saw_topology(v.revision);
+    match adopted {
         Ok(true) => tracing::info!(epoch, "cluster: adopted a new topology"),
         Ok(false) => {}
         Err(e) => {

@@ -35,7 +35,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -222,6 +222,9 @@ pub struct ClusterNode {
     pub run: u64,
     /// Until when (nanoseconds after `started`) the node surely holds its lease; 0: none.
     lease_until: AtomicU64,
+    /// The etcd revision of the newest topology the agent has seen (adopted, or found no
+    /// newer than the one served): a lease renewal counts only up to it.
+    seen_revision: AtomicI64,
 }
 
 /// A range whose writes (and reads, with `reads`) wait.
@@ -330,6 +333,7 @@ impl ClusterNode {
             chains: Chains::default(),
             run,
             lease_until: AtomicU64::new(0),
+            seen_revision: AtomicI64::new(0),
         };
         if let Some(t) = &node.view().topology {
             node.chains.adopt(t, &node.id);
@@ -414,13 +418,26 @@ impl ClusterNode {
         }
     }
 
+    /// The agent has seen the topology of etcd revision `revision`.
+    pub fn saw_topology(&self, revision: i64) {
+        self.seen_revision.fetch_max(revision, Ordering::SeqCst);
+    }
+
     /// The lease renewed by a request sent at `sent` holds for `ttl` from then: the node
-    /// counts on [`LEASE_USE_NUM`]/[`LEASE_USE_DEN`] of it.
-    pub fn lease_renewed(&self, sent: Instant, ttl: Duration) {
+    /// counts on [`LEASE_USE_NUM`]/[`LEASE_USE_DEN`] of it — only if the topology in etcd
+    /// after the renewal, at `topology_revision`, is one the node has seen. So a topology
+    /// written at time t (one that expels the node, say) is seen, or the node stops serving,
+    /// before t + TTL: a renewal sent before t counts up to 4/5 TTL after it, one sent after
+    /// t only once that version is seen. Returns whether it counted.
+    pub fn lease_renewed(&self, sent: Instant, ttl: Duration, topology_revision: i64) -> bool {
+        if topology_revision > self.seen_revision.load(Ordering::SeqCst) {
+            return false;
+        }
         let until =
             sent.saturating_duration_since(self.started) + ttl * LEASE_USE_NUM / LEASE_USE_DEN;
         self.lease_until
             .fetch_max(until.as_nanos() as u64, Ordering::SeqCst);
+        true
     }
 
     /// Whether the node surely holds its lease now.

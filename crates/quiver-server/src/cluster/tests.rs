@@ -211,7 +211,13 @@ fn a_replicated_node_serves_only_leased_and_admitted() {
     assert!(node.adopt(t.clone()).unwrap());
     let mine = keys_of(0);
     assert_eq!(route(&node, &mine), Route::Down(DOWN_NO_LEASE));
-    node.lease_renewed(Instant::now(), Duration::from_secs(60));
+    // A renewal after which etcd held a topology this node has not seen does not count.
+    node.saw_topology(40);
+    assert!(!node.lease_renewed(Instant::now(), Duration::from_secs(60), 41));
+    assert!(!node.leased());
+    assert_eq!(route(&node, &mine), Route::Down(DOWN_NO_LEASE));
+    node.saw_topology(41);
+    assert!(node.lease_renewed(Instant::now(), Duration::from_secs(60), 41));
     assert!(node.leased());
     assert_eq!(route(&node, &mine), Route::Local);
     // A replica read of the other chain too (READONLY), not a write.
@@ -236,7 +242,7 @@ fn a_replicated_node_serves_only_leased_and_admitted() {
     let node = ClusterNode::open(dir.path(), Some("n0"), "127.0.0.1:7000".into()).unwrap();
     t.nodes[0].run = node.run;
     assert!(node.adopt(t).unwrap());
-    node.lease_renewed(Instant::now(), Duration::from_millis(1));
+    assert!(node.lease_renewed(Instant::now(), Duration::from_millis(1), 0));
     std::thread::sleep(Duration::from_millis(5));
     assert!(!node.leased());
     assert_eq!(route(&node, &mine), Route::Down(DOWN_NO_LEASE));

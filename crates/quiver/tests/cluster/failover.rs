@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use quiver_client::{ClusterClient, Connection, Value};
 
-use crate::harness::{cluster_options, connect, connect_options, wait_until, Cluster};
+use crate::harness::{cluster_options, connect, connect_options, wait_until, Cluster, Placement};
 use crate::history::{
     assert_linearizable, run_clients, Client, KeySpace, Kind, Load, Op, Outcome, Recorder,
 };
@@ -25,14 +25,14 @@ const CLIENTS: usize = 6;
 const GROUPS: usize = 6;
 /// How long the clients record: the fault comes after [`WARM_UP`], the failover takes a
 /// lease (2 s) and a little, and the rest is served by the repaired chains.
-const RECORD_FOR: Duration = Duration::from_secs(14);
+pub const RECORD_FOR: Duration = Duration::from_secs(14);
 const WARM_UP: Duration = Duration::from_secs(2);
 /// How long a READONLY client waits for a reply.
 const REPLICA_READ_TIMEOUT: Duration = Duration::from_millis(250);
 /// Operations each client may invoke (the deadline ends them first).
 const OPS_PER_CLIENT: usize = 20_000;
 
-fn key_space() -> KeySpace {
+pub fn key_space() -> KeySpace {
     KeySpace::new("fo", GROUPS, 2, 1)
 }
 
@@ -148,7 +148,7 @@ fn final_reads(cluster: &Cluster, recorder: &Recorder) {
 }
 
 /// Acknowledged writes (SET, MSET, INCR) invoked after `after` (recorder time).
-fn acknowledged_writes_after(recorder: &Recorder, after: u64) -> usize {
+pub fn acknowledged_writes_after(recorder: &Recorder, after: u64) -> usize {
     recorder
         .ops()
         .iter()
@@ -159,7 +159,7 @@ fn acknowledged_writes_after(recorder: &Recorder, after: u64) -> usize {
 
 /// The reply of `node` to a SET of a key of every chain: none may be `OK` once the node is
 /// out of every chain.
-fn refuses_writes(cluster: &Cluster, node: usize) -> Result<(), String> {
+pub fn refuses_writes(cluster: &Cluster, node: usize) -> Result<(), String> {
     let mut c = connect(&cluster.nodes[node].addr()).map_err(|e| e.to_string())?;
     for key in ["{fo0}probe", "{fo1}probe", "{fo2}probe", "{fo3}probe"] {
         match c.command(&[b"SET", key.as_bytes(), b"x"]) {
@@ -265,14 +265,14 @@ fn a_node_stopped_past_its_lease_is_fenced_out() {
 #[test]
 fn a_node_cut_off_from_etcd_stops_serving_and_is_fenced_out() {
     let proxy: Mutex<Option<Proxy>> = Mutex::new(None);
-    let mut cluster = Cluster::start_failover_with_etcd(3, 3, 2, |id, url| {
+    let mut cluster = Cluster::start_failover_placed(3, 3, 2, |id, url| {
         if id != "node-2" {
-            return url.to_string();
+            return Placement::at(url);
         }
         let p = Proxy::start(url.trim_start_matches("http://"));
         let through = p.url();
         *proxy.lock().unwrap() = Some(p);
-        through
+        Placement::at(&through)
     });
     let proxy = proxy.into_inner().unwrap().expect("node-2's proxy");
     let cut_off = cluster.nodes[1].addr();

@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::failover::record_keys;
-use crate::harness::Cluster;
+use crate::harness::{Cluster, Placement};
 use crate::history::{Counts, KeySpace};
 use crate::proxy::Proxy;
 
@@ -35,11 +35,11 @@ fn fault_cycles() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(CYCLES_DEFAULT);
     let proxies: Mutex<Vec<(String, Proxy)>> = Mutex::new(Vec::new());
-    let mut cluster = Cluster::start_failover_with_etcd(3, 3, 2, |id, url| {
+    let mut cluster = Cluster::start_failover_placed(3, 3, 2, |id, url| {
         let p = Proxy::start(url.trim_start_matches("http://"));
         let through = p.url();
         proxies.lock().unwrap().push((id.to_string(), p));
-        through
+        Placement::at(&through)
     });
     let proxies = proxies.into_inner().unwrap();
     let mut total = Counts::default();

@@ -280,6 +280,24 @@ fn etcd_healthy(port: u16) -> Result<(), String> {
 // ---------------------------------------------------------------------------------------------
 // nodes
 
+/// Where a node runs: the etcd URL it is given (`None`: a standalone server), the cgroup it
+/// runs in (for a partition made with iptables, `partition`).
+#[derive(Clone, Debug)]
+pub struct Placement {
+    pub etcd: Option<String>,
+    pub cgroup: Option<PathBuf>,
+}
+
+impl Placement {
+    /// On etcd at `url`, in no cgroup of its own.
+    pub fn at(url: &str) -> Placement {
+        Placement {
+            etcd: Some(url.to_string()),
+            cgroup: None,
+        }
+    }
+}
+
 /// A `quiver serve --cluster` process on a port of its own (kept across restarts), its store
 /// in `dir`, its stderr in `dir.log` — or a standalone `quiver serve` ([`Node::standalone`]).
 pub struct Node {
@@ -288,6 +306,8 @@ pub struct Node {
     dir: PathBuf,
     /// The cluster's etcd; `None`: a standalone server (no `--cluster`).
     etcd_url: Option<String>,
+    /// The cgroup (v2 directory) the process runs in from its start, if any.
+    cgroup: Option<PathBuf>,
     /// Extra environment variables of the process (and of its restarts).
     env: Env,
     /// Extra arguments of `serve` (and of its restarts), e.g. `--durability fsync`.
@@ -302,18 +322,23 @@ impl Node {
     /// the extra `serve` arguments `args`; returns once it listens. Stopped, killed and
     /// restarted like a cluster node.
     pub fn standalone(dir: &Path, id: &str, args: &[&str]) -> Node {
-        Node::start_with(dir, None, id, Env::new(), args)
+        let place = Placement {
+            etcd: None,
+            cgroup: None,
+        };
+        Node::start_with(dir, place, id, Env::new(), args)
     }
 
-    /// Starts node `id` on a free port with its store in `dir` (registered in etcd at
-    /// `etcd_url`, if given), with the extra environment `env` and `serve` arguments `args`;
-    /// returns once it listens.
-    fn start_with(dir: &Path, etcd_url: Option<&str>, id: &str, env: Env, args: &[&str]) -> Node {
+    /// Starts node `id` on a free port with its store in `dir`, placed by `place` (its etcd,
+    /// its cgroup), with the extra environment `env` and `serve` arguments `args`; returns
+    /// once it listens.
+    fn start_with(dir: &Path, place: Placement, id: &str, env: Env, args: &[&str]) -> Node {
         let mut node = Node {
             id: id.to_string(),
             port: 0,
             dir: dir.to_path_buf(),
-            etcd_url: etcd_url.map(str::to_string),
+            etcd_url: place.etcd,
+            cgroup: place.cgroup,
             env,
             args: args.iter().map(|a| a.to_string()).collect(),
             child: None,
@@ -427,7 +452,19 @@ impl Node {
         let log_start = log_len(&self.log());
         let config = self.dir.with_extension("toml");
         std::fs::write(&config, NODE_CONFIG).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_quiver"));
+        let quiver = env!("CARGO_BIN_EXE_quiver");
+        let mut command = match &self.cgroup {
+            // The shell joins the cgroup, then becomes quiver (same pid): every socket the
+            // node opens is the cgroup's (a socket keeps the cgroup it was made in).
+            Some(cgroup) => {
+                let mut c = Command::new("sh");
+                c.args(["-c", "echo $$ > \"$0/cgroup.procs\" && exec \"$@\""])
+                    .arg(cgroup)
+                    .arg(quiver);
+                c
+            }
+            None => Command::new(quiver),
+        };
         command
             .arg("--dir")
             .arg(&self.dir)
@@ -698,8 +735,9 @@ pub struct Cluster {
     pub nodes: Vec<Node>,
     /// Extra `serve` arguments of every node started from now on.
     pub node_args: Vec<String>,
-    /// Per node id, the etcd URL it is given instead of etcd's own (a proxy).
-    pub node_etcd: BTreeMap<String, String>,
+    /// Per node id, how it is placed: the etcd URL it is given (etcd's own, or a proxy),
+    /// its cgroup.
+    pub node_places: BTreeMap<String, Placement>,
     pub etcd: Etcd,
     pub dir: tempfile::TempDir,
 }
@@ -735,16 +773,16 @@ impl Cluster {
         node_args: &[&str],
         env: impl Fn(&str) -> Env,
     ) -> Cluster {
-        Cluster::start_full_with_etcd(n, replicas, node_args, env, |_, url| url.to_string())
+        Cluster::start_full_placed(n, replicas, node_args, env, |_, url| Placement::at(url))
     }
 
-    /// [`Cluster::start_full`], node `id` given the etcd URL `etcd_for(id, etcd's URL)`.
-    pub fn start_full_with_etcd(
+    /// [`Cluster::start_full`], node `id` placed by `place(id, etcd's URL)`.
+    pub fn start_full_placed(
         n: usize,
         replicas: u8,
         node_args: &[&str],
         env: impl Fn(&str) -> Env,
-        etcd_for: impl Fn(&str, &str) -> String,
+        place: impl Fn(&str, &str) -> Placement,
     ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let etcd = Etcd::start(&dir.path().join("etcd"));
@@ -753,14 +791,14 @@ impl Cluster {
             managers: Vec::new(),
             nodes: Vec::new(),
             node_args: node_args.iter().map(|a| a.to_string()).collect(),
-            node_etcd: BTreeMap::new(),
+            node_places: BTreeMap::new(),
             etcd,
             dir,
         };
         for i in 1..=n {
             let id = format!("node-{i}");
-            let url = etcd_for(&id, &cluster.etcd.url());
-            cluster.node_etcd.insert(id.clone(), url);
+            let placed = place(&id, &cluster.etcd.url());
+            cluster.node_places.insert(id.clone(), placed);
             cluster.start_node_with_env(&id, env(&id));
         }
         let ids: Vec<String> = cluster.nodes.iter().map(|n| n.id.clone()).collect();
@@ -780,12 +818,12 @@ impl Cluster {
     pub fn start_node_with_env(&mut self, id: &str, env: Env) -> usize {
         let args: Vec<&str> = self.node_args.iter().map(String::as_str).collect();
         let dir = self.dir.path().join(id);
-        let etcd = self
-            .node_etcd
+        let place = self
+            .node_places
             .get(id)
             .cloned()
-            .unwrap_or_else(|| self.etcd.url());
-        let node = Node::start_with(&dir, Some(&etcd), id, env, &args);
+            .unwrap_or_else(|| Placement::at(&self.etcd.url()));
+        let node = Node::start_with(&dir, place, id, env, &args);
         self.nodes.push(node);
         let node = self.nodes.last().unwrap();
         wait_until(

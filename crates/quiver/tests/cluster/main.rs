@@ -37,6 +37,7 @@ mod lincheck;
 mod manager;
 mod moves;
 mod outage;
+mod partition;
 #[path = "../common/process.rs"]
 mod process;
 mod proxy;

@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::harness::{
-    append, await_listening, kill_child, log_len, wait_until, Cluster, Env, StartFailure,
+    append, await_listening, kill_child, log_len, wait_until, Cluster, Env, Placement, StartFailure,
 };
 
 /// Lease of the failover tests' nodes and managers, in milliseconds: etcd's shortest, so a
@@ -100,19 +100,18 @@ impl Cluster {
     /// etcd, `n` nodes with leases of [`NODE_TIMEOUT_MS`], chains of `replicas`, and
     /// `managers` managers (one of them elected before this returns).
     pub fn start_failover(n: usize, replicas: u8, managers: usize) -> Cluster {
-        Cluster::start_failover_with_etcd(n, replicas, managers, |_, url| url.to_string())
+        Cluster::start_failover_placed(n, replicas, managers, |_, url| Placement::at(url))
     }
 
-    /// [`Cluster::start_failover`], node `id` given the etcd URL `etcd_for(id, etcd's URL)`.
-    pub fn start_failover_with_etcd(
+    /// [`Cluster::start_failover`], node `id` placed by `place(id, etcd's URL)`.
+    pub fn start_failover_placed(
         n: usize,
         replicas: u8,
         managers: usize,
-        etcd_for: impl Fn(&str, &str) -> String,
+        place: impl Fn(&str, &str) -> Placement,
     ) -> Cluster {
         let args = ["--node-timeout", NODE_TIMEOUT_MS];
-        let mut cluster =
-            Cluster::start_full_with_etcd(n, replicas, &args, |_| Env::new(), etcd_for);
+        let mut cluster = Cluster::start_full_placed(n, replicas, &args, |_| Env::new(), place);
         for _ in 0..managers {
             cluster.start_manager();
         }
