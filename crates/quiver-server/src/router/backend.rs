@@ -53,8 +53,8 @@ pub enum BackendError {
         #[source]
         source: ScanError,
     },
-    #[error("node {addr} refused HELLO 3: {text}")]
-    Hello { addr: Arc<str>, text: String },
+    #[error("node {addr} refused the connection's setup (READONLY, HELLO 3): {text}")]
+    Setup { addr: Arc<str>, text: String },
 }
 
 /// One reply of a batch: where its bytes are in [`Replies::buf`], and for an array of
@@ -107,8 +107,9 @@ pub struct BackendConn {
 }
 
 impl BackendConn {
-    /// Connects to `addr`; with `resp3`, switches the connection to RESP3 (HELLO 3) so that
-    /// replies come in the protocol the router's client speaks.
+    /// Connects to `addr` as a READONLY connection (a node that is a replica of a key's chain
+    /// serves its reads: the multiget planner sends keys to replicas); with `resp3`, switches
+    /// it to RESP3 (HELLO 3) so that replies come in the protocol the router's client speaks.
     pub async fn connect(addr: Arc<str>, resp3: bool) -> Result<BackendConn, BackendError> {
         let stream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&*addr)).await {
             Err(_) => return Err(BackendError::ConnectTimeout { addr }),
@@ -122,16 +123,18 @@ impl BackendConn {
             stream,
             buf: BytesMut::with_capacity(READ_CHUNK),
         };
+        let mut hello = BytesMut::new();
+        quiver_resp::request::encode_command(&mut hello, &[b"READONLY"]);
         if resp3 {
-            let mut hello = BytesMut::new();
             quiver_resp::request::encode_command(&mut hello, &[b"HELLO", b"3"]);
-            let r = conn.send(&hello, 1).await?;
-            if let Some(text) = r.error(0) {
-                return Err(BackendError::Hello {
-                    addr: conn.addr.clone(),
-                    text: String::from_utf8_lossy(text).into_owned(),
-                });
-            }
+        }
+        let n = 1 + usize::from(resp3);
+        let r = conn.send(&hello, n).await?;
+        if let Some(text) = (0..n).find_map(|i| r.error(i)) {
+            return Err(BackendError::Setup {
+                addr: conn.addr.clone(),
+                text: String::from_utf8_lossy(text).into_owned(),
+            });
         }
         Ok(conn)
     }

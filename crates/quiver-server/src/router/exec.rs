@@ -199,7 +199,19 @@ fn prepare<'a>(
         return Prepared::Local(spec, args);
     }
     match plan::plan(spec, args, table, &limits()) {
-        Ok(f) => Prepared::Forward(f),
+        Ok(f) => {
+            if spec.cmd == Cmd::MGet {
+                router
+                    .stats
+                    .mget_keys
+                    .fetch_add(args.len() as u64 - 1, Relaxed);
+                router
+                    .stats
+                    .mget_parts
+                    .fetch_add(f.parts.len() as u64, Relaxed);
+            }
+            Prepared::Forward(f)
+        }
         Err(reply) => {
             router.core.stats.rejected(spec.cmd.index());
             Prepared::Answered(reply)

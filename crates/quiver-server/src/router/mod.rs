@@ -48,6 +48,10 @@ pub struct RouterStats {
     pub redirects: AtomicU64,
     /// Batches that failed: a node unreachable, closed or too slow.
     pub backend_errors: AtomicU64,
+    /// MGETs' keys, and the parts they were split into as first routed (one per node asked):
+    /// keys / parts is the width of the vector each node gets.
+    pub mget_keys: AtomicU64,
+    pub mget_parts: AtomicU64,
 }
 
 pub struct Router {
@@ -104,6 +108,8 @@ impl Router {
                     "router_backend_errors",
                     s.backend_errors.load(Relaxed).to_string(),
                 ),
+                l("router_mget_keys", s.mget_keys.load(Relaxed).to_string()),
+                l("router_mget_parts", s.mget_parts.load(Relaxed).to_string()),
             ],
         )
     }
@@ -153,6 +159,16 @@ impl Service for Router {
                 "quiver_router_backend_errors_total",
                 "Batches that failed.",
                 s.backend_errors.load(Relaxed),
+            ),
+            (
+                "quiver_router_mget_keys_total",
+                "Keys of MGETs.",
+                s.mget_keys.load(Relaxed),
+            ),
+            (
+                "quiver_router_mget_parts_total",
+                "Parts MGETs were split into (one per node asked).",
+                s.mget_parts.load(Relaxed),
             ),
         ] {
             crate::metrics::gauge(&mut o, name, help, "counter", value.to_string());

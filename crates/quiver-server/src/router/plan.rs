@@ -6,7 +6,14 @@
 //! keys in the caller's order (FAWN-KV's front-end: one vector per back-end, never one request
 //! per key); any other command across nodes is refused with CROSSSLOT, as Redis Cluster
 //! refuses it across slots.
+//!
+//! With replicas, an MGET across nodes may read each key from any member of its chain (the
+//! router's connections are READONLY; a member answers a key once its value is committed:
+//! CRAQ). Which member serves which key is the **multiget planner**'s choice
+//! (`quiver_plan::Planner`, the minimum set cover `quiver sim vector-width` simulates): the
+//! fewest nodes that together hold every key, so each gets the widest vector.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -189,6 +196,9 @@ pub fn plan<'a>(
     if nodes.iter().all(|&n| n == nodes[0]) {
         return Ok(whole(nodes[0]));
     }
+    if spec.cmd == Cmd::MGet && table.replicated() {
+        return replica_mget(spec, args, &positions, table);
+    }
     let shape = match spec.cmd {
         Cmd::MGet => Shape::Values(Vec::with_capacity(nodes.len())),
         Cmd::Del | Cmd::Unlink | Cmd::Exists | Cmd::Touch => Shape::Sum,
@@ -223,6 +233,47 @@ pub fn plan<'a>(
         keys.push(pos as u32);
     }
     Ok(forward)
+}
+
+thread_local! {
+    /// The planner of this thread's requests (it keeps its buffers between them).
+    static PLANNER: RefCell<quiver_plan::Planner> = RefCell::new(quiver_plan::Planner::default());
+}
+
+/// An MGET whose keys' heads are several nodes, over replicas: one part per node the planner
+/// chose, each carrying the keys it serves in the caller's order.
+fn replica_mget<'a>(
+    spec: &'static CommandSpec,
+    args: &'a [Bytes],
+    positions: &[usize],
+    table: &SlotTable,
+) -> Result<Forward<'a>, Reply> {
+    let readers: Vec<&[u16]> = positions
+        .iter()
+        .map(|&i| table.readers_of(&args[i]))
+        .collect();
+    // Only a key no node serves has no reader.
+    let plan = PLANNER
+        .with(|p| p.borrow_mut().plan(&readers))
+        .map_err(|_| err(UNSERVED))?;
+    let mut order = vec![(0u32, 0u32); positions.len()];
+    let mut parts = Vec::with_capacity(plan.groups.len());
+    for (p, (node, keys)) in plan.groups.iter().enumerate() {
+        for (j, &k) in keys.iter().enumerate() {
+            order[k] = (p as u32, j as u32);
+        }
+        parts.push(Part {
+            addr: table.addrs[*node as usize].clone(),
+            args,
+            keys: Some(keys.iter().map(|&k| positions[k] as u32).collect()),
+            asking: false,
+        });
+    }
+    Ok(Forward {
+        spec,
+        shape: Shape::Values(order),
+        parts,
+    })
 }
 
 /// The node owning every key, `None` without keys; CROSSSLOT across nodes.

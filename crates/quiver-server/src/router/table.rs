@@ -8,7 +8,7 @@ use std::time::Duration;
 use parking_lot::RwLock;
 use quiver_cluster::topology::UNASSIGNED;
 use quiver_cluster::{Meta, MetaError, Topology};
-use quiver_resp::slot::key_slot;
+use quiver_resp::slot::{key_slot, SLOTS};
 use tokio::sync::{watch, Notify};
 
 /// Waits between attempts to reach etcd, doubling from the first to the last.
@@ -22,17 +22,60 @@ pub struct SlotTable {
     pub epoch: u64,
     /// Per node (in the topology's order), its address.
     pub addrs: Vec<Arc<str>>,
-    /// Per slot, the index of its node in `addrs`, or [`UNASSIGNED`].
+    /// Per slot, the index of its node (the chain's head) in `addrs`, or [`UNASSIGNED`].
     slots: Vec<u16>,
+    /// With replicas: per slot, the index of its chain in `chains` ([`UNASSIGNED`]: none).
+    chain_of: Vec<u16>,
+    /// Per chain, its members' indices in `addrs`, tail first: where a read goes when its
+    /// planner has a choice among the nodes it contacts (the tail's copy is always committed:
+    /// a CRAQ read there never waits).
+    chains: Vec<Vec<u16>>,
 }
 
 impl SlotTable {
     pub fn of(t: &Topology) -> SlotTable {
-        SlotTable {
+        let mut table = SlotTable {
             epoch: t.epoch,
             addrs: t.nodes.iter().map(|n| Arc::from(n.addr.as_str())).collect(),
             slots: t.slot_table(),
+            chain_of: Vec::new(),
+            chains: Vec::new(),
+        };
+        if t.replicas > 1 {
+            table.chain_of = vec![UNASSIGNED; SLOTS as usize];
+            for shard in &t.shards {
+                let members: Vec<u16> = shard
+                    .chain
+                    .iter()
+                    .rev()
+                    .filter_map(|id| t.nodes.iter().position(|n| &n.id == id))
+                    .map(|i| i as u16)
+                    .collect();
+                table.chain_of[shard.slots.lo as usize..=shard.slots.hi as usize]
+                    .fill(table.chains.len() as u16);
+                table.chains.push(members);
+            }
         }
+        table
+    }
+
+    /// The nodes that may serve a read of `key` (a READONLY connection's): the members of
+    /// its slot's chain, tail first; its owner alone without replicas; none while its slot has
+    /// no owner.
+    pub fn readers_of(&self, key: &[u8]) -> &[u16] {
+        let slot = key_slot(key) as usize;
+        match self.chain_of.get(slot) {
+            Some(&c) if c != UNASSIGNED => &self.chains[c as usize],
+            _ => match self.slots.get(slot) {
+                Some(n) if *n != UNASSIGNED => std::slice::from_ref(n),
+                _ => &[],
+            },
+        }
+    }
+
+    /// Whether reads may go to replicas (chains of more than one member).
+    pub fn replicated(&self) -> bool {
+        !self.chains.is_empty()
     }
 
     /// The node serving `key`, or `None` while its slot has no owner (or there is no

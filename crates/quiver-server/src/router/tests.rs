@@ -14,6 +14,11 @@ use crate::reply::Reply;
 use crate::table::lookup;
 
 fn table(n: usize) -> SlotTable {
+    table_replicated(n, 1)
+}
+
+/// `n` nodes, chains of `replicas` laid on the ring.
+fn table_replicated(n: usize, replicas: u8) -> SlotTable {
     let nodes = (0..n)
         .map(|i| Node {
             id: format!("n{i}"),
@@ -21,7 +26,7 @@ fn table(n: usize) -> SlotTable {
             run: 0,
         })
         .collect();
-    SlotTable::of(&Topology::create(nodes, 1).unwrap())
+    SlotTable::of(&Topology::create(nodes, replicas).unwrap())
 }
 
 fn args(words: &[&str]) -> Vec<Bytes> {
@@ -100,6 +105,61 @@ fn an_mget_over_three_nodes_is_one_command_per_node_in_key_order() {
     assert_eq!(order, &[(0, 0), (1, 0), (0, 1), (2, 0), (1, 1)]);
 }
 
+/// With replicas an MGET asks the fewest nodes that together hold its keys (the multiget
+/// planner), each key from the tail of its chain where that node is asked; values come back
+/// in the caller's order. GET and writes still go to the head.
+#[test]
+fn an_mget_over_replicas_asks_the_fewest_nodes() {
+    // 3 nodes, chains of 3: every node holds every key. Chains [n0 n1 n2] [n1 n2 n0] [n2 n0 n1].
+    let t = table_replicated(3, 3);
+    let keys = [
+        key_on(&t, 2, 0),
+        key_on(&t, 0, 0),
+        key_on(&t, 1, 0),
+        key_on(&t, 0, 1),
+    ];
+    let mut words = vec!["MGET"];
+    words.extend(keys.iter().map(String::as_str));
+    let a = args(&words);
+    let f = plan(lookup(b"mget").unwrap(), &a, &t, &limits()).unwrap();
+    assert_eq!(f.parts.len(), 1, "one node holds them all");
+    assert_eq!(f.parts[0].keys.as_deref(), Some(&[1, 2, 3, 4][..]));
+    let Shape::Values(order) = &f.shape else {
+        panic!("{:?}", f.shape)
+    };
+    assert_eq!(order, &[(0, 0), (0, 1), (0, 2), (0, 3)]);
+
+    // Chains of 2: [n0 n1] [n1 n2] [n2 n0]; keys of all three chains need two nodes.
+    let t = table_replicated(3, 2);
+    let keys = [key_on(&t, 0, 0), key_on(&t, 1, 0), key_on(&t, 2, 0)];
+    let mut words = vec!["MGET"];
+    words.extend(keys.iter().map(String::as_str));
+    let a = args(&words);
+    let f = plan(lookup(b"mget").unwrap(), &a, &t, &limits()).unwrap();
+    assert_eq!(f.parts.len(), 2);
+    let Shape::Values(order) = &f.shape else {
+        panic!("{:?}", f.shape)
+    };
+    // Every key once, each from a node of its chain.
+    let mut seen = Vec::new();
+    for (key, &(p, j)) in keys.iter().zip(order) {
+        let part = &f.parts[p as usize];
+        let at = part.keys.as_ref().unwrap()[j as usize] as usize;
+        assert_eq!(a[at], key.as_bytes(), "{order:?}");
+        let node = t.readers_of(key.as_bytes());
+        let addr_of = |n: u16| format!("127.0.0.1:{}", 7000 + n);
+        assert!(node.iter().any(|&n| addr_of(n) == *part.addr), "{key}");
+        seen.push(at);
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, [1, 2, 3]);
+
+    // A GET goes to the head; keys of one head go whole.
+    let get = args(&["GET", &keys[1]]);
+    let f = plan(lookup(b"get").unwrap(), &get, &t, &limits()).unwrap();
+    assert_eq!(&*f.parts[0].addr, "127.0.0.1:7001");
+}
+
 #[test]
 fn an_mset_splits_pairs_and_del_sums() {
     let t = table(2);
@@ -157,7 +217,8 @@ fn without_a_topology_keyed_commands_are_clusterdown() {
 async fn replies_are_framed_whatever_the_chunks() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: Arc<str> = Arc::from(listener.local_addr().unwrap().to_string());
-    let replies: &[u8] = b"+OK\r\n*3\r\n$1\r\na\r\n$-1\r\n:7\r\n*0\r\n*2\r\n$1\r\n0\r\n*1\r\n$1\r\nk\r\n-MOVED 1 h:1\r\n$-1\r\n";
+    // READONLY's OK (the connection's setup), then the batch's 6 replies.
+    let replies: &[u8] = b"+OK\r\n+OK\r\n*3\r\n$1\r\na\r\n$-1\r\n:7\r\n*0\r\n*2\r\n$1\r\n0\r\n*1\r\n$1\r\nk\r\n-MOVED 1 h:1\r\n$-1\r\n";
     let server = tokio::spawn(async move {
         let (mut s, _) = listener.accept().await.unwrap();
         for chunk in replies.chunks(3) {

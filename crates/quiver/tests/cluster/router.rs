@@ -70,6 +70,56 @@ fn backend_counts(cluster: &Cluster, r: usize) -> (u64, u64) {
     )
 }
 
+/// With replicas the router reads an MGET's keys from replicas too, asking the fewest nodes
+/// that together hold them (the multiget planner): chains of 3 on 3 nodes, one node; chains
+/// of 2, two. Every value is the one just written through the heads (a replica answers a key
+/// once its write is committed).
+#[test]
+fn router_mget_over_replicas_asks_the_fewest_nodes() {
+    for (replicas, nodes_asked) in [(3u8, 1u64), (2, 2)] {
+        let mut cluster = Cluster::start_replicated(3, replicas);
+        let r = cluster.start_router();
+        let (keys, _) = keys_over_nodes(&cluster, "rrep", 30);
+        let mut c = cluster.routers[r].conn();
+        let pairs: Vec<(&str, String)> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.as_str(), format!("v{replicas}-{i}")))
+            .collect();
+        c.multi_set(&pairs).unwrap();
+        let router = &cluster.routers[r];
+        let before = backend_counts(&cluster, r);
+        let width_before = (
+            router.info_field("router_mget_keys"),
+            router.info_field("router_mget_parts"),
+        );
+        let values = c.multi_get(&keys).unwrap();
+        let after = backend_counts(&cluster, r);
+        for (i, got) in values.iter().enumerate() {
+            let want = format!("v{replicas}-{i}");
+            assert_eq!(got.as_deref(), Some(want.as_bytes()), "{}", keys[i]);
+        }
+        assert_eq!(
+            (after.0 - before.0, after.1 - before.1),
+            (nodes_asked, nodes_asked),
+            "(backend requests, backend commands) of one MGET over chains of {replicas}: {before:?} -> {after:?}\n{}",
+            cluster.logs()
+        );
+        let width_after = (
+            router.info_field("router_mget_keys"),
+            router.info_field("router_mget_parts"),
+        );
+        assert_eq!(
+            (
+                width_after.0 - width_before.0,
+                width_after.1 - width_before.1
+            ),
+            (30, nodes_asked),
+            "INFO's MGET keys and parts"
+        );
+    }
+}
+
 #[test]
 fn router_cross_node_mget_is_one_request_per_backend() {
     let mut cluster = Cluster::start(3);
@@ -870,4 +920,80 @@ fn router_transactions_and_keyless_commands() {
     }
     assert_eq!(integer(c.command(&[b"DBSIZE"]), "DBSIZE"), 0);
     assert_eq!(c.command(&[b"RANDOMKEY"]).unwrap(), Value::Null);
+}
+
+/// Keys per MGET in [`mget_width_over_replicas_next_to_the_simulation`] (the paper's 32).
+const WIDTH_KEYS: usize = 32;
+/// MGETs measured per replication factor.
+const WIDTH_MGETS: usize = 1000;
+/// Keys written first (each MGET picks `WIDTH_KEYS` distinct ones at random).
+const WIDTH_KEY_SPACE: usize = 20_000;
+
+/// The width per back-end the router's multiget planner reaches with chains of 1, 2 and 3 on
+/// `QUIVER_WIDTH_NODES` nodes (6 unless told), next to `quiver sim vector-width`'s figures
+/// for the same cluster size (whose model places each key's replicas on random distinct
+/// servers, where chains lie on consecutive nodes of the ring). By hand:
+/// `QUIVER_WIDTH_NODES=6 cargo test -p quiver --test cluster -- --ignored mget_width --nocapture`
+/// (docs/BENCHMARKS.md has the table).
+#[test]
+#[ignore = "a measurement (three clusters of 6 nodes, about a minute); run by hand"]
+fn mget_width_over_replicas_next_to_the_simulation() {
+    let nodes: usize = std::env::var("QUIVER_WIDTH_NODES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    let mut rows = Vec::new();
+    for replicas in 1..=3u8 {
+        let mut cluster = Cluster::start_replicated(nodes, replicas);
+        let r = cluster.start_router();
+        let mut c = cluster.routers[r].conn();
+        let keys: Vec<String> = (0..WIDTH_KEY_SPACE).map(|i| format!("w{i}")).collect();
+        for chunk in keys.chunks(CHUNK) {
+            let pairs: Vec<(&str, &str)> = chunk.iter().map(|k| (k.as_str(), k.as_str())).collect();
+            c.multi_set(&pairs).unwrap();
+        }
+        // The same random multigets for every replication factor (wyrand, fixed seed).
+        let mut state: u64 = 0x5EED;
+        let mut next = |n: usize| {
+            state = state.wrapping_add(0xa076_1d64_78bd_642f);
+            let t = u128::from(state) * u128::from(state ^ 0xe703_7ed1_a0b4_28db);
+            (((t >> 64) as u64 ^ t as u64) % n as u64) as usize
+        };
+        let router = &cluster.routers[r];
+        let (mut keys_total, mut parts_total, mut widths) = (0u64, 0u64, 0f64);
+        for _ in 0..WIDTH_MGETS {
+            let mut picked: Vec<&str> = Vec::with_capacity(WIDTH_KEYS);
+            while picked.len() < WIDTH_KEYS {
+                let k = keys[next(keys.len())].as_str();
+                if !picked.contains(&k) {
+                    picked.push(k);
+                }
+            }
+            let before = router.info_field("router_mget_parts");
+            let values = c.multi_get(&picked).unwrap();
+            let parts = router.info_field("router_mget_parts") - before;
+            for (k, v) in picked.iter().zip(&values) {
+                assert_eq!(v.as_deref(), Some(k.as_bytes()), "{k}");
+            }
+            keys_total += WIDTH_KEYS as u64;
+            parts_total += parts;
+            widths += WIDTH_KEYS as f64 / parts as f64;
+        }
+        let sim = quiver_plan::sim::simulate_cell(WIDTH_KEYS, nodes, replicas as usize, 10_000, 1);
+        rows.push(format!(
+            "| {nodes} | {replicas} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            parts_total as f64 / WIDTH_MGETS as f64,
+            keys_total as f64 / parts_total as f64,
+            widths / WIDTH_MGETS as f64,
+            sim.mean_servers_contacted_exact,
+            sim.width_of_mean_exact,
+        ));
+    }
+    eprintln!(
+        "| nodes | replicas | router: nodes per MGET | router: keys / node (K/E[X]) | router: E[K/X] | sim: nodes per MGET | sim: K/E[X] |"
+    );
+    eprintln!("|---|---|---|---|---|---|---|");
+    for row in rows {
+        eprintln!("{row}");
+    }
 }
