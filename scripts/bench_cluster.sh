@@ -20,6 +20,13 @@
 #   redis          each thread its own cluster client (one request per slot: CROSSSLOT)
 # then stops both clusters. Everything started is stopped by PID, also on failure or Ctrl-C.
 #
+# Replication (issue 12): REPLICAS="1 2 3" starts, per N, one Quiver cluster per chain length R
+# <= N (`scripts/cluster.sh up --replicas R`, each with its router), all up at once so that the
+# rounds interleave them; with R > 1 the cluster clients read multigets from replicas too
+# (`--read-from-replicas`: the fewest nodes), and the router plans its MGETs the same way.
+# OPS="mget mset" measures multisets too (`--op mset`: WIDTH random keys each, every member
+# of a key's chain applies it). The Redis Cluster (no replicas) is the baseline of every R.
+#
 # `quiver sim vector-width --keys WIDTH --servers <NODES> --replication 1` gives the expected
 # width per server for random keys (the paper's Fig. 13), printed beside the measured mean keys
 # per request (per back-end: the router's come from its INFO, router_backend_commands).
@@ -39,7 +46,7 @@
 # Environment (defaults in brackets; --quick changes the first three):
 #   KEYS [1000000; quick 100000]  DURATION seconds per run [10; quick 3]  ROUNDS [2; quick 1]
 #   WIDTH [32]  THREADS [4]  WARMUP seconds [1]  NODES ["1 2 3"]  KEY_SIZE [16]
-#   VALUE_SIZE [32]  KEEP=1 keeps the run directory with the clusters' data (default: data
+#   VALUE_SIZE [32]  REPLICAS ["1"]  OPS ["mget"]  KEEP=1 keeps the run directory with the clusters' data (default: data
 #   removed as each cluster stops, logs at the end unless the run failed).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -84,8 +91,16 @@ NODES=${NODES:-1 2 3}
 KEY_SIZE=${KEY_SIZE:-16}
 VALUE_SIZE=${VALUE_SIZE:-32}
 KEEP=${KEEP:-0}
+REPLICAS=${REPLICAS:-1}
+OPS=${OPS:-mget}
 for n in $NODES; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || die "NODES: $n is not a positive number"
+done
+for r in $REPLICAS; do
+  [[ $r =~ ^[1-3]$ ]] || die "REPLICAS: $r is not 1, 2 or 3"
+done
+for op in $OPS; do
+  [[ $op =~ ^(mget|mset)$ ]] || die "OPS: $op is not mget or mset"
 done
 
 # ---- tools ----
@@ -181,11 +196,9 @@ redis_cluster_ok() {
     grep -qx "cluster_size:$2" <<<"$info"
 }
 
-# Per cluster size, what the bench needs: seeds and server pids, by system; the router's
-# address and pid (quiver-router).
-declare -A SEEDS SPIDS
-ROUTER=
-ROUTER_PID=
+# Per cluster size, what the bench needs, by cluster (`redis`, `quiver-R` for chains of R):
+# seeds and server pids, the router's address and pid.
+declare -A SEEDS SPIDS ROUTER ROUTER_PID
 
 # start_redis N: a Redis Cluster of N masters, no persistence.
 start_redis() {
@@ -230,51 +243,70 @@ start_redis() {
   SPIDS[redis]=$(IFS=,; echo "${pids[*]}")
 }
 
-# start_quiver N: a Quiver cluster of N nodes and its router through scripts/cluster.sh.
+# start_quiver N R: a Quiver cluster of N nodes, chains of R, and its router through
+# scripts/cluster.sh (cluster `quiver-R`).
 start_quiver() {
-  local n=$1 d=$RUN/q$1 line
+  local n=$1 r=$2 d=$RUN/q$1r$2 line
   QUIVER_DIRS+=("$d")
-  line=$(scripts/cluster.sh up --nodes "$n" --dir "$d" --bin "$Q" 2>"$RUN/quiver-$n-up.log") ||
-    die "scripts/cluster.sh up --nodes $n failed: see $RUN/quiver-$n-up.log"
-  SEEDS[quiver]=$(jq -r '[.nodes[] | "127.0.0.1:\(.port)"] | join(",")' <<<"$line")
-  SPIDS[quiver]=$(jq -r '[.nodes[].pid] | join(",")' <<<"$line")
-  ROUTER=127.0.0.1:$(jq -r '.router' <<<"$line")
-  ROUTER_PID=$(jq -r '.router_pid' <<<"$line")
-  [[ $ROUTER_PID =~ ^[0-9]+$ ]] || die "scripts/cluster.sh up printed no router: $line"
+  line=$(scripts/cluster.sh up --nodes "$n" --replicas "$r" --dir "$d" --bin "$Q" \
+    2>"$RUN/quiver-$n-r$r-up.log") ||
+    die "scripts/cluster.sh up --nodes $n --replicas $r failed: see $RUN/quiver-$n-r$r-up.log"
+  SEEDS[quiver-$r]=$(jq -r '[.nodes[] | "127.0.0.1:\(.port)"] | join(",")' <<<"$line")
+  SPIDS[quiver-$r]=$(jq -r '[.nodes[].pid] | join(",")' <<<"$line")
+  ROUTER[quiver-$r]=127.0.0.1:$(jq -r '.router' <<<"$line")
+  ROUTER_PID[quiver-$r]=$(jq -r '.router_pid' <<<"$line")
+  [[ ${ROUTER_PID[quiver-$r]} =~ ^[0-9]+$ ]] || die "scripts/cluster.sh up printed no router: $line"
 }
 
-# bench SYSTEM N ARGS...: `quiver bench cluster` against SYSTEM's cluster of N (quiver-router:
-# the Quiver cluster, through its router, whose CPU is counted apart).
+# bench SYSTEM N R OP ARGS...: `quiver bench cluster` doing OP against SYSTEM's cluster of N
+# (quiver and quiver-router: the one with chains of R; quiver-router through its router, whose
+# CPU is counted apart; with R > 1 quiver's clients read from replicas).
 bench() {
-  local sys=$1 n=$2 cluster=$1 via=()
-  shift 2
-  if [ "$sys" = quiver-router ]; then
-    cluster=quiver
-    via=(--router "$ROUTER" --router-pid "$ROUTER_PID")
-  fi
+  local sys=$1 n=$2 r=$3 op=$4 cluster=redis via=()
+  shift 4
+  case $sys in
+    quiver) cluster=quiver-$r ;;
+    quiver-router)
+      cluster=quiver-$r
+      via=(--router "${ROUTER[$cluster]}" --router-pid "${ROUTER_PID[$cluster]}")
+      ;;
+  esac
+  if [ "$sys" = quiver ] && ((r > 1)); then via=(--read-from-replicas); fi
   "$Q" bench cluster --seeds "${SEEDS[$cluster]}" --server-pids "${SPIDS[$cluster]}" \
     "${via[@]}" --label "$sys" --keys "$KEYS" --key-size "$KEY_SIZE" \
-    --value-size "$VALUE_SIZE" --width "$WIDTH" --threads "$THREADS" --tag nodes="$n" "$@"
+    --value-size "$VALUE_SIZE" --width "$WIDTH" --threads "$THREADS" --op "$op" \
+    --tag nodes="$n" --tag replicas="$r" --tag op="$op" "$@"
 }
 
-echo "quiver sim vector-width --keys $WIDTH --servers ${NODES// /,} --replication 1" >&2
-"$Q" sim vector-width --keys "$WIDTH" --servers "${NODES// /,}" --replication 1 --json \
-  >>"$OUT_FILE" 2>/dev/null
+echo "quiver sim vector-width --keys $WIDTH --servers ${NODES// /,} --replication ${REPLICAS// /,}" >&2
+"$Q" sim vector-width --keys "$WIDTH" --servers "${NODES// /,}" --replication "${REPLICAS// /,}" \
+  --json >>"$OUT_FILE" 2>/dev/null
 
 for n in $NODES; do
-  echo "== $n node(s): starting a Quiver cluster and a Redis Cluster" >&2
-  start_quiver "$n"
+  rs=()
+  for r in $REPLICAS; do ((r <= n)) && rs+=("$r"); done
+  echo "== $n node(s): starting Quiver clusters (chains of ${rs[*]}) and a Redis Cluster" >&2
+  for r in "${rs[@]}"; do start_quiver "$n" "$r"; done
   start_redis "$n"
   # quiver-router reads the keys loaded into quiver (the same cluster).
-  for sys in quiver redis; do
-    echo "   loading $KEYS keys into $sys (${SEEDS[$sys]})" >&2
-    bench "$sys" "$n" --load-only --json
+  for r in "${rs[@]}"; do
+    echo "   loading $KEYS keys into quiver, chains of $r (${SEEDS[quiver-$r]})" >&2
+    bench quiver "$n" "$r" mset --load-only --json
   done
+  echo "   loading $KEYS keys into redis (${SEEDS[redis]})" >&2
+  bench redis "$n" 1 mset --load-only --json
   for round in $(seq 1 "$ROUNDS"); do
-    for sys in quiver quiver-router redis; do
-      echo "   round $round/$ROUNDS, $n node(s): $sys" >&2
-      bench "$sys" "$n" --warmup-s "$WARMUP" --duration-s "$DURATION" --tag round="$round" \
-        --json >>"$OUT_FILE"
+    for op in $OPS; do
+      for r in "${rs[@]}"; do
+        for sys in quiver quiver-router; do
+          echo "   round $round/$ROUNDS, $n node(s), chains of $r, $op: $sys" >&2
+          bench "$sys" "$n" "$r" "$op" --warmup-s "$WARMUP" --duration-s "$DURATION" \
+            --tag round="$round" --json >>"$OUT_FILE"
+        done
+      done
+      echo "   round $round/$ROUNDS, $n node(s), $op: redis" >&2
+      bench redis "$n" 1 "$op" --warmup-s "$WARMUP" --duration-s "$DURATION" \
+        --tag round="$round" --json >>"$OUT_FILE"
     done
   done
   stop_quiver
@@ -288,43 +320,48 @@ jq -rs '
   def k: if . >= 1e6 then "\(. / 1e4 | round / 100)M" elif . >= 1e3 then "\(. / 1e3 | round)K" else "\(round)" end;
   def rank: {"quiver": 0, "quiver-router": 1, "redis": 2}[.] // 3;
   def util: .servers | map(.cpu_util) | add // 0;
-  (map(select(.sim == "vector-width")) | map({key: "\(.servers)", value: .width_of_mean_exact}) | from_entries) as $sim
+  def reps: if .system == "redis" then "-" else (.tags.replicas // "1") end;
+  (map(select(.sim == "vector-width")) | map({key: "\(.servers)-\(.replication)", value: .width_of_mean_exact}) | from_entries) as $sim
   | map(select(.bench == "cluster"))
-  | group_by([.nodes, .system])
-  | sort_by([.[0].nodes, (.[0].system | rank)])
-  | (["N", "system", "keys/s per round", "keys/srv-CPU-s per round", "srv CPU util", "req/mget", "keys/req", "sim width", "CROSSSLOT"] | @tsv),
-    (.[] | ([.[0].nodes, .[0].system,
+  | group_by([.nodes, (.op // "mget"), reps, .system])
+  | sort_by([.[0].nodes, (.[0].op // "mget"), (.[0] | reps), (.[0].system | rank)])
+  | (["N", "R", "op", "system", "keys/s per round", "keys/srv-CPU-s per round", "srv CPU util", "req/op", "keys/req", "sim width", "CROSSSLOT"] | @tsv),
+    (.[] | ([.[0].nodes, (.[0] | reps), (.[0].op // "mget"), .[0].system,
             (map(.keys_per_sec | k) | join(" ")),
             (map(.keys_per_server_cpu_s // 0 | k) | join(" ")),
             (map(util | r0 | tostring) | join(" ")),
             (map(.requests_per_multiget) | add / length | r0),
             (map(.mean_keys_per_request) | add / length | r0),
-            ($sim["\(.[0].nodes)"] // null | if . == null then "-" else r0 end),
+            (if (.[0].op // "mget") == "mget" then ($sim["\(.[0].nodes)-\(if .[0].system == "redis" then "1" else (.[0].tags.replicas // "1") end)"] // null) else null end
+             | if . == null then "-" else r0 end),
             (map(.cross_slot) | add)] | @tsv),
            # Through the router: the same runs, the server CPU of the nodes and the router.
            (select(.[0].router != null)
-            | [.[0].nodes, "+ router CPU", "-",
+            | [.[0].nodes, (.[0] | reps), (.[0].op // "mget"), "+ router CPU", "-",
                (map(.keys_per_server_cpu_s_with_router // 0 | k) | join(" ")),
                (map(util + (.router.cpu_util // 0) | r0 | tostring) | join(" ")),
                "-", "-", "-", "-"] | @tsv))
 ' "$OUT_FILE" | column -t -s $'\t'
 
 echo
-echo "quiver / redis and quiver-router / redis, per round: keys/s; keys per server-CPU-second"
-echo "(quiver-router: of the nodes, then of the nodes and the router)"
+echo "per round, against redis (same N and op): keys/s; keys per server-CPU-second"
+echo "(quiver-router: of the nodes, then of the nodes and the router); and against chains of 1"
 jq -rs '
   def r0: . * 100 | round / 100;
   def ratio(a; b): if (b // 0) > 0 and a != null then (a / b | r0 | tostring) else "-" end;
   map(select(.bench == "cluster"))
-  | group_by([.nodes, .tags.round])
-  | map({n: .[0].nodes,
-         q: (map(select(.system == "quiver")) | .[0]),
-         qr: (map(select(.system == "quiver-router")) | .[0]),
-         r: (map(select(.system == "redis")) | .[0])})
-  | group_by(.n)
+  | map(. + {op: (.op // "mget"), reps: (.tags.replicas // "1")})
+  | group_by([.nodes, .op, .tags.round])
+  | map(. as $g
+      | ($g | map(select(.system == "redis")) | .[0]) as $r
+      | $g | map(select(.system != "redis"))
+      | map({n: .nodes, op: .op, reps: .reps, sys: .system, round: .tags.round, rec: .,
+             r: $r,
+             one: ($g | map(select(.system == "quiver" and .reps == "1")) | .[0])}))
+  | flatten
+  | group_by([.n, .op, .reps, .sys])
   | .[]
-  | "  N=\(.[0].n) quiver:         keys/s \(map(ratio(.q.keys_per_sec; .r.keys_per_sec)) | join(" "))   per server-CPU-s \(map(ratio(.q.keys_per_server_cpu_s; .r.keys_per_server_cpu_s)) | join(" "))",
-    "  N=\(.[0].n) quiver-router:  keys/s \(map(ratio(.qr.keys_per_sec; .r.keys_per_sec)) | join(" "))   per server-CPU-s \(map(ratio(.qr.keys_per_server_cpu_s; .r.keys_per_server_cpu_s)) | join(" ")); with the router \(map(ratio(.qr.keys_per_server_cpu_s_with_router; .r.keys_per_server_cpu_s)) | join(" "))"
+  | "  N=\(.[0].n) \(.[0].op) R=\(.[0].reps) \(.[0].sys):  keys/s \(map(ratio(.rec.keys_per_sec; .r.keys_per_sec)) | join(" "))   per server-CPU-s \(map(ratio(.rec.keys_per_server_cpu_s; .r.keys_per_server_cpu_s)) | join(" "))\(if .[0].sys == "quiver-router" then "; with the router \(map(ratio(.rec.keys_per_server_cpu_s_with_router; .r.keys_per_server_cpu_s)) | join(" "))" else "" end)   vs quiver R=1 per server-CPU-s \(map(ratio(.rec.keys_per_server_cpu_s; .one.keys_per_server_cpu_s)) | join(" "))"
 ' "$OUT_FILE"
 echo
 echo "records: $OUT_FILE"

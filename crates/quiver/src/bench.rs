@@ -448,6 +448,9 @@ pub fn cluster(dir: Option<&Path>, a: &BenchClusterArgs) -> Result<(), CliError>
         key_size: a.data.key_size,
         value_size: a.data.value_size,
         width: a.width,
+        op: cluster::Op::parse(&a.op)
+            .ok_or_else(|| CliError::Usage(format!("--op {}: mget or mset", a.op)))?,
+        read_from_replicas: a.read_from_replicas,
         threads: a.threads,
         warmup_s: a.warmup_s,
         duration_s: a.duration_s,

@@ -599,6 +599,13 @@ pub struct BenchClusterArgs {
     /// Keys per multiget.
     #[arg(long, value_name = "W", default_value_t = 32)]
     pub width: usize,
+    /// What each operation is: mget (every value read checked) or mset (each key to its own
+    /// value).
+    #[arg(long, value_name = "OP", default_value = "mget", value_parser = ["mget", "mset"])]
+    pub op: String,
+    /// Cluster clients read multigets from replicas too, asking the fewest nodes.
+    #[arg(long)]
+    pub read_from_replicas: bool,
     /// Client threads, each with its own cluster client (or router connection) and one
     /// multiget outstanding.
     #[arg(long, value_name = "T", default_value_t = 4)]

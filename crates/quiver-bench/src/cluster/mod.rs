@@ -45,7 +45,7 @@ use crate::net::record::rfc3339_utc;
 use client::{router_connection, router_counts, BenchClient, RouterCounts};
 pub use record::ClusterRecord;
 use record::{add_stats, Measured, RouterMeasured, ServerCpu};
-pub use spec::ClusterConfig;
+pub use spec::{ClusterConfig, Op};
 use worker::{LoadCursor, ThreadTally, Window};
 
 /// Longest wait for one read or write of a request: a stalled node fails the run instead of

@@ -57,6 +57,10 @@ pub struct ClusterRecord {
     pub key_size: usize,
     pub value_size: usize,
     pub width: usize,
+    /// `mget`, or `mset`: then `multigets` counts multisets and `keys_read` the keys written.
+    pub op: &'static str,
+    /// Cluster clients read from replicas too.
+    pub read_from_replicas: bool,
     pub threads: usize,
     pub warmup_s: f64,
     pub duration_s: f64,
@@ -191,6 +195,8 @@ impl ClusterRecord {
             key_size: cfg.key_size,
             value_size: cfg.value_size,
             width: cfg.width,
+            op: cfg.op.name(),
+            read_from_replicas: cfg.read_from_replicas,
             threads: cfg.threads,
             warmup_s: cfg.warmup_s,
             duration_s: cfg.duration_s,

@@ -20,6 +20,34 @@ pub const SERVER_PIDS_MAX: usize = 1024;
 /// slots) stays a pipeline of modest size.
 pub const LOAD_BATCH_KEYS: usize = 1024;
 
+/// What each thread's operations are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// `MGET` of `width` random keys, every value checked.
+    MultiGet,
+    /// `MSET` of `width` random keys, each to its own value (the data set stays the one the
+    /// load wrote, so reads after it still check).
+    MultiSet,
+}
+
+impl Op {
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::MultiGet => "mget",
+            Op::MultiSet => "mset",
+        }
+    }
+
+    /// `mget` or `mset`.
+    pub fn parse(s: &str) -> Option<Op> {
+        match s {
+            "mget" => Some(Op::MultiGet),
+            "mset" => Some(Op::MultiSet),
+            _ => None,
+        }
+    }
+}
+
 /// A `bench cluster` invocation.
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
@@ -35,8 +63,13 @@ pub struct ClusterConfig {
     pub keys: u64,
     pub key_size: usize,
     pub value_size: usize,
-    /// Keys per multiget, each index drawn uniformly from `0..keys` (with replacement).
+    /// Keys per multiget (or multiset), each index drawn uniformly from `0..keys` (with
+    /// replacement).
     pub width: usize,
+    pub op: Op,
+    /// Cluster clients read multigets from replicas too (quiver-client's
+    /// `read_from_replicas`: the fewest nodes that hold the keys).
+    pub read_from_replicas: bool,
     /// Client threads, each with its own `ClusterClient` (or its own connection to the
     /// router), each one multiget at a time.
     pub threads: usize,
@@ -67,6 +100,8 @@ impl ClusterConfig {
             key_size: 16,
             value_size: 32,
             width: 32,
+            op: Op::MultiGet,
+            read_from_replicas: false,
             threads: 4,
             warmup_s: 1.0,
             duration_s: 10.0,

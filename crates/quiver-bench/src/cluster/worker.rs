@@ -10,7 +10,7 @@ use quiver_client::ClusterStats;
 
 use crate::cluster::client::BenchClient;
 use crate::cluster::record::sub_stats;
-use crate::cluster::spec::{ClusterConfig, LOAD_BATCH_KEYS};
+use crate::cluster::spec::{ClusterConfig, Op, LOAD_BATCH_KEYS};
 use crate::error::{Error, Result};
 use crate::keys::{key_for, value_matches, write_key, write_value};
 use crate::rng::WyRand;
@@ -82,10 +82,10 @@ pub struct ThreadTally {
     pub last_done: Option<Instant>,
 }
 
-/// Multigets of `cfg.width` uniform random keys, one after another, until `window.end` (or
-/// until `stop`, set by a thread that failed). Every value is checked to be its key's; a
-/// missing or wrong value, or any client error, ends the thread with an error (and sets
-/// `stop`).
+/// Multigets (or with `--op mset`, multisets) of `cfg.width` uniform random keys, one after
+/// another, until `window.end` (or until `stop`, set by a thread that failed). Every value
+/// read is checked to be its key's, every value written is its key's; a missing or wrong
+/// value, or any client error, ends the thread with an error (and sets `stop`).
 pub fn measure(
     client: &mut BenchClient,
     cfg: &ClusterConfig,
@@ -112,6 +112,7 @@ fn run_loop(
     let mut rng = WyRand::new(seed);
     let mut indexes = vec![0u64; cfg.width];
     let mut keys: Vec<Vec<u8>> = vec![vec![0; cfg.key_size]; cfg.width];
+    let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     let mut tally = ThreadTally::default();
     let mut before: Option<ClusterStats> = None;
     loop {
@@ -125,6 +126,24 @@ fn run_loop(
         for (i, k) in indexes.iter_mut().zip(keys.iter_mut()) {
             *i = rng.below(cfg.keys);
             write_key(*i, k);
+        }
+        if cfg.op == Op::MultiSet {
+            pairs.resize_with(cfg.width, || {
+                (vec![0; cfg.key_size], vec![0; cfg.value_size])
+            });
+            for (&i, (k, v)) in indexes.iter().zip(pairs.iter_mut()) {
+                write_key(i, k);
+                write_value(i, v);
+            }
+            client.multi_set(&pairs).map_err(|source| Error::Cluster {
+                what: format!("thread {thread}: MSET of {} keys", cfg.width),
+                source,
+            })?;
+            if before.is_some() {
+                tally.multigets += 1;
+                tally.last_done = Some(Instant::now());
+            }
+            continue;
         }
         let values = client.multi_get(&keys).map_err(|source| Error::Cluster {
             what: format!("thread {thread}: MGET of {} keys", cfg.width),
