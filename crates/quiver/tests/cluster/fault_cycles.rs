@@ -3,9 +3,11 @@
 //! through many fault cycles, each recorded and checked on keys of its own. The faults turn
 //! through: kill -9 and restart of a node; SIGSTOP of a node past its lease, then SIGCONT; a
 //! node cut off from etcd past its lease, then healed; kill -9 of the elected manager together
-//! with kill -9 and restart of a node (the other manager repairs). After each the faulted
-//! node must be out of its chains, and every chain whole again (the node rejoined as tail)
-//! before the next cycle.
+//! with kill -9 and restart of a node (the other manager repairs); a partition between the node
+//! and the next (iptables on loopback, `partition`; where it cannot be made, a kill -9 and
+//! restart instead), healed once one of the two is out. After each the faulted node must be
+//! out of its chains, and every chain whole again (the node rejoined as tail) before the next
+//! cycle.
 //!
 //! ```text
 //! QUIVER_FAULT_CYCLES=200 cargo test --release -p quiver --test cluster -- --ignored \
@@ -18,6 +20,7 @@ use std::time::Duration;
 use crate::failover::record_keys;
 use crate::harness::{Cluster, Placement};
 use crate::history::{Counts, KeySpace};
+use crate::partition::Netfilter;
 use crate::proxy::Proxy;
 
 /// Cycles unless `QUIVER_FAULT_CYCLES` says otherwise.
@@ -34,12 +37,16 @@ fn fault_cycles() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(CYCLES_DEFAULT);
+    let net = Netfilter::new();
     let proxies: Mutex<Vec<(String, Proxy)>> = Mutex::new(Vec::new());
     let mut cluster = Cluster::start_failover_placed(3, 3, 2, |id, url| {
         let p = Proxy::start(url.trim_start_matches("http://"));
         let through = p.url();
         proxies.lock().unwrap().push((id.to_string(), p));
-        Placement::at(&through)
+        Placement {
+            etcd: Some(through),
+            cgroup: net.as_ref().map(|net| net.cgroup(id)),
+        }
     });
     let proxies = proxies.into_inner().unwrap();
     let mut total = Counts::default();
@@ -48,7 +55,10 @@ fn fault_cycles() {
     for cycle in 0..cycles {
         let n = cycle % 3;
         let id = format!("node-{}", n + 1);
-        let kind = (cycle / 3) % 4;
+        let kind = match (cycle / 3) % 5 {
+            4 if net.is_none() => 0,
+            k => k,
+        };
         let keys = KeySpace::new(&format!("cy{cycle}-"), 6, 2, 1);
         let name = format!("cycle{cycle}");
         let (recorder, (out, back)) =
@@ -76,6 +86,18 @@ fn fault_cycles() {
                         let out = cluster.wait_out_of_chains(&id);
                         std::thread::sleep(OUT_FOR);
                         proxy.heal();
+                        Some(out)
+                    }
+                    4 => {
+                        let net = net.as_ref().expect("kind 4 only with a partition");
+                        let m = (n + 1) % 3;
+                        let other = format!("node-{}", m + 1);
+                        let (a, b) = (&cluster.nodes[n], &cluster.nodes[m]);
+                        net.cut((&net.cgroup(&id), a.port), (&net.cgroup(&other), b.port));
+                        let (gone, out) = cluster.wait_one_out_of_chains(&[&id, &other]);
+                        eprintln!("cycle {cycle}: {id} | {other}: {gone} out");
+                        std::thread::sleep(OUT_FOR);
+                        net.heal();
                         Some(out)
                     }
                     _ => {

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::harness::{
@@ -230,18 +230,30 @@ impl Cluster {
 
     /// Waits until no chain in etcd has node `id`; how long that took.
     pub fn wait_out_of_chains(&self, id: &str) -> Duration {
+        self.wait_one_out_of_chains(&[id]).1
+    }
+
+    /// Waits until no chain in etcd has one of nodes `ids`; which one, and how long that took.
+    pub fn wait_one_out_of_chains(&self, ids: &[&str]) -> (String, Duration) {
         let start = Instant::now();
+        let out = Mutex::new(String::new());
         wait_until(
-            &format!("{id} taken out of every chain"),
+            &format!("one of {ids:?} taken out of every chain"),
             || self.logs(),
             || {
                 let chains = self.chains()?;
-                match chains.iter().find(|c| c.members.iter().any(|m| m == id)) {
-                    Some(c) => Err(format!("{id} is still in {c:?}")),
-                    None => Ok(()),
+                let gone = ids
+                    .iter()
+                    .find(|id| !chains.iter().any(|c| c.members.iter().any(|m| m == *id)));
+                match gone {
+                    Some(id) => {
+                        *out.lock().unwrap() = id.to_string();
+                        Ok(())
+                    }
+                    None => Err(format!("each of {ids:?} is still in a chain: {chains:?}")),
                 }
             },
         );
-        start.elapsed()
+        (out.into_inner().unwrap(), start.elapsed())
     }
 }

@@ -30,7 +30,7 @@ const CUT_AFTER_OUT: Duration = Duration::from_secs(2);
 const PROBE_CONNECT_S: &str = "2";
 
 /// This test's cgroups (under the cgroup v2 root) and iptables rules; removed on drop.
-struct Netfilter {
+pub struct Netfilter {
     iptables: PathBuf,
     /// The cgroup v2 hierarchy's mount point.
     root: PathBuf,
@@ -42,7 +42,7 @@ struct Netfilter {
 
 impl Netfilter {
     /// `None` (with a message) where the partition cannot be made.
-    fn new() -> Option<Netfilter> {
+    pub fn new() -> Option<Netfilter> {
         let skip = |why: &str| {
             eprintln!("SKIPPED partition test: {why}");
             None
@@ -80,7 +80,7 @@ impl Netfilter {
     }
 
     /// Node `id`'s cgroup (made on first use).
-    fn cgroup(&self, id: &str) -> PathBuf {
+    pub fn cgroup(&self, id: &str) -> PathBuf {
         let dir = self.base.join(id);
         std::fs::create_dir_all(&dir).unwrap();
         dir
@@ -113,13 +113,13 @@ impl Netfilter {
     }
 
     /// Cuts nodes `a` and `b` (cgroup, port) apart, both ways.
-    fn cut(&self, a: (&Path, u16), b: (&Path, u16)) {
+    pub fn cut(&self, a: (&Path, u16), b: (&Path, u16)) {
         self.drop_from(a.0, b.1).unwrap();
         self.drop_from(b.0, a.1).unwrap();
     }
 
     /// Deletes every rule added.
-    fn heal(&self) {
+    pub fn heal(&self) {
         let rules = std::mem::take(&mut *self.rules.lock().unwrap());
         for spec in rules {
             if let Err(e) = self.iptables("-D", &spec) {
