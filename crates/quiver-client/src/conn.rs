@@ -56,11 +56,16 @@ pub struct ClientOptions {
     pub reconnect: bool,
     /// Send `HELLO 3` on connect, so the server replies in RESP3.
     pub resp3: bool,
+    /// Send `READONLY` on every (re)connect, after `AUTH` and `HELLO`: a cluster node then
+    /// serves this connection's reads of the slots it is a replica of (writes are still
+    /// redirected to the master). A server that refuses it (a standalone one) fails the
+    /// connect.
+    pub readonly: bool,
 }
 
 impl ClientOptions {
     /// Options for `addr`: [`DEFAULT_CONNECT_TIMEOUT`], no read or write
-    /// timeout, no password, reconnect on, RESP2.
+    /// timeout, no password, reconnect on, RESP2, no `READONLY`.
     pub fn new(addr: impl Into<String>) -> Self {
         ClientOptions {
             addr: addr.into(),
@@ -70,6 +75,7 @@ impl ClientOptions {
             password: None,
             reconnect: true,
             resp3: false,
+            readonly: false,
         }
     }
 }
@@ -85,6 +91,7 @@ impl fmt::Debug for ClientOptions {
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("reconnect", &self.reconnect)
             .field("resp3", &self.resp3)
+            .field("readonly", &self.readonly)
             .finish()
     }
 }
@@ -147,8 +154,8 @@ impl Connection {
         Connection::connect_with(ClientOptions::new(addr))
     }
 
-    /// Connects, then authenticates (`AUTH`) and switches to RESP3
-    /// (`HELLO 3`) as the options say.
+    /// Connects, then authenticates (`AUTH`), switches to RESP3 (`HELLO 3`)
+    /// and sends `READONLY` as the options say.
     pub fn connect_with(options: ClientOptions) -> Result<Connection> {
         let mut conn = Connection {
             options,
@@ -424,7 +431,7 @@ impl Connection {
         Ok(())
     }
 
-    /// `AUTH` and `HELLO 3`, as configured.
+    /// `AUTH`, `HELLO 3` and `READONLY`, as configured.
     fn handshake(&mut self) -> Result<()> {
         if let Some(password) = self.options.password.clone() {
             match self.handshake_command(&[b"AUTH", password.as_bytes()])? {
@@ -445,6 +452,15 @@ impl Connection {
                 Value::Map(_) | Value::Array(_) => {}
                 Value::Error(text) => return Err(Error::from_reply(text)),
                 other => return Err(unexpected("HELLO", "a map", &other)),
+            }
+        }
+        // On every connect, not once per `Connection`: the flag belongs to the server's
+        // connection, and a reconnect starts a new one.
+        if self.options.readonly {
+            match self.handshake_command(&[b"READONLY"])? {
+                Value::Simple(_) => {}
+                Value::Error(text) => return Err(Error::from_reply(text)),
+                other => return Err(unexpected("READONLY", "+OK", &other)),
             }
         }
         Ok(())

@@ -152,6 +152,7 @@ pub fn run(cfg: &ClusterConfig, obs: &mut dyn ClusterObserver) -> Result<Option<
 
 fn connect(cfg: &ClusterConfig) -> Result<ClusterClient> {
     let mut options = ClusterOptions::new(cfg.seeds.iter().cloned());
+    options.read_from_replicas = cfg.read_from_replicas;
     options.connection.read_timeout = Some(REQUEST_TIMEOUT);
     options.connection.write_timeout = Some(REQUEST_TIMEOUT);
     ClusterClient::connect_with(options).map_err(|source| Error::Cluster {

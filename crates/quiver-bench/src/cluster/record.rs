@@ -244,6 +244,8 @@ pub fn add_stats(a: ClusterStats, b: ClusterStats) -> ClusterStats {
         cross_slot: a.cross_slot + b.cross_slot,
         node_failures: a.node_failures + b.node_failures,
         refreshes: a.refreshes + b.refreshes,
+        multiget_keys: a.multiget_keys + b.multiget_keys,
+        multiget_requests: a.multiget_requests + b.multiget_requests,
     }
 }
 
@@ -257,6 +259,8 @@ pub fn sub_stats(after: ClusterStats, before: ClusterStats) -> ClusterStats {
         cross_slot: after.cross_slot - before.cross_slot,
         node_failures: after.node_failures - before.node_failures,
         refreshes: after.refreshes - before.refreshes,
+        multiget_keys: after.multiget_keys - before.multiget_keys,
+        multiget_requests: after.multiget_requests - before.multiget_requests,
     }
 }
 
@@ -408,10 +412,13 @@ mod tests {
             cross_slot: 4,
             node_failures: 6,
             refreshes: 7,
+            multiget_keys: 8,
+            multiget_requests: 9,
         };
         let b = add_stats(a, a);
         assert_eq!(b.requests, 10);
         assert_eq!(b.refreshes, 14);
+        assert_eq!((b.multiget_keys, b.multiget_requests), (16, 18));
         assert_eq!(sub_stats(b, a), a);
     }
 }

@@ -1,13 +1,16 @@
 //! [`ClusterClient`]: commands routed over a Redis-Cluster-style cluster (Redis Cluster, or
 //! Quiver's nodes) by the hash slot of their key.
 //!
-//! * `table` — the slot table (slot → node) and the reading of `CLUSTER SLOTS`;
+//! * `table` — the slot table (slot → master and replicas) and the reading of `CLUSTER
+//!   SLOTS`;
 //! * `redirect` — the error replies that steer a request: `MOVED`, `ASK`, `TRYAGAIN`,
 //!   `CLUSTERDOWN`, `CROSSSLOT`;
 //! * `router` — one lazily opened connection per node, the table's refresh, and single-key
 //!   routing through redirects and retries;
 //! * `multi` — multi-key calls: one pipelined request per node (per slot for a node that
-//!   answers `CROSSSLOT`), written to every node before any reply is read;
+//!   answers `CROSSSLOT`), written to every node before any reply is read; with
+//!   [`ClusterOptions::read_from_replicas`], a multiget's nodes chosen among masters and
+//!   replicas so that the fewest are contacted (`quiver_plan`);
 //! * `options` — [`ClusterOptions`], the bounds ([`REDIRECTS_MAX`], [`NODE_FAILURES_MAX`]),
 //!   [`ClusterStats`].
 //!
@@ -22,7 +25,9 @@
 //! reached before anything was sent to it makes the client re-read the table from the other
 //! nodes and retry ([`NODE_FAILURES_MAX`] times a call). All of it is bounded by
 //! [`REDIRECTS_MAX`] attempts, then [`Error::Redirects`] names the last redirect
-//! ([`Error::ClusterDown`] if it was `CLUSTERDOWN`).
+//! ([`Error::ClusterDown`] if it was `CLUSTERDOWN`). A multiget reading from replicas follows
+//! the same rules, and does not read from a node as a replica again in the call once it
+//! refused a request or could not be reached (its keys' masters stay candidates).
 //!
 //! The connection's reconnect rule holds here too: a request that may have reached a node is
 //! never resent. When its connection fails, the call returns the error; the node's connection
@@ -52,8 +57,9 @@ use crate::resp::Value;
 /// A client of a cluster: each command goes to the node serving its key's hash slot.
 ///
 /// Blocking, like [`crate::Connection`], and for one thread (`&mut self`). It keeps the slot
-/// table (16384 entries) and one connection per node, opened on the first command routed to
-/// it.
+/// table (16384 entries: each slot's master and replicas) and one connection per node, opened
+/// on the first command routed to it. Every command goes to its slot's master, except
+/// multigets with [`ClusterOptions::read_from_replicas`].
 pub struct ClusterClient {
     router: Router,
 }
@@ -98,8 +104,17 @@ impl ClusterClient {
         Some(self.router.nodes[node].addr.as_str())
     }
 
-    /// The addresses of the nodes serving at least one slot, in the order the table lists
-    /// them.
+    /// The addresses of the replicas the table lists for `slot`, in `CLUSTER SLOTS` order
+    /// (for Quiver, down the slot's chain after its head); none for a slot no node serves.
+    pub fn slot_replicas(&self, slot: u16) -> Vec<&str> {
+        let replicas = self.router.table.replicas(slot).iter();
+        replicas
+            .map(|&node| self.router.nodes[node].addr.as_str())
+            .collect()
+    }
+
+    /// The addresses of the nodes serving at least one slot as its master, in the order the
+    /// table lists them.
     pub fn nodes(&self) -> Vec<&str> {
         self.router.serving_nodes()
     }
@@ -150,6 +165,10 @@ impl ClusterClient {
 
     /// `MGET` over the cluster: one entry per key, in order (`None` for a missing key). One
     /// request per node, all written before any reply is read. No keys: no round trip.
+    ///
+    /// With [`ClusterOptions::read_from_replicas`] a key may be read from its slot's master or
+    /// a replica: the call contacts the fewest nodes that hold every key between them (and
+    /// sends each the widest `MGET`); [`ClusterStats::multiget_requests`] counts them.
     pub fn multi_get<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> Result<Vec<Option<Bytes>>> {
         let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
         Ok(multi::run(&mut self.router, MultiKind::Get, &keys, &[])?.values)

@@ -8,6 +8,15 @@
 //! `CROSSSLOT` is remembered (`Node::per_slot`) and gets one request per slot from then on,
 //! still pipelined: full width against Quiver, correct against Redis.
 //!
+//! With [`ClusterOptions::read_from_replicas`](crate::cluster::ClusterOptions) a multiget's
+//! key may be read from its slot's master or any of its replicas. Which node serves each key
+//! is a minimum set cover — the fewest nodes holding every key, so each is sent the widest
+//! vector — that `quiver_plan::Planner` solves; the keys' order of preference is the master
+//! first, then the replicas as `CLUSTER SLOTS` lists them. A node that refused a request or
+//! could not be reached is not asked for a replica read again in the call (it may have left
+//! the chain before the tables say so), so a refusing replica cannot spend the call's rounds;
+//! masters are always candidates.
+//!
 //! A request refused as a whole (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`, `CROSSSLOT`, an
 //! unreachable node) puts its keys back for the next round, grouped again after the table is
 //! refreshed; at most [`REDIRECTS_MAX`] rounds. Across nodes a call is not atomic: when it
@@ -113,15 +122,20 @@ pub(crate) fn run(
     let mut pending: Vec<Pending> = (0..keys.len())
         .map(|pos| Pending { pos, ask: None })
         .collect();
+    if kind == MultiKind::Get {
+        router.stats.multiget_keys += keys.len() as u64;
+    }
     let mut node_failures = 0;
     let mut moved_from = Vec::new();
+    // Nodes not to read from as replicas for the rest of the call, by address.
+    let mut no_replica_reads: Vec<String> = Vec::new();
     let mut last = String::new();
     for _ in 0..REDIRECTS_MAX {
         if pending.is_empty() {
             return Ok(call.out);
         }
         router.refresh_if_stale();
-        let plans = group(router, &call, &pending)?;
+        let plans = group(router, &call, &pending, &no_replica_reads)?;
         let round = send_and_receive(router, &mut call, plans);
         if let Some(error) = round.error {
             return Err(error);
@@ -136,6 +150,8 @@ pub(crate) fn run(
         if let Some(text) = round.last_redirect {
             last = text;
         }
+        no_replica_reads.extend(round.unreachable.iter().cloned());
+        no_replica_reads.extend(round.refused_by.iter().cloned());
         // Between rounds no node index is held: refreshes may renumber the nodes.
         for addr in &round.unreachable {
             router.node_failed(addr);
@@ -160,9 +176,14 @@ pub(crate) fn run(
 }
 
 /// The round's requests, node by node: keys with an `ASK` target go there, one request per
-/// slot after `ASKING`; the others to their slot's node, one request per node (or per slot,
-/// for a node that answered `CROSSSLOT`), keys in the caller's order.
-fn group(router: &mut Router, call: &Call<'_>, pending: &[Pending]) -> Result<Vec<NodePlan>> {
+/// slot after `ASKING`; the others to their slot's node (see [`targets`]), one request per
+/// node (or per slot, for a node that answered `CROSSSLOT`), keys in the caller's order.
+fn group(
+    router: &mut Router,
+    call: &Call<'_>,
+    pending: &[Pending],
+    no_replica_reads: &[String],
+) -> Result<Vec<NodePlan>> {
     if pending
         .iter()
         .any(|p| p.ask.is_none() && router.table.owner(call.slots[p.pos]).is_none())
@@ -170,17 +191,15 @@ fn group(router: &mut Router, call: &Call<'_>, pending: &[Pending]) -> Result<Ve
         // A slot without a node: one refresh (before any index is taken), then it is an error.
         router.refresh(None, None)?;
     }
+    let targets = targets(router, call, pending, no_replica_reads)?;
     let mut plans: Vec<NodePlan> = Vec::new();
     // (node, the slot of a one-slot request or `None` for a whole node's, asking) → (plan,
     // request): asked and unasked keys of one node never share a request.
     let mut requests: HashMap<(usize, Option<u16>, bool), (usize, usize)> = HashMap::new();
     let mut plan_of_node: HashMap<usize, usize> = HashMap::new();
-    for p in pending {
+    for (p, node) in pending.iter().zip(targets) {
         let slot = call.slots[p.pos];
-        let (node, asking) = match &p.ask {
-            Some(addr) => (router.node_index(addr), true),
-            None => (router.owner(slot)?, false),
-        };
+        let asking = p.ask.is_some();
         let per_slot = asking || router.nodes[node].per_slot;
         let key = (node, per_slot.then_some(slot), asking);
         let (plan, request) = *requests.entry(key).or_insert_with(|| {
@@ -202,6 +221,52 @@ fn group(router: &mut Router, call: &Call<'_>, pending: &[Pending]) -> Result<Ve
     Ok(plans)
 }
 
+/// Per pending key, the node its request goes to: its `ASK` target, or its slot's master —
+/// or, for a multiget reading from replicas, the master or a replica (not one of
+/// `no_replica_reads`), chosen so that the fewest nodes are contacted. Indices into the node
+/// list as it stands (no refresh).
+fn targets(
+    router: &mut Router,
+    call: &Call<'_>,
+    pending: &[Pending],
+    no_replica_reads: &[String],
+) -> Result<Vec<usize>> {
+    let first = |router: &mut Router, p: &Pending| match &p.ask {
+        Some(addr) => Ok(router.node_index(addr)),
+        None => router.owner(call.slots[p.pos]),
+    };
+    if !(call.kind == MultiKind::Get && router.options.read_from_replicas) {
+        return pending.iter().map(|p| first(router, p)).collect();
+    }
+    // Per key its candidates, the preferred first: the master (or the ASK target, alone),
+    // then the replicas. Keys of a slot range share their list, so the planner is given
+    // each distinct list once — the same cover as the keys', exact up to 64 distinct lists
+    // however many keys there are — and `list_of` says which list is a key's.
+    let mut lists: Vec<Vec<usize>> = Vec::new();
+    let mut index: HashMap<Vec<usize>, usize> = HashMap::new();
+    let mut list_of = Vec::with_capacity(pending.len());
+    for p in pending {
+        let mut list = vec![first(router, p)?];
+        if p.ask.is_none() {
+            let replicas = router.table.replicas(call.slots[p.pos]);
+            let readable = |&&n: &&usize| !no_replica_reads.contains(&router.nodes[n].addr);
+            list.extend(replicas.iter().filter(readable));
+        }
+        let i = *index.entry(list).or_insert_with_key(|list| {
+            lists.push(list.clone());
+            lists.len() - 1
+        });
+        list_of.push(i);
+    }
+    // Every list holds a node (the master or the ASK target): the planner refuses only an
+    // empty one, so this error is not expected.
+    let plan = router
+        .planner
+        .plan(&lists)
+        .map_err(|e| Error::ClusterDown(format!("no node to read a multiget's key from: {e}")))?;
+    Ok(list_of.into_iter().map(|i| plan.assignment[i]).collect())
+}
+
 /// What a round left to do.
 #[derive(Default)]
 struct Round {
@@ -212,6 +277,8 @@ struct Round {
     moved: Vec<(u16, String, String)>,
     /// Nodes that could not be reached (nothing sent to them).
     unreachable: Vec<String>,
+    /// Nodes that refused a request with `MOVED`, `TRYAGAIN` or `CLUSTERDOWN`.
+    refused_by: Vec<String>,
     unreachable_error: Option<Error>,
     /// A `TRYAGAIN` or `CLUSTERDOWN` was answered: pause before the next round.
     pause: bool,
@@ -250,6 +317,9 @@ fn send_and_receive(router: &mut Router, call: &mut Call<'_>, plans: Vec<NodePla
         match router.send(plan.node, &buf) {
             Ok(()) => {
                 router.stats.requests += plan.requests.len() as u64;
+                if call.kind == MultiKind::Get {
+                    router.stats.multiget_requests += plan.requests.len() as u64;
+                }
                 sent.push((plan, replies));
             }
             Err(failure) if is_unreachable(&failure) => {
@@ -310,6 +380,7 @@ fn handle_replies(
             Some(Redirect::Moved { slot, host, port }) => {
                 let addr = router.redirect_addr(plan.node, &host, port);
                 let from = router.nodes[plan.node].addr.clone();
+                round.refused_by.push(from.clone());
                 round.moved.push((slot, from, addr));
                 round.retry.extend(retry(None));
             }
@@ -325,6 +396,7 @@ fn handle_replies(
             }
             Some(Redirect::TryAgain | Redirect::ClusterDown) => {
                 router.stats.retries += 1;
+                round.refused_by.push(router.nodes[plan.node].addr.clone());
                 round.pause = true;
                 round.retry.extend(retry(None));
             }

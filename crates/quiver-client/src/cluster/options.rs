@@ -31,16 +31,28 @@ pub struct ClusterOptions {
     /// The pause before retrying after `TRYAGAIN`, `CLUSTERDOWN`, an unreachable node, or a
     /// second `MOVED` from one node within a call.
     pub retry_delay: Duration,
+    /// Multigets ([`super::ClusterClient::multi_get`]) may read from a slot's replicas, not
+    /// only its master: per call, each key is given to its master or one of its replicas so
+    /// that the fewest nodes are contacted (a minimum set cover, `quiver_plan`), each with one
+    /// wide `MGET`. Every connection then sends `READONLY` when it is made (writes are still
+    /// redirected to masters; every other command keeps going to the master). Off by default
+    /// (redis-py's option of the same name).
+    ///
+    /// On Quiver a replica's read is linearizable (CRAQ: a key with a write in flight is
+    /// answered once it is committed). On Redis Cluster replicas follow their master
+    /// asynchronously: a read from one may miss the latest writes.
+    pub read_from_replicas: bool,
 }
 
 impl ClusterOptions {
     /// Options for `seeds`: [`ClientOptions::new`]'s defaults for every node's connection,
-    /// [`DEFAULT_RETRY_DELAY`].
+    /// [`DEFAULT_RETRY_DELAY`], reads from masters only.
     pub fn new<S: Into<String>>(seeds: impl IntoIterator<Item = S>) -> ClusterOptions {
         ClusterOptions {
             seeds: seeds.into_iter().map(Into::into).collect(),
             connection: ClientOptions::new(""),
             retry_delay: DEFAULT_RETRY_DELAY,
+            read_from_replicas: false,
         }
     }
 }
@@ -63,4 +75,10 @@ pub struct ClusterStats {
     pub node_failures: u64,
     /// Slot tables read with `CLUSTER SLOTS` (the first one included).
     pub refreshes: u64,
+    /// Keys asked for by multigets ([`super::ClusterClient::multi_get`]), each counted once
+    /// per call.
+    pub multiget_keys: u64,
+    /// `MGET` requests the multigets sent (retries included; also counted in `requests`):
+    /// `multiget_keys / multiget_requests` is the mean width of the vector a node was sent.
+    pub multiget_requests: u64,
 }

@@ -10,6 +10,7 @@
 use std::thread;
 
 use bytes::BytesMut;
+use quiver_plan::Planner;
 use quiver_resp::key_slot;
 
 use crate::cluster::options::{ClusterOptions, ClusterStats, NODE_FAILURES_MAX, REDIRECTS_MAX};
@@ -48,6 +49,9 @@ pub(crate) struct Router {
     /// next call is routed (the node may have failed over).
     stale: bool,
     pub(crate) stats: ClusterStats,
+    /// Chooses the nodes of a multiget reading from replicas (keeps its buffers between
+    /// calls).
+    pub(crate) planner: Planner,
 }
 
 impl Router {
@@ -62,6 +66,7 @@ impl Router {
             table: SlotTable::empty(),
             stale: false,
             stats: ClusterStats::default(),
+            planner: Planner::default(),
         };
         router.refresh(None, None)?;
         Ok(router)
@@ -121,27 +126,36 @@ impl Router {
         }
     }
 
-    /// The table of `ranges`, and the node list rebuilt from it: its masters in the order of
-    /// their first range, each keeping its connection and flags; nodes serving nothing are
-    /// dropped with their connections.
+    /// The table of `ranges`, and the node list rebuilt from it: its masters and replicas in
+    /// the order of their first range, each keeping its connection and flags; nodes neither
+    /// serving nor replicating anything are dropped with their connections.
     fn install(&mut self, ranges: &[SlotsRange]) {
         let mut old = std::mem::take(&mut self.nodes);
         let mut table = SlotTable::empty();
         for range in ranges {
-            let node = match self.nodes.iter().position(|n| n.addr == range.addr) {
-                Some(node) => node,
-                None => {
-                    let node = match old.iter().position(|n| n.addr == range.addr) {
-                        Some(i) => old.swap_remove(i),
-                        None => Node::new(range.addr.clone()),
-                    };
-                    self.nodes.push(node);
-                    self.nodes.len() - 1
-                }
-            };
-            table.set_range(range, node);
+            let master = self.reinstall(&mut old, &range.addr);
+            let replicas: Vec<usize> = range
+                .replicas
+                .iter()
+                .map(|addr| self.reinstall(&mut old, addr))
+                .collect();
+            table.set_range(range, master, &replicas);
         }
         self.table = table;
+    }
+
+    /// The index of the node at `addr` in the node list being rebuilt, taken from `old` (the
+    /// list before, with its connection and flags) or new.
+    fn reinstall(&mut self, old: &mut Vec<Node>, addr: &str) -> usize {
+        if let Some(node) = self.nodes.iter().position(|n| n.addr == addr) {
+            return node;
+        }
+        let node = match old.iter().position(|n| n.addr == addr) {
+            Some(i) => old.swap_remove(i),
+            None => Node::new(addr.to_owned()),
+        };
+        self.nodes.push(node);
+        self.nodes.len() - 1
     }
 
     /// The index of the node at `addr`, added (without a connection) if it is new.
@@ -216,6 +230,9 @@ impl Router {
             None => {
                 let mut options = self.options.connection.clone();
                 options.addr = entry.addr.clone();
+                // Any connection may serve a replica read; on a master READONLY changes
+                // nothing (Redis Cluster's rule, and Quiver's).
+                options.readonly |= self.options.read_from_replicas;
                 let conn = Connection::connect_with(options).map_err(|error| SendFailure {
                     error,
                     unsent: true,
@@ -355,7 +372,7 @@ impl Router {
         })
     }
 
-    /// The addresses of the nodes serving at least one slot.
+    /// The addresses of the nodes serving at least one slot as its master.
     pub(crate) fn serving_nodes(&self) -> Vec<&str> {
         (0..self.nodes.len())
             .filter(|&n| self.table.serves_any(n))

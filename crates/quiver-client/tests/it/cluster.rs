@@ -65,7 +65,7 @@ fn require(tool: &str) {
     );
 }
 
-/// Three Redis Cluster masters, killed on drop.
+/// Three Redis Cluster masters (and their replicas, if asked for), killed on drop.
 struct RedisCluster {
     addrs: Vec<String>,
     ids: Vec<String>,
@@ -75,6 +75,13 @@ struct RedisCluster {
 
 impl RedisCluster {
     fn start() -> RedisCluster {
+        RedisCluster::start_with_replicas(0)
+    }
+
+    /// Three masters with `replicas` replicas each (`redis-cli --cluster create
+    /// --cluster-replicas`).
+    fn start_with_replicas(replicas: usize) -> RedisCluster {
+        let nodes = 3 * (1 + replicas);
         require("redis-server");
         require("redis-cli");
         let dir = tempfile::tempdir().unwrap();
@@ -84,7 +91,7 @@ impl RedisCluster {
             children: Vec::new(),
             dir,
         };
-        for n in 0..3 {
+        for n in 0..nodes {
             let port = cluster_port();
             let dir = cluster.dir.path();
             let log = std::fs::File::create(dir.join(format!("redis-{n}.log"))).unwrap();
@@ -102,12 +109,13 @@ impl RedisCluster {
             cluster.children.push(child);
             cluster.addrs.push(format!("127.0.0.1:{port}"));
         }
-        for n in 0..3 {
+        for n in 0..nodes {
             cluster.wait_for_node(n);
         }
         let created = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&cluster.addrs)
+            .args(["--cluster-replicas", &replicas.to_string()])
             .arg("--cluster-yes")
             .output()
             .expect("run redis-cli --cluster create");
@@ -117,7 +125,7 @@ impl RedisCluster {
             String::from_utf8_lossy(&created.stdout),
             String::from_utf8_lossy(&created.stderr)
         );
-        for n in 0..3 {
+        for n in 0..nodes {
             cluster.wait_until_ok(n);
             let id = cluster.node(n).command(&[b"CLUSTER", b"MYID"]).unwrap();
             let Value::Bulk(id) = id else {
@@ -407,4 +415,73 @@ fn redis_cluster_slot_migration_is_followed_through_ask_and_moved() {
     assert_eq!(stale.slot_owner(slot), Some(redis.addrs[target].as_str()));
     assert_eq!(stale.multi_delete(&keys).unwrap(), 3);
     assert_eq!((0..3).map(|n| redis.dbsize(n)).sum::<i64>(), 0);
+}
+
+/// `read_from_replicas` against Redis: the replicas are read from `CLUSTER SLOTS`, `READONLY`
+/// is taken by masters and replicas alike, and a multiget (one request per slot after
+/// `CROSSSLOT`) returns every value. Each Redis replica holds one master's slots, so the
+/// fewest nodes are three, one per range.
+#[test]
+fn redis_cluster_multi_get_with_read_from_replicas() {
+    let redis = RedisCluster::start_with_replicas(1);
+    let mut writer = redis.client();
+    let keys: Vec<String> = (0..200).map(|i| format!("replicated:{i}")).collect();
+    let pairs: Vec<(&str, String)> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.as_str(), format!("value-{i}")))
+        .collect();
+    writer.multi_set(&pairs).unwrap();
+
+    let mut options = ClusterOptions::new([redis.addrs[0].clone()]);
+    options.connection.read_timeout = Some(TEST_READ_TIMEOUT);
+    options.retry_delay = Duration::from_millis(1);
+    options.read_from_replicas = true;
+    let mut client = ClusterClient::connect_with(options).unwrap();
+    assert_eq!(client.nodes().len(), 3, "three masters");
+    // Redis lists a replica in CLUSTER SLOTS once it has replicated something (its offset,
+    // gossiped, is not 0): until then the table is read again.
+    let mut slots: Vec<u16> = keys.iter().map(|k| key_slot(k.as_bytes())).collect();
+    slots.sort_unstable();
+    slots.dedup();
+    let listed = (0..POLLS_MAX).any(|_| {
+        client.refresh().unwrap();
+        let all = slots.iter().all(|&s| !client.slot_replicas(s).is_empty());
+        if !all {
+            thread::sleep(POLL_INTERVAL);
+        }
+        all
+    });
+    assert!(listed, "replicas never listed in CLUSTER SLOTS");
+    // Redis replicates asynchronously: wait until each key is on its replica (read on a
+    // READONLY connection, as the client's).
+    for k in &keys {
+        let slot = key_slot(k.as_bytes());
+        let replicas = client.slot_replicas(slot);
+        assert_eq!(replicas.len(), 1, "{k}: {replicas:?}");
+        assert_ne!(Some(replicas[0]), client.slot_owner(slot));
+        let mut options = ClientOptions::new(replicas[0]);
+        options.read_timeout = Some(TEST_READ_TIMEOUT);
+        options.readonly = true;
+        let mut replica = Connection::connect_with(options).unwrap();
+        let replicated = (0..POLLS_MAX).any(|_| {
+            let there = replica.get(k).unwrap().is_some();
+            if !there {
+                thread::sleep(POLL_INTERVAL);
+            }
+            there
+        });
+        assert!(replicated, "{k} never reached {}", replicas[0]);
+    }
+
+    let values = client.multi_get(&keys).unwrap();
+    for (i, value) in values.iter().enumerate() {
+        assert_eq!(value, &Some(Bytes::from(format!("value-{i}"))), "key {i}");
+    }
+    let stats = client.stats();
+    assert_eq!((stats.moved, stats.asked), (0, 0));
+    assert_eq!(stats.multiget_keys, 200);
+    // One refused request per node contacted, then one per slot.
+    assert_eq!(stats.cross_slot, 3);
+    assert_eq!(stats.multiget_requests, 3 + slots.len() as u64);
 }

@@ -4,6 +4,11 @@
 //! migrating slot that already left, `TRYAGAIN` for a multi-key request split by a migration,
 //! `CROSSSLOT` for keys of several slots (on nodes set to behave like Redis; a Quiver-like
 //! node takes them). Scripted replies, consumed first, make a node answer anything.
+//!
+//! A node may list replicas (`Model::replicas`, by address: one may be a dead port); a fake
+//! node listed as a replica of another serves reads of that node's keys on a connection that
+//! sent `READONLY` (from the master's data: replication is instant here), and `MOVED`s them
+//! otherwise, as Redis Cluster does.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
@@ -27,6 +32,8 @@ pub struct Model {
     pub owners: Vec<usize>,
     /// Per node: refuse requests over several slots with `CROSSSLOT` (as Redis does).
     pub cross_slot: Vec<bool>,
+    /// Per node: the addresses `CLUSTER SLOTS` lists as replicas of its ranges, in order.
+    pub replicas: Vec<Vec<String>>,
     /// Slot → the node it is being migrated to (its owner answers `ASK` for missing keys).
     pub migrating: HashMap<u16, usize>,
     /// Per node: its keys.
@@ -66,20 +73,32 @@ impl Model {
             Some(ranges) => ranges,
             None => self.true_slots(),
         };
-        let mut out = format!("*{}\r\n", ranges.len());
-        for (lo, hi, addr) in ranges {
+        let node_entry = |addr: &str| {
             let (host, port) = addr.rsplit_once(':').unwrap();
-            out += &format!(
-                "*3\r\n:{lo}\r\n:{hi}\r\n*3\r\n{}:{port}\r\n{}",
+            format!(
+                "*3\r\n{}:{port}\r\n{}",
                 bulk(host.as_bytes()),
                 bulk(format!("id-{port}").as_bytes())
-            );
+            )
+        };
+        let mut out = format!("*{}\r\n", ranges.len());
+        for (lo, hi, addr) in ranges {
+            let replicas = match self.addrs.iter().position(|a| *a == addr) {
+                Some(master) => self.replicas[master].clone(),
+                None => Vec::new(),
+            };
+            out += &format!("*{}\r\n:{lo}\r\n:{hi}\r\n", 3 + replicas.len());
+            out += &node_entry(&addr);
+            for replica in &replicas {
+                out += &node_entry(replica);
+            }
         }
         out
     }
 
-    /// What node `node` answers to `args` (`asking`: the command follows `ASKING`).
-    fn answer(&mut self, node: usize, args: &[Vec<u8>], asking: bool) -> String {
+    /// What node `node` answers to `args` (`asking`: the command follows `ASKING`;
+    /// `readonly`: the connection sent `READONLY`).
+    fn answer(&mut self, node: usize, args: &[Vec<u8>], asking: bool, readonly: bool) -> String {
         let name = String::from_utf8_lossy(&args[0]).to_uppercase();
         let keys: Vec<&[u8]> = match name.as_str() {
             "GET" | "SET" | "INCR" => vec![&args[1]],
@@ -94,12 +113,34 @@ impl Model {
         if self.cross_slot[node] && slots.iter().any(|&s| s != slots[0]) {
             return "-CROSSSLOT Keys in request don't hash to the same slot\r\n".into();
         }
+        let read = matches!(name.as_str(), "GET" | "MGET" | "EXISTS");
+        // Per key, the node whose data answers it: this one, or the master it replicates.
+        let mut sources = Vec::with_capacity(slots.len());
         for &slot in &slots {
             let owner = self.owners[slot as usize];
             let importing = asking && self.migrating.get(&slot) == Some(&node);
-            if owner != node && !importing {
+            let replica_read = readonly && read && self.replicas[owner].contains(&self.addrs[node]);
+            if owner != node && !importing && !replica_read {
                 return format!("-MOVED {slot} {}\r\n", self.addrs[owner]);
             }
+            sources.push(if replica_read { owner } else { node });
+        }
+        if read && sources.iter().any(|&s| s != node) {
+            let value = |i: usize| self.data[sources[i]].get(keys[i]);
+            return match name.as_str() {
+                "GET" => value(0).map_or("$-1\r\n".into(), |v| bulk(v)),
+                "MGET" => {
+                    let mut out = format!("*{}\r\n", keys.len());
+                    for i in 0..keys.len() {
+                        out += &value(i).map_or("$-1\r\n".into(), |v| bulk(v));
+                    }
+                    out
+                }
+                _ => format!(
+                    ":{}\r\n",
+                    (0..keys.len()).filter(|&i| value(i).is_some()).count()
+                ),
+            };
         }
         // Keys of a migrating slot that already left: all of the slot's → ASK (naming the
         // slot), some → TRYAGAIN.
@@ -207,6 +248,7 @@ impl FakeCluster {
             addrs,
             owners,
             cross_slot: vec![cross_slot; nodes],
+            replicas: vec![Vec::new(); nodes],
             migrating: HashMap::new(),
             data: vec![HashMap::new(); nodes],
             script: vec![VecDeque::new(); nodes],
@@ -292,6 +334,8 @@ fn serve(node: usize, stream: TcpStream, model: &Mutex<Model>) {
     let mut reader = BufReader::new(stream);
     // The previous command was ASKING (it applies to the next command only).
     let mut asking = false;
+    // The connection sent READONLY (for its whole life).
+    let mut readonly = false;
     while let Some(args) = read_command(&mut reader) {
         let name = String::from_utf8_lossy(&args[0]).to_uppercase();
         let reply = {
@@ -299,8 +343,12 @@ fn serve(node: usize, stream: TcpStream, model: &Mutex<Model>) {
             model.log[node].push(args.clone());
             match name.as_str() {
                 "ASKING" => "+OK\r\n".to_owned(),
+                "READONLY" => {
+                    readonly = true;
+                    "+OK\r\n".to_owned()
+                }
                 "CLUSTER" => model.slot_reply(),
-                _ => model.answer(node, &args, asking),
+                _ => model.answer(node, &args, asking, readonly),
             }
         };
         asking = name == "ASKING";

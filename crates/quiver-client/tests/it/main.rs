@@ -7,6 +7,7 @@
 
 mod batch;
 mod cluster;
+mod cluster_replicas;
 mod cluster_routing;
 mod commands;
 mod common;

@@ -1,12 +1,15 @@
 //! Chain replication (issue 12): every write reaches every member of its chain before its
 //! client is answered; reads are served by any member (READONLY), a dirty key's only once its
-//! write is committed; messages from another chain version are refused (fencing).
+//! write is committed; messages from another chain version are refused (fencing). The
+//! cluster client reading multigets from replicas contacts the fewest members.
 
 use std::sync::mpsc;
 
+use bytes::Bytes;
+use quiver_client::cluster::{key_slot, ClusterClient};
 use quiver_client::{Connection, Value};
 
-use crate::harness::{text, wait_until, Cluster, Node};
+use crate::harness::{cluster_options, text, wait_until, Cluster, Node};
 use crate::slots::cluster_slots;
 use crate::{error_text, keyslot};
 
@@ -308,4 +311,120 @@ fn redis_py_reads_from_replicas() {
         "redis_py_cluster.py: {status}\n{out}{err}\n{}",
         cluster.logs()
     );
+}
+
+/// `ClusterClient` with `read_from_replicas` on a cluster of 3 nodes with chains of
+/// `replicas`: a multiget of keys over every range contacts `want` nodes (the fewest holding
+/// every key between them), 3 without the option (one per head); the values are those just
+/// written through the heads (CRAQ: a replica's read is linearizable), also after the
+/// client's connections were killed (its new ones send READONLY again).
+fn multiget_reads_from_the_fewest_members(replicas: u8, want: u64) {
+    let cluster = Cluster::start_replicated(3, replicas);
+    let seeds: Vec<String> = cluster.nodes.iter().map(Node::addr).collect();
+    let mut c = cluster.nodes[0].conn();
+    let slots = cluster_slots(&mut c);
+    assert_eq!(slots.len(), 3, "{slots:?}");
+
+    let keys: Vec<String> = (0..90).map(|i| format!("width:{i}")).collect();
+    for e in &slots {
+        let in_range = |k: &String| (e.lo..=e.hi).contains(&key_slot(k.as_bytes()));
+        assert!(keys.iter().any(in_range), "no key in {e:?}");
+    }
+    let mut writer = cluster.client();
+    let values = |round: usize| -> Vec<(String, String)> {
+        let value = |i: usize| format!("r{round}:v{i}");
+        keys.iter()
+            .enumerate()
+            .map(|(i, k)| (k.clone(), value(i)))
+            .collect()
+    };
+    let expected = |pairs: &[(String, String)]| -> Vec<Option<Bytes>> {
+        pairs
+            .iter()
+            .map(|(_, v)| Some(Bytes::from(v.clone())))
+            .collect()
+    };
+    let pairs = values(0);
+    writer.multi_set(&pairs).unwrap();
+
+    let mut options = cluster_options(&seeds);
+    options.read_from_replicas = true;
+    let mut client = ClusterClient::connect_with(options).unwrap();
+    // The client knows each range's chain: its head as master, the rest as replicas.
+    for e in &slots {
+        // Members are (id, port); every node listens on the head's host (loopback).
+        let chain: Vec<String> = e
+            .members
+            .iter()
+            .map(|(_, port)| format!("{}:{port}", e.host))
+            .collect();
+        assert_eq!(chain.len(), usize::from(replicas), "{e:?}");
+        assert_eq!(client.slot_owner(e.lo), Some(chain[0].as_str()));
+        assert_eq!(client.slot_replicas(e.hi), chain[1..].to_vec(), "{e:?}");
+    }
+
+    let before = client.stats();
+    assert_eq!(client.multi_get(&keys).unwrap(), expected(&pairs));
+    let stats = client.stats();
+    assert_eq!(stats.multiget_requests - before.multiget_requests, want);
+    assert_eq!(stats.multiget_keys - before.multiget_keys, 90);
+    // No MOVED: every member took its READONLY reads.
+    assert_eq!((stats.moved, stats.retries, stats.node_failures), (0, 0, 0));
+
+    // Without the option: one MGET per head.
+    let mut plain = cluster.client();
+    assert_eq!(plain.multi_get(&keys).unwrap(), expected(&pairs));
+    assert_eq!(plain.stats().multiget_requests, 3);
+
+    // A value written through the head is read back from whichever member serves it.
+    for round in 1..=20 {
+        // Every seventh key by SET, the others by MSET, through the heads.
+        let pairs = values(round);
+        let mut rest: Vec<(&str, &str)> = Vec::new();
+        for (i, (k, v)) in pairs.iter().enumerate() {
+            if i % 7 == 0 {
+                writer.set(k, v).unwrap();
+            } else {
+                rest.push((k, v));
+            }
+        }
+        writer.multi_set(&rest).unwrap();
+        assert_eq!(
+            client.multi_get(&keys).unwrap(),
+            expected(&pairs),
+            "round {round}"
+        );
+    }
+    let stats = client.stats();
+    assert_eq!(stats.multiget_requests, 21 * want);
+    assert_eq!(stats.moved, 0);
+
+    // Its connections killed, the client reconnects: READONLY again, or the replicas would
+    // answer MOVED.
+    for node in &cluster.nodes {
+        let mut admin = node.conn();
+        ok(
+            &mut admin,
+            &["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"],
+        );
+    }
+    let pairs = values(21);
+    writer.multi_set(&pairs).unwrap();
+    let before = client.stats();
+    assert_eq!(client.multi_get(&keys).unwrap(), expected(&pairs));
+    let stats = client.stats();
+    assert_eq!(stats.multiget_requests - before.multiget_requests, want);
+    assert_eq!((stats.moved, stats.node_failures), (0, 0));
+}
+
+/// Chains of 3 on 3 nodes: every node holds every range, one MGET serves them all.
+#[test]
+fn cluster_client_multiget_reads_one_member_when_each_holds_every_range() {
+    multiget_reads_from_the_fewest_members(3, 1);
+}
+
+/// Chains of 2 on 3 nodes ([1, 2], [2, 3], [3, 1]): two members hold every range.
+#[test]
+fn cluster_client_multiget_reads_two_members_of_chains_of_two() {
+    multiget_reads_from_the_fewest_members(2, 2);
 }

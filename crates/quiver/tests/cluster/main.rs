@@ -7,7 +7,8 @@
 //! of a move's source or target during the copy, a hand-over whose answer is lost (a test-only
 //! fault), nodes added, rebalanced and removed, and the cluster client's one request per node.
 //! `chains`: chain replication — every member has every write, CRAQ reads from replicas,
-//! a stopped tail holding writes and dirty reads, fencing by chain version.
+//! a stopped tail holding writes and dirty reads, fencing by chain version, the cluster
+//! client's multigets read from the fewest members (`read_from_replicas`).
 //! `failover`: `quiver manager` repairing chains while a history is recorded — a node
 //! killed, stopped past its lease, cut off from etcd (`proxy`: a TCP proxy that can be cut),
 //! restarted; etcd restarted (`manager`: its processes); `fault_cycles`, their long run
