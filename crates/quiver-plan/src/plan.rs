@@ -66,6 +66,9 @@ pub struct Planner {
     solver: Solver,
     /// Multigets of at most this many keys are planned exactly (at most [`EXACT_KEYS_MAX`]).
     exact_keys_max: usize,
+    /// [`Planner::spreading`]: each plan starts the servers' order one further.
+    spread: bool,
+    turn: usize,
 }
 
 impl Default for Planner {
@@ -73,6 +76,8 @@ impl Default for Planner {
         Planner {
             solver: Solver::default(),
             exact_keys_max: EXACT_KEYS_MAX,
+            spread: false,
+            turn: 0,
         }
     }
 }
@@ -84,6 +89,18 @@ impl Planner {
     pub fn with_exact_keys_max(keys: usize) -> Planner {
         Planner {
             exact_keys_max: keys.min(EXACT_KEYS_MAX),
+            ..Planner::default()
+        }
+    }
+
+    /// A planner whose ties go round: among covers of the same (fewest) servers, each plan
+    /// prefers a different one — the servers' order, which breaks ties, starts one further at
+    /// every plan. A front-end planning every multiget alike would otherwise send all of them
+    /// to the same servers when others would do as well (chains of 3 on 3 nodes: any one node
+    /// holds every key).
+    pub fn spreading() -> Planner {
+        Planner {
+            spread: true,
             ..Planner::default()
         }
     }
@@ -119,6 +136,13 @@ impl Planner {
             }
         }
 
+        if self.spread && !servers.is_empty() {
+            let shift = self.turn % servers.len();
+            self.turn = self.turn.wrapping_add(1);
+            servers.rotate_left(shift);
+            holds.rotate_left(shift);
+        }
+
         let exact = keys <= self.exact_keys_max;
         let cover = if exact {
             let (universe, masks) = bitmasks(keys, &holds);
@@ -133,10 +157,10 @@ impl Planner {
                 .unwrap_or(0),
         };
         // Only a key without replicas leaves the keys uncovered.
-        let mut cover = cover.ok_or_else(no_replica)?;
-        cover.sort_unstable();
-        // Ascending, as `servers` is.
-        let chosen: Vec<S> = cover.iter().map(|&i| servers[i]).collect();
+        let cover = cover.ok_or_else(no_replica)?;
+        // Ascending, for the lookups below.
+        let mut chosen: Vec<S> = cover.iter().map(|&i| servers[i]).collect();
+        chosen.sort_unstable();
 
         let mut assignment = Vec::with_capacity(keys);
         // Per chosen server, its group's position in `groups` once it has one.
@@ -311,6 +335,34 @@ mod tests {
         let p = plan(&[vec!["b", "a"], vec!["a", "a"], vec!["c", "a"]]).unwrap();
         assert_eq!(p.assignment, ["a", "a", "a"]);
         assert_eq!(p.servers_contacted(), 1);
+    }
+
+    /// A spreading planner's ties go round the servers; its plans are as small.
+    #[test]
+    fn a_spreading_planner_takes_turns_among_equal_covers() {
+        // Every server holds every key: any one is a minimum cover.
+        let all = vec![vec![0u32, 1, 2]; 5];
+        let mut p = Planner::spreading();
+        let mut firsts = Vec::new();
+        for _ in 0..6 {
+            let plan = p.plan(&all).unwrap();
+            assert_eq!(plan.servers_contacted(), 1);
+            check(&all, &plan);
+            firsts.push(plan.groups[0].0);
+        }
+        assert_eq!(firsts, [0, 1, 2, 0, 1, 2]);
+        // Without spreading, always the same.
+        let mut q = Planner::default();
+        assert!((0..3).all(|_| q.plan(&all).unwrap().groups[0].0 == 0));
+        // And as few servers as the plain planner on random instances.
+        let mut rng = WyRand::new(7);
+        for _ in 0..200 {
+            let replicas = random_replicas(&mut rng, 12, 6, 3);
+            let a = Planner::default().plan(&replicas).unwrap();
+            let b = p.plan(&replicas).unwrap();
+            check(&replicas, &b);
+            assert_eq!(a.servers_contacted(), b.servers_contacted());
+        }
     }
 
     #[test]

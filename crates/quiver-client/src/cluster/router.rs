@@ -50,7 +50,7 @@ pub(crate) struct Router {
     stale: bool,
     pub(crate) stats: ClusterStats,
     /// Chooses the nodes of a multiget reading from replicas (keeps its buffers between
-    /// calls).
+    /// calls; ties go round the nodes, so that equally good nodes share the reads).
     pub(crate) planner: Planner,
 }
 
@@ -66,7 +66,7 @@ impl Router {
             table: SlotTable::empty(),
             stale: false,
             stats: ClusterStats::default(),
-            planner: Planner::default(),
+            planner: Planner::spreading(),
         };
         router.refresh(None, None)?;
         Ok(router)

@@ -236,8 +236,9 @@ pub fn plan<'a>(
 }
 
 thread_local! {
-    /// The planner of this thread's requests (it keeps its buffers between them).
-    static PLANNER: RefCell<quiver_plan::Planner> = RefCell::new(quiver_plan::Planner::default());
+    /// The planner of this thread's requests (it keeps its buffers between them; ties go
+    /// round the nodes, so that equally good nodes share the reads).
+    static PLANNER: RefCell<quiver_plan::Planner> = RefCell::new(quiver_plan::Planner::spreading());
 }
 
 /// An MGET whose keys' heads are several nodes, over replicas: one part per node the planner
