@@ -66,9 +66,6 @@ pub struct Planner {
     solver: Solver,
     /// Multigets of at most this many keys are planned exactly (at most [`EXACT_KEYS_MAX`]).
     exact_keys_max: usize,
-    /// [`Planner::spreading`]: each plan starts the servers' order one further.
-    spread: bool,
-    turn: usize,
 }
 
 impl Default for Planner {
@@ -76,8 +73,6 @@ impl Default for Planner {
         Planner {
             solver: Solver::default(),
             exact_keys_max: EXACT_KEYS_MAX,
-            spread: false,
-            turn: 0,
         }
     }
 }
@@ -93,18 +88,6 @@ impl Planner {
         }
     }
 
-    /// A planner whose ties go round: among covers of the same (fewest) servers, each plan
-    /// prefers a different one — the servers' order, which breaks ties, starts one further at
-    /// every plan. A front-end planning every multiget alike would otherwise send all of them
-    /// to the same servers when others would do as well (chains of 3 on 3 nodes: any one node
-    /// holds every key).
-    pub fn spreading() -> Planner {
-        Planner {
-            spread: true,
-            ..Planner::default()
-        }
-    }
-
     /// Chooses, for every key, one of its replicas (`replicas[key]`, servers in the caller's
     /// order of preference; duplicates are harmless) so that the fewest servers are contacted.
     /// Among the servers contacted, a key goes to the first of its replicas in that order.
@@ -113,6 +96,20 @@ impl Planner {
     pub fn plan<S: Copy + Ord, R: AsRef<[S]>>(
         &mut self,
         replicas: &[R],
+    ) -> Result<Plan<S>, PlanError> {
+        self.plan_turned(replicas, 0)
+    }
+
+    /// [`Planner::plan`] with ties broken from the `turn`-th server on: among covers of the
+    /// same (fewest) servers, which one is taken depends on the servers' order, here the
+    /// distinct servers in ascending order rotated by `turn`. A front-end that gives each
+    /// multiget the next turn spreads its multigets over servers that would do as well (with
+    /// chains of 3 on 3 nodes any one node holds every key: without turns, every multiget
+    /// would go to the first); the same turn for the rounds of one multiget keeps its choices.
+    pub fn plan_turned<S: Copy + Ord, R: AsRef<[S]>>(
+        &mut self,
+        replicas: &[R],
+        turn: usize,
     ) -> Result<Plan<S>, PlanError> {
         let keys = replicas.len();
         // The distinct servers, ascending (their positions are the set indices), and the keys
@@ -136,9 +133,9 @@ impl Planner {
             }
         }
 
-        if self.spread && !servers.is_empty() {
-            let shift = self.turn % servers.len();
-            self.turn = self.turn.wrapping_add(1);
+        // Ties go to the servers from the turn's on (see above).
+        if !servers.is_empty() {
+            let shift = turn % servers.len();
             servers.rotate_left(shift);
             holds.rotate_left(shift);
         }
@@ -337,31 +334,31 @@ mod tests {
         assert_eq!(p.servers_contacted(), 1);
     }
 
-    /// A spreading planner's ties go round the servers; its plans are as small.
+    /// Turns break ties between equally small covers round the servers; the plans are as
+    /// small whatever the turn, and the same turn gives the same plan.
     #[test]
-    fn a_spreading_planner_takes_turns_among_equal_covers() {
+    fn turns_go_round_equal_covers() {
         // Every server holds every key: any one is a minimum cover.
         let all = vec![vec![0u32, 1, 2]; 5];
-        let mut p = Planner::spreading();
-        let mut firsts = Vec::new();
-        for _ in 0..6 {
-            let plan = p.plan(&all).unwrap();
-            assert_eq!(plan.servers_contacted(), 1);
-            check(&all, &plan);
-            firsts.push(plan.groups[0].0);
-        }
+        let mut p = Planner::default();
+        let firsts: Vec<u32> = (0..6)
+            .map(|turn| {
+                let plan = p.plan_turned(&all, turn).unwrap();
+                assert_eq!(plan.servers_contacted(), 1);
+                check(&all, &plan);
+                plan.groups[0].0
+            })
+            .collect();
         assert_eq!(firsts, [0, 1, 2, 0, 1, 2]);
-        // Without spreading, always the same.
-        let mut q = Planner::default();
-        assert!((0..3).all(|_| q.plan(&all).unwrap().groups[0].0 == 0));
-        // And as few servers as the plain planner on random instances.
+        assert_eq!(p.plan(&all).unwrap(), p.plan_turned(&all, 3).unwrap());
         let mut rng = WyRand::new(7);
-        for _ in 0..200 {
+        for turn in 0..200 {
             let replicas = random_replicas(&mut rng, 12, 6, 3);
-            let a = Planner::default().plan(&replicas).unwrap();
-            let b = p.plan(&replicas).unwrap();
+            let a = p.plan(&replicas).unwrap();
+            let b = p.plan_turned(&replicas, turn).unwrap();
             check(&replicas, &b);
             assert_eq!(a.servers_contacted(), b.servers_contacted());
+            assert_eq!(b, p.plan_turned(&replicas, turn).unwrap());
         }
     }
 

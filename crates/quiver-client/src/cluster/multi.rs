@@ -91,6 +91,8 @@ struct NodePlan {
 /// The call's state across rounds.
 struct Call<'a> {
     kind: MultiKind,
+    /// The planner's turn for this call's rounds.
+    turn: usize,
     keys: &'a [&'a [u8]],
     /// For `Set`: the value of each key.
     values: &'a [&'a [u8]],
@@ -105,8 +107,10 @@ pub(crate) fn run(
     keys: &[&[u8]],
     values: &[&[u8]],
 ) -> Result<MultiOutput> {
+    router.turn = router.turn.wrapping_add(1);
     let mut call = Call {
         kind,
+        turn: router.turn,
         keys,
         values,
         slots: keys.iter().map(|k| key_slot(k)).collect(),
@@ -262,7 +266,7 @@ fn targets(
     // empty one, so this error is not expected.
     let plan = router
         .planner
-        .plan(&lists)
+        .plan_turned(&lists, call.turn)
         .map_err(|e| Error::ClusterDown(format!("no node to read a multiget's key from: {e}")))?;
     Ok(list_of.into_iter().map(|i| plan.assignment[i]).collect())
 }

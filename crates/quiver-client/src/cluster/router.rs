@@ -50,8 +50,11 @@ pub(crate) struct Router {
     stale: bool,
     pub(crate) stats: ClusterStats,
     /// Chooses the nodes of a multiget reading from replicas (keeps its buffers between
-    /// calls; ties go round the nodes, so that equally good nodes share the reads).
+    /// calls).
     pub(crate) planner: Planner,
+    /// The planner's turn for the next multi-key call: each call takes the next (its rounds
+    /// keep it), so that nodes that would do as well share the reads.
+    pub(crate) turn: usize,
 }
 
 impl Router {
@@ -66,7 +69,8 @@ impl Router {
             table: SlotTable::empty(),
             stale: false,
             stats: ClusterStats::default(),
-            planner: Planner::spreading(),
+            planner: Planner::default(),
+            turn: 0,
         };
         router.refresh(None, None)?;
         Ok(router)

@@ -13,6 +13,14 @@ fn nodes(n: usize) -> Vec<Node> {
         .collect()
 }
 
+/// Each chain's members, head first.
+fn chain_ids(t: &Topology) -> Vec<Vec<&str>> {
+    t.shards
+        .iter()
+        .map(|s| s.chain.iter().map(String::as_str).collect())
+        .collect()
+}
+
 fn r(lo: u16, hi: u16) -> SlotRange {
     SlotRange { lo, hi }
 }
@@ -182,11 +190,7 @@ fn owner_of_range_needs_one_owner_and_no_gap() {
 #[test]
 fn chains_are_laid_on_the_ring() {
     let t = Topology::create(nodes(4), 3).unwrap();
-    let chains: Vec<Vec<&str>> = t
-        .shards
-        .iter()
-        .map(|s| s.chain.iter().map(String::as_str).collect())
-        .collect();
+    let chains = chain_ids(&t);
     assert_eq!(
         chains,
         vec![
@@ -412,11 +416,7 @@ fn reports(pairs: &[(&str, &[&str])]) -> HashMap<String, Vec<String>> {
 #[test]
 fn a_node_its_predecessor_cannot_reach_is_expelled_then_fenced_out() {
     let t = Topology::create(nodes(3), 3).unwrap();
-    let chains: Vec<Vec<&str>> = t
-        .shards
-        .iter()
-        .map(|s| s.chain.iter().map(String::as_str).collect())
-        .collect();
+    let chains = chain_ids(&t);
     assert_eq!(
         chains,
         [["n0", "n1", "n2"], ["n1", "n2", "n0"], ["n2", "n0", "n1"]]

@@ -236,9 +236,10 @@ pub fn plan<'a>(
 }
 
 thread_local! {
-    /// The planner of this thread's requests (it keeps its buffers between them; ties go
-    /// round the nodes, so that equally good nodes share the reads).
-    static PLANNER: RefCell<quiver_plan::Planner> = RefCell::new(quiver_plan::Planner::spreading());
+    /// The planner of this thread's requests (it keeps its buffers between them), and the
+    /// turn of the next: each MGET takes the next, so that equally good nodes share the reads.
+    static PLANNER: RefCell<(quiver_plan::Planner, usize)> =
+        RefCell::new((quiver_plan::Planner::default(), 0));
 }
 
 /// An MGET whose keys' heads are several nodes, over replicas: one part per node the planner
@@ -255,7 +256,11 @@ fn replica_mget<'a>(
         .collect();
     // Only a key no node serves has no reader.
     let plan = PLANNER
-        .with(|p| p.borrow_mut().plan(&readers))
+        .with(|p| {
+            let (planner, turn) = &mut *p.borrow_mut();
+            *turn = turn.wrapping_add(1);
+            planner.plan_turned(&readers, *turn)
+        })
         .map_err(|_| err(UNSERVED))?;
     let mut order = vec![(0u32, 0u32); positions.len()];
     let mut parts = Vec::with_capacity(plan.groups.len());

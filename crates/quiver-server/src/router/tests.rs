@@ -36,6 +36,13 @@ fn args(words: &[&str]) -> Vec<Bytes> {
         .collect()
 }
 
+/// `MGET keys...`.
+fn mget_args(keys: &[String]) -> Vec<Bytes> {
+    let mut words = vec!["MGET"];
+    words.extend(keys.iter().map(String::as_str));
+    args(&words)
+}
+
 fn limits() -> Limits {
     Limits {
         value_len_max: 1 << 20,
@@ -73,9 +80,7 @@ fn an_mget_over_three_nodes_is_one_command_per_node_in_key_order() {
         key_on(&t, 1, 0),
         key_on(&t, 0, 1),
     ];
-    let mut words = vec!["MGET"];
-    words.extend(keys.iter().map(String::as_str));
-    let a = args(&words);
+    let a = mget_args(&keys);
     let f = plan(lookup(b"mget").unwrap(), &a, &t, &limits()).unwrap();
     assert_eq!(f.parts.len(), 3);
     // Parts in the order their nodes first appear; each carries its keys in the caller's order.
@@ -118,9 +123,7 @@ fn an_mget_over_replicas_asks_the_fewest_nodes() {
         key_on(&t, 1, 0),
         key_on(&t, 0, 1),
     ];
-    let mut words = vec!["MGET"];
-    words.extend(keys.iter().map(String::as_str));
-    let a = args(&words);
+    let a = mget_args(&keys);
     let f = plan(lookup(b"mget").unwrap(), &a, &t, &limits()).unwrap();
     assert_eq!(f.parts.len(), 1, "one node holds them all");
     assert_eq!(f.parts[0].keys.as_deref(), Some(&[1, 2, 3, 4][..]));
@@ -132,9 +135,7 @@ fn an_mget_over_replicas_asks_the_fewest_nodes() {
     // Chains of 2: [n0 n1] [n1 n2] [n2 n0]; keys of all three chains need two nodes.
     let t = table_replicated(3, 2);
     let keys = [key_on(&t, 0, 0), key_on(&t, 1, 0), key_on(&t, 2, 0)];
-    let mut words = vec!["MGET"];
-    words.extend(keys.iter().map(String::as_str));
-    let a = args(&words);
+    let a = mget_args(&keys);
     let f = plan(lookup(b"mget").unwrap(), &a, &t, &limits()).unwrap();
     assert_eq!(f.parts.len(), 2);
     let Shape::Values(order) = &f.shape else {
