@@ -95,12 +95,17 @@ impl RedisCluster {
             let port = cluster_port();
             let dir = cluster.dir.path();
             let log = std::fs::File::create(dir.join(format!("redis-{n}.log"))).unwrap();
+            // A directory per node: a replica's full sync writes the master's snapshot to
+            // `dump.rdb` in its directory and loads it; in a shared one, replicas syncing at
+            // once load each other's masters' data.
+            let node_dir = dir.join(format!("node-{n}"));
+            std::fs::create_dir_all(&node_dir).unwrap();
             let child = Command::new("redis-server")
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
                 .args(["--cluster-enabled", "yes", "--cluster-config-file"])
                 .arg(dir.join(format!("nodes-{n}.conf")))
                 .args(["--save", "", "--appendonly", "no", "--dir"])
-                .arg(dir)
+                .arg(&node_dir)
                 .stdin(Stdio::null())
                 .stdout(log.try_clone().unwrap())
                 .stderr(log)
