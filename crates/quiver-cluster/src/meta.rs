@@ -109,6 +109,19 @@ pub struct Report {
     pub suspects: Vec<String>,
 }
 
+/// What a registration or an `alive` key holds, for [`Meta::records_under`]'s errors.
+const NODE_RECORD: &str = "a node's record";
+
+/// A key under a prefix, as [`Meta::records_under`] reads it.
+struct Record<T> {
+    /// The key after the prefix (a node's id).
+    name: String,
+    value: T,
+    revision: i64,
+    /// 0: none.
+    lease: i64,
+}
+
 /// One renewal of a lease (see [`Meta::keep`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Renewal {
@@ -420,22 +433,17 @@ impl Meta {
 
     /// Every node's report of successors it cannot reach, in reporter order.
     pub async fn suspects(&self) -> Result<Vec<Report>> {
-        let prefix = self.suspects_prefix();
-        let mut kv = self.client.kv_client();
-        let get = kv.get(prefix.clone(), Some(GetOptions::new().with_prefix()));
-        let resp = bounded(&self.endpoints, "list the reports of suspects", get).await?;
-        let mut reports = Vec::new();
-        for item in resp.kvs() {
-            let key = String::from_utf8_lossy(item.key()).into_owned();
-            let suspects: Vec<String> =
-                serde_json::from_slice(item.value()).map_err(|e| MetaError::Document {
-                    key: key.clone(),
-                    source: TopologyError::Invalid(format!("not a list of node ids: {e}")),
-                })?;
-            let reporter = key.strip_prefix(&prefix).unwrap_or(&key).to_string();
-            reports.push(Report { reporter, suspects });
-        }
-        Ok(reports)
+        let what = "list the reports of suspects";
+        let records = self
+            .records_under::<Vec<String>>(self.suspects_prefix(), what, "a list of node ids")
+            .await?;
+        Ok(records
+            .into_iter()
+            .map(|r| Report {
+                reporter: r.name,
+                suspects: r.value,
+            })
+            .collect())
     }
 
     /// Puts `node`'s `alive` key under `lease` (it says the node lives, at its run).
@@ -451,40 +459,46 @@ impl Meta {
 
     /// Every node holding a lease now, in id order.
     pub async fn alive(&self) -> Result<Vec<Alive>> {
-        let nodes = self
-            .nodes_under(self.alive_prefix(), "list the live nodes")
+        let what = "list the live nodes";
+        let records = self
+            .records_under::<Node>(self.alive_prefix(), what, NODE_RECORD)
             .await?;
-        Ok(nodes
+        Ok(records
             .into_iter()
-            .map(|(node, revision, lease)| Alive {
-                node,
-                revision,
-                lease,
+            .map(|r| Alive {
+                node: r.value,
+                revision: r.revision,
+                lease: r.lease,
             })
             .collect())
     }
 
-    /// The nodes written under `prefix` (registrations or announcements), in id order, each
-    /// with its key's revision and lease (0: none).
-    async fn nodes_under(
+    /// Every key under `prefix` in key order (by id), its value read as JSON `T` (`kind`
+    /// names it in the error of one that is not).
+    async fn records_under<T: serde::de::DeserializeOwned>(
         &self,
         prefix: String,
         what: &'static str,
-    ) -> Result<Vec<(Node, i64, i64)>> {
+        kind: &str,
+    ) -> Result<Vec<Record<T>>> {
         let mut kv = self.client.kv_client();
-        let get = kv.get(prefix, Some(GetOptions::new().with_prefix()));
+        let get = kv.get(prefix.clone(), Some(GetOptions::new().with_prefix()));
         let resp = bounded(&self.endpoints, what, get).await?;
-        let mut nodes = Vec::new();
+        let mut records = Vec::with_capacity(resp.kvs().len());
         for item in resp.kvs() {
             let key = String::from_utf8_lossy(item.key()).into_owned();
-            let node: Node =
-                serde_json::from_slice(item.value()).map_err(|e| MetaError::Document {
-                    key,
-                    source: TopologyError::Invalid(format!("not a node's record: {e}")),
-                })?;
-            nodes.push((node, item.mod_revision(), item.lease()));
+            let value = serde_json::from_slice(item.value()).map_err(|e| MetaError::Document {
+                key: key.clone(),
+                source: TopologyError::Invalid(format!("not {kind}: {e}")),
+            })?;
+            records.push(Record {
+                name: key.strip_prefix(&prefix).unwrap_or(&key).to_string(),
+                value,
+                revision: item.mod_revision(),
+                lease: item.lease(),
+            });
         }
-        Ok(nodes)
+        Ok(records)
     }
 
     /// Waits until `name` is elected the cluster's manager (etcd's election: the first
@@ -526,10 +540,10 @@ impl Meta {
 
     /// Every node that has registered, in id order.
     pub async fn registered(&self) -> Result<Vec<Node>> {
-        let nodes = self
-            .nodes_under(self.nodes_prefix(), "list the nodes")
+        let records = self
+            .records_under::<Node>(self.nodes_prefix(), "list the nodes", NODE_RECORD)
             .await?;
-        Ok(nodes.into_iter().map(|(node, _, _)| node).collect())
+        Ok(records.into_iter().map(|r| r.value).collect())
     }
 
     /// Every version of the topology written after revision `after` (from now on without

@@ -54,6 +54,64 @@ pub struct RouterStats {
     pub mget_parts: AtomicU64,
 }
 
+/// One of [`RouterStats`]' counters, as INFO and the metrics show it.
+struct Counter {
+    info: &'static str,
+    metric: &'static str,
+    help: &'static str,
+    value: u64,
+}
+
+impl RouterStats {
+    /// Every counter, in INFO's order: the one list INFO's `# Router` and the metrics read.
+    fn counters(&self) -> [Counter; 6] {
+        let c = |info, metric, help, v: &AtomicU64| Counter {
+            info,
+            metric,
+            help,
+            value: v.load(Relaxed),
+        };
+        [
+            c(
+                "router_backend_requests",
+                "quiver_router_backend_requests_total",
+                "Batches sent to nodes.",
+                &self.backend_requests,
+            ),
+            c(
+                "router_backend_commands",
+                "quiver_router_backend_commands_total",
+                "Commands sent to nodes.",
+                &self.backend_commands,
+            ),
+            c(
+                "router_redirects",
+                "quiver_router_redirects_total",
+                "Commands routed again after a redirect.",
+                &self.redirects,
+            ),
+            c(
+                "router_backend_errors",
+                "quiver_router_backend_errors_total",
+                "Batches that failed.",
+                &self.backend_errors,
+            ),
+            c(
+                "router_mget_keys",
+                "quiver_router_mget_keys_total",
+                "Keys of MGETs.",
+                &self.mget_keys,
+            ),
+            c(
+                "router_mget_parts",
+                "quiver_router_mget_parts_total",
+                "Parts MGETs were split into (one per node asked).",
+                &self.mget_parts,
+            ),
+        ]
+    }
+}
+
 pub struct Router {
     pub core: Core,
     pub tables: Arc<Tables>,
@@ -87,31 +145,17 @@ impl Router {
     /// INFO's `# Router` section.
     pub fn info_section(&self) -> crate::cmd::info::Section {
         let table = self.tables.current();
-        let l = |k: &str, v: String| (k.to_string(), v);
-        let s = &self.stats;
-        (
-            "router",
-            "Router",
-            vec![
-                l("router_epoch", table.epoch.to_string()),
-                l("router_backends", table.addrs.len().to_string()),
-                l(
-                    "router_backend_requests",
-                    s.backend_requests.load(Relaxed).to_string(),
-                ),
-                l(
-                    "router_backend_commands",
-                    s.backend_commands.load(Relaxed).to_string(),
-                ),
-                l("router_redirects", s.redirects.load(Relaxed).to_string()),
-                l(
-                    "router_backend_errors",
-                    s.backend_errors.load(Relaxed).to_string(),
-                ),
-                l("router_mget_keys", s.mget_keys.load(Relaxed).to_string()),
-                l("router_mget_parts", s.mget_parts.load(Relaxed).to_string()),
-            ],
-        )
+        let mut fields = vec![
+            ("router_epoch".to_string(), table.epoch.to_string()),
+            ("router_backends".to_string(), table.addrs.len().to_string()),
+        ];
+        fields.extend(
+            self.stats
+                .counters()
+                .iter()
+                .map(|c| (c.info.to_string(), c.value.to_string())),
+        );
+        ("router", "Router", fields)
     }
 }
 
@@ -138,40 +182,8 @@ impl Service for Router {
 
     fn render_metrics(&self) -> String {
         let mut o = String::new();
-        let s = &self.stats;
-        for (name, help, value) in [
-            (
-                "quiver_router_backend_requests_total",
-                "Batches sent to nodes.",
-                s.backend_requests.load(Relaxed),
-            ),
-            (
-                "quiver_router_backend_commands_total",
-                "Commands sent to nodes.",
-                s.backend_commands.load(Relaxed),
-            ),
-            (
-                "quiver_router_redirects_total",
-                "Commands routed again after a redirect.",
-                s.redirects.load(Relaxed),
-            ),
-            (
-                "quiver_router_backend_errors_total",
-                "Batches that failed.",
-                s.backend_errors.load(Relaxed),
-            ),
-            (
-                "quiver_router_mget_keys_total",
-                "Keys of MGETs.",
-                s.mget_keys.load(Relaxed),
-            ),
-            (
-                "quiver_router_mget_parts_total",
-                "Parts MGETs were split into (one per node asked).",
-                s.mget_parts.load(Relaxed),
-            ),
-        ] {
-            crate::metrics::gauge(&mut o, name, help, "counter", value.to_string());
+        for c in self.stats.counters() {
+            crate::metrics::gauge(&mut o, c.metric, c.help, "counter", c.value.to_string());
         }
         crate::metrics::gauge(
             &mut o,
