@@ -46,6 +46,7 @@ use std::sync::Arc;
 use crate::checkpoint;
 use crate::error::{show_key, Error, Result};
 use crate::hash::KeyHash;
+use crate::index;
 use crate::log::format::{
     self, CompactionManifest, RecordExt, RecordType, SegmentOrder, SEGMENT_HEADER_LEN,
 };
@@ -319,7 +320,14 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
     loop {
         let chunk = chunks.next().unwrap_or(&[]);
         let mut st = part.state.write();
-        for r in chunk {
+        for r in chunk.iter().take(index::PREFETCH_AHEAD) {
+            st.index.prefetch(r.hash);
+        }
+        for (i, r) in chunk.iter().enumerate() {
+            // Prefetched ahead: the probes are cache misses, taken under the write lock.
+            if let Some(ahead) = chunk.get(i + index::PREFETCH_AHEAD) {
+                st.index.prefetch(ahead.hash);
+            }
             if let Some(pos) = st.index.find_loc(r.hash, r.from) {
                 st.index.set_loc(pos, r.to);
             }

@@ -12,8 +12,8 @@ use std::collections::{BTreeSet, HashMap};
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Expiries {
-    /// hash -> (expire_at, namespace)
-    by_hash: HashMap<u64, (u64, u32)>,
+    /// hash -> (expire_at, namespace). foldhash, not SipHash: every put of a key asks it.
+    by_hash: HashMap<u64, (u64, u32), foldhash::fast::RandomState>,
     /// (expire_at, hash)
     by_time: BTreeSet<(u64, u64)>,
     /// Per namespace: entries and the sum of their expire_at (for the average time to live).
@@ -40,6 +40,10 @@ impl Expiries {
 
     /// The key with `hash` is gone, or no longer expires.
     pub fn remove(&mut self, hash: u64) {
+        // Most stores have few keys with an expiry; a put of one without must not pay a probe.
+        if self.by_hash.is_empty() {
+            return;
+        }
         if let Some((old, ns)) = self.by_hash.remove(&hash) {
             self.by_time.remove(&(old, hash));
             if let Some(i) = self.per_ns.iter().position(|e| e.0 == ns) {

@@ -24,6 +24,10 @@ pub const LOAD_AFTER_REBUILD: f64 = 0.80;
 pub const CAPACITY_MIN: usize = 1024;
 /// RAM per slot: u16 fragment + u32 location.
 pub const SLOT_BYTES: usize = 6;
+/// How far ahead of its probe a loop over many keys prefetches a key's home slot (compaction's
+/// liveness test and its index moves): enough misses in flight to fill the core's line-fill
+/// buffers, few enough that none is evicted before its probe.
+pub const PREFETCH_AHEAD: usize = 16;
 
 pub struct Index {
     frags: Vec<u16>,
@@ -125,6 +129,7 @@ impl Index {
 
     /// Software-prefetches the cache lines a probe for `hash` starts on.
     #[inline]
+    /// Brings `hash`'s home slot into the cache; see [`PREFETCH_AHEAD`].
     pub fn prefetch(&self, hash: KeyHash) {
         let home = self.home(hash);
         prefetch_read(self.frags.as_ptr().wrapping_add(home));

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use crate::builder::IndexBuilder;
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
-use crate::index::{CAPACITY_MIN, LOAD_GROW};
+use crate::index::{self, CAPACITY_MIN, LOAD_GROW};
 use crate::log::format::{RecordHeader, SEGMENT_HEADER_LEN};
 use crate::log::reader::{Scanner, Step};
 use crate::log::segment::Segment;
@@ -149,8 +149,19 @@ pub(crate) fn scan_records(
     let mut flush = |held: &mut Vec<Held>, chunk: &mut Vec<u8>| {
         let live: Vec<bool> = {
             let st = part.state.read();
+            // The index probes are cache misses (they were most of a compaction's time):
+            // each record's home slot is prefetched `index::PREFETCH_AHEAD` records ahead.
+            for h in held.iter().take(index::PREFETCH_AHEAD) {
+                st.index.prefetch(h.hash);
+            }
             held.iter()
-                .map(|h| h.header.ty.is_put() && st.index.find_loc(h.hash, h.loc).is_some())
+                .enumerate()
+                .map(|(i, h)| {
+                    if let Some(ahead) = held.get(i + index::PREFETCH_AHEAD) {
+                        st.index.prefetch(ahead.hash);
+                    }
+                    h.header.ty.is_put() && st.index.find_loc(h.hash, h.loc).is_some()
+                })
                 .collect()
         };
         for (h, live) in held.iter().zip(live) {
