@@ -70,6 +70,10 @@ const COMPACTION_WRITE_BYTES: usize = 1 << 20;
 /// writers and readers wait at most this many probes (a few milliseconds).
 const REMAP_CHUNK_ENTRIES: usize = 32 * 1024;
 
+/// Batches by sequence number: foldhash, not SipHash — a pass asks it for every record it
+/// copies, and after MSETs it holds a batch per few records.
+type SeqMap<V> = HashMap<u64, V, foldhash::fast::RandomState>;
+
 /// Which segments one pass takes.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Pass {
@@ -465,9 +469,9 @@ pub(crate) fn compact_locked(
 /// running store's log is committed: a failed batch takes its parts back, and opening cuts
 /// off the parts of a batch a crash interrupted. (A part whose commit record lies in another
 /// partition was sealed before this pass swaps anything in: see `seal`.)
-fn resolved_batches(inputs: &[Arc<Segment>]) -> Result<HashMap<u64, bool>> {
+fn resolved_batches(inputs: &[Arc<Segment>]) -> Result<SeqMap<bool>> {
     // seq -> (members seen, members the commit record announces)
-    let mut seen: HashMap<u64, (u32, Option<u32>)> = HashMap::new();
+    let mut seen: SeqMap<(u32, Option<u32>)> = SeqMap::default();
     for seg in inputs {
         let mut sc = Scanner::new(seg, SEGMENT_HEADER_LEN as u64, u64::MAX, false);
         loop {

@@ -51,6 +51,13 @@ impl Hash for RunKey<'_> {
 /// Per key of a run: what its earlier ops left.
 type RunMap<'a, V> = HashMap<RunKey<'a>, V, foldhash::fast::RandomState>;
 
+/// An empty map for a run of `n` ops (sized once: growing it showed in profiles); none for a
+/// single op, which never asks it.
+fn run_map<'a, V>(n: usize) -> RunMap<'a, V> {
+    let n = if n > 1 { n } else { 0 };
+    RunMap::with_capacity_and_hasher(n, Default::default())
+}
+
 /// How a run's records are framed.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Framing {
@@ -90,7 +97,7 @@ pub(crate) fn encode(
     let mut records = Vec::with_capacity(ops.len());
     let mut existed = Vec::with_capacity(ops.len());
     // Per key written earlier in the run: (exists, has a record).
-    let mut latest: RunMap<'_, (bool, bool)> = RunMap::default();
+    let mut latest: RunMap<'_, (bool, bool)> = run_map(ops.len());
     let mut members = 0;
     for (i, op) in ops.iter().enumerate() {
         let (before, has_record) = match latest.get(&RunKey::of(op)) {
@@ -208,7 +215,7 @@ pub(crate) fn update_index(
     found: &[Found],
     locs: &[Option<u32>],
 ) {
-    let mut latest: RunMap<'_, Option<usize>> = RunMap::default();
+    let mut latest: RunMap<'_, Option<usize>> = run_map(ops.len());
     for (i, op) in ops.iter().enumerate() {
         let cur = match latest.get(&RunKey::of(op)) {
             Some(&p) => p,
