@@ -21,11 +21,18 @@ use crate::route::{RouteTries, Routed};
 use crate::scan::{self, ScanPage};
 use crate::slot::SlotRange;
 use crate::store::{check_key, Store, Ttl};
-use crate::write::WriteOp;
+use crate::write::{ReadAt, WriteOp};
 
 /// Tries of [`Db::set_expiry`] (each read-then-conditional-write loses only to a writer of
 /// the same key) before it reports contention.
 const EXPIRY_UPDATE_ATTEMPTS_MAX: usize = 64;
+
+/// One access of a mixed vector ([`Db::multi_get_put`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Access<'a> {
+    Get(&'a [u8]),
+    Put(&'a [u8], &'a [u8]),
+}
 
 /// A database of the store (see the module documentation): `Store::db`.
 #[derive(Clone, Copy)]
@@ -282,6 +289,41 @@ impl<'s> Db<'s> {
             });
         }
         self.store.write_plain(self.db, &mut ops)
+    }
+
+    /// Gets and puts as one vector, in order: each get sees the puts before it in the vector
+    /// and none after it, and the whole vector takes effect at one instant (all partitions it
+    /// touches are locked for it) — a pipeline's GETs and SETs as one engine call, with the
+    /// results of running them one by one. Puts are plain (as [`Db::multi_put`]; a put clears
+    /// an expiry). `Err`: nothing was read or written (a refusal, a bad key or value, or a get
+    /// that failed); `Ok((values, written))`: each get's value, in order, and what the puts
+    /// did — per put whether its key existed, or their error as `multi_put` reports it (they
+    /// may be partly applied: `Error::PartlyApplied` counts puts only).
+    #[allow(clippy::type_complexity)]
+    pub fn multi_get_put(
+        &self,
+        accesses: &[Access<'_>],
+    ) -> Result<(Vec<Option<Bytes>>, Result<Vec<bool>>)> {
+        self.store.check_width(accesses.len())?;
+        let mut ops = Vec::with_capacity(accesses.len());
+        let mut reads = Vec::with_capacity(accesses.len());
+        for a in accesses {
+            match *a {
+                Access::Get(k) => {
+                    check_key(k)?;
+                    reads.push(ReadAt {
+                        key: k,
+                        after: ops.len(),
+                    });
+                }
+                Access::Put(k, v) => ops.push(self.put_op(k, v, None)?),
+            }
+        }
+        if ops.is_empty() {
+            let values = self.multi_get(&reads.iter().map(|r| r.key).collect::<Vec<_>>())?;
+            return Ok((values, Ok(Vec::new())));
+        }
+        self.store.write_plain_reading(self.db, &mut ops, &reads)
     }
 
     // ---- iteration and figures ----

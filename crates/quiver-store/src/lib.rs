@@ -66,7 +66,7 @@ pub use check::CheckReport;
 pub use clock::Clock;
 pub use dbs::DATABASES_MAX;
 pub use error::{Error, Result};
-pub use keyspace::{Db, DbStats};
+pub use keyspace::{Access, Db, DbStats};
 pub use maintenance::MaintenanceReport;
 pub use migrate::{RangeExport, RangeItem};
 pub use options::{BackendKind, DamagePolicy, Durability, Options};

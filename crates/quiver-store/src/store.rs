@@ -13,6 +13,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use parking_lot::RwLockWriteGuard;
 
 use crate::background::BackgroundThread;
@@ -33,7 +34,7 @@ use crate::route::{RouteTries, Routed};
 use crate::scan::ScanPage;
 use crate::slot::SlotRange;
 use crate::sweep;
-use crate::write::{self, Framing, WriteOp};
+use crate::write::{self, read_among_writes, Framing, ReadAt, WriteOp};
 
 /// A key's expiry, as [`Store::ttl`] reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,6 +134,25 @@ impl Store {
     /// returns per op whether the key existed before it. Each try gives the ops their
     /// namespace and hash from the layout it routes on.
     pub(crate) fn write_plain(&self, db: u32, ops: &mut [WriteOp<'_>]) -> Result<Vec<bool>> {
+        self.write_plain_reading(db, ops, &[])
+            .and_then(|(_, written)| written)
+    }
+
+    /// [`Store::write_plain`] with reads among the writes: `reads[j]` reads its key after the
+    /// first `reads[j].after` ops, so it sees them (the latest of them on its key gives its
+    /// value) and not the later ones. The reads are looked up under the same locks, after
+    /// phase 1 and before anything is appended: the whole vector takes effect at one instant,
+    /// as if its reads and writes ran one by one in order (a pipeline's GETs and SETs as one
+    /// vector). `Err`: nothing was read or written (a refusal, or a read that failed);
+    /// `Ok((values, written))`: each read's value (`None`: absent or expired), and what the
+    /// writes did (an error of theirs after the reads, as `write_plain` returns it).
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn write_plain_reading(
+        &self,
+        db: u32,
+        ops: &mut [WriteOp<'_>],
+        reads: &[ReadAt<'_>],
+    ) -> Result<(Vec<Option<Bytes>>, Result<Vec<bool>>)> {
         self.check_writable()?;
         let frees_space = ops.iter().all(|o| o.value.is_none());
         if !frees_space {
@@ -151,9 +171,15 @@ impl Store {
                 op.hash = KeyHash::of_ns(ns, op.key);
             }
             let ops = &*ops;
-            let routed = Routed::new(table, ops.iter().map(|o| (o.key, o.hash)));
-            let mut order: Vec<(usize, usize)> = routed
-                .of_key
+            let read_hashes: Vec<KeyHash> =
+                reads.iter().map(|r| KeyHash::of_ns(ns, r.key)).collect();
+            let routed = Routed::new(
+                table,
+                ops.iter()
+                    .map(|o| (o.key, o.hash))
+                    .chain(reads.iter().zip(&read_hashes).map(|(r, &h)| (r.key, h))),
+            );
+            let mut order: Vec<(usize, usize)> = routed.of_key[..ops.len()]
                 .iter()
                 .enumerate()
                 .map(|(i, &(g, _))| (g, i))
@@ -179,23 +205,21 @@ impl Store {
                 continue;
             }
             // The mapping as of now (see `inner::Table::dbs`).
+            let mut read_ns = ns;
             if let Some(now) = guards.first().map(|st| st.dbs.ns(db)).filter(|&n| n != ns) {
                 for op in group_ops.iter_mut().flatten() {
                     op.ns = now;
                     op.hash = KeyHash::of_ns(now, op.key);
                 }
+                read_ns = now;
             }
             // Phase 1: index room, lookups, encoding, log space for every partition.
-            if let Some((gi, need)) =
-                guards
-                    .iter()
-                    .zip(&group_ops)
-                    .enumerate()
-                    .find_map(|(gi, (st, g))| {
-                        let need = write::inserts_needed(g);
-                        (!st.index.has_room(need)).then_some((gi, need))
-                    })
-            {
+            // `groups[gi].0` is the partition's place in `routed` and `guards` (a partition
+            // only reads touch has no group).
+            if let Some((gi, need)) = group_ops.iter().enumerate().find_map(|(gi, g)| {
+                let need = write::inserts_needed(g);
+                (!guards[groups[gi].0].index.has_room(need)).then_some((gi, need))
+            }) {
                 drop(guards);
                 retry.make_room(routed.part(groups[gi].0).id, need)?;
                 continue;
@@ -204,7 +228,7 @@ impl Store {
             let mut refused = None;
             for (gi, g) in group_ops.iter().enumerate() {
                 let part = routed.part(groups[gi].0);
-                match write::plan_plain(ctx, part, &mut guards[gi], g) {
+                match write::plan_plain(ctx, part, &mut guards[groups[gi].0], g) {
                     Ok(plan) => plans.push(plan),
                     Err(e) => {
                         refused = Some(e);
@@ -218,6 +242,18 @@ impl Store {
                 continue;
             }
 
+            // The reads, on the state phase 1 left as it was.
+            let values = if reads.is_empty() {
+                Vec::new()
+            } else {
+                let states: Vec<&PartState> = guards.iter().map(|g| &**g).collect();
+                let of_read = &routed.of_key[ops.len()..];
+                match read_among_writes(ctx, &states, of_read, read_ns, reads, ops) {
+                    Ok(values) => values,
+                    Err(e) => return Err(e),
+                }
+            };
+
             // Phase 2: append and index.
             let mut existed = vec![false; ops.len()];
             let mut applied = vec![true; ops.len()];
@@ -228,7 +264,7 @@ impl Store {
             let mut grow = false;
             for (gi, plan) in plans.iter().enumerate() {
                 let part = routed.part(groups[gi].0);
-                let st = &mut guards[gi];
+                let st = &mut guards[groups[gi].0];
                 let idx = &order[groups[gi].1.clone()];
                 if failure.is_some() {
                     for (j, &(_, i)) in idx.iter().enumerate() {
@@ -254,22 +290,27 @@ impl Store {
                 self.inner.background.wake();
             }
             if let Some(e) = failure {
-                return Err(if !wrote {
-                    e
-                } else {
-                    Error::PartlyApplied {
-                        applied,
-                        existed,
-                        source: Box::new(e),
-                    }
-                });
+                return Ok((
+                    values,
+                    Err(if !wrote {
+                        e
+                    } else {
+                        Error::PartlyApplied {
+                            applied,
+                            existed,
+                            source: Box::new(e),
+                        }
+                    }),
+                ));
             }
             if ctx.opts.durability == Durability::Fsync {
                 for (part, lsn) in lsns {
-                    part.wait_durable(lsn)?;
+                    if let Err(e) = part.wait_durable(lsn) {
+                        return Ok((values, Err(e)));
+                    }
                 }
             }
-            return Ok(existed);
+            return Ok((values, Ok(existed)));
         }
     }
 

@@ -4,10 +4,12 @@
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
+use bytes::Bytes;
+
 use crate::error::Result;
 use crate::hash::KeyHash;
 use crate::log::format::{self, RecordExt, RecordType};
-use crate::lookup::Found;
+use crate::lookup::{self, Found, LookupKey};
 use crate::partition::{PartState, Partition, StoreCtx};
 
 /// One put (`value: Some`) or delete (`value: None`).
@@ -303,4 +305,68 @@ pub(crate) fn plan_plain(
     let run = encode(ctx, ops, &found, Framing::Plain);
     st.prepare_append(ctx, part.id, &part.dir, run.bytes.len() as u64)?;
     Ok(PlainPlan { found, run })
+}
+
+/// A read inside a vector of writes (`Store::write_plain_reading`): its key, read after the
+/// vector's first `after` ops (reads come in vector order: `after` never decreases).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReadAt<'a> {
+    pub key: &'a [u8],
+    pub after: usize,
+}
+
+/// The values of `reads` among `ops`, on the locked `states` before any op is applied: a read
+/// of a key an earlier op wrote gets that op's value (a delete's: none); the others are
+/// looked up as one vector (in namespace `ns`; `of_read[j].0`: read `j`'s place in
+/// `states`). `Err`: a lookup failed.
+pub(crate) fn read_among_writes(
+    ctx: &StoreCtx,
+    states: &[&PartState],
+    of_read: &[(usize, u16)],
+    ns: u32,
+    reads: &[ReadAt<'_>],
+    ops: &[WriteOp<'_>],
+) -> Result<Vec<Option<Bytes>>> {
+    // Key -> the latest op on it so far (one database: the bytes name the key).
+    let mut latest: HashMap<&[u8], usize, foldhash::fast::RandomState> =
+        HashMap::with_capacity_and_hasher(ops.len(), Default::default());
+    let mut written_by: Vec<Option<usize>> = Vec::with_capacity(reads.len());
+    let mut next_op = 0;
+    for r in reads {
+        while next_op < r.after.min(ops.len()) {
+            latest.insert(ops[next_op].key, next_op);
+            next_op += 1;
+        }
+        written_by.push(latest.get(r.key).copied());
+    }
+    let keys: Vec<LookupKey<'_>> = reads
+        .iter()
+        .zip(of_read)
+        .zip(&written_by)
+        .filter(|(_, w)| w.is_none())
+        .map(|((r, &(state, _)), _)| LookupKey {
+            state,
+            ns,
+            key: r.key,
+            hash: KeyHash::of_ns(ns, r.key),
+        })
+        .collect();
+    let mut found = lookup::lookup(ctx, states, &keys, true).into_iter();
+    // Read from the clock only if a write the reads see has an expiry time.
+    let now = written_by
+        .iter()
+        .flatten()
+        .any(|&i| ops[i].expire_at.is_some())
+        .then(|| ctx.now_ms());
+    written_by
+        .iter()
+        .map(|w| match w {
+            Some(i) => {
+                let op = &ops[*i];
+                let expired = matches!((op.expire_at, now), (Some(at), Some(now)) if at <= now);
+                Ok(op.value.filter(|_| !expired).map(Bytes::copy_from_slice))
+            }
+            None => lookup::into_value(found.next().unwrap_or(Found::Absent)),
+        })
+        .collect()
 }

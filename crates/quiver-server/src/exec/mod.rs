@@ -5,9 +5,10 @@
 //! (`cmd::parse`) into what runs it:
 //!
 //! * a **vector operation** (GET, MGET, a plain SET, DEL, UNLINK, EXISTS): consecutive ones of
-//!   one kind become one engine vector ([`vector`]) of at most `max-vector-width` keys, never
-//!   across a command of another kind, so a read that follows a write in the pipeline sees it
-//!   and replies stay in request order;
+//!   one kind — or GETs, MGETs and SETs mixed ([`joins`]) — become one engine vector
+//!   ([`vector`]) of at most `max-vector-width` keys, never across a command of another kind;
+//!   the engine runs a vector as if its operations ran one by one, so a read that follows a
+//!   write in the pipeline sees it, and replies stay in request order;
 //! * a **command on keys** (everything else that touches keys, and a vector operation wider
 //!   than `max-multikey-width`): its own optimistic transaction ([`atomic`]), committed as one
 //!   compound batch, retried (boundedly) on conflict;
@@ -39,7 +40,7 @@ use crate::reply::Reply;
 use crate::service::{Core, Service};
 use crate::session::Session;
 use crate::state::ServerState;
-use crate::table::{self, Cmd, CommandSpec, Flags};
+use crate::table::{self, Cmd, CommandSpec, Flags, Vector};
 use thread::on_thread;
 
 /// Commands a MULTI may queue (each holds its arguments until EXEC). Past it the transaction
@@ -129,6 +130,7 @@ pub async fn execute_run(
                 // Requests prepared here cannot change the session (only a command that is
                 // no vector operation can, and it ends the group), so preparing ahead is safe.
                 group.clear();
+                let mix = vector::mixing(state, session.db);
                 let mut width = op.width();
                 group.push(op);
                 let mut j = i + 1;
@@ -137,7 +139,9 @@ pub async fn execute_run(
                         Prepared::Run {
                             command: Command::Vector(more),
                             ..
-                        } if more.kind == op.kind && width + more.width() <= group_width_max => {
+                        } if joins(op.kind, more.kind, mix)
+                            && width + more.width() <= group_width_max =>
+                        {
                             width += more.width();
                             group.push(more);
                             j += 1;
@@ -179,6 +183,15 @@ pub async fn execute_run(
         }
     }
     RunEnd::Complete
+}
+
+/// Whether a vector operation of kind `more` joins a group begun by one of kind `first`: one
+/// of the same kind always; GETs (and MGETs) and SETs join each other's groups when `mix`
+/// (`vector::mixing`) — the engine runs such a group as if one by one, so a GET after a SET
+/// of its key in the pipeline still sees it.
+fn joins(first: Vector, more: Vector, mix: bool) -> bool {
+    let reads_or_puts = |k| matches!(k, Vector::Get | Vector::Put);
+    first == more || (mix && reads_or_puts(first) && reads_or_puts(more))
 }
 
 /// A request answered without running, by [`check`].

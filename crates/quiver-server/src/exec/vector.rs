@@ -1,13 +1,15 @@
-//! A group of vector operations of one kind as one engine call: `multi_get` (through the
-//! intermediate queue when coalescing is on), `multi_put`, `multi_delete` or `multi_exists`.
-//! Each command's reply is built from its share of the results (`VectorOp::reply`); values
-//! of a GET or MGET are encoded straight into the reply buffer.
+//! A group of vector operations as one engine call: `multi_get` (through the intermediate
+//! queue when coalescing is on), `multi_put`, `multi_delete` or `multi_exists` for a group of
+//! one kind; `multi_get_put` for GETs, MGETs and SETs mixed (a pipeline alternating reads and
+//! writes stays one vector; the engine runs it as if one by one, atomically). Each command's
+//! reply is built from its share of the results (`VectorOp::reply`); values of a GET or MGET
+//! are encoded straight into the reply buffer.
 
 use std::time::Instant;
 
 use bytes::Bytes;
 
-use quiver_store::RangeItem;
+use quiver_store::{Access, RangeItem};
 
 use crate::chain::Took;
 use crate::cmd::vector::{Results, Shape, VectorOp};
@@ -34,6 +36,11 @@ pub async fn run(
     let started = Instant::now();
     let resp3 = session.resp3;
     let db = session.db;
+    if group.iter().any(|op| op.kind != first.kind) {
+        on_thread(blocking, || mixed(state, db, group, out, resp3));
+        account(state, session, group, started);
+        return;
+    }
     match (&state.coalescer, first.kind) {
         // The intermediate queue serves database 0 (other databases read directly).
         (Some(c), Vector::Get) if db == 0 => {
@@ -118,6 +125,90 @@ fn on_engine(
             out,
             resp3,
         ),
+    }
+}
+
+/// Whether GETs and SETs of database `db` may share an engine vector (`multi_get_put`): not
+/// through the intermediate queue (it serves database 0's GETs alone) and not on a node that
+/// replicates chains (their writes go down the chain, their reads wait for dirty keys).
+pub fn mixing(state: &ServerState, db: u32) -> bool {
+    (state.coalescer.is_none() || db != 0)
+        && !state
+            .cluster
+            .as_ref()
+            .is_some_and(|n| n.chains.is_replicated())
+}
+
+/// A group of GETs, MGETs and SETs as one `multi_get_put`, and its replies in request order.
+/// If the engine refuses the vector (nothing read or written: a full disk, a failed read, a
+/// node that started replicating), the group runs as its runs of one kind instead, each as
+/// its own vector, so every command gets the answer it would get alone.
+fn mixed(state: &ServerState, db: u32, group: &[VectorOp<'_>], out: &mut Output<'_>, resp3: bool) {
+    let Ok(store) =
+        state.store.db(db).map_err(drop).and_then(
+            |s| {
+                if mixing(state, db) {
+                    Ok(s)
+                } else {
+                    Err(())
+                }
+            },
+        )
+    else {
+        return by_kind(state, db, group, out, resp3);
+    };
+    let mut accesses = Vec::with_capacity(group.iter().map(VectorOp::width).sum());
+    for op in group {
+        match op.kind {
+            Vector::Put => accesses.extend(op.pairs().map(|(k, v)| Access::Put(k, v))),
+            _ => accesses.extend(op.keys().map(|k| Access::Get(k))),
+        }
+    }
+    state.core.stats.vector_widths.record(accesses.len() as u64);
+    let Ok((values, written)) = store.multi_get_put(&accesses) else {
+        return by_kind(state, db, group, out, resp3);
+    };
+    for v in &values {
+        state.core.stats.hit(v.is_some());
+    }
+    let puts: Vec<VectorOp<'_>> = group
+        .iter()
+        .filter(|op| op.kind == Vector::Put)
+        .copied()
+        .collect();
+    let put_keys: Vec<&Bytes> = puts.iter().flat_map(|op| op.keys()).collect();
+    let mut put_replies = write_reply_list(state, db, &puts, &put_keys, written).into_iter();
+    let mut values = values.into_iter();
+    for op in group {
+        match (op.kind, op.shape) {
+            (Vector::Put, _) => {
+                if let Some(r) = put_replies.next() {
+                    out.reply(&r, resp3);
+                }
+            }
+            (_, Shape::Values) => {
+                let mine: Vec<Option<Bytes>> = values.by_ref().take(op.width()).collect();
+                out.bulks(&mine, resp3);
+            }
+            _ => out.reply(&VectorOp::value_reply(values.next().flatten()), resp3),
+        }
+    }
+}
+
+/// Runs `group` as its runs of consecutive operations of one kind, each one engine vector.
+fn by_kind(
+    state: &ServerState,
+    db: u32,
+    group: &[VectorOp<'_>],
+    out: &mut Output<'_>,
+    resp3: bool,
+) {
+    let mut at = 0;
+    while at < group.len() {
+        let kind = group[at].kind;
+        let n = group[at..].iter().take_while(|op| op.kind == kind).count();
+        on_engine(state, db, &group[at..at + n], out, resp3);
+        at += n;
     }
 }
 
@@ -212,11 +303,8 @@ fn get_replies(
     }
 }
 
-/// The replies of a group of writes (SETs, or DELs and UNLINKs) in database `db`: each
-/// command's own, from which of its keys' writes took effect — all of them (`existed`: whether
-/// each key existed before), none (the engine's error), or, after an I/O error in the middle
-/// of the vector, some (an error that says so). Watchers of every key changed are marked (a
-/// delete of a missing key changes nothing).
+/// The replies of a group of writes (SETs, or DELs and UNLINKs) in database `db`, appended
+/// to `out`: see [`write_reply_list`].
 fn write_replies(
     state: &ServerState,
     db: u32,
@@ -226,6 +314,21 @@ fn write_replies(
     keys: &[&Bytes],
     result: quiver_store::Result<Vec<bool>>,
 ) {
+    let replies = write_reply_list(state, db, group, keys, result);
+    out.replies(&replies, resp3);
+}
+
+/// Each write command's reply, from which of its keys' writes took effect — all of them
+/// (`existed`: whether each key existed before), none (the engine's error), or, after an I/O
+/// error in the middle of the vector, some (an error that says so). Watchers of every key
+/// changed are marked (a delete of a missing key changes nothing).
+fn write_reply_list(
+    state: &ServerState,
+    db: u32,
+    group: &[VectorOp<'_>],
+    keys: &[&Bytes],
+    result: quiver_store::Result<Vec<bool>>,
+) -> Vec<Reply> {
     let deletes = group.first().is_some_and(|op| op.kind == Vector::Delete);
     let (applied, existed, error) = match result {
         Ok(existed) => (vec![true; keys.len()], existed, None),
@@ -234,7 +337,13 @@ fn write_replies(
             existed,
             source,
         }) => (applied, existed, Some(*source)),
-        Err(e) => return failed_all(state, group, &store_error(&e), out, resp3),
+        Err(e) => {
+            let reply = store_error(&e);
+            for op in group {
+                state.core.stats.failed(op.cmd.index(), 1);
+            }
+            return vec![reply; group.len()];
+        }
     };
     state.watches.touch(
         db,
@@ -244,7 +353,7 @@ fn write_replies(
             .map(|(k, _)| *k),
     );
     let mut at = 0;
-    let replies: Vec<Reply> = group
+    group
         .iter()
         .map(|op| {
             let n = op.width();
@@ -263,8 +372,7 @@ fn write_replies(
                 _ => op.reply(Results::Written),
             }
         })
-        .collect();
-    out.replies(&replies, resp3);
+        .collect()
 }
 
 #[cfg(test)]

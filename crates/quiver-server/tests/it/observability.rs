@@ -92,6 +92,27 @@ fn a_pipelined_run_of_32_gets_is_one_vector() {
     assert!(info_u64(&mut c, "stats", "keyspace_misses") >= 32);
 }
 
+/// A run alternating 16 SETs and 16 GETs of the keys just set is one vector of 32 keys, and
+/// each GET sees the SET before it.
+#[test]
+fn a_pipelined_run_of_gets_and_sets_is_one_vector() {
+    let server = TestServer::start();
+    let mut c = client(server.addr);
+    let mut run = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..16 {
+        let (k, v) = (format!("k{i}"), format!("v{i}"));
+        run.extend(multibulk(&[b"SET", k.as_bytes(), v.as_bytes()]));
+        run.extend(multibulk(&[b"GET", k.as_bytes()]));
+        want.extend_from_slice(format!("+OK\r\n${}\r\n{v}\r\n", v.len()).as_bytes());
+    }
+    let mut s = raw(server.addr);
+    s.write_all(&run).unwrap();
+    expect_reply(&mut s, &want);
+    assert!(info_u64(&mut c, "vectors", "vector_width_le_32") >= 1);
+    assert_eq!(info_field(&mut c, "vectors", "vector_width_le_2"), None);
+}
+
 #[test]
 fn an_mget_of_32_keys_is_one_vector() {
     let server = TestServer::start();

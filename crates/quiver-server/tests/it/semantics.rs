@@ -56,6 +56,41 @@ fn a_pipelined_run_keeps_order_and_reads_its_own_writes() {
     );
 }
 
+/// A pipeline alternating GETs and SETs reaches the engine as one vector, and still runs as
+/// if one by one: two clients on two server threads each set one key and then get the
+/// other's (the store-buffering litmus test) — never do both miss the other's write, as they
+/// could if a vector ran its GETs before its SETs or let another client in between.
+#[test]
+fn mixed_get_set_pipelines_run_as_if_one_by_one() {
+    let server = TestServer::start_with(|c| c.threads = 2);
+    const ROUNDS: usize = 400;
+    let barrier = Arc::new(std::sync::Barrier::new(2));
+    let side = |mine: &'static str, theirs: &'static str| {
+        let mut c = connect(&server);
+        let barrier = barrier.clone();
+        thread::spawn(move || {
+            let mut missed = Vec::with_capacity(ROUNDS);
+            for i in 0..ROUNDS {
+                let (mine, theirs) = (format!("{mine}{i}"), format!("{theirs}{i}"));
+                barrier.wait();
+                let mut p = c.pipeline();
+                p.command(&[b"SET", mine.as_bytes(), b"1"]);
+                p.command(&[b"GET", theirs.as_bytes()]);
+                let replies = p.execute().unwrap();
+                missed.push(replies[1].as_ref().unwrap().as_bytes().is_none());
+            }
+            missed
+        })
+    };
+    let (a, b) = (side("x", "y"), side("y", "x"));
+    let (a, b) = (a.join().unwrap(), b.join().unwrap());
+    let both = a.iter().zip(&b).filter(|(&a, &b)| a && b).count();
+    assert_eq!(both, 0, "rounds where both GETs missed the other's SET");
+    let mut c = connect(&server);
+    let info = c.info(Some("vectors")).unwrap();
+    assert!(info.contains("vector_width_le_2:"), "{info}");
+}
+
 #[test]
 fn wide_pipelines_are_split_at_the_vector_width() {
     let server = TestServer::start_with(|c| c.max_vector_width = 4);

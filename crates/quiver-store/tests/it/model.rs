@@ -14,7 +14,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use quiver_store::scan::glob_match;
 use quiver_store::{
-    BackendKind, Batch, BatchAction, BatchOutcome, Durability, Entry, Options, Precondition, Store,
+    Access, BackendKind, Batch, BatchAction, BatchOutcome, Durability, Entry, Options,
+    Precondition, Store,
 };
 
 use crate::common::small_options;
@@ -135,6 +136,9 @@ enum Op {
     MultiDelete(Vec<u8>),
     Get(u8),
     MultiGet(Vec<u8>),
+    /// Gets (`None`) and puts as one mixed vector (`Db::multi_get_put`): each get sees the
+    /// puts before it and none after.
+    GetPut(Vec<(u8, Option<Val>)>),
     Exists(u8),
     MultiExists(Vec<u8>),
     Apply(Vec<BOp>),
@@ -221,6 +225,7 @@ fn op_weighted(heavy: u32) -> impl Strategy<Value = Op> {
         3 * heavy => vec(key(), 0..12).prop_map(Op::MultiDelete),
         4 => key().prop_map(Op::Get),
         4 => vec(key(), 0..16).prop_map(Op::MultiGet),
+        4 => vec((key(), prop::option::of(val())), 0..16).prop_map(Op::GetPut),
         2 => key().prop_map(Op::Exists),
         2 => vec(key(), 0..16).prop_map(Op::MultiExists),
         10 => prop_oneof![4 => vec(batch_op(), 0..6), 1 => vec(batch_op(), 6..24)].prop_map(Op::Apply),
@@ -349,6 +354,37 @@ impl Harness {
             Op::MultiGet(keys) => {
                 let keys: Vec<Vec<u8>> = keys.iter().map(|&k| small_key(k)).collect();
                 self.check_multi_get(&keys)?;
+            }
+            Op::GetPut(accesses) => {
+                let owned: Vec<(Vec<u8>, Option<Vec<u8>>)> = accesses
+                    .iter()
+                    .map(|(k, v)| (small_key(*k), v.map(Val::bytes)))
+                    .collect();
+                let vector: Vec<Access<'_>> = owned
+                    .iter()
+                    .map(|(k, v)| match v {
+                        Some(v) => Access::Put(k, v),
+                        None => Access::Get(k),
+                    })
+                    .collect();
+                let db = ok("db", self.store().db(0))?;
+                let (got, written) = ok("multi_get_put", db.multi_get_put(&vector))?;
+                ok("multi_get_put's puts", written)?;
+                let mut want = Vec::new();
+                for (k, v) in owned {
+                    match v {
+                        Some(v) => {
+                            self.model.insert(k, v);
+                        }
+                        None => want.push(self.model.get(&k).cloned()),
+                    }
+                }
+                let got: Vec<Option<Vec<u8>>> =
+                    got.into_iter().map(|v| v.map(|b| b.to_vec())).collect();
+                ensure!(
+                    got == want,
+                    "multi_get_put {accesses:?}: got {got:?}, model says {want:?}"
+                );
             }
             Op::Exists(k) => {
                 let k = small_key(*k);
