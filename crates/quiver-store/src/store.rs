@@ -248,10 +248,8 @@ impl Store {
             } else {
                 let states: Vec<&PartState> = guards.iter().map(|g| &**g).collect();
                 let of_read = &routed.of_key[ops.len()..];
-                match read_among_writes(ctx, &states, of_read, read_ns, reads, ops) {
-                    Ok(values) => values,
-                    Err(e) => return Err(e),
-                }
+                // A failed read: nothing is written (the guards go with the return).
+                read_among_writes(ctx, &states, of_read, read_ns, reads, ops)?
             };
 
             // Phase 2: append and index.
