@@ -208,10 +208,20 @@ pub enum Vector {
     Get,
     /// `multi_put` (a plain SET).
     Put,
+    /// One compound batch of puts, all or nothing also across a crash (MSET): consecutive
+    /// MSETs become one batch (`Store::apply`), their keys in order.
+    AtomicPut,
     /// `multi_delete` (DEL, UNLINK).
     Delete,
     /// `multi_exists` (EXISTS).
     Exists,
+}
+
+impl Vector {
+    /// Whether the operation's arguments are key, value pairs.
+    pub fn takes_pairs(self) -> bool {
+        matches!(self, Vector::Put | Vector::AtomicPut)
+    }
 }
 
 /// Key positions in Redis's convention: first, last (negative counts from the end), step;
@@ -361,7 +371,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     row!("getset", GetSet, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, None, "string", "1.0.0", "Returns the previous string value of a key after setting it to a new value."),
     row!("getdel", GetDel, 2, WRITE.or(Flags::FAST), STRING_ACL, ONE_KEY, None, "string", "6.2.0", "Returns the string value of a key after deleting the key."),
     row!("mget", MGet, -2, READONLY_FAST, STRING_ACL, ALL_KEYS, Get, "string", "1.0.0", "Atomically returns the string values of one or more keys."),
-    row!("mset", MSet, -3, WRITE_DENYOOM.or(Flags::BLIND_WRITE), STRING_ACL, KEY_VALUE_PAIRS, None, "string", "1.0.1", "Atomically creates or modifies the string values of one or more keys."),
+    row!("mset", MSet, -3, WRITE_DENYOOM.or(Flags::BLIND_WRITE), STRING_ACL, KEY_VALUE_PAIRS, AtomicPut, "string", "1.0.1", "Atomically creates or modifies the string values of one or more keys."),
     row!("msetnx", MSetNx, -3, WRITE_DENYOOM, STRING_ACL, KEY_VALUE_PAIRS, None, "string", "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
     row!("del", Del, -2, WRITE, Acl::KEYSPACE, ALL_KEYS, Delete, "generic", "1.0.0", "Deletes one or more keys."),
     row!("unlink", Unlink, -2, WRITE.or(Flags::FAST), Acl::KEYSPACE, ALL_KEYS, Delete, "generic", "4.0.0", "Asynchronously deletes one or more keys."),

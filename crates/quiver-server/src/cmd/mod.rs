@@ -83,11 +83,8 @@ pub fn parse<'a>(
         Cmd::SetNx => keys(Box::new(set::SetNx::parse(args, limits)?)),
         Cmd::GetSet => keys(Box::new(set::GetSet::parse(args, limits)?)),
         Cmd::GetDel => keys(Box::new(del::GetDel::parse(args))),
-        Cmd::MSet | Cmd::MSetNx => keys(Box::new(mset::MSet::parse(
-            args,
-            cmd == Cmd::MSetNx,
-            limits,
-        )?)),
+        Cmd::MSet => Ok(vector(mset::mset(args, limits)?)),
+        Cmd::MSetNx => keys(Box::new(mset::MSet::parse(args, true, limits)?)),
         Cmd::StrLen => keys(Box::new(append::StrLen::parse(args))),
         Cmd::Append => keys(Box::new(append::Append::parse(args)?)),
         Cmd::Incr | Cmd::IncrBy | Cmd::Decr | Cmd::DecrBy => {

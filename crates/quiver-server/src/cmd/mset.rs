@@ -1,12 +1,15 @@
 //! MSET and MSETNX: all the pairs in one compound batch, all or nothing (also across a crash),
-//! so they run in a transaction rather than in a put vector (whose records a crash may keep
-//! in part).
+//! never in a plain put vector (whose records a crash may keep in part). MSET is a vector
+//! operation of its own kind (`Vector::AtomicPut`: consecutive MSETs are one batch); MSETNX,
+//! which reads first, runs in a transaction.
 
 use bytes::Bytes;
 
 use crate::cmd::common::{check_new_key, check_value, Limits, TxnCommand};
+use crate::cmd::vector::{Shape, VectorOp};
 use crate::errors;
 use crate::reply::Reply;
+use crate::table::Cmd;
 use crate::txn::Txn;
 
 /// MSET / MSETNX key value [key value ...].
@@ -30,6 +33,12 @@ impl<'a> MSet<'a> {
         }
         Ok(MSet { pairs, nx })
     }
+}
+
+/// MSET: its pairs as a vector operation (`Vector::AtomicPut`), after the same checks.
+pub fn mset<'a>(args: &'a [Bytes], limits: &Limits) -> Result<VectorOp<'a>, Reply> {
+    let checked = MSet::parse(args, false, limits)?;
+    Ok(VectorOp::new(Cmd::MSet, checked.pairs, Shape::Ok))
 }
 
 impl TxnCommand for MSet<'_> {

@@ -57,14 +57,15 @@ impl<'a> VectorOp<'a> {
 
     /// How many keys the operation touches.
     pub fn width(&self) -> usize {
-        match self.kind {
-            Vector::Put => self.args.len() / 2,
-            _ => self.args.len(),
+        if self.kind.takes_pairs() {
+            self.args.len() / 2
+        } else {
+            self.args.len()
         }
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &'a Bytes> {
-        let step = if self.kind == Vector::Put { 2 } else { 1 };
+        let step = if self.kind.takes_pairs() { 2 } else { 1 };
         self.args.iter().step_by(step)
     }
 
@@ -115,7 +116,7 @@ impl TxnCommand for VectorOp<'_> {
                 }
                 Ok(self.reply(Results::Values(&values)))
             }
-            Vector::Put => {
+            Vector::Put | Vector::AtomicPut => {
                 for (k, v) in self.pairs() {
                     txn.put(k.clone(), v.clone());
                 }

@@ -9,7 +9,9 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use quiver_store::{Access, RangeItem};
+use std::collections::HashMap;
+
+use quiver_store::{Access, Batch, BatchAction, RangeItem};
 
 use crate::chain::Took;
 use crate::cmd::vector::{Results, Shape, VectorOp};
@@ -85,7 +87,7 @@ fn on_engine(
                     })
                     .collect()
             };
-            match replicated(state, items, || {
+            match replicated(state, false, items, || {
                 store.multi_put(&pairs).map(|()| vec![true; keys.len()])
             }) {
                 Ok(result) => write_replies(state, db, out, resp3, group, &keys, result),
@@ -98,7 +100,30 @@ fn on_engine(
                     .map(|k| RangeItem::Delete { key: (*k).clone() })
                     .collect()
             };
-            match replicated(state, items, || store.multi_delete(&keys)) {
+            match replicated(state, false, items, || store.multi_delete(&keys)) {
+                Ok(result) => write_replies(state, db, out, resp3, group, &keys, result),
+                Err(refused) => failed_all(state, group, &refused, out, resp3),
+            }
+        }
+        Vector::AtomicPut => {
+            let batch = atomic_batch(db, group);
+            let items = || {
+                batch
+                    .ops
+                    .iter()
+                    .filter_map(|op| match &op.action {
+                        BatchAction::Put(v) => Some(RangeItem::Put {
+                            key: op.key.clone(),
+                            value: v.clone(),
+                            expire_at: None,
+                        }),
+                        _ => None,
+                    })
+                    .collect()
+            };
+            match replicated(state, true, items, || {
+                state.store.apply(&batch).map(|_| vec![true; keys.len()])
+            }) {
                 Ok(result) => write_replies(state, db, out, resp3, group, &keys, result),
                 Err(refused) => failed_all(state, group, &refused, out, resp3),
             }
@@ -212,11 +237,31 @@ fn by_kind(
     }
 }
 
+/// The compound batch of a group of MSETs in database `db`: every pair, in order, without
+/// preconditions (one batch: the group is all or nothing, each MSET with it); a key given
+/// twice keeps its last value, as if the MSETs ran one by one.
+fn atomic_batch(db: u32, group: &[VectorOp<'_>]) -> Batch {
+    let mut batch = Batch::new();
+    batch.in_db(db);
+    let mut at: HashMap<&Bytes, usize, foldhash::fast::RandomState> = HashMap::default();
+    for (k, v) in group.iter().flat_map(|op| op.pairs()) {
+        match at.get(k) {
+            Some(&i) => batch.ops[i].action = BatchAction::Put(v.clone()),
+            None => {
+                at.insert(k, batch.ops.len());
+                batch.put(k.clone(), v.clone());
+            }
+        }
+    }
+    batch
+}
+
 /// A vector of writes on a node that replicates chains goes down them
-/// (`chain::Chains::write`); `items` are its keys' new states. `Err`: refused, nothing
-/// applied.
+/// (`chain::Chains::write`; `atomic`: as one all-or-nothing message); `items` are its keys'
+/// new states. `Err`: refused, nothing applied.
 fn replicated<T>(
     state: &ServerState,
+    atomic: bool,
     items: impl FnOnce() -> Vec<RangeItem>,
     apply: impl FnOnce() -> quiver_store::Result<T>,
 ) -> Result<quiver_store::Result<T>, Reply> {
@@ -224,7 +269,7 @@ fn replicated<T>(
         return Ok(apply());
     };
     node.chains
-        .write(&items(), false, || {
+        .write(&items(), atomic, || {
             let result = apply();
             let took = Took::of(&result);
             (result, took)

@@ -113,6 +113,38 @@ fn a_pipelined_run_of_gets_and_sets_is_one_vector() {
     assert_eq!(info_field(&mut c, "vectors", "vector_width_le_2"), None);
 }
 
+/// Two pipelined MSETs of 16 pairs are one compound batch of 32 keys; a key both give keeps
+/// the later value.
+#[test]
+fn a_pipelined_run_of_msets_is_one_batch() {
+    let server = TestServer::start();
+    let mut c = client(server.addr);
+    let mut run = Vec::new();
+    for round in 0..2 {
+        let mut args: Vec<Vec<u8>> = vec![b"MSET".to_vec()];
+        for i in 0..16 {
+            // Key k0 is in both MSETs.
+            let k = if i == 0 {
+                "k0".to_string()
+            } else {
+                format!("k{round}-{i}")
+            };
+            args.push(k.into_bytes());
+            args.push(format!("v{round}").into_bytes());
+        }
+        let args: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+        run.extend(multibulk(&args));
+    }
+    run.extend(multibulk(&[b"GET", b"k0"]));
+    let mut s = raw(server.addr);
+    s.write_all(&run).unwrap();
+    expect_reply(&mut s, b"+OK\r\n+OK\r\n$2\r\nv1\r\n");
+    assert!(info_u64(&mut c, "vectors", "vector_width_le_32") >= 1);
+    assert_eq!(info_field(&mut c, "vectors", "vector_width_le_16"), None);
+    let keyspace = info_field(&mut c, "keyspace", "db0").expect("db0 after the MSETs");
+    assert!(keyspace.starts_with("keys=31,"), "db0:{keyspace}");
+}
+
 #[test]
 fn an_mget_of_32_keys_is_one_vector() {
     let server = TestServer::start();
