@@ -15,6 +15,9 @@
 #   mset32       MSET of 32 pairs, 8 connections x 4 pipelined uniform
 #   ycsb-b-zipf  95% GET / 5% SET, 8 x 32 pipelined,           Zipf 0.99
 #   mixed-50-50  50% GET / 50% SET, 8 x 32 pipelined,          uniform
+#   set-open     SET, open loop at OPEN_LOAD x Redis's set peak of the run, 8 connections
+#   mset32-open  MSET of 32 pairs, the same at OPEN_LOAD x Redis's mset32 peak (write tails;
+#                needs redis among SYSTEMS and set / mset32 run first)
 #
 # Prints a table of keys/s, p50 / p99 latency, server CPU seconds, keys per server-CPU-second and
 # RSS per key for each system (means over rounds), the ratios Quiver / Redis and Quiver / Redis
@@ -28,6 +31,7 @@
 #   KEYS [1000000; quick 100000]  DURATION seconds per run [10; quick 2]  ROUNDS [2; quick 1]
 #   WARMUP seconds [1; quick 0.5]  VALUE_SIZES ["32 512"]  KEY_SIZE [16]
 #   SERVER_CORE [0]  CLIENT_CORE [1]  OUT [a results file under the run directory]
+#   OPEN_LOAD [0.7]: the open-loop runs' load, as a fraction of Redis's closed-loop peak.
 #   KEEP=1 keeps the data directories and raw results (default: removed at the end).
 #   ONLY ["": all]: the workloads to run, by name (e.g. ONLY="get set").
 #   SYSTEMS ["quiver redis redis-aof"]: the servers compared (quiver first; ratios are quiver /
@@ -67,6 +71,7 @@ KEY_SIZE=${KEY_SIZE:-16}
 SERVER_CORE=${SERVER_CORE:-0}
 CLIENT_CORE=${CLIENT_CORE:-1}
 KEEP=${KEEP:-0}
+OPEN_LOAD=${OPEN_LOAD:-0.7}
 read -r -a SYS <<<"${SYSTEMS:-quiver redis redis-aof}"
 [ "${SYS[0]}" = quiver ] || { echo "compare.sh: SYSTEMS must start with quiver" >&2; exit 2; }
 for sys in "${SYS[@]}"; do
@@ -198,6 +203,26 @@ for v in $VALUE_SIZES; do
       done
     done
   done
+  # Write tails: SET and MSET-32 in an open loop at OPEN_LOAD of Redis's closed-loop peak in
+  # this run (its mean over rounds, in operations/s), latency from each request's intended send
+  # time — the same offered load for every system, so their p99s compare directly.
+  for w in "set|1" "mset32|32"; do
+    name=${w%%|*}
+    width=${w#*|}
+    [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $name "* ]] || continue
+    peak=$(jq -s --arg w "$name" --argjson v "$v" '[.[] | select(.system == "redis" and .workload == $w
+      and .value_size == $v) | .keys_per_sec] | if length > 0 then add / length else 0 end' "$OUT")
+    rate=$(awk -v p="$peak" -v w="$width" -v l="$OPEN_LOAD" 'BEGIN { printf "%d", p * l / w }')
+    ((rate > 0)) || continue
+    for round in $(seq 1 "$ROUNDS"); do
+      for sys in "${SYS[@]}"; do
+        echo "   round $round/$ROUNDS value $v: $name-open on $sys at $rate ops/s" >&2
+        bench "$sys" "$v" --width "$width" --get-ratio 0 --connections 8 --rate "$rate" \
+          --workload "$name-open" --duration-s "$DURATION" --warmup-s "$WARMUP" \
+          --tag figure=compare --tag round="$round" --tag rate="$rate" >>"$OUT"
+      done
+    done
+  done
   stop_servers
 done
 
@@ -235,6 +260,21 @@ jq -rs '
     (.[] | [.value_size, .workload, .system, (.keys_per_sec | floor), (.p50_us | floor), (.p99_us | floor),
             (.cpu * 100 | floor / 100), (.per_cpu | floor), (.rss | floor), .errors] | @tsv)
 ' "$OUT" | column -t -s $'\t'
+
+echo
+echo "write tails, open loop at $OPEN_LOAD of Redis's peak: p99 of quiver / each other system, per round"
+for other in "${SYS[@]:1}"; do
+  jq -rs --arg other "$other" '
+    map(select(.workload | endswith("-open")))
+    | group_by([.value_size, .workload, .tags.round])
+    | map({key: "\(.[0].value_size) \(.[0].workload) at \(.[0].tags.rate) ops/s",
+           q: (map(select(.system == "quiver")) | .[0]),
+           o: (map(select(.system == $other)) | .[0])})
+    | group_by(.key)
+    | .[]
+    | "  \(.[0].key):  /\($other) \(map((.q.p99_us / .o.p99_us * 100 | floor) / 100 | tostring) | join(" "))   (p99 us \(map("\(.q.p99_us | floor)/\(.o.p99_us | floor)") | join(" ")))"
+  ' "$OUT"
+done
 
 echo
 echo "ratios quiver / each other system (keys/s, per round; then keys per server-CPU-second)"
