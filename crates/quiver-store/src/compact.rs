@@ -245,13 +245,13 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
                         key,
                         b"",
                     );
-                    out.append(ctx, part, &tomb, None)?;
+                    out.append(ctx, part, &tomb, RecordType::Delete, None)?;
                     tombstones += 1;
                 }
                 return Ok(());
             }
             let retype = resolved_member.then_some(RecordType::Put);
-            let to = out.append(ctx, part, r.bytes, retype)?;
+            let to = out.append(ctx, part, r.bytes, ty, retype)?;
             remaps.push(Remap {
                 hash: r.hash,
                 from: r.loc,
@@ -289,7 +289,7 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
         };
         match keep {
             Some(retype) => {
-                out.append(ctx, part, r.bytes, retype)?;
+                out.append(ctx, part, r.bytes, ty, retype)?;
                 kept_dead += 1;
             }
             None => dropped += 1,
@@ -472,7 +472,8 @@ pub(crate) fn compact_locked(
 fn resolved_batches(inputs: &[Arc<Segment>]) -> Result<SeqMap<bool>> {
     // seq -> (members seen, members the commit record announces)
     let mut seen: SeqMap<(u32, Option<u32>)> = SeqMap::default();
-    for seg in inputs {
+    // A segment the appender wrote no batch record to has none to find.
+    for seg in inputs.iter().filter(|s| s.may_hold_batches()) {
         let mut sc = Scanner::new(seg, SEGMENT_HEADER_LEN as u64, u64::MAX, false);
         loop {
             match sc.next_step()? {
@@ -571,13 +572,15 @@ impl Outputs {
         }
     }
 
-    /// Appends a copy of a record (retyped: a resolved batch member becomes a plain record);
-    /// returns its new location.
+    /// Appends a copy of a record of type `ty` (retyped: a resolved batch member becomes a
+    /// plain record); returns its new location. An output holding a batch record says so
+    /// (`Segment::note_batch`: the next pass reads it for batches).
     fn append(
         &mut self,
         ctx: &StoreCtx,
         part: &Partition,
         rec: &[u8],
+        ty: RecordType,
         retype: Option<RecordType>,
     ) -> Result<u32> {
         let need = rec.len() as u64;
@@ -585,6 +588,10 @@ impl Outputs {
             Some(a) if a.room() >= need => a,
             _ => self.next_output(ctx, part)?,
         };
+        let ty = retype.unwrap_or(ty);
+        if ty.is_batch_member() || ty.ends_part() {
+            a.segment.note_batch();
+        }
         let at = match retype {
             Some(ty) => {
                 let mut copy = rec.to_vec();
@@ -618,6 +625,7 @@ impl Outputs {
                 slot,
                 order,
             )?);
+            seg.holds_no_batches_yet();
             st.segs.register(seg.clone());
             seg
         };
@@ -661,7 +669,11 @@ impl Outputs {
             let to = dir.join(segment_file_name(seg.file_id()));
             fs::rename(&seg.path, &to)
                 .map_err(|e| Error::io("rename compaction output", &to, e))?;
-            reopened.push(Arc::new(Segment::open(to, false)?));
+            let out = Segment::open(to, false)?;
+            if !seg.may_hold_batches() {
+                out.holds_no_batches_yet();
+            }
+            reopened.push(Arc::new(out));
         }
         sync_dir(dir)?;
         Ok(reopened)

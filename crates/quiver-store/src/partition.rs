@@ -368,6 +368,7 @@ impl PartState {
         if ctx.opts.durability == Durability::Fsync {
             sync_dir(dir)?;
         }
+        seg.holds_no_batches_yet();
         let seg = Arc::new(seg);
         self.segs.push(seg.clone());
         self.appender = Appender::new(

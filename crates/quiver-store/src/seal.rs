@@ -84,6 +84,7 @@ pub(crate) fn append_commit_record(
     let mut buf = Vec::with_capacity(COMMIT_RECORD_LEN);
     format::encode_commit(&mut buf, seq, members);
     st.ensure_room(ctx, part, dir, buf.len() as u64)?;
+    st.appender.segment.note_batch();
     st.append(&buf)?;
     st.counters.records += 1;
     st.counters.dead += 1; // a commit record is never live

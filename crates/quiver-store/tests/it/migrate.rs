@@ -4,7 +4,7 @@
 //! `migrate_crash`.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -32,8 +32,9 @@ fn a_range_copied_while_written_ends_up_equal() {
         src.put(&key(i), &value(i, 0)).unwrap();
     }
     let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicU64::new(0));
     let writer = {
-        let (src, stop) = (src.clone(), stop.clone());
+        let (src, stop, written) = (src.clone(), stop.clone(), written.clone());
         std::thread::spawn(move || {
             let mut rng = Rng::new(7);
             let mut round = 1;
@@ -49,10 +50,25 @@ fn a_range_copied_while_written_ends_up_equal() {
                     _ => src.put(&key(i), &value(i, round)).unwrap(),
                 }
                 round += 1;
+                written.store(round, Ordering::Relaxed);
             }
             round
         })
     };
+    // The writer runs during the snapshot and between the change rounds: on 2 busy cores it
+    // may not have been scheduled yet, so each step waits for some writes of its own.
+    let wait_writes = |more: u64| {
+        let goal = written.load(Ordering::Relaxed) + more;
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while written.load(Ordering::Relaxed) < goal {
+            assert!(
+                std::time::Instant::now() < give_up,
+                "the writer stopped writing"
+            );
+            std::thread::yield_now();
+        }
+    };
+    wait_writes(50);
     let mut export = src.export_range(range()).unwrap();
     let mut apply = |items: &[RangeItem]| dst.import(items);
     let snapshot = export.snapshot(&mut apply).unwrap();
@@ -60,6 +76,7 @@ fn a_range_copied_while_written_ends_up_equal() {
     // Compaction leaves the exported partitions (all four) alone.
     assert_eq!(src.compact().unwrap().segments_compacted, 0);
     for _ in 0..3 {
+        wait_writes(50);
         export.changes(&src, &mut apply).unwrap();
     }
     stop.store(true, Ordering::Relaxed);
