@@ -134,6 +134,19 @@ pub fn render(state: &ServerState) -> String {
         "counter",
         store.maintenance_runs.to_string(),
     );
+    gauge(
+        "quiver_maintenance_stall_max_us",
+        "The longest time maintenance (compaction, checkpoint, index resize, expiry sweep) \
+         kept a partition's writers waiting, in microseconds.",
+        "gauge",
+        store.maintenance_stall_max_us.to_string(),
+    );
+    gauge(
+        "quiver_maintenance_stall_us_total",
+        "Time maintenance kept partitions' writers waiting, in microseconds.",
+        "counter",
+        store.maintenance_stall_total_us.to_string(),
+    );
     render_core(&state.core, &mut o);
     o
 }

@@ -99,6 +99,8 @@ pub(crate) fn save(ctx: &StoreCtx, part: &Partition) -> Result<()> {
     let _saving = part.checkpointing.lock();
     let (bytes, segments) = {
         let mut st = part.state.write();
+        // Writers wait until the index is encoded (the guard is downgraded, not let go).
+        let _stall = ctx.stalls.hold("checkpoint");
         st.appender.flush()?;
         // Cleared now: a write after the snapshot sets it again. Set back on failure below.
         st.dirty = false;

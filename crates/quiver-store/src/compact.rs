@@ -132,6 +132,7 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
     // 1. The range.
     let (snapshot, inputs, prefix, reached_end, dbs) = {
         let mut st = part.state.write();
+        let _stall = ctx.stalls.hold("compaction range");
         if let Some(reason) = &st.failed {
             // Bytes of a failed batch lie past the log's end: sealing the active segment
             // must not make them part of the log (reopening cuts them off).
@@ -324,6 +325,7 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
     loop {
         let chunk = chunks.next().unwrap_or(&[]);
         let mut st = part.state.write();
+        let _stall = ctx.stalls.hold("compaction index moves");
         for r in chunk.iter().take(index::PREFETCH_AHEAD) {
             st.index.prefetch(r.hash);
         }
@@ -615,6 +617,7 @@ impl Outputs {
         };
         let seg = {
             let mut st = part.state.write();
+            let _stall = ctx.stalls.hold("compaction output");
             let slot = st.segs.free_slot(part.id)?;
             let file_id = ctx.alloc_file_id();
             let seg = Arc::new(new_segment_at(

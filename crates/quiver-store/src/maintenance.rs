@@ -16,7 +16,9 @@
 //! comparison, see [`scan_records`]). So a partition that once held many keys and deleted them
 //! costs nothing more to maintain than one that never had them.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::builder::IndexBuilder;
 use crate::error::{Error, Result};
@@ -26,7 +28,62 @@ use crate::log::format::{self, RecordHeader, SEGMENT_HEADER_LEN};
 use crate::log::reader::{Scanner, Step};
 use crate::log::segment::Segment;
 use crate::options::DamagePolicy;
-use crate::partition::{PartState, Partition, StoreCtx};
+use crate::partition::{PartState, Partition, SegmentSet, StoreCtx};
+
+/// How long maintenance (compaction, checkpoints, index resizes, the expiry sweep) kept a
+/// partition's writers waiting: every hold of the partition's lock that excludes them, timed
+/// from when it was taken to when it was let go. Writers of that partition wait that long at
+/// most (INFO `maintenance_stall_max_us`, and which task held it): the measure of pacing,
+/// kept since the store opened.
+#[derive(Default)]
+pub(crate) struct Stalls {
+    max_us: AtomicU64,
+    total_us: AtomicU64,
+    holds: AtomicU64,
+    /// The task of the longest hold.
+    max_by: parking_lot::Mutex<&'static str>,
+}
+
+impl Stalls {
+    /// Starts timing a hold by task `by` (a name: "compaction", "checkpoint"...); taken right
+    /// after the lock, dropped before it (declare it after the guard, so it drops first).
+    pub fn hold(&self, by: &'static str) -> StallTimer<'_> {
+        StallTimer {
+            stalls: self,
+            by,
+            since: Instant::now(),
+        }
+    }
+
+    /// (longest hold and its task, all holds' total, holds), in microseconds.
+    pub fn figures(&self) -> (u64, &'static str, u64, u64) {
+        (
+            self.max_us.load(Ordering::Relaxed),
+            *self.max_by.lock(),
+            self.total_us.load(Ordering::Relaxed),
+            self.holds.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// One timed hold of a partition's lock (`Stalls::hold`).
+pub(crate) struct StallTimer<'a> {
+    stalls: &'a Stalls,
+    by: &'static str,
+    since: Instant,
+}
+
+impl Drop for StallTimer<'_> {
+    fn drop(&mut self) {
+        let us = self.since.elapsed().as_micros() as u64;
+        let s = self.stalls;
+        if s.max_us.fetch_max(us, Ordering::Relaxed) < us {
+            *s.max_by.lock() = self.by;
+        }
+        s.total_us.fetch_add(us, Ordering::Relaxed);
+        s.holds.fetch_add(1, Ordering::Relaxed);
+    }
+}
 
 /// Below this load (and above twice the minimum capacity) an index is rebuilt smaller.
 pub const LOAD_SHRINK: f64 = 0.35;
@@ -324,15 +381,24 @@ pub(crate) fn records_between(
 // The snapshot's end segment is still in the log: the caller holds the partition's
 // maintenance lock, so no compaction has replaced it, and nothing else removes segments.
 pub(crate) fn catch_up(st: &PartState, from: LogPos, b: &mut IndexBuilder) -> Result<()> {
-    let found = records_between(
-        &st.segs.ordered,
-        from,
-        LogPos::end_of(st),
-        |seg, offset, h, rec| b.apply(&st.segs, st.segs.loc(seg.slot(), offset), h, rec),
-    )?;
+    replay_between(&st.segs, from, LogPos::end_of(st), b)?;
+    b.finish_live(&st.segs)
+}
+
+/// Applies to `b` the records of `segs` from `from` to `end`, in log order: a round of a
+/// catch-up done in several (`catch_up` ends it: a batch may end in a later round).
+pub(crate) fn replay_between(
+    segs: &SegmentSet,
+    from: LogPos,
+    end: LogPos,
+    b: &mut IndexBuilder,
+) -> Result<()> {
+    let found = records_between(&segs.ordered, from, end, |seg, offset, h, rec| {
+        b.apply(segs, segs.loc(seg.slot(), offset), h, rec)
+    })?;
     assert!(
         found,
         "maintenance is serialised: the snapshot's end segment is still there"
     );
-    b.finish_live(&st.segs)
+    Ok(())
 }

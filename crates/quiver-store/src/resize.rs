@@ -4,7 +4,9 @@
 //! 2. Without the lock, read the log up to that end and insert every put record the current
 //!    index still points at (see `maintenance::scan_records`): only live keys, so no tombstones
 //!    and no room taken by keys deleted long ago, and no key is read twice.
-//! 3. Under the lock again, replay what was appended meanwhile and swap the indexes.
+//! 3. Replay what was appended meanwhile: without the lock while there is much of it (each
+//!    round reads what writers appended during the one before), then, under the lock, the
+//!    last few records, and swap the indexes. Writers wait only for that last round.
 //!
 //! The log and the counters are untouched: resizing changes no record.
 
@@ -17,6 +19,13 @@ use crate::partition::{Partition, StoreCtx};
 /// Rebuilds tried before giving up, each sized for what outran the previous one: writers can
 /// insert keys faster than a rebuild catches up only so many times in a row.
 const RESIZE_ATTEMPTS_MAX: usize = 4;
+
+/// Rounds of catching up without the lock (step 3) at most; writers faster than the replay
+/// leave the rest to the round under the lock.
+const CATCH_UP_ROUNDS_MAX: usize = 4;
+
+/// Appended bytes (in the same segment) few enough to replay under the lock: ~1K records.
+const CATCH_UP_LOCKED_BYTES: u64 = 64 << 10;
 
 /// Rebuilds the partition's index with room for `extra_keys` keys beyond the live ones.
 /// The caller holds the partition's maintenance lock.
@@ -36,15 +45,18 @@ pub(crate) fn resize(ctx: &StoreCtx, part: &Partition, extra_keys: usize) -> Res
     })
 }
 
-/// One rebuild; `Ok(false)` if writers inserted more keys meanwhile than it has room for.
+/// One rebuild; `Ok(false)` if writers inserted more keys meanwhile than it has room for, or
+/// a split changed the partition's range.
 fn attempt(ctx: &StoreCtx, part: &Partition, extra_keys: usize) -> Result<bool> {
-    let (segs, end, live) = {
+    let (segs, end, live, range) = {
         let mut st = part.state.write();
+        let _stall = ctx.stalls.hold("index resize snapshot");
         st.appender.flush()?;
         (
             st.segs.ordered.clone(),
             LogPos::end_of(&st),
             st.index.live(),
+            st.range,
         )
     };
     // Keys live at the snapshot whose record precedes it are at most `live`: no overflow here.
@@ -62,10 +74,32 @@ fn attempt(ctx: &StoreCtx, part: &Partition, extra_keys: usize) -> Result<bool> 
         Ok(())
     })?;
 
+    let mut b = IndexBuilder::for_range(index, range);
+    let mut from = end;
+    for _ in 0..CATCH_UP_ROUNDS_MAX {
+        let (segs, to) = {
+            let mut st = part.state.write();
+            let _stall = ctx.stalls.hold("index resize snapshot");
+            st.appender.flush()?;
+            (st.segs.clone(), LogPos::end_of(&st))
+        };
+        if to.file_id == from.file_id && to.offset - from.offset <= CATCH_UP_LOCKED_BYTES {
+            break;
+        }
+        // The records up to `to` stay where they are: the maintenance lock keeps compaction
+        // away, and appends only add after them.
+        maintenance::replay_between(&segs, from, to, &mut b)?;
+        from = to;
+    }
+
     let mut st = part.state.write();
+    let _stall = ctx.stalls.hold("index resize catch-up");
+    if st.range != range {
+        // A split moved keys out meanwhile: what was replayed may hold them. Start again.
+        return Ok(false);
+    }
     st.appender.flush()?;
-    let mut b = IndexBuilder::for_range(index, st.range);
-    maintenance::catch_up(&st, end, &mut b)?;
+    maintenance::catch_up(&st, from, &mut b)?;
     if b.too_full() {
         return Ok(false);
     }

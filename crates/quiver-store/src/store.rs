@@ -76,6 +76,13 @@ pub struct Stats {
     pub last_background_error: Option<String>,
     /// Compactions and index resizes completed since the store was opened.
     pub maintenance_runs: u64,
+    /// The longest time maintenance kept a partition's writers waiting, the sum of all such
+    /// holds, and their number, since the store was opened (`maintenance::Stalls`).
+    pub maintenance_stall_max_us: u64,
+    /// The task of the longest hold ("checkpoint", "compaction index moves"...; "" if none).
+    pub maintenance_stall_max_by: &'static str,
+    pub maintenance_stall_total_us: u64,
+    pub maintenance_stalls: u64,
     /// Disk space held in reserve for deletes and compaction (the `RESERVE` file).
     pub disk_reserve_bytes: u64,
     /// The reserve is released because the disk filled: writes that add data are refused
@@ -445,6 +452,12 @@ impl Store {
         };
         s.last_background_error = self.inner.background.last_error();
         s.maintenance_runs = self.inner.ctx.maintenance_runs.load(Ordering::Relaxed);
+        (
+            s.maintenance_stall_max_us,
+            s.maintenance_stall_max_by,
+            s.maintenance_stall_total_us,
+            s.maintenance_stalls,
+        ) = self.inner.ctx.stalls.figures();
         s.disk_reserve_bytes = self.inner.reserve.held_bytes();
         s.short_of_space = self.inner.reserve.is_short();
         s

@@ -38,6 +38,7 @@ pub(crate) fn sweep_partition(ctx: &StoreCtx, part: &Partition, max: usize) -> R
     };
     // 2. Delete those still expired, under the exclusive lock.
     let mut st = part.state.write();
+    let _stall = ctx.stalls.hold("expiry sweep");
     for h in stale {
         // No expired record of that hash: the summary was behind (a key it names was
         // replaced or deleted through a 64-bit hash collision); drop the entry.

@@ -201,6 +201,22 @@ pub fn report(
                         .clone()
                         .unwrap_or_default(),
                 ),
+                l(
+                    "maintenance_stall_max_us",
+                    store_stats.maintenance_stall_max_us.to_string(),
+                ),
+                l(
+                    "maintenance_stall_max_by",
+                    store_stats.maintenance_stall_max_by.replace(' ', "_"),
+                ),
+                l(
+                    "maintenance_stall_total_us",
+                    store_stats.maintenance_stall_total_us.to_string(),
+                ),
+                l(
+                    "maintenance_stalls",
+                    store_stats.maintenance_stalls.to_string(),
+                ),
                 l("rdb_changes_since_last_save", "0".into()),
                 l("aof_enabled", "0".into()),
             ],

@@ -169,18 +169,9 @@ pub fn mixing(state: &ServerState, db: u32) -> bool {
 /// node that started replicating), the group runs as its runs of one kind instead, each as
 /// its own vector, so every command gets the answer it would get alone.
 fn mixed(state: &ServerState, db: u32, group: &[VectorOp<'_>], out: &mut Output<'_>, resp3: bool) {
-    let Ok(store) =
-        state.store.db(db).map_err(drop).and_then(
-            |s| {
-                if mixing(state, db) {
-                    Ok(s)
-                } else {
-                    Err(())
-                }
-            },
-        )
-    else {
-        return by_kind(state, db, group, out, resp3);
+    let store = match state.store.db(db) {
+        Ok(store) if mixing(state, db) => store,
+        _ => return by_kind(state, db, group, out, resp3),
     };
     let mut accesses = Vec::with_capacity(group.iter().map(VectorOp::width).sum());
     for op in group {
@@ -306,10 +297,15 @@ fn failed_all(
     out: &mut Output<'_>,
     resp3: bool,
 ) {
+    count_failed(state, group);
+    out.reply_n(error, group.len(), resp3);
+}
+
+/// Counts every command of `group` as failed (INFO commandstats).
+fn count_failed(state: &ServerState, group: &[VectorOp<'_>]) {
     for op in group {
         state.core.stats.failed(op.cmd.index(), 1);
     }
-    out.reply_n(error, group.len(), resp3);
 }
 
 /// The replies of a group of GETs and MGETs from the values of all their keys. Consecutive
@@ -383,11 +379,8 @@ fn write_reply_list(
             source,
         }) => (applied, existed, Some(*source)),
         Err(e) => {
-            let reply = store_error(&e);
-            for op in group {
-                state.core.stats.failed(op.cmd.index(), 1);
-            }
-            return vec![reply; group.len()];
+            count_failed(state, group);
+            return vec![store_error(&e); group.len()];
         }
     };
     state.watches.touch(

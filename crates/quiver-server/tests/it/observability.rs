@@ -54,6 +54,12 @@ fn info_has_every_default_section_and_counts_keys() {
     // The disk reserve (held if the file system has room) and whether it is released.
     info_u64(&mut c, "persistence", "disk_reserve_bytes");
     assert_eq!(info_u64(&mut c, "persistence", "short_of_space"), 0);
+    // How long maintenance kept writers waiting: the longest hold within the total.
+    assert!(
+        info_u64(&mut c, "persistence", "maintenance_stall_max_us")
+            <= info_u64(&mut c, "persistence", "maintenance_stall_total_us")
+    );
+    info_u64(&mut c, "persistence", "maintenance_stalls");
 
     let pairs: Vec<(String, String)> = (0..25)
         .map(|i| (format!("key:{i}"), format!("value {i}")))

@@ -19,5 +19,6 @@ mod kill9;
 mod migrate;
 mod migrate_crash;
 mod model;
+mod resize;
 mod split;
 mod upgrade;
