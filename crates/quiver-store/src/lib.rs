@@ -56,6 +56,7 @@ pub mod scan;
 mod seal;
 pub mod slot;
 mod split;
+mod stalls;
 mod store;
 mod sweep;
 mod upgrade;

@@ -39,7 +39,7 @@ pub(crate) struct StoreCtx {
     /// Completed compactions and index resizes (for monitoring).
     pub maintenance_runs: AtomicU64,
     /// Maintenance's holds of partitions' locks that keep writers waiting.
-    pub stalls: crate::maintenance::Stalls,
+    pub stalls: crate::stalls::Stalls,
     /// Set while the disk reserve is released (see `reserve`): appenders then allocate no
     /// disk blocks ahead of need.
     pub space_short: Arc<AtomicBool>,
