@@ -123,6 +123,9 @@ pub struct Config {
     /// compaction still run on a full disk; capped at 1/32 of the file system; 0: none.
     #[serde(deserialize_with = "byte_size")]
     pub disk_reserve: usize,
+    /// The share of a core background compaction takes while it is not urgent (the store's
+    /// `compact_cpu_share`): the serving threads on that core keep the rest. 1: unpaced.
+    pub compaction_cpu_share: f64,
     /// Worker threads (0 = one per core).
     pub threads: usize,
     /// Databases SELECT can choose from (`0..databases`), as Redis's `databases`.
@@ -184,6 +187,7 @@ impl Default for Config {
             partitions: PARTITIONS_DEFAULT,
             segment_size: Options::default().segment_bytes as usize,
             disk_reserve: Options::default().disk_reserve_bytes as usize,
+            compaction_cpu_share: Options::default().compact_cpu_share,
             threads: 0,
             databases: DATABASES_DEFAULT,
             requirepass: None,
@@ -302,6 +306,12 @@ impl Config {
             // Redis's own floor for this setting.
             return bad("client-query-buffer-limit must be at least 1mb".into());
         }
+        if !(self.compaction_cpu_share > 0.0 && self.compaction_cpu_share <= 1.0) {
+            return bad(format!(
+                "compaction-cpu-share must be above 0 and at most 1 (got {})",
+                self.compaction_cpu_share
+            ));
+        }
         if self.requirepass.as_deref() == Some("") {
             return bad("requirepass must not be empty (leave it unset for no password)".into());
         }
@@ -338,6 +348,7 @@ impl Config {
             partitions: self.partitions,
             segment_bytes: self.segment_size as u64,
             disk_reserve_bytes: self.disk_reserve as u64,
+            compact_cpu_share: self.compaction_cpu_share,
             value_len_max: self.proto_max_bulk_len,
             durability: self.durability,
             backend: self.backend,
@@ -461,6 +472,9 @@ mod tests {
         c.validate().unwrap();
         let c = Config::from_toml("client-output-buffer-total-limit = 0").unwrap();
         assert_eq!(c.client_output_buffer_total_limit, 0, "0: no limit");
+        let c = Config::from_toml("compaction-cpu-share = 0.5").unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.store_options().compact_cpu_share, 0.5);
     }
 
     #[test]
@@ -481,6 +495,11 @@ mod tests {
         let c = Config::from_toml("bind = \"0.0.0.0\"").unwrap();
         let e = c.validate().unwrap_err();
         assert!(e.0.contains("protected-mode"), "{e}");
+        for share in ["0", "1.5", "-0.25"] {
+            let c = Config::from_toml(&format!("compaction-cpu-share = {share}")).unwrap();
+            let e = c.validate().unwrap_err();
+            assert!(e.0.contains("compaction-cpu-share"), "{e}");
+        }
         assert_eq!(parse_byte_size("1gb"), Ok(1 << 30));
         assert_eq!(parse_byte_size("64k"), Ok(64_000));
         assert!(parse_byte_size("12xb").is_err());

@@ -61,6 +61,7 @@ use crate::partition::{
     new_segment_at, MaintenanceState, PartState, Partition, SegmentSet, StoreCtx,
 };
 use crate::reserve::DiskReserve;
+use crate::stalls::Pacer;
 
 const MANIFEST_FILE: &str = "COMPACT";
 const MANIFEST_TMP_FILE: &str = "COMPACT.tmp";
@@ -128,7 +129,12 @@ struct Remap {
 }
 
 /// Runs one compaction pass on the partition. The caller holds its maintenance lock.
-pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<PassOutcome> {
+pub(crate) fn compact(
+    ctx: &StoreCtx,
+    part: &Partition,
+    pass: Pass,
+    mut pacer: Pacer,
+) -> Result<PassOutcome> {
     // 1. The range.
     let (snapshot, inputs, prefix, reached_end, dbs) = {
         let mut st = part.state.write();
@@ -179,7 +185,7 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
     let report = &mut outcome.report;
 
     // 2. Copy what survives.
-    let resolved = resolved_batches(&inputs)?;
+    let resolved = resolved_batches(&inputs, &mut pacer)?;
     let mut out = Outputs::new(&snapshot, last_input);
     let mut remaps: Vec<Remap> = Vec::new();
     // Live records whose value is damaged (salvage only): dropped from the index at the swap.
@@ -198,7 +204,9 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
         verify_values: true,
         on_damage: ctx.opts.on_damage,
     };
-    let scanned = maintenance::scan_records(part, &inputs, None, mode, |r| {
+    let scanned = maintenance::scan_records(ctx, part, &inputs, None, mode, |r| {
+        // No lock is held here (`scan_records` calls back outside its liveness tests).
+        pacer.done(1);
         let ty = r.header.ty;
         // Some(whole part in range) for a member or commit record of a resolved batch.
         let resolved_batch = resolved
@@ -324,6 +332,7 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
     let mut chunks = remaps.chunks(REMAP_CHUNK_ENTRIES).peekable();
     loop {
         let chunk = chunks.next().unwrap_or(&[]);
+        pacer.done(chunk.len()); // before the lock: a paced pass sleeps between chunks
         let mut st = part.state.write();
         let _stall = ctx.stalls.hold("compaction index moves");
         for r in chunk.iter().take(index::PREFETCH_AHEAD) {
@@ -381,17 +390,22 @@ pub(crate) fn compact(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Pa
 /// One compaction pass — over the whole log (`budget_bytes: None`, the active segment sealed
 /// into it) or the next pass of the partition's sweep — then a checkpoint (the old one names
 /// the retired segments; on a full disk it is skipped: the next open is only slower). The
-/// caller holds the partition's maintenance lock, `m`.
+/// caller holds the partition's maintenance lock, `m`. `paced`: a background pass, kept to
+/// `compact_cpu_share` of the core unless the partition's garbage makes it urgent.
 pub(crate) fn compact_pass(
     ctx: &StoreCtx,
     part: &Partition,
     m: &mut MaintenanceState,
     budget_bytes: Option<u64>,
+    paced: bool,
 ) -> Result<PassOutcome> {
-    let (dead, retired) = {
+    let (dead, records, retired) = {
         let st = part.state.read();
-        (st.counters.dead, st.retired)
+        (st.counters.dead, st.counters.records, st.retired)
     };
+    // Urgent past halfway from the trigger to all garbage: the pass then takes what it needs.
+    let urgent = dead as f64 > (1.0 + ctx.opts.compact_garbage_ratio) / 2.0 * records as f64;
+    let pacer = Pacer::new((paced && !urgent).then_some(ctx.opts.compact_cpu_share));
     // A range export or split holds positions in this log: no records move until it ends. A
     // merged partition has nothing to keep (its directory is being deleted).
     if retired || part.exports.load(std::sync::atomic::Ordering::SeqCst) > 0 {
@@ -404,7 +418,7 @@ pub(crate) fn compact_pass(
         },
         Some(b) => m.next_pass(b),
     };
-    let o = compact(ctx, part, pass)?;
+    let o = compact(ctx, part, pass, pacer)?;
     m.after_pass(&o, dead, ctx.opts.compact_min_dead_records);
     ctx.maintenance_runs
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -460,7 +474,7 @@ pub(crate) fn compact_locked(
     budget_bytes: Option<u64>,
 ) -> Result<PassOutcome> {
     let mut m = part.maintenance.lock();
-    compact_pass(ctx, part, &mut m, budget_bytes)
+    compact_pass(ctx, part, &mut m, budget_bytes, false)
 }
 
 /// The batches a pass resolves into plain records: those whose commit or BatchEnd record lies
@@ -471,13 +485,14 @@ pub(crate) fn compact_locked(
 /// running store's log is committed: a failed batch takes its parts back, and opening cuts
 /// off the parts of a batch a crash interrupted. (A part whose commit record lies in another
 /// partition was sealed before this pass swaps anything in: see `seal`.)
-fn resolved_batches(inputs: &[Arc<Segment>]) -> Result<SeqMap<bool>> {
+fn resolved_batches(inputs: &[Arc<Segment>], pacer: &mut Pacer) -> Result<SeqMap<bool>> {
     // seq -> (members seen, members the commit record announces)
     let mut seen: SeqMap<(u32, Option<u32>)> = SeqMap::default();
     // A segment the appender wrote no batch record to has none to find.
     for seg in inputs.iter().filter(|s| s.may_hold_batches()) {
         let mut sc = Scanner::new(seg, SEGMENT_HEADER_LEN as u64, u64::MAX, false);
         loop {
+            pacer.done(1);
             match sc.next_step()? {
                 Step::Record { header, .. } if header.ty.is_batch_member() => {
                     seen.entry(header.seq).or_default().0 += 1

@@ -137,6 +137,7 @@ struct Held {
 /// unreadable) fails the scan with `Error::Corruption` instead, since a live record could
 /// hide there and maintenance must not drop it silently.
 pub(crate) fn scan_records(
+    ctx: &StoreCtx,
     part: &Partition,
     segs: &[Arc<Segment>],
     end: Option<LogPos>,
@@ -154,6 +155,7 @@ pub(crate) fn scan_records(
     let mut flush = |held: &mut Vec<Held>, chunk: &mut Vec<u8>| {
         let live: Vec<bool> = {
             let st = part.state.read();
+            let _stall = ctx.stalls.hold("liveness tests");
             // The index probes are cache misses (they were most of a compaction's time):
             // each record's home slot is prefetched `index::PREFETCH_AHEAD` records ahead.
             for h in held.iter().take(index::PREFETCH_AHEAD) {

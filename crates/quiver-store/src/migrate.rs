@@ -126,7 +126,7 @@ pub(crate) fn snapshot_partition(
     };
     let mut items = Vec::with_capacity(EXPORT_BATCH_ITEMS);
     let mut n = 0;
-    maintenance::scan_records(part, &segs, Some(end), mode, |r| {
+    maintenance::scan_records(ctx, part, &segs, Some(end), mode, |r| {
         if !r.live {
             return Ok(());
         }

@@ -136,6 +136,13 @@ pub struct Options {
     /// spares tiny partitions needless passes). 0.0 disables it.
     pub compact_garbage_ratio: f64,
     pub compact_min_dead_records: u64,
+    /// The share of a core a background compaction pass takes while it is not urgent: after
+    /// each slice of work it sleeps long enough to keep to it, so serving threads on the same
+    /// core keep the rest (a pass that took the core half the time while it ran made write
+    /// tails of seconds in an open loop, issue 13). A pass is urgent — unpaced — when the
+    /// partition's garbage ratio is past halfway from `compact_garbage_ratio` to 1, or the
+    /// disk is short of space. 1.0: never paced. Passes asked for (`compact()`) are unpaced.
+    pub compact_cpu_share: f64,
     /// Run maintenance (index growth, compaction, checkpoints, flushes) on a background thread.
     /// When false, index growth runs inline in the writer that needs it.
     pub background: bool,
@@ -183,6 +190,7 @@ impl Default for Options {
             checkpoint_interval_ms: 60_000,
             compact_garbage_ratio: 0.5,
             compact_min_dead_records: 64,
+            compact_cpu_share: 0.25,
             background: true,
             expected_keys: 0,
             compact_pass_bytes_max: 4 << 30,
@@ -238,6 +246,12 @@ impl Options {
         }
         if self.vector_width_max == 0 {
             return bad("vector_width_max must be at least 1".into());
+        }
+        if !(self.compact_cpu_share > 0.0 && self.compact_cpu_share <= 1.0) {
+            return bad(format!(
+                "compact_cpu_share {} outside (0, 1]",
+                self.compact_cpu_share
+            ));
         }
         if !(0.0..1.0).contains(&self.compact_garbage_ratio) {
             return bad(format!(

@@ -67,7 +67,7 @@ fn attempt(ctx: &StoreCtx, part: &Partition, extra_keys: usize) -> Result<bool> 
         verify_values: false,
         on_damage: ctx.opts.on_damage,
     };
-    maintenance::scan_records(part, &segs, Some(end), mode, |r| {
+    maintenance::scan_records(ctx, part, &segs, Some(end), mode, |r| {
         if r.live {
             index.insert(r.hash, r.loc);
         }

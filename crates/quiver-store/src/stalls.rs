@@ -1,9 +1,53 @@
-//! How long maintenance keeps writers waiting: every hold of a partition's lock by a
-//! maintenance task, timed (INFO `maintenance_stall_max_us`, `_by`, `_total_us`,
-//! `maintenance_stalls`).
+//! How maintenance shares the serving threads' time: how long it keeps writers waiting
+//! (every hold of a partition's lock by a maintenance task, timed: INFO
+//! `maintenance_stall_max_us`, `_by`, `_total_us`, `maintenance_stalls`), and the pacing of a
+//! compaction pass to a share of the core (`Pacer`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// Work a paced pass does between two sleeps.
+const PACE_SLICE: Duration = Duration::from_millis(2);
+
+/// Units of work (records) between two looks at the clock.
+const PACE_CHECK_EVERY: u32 = 64;
+
+/// Keeps a compaction pass to a share of the core (`Options::compact_cpu_share`): after each
+/// `PACE_SLICE` of work it sleeps `slice * (1 - share) / share`. Called only where the pass
+/// holds no partition lock: a sleep must never keep writers waiting.
+pub(crate) struct Pacer {
+    /// `None`: unpaced.
+    share: Option<f64>,
+    slice_start: Instant,
+    since_check: u32,
+}
+
+impl Pacer {
+    pub fn new(share: Option<f64>) -> Pacer {
+        Pacer {
+            share: share.filter(|s| *s < 1.0),
+            slice_start: Instant::now(),
+            since_check: 0,
+        }
+    }
+
+    /// `units` of work (records) done; sleeps if the slice is used up.
+    pub fn done(&mut self, units: usize) {
+        let Some(share) = self.share else {
+            return;
+        };
+        self.since_check = self.since_check.saturating_add(units as u32);
+        if self.since_check < PACE_CHECK_EVERY {
+            return;
+        }
+        self.since_check = 0;
+        let worked = self.slice_start.elapsed();
+        if worked >= PACE_SLICE {
+            std::thread::sleep(worked.mul_f64((1.0 - share) / share));
+            self.slice_start = Instant::now();
+        }
+    }
+}
 
 /// How long maintenance (compaction, checkpoints, index resizes, the expiry sweep) kept a
 /// partition's writers waiting: every hold of the partition's lock that excludes them, timed

@@ -56,6 +56,7 @@ fn config_values(core: &Core) -> Vec<(&'static str, String)> {
         ("durability", c.durability.to_string()),
         ("segment-size", c.segment_size.to_string()),
         ("disk-reserve", c.disk_reserve.to_string()),
+        ("compaction-cpu-share", c.compaction_cpu_share.to_string()),
         ("backend", c.backend.to_string()),
         ("coalesce", format!("{:?}", c.coalesce).to_ascii_lowercase()),
         ("max-vector-width", c.max_vector_width.to_string()),

@@ -128,7 +128,7 @@ fn a_seal_keeps_a_part_committed_when_compaction_drops_the_commit_record() {
         budget_bytes: u64::MAX,
         start_after: None,
     };
-    crate::compact::compact(&s.inner().ctx, &p1, pass).unwrap();
+    crate::compact::compact(&s.inner().ctx, &p1, pass, crate::stalls::Pacer::new(None)).unwrap();
     // The seal: a BatchCommit of no member after partition 0's part.
     assert_eq!(last_record_type(&s, 0), RecordType::BatchCommit);
     drop(_m);
