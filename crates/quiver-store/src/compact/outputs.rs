@@ -1,0 +1,157 @@
+//! The output segments of a compaction pass: copies appended in order, registered as
+//! `*.seg.tmp` while written, renamed at the commit, dropped if the pass fails.
+
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::log::format::{self, CompactionManifest, RecordType, SegmentOrder, SEGMENT_HEADER_LEN};
+use crate::log::segment::{segment_file_name, sync_dir, tmp_segment_file_name, Segment};
+use crate::log::writer::Appender;
+use crate::partition::{new_segment_at, Partition, SegmentSet, StoreCtx};
+
+use super::{COMPACTION_WRITE_BYTES, MANIFEST_FILE, MANIFEST_TMP_FILE};
+
+/// Compaction output segments being written.
+pub(super) struct Outputs {
+    /// Addressing of the snapshot (input locations).
+    span_set: SegmentSet,
+    /// Order of the last input: outputs take `(major, minor + 1 + i)`, before any later segment
+    /// (whose major is larger: a pass never splits a group).
+    last_input: SegmentOrder,
+    segments: Vec<Arc<Segment>>,
+    appender: Option<Appender>,
+}
+
+impl Outputs {
+    pub(super) fn new(snapshot: &SegmentSet, last_input: SegmentOrder) -> Outputs {
+        Outputs {
+            span_set: snapshot.clone(),
+            last_input,
+            segments: Vec::new(),
+            appender: None,
+        }
+    }
+
+    /// Appends a copy of a record of type `ty` (retyped: a resolved batch member becomes a
+    /// plain record); returns its new location. An output holding a batch record says so
+    /// (`Segment::note_batch`: the next pass reads it for batches).
+    pub(super) fn append(
+        &mut self,
+        ctx: &StoreCtx,
+        part: &Partition,
+        rec: &[u8],
+        ty: RecordType,
+        retype: Option<RecordType>,
+    ) -> Result<u32> {
+        let need = rec.len() as u64;
+        let a = match self.appender.as_mut() {
+            Some(a) if a.room() >= need => a,
+            _ => self.next_output(ctx, part)?,
+        };
+        let ty = retype.unwrap_or(ty);
+        if ty.is_batch_member() || ty.ends_part() {
+            a.segment.note_batch();
+        }
+        let at = match retype {
+            Some(ty) => {
+                let mut copy = rec.to_vec();
+                format::retype_record(&mut copy, ty);
+                a.append(&copy)?
+            }
+            None => a.append(rec)?,
+        };
+        let slot = a.segment.slot();
+        Ok(self.span_set.loc(slot, at))
+    }
+
+    /// Seals the current output (if any) and starts the next one; returns its appender.
+    pub(super) fn next_output(
+        &mut self,
+        ctx: &StoreCtx,
+        part: &Partition,
+    ) -> Result<&mut Appender> {
+        if let Some(a) = self.appender.as_mut() {
+            a.release_unused()?;
+        }
+        let order = SegmentOrder {
+            major: self.last_input.major,
+            minor: self.last_input.minor + 1 + self.segments.len() as u32,
+        };
+        let seg = {
+            let mut st = part.state.write();
+            let _stall = ctx.stalls.hold("compaction output");
+            let slot = st.segs.free_slot(part.id)?;
+            let file_id = ctx.alloc_file_id();
+            let seg = Arc::new(new_segment_at(
+                ctx,
+                part.id,
+                &part.dir.join(tmp_segment_file_name(file_id)),
+                file_id,
+                slot,
+                order,
+            )?);
+            seg.holds_no_batches_yet();
+            st.segs.register(seg.clone());
+            seg
+        };
+        self.segments.push(seg.clone());
+        Ok(self.appender.insert(Appender::new(
+            seg,
+            SEGMENT_HEADER_LEN as u64,
+            true,
+            COMPACTION_WRITE_BYTES,
+            ctx.space_short.clone(),
+        )))
+    }
+
+    /// Writes out buffered records and makes the outputs durable.
+    pub(super) fn finish(&mut self) -> Result<()> {
+        if let Some(a) = self.appender.as_mut() {
+            a.release_unused()?;
+        }
+        for seg in &self.segments {
+            seg.sync_data()?;
+        }
+        Ok(())
+    }
+
+    /// Commits the compaction on disk: manifest, then renames. Returns the outputs reopened
+    /// under their final names.
+    pub(super) fn commit(&self, dir: &Path, inputs: &[Arc<Segment>]) -> Result<Vec<Arc<Segment>>> {
+        let manifest = CompactionManifest {
+            inputs: inputs.iter().map(|s| s.file_id()).collect(),
+            outputs: self.segments.iter().map(|s| s.file_id()).collect(),
+        };
+        let tmp = dir.join(MANIFEST_TMP_FILE);
+        fs::write(&tmp, manifest.encode())
+            .and_then(|_| fs::File::open(&tmp)?.sync_all())
+            .map_err(|e| Error::io("write compaction manifest", &tmp, e))?;
+        let path = dir.join(MANIFEST_FILE);
+        fs::rename(&tmp, &path).map_err(|e| Error::io("commit compaction manifest", &path, e))?;
+        sync_dir(dir)?;
+        let mut reopened = Vec::with_capacity(self.segments.len());
+        for seg in &self.segments {
+            let to = dir.join(segment_file_name(seg.file_id()));
+            fs::rename(&seg.path, &to)
+                .map_err(|e| Error::io("rename compaction output", &to, e))?;
+            let out = Segment::open(to, false)?;
+            if !seg.may_hold_batches() {
+                out.holds_no_batches_yet();
+            }
+            reopened.push(Arc::new(out));
+        }
+        sync_dir(dir)?;
+        Ok(reopened)
+    }
+
+    /// Drops unfinished outputs: frees their slots and deletes their files.
+    pub(super) fn abandon(self, part: &Partition) {
+        let mut st = part.state.write();
+        for seg in &self.segments {
+            st.segs.unregister(seg.slot());
+            let _ = fs::remove_file(&seg.path);
+        }
+    }
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Compaction paced or not, side by side: two Quiver servers of the same build, one with the
+# default `compaction-cpu-share` (0.25) and one unpaced (1), both pinned to SERVER_CORE, the
+# load generator on CLIENT_CORE, each loaded with KEYS keys. Per round and server: SET and
+# MSET-32 closed loop (8 connections x 32 / x 4 pipelined), then open loop at SET_RATE and
+# MSET_RATE operations/s; after each run the server's garbage ratio and longest maintenance
+# stall (INFO persistence).
+#
+#   scripts/bench_pacing.sh
+#
+# Environment: KEYS [1000000]  VALUE_SIZE [32]  SET_RATE [250000]  MSET_RATE [10000]
+#   DURATION seconds per run [5]  ROUNDS [2]  SERVER_CORE [0]  CLIENT_CORE [1]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+
+case "${1:-}" in
+  -h | --help) usage; exit 0 ;;
+  "") ;;
+  *) echo "bench_pacing.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
+esac
+KEYS=${KEYS:-1000000}
+VALUE_SIZE=${VALUE_SIZE:-32}
+SET_RATE=${SET_RATE:-250000}
+MSET_RATE=${MSET_RATE:-10000}
+DURATION=${DURATION:-5}
+ROUNDS=${ROUNDS:-2}
+SERVER_CORE=${SERVER_CORE:-0}
+CLIENT_CORE=${CLIENT_CORE:-1}
+
+cargo build --release -q -p quiver
+Q=target/release/quiver
+RUN=$(mktemp -d /tmp/quiver-pacing.XXXXXX)
+declare -A PORT PID
+cleanup() {
+  for s in "${!PID[@]}"; do kill "${PID[$s]}" 2>/dev/null || true; done
+  for s in "${!PID[@]}"; do wait "${PID[$s]}" 2>/dev/null || true; done
+  rm -rf "$RUN"
+}
+trap cleanup EXIT
+
+for s in paced unpaced; do
+  mkdir -p "$RUN/$s"
+  share=0.25
+  [ "$s" = unpaced ] && share=1
+  printf 'compaction-cpu-share = %s\n' "$share" >"$RUN/$s/quiver.toml"
+  taskset -c "$SERVER_CORE" "$Q" --dir "$RUN/$s/data" serve --config "$RUN/$s/quiver.toml" \
+    --port 0 --threads 1 --durability os >"$RUN/$s/out" 2>"$RUN/$s/log" &
+  PID[$s]=$!
+  for _ in $(seq 1 600); do
+    PORT[$s]=$(grep -o '[0-9]*$' "$RUN/$s/out" 2>/dev/null || true)
+    [ -n "${PORT[$s]}" ] && break
+    sleep 0.1
+  done
+  [ -n "${PORT[$s]}" ] || { echo "bench_pacing.sh: the $s server did not start" >&2; exit 1; }
+done
+
+bench() { # $1 server, then bench net arguments
+  local s=$1
+  shift
+  taskset -c "$CLIENT_CORE" "$Q" bench net --port "${PORT[$s]}" --server-pid "${PID[$s]}" \
+    --system "$s" --keys "$KEYS" --key-size 16 --value-size "$VALUE_SIZE" "$@" 2>&1 |
+    grep -E ' closed:| open:' | sed 's/^quiver bench: //'
+}
+maintenance() { # $1 server
+  redis-cli -p "${PORT[$1]}" info persistence | tr -d '\r' |
+    grep -E '^(garbage_ratio|maintenance_stall_max_us|maintenance_stall_max_by):' | tr '\n' ' '
+  echo
+}
+
+for s in paced unpaced; do bench "$s" --load-only >/dev/null; done
+for round in $(seq 1 "$ROUNDS"); do
+  echo "== round $round/$ROUNDS, $KEYS keys of $VALUE_SIZE B"
+  for run in "--width 1 --connections 8 --depth 32" "--width 1 --connections 8 --rate $SET_RATE" \
+    "--width 32 --connections 8 --depth 4" "--width 32 --connections 8 --rate $MSET_RATE"; do
+    read -r -a args <<<"$run"
+    for s in paced unpaced; do
+      bench "$s" "${args[@]}" --get-ratio 0 --duration-s "$DURATION" --warmup-s 1
+      echo "  $(maintenance "$s")"
+    done
+  done
+done
