@@ -339,6 +339,17 @@ pub async fn serve_clients<S: Service>(
     handle_signals: bool,
     background: Vec<tokio::task::JoinHandle<()>>,
 ) -> Result<(), ServerError> {
+    // The handlers exist before the first connection is accepted: a SIGTERM sent once a client
+    // was served must find them (on a busy machine, clients ran commands and sent SIGTERM
+    // before this task got to install them, and the default action killed the server).
+    let signals = if handle_signals {
+        use tokio::signal::unix::{signal, SignalKind};
+        let int = signal(SignalKind::interrupt()).map_err(io_error("cannot handle SIGINT"))?;
+        let term = signal(SignalKind::terminate()).map_err(io_error("cannot handle SIGTERM"))?;
+        Some((int, term))
+    } else {
+        None
+    };
     let Listeners { tcp, unix, metrics } = listeners;
     let tcp = TcpListener::from_std(tcp).map_err(io_error("cannot register the listener"))?;
     let addr = tcp
@@ -368,11 +379,7 @@ pub async fn serve_clients<S: Service>(
     tracing::info!(%addr, unixsocket = ?unix_path, "ready to accept connections");
 
     let mut rx = shutdown.subscribe();
-    if handle_signals {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut int = signal(SignalKind::interrupt()).map_err(io_error("cannot handle SIGINT"))?;
-        let mut term =
-            signal(SignalKind::terminate()).map_err(io_error("cannot handle SIGTERM"))?;
+    if let Some((mut int, mut term)) = signals {
         tokio::select! {
             _ = int.recv() => tracing::info!("SIGINT received: shutting down"),
             _ = term.recv() => tracing::info!("SIGTERM received: shutting down"),
