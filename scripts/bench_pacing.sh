@@ -62,7 +62,7 @@ bench() { # $1 server, then bench net arguments
   shift
   taskset -c "$CLIENT_CORE" "$Q" bench net --port "${PORT[$s]}" --server-pid "${PID[$s]}" \
     --system "$s" --keys "$KEYS" --key-size 16 --value-size "$VALUE_SIZE" "$@" 2>&1 |
-    grep -E ' closed:| open:' | sed 's/^quiver bench: //'
+    { grep -E ' closed:| open:' || true; } | sed 's/^quiver bench: //'
 }
 maintenance() { # $1 server
   redis-cli -p "${PORT[$1]}" info persistence | tr -d '\r' |
