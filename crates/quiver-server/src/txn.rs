@@ -481,21 +481,7 @@ impl<'a> Txn<'a> {
             None => apply(),
             Some(chains) => {
                 // The batch's writes, all or nothing, as one message down their chain.
-                let items: Vec<RangeItem> = batch
-                    .ops
-                    .iter()
-                    .filter_map(|op| match &op.action {
-                        BatchAction::Put(v) => Some(RangeItem::Put {
-                            key: op.key.clone(),
-                            value: v.clone(),
-                            expire_at: op.expire_at,
-                        }),
-                        BatchAction::Delete => Some(RangeItem::Delete {
-                            key: op.key.clone(),
-                        }),
-                        BatchAction::Check => None,
-                    })
-                    .collect();
+                let items = chain_items(&batch);
                 let written = chains.write(&items, true, || {
                     let result = apply();
                     let took = match &result {
@@ -526,6 +512,26 @@ impl<'a> Txn<'a> {
 
 /// Which of `keys` exist in database `db`, in engine calls of [`WALK_PAGE`] keys (keys the
 /// engine refuses exist nowhere).
+/// A batch's writes as the items a chain carries down to its members, all or nothing (its
+/// checks carry nothing: the head checked them).
+pub fn chain_items(batch: &Batch) -> Vec<RangeItem> {
+    batch
+        .ops
+        .iter()
+        .filter_map(|op| match &op.action {
+            BatchAction::Put(v) => Some(RangeItem::Put {
+                key: op.key.clone(),
+                value: v.clone(),
+                expire_at: op.expire_at,
+            }),
+            BatchAction::Delete => Some(RangeItem::Delete {
+                key: op.key.clone(),
+            }),
+            BatchAction::Check => None,
+        })
+        .collect()
+}
+
 fn exist_in(store: &Store, db: u32, keys: &[&Bytes]) -> quiver_store::Result<Vec<bool>> {
     let store = store.db(db)?;
     let mut found = Vec::with_capacity(keys.len());

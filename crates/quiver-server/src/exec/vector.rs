@@ -107,20 +107,7 @@ fn on_engine(
         }
         Vector::AtomicPut => {
             let batch = atomic_batch(db, group);
-            let items = || {
-                batch
-                    .ops
-                    .iter()
-                    .filter_map(|op| match &op.action {
-                        BatchAction::Put(v) => Some(RangeItem::Put {
-                            key: op.key.clone(),
-                            value: v.clone(),
-                            expire_at: None,
-                        }),
-                        _ => None,
-                    })
-                    .collect()
-            };
+            let items = || crate::txn::chain_items(&batch);
             match replicated(state, true, items, || {
                 state.store.apply(&batch).map(|_| vec![true; keys.len()])
             }) {
