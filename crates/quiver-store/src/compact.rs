@@ -46,7 +46,6 @@ use std::sync::Arc;
 use crate::checkpoint;
 use crate::error::{show_key, Error, Result};
 use crate::hash::KeyHash;
-use crate::index;
 use crate::log::format::{self, CompactionManifest, RecordExt, RecordType, SEGMENT_HEADER_LEN};
 use crate::log::reader::{Scanner, Step};
 use crate::log::segment::{
@@ -333,14 +332,9 @@ pub(crate) fn compact(
         pacer.done(chunk.len()); // before the lock: a paced pass sleeps between chunks
         let mut st = part.state.write();
         let _stall = ctx.stalls.hold("compaction index moves");
-        for r in chunk.iter().take(index::PREFETCH_AHEAD) {
-            st.index.prefetch(r.hash);
-        }
         for (i, r) in chunk.iter().enumerate() {
-            // Prefetched ahead: the probes are cache misses, taken under the write lock.
-            if let Some(ahead) = chunk.get(i + index::PREFETCH_AHEAD) {
-                st.index.prefetch(ahead.hash);
-            }
+            // The probes are cache misses, taken under the write lock: prefetched ahead.
+            st.index.prefetch_ahead(chunk, i, |r| r.hash);
             if let Some(pos) = st.index.find_loc(r.hash, r.from) {
                 st.index.set_loc(pos, r.to);
             }

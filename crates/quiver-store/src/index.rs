@@ -129,11 +129,21 @@ impl Index {
 
     /// Software-prefetches the cache lines a probe for `hash` starts on.
     #[inline]
-    /// Brings `hash`'s home slot into the cache; see [`PREFETCH_AHEAD`].
     pub fn prefetch(&self, hash: KeyHash) {
         let home = self.home(hash);
         prefetch_read(self.frags.as_ptr().wrapping_add(home));
         prefetch_read(self.locs.as_ptr().wrapping_add(home));
+    }
+
+    /// In a loop that probes `items` in order, called before the probe of item `i`: prefetches
+    /// the home slot of the item [`PREFETCH_AHEAD`] places on (and, at the first item, of all
+    /// those before it), so the probes find their lines in the cache.
+    #[inline]
+    pub fn prefetch_ahead<T>(&self, items: &[T], i: usize, hash: impl Fn(&T) -> KeyHash) {
+        let from = if i == 0 { 0 } else { i + PREFETCH_AHEAD };
+        for item in items.iter().take(i + PREFETCH_AHEAD + 1).skip(from) {
+            self.prefetch(hash(item));
+        }
     }
 
     /// The next slot at or after the probe position whose fragment equals `frag`, advancing the

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use crate::builder::IndexBuilder;
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
-use crate::index::{self, CAPACITY_MIN, LOAD_GROW};
+use crate::index::{CAPACITY_MIN, LOAD_GROW};
 use crate::log::format::{self, RecordHeader, SEGMENT_HEADER_LEN};
 use crate::log::reader::{Scanner, Step};
 use crate::log::segment::Segment;
@@ -158,15 +158,10 @@ pub(crate) fn scan_records(
             let _stall = ctx.stalls.hold("liveness tests");
             // The index probes are cache misses (they were most of a compaction's time):
             // each record's home slot is prefetched `index::PREFETCH_AHEAD` records ahead.
-            for h in held.iter().take(index::PREFETCH_AHEAD) {
-                st.index.prefetch(h.hash);
-            }
             held.iter()
                 .enumerate()
                 .map(|(i, h)| {
-                    if let Some(ahead) = held.get(i + index::PREFETCH_AHEAD) {
-                        st.index.prefetch(ahead.hash);
-                    }
+                    st.index.prefetch_ahead(held, i, |h| h.hash);
                     h.header.ty.is_put() && st.index.find_loc(h.hash, h.loc).is_some()
                 })
                 .collect()

@@ -77,7 +77,7 @@ pub struct Stats {
     /// Compactions and index resizes completed since the store was opened.
     pub maintenance_runs: u64,
     /// The longest time maintenance kept a partition's writers waiting, the sum of all such
-    /// holds, and their number, since the store was opened (`maintenance::Stalls`).
+    /// holds, and their number, since the store was opened (`stalls::Stalls`).
     pub maintenance_stall_max_us: u64,
     /// The task of the longest hold ("checkpoint", "compaction index moves"...; "" if none).
     pub maintenance_stall_max_by: &'static str,
@@ -178,7 +178,7 @@ impl Store {
                 op.hash = KeyHash::of_ns(ns, op.key);
             }
             let ops = &*ops;
-            let read_hashes: Vec<KeyHash> =
+            let mut read_hashes: Vec<KeyHash> =
                 reads.iter().map(|r| KeyHash::of_ns(ns, r.key)).collect();
             let routed = Routed::new(
                 table,
@@ -218,6 +218,9 @@ impl Store {
                     op.ns = now;
                     op.hash = KeyHash::of_ns(now, op.key);
                 }
+                for (h, r) in read_hashes.iter_mut().zip(reads) {
+                    *h = KeyHash::of_ns(now, r.key);
+                }
                 read_ns = now;
             }
             // Phase 1: index room, lookups, encoding, log space for every partition.
@@ -256,7 +259,7 @@ impl Store {
                 let states: Vec<&PartState> = guards.iter().map(|g| &**g).collect();
                 let of_read = &routed.of_key[ops.len()..];
                 // A failed read: nothing is written (the guards go with the return).
-                read_among_writes(ctx, &states, of_read, read_ns, reads, ops)?
+                read_among_writes(ctx, &states, of_read, read_ns, reads, &read_hashes, ops)?
             };
 
             // Phase 2: append and index.

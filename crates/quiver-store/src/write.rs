@@ -318,14 +318,16 @@ pub(crate) struct ReadAt<'a> {
 
 /// The values of `reads` among `ops`, on the locked `states` before any op is applied: a read
 /// of a key an earlier op wrote gets that op's value (a delete's: none); the others are
-/// looked up as one vector (in namespace `ns`; `of_read[j].0`: read `j`'s place in
-/// `states`). `Err`: a lookup failed.
+/// looked up as one vector (in namespace `ns`, where read `j`'s key hashes to `hashes[j]`;
+/// `of_read[j].0`: its place in `states`). `Err`: a lookup failed.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn read_among_writes(
     ctx: &StoreCtx,
     states: &[&PartState],
     of_read: &[(usize, u16)],
     ns: u32,
     reads: &[ReadAt<'_>],
+    hashes: &[KeyHash],
     ops: &[WriteOp<'_>],
 ) -> Result<Vec<Option<Bytes>>> {
     // Key -> the latest op on it so far (one database: the bytes name the key).
@@ -343,13 +345,14 @@ pub(crate) fn read_among_writes(
     let keys: Vec<LookupKey<'_>> = reads
         .iter()
         .zip(of_read)
+        .zip(hashes)
         .zip(&written_by)
         .filter(|(_, w)| w.is_none())
-        .map(|((r, &(state, _)), _)| LookupKey {
+        .map(|(((r, &(state, _)), &hash), _)| LookupKey {
             state,
             ns,
             key: r.key,
-            hash: KeyHash::of_ns(ns, r.key),
+            hash,
         })
         .collect();
     let mut found = lookup::lookup(ctx, states, &keys, true).into_iter();

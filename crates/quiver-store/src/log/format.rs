@@ -414,7 +414,6 @@ pub struct RecordView {
     pub value: std::ops::Range<usize>,
 }
 
-/// Verifies a whole record at the start of `b` (header, key and, if `check_value`, the value).
 /// Whether the value of record `b` (whose header `h` verified) matches its checksum; false if
 /// `b` ends inside the value.
 pub fn value_checksum_ok(b: &[u8], h: &RecordHeader) -> bool {
@@ -422,6 +421,7 @@ pub fn value_checksum_ok(b: &[u8], h: &RecordHeader) -> bool {
         .is_some_and(|v| crc32c::crc32c(v) == h.value_crc)
 }
 
+/// Verifies a whole record at the start of `b` (header, key and, if `check_value`, the value).
 pub fn decode_record(b: &[u8], check_value: bool) -> Result<RecordView, &'static str> {
     let h = check_header(b)?;
     let key = h.key_range();
