@@ -3,8 +3,8 @@
 # default `compaction-cpu-share` (0.25) and one unpaced (1), both pinned to SERVER_CORE, the
 # load generator on CLIENT_CORE, each loaded with KEYS keys. Per round and server: SET and
 # MSET-32 closed loop (8 connections x 32 / x 4 pipelined), then open loop at SET_RATE and
-# MSET_RATE operations/s; after each run the server's garbage ratio and longest maintenance
-# stall (INFO persistence).
+# MSET_RATE operations/s; after the load and after each run the server's garbage ratio and
+# longest maintenance stall (INFO persistence).
 #
 #   scripts/bench_pacing.sh
 #
@@ -70,7 +70,10 @@ maintenance() { # $1 server
   echo
 }
 
-for s in paced unpaced; do bench "$s" --load-only >/dev/null; done
+for s in paced unpaced; do
+  bench "$s" --load-only >/dev/null
+  echo "$s after the load of $KEYS keys: $(maintenance "$s")"
+done
 for round in $(seq 1 "$ROUNDS"); do
   echo "== round $round/$ROUNDS, $KEYS keys of $VALUE_SIZE B"
   for run in "--width 1 --connections 8 --depth 32" "--width 1 --connections 8 --rate $SET_RATE" \
