@@ -65,8 +65,9 @@ const MANIFEST_TMP_FILE: &str = "COMPACT.tmp";
 /// Output buffer of a compaction: records are written in runs of this size.
 const COMPACTION_WRITE_BYTES: usize = 1 << 20;
 /// Index entries moved to their copies under one hold of the partition's exclusive lock:
-/// writers and readers wait at most this many probes (a few milliseconds).
-const REMAP_CHUNK_ENTRIES: usize = 32 * 1024;
+/// writers and readers wait at most this many probes (prefetched: a fraction of a
+/// millisecond).
+const REMAP_CHUNK_ENTRIES: usize = 8 * 1024;
 
 /// Batches by sequence number: foldhash, not SipHash — a pass asks it for every record it
 /// copies, and after MSETs it holds a batch per few records.
@@ -133,6 +134,7 @@ pub(crate) fn compact(
     mut pacer: Pacer,
 ) -> Result<PassOutcome> {
     // 1. The range.
+    let mut was_active = None;
     let (snapshot, inputs, prefix, reached_end, dbs) = {
         let mut st = part.state.write();
         let _stall = ctx.stalls.hold("compaction range");
@@ -156,7 +158,7 @@ pub(crate) fn compact(
         let mut n = range_len(&st.segs.ordered[start..sealed], pass.budget_bytes);
         let reached_end = start + n == sealed;
         if reached_end && st.appender.end() > SEGMENT_HEADER_LEN as u64 {
-            st.rotate(ctx, part.id, &part.dir)?;
+            was_active = Some(st.rotate(ctx, part.id, &part.dir)?);
             n += 1; // the sealed active segment: a group of its own
         }
         let inputs = st.segs.ordered[start..start + n].to_vec();
@@ -168,6 +170,10 @@ pub(crate) fn compact(
             st.dbs.clone(),
         )
     };
+    // Its unused tail given back without the lock (see `PartState::rotate`).
+    if let Some(mut appender) = was_active {
+        appender.release_unused()?;
+    }
     let mut outcome = PassOutcome {
         report: MaintenanceReport {
             segments_compacted: inputs.len(),

@@ -327,7 +327,9 @@ impl PartState {
         if self.appender.room() >= len {
             return Ok(());
         }
-        self.rotate(ctx, part, dir)
+        // A writer seals a full segment only (once per `segment_bytes` written): its unused
+        // tail is small, and given back here.
+        self.rotate(ctx, part, dir)?.release_unused()
     }
 
     /// Makes appending `len` more bytes unable to fail for space: room in the active segment
@@ -348,9 +350,15 @@ impl PartState {
         self.appender.reserve(len)
     }
 
-    /// Seals the active segment and starts a new one.
-    pub fn rotate(&mut self, ctx: &StoreCtx, part: u32, dir: &Path) -> Result<()> {
-        self.appender.release_unused()?;
+    /// Seals the active segment and starts a new one. Returns the sealed segment's appender:
+    /// the caller gives back its unused tail (`Appender::release_unused`), after letting go of
+    /// the partition's lock if it can — punching a hole waits on the file system's journal,
+    /// for milliseconds under heavy writeback.
+    #[must_use = "the sealed segment's unused tail is to be released"]
+    pub fn rotate(&mut self, ctx: &StoreCtx, part: u32, dir: &Path) -> Result<Appender> {
+        // Buffered records (`none` mode) reach the file before the appender that holds them
+        // stops being the one readers look in.
+        self.appender.flush()?;
         if ctx.opts.durability == Durability::Fsync {
             // Synced positions must stay monotonic across segments: the group-commit syncer
             // only syncs the active segment.
@@ -373,14 +381,14 @@ impl PartState {
         seg.holds_no_batches_yet();
         let seg = Arc::new(seg);
         self.segs.push(seg.clone());
-        self.appender = Appender::new(
+        let next = Appender::new(
             seg,
             SEGMENT_HEADER_LEN as u64,
             ctx.opts.durability == Durability::None,
             ctx.opts.write_buffer_bytes_max,
             ctx.space_short.clone(),
         );
-        Ok(())
+        Ok(std::mem::replace(&mut self.appender, next))
     }
 
     /// Appends whole records; returns their start offset in the active segment.
