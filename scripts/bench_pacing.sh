@@ -4,7 +4,9 @@
 # load generator on CLIENT_CORE, each loaded with KEYS keys. Per round and server: SET and
 # MSET-32 closed loop (8 connections x 32 / x 4 pipelined), then open loop at SET_RATE and
 # MSET_RATE operations/s; after the load and after each run the server's garbage ratio and
-# longest maintenance stall (INFO persistence).
+# longest maintenance stall (INFO persistence). After each run the server is let settle (lib.sh
+# `settle`): the CPU its deferred compaction takes is printed and counted in a keys per CPU
+# second of its own, and runs in neither server's next window (both share SERVER_CORE).
 #
 #   scripts/bench_pacing.sh
 #
@@ -73,6 +75,7 @@ maintenance() { # $1 server
 for s in paced unpaced; do
   bench "$s" --load-only >/dev/null
   echo "$s after the load of $KEYS keys: $(maintenance "$s")"
+  settle "${PID[$s]}" >/dev/null
 done
 for round in $(seq 1 "$ROUNDS"); do
   echo "== round $round/$ROUNDS, $KEYS keys of $VALUE_SIZE B"
@@ -80,8 +83,15 @@ for round in $(seq 1 "$ROUNDS"); do
     "--width 32 --connections 8 --depth 4" "--width 32 --connections 8 --rate $MSET_RATE"; do
     read -r -a args <<<"$run"
     for s in paced unpaced; do
-      bench "$s" "${args[@]}" --get-ratio 0 --duration-s "$DURATION" --warmup-s 1
+      line=$(bench "$s" "${args[@]}" --get-ratio 0 --duration-s "$DURATION" --warmup-s 1)
+      echo "$line"
       echo "  $(maintenance "$s")"
+      # The compaction the run left behind, charged to it (and kept out of the next run).
+      settled=$(settle "${PID[$s]}")
+      echo "  settling after the run: $settled CPU s; $(awk -v l="$line" -v x="$settled" 'BEGIN {
+        if (match(l, /server [0-9.]+ CPU s \([0-9]+ keys per CPU s/)) {
+          split(substr(l, RSTART, RLENGTH), f, " "); keys = f[2] * substr(f[5], 2)
+          printf "%d keys per CPU s counting it", keys / (f[2] + x) } }')"
     done
   done
 done

@@ -19,12 +19,17 @@
 #   mset32-open  MSET of 32 pairs, the same at OPEN_LOAD x Redis's mset32 peak (write tails;
 #                needs redis among SYSTEMS and set / mset32 run first)
 #
-# Prints a table of keys/s, p50 / p99 latency, server CPU seconds, keys per server-CPU-second and
-# RSS per key for each system (means over rounds), the ratios Quiver / Redis and Quiver / Redis
+# After every run the server is let settle (idle, at most SETTLE_MAX seconds) before the next
+# one starts: a store's deferred compaction then runs in no other system's window, and its CPU is
+# counted in the run's keys per server-CPU-second (`settle cpu s`).
+#
+# Prints a table of keys/s, p50 / p99 latency, server CPU seconds (in the window, and settling
+# after it), keys per server-CPU-second (both counted) and RSS per key for each system (means
+# over rounds), the ratios Quiver / Redis and Quiver / Redis
 # AOF, and then (unless --no-engine) the engine-vs-RocksDB rows of scripts/bench_engine.sh.
 # With --json, prints instead one JSON object per line: every `quiver bench net` record (fields
-# system, workload, value_size, keys_per_sec, p50_us, p99_us, server_cpu_s, rss_bytes_per_key,
-# ...), then the engine rows as {"system": "quiver-engine" | "rocksdb" | "fio", "workload", ...}.
+# system, workload, value_size, keys_per_sec, p50_us, p99_us, server_cpu_s, settle_cpu_s,
+# keys_per_cpu_s_settled, rss_bytes_per_key, ...), then the engine rows as {"system": "quiver-engine" | "rocksdb" | "fio", "workload", ...}.
 # --quick: fewer keys, shorter runs, one round (a spot check in under three minutes).
 #
 # Environment (defaults in brackets; --quick changes the first three):
@@ -32,6 +37,7 @@
 #   WARMUP seconds [1; quick 0.5]  VALUE_SIZES ["32 512"]  KEY_SIZE [16]
 #   SERVER_CORE [0]  CLIENT_CORE [1]  OUT [a results file under the run directory]
 #   OPEN_LOAD [0.7]: the open-loop runs' load, as a fraction of Redis's closed-loop peak.
+#   SETTLE_MAX seconds [300]: the longest wait for a server to go idle after a run.
 #   KEEP=1 keeps the data directories and raw results (default: removed at the end).
 #   ONLY ["": all]: the workloads to run, by name (e.g. ONLY="get set").
 #   SYSTEMS ["quiver redis redis-aof"]: the servers compared (quiver first; ratios are quiver /
@@ -184,6 +190,19 @@ bench() { # $1 system, $2 value size, then bench net arguments
     --system "$sys" --keys "$KEYS" --key-size "$KEY_SIZE" --value-size "$v" "$@"
 }
 
+# measure: `bench` with the same arguments, then the server is let settle (lib.sh `settle`);
+# its result goes to OUT with the settling's CPU (`settle_cpu_s`) and the keys per server
+# CPU-second counting it (`keys_per_cpu_s_settled`): compaction a write run defers is charged
+# to it (in full, the warmup's share too), and runs nothing in the next system's window.
+measure() {
+  local sys=$1 line settled
+  line=$(bench "$@")
+  settled=$(settle "${PID[$sys]}")
+  jq -c --argjson s "$settled" '. + {settle_cpu_s: $s, keys_per_cpu_s_settled:
+    (if (.server_cpu_s // 0) + $s > 0 then .keys_read_written / ((.server_cpu_s // 0) + $s) else 0 end)}' \
+    <<<"$line" >>"$OUT"
+}
+
 for v in $VALUE_SIZES; do
   echo "== value size $v: starting ${SYS[*]} on core $SERVER_CORE" >&2
   start_servers "$v"
@@ -191,6 +210,7 @@ for v in $VALUE_SIZES; do
     echo "   loading $KEYS keys into $sys" >&2
     bench "$sys" "$v" --load-only >/dev/null
   done
+  for sys in "${SYS[@]}"; do settle "${PID[$sys]}" >/dev/null; done
   for round in $(seq 1 "$ROUNDS"); do
     for w in "${WORKLOADS[@]}"; do
       name=${w%%|*}
@@ -198,8 +218,8 @@ for v in $VALUE_SIZES; do
       read -r -a args <<<"${w#*|}"
       for sys in "${SYS[@]}"; do
         echo "   round $round/$ROUNDS value $v: $name on $sys" >&2
-        bench "$sys" "$v" "${args[@]}" --workload "$name" --duration-s "$DURATION" \
-          --warmup-s "$WARMUP" --tag figure=compare --tag round="$round" >>"$OUT"
+        measure "$sys" "$v" "${args[@]}" --workload "$name" --duration-s "$DURATION" \
+          --warmup-s "$WARMUP" --tag figure=compare --tag round="$round"
       done
     done
   done
@@ -217,9 +237,9 @@ for v in $VALUE_SIZES; do
     for round in $(seq 1 "$ROUNDS"); do
       for sys in "${SYS[@]}"; do
         echo "   round $round/$ROUNDS value $v: $name-open on $sys at $rate ops/s" >&2
-        bench "$sys" "$v" --width "$width" --get-ratio 0 --connections 8 --rate "$rate" \
+        measure "$sys" "$v" --width "$width" --get-ratio 0 --connections 8 --rate "$rate" \
           --workload "$name-open" --duration-s "$DURATION" --warmup-s "$WARMUP" \
-          --tag figure=compare --tag round="$round" --tag rate="$rate" >>"$OUT"
+          --tag figure=compare --tag round="$round" --tag rate="$rate"
       done
     done
   done
@@ -254,11 +274,12 @@ jq -rs '
   group_by([.value_size, .workload, .system])
   | map({value_size: .[0].value_size, workload: .[0].workload, system: .[0].system,
          keys_per_sec: mean(.keys_per_sec), p50_us: mean(.p50_us), p99_us: mean(.p99_us),
-         cpu: mean(.server_cpu_s // 0), per_cpu: mean(.keys_per_server_cpu_s // 0),
+         cpu: mean(.server_cpu_s // 0), settle: mean(.settle_cpu_s // 0),
+         per_cpu: mean(.keys_per_cpu_s_settled // .keys_per_server_cpu_s // 0),
          rss: mean(.rss_bytes_per_key // 0), errors: (map(.errors) | add)})
-  | (["value", "workload", "system", "keys/s", "p50 us", "p99 us", "srv cpu s", "keys/cpu-s", "RSS B/key", "errors"] | @tsv),
+  | (["value", "workload", "system", "keys/s", "p50 us", "p99 us", "srv cpu s", "settle cpu s", "keys/cpu-s", "RSS B/key", "errors"] | @tsv),
     (.[] | [.value_size, .workload, .system, (.keys_per_sec | floor), (.p50_us | floor), (.p99_us | floor),
-            (.cpu * 100 | floor / 100), (.per_cpu | floor), (.rss | floor), .errors] | @tsv)
+            (.cpu * 100 | floor / 100), (.settle * 100 | floor / 100), (.per_cpu | floor), (.rss | floor), .errors] | @tsv)
 ' "$OUT" | column -t -s $'\t'
 
 echo
@@ -277,7 +298,7 @@ for other in "${SYS[@]:1}"; do
 done
 
 echo
-echo "ratios quiver / each other system (keys/s, per round; then keys per server-CPU-second)"
+echo "ratios quiver / each other system (keys/s, per round; then keys per server-CPU-second, the CPU of settling after the run counted)"
 for other in "${SYS[@]:1}"; do
   jq -rs --arg other "$other" '
     group_by([.value_size, .workload, .tags.round])
@@ -288,7 +309,9 @@ for other in "${SYS[@]:1}"; do
     | .[]
     | [.[0].key,
        (map((.q.keys_per_sec / .o.keys_per_sec * 100 | floor) / 100 | tostring) | join(" ")),
-       (map(if (.o.keys_per_server_cpu_s // 0) > 0 then ((.q.keys_per_server_cpu_s / .o.keys_per_server_cpu_s * 100 | floor) / 100 | tostring) else "-" end) | join(" "))]
+       (map((.q.keys_per_cpu_s_settled // .q.keys_per_server_cpu_s) as $q
+         | (.o.keys_per_cpu_s_settled // .o.keys_per_server_cpu_s // 0) as $o
+         | if $o > 0 then (($q / $o * 100 | floor) / 100 | tostring) else "-" end) | join(" "))]
     | "  \(.[0]):  /\($other) \(.[1])   per-cpu \(.[2])"
   ' "$OUT"
 done

@@ -41,3 +41,25 @@ go_binary() {
   if command -v go; then return 0; fi
   if [[ -x /usr/local/go/bin/go ]]; then echo /usr/local/go/bin/go; else return 1; fi
 }
+
+# CPU seconds process $1 has used so far (user + system), from /proc.
+cpu_seconds() {
+  # Past the command name in parentheses, utime and stime are fields 12 and 13.
+  sed 's/.*) //' "/proc/$1/stat" | awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f\n", ($12 + $13) / hz }'
+}
+
+# settle PID waits until the process is idle — under 2% of a core over half a second, at most
+# SETTLE_MAX seconds [300] — and prints the CPU seconds it used meanwhile. After a write run, a
+# store's compaction may go on for a while: waiting keeps it out of the next run's window (all
+# servers share one core), and its CPU is charged to the run that left the garbage.
+settle() {
+  local pid=$1 start before after
+  start=$(cpu_seconds "$pid")
+  for _ in $(seq 1 $((2 * ${SETTLE_MAX:-300}))); do
+    before=$(cpu_seconds "$pid")
+    sleep 0.5
+    after=$(cpu_seconds "$pid")
+    awk -v a="$before" -v b="$after" 'BEGIN { exit !(b - a <= 0.01) }' && break
+  done
+  awk -v a="$start" -v b="$(cpu_seconds "$pid")" 'BEGIN { printf "%.2f\n", b - a }'
+}
