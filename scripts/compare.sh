@@ -25,11 +25,12 @@
 #
 # Prints a table of keys/s, p50 / p99 latency, server CPU seconds (in the window, and settling
 # after it), keys per server-CPU-second (both counted) and RSS per key for each system (means
-# over rounds), the ratios Quiver / Redis and Quiver / Redis
-# AOF, and then (unless --no-engine) the engine-vs-RocksDB rows of scripts/bench_engine.sh.
-# With --json, prints instead one JSON object per line: every `quiver bench net` record (fields
-# system, workload, value_size, keys_per_sec, p50_us, p99_us, server_cpu_s, settle_cpu_s,
-# keys_per_cpu_s_settled, rss_bytes_per_key, ...), then the engine rows as {"system": "quiver-engine" | "rocksdb" | "fio", "workload", ...}.
+# over rounds), the ratios Quiver / Redis and Quiver / Redis AOF, and then (unless
+# --no-engine) the engine-vs-RocksDB rows of scripts/bench_engine.sh. With --json, prints
+# instead one JSON object per line: every `quiver bench net` record (fields system, workload,
+# value_size, keys_per_sec, p50_us, p99_us, server_cpu_s, settle_cpu_s, keys_per_cpu_s_settled,
+# rss_bytes_per_key, ...), then the engine rows as {"system": "quiver-engine" | "rocksdb" |
+# "fio", "workload", ...}.
 # --quick: fewer keys, shorter runs, one round (a spot check in under three minutes).
 #
 # Environment (defaults in brackets; --quick changes the first three):
