@@ -162,8 +162,7 @@ fn prefaulted(len: usize) -> Vec<u8> {
 }
 
 /// Serialises a checkpoint into `b` but for its checksum (`append_checksum`, which needs no
-/// lock). Call
-/// with the partition locked, so the index is stable.
+/// lock). Call with the partition locked, so the index is stable.
 fn encode_unsealed(
     b: &mut Vec<u8>,
     meta: &CheckpointMeta<'_>,
