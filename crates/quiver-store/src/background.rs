@@ -177,7 +177,7 @@ fn compact_if_needed(inner: &StoreInner, part: &Partition) {
     let r = loop {
         let free = inner.reserve.fs_free_bytes().unwrap_or(u64::MAX);
         let budget = ctx.opts.compact_pass_bytes_max.min(free);
-        match compact::compact_pass(ctx, part, &mut m, Some(budget), !short) {
+        match compact::compact_pass(ctx, part, &mut m, compact::Want::Background(budget), !short) {
             Err(e) => {
                 if let Err(e) = retry.after_refusal(e) {
                     break Err(e);

@@ -219,8 +219,7 @@ fn write_batch(
         let share = &shares[s];
         let st = &mut guards[share.guard];
         update_index(st, &share.ops, &share.found, locs);
-        st.counters.records += 1;
-        st.counters.dead += 1; // the BatchEnd or commit record
+        st.count_appended_dead_here(); // the BatchEnd or commit record
         if s != last {
             seal::note_unsealed(ctx, parts[share.guard]);
         }

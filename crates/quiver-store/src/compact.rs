@@ -3,8 +3,9 @@
 //! segments are deleted — while reads and writes go on.
 //!
 //! A pass takes a range of whole groups of sealed segments (a group: segments sharing a major
-//! order, i.e. the outputs of one earlier pass), as many as its byte budget allows, and its
-//! outputs take the range's place in log order (`SegmentOrder`). Which records survive:
+//! order, i.e. the outputs of one earlier pass or one sealed active segment; `choose` says
+//! which), and its outputs take the range's place in log order (`SegmentOrder`). Which
+//! records survive:
 //! - a put the index points at: copied (a committed batch member becomes a plain put) —
 //!   unless its expiry time has come: then it is dropped like a deleted key, and a tombstone
 //!   takes its place unless the range is a prefix of the log (an older copy of its key may
@@ -16,9 +17,11 @@
 //!   its commit record are in the range; otherwise kept exactly as they are (replay must
 //!   still find the part whole when it meets the commit record).
 //!
-//! When the disk has room, a pass takes every segment (sealing the active one first). When it
-//! does not, passes of a few segments sweep the log from a cursor, so that each frees its own
-//! garbage before the next needs room, and none copies the same records twice in a sweep.
+//! The background thread's passes take the range with the most garbage per record (old
+//! segments, mostly), sealing the active segment for the passes to come; on-demand
+//! compaction takes the whole log. When the disk has no room for that, passes of a few
+//! segments sweep the log from a cursor, so that each frees its own garbage before the next
+//! needs room, and none copies the same records twice in a sweep.
 //! The drivers live here too: `compact_pass` (a pass, the sweep's cursor moved on in the
 //! partition's `MaintenanceState`, then a checkpoint), `compact_locked`, and on-demand
 //! compaction (`compact_partition`: one pass, or a sweep on a full disk).
@@ -39,8 +42,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use crate::checkpoint;
@@ -57,7 +60,9 @@ use crate::partition::{MaintenanceState, PartState, Partition, StoreCtx};
 use crate::reserve::DiskReserve;
 use crate::stalls::Pacer;
 
+mod choose;
 mod outputs;
+pub(crate) use choose::Pass;
 use outputs::Outputs;
 
 const MANIFEST_FILE: &str = "COMPACT";
@@ -73,17 +78,6 @@ const REMAP_CHUNK_ENTRIES: usize = 8 * 1024;
 /// copies, and after MSETs it holds a batch per few records.
 type SeqMap<V> = HashMap<u64, V, foldhash::fast::RandomState>;
 
-/// Which segments one pass takes.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Pass {
-    /// Bytes of input (disk blocks of the segments) the pass reads at most; one group of
-    /// segments is taken whatever its size.
-    pub budget_bytes: u64,
-    /// Start after the group with this major order (a sweep's cursor); `None`: at the head.
-    /// A cursor past the last sealed group starts again at the head.
-    pub start_after: Option<u64>,
-}
-
 /// What a pass covered, for a sweep's cursor.
 #[derive(Debug, Default)]
 pub(crate) struct PassOutcome {
@@ -92,22 +86,44 @@ pub(crate) struct PassOutcome {
     pub last_major: Option<u64>,
     /// The range reached the end of the log (the active segment was sealed into it).
     pub reached_end: bool,
+    /// The range was chosen by garbage (no sweep goes on after it).
+    pub by_garbage: bool,
+}
+
+/// What a caller of [`compact_pass`] asks for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Want {
+    /// The whole log (on-demand compaction).
+    Whole,
+    /// The next pass of the partition's sweep, reading at most this many bytes (on-demand
+    /// compaction on a full disk, `Store::compact_step`).
+    SweepStep(u64),
+    /// What the partition's garbage calls for, reading at most this many bytes (the
+    /// background thread): a pass by garbage, or the next step of a sweep under way.
+    Background(u64),
 }
 
 impl MaintenanceState {
-    /// The next pass of the partition's sweep, reading at most `budget_bytes`.
-    pub fn next_pass(&self, budget_bytes: u64) -> Pass {
-        Pass {
-            budget_bytes,
-            start_after: self.sweep_cursor,
+    /// The pass that `want` means for this partition now.
+    pub fn next_pass(&self, want: Want) -> Pass {
+        match want {
+            Want::Whole => Pass::WHOLE,
+            Want::Background(budget_bytes) if self.sweep_cursor.is_none() => {
+                Pass::Garbage { budget_bytes }
+            }
+            Want::SweepStep(budget_bytes) | Want::Background(budget_bytes) => Pass::Sweep {
+                budget_bytes,
+                start_after: self.sweep_cursor,
+            },
         }
     }
 
-    /// Moves the sweep on after a pass. A sweep that reached the end having dropped nothing
-    /// waits for `min_dead` more dead records (the partition had `dead` before the pass).
+    /// Moves the sweep on after a pass. A sweep (or pass by garbage) that reached its end
+    /// having dropped nothing waits for `min_dead` more dead records (the partition had `dead`
+    /// before the pass).
     pub fn after_pass(&mut self, o: &PassOutcome, dead: u64, min_dead: u64) {
         self.sweep_dropped += o.report.records_dropped;
-        if o.reached_end || o.last_major.is_none() {
+        if o.by_garbage || o.reached_end || o.last_major.is_none() {
             if self.sweep_dropped == 0 {
                 self.compact_when_dead = dead + min_dead.max(1);
             }
@@ -135,7 +151,7 @@ pub(crate) fn compact(
 ) -> Result<PassOutcome> {
     // 1. The range.
     let mut was_active = None;
-    let (snapshot, inputs, prefix, reached_end, dbs) = {
+    let (snapshot, inputs, choice, dbs) = {
         let mut st = part.state.write();
         let _stall = ctx.stalls.hold("compaction range");
         if let Some(reason) = &st.failed {
@@ -147,29 +163,14 @@ pub(crate) fn compact(
             });
         }
         st.appender.flush()?;
-        let sealed = st.segs.ordered.len() - 1;
-        let start = match pass.start_after {
-            Some(major) => st.segs.ordered[..sealed]
-                .iter()
-                .position(|s| s.header.order.major > major)
-                .unwrap_or(0),
-            None => 0,
-        };
-        let mut n = range_len(&st.segs.ordered[start..sealed], pass.budget_bytes);
-        let reached_end = start + n == sealed;
-        if reached_end && st.appender.end() > SEGMENT_HEADER_LEN as u64 {
+        let c = choose::choose(ctx, &st, pass);
+        if c.seal_active {
             was_active = Some(st.rotate(ctx, part.id, &part.dir)?);
-            n += 1; // the sealed active segment: a group of its own
         }
-        let inputs = st.segs.ordered[start..start + n].to_vec();
-        (
-            st.segs.clone(),
-            inputs,
-            start == 0,
-            reached_end,
-            st.dbs.clone(),
-        )
+        let inputs = st.segs.ordered[c.start..c.start + c.len].to_vec();
+        (st.segs.clone(), inputs, c, st.dbs.clone())
     };
+    let prefix = choice.start == 0;
     // Its unused tail given back without the lock (see `PartState::rotate`).
     if let Some(mut appender) = was_active {
         appender.release_unused()?;
@@ -180,7 +181,8 @@ pub(crate) fn compact(
             ..Default::default()
         },
         last_major: inputs.last().map(|s| s.header.order.major),
-        reached_end,
+        reached_end: choice.takes_active,
+        by_garbage: choice.by_garbage,
     };
     let Some(last_input) = inputs.last().map(|s| s.header.order) else {
         return Ok(outcome);
@@ -257,13 +259,13 @@ pub(crate) fn compact(
                         key,
                         b"",
                     );
-                    out.append(ctx, part, &tomb, RecordType::Delete, None)?;
+                    out.append(ctx, part, &tomb, (RecordType::Delete, None), true)?;
                     tombstones += 1;
                 }
                 return Ok(());
             }
             let retype = resolved_member.then_some(RecordType::Put);
-            let to = out.append(ctx, part, r.bytes, ty, retype)?;
+            let to = out.append(ctx, part, r.bytes, (ty, retype), false)?;
             remaps.push(Remap {
                 hash: r.hash,
                 from: r.loc,
@@ -301,7 +303,7 @@ pub(crate) fn compact(
         };
         match keep {
             Some(retype) => {
-                out.append(ctx, part, r.bytes, ty, retype)?;
+                out.append(ctx, part, r.bytes, (ty, retype), true)?;
                 kept_dead += 1;
             }
             None => dropped += 1,
@@ -341,8 +343,14 @@ pub(crate) fn compact(
         for (i, r) in chunk.iter().enumerate() {
             // The probes are cache misses, taken under the write lock: prefetched ahead.
             st.index.prefetch_ahead(chunk, i, |r| r.hash);
-            if let Some(pos) = st.index.find_loc(r.hash, r.from) {
-                st.index.set_loc(pos, r.to);
+            match st.index.find_loc(r.hash, r.from) {
+                Some(pos) => st.index.set_loc(pos, r.to),
+                // A writer replaced the key since it was copied: the copy is dead.
+                None => {
+                    if let Some(seg) = st.segs.of_loc(r.to) {
+                        seg.count(0, 1);
+                    }
+                }
             }
         }
         st.dirty = true;
@@ -394,7 +402,7 @@ pub(crate) fn compact_pass(
     ctx: &StoreCtx,
     part: &Partition,
     m: &mut MaintenanceState,
-    budget_bytes: Option<u64>,
+    want: Want,
     paced: bool,
 ) -> Result<PassOutcome> {
     let (dead, records, retired) = {
@@ -409,17 +417,13 @@ pub(crate) fn compact_pass(
     if retired || part.exports.load(std::sync::atomic::Ordering::SeqCst) > 0 {
         return Ok(PassOutcome::default());
     }
-    let pass = match budget_bytes {
-        None => Pass {
-            budget_bytes: u64::MAX,
-            start_after: None,
-        },
-        Some(b) => m.next_pass(b),
-    };
-    let o = compact(ctx, part, pass, pacer)?;
+    let o = compact(ctx, part, m.next_pass(want), pacer)?;
     m.after_pass(&o, dead, ctx.opts.compact_min_dead_records);
-    ctx.maintenance_runs
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    ctx.maintenance_runs.fetch_add(1, Relaxed);
+    ctx.compaction_copied
+        .fetch_add(o.report.records_copied, Relaxed);
+    ctx.compaction_dropped
+        .fetch_add(o.report.records_dropped, Relaxed);
     match checkpoint::save(ctx, part) {
         Err(e) if e.is_no_space() => {}
         other => other?,
@@ -434,7 +438,7 @@ pub(crate) fn compact_partition(
     reserve: &DiskReserve,
     part: &Partition,
 ) -> Result<MaintenanceReport> {
-    let r = match compact_locked(ctx, part, None) {
+    let r = match compact_locked(ctx, part, Want::Whole) {
         Err(e) if e.is_no_space() => compact_sweep(ctx, reserve, part),
         r => r.map(|o| o.report),
     };
@@ -456,7 +460,7 @@ fn compact_sweep(
     let groups = part.state.read().segs.ordered.len();
     for _ in 0..groups {
         let free = reserve.fs_free_bytes().unwrap_or(0);
-        let o = compact_locked(ctx, part, Some(free))?;
+        let o = compact_locked(ctx, part, Want::SweepStep(free))?;
         total.merge(o.report);
         if o.reached_end || o.last_major.is_none() {
             break;
@@ -466,13 +470,9 @@ fn compact_sweep(
 }
 
 /// One compaction pass (see [`compact_pass`]) under the partition's maintenance lock.
-pub(crate) fn compact_locked(
-    ctx: &StoreCtx,
-    part: &Partition,
-    budget_bytes: Option<u64>,
-) -> Result<PassOutcome> {
+pub(crate) fn compact_locked(ctx: &StoreCtx, part: &Partition, want: Want) -> Result<PassOutcome> {
     let mut m = part.maintenance.lock();
-    compact_pass(ctx, part, &mut m, budget_bytes, false)
+    compact_pass(ctx, part, &mut m, want, false)
 }
 
 /// The batches a pass resolves into plain records: those whose commit or BatchEnd record lies
@@ -513,31 +513,6 @@ fn resolved_batches(inputs: &[Arc<Segment>], pacer: &mut Pacer) -> Result<SeqMap
         .collect())
 }
 
-/// How many of the segments of `sealed` (from its start) a pass with `budget_bytes` takes:
-/// whole groups (segments sharing a major order: the outputs of one earlier pass), at least
-/// one group, while their disk blocks fit the budget.
-fn range_len(sealed: &[Arc<Segment>], budget_bytes: u64) -> usize {
-    let mut bytes = 0u64;
-    let mut n = 0;
-    while n < sealed.len() {
-        let major = sealed[n].header.order.major;
-        let group = sealed[n..]
-            .iter()
-            .take_while(|s| s.header.order.major == major)
-            .count();
-        let group_bytes: u64 = sealed[n..n + group]
-            .iter()
-            .map(|s| s.file().metadata().map_or(0, |m| m.blocks() * 512))
-            .sum();
-        if n > 0 && bytes + group_bytes > budget_bytes {
-            break;
-        }
-        bytes += group_bytes;
-        n += group;
-    }
-    n
-}
-
 /// Replaces `inputs` (a contiguous range of the log) by `outputs`, in the segment list and
 /// the slot table.
 // The inputs are in the log: the caller holds the partition's maintenance lock, so no other
@@ -558,7 +533,11 @@ fn swap_segments(st: &mut PartState, inputs: &[Arc<Segment>], outputs: &[Arc<Seg
         st.segs.unregister(seg.slot());
     }
     for seg in outputs {
-        st.segs.unregister(seg.slot()); // the .tmp handle registered while writing
+        // The .tmp handle registered while writing: its counts go on under the final name.
+        if let Some(tmp) = st.segs.slot(seg.slot()) {
+            seg.take_counts(tmp);
+        }
+        st.segs.unregister(seg.slot());
         st.segs.register(seg.clone());
     }
     st.segs

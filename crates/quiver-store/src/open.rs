@@ -53,6 +53,8 @@ pub(crate) fn open(
         next_seq: AtomicU64::new(1),
         value_len_estimate: AtomicUsize::new(64),
         maintenance_runs: AtomicU64::new(0),
+        compaction_copied: AtomicU64::new(0),
+        compaction_dropped: AtomicU64::new(0),
         stalls: Default::default(),
         space_short: Arc::new(AtomicBool::new(false)),
         unsealed: Mutex::new(Vec::new()),

@@ -38,6 +38,10 @@ pub(crate) struct StoreCtx {
     pub value_len_estimate: AtomicUsize,
     /// Completed compactions and index resizes (for monitoring).
     pub maintenance_runs: AtomicU64,
+    /// Records compaction copied and dropped (for monitoring: copies per record written are
+    /// what compaction costs).
+    pub compaction_copied: AtomicU64,
+    pub compaction_dropped: AtomicU64,
     /// Maintenance's holds of partitions' locks that keep writers waiting.
     pub stalls: crate::stalls::Stalls,
     /// Set while the disk reserve is released (see `reserve`): appenders then allocate no
@@ -137,6 +141,12 @@ impl SegmentSet {
         )
     }
 
+    /// The segment a location lies in, if any (a cheap lookup for counting: no offset check).
+    #[inline]
+    pub fn of_loc(&self, loc: u32) -> Option<&Arc<Segment>> {
+        self.slot(self.locate(loc).0)
+    }
+
     /// Segment and offset of a location; an error if no segment has that slot (which only a
     /// damaged checkpoint could cause).
     pub fn resolve(&self, loc: u32) -> Result<(&Arc<Segment>, u64)> {
@@ -160,6 +170,12 @@ impl SegmentSet {
             return Ok(self.by_slot.len() as u32);
         }
         Err(Error::PartitionFull { partition })
+    }
+
+    /// Slots no segment holds.
+    pub fn free_slots(&self) -> usize {
+        let used = self.by_slot.iter().filter(|s| s.is_some()).count();
+        (self.slots_max as usize).saturating_sub(used)
     }
 
     /// Registers a segment under its slot (not in log order).
@@ -313,6 +329,33 @@ impl PartState {
             .filter(|&(ns, _)| dbs.is_live(ns))
             .map(|(ns, _)| self.live_keys(ns, now))
             .sum()
+    }
+
+    /// Counts a record appended at `loc`, dead from the start (`dead`: a tombstone, a commit
+    /// record) or not: in the partition's counters and its segment's.
+    #[inline]
+    pub fn count_appended(&mut self, loc: u32, dead: bool) {
+        self.counters.records += 1;
+        self.counters.dead += dead as u64;
+        if let Some(seg) = self.segs.of_loc(loc) {
+            seg.count(1, dead as u64);
+        }
+    }
+
+    /// Counts the death of the record at `loc` (overwritten, deleted, moved away).
+    #[inline]
+    pub fn count_death(&mut self, loc: u32) {
+        self.counters.dead += 1;
+        if let Some(seg) = self.segs.of_loc(loc) {
+            seg.count(0, 1);
+        }
+    }
+
+    /// Counts a dead record (a commit or BatchEnd record) just appended to the active segment.
+    pub fn count_appended_dead_here(&mut self) {
+        self.counters.records += 1;
+        self.counters.dead += 1;
+        self.appender.segment.count(1, 1);
     }
 
     /// Makes room for `len` more bytes in the active segment, starting a new segment if needed.

@@ -86,7 +86,6 @@ pub(crate) fn append_commit_record(
     st.ensure_room(ctx, part, dir, buf.len() as u64)?;
     st.appender.segment.note_batch();
     st.append(&buf)?;
-    st.counters.records += 1;
-    st.counters.dead += 1; // a commit record is never live
+    st.count_appended_dead_here(); // a BatchEnd or commit record is never live
     Ok(())
 }

@@ -429,13 +429,12 @@ fn forget(
     // A key written in several rounds is looked up (and removed) once.
     let mut seen = std::collections::HashSet::new();
     let written: Vec<&(u32, Bytes)> = written.iter().filter(|k| seen.insert(*k)).collect();
-    let mut removed = 0;
     for &(ns, hash, loc) in snapshot {
         if let Some(pos) = st.index.find_loc(hash, loc) {
             st.index.remove(pos);
             st.ns_keys.sub(ns, 1);
             st.expiries.remove(hash.0);
-            removed += 1;
+            st.count_death(loc);
         }
     }
     for chunk in written.chunks(migrate::EXPORT_BATCH_ITEMS) {
@@ -454,14 +453,14 @@ fn forget(
             })
             .collect();
         for (pos, ns, h) in hits {
+            if let Some(loc) = st.index.live_at(pos) {
+                st.count_death(loc); // garbage here now
+            }
             st.index.remove(pos);
             st.ns_keys.sub(ns, 1);
             st.expiries.remove(h.0);
-            removed += 1;
         }
     }
-    // Their records are garbage now.
-    st.counters.dead += removed;
     st.dirty = true;
 }
 

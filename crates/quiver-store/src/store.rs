@@ -76,6 +76,9 @@ pub struct Stats {
     pub last_background_error: Option<String>,
     /// Compactions and index resizes completed since the store was opened.
     pub maintenance_runs: u64,
+    /// Records compaction copied and dropped since the store was opened.
+    pub compaction_copied_records: u64,
+    pub compaction_dropped_records: u64,
     /// The longest time maintenance kept a partition's writers waiting, the sum of all such
     /// holds, and their number, since the store was opened (`stalls::Stalls`).
     pub maintenance_stall_max_us: u64,
@@ -455,6 +458,8 @@ impl Store {
         };
         s.last_background_error = self.inner.background.last_error();
         s.maintenance_runs = self.inner.ctx.maintenance_runs.load(Ordering::Relaxed);
+        s.compaction_copied_records = self.inner.ctx.compaction_copied.load(Ordering::Relaxed);
+        s.compaction_dropped_records = self.inner.ctx.compaction_dropped.load(Ordering::Relaxed);
         (
             s.maintenance_stall_max_us,
             s.maintenance_stall_max_by,
@@ -526,6 +531,25 @@ impl Store {
         Ok(total)
     }
 
+    /// Compaction as the background thread runs it, once: in each partition whose garbage
+    /// ratio is past `compact_garbage_ratio`, a pass over the range of its log with the most
+    /// garbage (or the next step of a sweep under way). Unpaced.
+    pub fn compact_garbage(&self) -> Result<MaintenanceReport> {
+        self.check_writable()?;
+        let ctx = &self.inner.ctx;
+        let mut total = MaintenanceReport::default();
+        for part in self.inner.table().parts.iter() {
+            if !crate::maintenance::wants_compaction(ctx, &part.state.read()) {
+                continue;
+            }
+            let budget_bytes = ctx.opts.compact_pass_bytes_max;
+            let want = compact::Want::Background(budget_bytes);
+            total.merge(compact::compact_locked(ctx, part, want)?.report);
+        }
+        self.inner.reserve.restore();
+        Ok(total)
+    }
+
     /// One step of incremental compaction: in each partition, the next pass of its sweep
     /// over at most `budget_bytes` of segments (at least one group), as the background thread
     /// runs when the disk has no room for a whole partition's live records. Bounded work.
@@ -533,7 +557,11 @@ impl Store {
         self.check_writable()?;
         let mut total = MaintenanceReport::default();
         for part in self.inner.table().parts.iter() {
-            let pass = compact::compact_locked(&self.inner.ctx, part, Some(budget_bytes))?;
+            let pass = compact::compact_locked(
+                &self.inner.ctx,
+                part,
+                compact::Want::SweepStep(budget_bytes),
+            )?;
             total.merge(pass.report);
         }
         self.inner.reserve.restore();

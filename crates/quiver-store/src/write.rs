@@ -236,31 +236,27 @@ pub(crate) fn update_index(
             Some(_) => st.expiries.set(op.hash.0, op.ns, op.expire_at),
             None => st.expiries.remove(op.hash.0),
         }
-        let after = match op.value {
-            Some(_) => {
-                st.counters.records += 1;
-                Some(match cur {
-                    Some(pos) => {
-                        st.index.set_loc(pos, loc);
-                        st.counters.dead += 1;
-                        pos
-                    }
-                    None => {
-                        st.ns_keys.add(op.ns, 1);
-                        st.index.insert(op.hash, loc)
-                    }
-                })
+        // The record replaced or deleted dies (in its segment's counts too).
+        if let Some(old) = cur.and_then(|pos| st.index.live_at(pos)) {
+            st.count_death(old);
+        }
+        // A tombstone is dead from the start.
+        st.count_appended(loc, op.value.is_none());
+        let after = match (op.value, cur) {
+            (Some(_), Some(pos)) => {
+                st.index.set_loc(pos, loc);
+                Some(pos)
             }
-            None => {
-                st.counters.records += 1;
-                st.counters.dead += 1; // the tombstone
-                if let Some(pos) = cur {
-                    st.index.remove(pos);
-                    st.ns_keys.sub(op.ns, 1);
-                    st.counters.dead += 1;
-                }
+            (Some(_), None) => {
+                st.ns_keys.add(op.ns, 1);
+                Some(st.index.insert(op.hash, loc))
+            }
+            (None, Some(pos)) => {
+                st.index.remove(pos);
+                st.ns_keys.sub(op.ns, 1);
                 None
             }
+            (None, None) => None,
         };
         if ops.len() > 1 {
             latest.insert(RunKey::of(op), after);

@@ -187,6 +187,14 @@ pub fn report(
                 l("dead_records", store_stats.dead_records.to_string()),
                 l("garbage_ratio", format!("{:.4}", store_stats.garbage_ratio)),
                 l(
+                    "compaction_copied_records",
+                    store_stats.compaction_copied_records.to_string(),
+                ),
+                l(
+                    "compaction_dropped_records",
+                    store_stats.compaction_dropped_records.to_string(),
+                ),
+                l(
                     "disk_reserve_bytes",
                     store_stats.disk_reserve_bytes.to_string(),
                 ),

@@ -124,10 +124,7 @@ fn a_seal_keeps_a_part_committed_when_compaction_drops_the_commit_record() {
     // The pass alone: a crash comes before the checkpoint that follows it (which seals too).
     let p1 = part(&s, 1);
     let _m = p1.maintenance.lock();
-    let pass = Pass {
-        budget_bytes: u64::MAX,
-        start_after: None,
-    };
+    let pass = Pass::WHOLE;
     crate::compact::compact(&s.inner().ctx, &p1, pass, crate::stalls::Pacer::new(None)).unwrap();
     // The seal: a BatchCommit of no member after partition 0's part.
     assert_eq!(last_record_type(&s, 0), RecordType::BatchCommit);

@@ -35,15 +35,16 @@ impl Outputs {
     }
 
     /// Appends a copy of a record of type `ty` (retyped: a resolved batch member becomes a
-    /// plain record); returns its new location. An output holding a batch record says so
-    /// (`Segment::note_batch`: the next pass reads it for batches).
+    /// plain record), counted as `dead` or live in the output's counts; returns its new
+    /// location. An output holding a batch record says so (`Segment::note_batch`: the next
+    /// pass reads it for batches).
     pub(super) fn append(
         &mut self,
         ctx: &StoreCtx,
         part: &Partition,
         rec: &[u8],
-        ty: RecordType,
-        retype: Option<RecordType>,
+        (ty, retype): (RecordType, Option<RecordType>),
+        dead: bool,
     ) -> Result<u32> {
         let need = rec.len() as u64;
         let a = match self.appender.as_mut() {
@@ -62,6 +63,7 @@ impl Outputs {
             }
             None => a.append(rec)?,
         };
+        a.segment.count(1, dead as u64);
         let slot = a.segment.slot();
         Ok(self.span_set.loc(slot, at))
     }

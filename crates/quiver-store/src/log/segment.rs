@@ -4,7 +4,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use bytes::Bytes;
@@ -35,6 +35,13 @@ pub struct Segment {
     /// (`PartState::rotate`, `note_batch`). Compaction reads no segment twice for batches
     /// when none may hold any.
     may_hold_batches: AtomicBool,
+    /// Records appended to the segment, and records of it that died (overwritten, deleted,
+    /// tombstones, commit records): what compaction weighs ranges of the log by. Known
+    /// (`counted`) for a segment this process created; one opened from disk has seen only the
+    /// deaths since (compaction then takes the whole log, whose outputs are counted).
+    records: AtomicU64,
+    dead: AtomicU64,
+    counted: AtomicBool,
 }
 
 pub fn segment_file_name(file_id: u64) -> String {
@@ -76,7 +83,9 @@ impl Segment {
             let _ = std::fs::remove_file(&path);
             return Err(Error::io("initialise segment", &path, e));
         }
-        Ok(Segment::from_parts(path, file, header))
+        let seg = Segment::from_parts(path, file, header);
+        seg.counted.store(true, Ordering::Relaxed); // empty: every record appended is seen
+        Ok(seg)
     }
 
     /// Opens an existing segment and verifies its header (`read_only`: without write access,
@@ -102,7 +111,43 @@ impl Segment {
             map: OnceLock::new(),
             direct: OnceLock::new(),
             may_hold_batches: AtomicBool::new(true),
+            records: AtomicU64::new(0),
+            dead: AtomicU64::new(0),
+            counted: AtomicBool::new(false),
         }
+    }
+
+    /// Counts `records` more records in the segment and `dead` more dead ones (see `records`).
+    #[inline]
+    pub fn count(&self, records: u64, dead: u64) {
+        // Relaxed: the counts only weigh choices; writers update them under the partition's
+        // lock, and a stale read costs at most a less good compaction range.
+        if records > 0 {
+            self.records.fetch_add(records, Ordering::Relaxed);
+        }
+        if dead > 0 {
+            self.dead.fetch_add(dead, Ordering::Relaxed);
+        }
+    }
+
+    /// (records, dead records) if the segment's counts are known (see `records`).
+    pub fn counts(&self) -> Option<(u64, u64)> {
+        self.counted.load(Ordering::Relaxed).then(|| {
+            (
+                self.records.load(Ordering::Relaxed),
+                self.dead.load(Ordering::Relaxed),
+            )
+        })
+    }
+
+    /// Takes over the counts of `from` (a compaction output reopened under its final name).
+    pub fn take_counts(&self, from: &Segment) {
+        self.records
+            .store(from.records.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.dead
+            .store(from.dead.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.counted
+            .store(from.counted.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 
     pub fn file(&self) -> &File {
@@ -177,6 +222,15 @@ impl Segment {
         Ok(done)
     }
 
+    /// A shared writable mapping of the whole capacity, for the appender (see
+    /// `Appender::append`); `None` if the file cannot be mapped.
+    pub fn map_for_appends(&self) -> Option<memmap2::MmapRaw> {
+        memmap2::MmapOptions::new()
+            .len(self.header.segment_bytes as usize)
+            .map_raw(&self.file)
+            .ok()
+    }
+
     pub fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         self.file
             .write_all_at(buf, offset)
@@ -184,8 +238,9 @@ impl Segment {
     }
 
     /// Allocates disk blocks for `[offset, offset + len)` so a later write there cannot fail
-    /// for space. File systems without fallocate are trusted to have room.
-    pub fn reserve(&self, offset: u64, len: u64) -> Result<()> {
+    /// for space. File systems without fallocate are trusted to have room: `Ok(false)`, the
+    /// blocks are not known to be allocated.
+    pub fn reserve(&self, offset: u64, len: u64) -> Result<bool> {
         use std::os::fd::AsRawFd;
         // SAFETY: fallocate on a descriptor we own; mode 0 only allocates blocks.
         let rc = unsafe {
@@ -197,11 +252,11 @@ impl Segment {
             )
         };
         if rc == 0 {
-            return Ok(());
+            return Ok(true);
         }
         let err = io::Error::last_os_error();
         match err.raw_os_error() {
-            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => Ok(()),
+            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => Ok(false),
             _ => Err(Error::io("reserve segment space", &self.path, err)),
         }
     }

@@ -15,6 +15,7 @@ mod dbs;
 mod deletes;
 mod expiry;
 mod full_disk;
+mod garbage;
 mod kill9;
 mod migrate;
 mod migrate_crash;
