@@ -12,6 +12,10 @@ use crate::log::segment::Segment;
 
 /// Disk blocks allocated ahead of the log end at a time: one fallocate serves many appends.
 const RESERVE_AHEAD_BYTES: u64 = 1 << 20;
+/// Appended bytes the writable mapping keeps mapped behind the log end at most: past it, the
+/// pages behind are unmapped (they stay in the page cache, dirty ones written out as usual),
+/// so a segment's written pages do not pile up in the process's resident set.
+const MAPPED_BEHIND_BYTES_MAX: u64 = 4 << 20;
 
 pub struct Appender {
     pub segment: Arc<Segment>,
@@ -28,6 +32,8 @@ pub struct Appender {
     /// call — a pwrite per append was a tenth of a write-heavy server's time. Unmapped with
     /// the appender, when the segment is sealed.
     map: Option<Option<memmap2::MmapRaw>>,
+    /// Below this offset the mapping's pages have been unmapped (`MAPPED_BEHIND_BYTES_MAX`).
+    unmapped_to: u64,
     /// Set while the store is short of disk space: no blocks are allocated ahead of need.
     frugal: Arc<AtomicBool>,
     /// End of what has been written to the file.
@@ -74,6 +80,7 @@ impl Appender {
             allocated: end,
             blocks_known: true,
             map: None,
+            unmapped_to: 0,
             frugal,
             written: end,
             buffer: Vec::new(),
@@ -160,6 +167,7 @@ impl Appender {
                         Some(dst) => {
                             // SAFETY: `mapped_room` gave `bytes.len()` writable bytes at `dst`.
                             unsafe { copy_in_order(dst, bytes) };
+                            self.unmap_behind(at + bytes.len() as u64);
                             Ok(())
                         }
                         None => self.segment.write_at(bytes, at),
@@ -201,6 +209,30 @@ impl Appender {
         // (segment files are never shortened while open). Only this appender writes there —
         // past the log end, under the partition's exclusive lock, where no reader looks.
         Some(unsafe { map.as_mut_ptr().add(at as usize) })
+    }
+
+    /// Unmaps the mapping's pages well behind `end` once there are `MAPPED_BEHIND_BYTES_MAX`
+    /// of them (the page holding `end` stays: the next append writes there).
+    fn unmap_behind(&mut self, end: u64) {
+        const PAGE: u64 = 4096;
+        let to = end / PAGE * PAGE;
+        if to < self.unmapped_to + MAPPED_BEHIND_BYTES_MAX {
+            return;
+        }
+        if let Some(Some(map)) = &self.map {
+            // SAFETY: MADV_DONTNEED on a shared file mapping only drops this process's page
+            // table entries for `unmapped_to..to` (a page-aligned range inside the mapping):
+            // the pages, dirty or not, stay in the page cache, and a later access would map
+            // them again. No reference into that range is held.
+            unsafe {
+                libc::madvise(
+                    map.as_mut_ptr().add(self.unmapped_to as usize).cast(),
+                    (to - self.unmapped_to) as usize,
+                    libc::MADV_DONTNEED,
+                );
+            }
+        }
+        self.unmapped_to = to;
     }
 
     /// Gives back the disk blocks allocated beyond the end (the segment is sealed: nothing
