@@ -84,7 +84,8 @@ pub(crate) struct PassOutcome {
     pub report: MaintenanceReport,
     /// Major order of the last group compacted (`None`: nothing to compact).
     pub last_major: Option<u64>,
-    /// The range reached the end of the log (the active segment was sealed into it).
+    /// The range reached the end of the log (the active segment, if it held anything, was
+    /// sealed into it).
     pub reached_end: bool,
     /// The range was chosen by garbage (no sweep goes on after it).
     pub by_garbage: bool,
@@ -181,7 +182,7 @@ pub(crate) fn compact(
             ..Default::default()
         },
         last_major: inputs.last().map(|s| s.header.order.major),
-        reached_end: choice.takes_active,
+        reached_end: choice.reaches_end,
         by_garbage: choice.by_garbage,
     };
     let Some(last_input) = inputs.last().map(|s| s.header.order) else {

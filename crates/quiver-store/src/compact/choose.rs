@@ -66,6 +66,8 @@ pub(super) struct Choice {
     pub len: usize,
     pub seal_active: bool,
     pub takes_active: bool,
+    /// The range reaches the end of the log (the active segment taken, or holding nothing).
+    pub reaches_end: bool,
     pub by_garbage: bool,
 }
 
@@ -93,12 +95,14 @@ pub(super) fn choose(ctx: &StoreCtx, st: &PartState, pass: Pass) -> Choice {
         None => 0,
     };
     let len = range_len(&ordered[start..sealed], budget_bytes);
-    let takes_active = start + len == sealed && st.appender.end() > SEGMENT_HEADER_LEN as u64;
+    let reaches_end = start + len == sealed;
+    let takes_active = reaches_end && st.appender.end() > SEGMENT_HEADER_LEN as u64;
     Choice {
         start,
         len: len + takes_active as usize,
         seal_active: takes_active,
         takes_active,
+        reaches_end,
         by_garbage: false,
     }
 }
@@ -129,12 +133,14 @@ fn by_garbage(ctx: &StoreCtx, st: &PartState, budget_bytes: u64) -> Option<Choic
         .iter()
         .map(|g| g.segments)
         .sum();
-    let takes_active = active_used && start_group + len_groups == groups.len();
+    let reaches_end = start_group + len_groups == groups.len();
+    let takes_active = active_used && reaches_end;
     Some(Choice {
         start,
         len,
         seal_active: takes_active || (active_used && st.segs.free_slots() > SEAL_SLOTS_SPARE),
         takes_active,
+        reaches_end,
         by_garbage: true,
     })
 }
