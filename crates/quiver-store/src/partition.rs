@@ -331,17 +331,6 @@ impl PartState {
             .sum()
     }
 
-    /// Counts a record appended at `loc`, dead from the start (`dead`: a tombstone, a commit
-    /// record) or not: in the partition's counters and its segment's.
-    #[inline]
-    pub fn count_appended(&mut self, loc: u32, dead: bool) {
-        self.counters.records += 1;
-        self.counters.dead += dead as u64;
-        if let Some(seg) = self.segs.of_loc(loc) {
-            seg.count(1, dead as u64);
-        }
-    }
-
     /// Counts the death of the record at `loc` (overwritten, deleted, moved away).
     #[inline]
     pub fn count_death(&mut self, loc: u32) {

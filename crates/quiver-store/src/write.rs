@@ -180,6 +180,10 @@ fn append_run_into(
             for (l, r) in locs.iter_mut().zip(&run.records) {
                 *l = r.map(|(at, _)| st.segs.loc(slot, base + at as u64));
             }
+            // The segment's count of its records, once per run (deaths: `update_index`).
+            st.appender
+                .segment
+                .count(locs.iter().flatten().count() as u64, 0);
         }
         Framing::Plain => {
             // Records in run order with their op index.
@@ -204,6 +208,8 @@ fn append_run_into(
                 for &(i, at, _) in &recs[next..end] {
                     locs[i] = Some(st.segs.loc(slot, base + (at - start) as u64));
                 }
+                // The segment's count of its records, once per piece (deaths: `update_index`).
+                st.appender.segment.count((end - next) as u64, 0);
                 next = end;
             }
         }
@@ -236,12 +242,15 @@ pub(crate) fn update_index(
             Some(_) => st.expiries.set(op.hash.0, op.ns, op.expire_at),
             None => st.expiries.remove(op.hash.0),
         }
-        // The record replaced or deleted dies (in its segment's counts too).
+        // The record replaced or deleted dies (in its segment's counts too; `append_run`
+        // counted the new record in its segment), and a tombstone is dead from the start.
+        st.counters.records += 1;
         if let Some(old) = cur.and_then(|pos| st.index.live_at(pos)) {
             st.count_death(old);
         }
-        // A tombstone is dead from the start.
-        st.count_appended(loc, op.value.is_none());
+        if op.value.is_none() {
+            st.count_death(loc);
+        }
         let after = match (op.value, cur) {
             (Some(_), Some(pos)) => {
                 st.index.set_loc(pos, loc);
