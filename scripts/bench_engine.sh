@@ -8,7 +8,9 @@
 # 2. Device resident data: db_bench with O_DIRECT reads (and a 1 MiB block cache, so reads
 #    reach the device) against `quiver bench local --backend io_uring --width 1,32`, and fio
 #    4 KiB random O_DIRECT reads through io_uring at queue depth 1 and 32, plus depth 32 in
-#    batches (submit 32, wait for all 32: what one multiget of width 32 does).
+#    batches (submit 32, wait for all 32: what one multiget of width 32 does); then several
+#    vectors of 32 in flight on the one core (`--threads 2` and `4`, a ring each) beside fio
+#    at the same depth (64, 128).
 # Every process is pinned to one core (taskset -c $CORE). Prints a table (means over rounds)
 # and the ratios Quiver/RocksDB and Quiver/fio of each round; the raw outputs stay in
 # $DIR/logs until the end (KEEP=1 keeps them) and their tails are printed on failure.
@@ -120,8 +122,9 @@ FIO=(fio --name=randread --filename="$FIO_FILE" --size="$FIO_SIZE" --ioengine=io
   --direct=1 --rw=randread --bs=4k --runtime="$DURATION" --time_based --output-format=json)
 # Lay the fio file out before the first timed run.
 pin "${FIO[@]}" --runtime=1 --iodepth=1 >/dev/null 2>&1
-QLOCAL=(bench local --dir "$QDB" --reuse --keys "$KEYS" --key-size "$KEY_SIZE"
-  --value-size "$VALUE_SIZE" --width 1,32 --duration-s "$DURATION")
+QBASE=(bench local --dir "$QDB" --reuse --keys "$KEYS" --key-size "$KEY_SIZE"
+  --value-size "$VALUE_SIZE" --duration-s "$DURATION")
+QLOCAL=("${QBASE[@]}" --width 1,32)
 
 # Runs alternate between the engines, ROUNDS times: this machine's CPU and disk drift over
 # minutes, and only figures measured side by side compare.
@@ -153,6 +156,17 @@ for ((round = 1; round <= ROUNDS; round++)); do
   pin "${FIO[@]}" --iodepth=32 --iodepth_batch_submit=32 --iodepth_batch_complete_min=32 \
     >"$l-fio-qd32-batch.json" 2>&1
   put fio_qd32_batch "$(fio_iops "$l-fio-qd32-batch.json")"
+  # Several vectors in flight on the one core: reader threads, each with its own ring and
+  # one vector of 32 in flight (what the server's workers do under block_in_place), so the
+  # device sees up to 32 x threads reads; fio at the same depth beside them.
+  for t in 2 4; do
+    pin "$QUIVER" "${QBASE[@]}" --backend io_uring --width 32 --threads "$t" \
+      >"$l-quiver-uring-t$t.json" 2>"$l-quiver-uring-t$t.err"
+    put "quiver_uring_32_t$t" "$(q_kps "$l-quiver-uring-t$t.json" io_uring 32)"
+    put quiver_bad "$(misses "$l-quiver-uring-t$t.json")"
+    pin "${FIO[@]}" --iodepth=$((32 * t)) >"$l-fio-qd$((32 * t)).json" 2>&1
+    put "fio_qd$((32 * t))" "$(fio_iops "$l-fio-qd$((32 * t)).json")"
+  done
 done
 
 echo "== RocksDB with O_DIRECT reads (1 MiB block cache)" >&2
@@ -195,6 +209,10 @@ row "fio randread 4 KiB io_uring qd 32" fio_qd32
 row "fio randread 4 KiB io_uring qd 32, batches of 32" fio_qd32_batch
 row "Quiver io_uring width 1" quiver_uring_1
 row "Quiver io_uring width 32" quiver_uring_32
+row "fio randread 4 KiB io_uring qd 64" fio_qd64
+row "Quiver io_uring width 32, 2 threads (2 in flight)" quiver_uring_32_t2
+row "fio randread 4 KiB io_uring qd 128" fio_qd128
+row "Quiver io_uring width 32, 4 threads (4 in flight)" quiver_uring_32_t4
 row "RocksDB readrandom direct" rocksdb_direct_readrandom
 row "RocksDB multireadrandom direct (batch 32)" rocksdb_direct_multiread
 row "RocksDB multireadrandom direct (batched API)" rocksdb_direct_multiread_batched
@@ -206,6 +224,8 @@ echo "  Quiver mmap w32 / Quiver mmap w1:               $(ratios quiver_mmap_32 
 echo "  Quiver io_uring w1  / fio qd 1:                 $(ratios quiver_uring_1 fio_qd1)  target >= 0.9"
 echo "  Quiver io_uring w32 / fio qd 32:                $(ratios quiver_uring_32 fio_qd32)  target >= 0.9"
 echo "  Quiver io_uring w32 / fio qd 32 in batches:     $(ratios quiver_uring_32 fio_qd32_batch)"
+echo "  Quiver io_uring w32 2 in flight / fio qd 32:    $(ratios quiver_uring_32_t2 fio_qd32)  (/ qd 64: $(ratios quiver_uring_32_t2 fio_qd64))"
+echo "  Quiver io_uring w32 4 in flight / fio qd 32:    $(ratios quiver_uring_32_t4 fio_qd32)  (/ qd 128: $(ratios quiver_uring_32_t4 fio_qd128))"
 bad=$(awk -F'\t' '$2 == "quiver_bad" { s += $3 } END { print s + 0 }' "$RESULTS")
 if [ "$bad" != 0 ]; then
   echo "ERROR: quiver read $bad missing or wrong values" >&2
