@@ -16,6 +16,7 @@ use quiver_store::{BackendKind, Durability, Options};
 use serde::{Deserialize, Deserializer};
 
 use crate::frame::{self, Limits};
+use crate::names::{Renames, PEER_COMMANDS};
 
 /// Default TCP port (Redis uses 6379; Quiver sits next to it so both can run side by side).
 pub const DEFAULT_PORT: u16 = 7379;
@@ -173,6 +174,9 @@ pub struct Config {
     /// it out of its chains (Redis's `cluster-node-timeout`; etcd leases are whole seconds,
     /// at least 2).
     pub cluster_node_timeout: u64,
+    /// Commands renamed or disabled: a `[rename-command]` table of `NAME = "new name"`, or
+    /// `""` to disable (Redis's `rename-command`; see `names`).
+    pub rename_command: Renames,
 }
 
 impl Default for Config {
@@ -210,6 +214,7 @@ impl Default for Config {
             cluster_node_id: None,
             cluster_announce: None,
             cluster_node_timeout: CLUSTER_NODE_TIMEOUT_DEFAULT,
+            rename_command: Renames::default(),
         }
     }
 }
@@ -271,6 +276,18 @@ impl Config {
                 return bad(format!(
                     "bind {} in cluster mode needs cluster-announce (the host:port clients reach)",
                     self.bind
+                ));
+            }
+        }
+        if self.cluster_enabled {
+            if let Some(cmd) = PEER_COMMANDS.iter().find(|&&c| {
+                self.rename_command
+                    .lookup(c.spec().name.as_bytes())
+                    .is_none()
+            }) {
+                return bad(format!(
+                    "rename-command {:?}: the cluster's nodes and routers send it to each other                      by this name",
+                    cmd.spec().name
                 ));
             }
         }

@@ -35,6 +35,7 @@ pub mod exec;
 pub mod float80;
 pub mod frame;
 pub mod metrics;
+pub mod names;
 pub mod output;
 pub mod ratelog;
 pub mod reply;

@@ -4,37 +4,42 @@
 use bytes::Bytes;
 
 use crate::errors::{unknown_subcommand, wrong_arity};
+use crate::names::Renames;
 use crate::reply::Reply;
-use crate::table::{lookup, CommandSpec, COMMANDS};
+use crate::table::{CommandSpec, COMMANDS};
 
-pub fn run(args: &[Bytes]) -> Reply {
-    command(args)
+/// COMMAND as the configuration's `rename-command` leaves the table: a disabled command is
+/// missing; a renamed one is listed under its own name (as Redis does) and found by its new
+/// one.
+pub fn run(names: &Renames, args: &[Bytes]) -> Reply {
+    command(names, args)
 }
 
 fn bulk(s: &str) -> Reply {
     Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()))
 }
 /// COMMAND [COUNT | LIST | INFO name... | DOCS name... | HELP].
-fn command(args: &[Bytes]) -> Reply {
+fn command(names: &Renames, args: &[Bytes]) -> Reply {
+    let all = || COMMANDS.iter().filter(|c| !names.is_disabled(c.cmd));
     let Some(sub) = args.get(1) else {
-        return Reply::Array(COMMANDS.iter().map(command_info).collect());
+        return Reply::Array(all().map(command_info).collect());
     };
     let sub = sub.to_ascii_lowercase();
     match &sub[..] {
-        b"count" if args.len() == 2 => Reply::Integer(COMMANDS.len() as i64),
+        b"count" if args.len() == 2 => Reply::Integer(all().count() as i64),
         b"count" => wrong_arity("command|count"),
-        b"list" => Reply::Array(COMMANDS.iter().map(|c| bulk(c.name)).collect()),
+        b"list" => Reply::Array(all().map(|c| bulk(c.name)).collect()),
         b"info" => Reply::Array(
             args[2..]
                 .iter()
-                .map(|n| lookup(n).map_or(Reply::Null, command_info))
+                .map(|n| names.lookup(n).map_or(Reply::Null, command_info))
                 .collect(),
         ),
         b"docs" => {
             let specs: Vec<&CommandSpec> = if args.len() == 2 {
-                COMMANDS.iter().collect()
+                all().collect()
             } else {
-                args[2..].iter().filter_map(|n| lookup(n)).collect()
+                args[2..].iter().filter_map(|n| names.lookup(n)).collect()
             };
             Reply::Map(
                 specs

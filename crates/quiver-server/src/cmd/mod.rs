@@ -175,7 +175,7 @@ fn vector(op: vector::VectorOp<'_>) -> Command<'_> {
 pub fn run_server(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
     match cmd {
         Cmd::Client => client::run(&mut ctx.conn(), args),
-        Cmd::Command => command::run(args),
+        Cmd::Command => command::run(&ctx.state.core.config.rename_command, args),
         Cmd::Config => config::run(&ctx.state.core, args),
         Cmd::Info => info::run(ctx.state, args),
         Cmd::Multi | Cmd::Discard | Cmd::Watch | Cmd::Unwatch => transactions::run(ctx, cmd, args),

@@ -40,7 +40,7 @@ use crate::reply::Reply;
 use crate::service::{Core, Service};
 use crate::session::Session;
 use crate::state::ServerState;
-use crate::table::{self, Cmd, CommandSpec, Flags, Vector};
+use crate::table::{Cmd, CommandSpec, Flags, Vector};
 use thread::on_thread;
 
 /// Commands a MULTI may queue (each holds its arguments until EXEC). Past it the transaction
@@ -208,7 +208,7 @@ pub fn check(
     session: &mut Session,
     args: &[Bytes],
 ) -> Result<&'static CommandSpec, Refused> {
-    let Some(spec) = table::lookup(&args[0]) else {
+    let Some(spec) = core.config.rename_command.lookup(&args[0]) else {
         core.stats.unknown_commands.fetch_add(1, Relaxed);
         flag_transaction(session);
         return Err(Refused {

@@ -407,7 +407,7 @@ async fn run_local(
             )),
         },
         Cmd::Client => client::run(&mut ConnCtx { core, session }, args),
-        Cmd::Command => command::run(args),
+        Cmd::Command => command::run(&core.config.rename_command, args),
         Cmd::Config => config::run(core, args),
         Cmd::Asking | Cmd::ReadWrite => Reply::OK,
         Cmd::ReadOnly => {

@@ -12,6 +12,7 @@ mod frame;
 mod inline;
 mod limits;
 mod observability;
+mod rename_command;
 mod reply;
 mod robustness;
 mod security;
