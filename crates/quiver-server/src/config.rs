@@ -17,6 +17,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::frame::{self, Limits};
 use crate::names::{Renames, PEER_COMMANDS};
+use crate::tls::AuthClients;
 
 /// Default TCP port (Redis uses 6379; Quiver sits next to it so both can run side by side).
 pub const DEFAULT_PORT: u16 = 7379;
@@ -174,6 +175,17 @@ pub struct Config {
     /// it out of its chains (Redis's `cluster-node-timeout`; etcd leases are whole seconds,
     /// at least 2).
     pub cluster_node_timeout: u64,
+    /// TLS port (unset: none; 0: a free one, printed at start), beside the plain `port`.
+    pub tls_port: Option<u16>,
+    /// The server's certificate chain (PEM) on the TLS port.
+    pub tls_cert_file: Option<PathBuf>,
+    /// The private key (PEM) of `tls-cert-file`.
+    pub tls_key_file: Option<PathBuf>,
+    /// The CA certificates (PEM) client certificates must chain to.
+    pub tls_ca_cert_file: Option<PathBuf>,
+    /// Whether TLS clients must present a certificate: yes (Redis's default), no, optional.
+    #[serde(deserialize_with = "parse_str")]
+    pub tls_auth_clients: AuthClients,
     /// Commands renamed or disabled: a `[rename-command]` table of `NAME = "new name"`, or
     /// `""` to disable (Redis's `rename-command`; see `names`).
     pub rename_command: Renames,
@@ -214,6 +226,11 @@ impl Default for Config {
             cluster_node_id: None,
             cluster_announce: None,
             cluster_node_timeout: CLUSTER_NODE_TIMEOUT_DEFAULT,
+            tls_port: None,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_ca_cert_file: None,
+            tls_auth_clients: AuthClients::Yes,
             rename_command: Renames::default(),
         }
     }
@@ -279,6 +296,7 @@ impl Config {
                 ));
             }
         }
+        crate::tls::validate(self).map_err(ConfigError)?;
         if self.cluster_enabled {
             if let Some(cmd) = PEER_COMMANDS.iter().find(|&&c| {
                 self.rename_command

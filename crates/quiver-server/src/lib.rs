@@ -47,6 +47,7 @@ pub mod state;
 pub mod stats;
 pub mod table;
 pub mod testing;
+pub mod tls;
 pub mod txn;
 pub mod watch;
 

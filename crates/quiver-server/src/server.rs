@@ -12,6 +12,7 @@ use quiver_store::{Clock, RecoveryReport, Store};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
 
 use crate::agent;
 use crate::cluster::ClusterNode;
@@ -20,6 +21,7 @@ use crate::config::{Coalesce, Config, ConfigError};
 use crate::conn;
 use crate::service::{Core, Service};
 use crate::state::{ServerState, SharedState};
+use crate::tls;
 use crate::watch::Watches;
 
 /// How long shutdown waits for connections to finish their current run.
@@ -40,6 +42,10 @@ pub enum ServerError {
     /// At shutdown: flushing or checkpointing the store failed (a full disk, say).
     #[error("closing the store failed: {0}")]
     CloseStore(#[source] quiver_store::Error),
+    /// The TLS settings' files could not be used (unreadable, not PEM, key and certificate
+    /// not a pair); the message names the setting and the file.
+    #[error("TLS: {0}")]
+    Tls(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -79,6 +85,8 @@ pub struct Listeners {
     tcp: std::net::TcpListener,
     unix: Option<(std::os::unix::net::UnixListener, PathBuf)>,
     metrics: Option<std::net::TcpListener>,
+    /// `tls-port`'s listener and the acceptor its handshakes go through.
+    tls: Option<(std::net::TcpListener, TlsAcceptor)>,
 }
 
 impl Listeners {
@@ -113,6 +121,22 @@ impl Listeners {
             }
             None => None,
         };
+        // The certificate files are read before any port is bound: a bad one stops the start.
+        let tls = match crate::tls::acceptor(config).map_err(ServerError::Tls)? {
+            Some(acceptor) => {
+                let port = config.tls_port.unwrap_or_default();
+                let l = std::net::TcpListener::bind((config.bind, port)).map_err(|e| {
+                    ServerError::Bind {
+                        addr: format!("{}:{port}", config.bind),
+                        source: e,
+                    }
+                })?;
+                l.set_nonblocking(true)
+                    .map_err(io_error("cannot configure the TLS socket"))?;
+                Some((l, acceptor))
+            }
+            None => None,
+        };
         let metrics = match config.metrics_addr {
             Some(addr) => {
                 let l = std::net::TcpListener::bind(addr).map_err(|e| ServerError::Bind {
@@ -125,7 +149,12 @@ impl Listeners {
             }
             None => None,
         };
-        Ok(Listeners { tcp, unix, metrics })
+        Ok(Listeners {
+            tcp,
+            unix,
+            metrics,
+            tls,
+        })
     }
 
     // A listening socket bound by `bind` has an address; `getsockname` fails only for a
@@ -139,6 +168,11 @@ impl Listeners {
 
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The TLS port's address, if `tls-port` is set.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls.as_ref().and_then(|(l, _)| l.local_addr().ok())
     }
 }
 
@@ -221,6 +255,10 @@ impl Server {
 
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.listeners.metrics_addr()
+    }
+
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.listeners.tls_addr()
     }
 
     pub fn shutdown_handle(&self) -> ShutdownHandle {
@@ -350,7 +388,12 @@ pub async fn serve_clients<S: Service>(
     } else {
         None
     };
-    let Listeners { tcp, unix, metrics } = listeners;
+    let Listeners {
+        tcp,
+        unix,
+        metrics,
+        tls,
+    } = listeners;
     let tcp = TcpListener::from_std(tcp).map_err(io_error("cannot register the listener"))?;
     let addr = tcp
         .local_addr()
@@ -370,13 +413,24 @@ pub async fn serve_clients<S: Service>(
         )));
         unix_path = Some(path);
     }
+    let mut tls_addr = None;
+    if let Some((l, acceptor)) = tls {
+        let l = TcpListener::from_std(l).map_err(io_error("cannot register the TLS socket"))?;
+        tls_addr = l.local_addr().ok();
+        tasks.push(tokio::spawn(accept_tls(
+            l,
+            acceptor,
+            service.clone(),
+            shutdown.subscribe(),
+        )));
+    }
     if let Some(l) = metrics {
         tasks.push(tokio::spawn(crate::metrics::serve(
             TcpListener::from_std(l).map_err(io_error("cannot register the metrics socket"))?,
             service.clone(),
         )));
     }
-    tracing::info!(%addr, unixsocket = ?unix_path, "ready to accept connections");
+    tracing::info!(%addr, unixsocket = ?unix_path, tls = ?tls_addr, "ready to accept connections");
 
     let mut rx = shutdown.subscribe();
     if let Some((mut int, mut term)) = signals {
@@ -423,6 +477,53 @@ async fn accept_tcp<S: Service>(
             }
             Err(e) => accept_failed(e).await,
         }
+    }
+}
+
+/// The TLS port: each accepted connection's handshake runs in a task of its own (at most
+/// [`tls::HANDSHAKES_MAX`] at once, each within [`tls::HANDSHAKE_TIMEOUT`]); a connection whose
+/// handshake succeeds is admitted like a plain one, the others are closed and logged.
+async fn accept_tls<S: Service>(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    service: Arc<S>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let laddr = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let handshakes = Arc::new(tokio::sync::Semaphore::new(tls::HANDSHAKES_MAX));
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                accept_failed(e).await;
+                continue;
+            }
+        };
+        let Ok(permit) = handshakes.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, "too many TLS handshakes in progress: connection closed");
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let (acceptor, service, shutdown, laddr) = (
+            acceptor.clone(),
+            service.clone(),
+            shutdown.clone(),
+            laddr.clone(),
+        );
+        tokio::spawn(async move {
+            let handshake = tokio::time::timeout(tls::HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+            match handshake.await {
+                Ok(Ok(stream)) => {
+                    drop(permit);
+                    admit(&service, stream, peer.to_string(), laddr, &shutdown);
+                }
+                Ok(Err(e)) => tracing::info!(%peer, error = %e, "TLS handshake failed"),
+                Err(_) => tracing::info!(%peer, "TLS handshake timed out"),
+            }
+        });
     }
 }
 

@@ -17,6 +17,8 @@ use crate::server::{Server, ShutdownHandle};
 /// A running server; see the module documentation.
 pub struct TestServer {
     pub addr: SocketAddr,
+    /// The TLS port's address, when the settings give a `tls-port`.
+    pub tls_addr: Option<SocketAddr>,
     config: Config,
     dir: PathBuf,
     /// Whether `dir` was made here (and is removed on drop).
@@ -53,6 +55,7 @@ impl TestServer {
         let owns_dir = config.dir == dir;
         let mut server = TestServer {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls_addr: None,
             config,
             dir,
             owns_dir,
@@ -67,6 +70,7 @@ impl TestServer {
         let server = Server::bind_with_clock(self.config.clone(), self.clock.clone())
             .expect("start the test server");
         self.addr = server.local_addr();
+        self.tls_addr = server.tls_addr();
         let shutdown = server.shutdown_handle();
         let thread = std::thread::Builder::new()
             .name("quiver-test-server".into())
@@ -98,6 +102,9 @@ impl TestServer {
     pub fn restart(&mut self) {
         self.stop().expect("clean shutdown");
         self.config.port = self.addr.port();
+        if let Some(tls) = self.tls_addr {
+            self.config.tls_port = Some(tls.port());
+        }
         self.launch();
     }
 }

@@ -43,6 +43,9 @@ pub fn serve(dir: Option<PathBuf>, a: &ServeArgs) -> Result<(), CliError> {
     let server = Server::bind(config).map_err(CliError::Server)?;
     let mut out = std::io::stdout();
     writeln!(out, "quiver listening on {}", server.local_addr())?;
+    if let Some(t) = server.tls_addr() {
+        writeln!(out, "quiver TLS listening on {t}")?;
+    }
     if let Some(m) = server.metrics_addr() {
         writeln!(out, "quiver metrics on http://{m}/metrics")?;
     }
@@ -70,6 +73,9 @@ pub fn router(a: &RouterArgs) -> Result<(), CliError> {
     let router = RouterServer::bind(config, etcd).map_err(CliError::Server)?;
     let mut out = std::io::stdout();
     writeln!(out, "quiver router listening on {}", router.local_addr())?;
+    if let Some(t) = router.tls_addr() {
+        writeln!(out, "quiver router TLS listening on {t}")?;
+    }
     if let Some(m) = router.metrics_addr() {
         writeln!(out, "quiver router metrics on http://{m}/metrics")?;
     }

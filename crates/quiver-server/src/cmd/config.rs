@@ -21,12 +21,7 @@ fn config_values(core: &Core) -> Vec<(&'static str, String)> {
     vec![
         ("bind", c.bind.to_string()),
         ("port", core.port.to_string()),
-        (
-            "unixsocket",
-            c.unixsocket
-                .as_ref()
-                .map_or(String::new(), |p| p.display().to_string()),
-        ),
+        ("unixsocket", path_or_empty(&c.unixsocket)),
         ("dir", c.dir.display().to_string()),
         ("databases", c.databases.to_string()),
         ("maxclients", c.maxclients.to_string()),
@@ -49,6 +44,11 @@ fn config_values(core: &Core) -> Vec<(&'static str, String)> {
             if c.protected_mode { "yes" } else { "no" }.into(),
         ),
         ("requirepass", c.requirepass.clone().unwrap_or_default()),
+        ("tls-port", c.tls_port.unwrap_or_default().to_string()),
+        ("tls-cert-file", path_or_empty(&c.tls_cert_file)),
+        ("tls-key-file", path_or_empty(&c.tls_key_file)),
+        ("tls-ca-cert-file", path_or_empty(&c.tls_ca_cert_file)),
+        ("tls-auth-clients", c.tls_auth_clients.to_string()),
         ("save", String::new()),
         ("appendonly", "no".into()),
         ("maxmemory", "0".into()),
@@ -62,6 +62,12 @@ fn config_values(core: &Core) -> Vec<(&'static str, String)> {
         ("max-vector-width", c.max_vector_width.to_string()),
         ("max-multikey-width", c.max_multikey_width.to_string()),
     ]
+}
+
+/// A path setting as CONFIG GET shows it: empty when unset.
+fn path_or_empty(p: &Option<std::path::PathBuf>) -> String {
+    p.as_ref()
+        .map_or(String::new(), |p| p.display().to_string())
 }
 
 /// CONFIG GET pattern [pattern ...]; CONFIG SET is refused (settings are fixed at start).

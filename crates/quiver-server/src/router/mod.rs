@@ -237,6 +237,10 @@ impl RouterServer {
         self.listeners.metrics_addr()
     }
 
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.listeners.tls_addr()
+    }
+
     pub fn shutdown_handle(&self) -> ShutdownHandle {
         ShutdownHandle::new(self.shutdown.clone())
     }

@@ -17,6 +17,7 @@ mod reply;
 mod robustness;
 mod security;
 mod semantics;
+mod tls;
 
 use bytes::BytesMut;
 use quiver_server::{parse_request, Limits, RequestParser};

@@ -1,0 +1,141 @@
+//! TLS on a port of its own (Redis 6's settings: `tls-port`, `tls-cert-file`, `tls-key-file`,
+//! `tls-ca-cert-file`, `tls-auth-clients`), with rustls on the ring provider. A TLS connection,
+//! once its handshake is done, is served exactly as a plain one (`conn::serve` takes any
+//! stream); the plain port stays open beside it.
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+use tokio_rustls::TlsAcceptor;
+
+use crate::config::Config;
+
+/// Longest a client may take over its handshake before the connection is dropped: a client
+/// that connects and sends nothing must not hold a handshake slot for ever.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Handshakes in progress at once; a connection arriving past this is closed at once (the
+/// accepted-but-not-yet-a-client connections are not bounded by `maxclients`).
+pub const HANDSHAKES_MAX: usize = 1024;
+
+/// Redis's `tls-auth-clients`: whether a client must present a certificate the CA signed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AuthClients {
+    /// Required (Redis's default).
+    #[default]
+    Yes,
+    /// Not asked for.
+    No,
+    /// Verified if presented, else the client is let in.
+    Optional,
+}
+
+impl FromStr for AuthClients {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "yes" => Ok(AuthClients::Yes),
+            "no" => Ok(AuthClients::No),
+            "optional" => Ok(AuthClients::Optional),
+            _ => Err(format!(
+                "unknown tls-auth-clients {s:?} (expected yes, no or optional)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for AuthClients {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AuthClients::Yes => "yes",
+            AuthClients::No => "no",
+            AuthClients::Optional => "optional",
+        })
+    }
+}
+
+/// The settings' own consistency (files are read later, by [`acceptor`]).
+pub fn validate(config: &Config) -> Result<(), String> {
+    if config.tls_port.is_none() {
+        return Ok(());
+    }
+    if config.tls_cert_file.is_none() || config.tls_key_file.is_none() {
+        return Err("tls-port needs tls-cert-file and tls-key-file".into());
+    }
+    if config.tls_auth_clients != AuthClients::No && config.tls_ca_cert_file.is_none() {
+        return Err(format!(
+            "tls-auth-clients {} needs tls-ca-cert-file (the CA that signs client \
+             certificates), or set tls-auth-clients no",
+            config.tls_auth_clients
+        ));
+    }
+    Ok(())
+}
+
+/// The acceptor of the TLS port, from the certificate, key and CA files; `None` without a
+/// `tls-port`. Errors name the file and what is wrong with it.
+pub fn acceptor(config: &Config) -> Result<Option<TlsAcceptor>, String> {
+    if config.tls_port.is_none() {
+        return Ok(None);
+    }
+    validate(config)?;
+    let (Some(cert_file), Some(key_file)) = (&config.tls_cert_file, &config.tls_key_file) else {
+        return Err("tls-port needs tls-cert-file and tls-key-file".into());
+    };
+    let certs = read_certs(cert_file, "tls-cert-file")?;
+    let key = PrivateKeyDer::from_pem_file(key_file)
+        .map_err(|e| format!("tls-key-file {}: {e}", key_file.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?;
+    let builder = match (&config.tls_ca_cert_file, config.tls_auth_clients) {
+        (_, AuthClients::No) | (None, _) => builder.with_no_client_auth(),
+        (Some(ca_file), auth) => {
+            let mut roots = RootCertStore::empty();
+            for cert in read_certs(ca_file, "tls-ca-cert-file")? {
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("tls-ca-cert-file {}: {e}", ca_file.display()))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = match auth {
+                AuthClients::Optional => verifier.allow_unauthenticated(),
+                _ => verifier,
+            };
+            builder.with_client_cert_verifier(
+                verifier
+                    .build()
+                    .map_err(|e| format!("tls-ca-cert-file {}: {e}", ca_file.display()))?,
+            )
+        }
+    };
+    let server = builder.with_single_cert(certs, key).map_err(|e| {
+        format!(
+            "tls-cert-file {} with tls-key-file {}: {e}",
+            cert_file.display(),
+            key_file.display()
+        )
+    })?;
+    Ok(Some(TlsAcceptor::from(Arc::new(server))))
+}
+
+/// Every certificate of a PEM file; at least one.
+fn read_certs(path: &Path, setting: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("{setting} {}: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "{setting} {}: no certificate in the file",
+            path.display()
+        ));
+    }
+    Ok(certs)
+}
