@@ -262,6 +262,17 @@ impl Config {
         toml::from_str(text).map_err(|e| ConfigError(e.to_string()))
     }
 
+    /// The `tls-*` settings.
+    pub fn tls(&self) -> crate::tls::Settings<'_> {
+        crate::tls::Settings {
+            port: self.tls_port,
+            cert_file: self.tls_cert_file.as_deref(),
+            key_file: self.tls_key_file.as_deref(),
+            ca_cert_file: self.tls_ca_cert_file.as_deref(),
+            auth_clients: self.tls_auth_clients,
+        }
+    }
+
     /// Checks the settings against each other; called before anything is opened.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError(m));
@@ -296,7 +307,7 @@ impl Config {
                 ));
             }
         }
-        crate::tls::validate(self).map_err(ConfigError)?;
+        self.tls().validate().map_err(ConfigError)?;
         if self.cluster_enabled {
             if let Some(cmd) = PEER_COMMANDS.iter().find(|&&c| {
                 self.rename_command

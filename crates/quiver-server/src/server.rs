@@ -122,7 +122,7 @@ impl Listeners {
             None => None,
         };
         // The certificate files are read before any port is bound: a bad one stops the start.
-        let tls = match crate::tls::acceptor(config).map_err(ServerError::Tls)? {
+        let tls = match config.tls().acceptor().map_err(ServerError::Tls)? {
             Some(acceptor) => {
                 let port = config.tls_port.unwrap_or_default();
                 let l = std::net::TcpListener::bind((config.bind, port)).map_err(|e| {

@@ -15,8 +15,6 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 use tokio_rustls::TlsAcceptor;
 
-use crate::config::Config;
-
 /// Longest a client may take over its handshake before the connection is dropped: a client
 /// that connects and sends nothing must not hold a handshake slot for ever.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -60,70 +58,83 @@ impl fmt::Display for AuthClients {
     }
 }
 
-/// The settings' own consistency (files are read later, by [`acceptor`]).
-pub fn validate(config: &Config) -> Result<(), String> {
-    if config.tls_port.is_none() {
-        return Ok(());
-    }
-    if config.tls_cert_file.is_none() || config.tls_key_file.is_none() {
-        return Err("tls-port needs tls-cert-file and tls-key-file".into());
-    }
-    if config.tls_auth_clients != AuthClients::No && config.tls_ca_cert_file.is_none() {
-        return Err(format!(
-            "tls-auth-clients {} needs tls-ca-cert-file (the CA that signs client \
-             certificates), or set tls-auth-clients no",
-            config.tls_auth_clients
-        ));
-    }
-    Ok(())
+/// The `tls-*` settings (`Config::tls` lends them).
+#[derive(Clone, Copy, Debug)]
+pub struct Settings<'a> {
+    pub port: Option<u16>,
+    pub cert_file: Option<&'a Path>,
+    pub key_file: Option<&'a Path>,
+    pub ca_cert_file: Option<&'a Path>,
+    pub auth_clients: AuthClients,
 }
 
-/// The acceptor of the TLS port, from the certificate, key and CA files; `None` without a
-/// `tls-port`. Errors name the file and what is wrong with it.
-pub fn acceptor(config: &Config) -> Result<Option<TlsAcceptor>, String> {
-    if config.tls_port.is_none() {
-        return Ok(None);
-    }
-    validate(config)?;
-    let (Some(cert_file), Some(key_file)) = (&config.tls_cert_file, &config.tls_key_file) else {
-        return Err("tls-port needs tls-cert-file and tls-key-file".into());
-    };
-    let certs = read_certs(cert_file, "tls-cert-file")?;
-    let key = PrivateKeyDer::from_pem_file(key_file)
-        .map_err(|e| format!("tls-key-file {}: {e}", key_file.display()))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?;
-    let builder = match (&config.tls_ca_cert_file, config.tls_auth_clients) {
-        (_, AuthClients::No) | (None, _) => builder.with_no_client_auth(),
-        (Some(ca_file), auth) => {
-            let mut roots = RootCertStore::empty();
-            for cert in read_certs(ca_file, "tls-ca-cert-file")? {
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("tls-ca-cert-file {}: {e}", ca_file.display()))?;
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
-            let verifier = match auth {
-                AuthClients::Optional => verifier.allow_unauthenticated(),
-                _ => verifier,
-            };
-            builder.with_client_cert_verifier(
-                verifier
-                    .build()
-                    .map_err(|e| format!("tls-ca-cert-file {}: {e}", ca_file.display()))?,
-            )
+impl Settings<'_> {
+    /// The settings' own consistency (files are read later, by [`Settings::acceptor`]).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.port.is_none() {
+            return Ok(());
         }
-    };
-    let server = builder.with_single_cert(certs, key).map_err(|e| {
-        format!(
-            "tls-cert-file {} with tls-key-file {}: {e}",
-            cert_file.display(),
-            key_file.display()
-        )
-    })?;
-    Ok(Some(TlsAcceptor::from(Arc::new(server))))
+        if self.cert_file.is_none() || self.key_file.is_none() {
+            return Err("tls-port needs tls-cert-file and tls-key-file".into());
+        }
+        if self.auth_clients != AuthClients::No && self.ca_cert_file.is_none() {
+            return Err(format!(
+                "tls-auth-clients {} needs tls-ca-cert-file (the CA that signs client \
+                 certificates), or set tls-auth-clients no",
+                self.auth_clients
+            ));
+        }
+        Ok(())
+    }
+
+    /// The acceptor of the TLS port, from the certificate, key and CA files; `None` without a
+    /// `tls-port`. Errors name the file and what is wrong with it.
+    pub fn acceptor(&self) -> Result<Option<TlsAcceptor>, String> {
+        if self.port.is_none() {
+            return Ok(None);
+        }
+        self.validate()?;
+        let (Some(cert_file), Some(key_file)) = (self.cert_file, self.key_file) else {
+            return Err("tls-port needs tls-cert-file and tls-key-file".into());
+        };
+        let certs = read_certs(cert_file, "tls-cert-file")?;
+        let key = PrivateKeyDer::from_pem_file(key_file)
+            .map_err(|e| format!("tls-key-file {}: {e}", key_file.display()))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?;
+        let builder = match (self.ca_cert_file, self.auth_clients) {
+            (_, AuthClients::No) | (None, _) => builder.with_no_client_auth(),
+            (Some(ca_file), auth) => {
+                let mut roots = RootCertStore::empty();
+                for cert in read_certs(ca_file, "tls-ca-cert-file")? {
+                    roots
+                        .add(cert)
+                        .map_err(|e| format!("tls-ca-cert-file {}: {e}", ca_file.display()))?;
+                }
+                let verifier =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+                let verifier = match auth {
+                    AuthClients::Optional => verifier.allow_unauthenticated(),
+                    _ => verifier,
+                };
+                builder.with_client_cert_verifier(
+                    verifier
+                        .build()
+                        .map_err(|e| format!("tls-ca-cert-file {}: {e}", ca_file.display()))?,
+                )
+            }
+        };
+        let server = builder.with_single_cert(certs, key).map_err(|e| {
+            format!(
+                "tls-cert-file {} with tls-key-file {}: {e}",
+                cert_file.display(),
+                key_file.display()
+            )
+        })?;
+        Ok(Some(TlsAcceptor::from(Arc::new(server))))
+    }
 }
 
 /// Every certificate of a PEM file; at least one.

@@ -7,6 +7,7 @@ mod bad_input;
 mod cluster;
 mod compat;
 mod databases;
+mod dispatch_fuzz;
 mod expire;
 mod frame;
 mod inline;

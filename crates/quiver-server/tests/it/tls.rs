@@ -128,7 +128,12 @@ fn redis_cli_and_redis_py_speak_tls_with_client_certificates() {
     assert_eq!(stdout(&set), "OK\n", "{set:?}");
     let get = cli(&server, &certs, mine, &["GET", "greeting"]);
     assert_eq!(stdout(&get), "hello over tls\n", "{get:?}");
-    let setting = cli(&server, &certs, mine, &["CONFIG", "GET", "tls-auth-clients"]);
+    let setting = cli(
+        &server,
+        &certs,
+        mine,
+        &["CONFIG", "GET", "tls-auth-clients"],
+    );
     assert_eq!(stdout(&setting), "tls-auth-clients\nyes\n", "{setting:?}");
 
     // Without a certificate, or with one the CA did not sign: no connection.

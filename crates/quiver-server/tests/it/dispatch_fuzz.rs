@@ -1,0 +1,341 @@
+//! The dispatcher under generated and mutated requests: every command of the table (and
+//! names that are none), with argument counts around its arity and arguments drawn from what
+//! commands parse — keys that collide, integers at and past their limits, floats, option
+//! words, binary values — sent pipelined to a real server, then the same frames with bytes
+//! flipped, inserted and deleted (which also reaches the parser's error paths). The server
+//! must answer every well-formed request with exactly one reply, never die, and keep its
+//! memory bounded (values are capped by `proto-max-bulk-len` at its 1 MB floor).
+//!
+//! CI sends [`FRAMES_CI`] frames from a fixed seed; the ignored test sends [`FRAMES_LONG`]
+//! (`cargo test -p quiver-server --release --test it -- --ignored ten_million`), and prints
+//! its counts.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use quiver_client::{encode_command, Parser, Value};
+use quiver_server::table::COMMANDS;
+use quiver_server::testing::TestServer;
+
+/// Frames in CI's run.
+const FRAMES_CI: u64 = 200_000;
+/// Frames in the long run.
+const FRAMES_LONG: u64 = 10_000_000;
+/// Frames per connection: each batch is written, the write side closed, and every reply read.
+const BATCH_FRAMES: usize = 2_000;
+/// The server's resident memory may grow by at most this over a run (its store holds a few
+/// dozen keys of at most 1 MB each; the rest is buffers a finished connection gives back).
+const RSS_GROWTH_MAX: u64 = 512 << 20;
+
+/// splitmix64: a fixed seed gives the same run everywhere.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn pick<'a>(&mut self, from: &[&'a [u8]]) -> &'a [u8] {
+        from[self.below(from.len())]
+    }
+}
+
+/// Option words and subcommands of the table's commands (CLIENT KILL left out: it may close
+/// the connection that sends it, whose remaining replies would then be missing).
+const WORDS: &[&[u8]] = &[
+    b"EX",
+    b"PX",
+    b"EXAT",
+    b"PXAT",
+    b"NX",
+    b"XX",
+    b"GT",
+    b"LT",
+    b"GET",
+    b"KEEPTTL",
+    b"PERSIST",
+    b"DB",
+    b"REPLACE",
+    b"MATCH",
+    b"COUNT",
+    b"TYPE",
+    b"string",
+    b"LEN",
+    b"IDX",
+    b"MINMATCHLEN",
+    b"WITHMATCHLEN",
+    b"ASYNC",
+    b"SYNC",
+    b"PUT",
+    b"DEL",
+    b"CHECK",
+    b"IF",
+    b"ABSENT",
+    b"EXISTS",
+    b"EQUALS",
+    b"ENCODING",
+    b"REFCOUNT",
+    b"IDLETIME",
+    b"FREQ",
+    b"HELP",
+    b"ID",
+    b"GETNAME",
+    b"SETNAME",
+    b"LIST",
+    b"INFO",
+    b"KEYSLOT",
+    b"COUNTKEYSINSLOT",
+    b"GETKEYSINSLOT",
+    b"DOCS",
+    b"BEGIN",
+    b"END",
+    b"SEQ",
+    b"*",
+    b"maxclients",
+    b"AUTH",
+    b"default",
+    b"WITHSCORES",
+    b"ON",
+    b"OFF",
+    b"server",
+    b"keyspace",
+    b"commandstats",
+    b"everything",
+    b"default",
+    b"NOLOOP",
+];
+const NUMBERS: &[&[u8]] = &[
+    b"0",
+    b"1",
+    b"-1",
+    b"2",
+    b"3",
+    b"10",
+    b"100",
+    b"16383",
+    b"16384",
+    b"1000000",
+    b"9223372036854775807",
+    b"-9223372036854775808",
+    b"9223372036854775808",
+    b"1.5",
+    b"-0",
+    b"inf",
+    b"-inf",
+    b"nan",
+    b"+inf",
+    b"1e10",
+    b"0x10",
+    b" 1",
+    b"",
+    b"99999999999999999999",
+    b"3.0e-5",
+    b"17179869184",
+];
+const KEYS: &[&[u8]] = &[
+    b"k0",
+    b"k1",
+    b"k2",
+    b"k3",
+    b"{t}a",
+    b"{t}b",
+    b"",
+    b"\x00\r\n",
+    b"counter",
+    b"float",
+];
+
+fn arg(rng: &mut Rng, out: &mut Vec<Vec<u8>>) {
+    let a = match rng.below(10) {
+        0..=2 => rng.pick(KEYS).to_vec(),
+        3..=5 => rng.pick(NUMBERS).to_vec(),
+        6 | 7 => rng.pick(WORDS).to_vec(),
+        8 => (0..rng.below(64)).map(|_| rng.next() as u8).collect(),
+        _ => vec![b'v'; [1, 100, 1000, 5000][rng.below(4)]],
+    };
+    out.push(a);
+}
+
+/// One request: a command of the table in random case (or a name that is none), with an
+/// argument count around its arity.
+fn request(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let mut args = Vec::new();
+    if rng.below(20) == 0 {
+        args.push(rng.pick(WORDS).to_vec());
+    } else {
+        let spec = &COMMANDS[rng.below(COMMANDS.len())];
+        if spec.name == "quit" {
+            args.push(b"PING".to_vec());
+        } else {
+            let name: Vec<u8> = spec
+                .name
+                .bytes()
+                .map(|b| {
+                    if rng.below(2) == 0 {
+                        b.to_ascii_uppercase()
+                    } else {
+                        b
+                    }
+                })
+                .collect();
+            args.push(name);
+        }
+        let arity = spec.arity.unsigned_abs() as usize;
+        let n = match rng.below(4) {
+            0 => rng.below(6),
+            _ => arity.saturating_sub(1) + rng.below(if spec.arity < 0 { 6 } else { 2 }),
+        };
+        for _ in 0..n {
+            arg(rng, &mut args);
+        }
+    }
+    args
+}
+
+fn encode(args: &[Vec<u8>], out: &mut BytesMut) {
+    let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+    encode_command(out, &refs);
+}
+
+/// Flips, inserts and deletes a few bytes of `bytes`.
+fn mutate(rng: &mut Rng, bytes: &mut Vec<u8>) {
+    for _ in 0..1 + rng.below(4) {
+        let n = bytes.len();
+        match rng.below(3) {
+            0 if n > 0 => bytes[rng.below(n)] ^= (rng.next() as u8) | 1,
+            1 => bytes.insert(
+                rng.below(n + 1),
+                rng.pick(&[b"*", b"$", b"\r", b"\n", b"-", b"9"])[0],
+            ),
+            _ if n > 0 => {
+                bytes.remove(rng.below(n));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Sends `bytes`, closes the write side and reads to the end; returns the replies read (a
+/// reply the client's parser refuses is a failure: the server sent malformed RESP). With
+/// `cut_short` the last reply may be incomplete: after a protocol error the server closes the
+/// connection with requests still unread, and the kernel then resets it (RST), dropping
+/// whatever the client had not yet received.
+fn exchange(addr: SocketAddr, bytes: &[u8], cut_short: bool) -> Vec<Value> {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    // The server reads and answers while we write: a second thread writes.
+    let mut w = s.try_clone().unwrap();
+    let bytes = bytes.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = w.write_all(&bytes);
+        let _ = w.shutdown(Shutdown::Write);
+    });
+    let mut got = Vec::new();
+    s.read_to_end(&mut got)
+        .or_else(|e| match e.kind() {
+            std::io::ErrorKind::ConnectionReset => Ok(0),
+            _ => Err(e),
+        })
+        .expect("read the replies");
+    writer.join().unwrap();
+    let mut buf = BytesMut::from(&got[..]);
+    let mut parser = Parser::new();
+    let mut replies = Vec::new();
+    while let Some(v) = parser
+        .parse(&mut buf)
+        .expect("the server's replies are valid RESP")
+    {
+        replies.push(v);
+    }
+    assert!(
+        cut_short || buf.is_empty(),
+        "a partial reply at the end: {:?}",
+        &buf[..buf.len().min(80)]
+    );
+    replies
+}
+
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+fn run(frames: u64, seed: u64) {
+    let server = TestServer::start_with(|c| {
+        c.proto_max_bulk_len = 1 << 20;
+        c.databases = 4;
+    });
+    let mut rng = Rng(seed);
+    let (mut sent, mut replies, mut errors, mut mutated) = (0u64, 0u64, 0u64, 0u64);
+    let mut rss_start = None;
+    while sent < frames {
+        let n = BATCH_FRAMES.min((frames - sent) as usize);
+        let mut out = BytesMut::new();
+        for _ in 0..n {
+            encode(&request(&mut rng), &mut out);
+        }
+        if rng.below(4) == 0 {
+            // Mutated: the server may stop at a protocol error; what it answers must be RESP.
+            let mut bytes = out.to_vec();
+            mutate(&mut rng, &mut bytes);
+            replies += exchange(server.addr, &bytes, true).len() as u64;
+            mutated += n as u64;
+        } else {
+            let got = exchange(server.addr, &out, false);
+            assert_eq!(
+                got.len(),
+                n,
+                "one reply per request (seed {seed}, frame {sent})"
+            );
+            errors += got.iter().filter(|v| matches!(v, Value::Error(_))).count() as u64;
+            replies += n as u64;
+        }
+        sent += n as u64;
+        // The baseline once the store holds its few keys and buffers are warm.
+        if rss_start.is_none() && sent >= 20 * BATCH_FRAMES as u64 {
+            rss_start = Some(rss_bytes());
+        }
+    }
+    let alive = exchange(server.addr, b"*1\r\n$4\r\nPING\r\n", false);
+    assert_eq!(
+        alive,
+        [Value::Simple("PONG".into())],
+        "the server still answers"
+    );
+    let rss = rss_bytes();
+    if let Some(start) = rss_start {
+        assert!(
+            rss <= start + RSS_GROWTH_MAX,
+            "resident memory grew from {start} to {rss} bytes"
+        );
+    }
+    println!(
+        "dispatcher fuzz: seed {seed}: {sent} frames ({mutated} in mutated batches), {replies} \
+         replies ({errors} errors among the well-formed), rss {} MiB",
+        rss >> 20
+    );
+}
+
+#[test]
+fn generated_and_mutated_requests_through_the_dispatcher() {
+    run(FRAMES_CI, 0x5EED);
+}
+
+#[test]
+#[ignore = "ten million frames (several minutes in release): run by hand, counts in docs"]
+fn ten_million_requests_through_the_dispatcher() {
+    run(FRAMES_LONG, 0x5EED_0002);
+}
