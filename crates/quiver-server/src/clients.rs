@@ -34,6 +34,8 @@ pub struct ClientInfo {
     /// Set by CLIENT KILL; the connection closes at its next step.
     pub killed: AtomicBool,
     pub kill_notify: Notify,
+    /// The ACL user the connection is logged in as (`default` at first).
+    pub user: Mutex<String>,
 }
 
 impl ClientInfo {
@@ -64,13 +66,14 @@ impl ClientInfo {
         format!(
             "id={} addr={} laddr={} fd=-1 name={} age={age} idle={idle} flags={} db={} sub=0 \
              psub=0 ssub=0 multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 \
-             omem=0 tot-mem=0 events=r cmd={cmd} user=default redir=-1 resp={}",
+             omem=0 tot-mem=0 events=r cmd={cmd} user={} redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
             String::from_utf8_lossy(&name),
             if multi >= 0 { "x" } else { "N" },
             self.db.load(Relaxed),
+            self.user.lock(),
             self.resp.load(Relaxed),
         )
     }
@@ -99,6 +102,7 @@ impl Clients {
             multi: AtomicU64::new(u64::MAX),
             killed: AtomicBool::new(false),
             kill_notify: Notify::new(),
+            user: Mutex::new(crate::acl::DEFAULT_USER.to_owned()),
         });
         self.by_id.lock().insert(id, info.clone());
         info

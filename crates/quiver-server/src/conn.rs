@@ -55,7 +55,11 @@ pub async fn serve<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
     shutdown: watch::Receiver<bool>,
 ) {
     let core = service.core();
-    let mut session = Session::new(info.clone(), core.config.requirepass.is_none());
+    let mut session = Session::new(
+        info.clone(),
+        core.users.default_user(),
+        core.users.version(),
+    );
     let mut conn = V::Conn::default();
     let end = serve_loop(&*service, &mut stream, &mut session, &mut conn, shutdown).await;
     match &end {

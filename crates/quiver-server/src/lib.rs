@@ -22,6 +22,7 @@
 //!   its link to etcd and the work the topology gives it (moves of ranges away, drops);
 //! * [`testing`] starts an in-process server for tests.
 
+pub mod acl;
 pub mod agent;
 pub mod chain;
 pub mod clients;

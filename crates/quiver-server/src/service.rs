@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 
+use crate::acl::Users;
 use crate::clients::Clients;
 use crate::config::Config;
 use crate::output::{Output, OutputBudget};
@@ -33,6 +34,8 @@ pub enum RunEnd {
 /// The state every RESP server shares between its connections, whatever executes commands.
 pub struct Core {
     pub config: Config,
+    /// The ACL users (`default`'s password is `requirepass`).
+    pub users: Users,
     pub stats: Stats,
     pub clients: Clients,
     /// Hex id of this process's run (INFO `run_id`).
@@ -49,6 +52,7 @@ impl Core {
     pub fn new(config: Config, port: u16) -> Core {
         Core {
             output_budget: OutputBudget::new(config.client_output_buffer_total_limit),
+            users: Users::new(config.requirepass.as_deref()),
             config,
             stats: Stats::default(),
             clients: Clients::default(),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::acl::User;
 use crate::clients::ClientInfo;
 use crate::watch::{DbKey, Watches};
 
@@ -22,6 +23,9 @@ pub struct Session {
     pub info: Arc<ClientInfo>,
     pub resp3: bool,
     pub authenticated: bool,
+    /// The ACL user's rules as of `user_version` of the server's users.
+    pub user: Arc<User>,
+    pub user_version: u64,
     pub multi: Option<Multi>,
     /// The selected database (SELECT; 0 at first).
     pub db: u32,
@@ -41,12 +45,15 @@ pub struct Session {
 }
 
 impl Session {
-    /// A new connection's session; `authenticated` when no password is required.
-    pub fn new(info: Arc<ClientInfo>, authenticated: bool) -> Session {
+    /// A new connection's session, as `user` (the default user: authenticated if it needs no
+    /// password).
+    pub fn new(info: Arc<ClientInfo>, user: Arc<User>, user_version: u64) -> Session {
         Session {
             info,
             resp3: false,
-            authenticated,
+            authenticated: user.enabled && user.nopass,
+            user,
+            user_version,
             multi: None,
             db: 0,
             watched: Vec::new(),

@@ -25,6 +25,7 @@ pub enum Cmd {
     Command,
     Config,
     Info,
+    Acl,
     // strings and keys
     Get,
     Set,
@@ -365,6 +366,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     row!("command", Command, -1, LOADING_STALE, Acl::CONNECTION, NO_KEYS, None, "server", "2.8.13", "Returns detailed information about all commands."),
     row!("config", Config, -2, Flags::ADMIN, Acl::NONE, NO_KEYS, None, "server", "2.0.0", "A container for server configuration commands."),
     row!("info", Info, -1, LOADING_STALE, Acl::DANGEROUS, NO_KEYS, None, "server", "1.0.0", "Returns information and statistics about the server."),
+    row!("acl", Acl, -2, Flags::ADMIN.or(Flags::NOSCRIPT), Acl::NONE, NO_KEYS, None, "server", "6.0.0", "A container for Access List Control commands."),
     row!("get", Get, 2, READONLY_FAST, STRING_ACL, ONE_KEY, Get, "string", "1.0.0", "Returns the string value of a key."),
     row!("set", Set, -3, WRITE_DENYOOM, STRING_ACL, ONE_KEY, Put, "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
     row!("setnx", SetNx, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, None, "string", "1.0.0", "Set the string value of a key only when the key doesn't exist."),

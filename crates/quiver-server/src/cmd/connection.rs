@@ -2,6 +2,7 @@
 
 use bytes::Bytes;
 
+use crate::acl::DEFAULT_USER;
 use crate::cmd::client::{check_client_name, set_name};
 use crate::cmd::common::{db_index, int_arg};
 use crate::cmd::ctx::ConnCtx;
@@ -40,7 +41,10 @@ pub fn run(ctx: &mut ConnCtx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
             ctx.session.select(0);
             ctx.session.readonly = false;
             *ctx.session.info.name.lock() = None;
-            ctx.session.authenticated = ctx.core.config.requirepass.is_none();
+            // Back to the default user, logged in if it needs no password (Redis's RESET).
+            let default = ctx.core.users.default_user();
+            ctx.session.authenticated = default.enabled && default.nopass;
+            log_in(ctx, default);
             Reply::simple("RESET")
         }
         Cmd::Auth => auth(ctx, &args[1..]),
@@ -56,44 +60,45 @@ pub fn select_index(arg: &[u8], databases: u32) -> Result<u32, Reply> {
     db_index(int_arg(arg, None)?, databases)
 }
 
-/// AUTH [username] password. The only user is `default`.
+/// AUTH [username] password: `default` when no user is named.
 fn auth(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
     if args.len() > 2 {
         return err(errors::SYNTAX);
     }
-    if args.len() == 1 && ctx.core.config.requirepass.is_none() {
+    if args.len() == 1 && ctx.core.users.default_user().nopass {
         return err(
             "ERR AUTH <password> called without any password configured for the default user. \
              Are you sure your configuration is correct?",
         );
     }
     let (user, pass) = match args {
-        [pass] => (&b"default"[..], pass),
+        [pass] => (DEFAULT_USER.as_bytes(), pass),
         [user, pass] => (&user[..], pass),
         _ => return err(errors::SYNTAX),
     };
-    if check_password(ctx, user, pass) {
-        ctx.session.authenticated = true;
+    if authenticate(ctx, user, pass) {
         Reply::OK
     } else {
         err(errors::WRONGPASS)
     }
 }
 
-fn check_password(ctx: &ConnCtx<'_>, user: &[u8], pass: &[u8]) -> bool {
-    match &ctx.core.config.requirepass {
-        // With no password set, the default user accepts any password (Redis's `nopass`).
-        None => user == b"default",
-        Some(p) => user == b"default" && constant_time_eq(p.as_bytes(), pass),
+/// Logs the connection in as `user` if the password is one of its (and the user is on).
+fn authenticate(ctx: &mut ConnCtx<'_>, user: &[u8], pass: &[u8]) -> bool {
+    match ctx.core.users.authenticate(user, pass) {
+        Some(u) => {
+            ctx.session.authenticated = true;
+            log_in(ctx, u);
+            true
+        }
+        None => false,
     }
 }
 
-/// Compares without stopping at the first difference, so timing does not leak the password.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+fn log_in(ctx: &mut ConnCtx<'_>, user: std::sync::Arc<crate::acl::User>) {
+    user.name.clone_into(&mut ctx.session.info.user.lock());
+    ctx.session.user = user;
+    ctx.session.user_version = ctx.core.users.version();
 }
 
 /// HELLO [protover [AUTH username password] [SETNAME clientname]].
@@ -112,10 +117,10 @@ fn hello(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
         let more = args.len() - j - 1;
         let opt = &args[j];
         if opt.eq_ignore_ascii_case(b"auth") && more >= 2 {
-            if !check_password(ctx, &args[j + 1], &args[j + 2]) {
+            let (user, pass) = (args[j + 1].clone(), args[j + 2].clone());
+            if !authenticate(ctx, &user, &pass) {
                 return err(errors::WRONGPASS);
             }
-            ctx.session.authenticated = true;
             j += 3;
         } else if opt.eq_ignore_ascii_case(b"setname") && more >= 1 {
             if let Some(e) = check_client_name(&args[j + 1]) {

@@ -27,6 +27,7 @@
 //!   [`client`], [`transactions`] (MULTI, DISCARD, WATCH, UNWATCH), [`command`], [`config`],
 //!   [`info`].
 
+pub mod acl;
 pub mod append;
 pub mod batch;
 pub mod chain;
@@ -138,6 +139,7 @@ pub fn is_server_command(cmd: Cmd) -> bool {
             | Cmd::Command
             | Cmd::Config
             | Cmd::Info
+            | Cmd::Acl
             | Cmd::Multi
             | Cmd::Discard
             | Cmd::Watch
@@ -177,6 +179,7 @@ pub fn run_server(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
         Cmd::Client => client::run(&mut ctx.conn(), args),
         Cmd::Command => command::run(&ctx.state.core.config.rename_command, args),
         Cmd::Config => config::run(&ctx.state.core, args),
+        Cmd::Acl => acl::run(&mut ctx.conn(), args),
         Cmd::Info => info::run(ctx.state, args),
         Cmd::Multi | Cmd::Discard | Cmd::Watch | Cmd::Unwatch => transactions::run(ctx, cmd, args),
         Cmd::Cluster => topology::run_cluster(ctx, args),

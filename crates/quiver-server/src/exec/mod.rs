@@ -194,6 +194,45 @@ fn joins(first: Vector, more: Vector, mix: bool) -> bool {
     first == more || (mix && reads_or_puts(first) && reads_or_puts(more))
 }
 
+/// Why the session's ACL user may not run the request (Redis's NOPERM), after bringing the
+/// session's copy of the user up to date; `None` if it may.
+fn acl_refusal(
+    core: &Core,
+    session: &mut Session,
+    spec: &CommandSpec,
+    args: &[Bytes],
+) -> Option<Reply> {
+    if core
+        .users
+        .refresh(&mut session.user, &mut session.user_version)
+        .is_none()
+    {
+        // ACL DELUSER closes the user's connections; one caught between the two is refused.
+        session.info.kill();
+        return Some(errors::err(
+            "NOPERM the user of this connection was deleted",
+        ));
+    }
+    // The commands a client may send before logging in (AUTH, HELLO, QUIT, RESET) are
+    // never refused by ACL rules, as in Redis.
+    if session.user.unrestricted() || spec.flags.contains(Flags::NO_AUTH) {
+        return None;
+    }
+    let keys: Vec<Bytes> = match spec.cmd {
+        // BATCH names its keys among its operations; OBJECT's subcommands take one key.
+        Cmd::Batch => cmd::batch::keys(
+            args,
+            &Limits {
+                value_len_max: usize::MAX,
+                databases: u32::MAX,
+            },
+        ),
+        Cmd::Object => args.get(2).cloned().into_iter().collect(),
+        _ => spec.keys(args).cloned().collect(),
+    };
+    crate::acl::refusal(&session.user, spec, args, keys.iter().map(|k| &k[..]))
+}
+
 /// A request answered without running, by [`check`].
 pub struct Refused {
     pub reply: Reply,
@@ -223,7 +262,7 @@ pub fn check(
     } else if !session.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
         Some(errors::err(errors::NOAUTH))
     } else {
-        None
+        acl_refusal(core, session, spec, args)
     };
     let Some(reply) = refused else {
         return Ok(spec);

@@ -409,6 +409,7 @@ async fn run_local(
         Cmd::Client => client::run(&mut ConnCtx { core, session }, args),
         Cmd::Command => command::run(&core.config.rename_command, args),
         Cmd::Config => config::run(core, args),
+        Cmd::Acl => crate::cmd::acl::run(&mut ConnCtx { core, session }, args),
         Cmd::Asking | Cmd::ReadWrite => Reply::OK,
         Cmd::ReadOnly => {
             session.readonly = true;

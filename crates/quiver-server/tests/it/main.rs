@@ -3,6 +3,7 @@
 // Tests unwrap: a failure there is the test failing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod acl;
 mod bad_input;
 mod cluster;
 mod compat;

@@ -1,0 +1,174 @@
+//! ACL users (Redis 6+): who a connection is, and what it may run on which keys. `Users` is the
+//! server's table of users (in `Core`, so nodes and routers alike check through it); a session
+//! holds its user's current rules and picks up changes at its next command (`Users::refresh`),
+//! as Redis applies an `ACL SETUSER` to connections already logged in. `requirepass` is the
+//! `default` user's password, as in Redis.
+
+pub mod user;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::RwLock;
+
+use crate::reply::Reply;
+use crate::table::{Cmd, CommandSpec};
+pub use user::User;
+
+/// The user every connection starts as.
+pub const DEFAULT_USER: &str = "default";
+/// Users a server keeps at most (a bound on what `ACL SETUSER` grows).
+pub const USERS_MAX: usize = 10_000;
+/// Longest user name.
+pub const USER_NAME_MAX: usize = 256;
+
+/// The server's users, and a version that moves on every change.
+pub struct Users {
+    users: RwLock<BTreeMap<String, Arc<User>>>,
+    version: AtomicU64,
+}
+
+impl Users {
+    /// The `default` user alone: no password (anyone may connect), or `requirepass`.
+    pub fn new(requirepass: Option<&str>) -> Users {
+        let mut default = User::default_user();
+        if let Some(p) = requirepass {
+            // A fixed rule on a fresh user: cannot fail.
+            let _ = default.apply(format!(">{p}").as_bytes());
+        }
+        Users {
+            users: RwLock::new(BTreeMap::from([(
+                DEFAULT_USER.to_owned(),
+                Arc::new(default),
+            )])),
+            version: AtomicU64::new(0),
+        }
+    }
+
+    pub fn version(&self) -> u64 {
+        self.version.load(Relaxed)
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<User>> {
+        self.users.read().get(name).cloned()
+    }
+
+    pub fn default_user(&self) -> Arc<User> {
+        self.get(DEFAULT_USER)
+            .unwrap_or_else(|| Arc::new(User::default_user()))
+    }
+
+    /// The user `name` if it is enabled and `password` is one of its passwords.
+    pub fn authenticate(&self, name: &[u8], password: &[u8]) -> Option<Arc<User>> {
+        let name = std::str::from_utf8(name).ok()?;
+        self.get(name)
+            .filter(|u| u.enabled && u.password_ok(password))
+    }
+
+    /// Applies `rules` to user `name` (created first if new), all or nothing. The error is
+    /// Redis's: the rule and why it was refused.
+    pub fn set_user(&self, name: &[u8], rules: &[Bytes]) -> Result<(), String> {
+        let name = std::str::from_utf8(name)
+            .ok()
+            .filter(|n| {
+                !n.is_empty() && n.len() <= USER_NAME_MAX && !n.contains(char::is_whitespace)
+            })
+            .ok_or_else(|| {
+                format!("Usernames must be 1 to {USER_NAME_MAX} characters without spaces")
+            })?;
+        let mut users = self.users.write();
+        let mut user = match users.get(name) {
+            Some(u) => User::clone(u),
+            None if users.len() >= USERS_MAX => {
+                return Err(format!("at most {USERS_MAX} users"));
+            }
+            None => User::new(name),
+        };
+        for rule in rules {
+            user.apply(rule).map_err(|why| {
+                format!(
+                    "Error in ACL SETUSER modifier '{}': {why}",
+                    String::from_utf8_lossy(rule)
+                )
+            })?;
+        }
+        users.insert(name.to_owned(), Arc::new(user));
+        self.version.fetch_add(1, Relaxed);
+        Ok(())
+    }
+
+    /// Deletes the named users (never `default`); how many existed.
+    pub fn delete(&self, names: &[Bytes]) -> Result<usize, String> {
+        if names.iter().any(|n| &n[..] == DEFAULT_USER.as_bytes()) {
+            return Err("The 'default' user cannot be removed".into());
+        }
+        let mut users = self.users.write();
+        let n = names
+            .iter()
+            .filter(|n| {
+                std::str::from_utf8(n)
+                    .ok()
+                    .is_some_and(|n| users.remove(n).is_some())
+            })
+            .count();
+        self.version.fetch_add(1, Relaxed);
+        Ok(n)
+    }
+
+    /// Every user, by name.
+    pub fn all(&self) -> Vec<Arc<User>> {
+        self.users.read().values().cloned().collect()
+    }
+
+    /// Brings a session's copy of its user up to date; `None` if the user was deleted.
+    pub fn refresh(&self, user: &mut Arc<User>, seen: &mut u64) -> Option<()> {
+        let now = self.version();
+        if *seen != now {
+            *user = self.get(&user.name)?;
+            *seen = now;
+        }
+        Some(())
+    }
+}
+
+/// Why `user` may not run `args` (`spec`, naming `keys`), in Redis's words; `None` if it may.
+pub fn refusal<'k>(
+    user: &User,
+    spec: &CommandSpec,
+    args: &[Bytes],
+    keys: impl IntoIterator<Item = &'k [u8]>,
+) -> Option<Reply> {
+    if user.unrestricted() {
+        return None;
+    }
+    if !user.may_run(spec) {
+        return Some(Reply::error(format!(
+            "NOPERM this user has no permissions to run the '{}' command",
+            shown_name(spec, args)
+        )));
+    }
+    if keys.into_iter().any(|k| !user.may_access(k)) {
+        return Some(Reply::error(
+            "NOPERM this user has no permissions to access one of the keys used as arguments",
+        ));
+    }
+    None
+}
+
+/// The name Redis gives a command in NOPERM: `name|subcommand` for a container.
+fn shown_name(spec: &CommandSpec, args: &[Bytes]) -> String {
+    let container = matches!(
+        spec.cmd,
+        Cmd::Client | Cmd::Config | Cmd::Command | Cmd::Cluster | Cmd::Object | Cmd::Acl
+    );
+    match args.get(1) {
+        Some(sub) if container => format!(
+            "{}|{}",
+            spec.name,
+            String::from_utf8_lossy(sub).to_ascii_lowercase()
+        ),
+        _ => spec.name.to_owned(),
+    }
+}

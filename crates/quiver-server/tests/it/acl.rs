@@ -1,0 +1,270 @@
+//! ACL users as in Redis 7.0: ACL SETUSER / GETUSER / DELUSER / LIST / USERS / WHOAMI / CAT,
+//! AUTH user pass and HELLO AUTH, command, category and key-pattern permissions. The replies
+//! and errors below are redis-server 7.0.15's, recorded by hand with redis-cli.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::process::Command;
+
+use quiver_server::testing::TestServer;
+
+use crate::bad_input::{expect_closed, expect_reply, multibulk, raw};
+
+fn send(s: &mut TcpStream, args: &[&[u8]]) {
+    s.write_all(&multibulk(args)).unwrap();
+}
+
+const PW_HASH: &str = "30c952fab122c3f9759f02a6d95c3758b246b4fee239957b2d4fee46e26170c4";
+
+/// bob: on, password `pw`, keys `app:*`, the read commands and SET, not STRLEN.
+fn with_bob(s: &mut TcpStream) {
+    send(
+        s,
+        &[
+            b"ACL", b"SETUSER", b"bob", b"on", b">pw", b"~app:*", b"&ch", b"+@read", b"+set",
+            b"-strlen",
+        ],
+    );
+    expect_reply(s, b"+OK\r\n");
+}
+
+#[test]
+fn users_are_listed_described_and_deleted_as_in_redis() {
+    let server = TestServer::start();
+    let mut s = raw(server.addr);
+    send(&mut s, &[b"ACL", b"WHOAMI"]);
+    send(&mut s, &[b"ACL", b"LIST"]);
+    send(&mut s, &[b"ACL", b"SETUSER", b"alice"]);
+    send(&mut s, &[b"ACL", b"LIST"]);
+    expect_reply(
+        &mut s,
+        b"$7\r\ndefault\r\n\
+          *1\r\n$34\r\nuser default on nopass ~* &* +@all\r\n\
+          +OK\r\n\
+          *2\r\n$34\r\nuser alice off resetchannels -@all\r\n$34\r\nuser default on nopass ~* &* +@all\r\n",
+    );
+    with_bob(&mut s);
+    send(&mut s, &[b"ACL", b"GETUSER", b"bob"]);
+    let commands = "-@all +@read +set -strlen";
+    expect_reply(
+        &mut s,
+        format!(
+            "*12\r\n$5\r\nflags\r\n*1\r\n$2\r\non\r\n$9\r\npasswords\r\n*1\r\n$64\r\n{PW_HASH}\r\n\
+             $8\r\ncommands\r\n${}\r\n{commands}\r\n$4\r\nkeys\r\n$6\r\n~app:*\r\n\
+             $8\r\nchannels\r\n$3\r\n&ch\r\n$9\r\nselectors\r\n*0\r\n",
+            commands.len()
+        )
+        .as_bytes(),
+    );
+    send(&mut s, &[b"ACL", b"GETUSER", b"nosuch"]);
+    send(&mut s, &[b"ACL", b"USERS"]);
+    send(&mut s, &[b"ACL", b"DELUSER", b"default"]);
+    send(&mut s, &[b"ACL", b"DELUSER", b"nosuch", b"alice"]);
+    send(&mut s, &[b"ACL", b"USERS"]);
+    expect_reply(
+        &mut s,
+        b"$-1\r\n\
+          *3\r\n$5\r\nalice\r\n$3\r\nbob\r\n$7\r\ndefault\r\n\
+          -ERR The 'default' user cannot be removed\r\n\
+          :1\r\n\
+          *2\r\n$3\r\nbob\r\n$7\r\ndefault\r\n",
+    );
+}
+
+#[test]
+fn bad_rules_and_subcommands_get_redis_errors() {
+    let server = TestServer::start();
+    let mut s = raw(server.addr);
+    for (args, reply) in [
+        (
+            &[&b"ACL"[..], b"SETUSER", b"bob", b"+nosuch"][..],
+            &b"-ERR Error in ACL SETUSER modifier '+nosuch': Unknown command or category name in ACL\r\n"[..],
+        ),
+        (
+            &[b"ACL", b"SETUSER", b"bob", b"bogus"],
+            b"-ERR Error in ACL SETUSER modifier 'bogus': Syntax error\r\n",
+        ),
+        (
+            &[b"ACL", b"SETUSER", b"bob", b"allkeys", b"~x"],
+            b"-ERR Error in ACL SETUSER modifier '~x': Adding a pattern after the * pattern (or \
+              the 'allkeys' flag) is not valid and does not have any effect. Try 'resetkeys' to \
+              start with an empty list of patterns\r\n",
+        ),
+        (
+            &[b"ACL", b"SETUSER", b"bob", b"<zz"],
+            b"-ERR Error in ACL SETUSER modifier '<zz': The password you are trying to remove \
+              from the user does not exist\r\n",
+        ),
+        (
+            &[b"ACL", b"SETUSER", b"bob", b"#abc"],
+            b"-ERR Error in ACL SETUSER modifier '#abc': The password hash must be exactly 64 \
+              characters and contain only lowercase hexadecimal characters\r\n",
+        ),
+        (
+            &[b"ACL", b"SETUSER"],
+            b"-ERR wrong number of arguments for 'acl|setuser' command\r\n",
+        ),
+        (
+            &[b"ACL", b"WHOAMI", b"extra"],
+            b"-ERR wrong number of arguments for 'acl|whoami' command\r\n",
+        ),
+        (
+            &[b"ACL", b"NOSUCH"],
+            b"-ERR unknown subcommand 'NOSUCH'. Try ACL HELP.\r\n",
+        ),
+        (
+            &[b"ACL"],
+            b"-ERR wrong number of arguments for 'acl' command\r\n",
+        ),
+        (
+            &[b"ACL", b"CAT", b"nosuch"],
+            b"-ERR Unknown category 'nosuch'\r\n",
+        ),
+        (
+            &[b"AUTH", b"onlypass"],
+            b"-ERR AUTH <password> called without any password configured for the default \
+              user. Are you sure your configuration is correct?\r\n",
+        ),
+        (
+            &[b"AUTH", b"nosuch", b"x"],
+            b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+        ),
+    ] {
+        send(&mut s, args);
+        expect_reply(&mut s, reply);
+    }
+    // A refused SETUSER changes nothing: bob was never made.
+    send(&mut s, &[b"ACL", b"USERS"]);
+    expect_reply(&mut s, b"*1\r\n$7\r\ndefault\r\n");
+}
+
+#[test]
+fn a_user_runs_only_its_commands_on_its_keys() {
+    let server = TestServer::start();
+    let mut admin = raw(server.addr);
+    with_bob(&mut admin);
+    send(&mut admin, &[b"SET", b"app:1", b"one"]);
+    expect_reply(&mut admin, b"+OK\r\n");
+
+    let mut s = raw(server.addr);
+    send(&mut s, &[b"AUTH", b"bob", b"wrong"]);
+    send(&mut s, &[b"AUTH", b"bob", b"pw"]);
+    send(&mut s, &[b"GET", b"app:1"]);
+    send(&mut s, &[b"SET", b"other", b"1"]);
+    send(&mut s, &[b"DEL", b"app:1"]);
+    send(&mut s, &[b"STRLEN", b"app:1"]);
+    send(&mut s, &[b"MGET", b"app:1", b"other"]);
+    send(
+        &mut s,
+        &[b"BATCH", b"PUT", b"app:2", b"x", b"PUT", b"other", b"y"],
+    );
+    send(&mut s, &[b"MULTI"]);
+    send(&mut s, &[b"EXEC"]);
+    send(&mut s, &[b"ACL", b"WHOAMI"]);
+    expect_reply(
+        &mut s,
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n\
+          +OK\r\n\
+          $3\r\none\r\n\
+          -NOPERM this user has no permissions to access one of the keys used as arguments\r\n\
+          -NOPERM this user has no permissions to run the 'del' command\r\n\
+          -NOPERM this user has no permissions to run the 'strlen' command\r\n\
+          -NOPERM this user has no permissions to access one of the keys used as arguments\r\n\
+          -NOPERM this user has no permissions to run the 'batch' command\r\n\
+          -NOPERM this user has no permissions to run the 'multi' command\r\n\
+          -EXECABORT Transaction discarded because of: NOPERM this user has no permissions to run the 'exec' command\r\n\
+          -NOPERM this user has no permissions to run the 'acl|whoami' command\r\n",
+    );
+
+    // A change to bob applies to his connection at its next command; BATCH's keys are checked.
+    send(
+        &mut admin,
+        &[b"ACL", b"SETUSER", b"bob", b"-get", b"+batch"],
+    );
+    expect_reply(&mut admin, b"+OK\r\n");
+    send(&mut s, &[b"GET", b"app:1"]);
+    send(
+        &mut s,
+        &[b"BATCH", b"PUT", b"app:2", b"x", b"PUT", b"other", b"y"],
+    );
+    send(&mut s, &[b"BATCH", b"PUT", b"app:2", b"x"]);
+    expect_reply(
+        &mut s,
+        b"-NOPERM this user has no permissions to run the 'get' command\r\n\
+          -NOPERM this user has no permissions to access one of the keys used as arguments\r\n\
+          +OK\r\n",
+    );
+
+    // Switched off, bob cannot log in again; deleted, his connection is closed.
+    send(&mut admin, &[b"ACL", b"SETUSER", b"bob", b"off"]);
+    expect_reply(&mut admin, b"+OK\r\n");
+    let mut again = raw(server.addr);
+    send(&mut again, &[b"AUTH", b"bob", b"pw"]);
+    expect_reply(
+        &mut again,
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+    );
+    send(&mut admin, &[b"ACL", b"DELUSER", b"bob"]);
+    expect_reply(&mut admin, b":1\r\n");
+    expect_closed(&mut s);
+}
+
+#[test]
+fn requirepass_is_the_default_users_password() {
+    let server = TestServer::start_with(|c| c.requirepass = Some("secret".into()));
+    let mut s = raw(server.addr);
+    send(&mut s, &[b"GET", b"k"]);
+    send(&mut s, &[b"AUTH", b"default", b"secret"]);
+    send(
+        &mut s,
+        &[
+            b"ACL", b"SETUSER", b"reader", b"on", b"nopass", b"allkeys", b"+@read",
+        ],
+    );
+    send(&mut s, &[b"HELLO", b"2", b"AUTH", b"reader", b"anything"]);
+    expect_reply(
+        &mut s,
+        b"-NOAUTH Authentication required.\r\n+OK\r\n+OK\r\n*14\r\n",
+    );
+    let mut r = raw(server.addr);
+    send(&mut r, &[b"AUTH", b"reader", b"x"]);
+    send(&mut r, &[b"ACL", b"WHOAMI"]);
+    send(&mut r, &[b"SET", b"k", b"v"]);
+    send(&mut r, &[b"RESET"]);
+    send(&mut r, &[b"GET", b"k"]);
+    expect_reply(
+        &mut r,
+        b"+OK\r\n-NOPERM this user has no permissions to run the 'acl|whoami' command\r\n\
+          -NOPERM this user has no permissions to run the 'set' command\r\n\
+          +RESET\r\n-NOAUTH Authentication required.\r\n",
+    );
+}
+
+/// A real client logs in as a user and gets Redis's NoPermissionError.
+#[test]
+fn redis_py_logs_in_as_a_user() {
+    let server = TestServer::start();
+    let mut admin = raw(server.addr);
+    with_bob(&mut admin);
+    let script = r#"
+import sys, redis
+r = redis.Redis(port=int(sys.argv[1]), username="bob", password="pw")
+r.set("app:x", "1")
+print(r.get("app:x").decode())
+try:
+    r.set("elsewhere", "1")
+except redis.exceptions.NoPermissionError as e:
+    print("refused:", e)
+"#;
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(server.port().to_string())
+        .output()
+        .expect("python3");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "1\nrefused: this user has no permissions to access one of the keys used as arguments\n",
+        "{out:?}"
+    );
+}
