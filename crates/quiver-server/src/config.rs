@@ -186,6 +186,8 @@ pub struct Config {
     /// Whether TLS clients must present a certificate: yes (Redis's default), no, optional.
     #[serde(deserialize_with = "parse_str")]
     pub tls_auth_clients: AuthClients,
+    /// ACL users are read from this file at start and by ACL LOAD, written by ACL SAVE.
+    pub aclfile: Option<PathBuf>,
     /// Commands renamed or disabled: a `[rename-command]` table of `NAME = "new name"`, or
     /// `""` to disable (Redis's `rename-command`; see `names`).
     pub rename_command: Renames,
@@ -231,6 +233,7 @@ impl Default for Config {
             tls_key_file: None,
             tls_ca_cert_file: None,
             tls_auth_clients: AuthClients::Yes,
+            aclfile: None,
             rename_command: Renames::default(),
         }
     }

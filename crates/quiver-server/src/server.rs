@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
+use crate::acl::Users;
 use crate::agent;
 use crate::cluster::ClusterNode;
 use crate::coalesce::Coalescer;
@@ -46,6 +47,9 @@ pub enum ServerError {
     /// not a pair); the message names the setting and the file.
     #[error("TLS: {0}")]
     Tls(String),
+    /// The ACL file could not be read or has a bad line (the message names both).
+    #[error("aclfile {0}")]
+    Acl(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -204,6 +208,8 @@ impl Server {
     /// clock by hand instead of waiting).
     pub fn bind_with_clock(config: Config, clock: Clock) -> Result<Server, ServerError> {
         config.validate().map_err(ServerError::Config)?;
+        let users = Users::at_start(config.requirepass.as_deref(), config.aclfile.as_deref())
+            .map_err(ServerError::Acl)?;
         let listeners = Listeners::bind(&config)?;
         let started = Instant::now();
         let options = quiver_store::Options {
@@ -235,7 +241,7 @@ impl Server {
         };
         let state = Arc::new(ServerState {
             store,
-            core: Core::new(config, port),
+            core: Core::new(config, port, users),
             watches: Watches::default(),
             coalescer: (config_coalesce == Coalesce::Adaptive).then(Coalescer::default),
             cluster,

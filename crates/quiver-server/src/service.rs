@@ -49,10 +49,11 @@ pub struct Core {
 }
 
 impl Core {
-    pub fn new(config: Config, port: u16) -> Core {
+    /// The core of a server on `port` with `users` (`Users::at_start`).
+    pub fn new(config: Config, port: u16, users: Users) -> Core {
         Core {
             output_budget: OutputBudget::new(config.client_output_buffer_total_limit),
-            users: Users::new(config.requirepass.as_deref()),
+            users,
             config,
             stats: Stats::default(),
             clients: Clients::default(),

@@ -52,7 +52,8 @@ impl ServerState {
             clock,
             ..config.store_options()
         };
-        let mut core = Core::new(config, 0);
+        let users = crate::acl::Users::new(config.requirepass.as_deref());
+        let mut core = Core::new(config, 0, users);
         core.output_budget = crate::output::OutputBudget::new(0);
         ServerState {
             store: Store::open(dir, options).unwrap(),

@@ -4,9 +4,11 @@
 //! as Redis applies an `ACL SETUSER` to connections already logged in. `requirepass` is the
 //! `default` user's password, as in Redis.
 
+pub mod file;
 pub mod user;
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -45,6 +47,31 @@ impl Users {
             )])),
             version: AtomicU64::new(0),
         }
+    }
+
+    /// The users a server starts with: `default` (with `requirepass`), or the `aclfile`'s.
+    pub fn at_start(requirepass: Option<&str>, aclfile: Option<&Path>) -> Result<Users, String> {
+        let users = Users::new(requirepass);
+        if let Some(path) = aclfile {
+            users.load(path)?;
+        }
+        Ok(users)
+    }
+
+    /// Replaces every user with the file's (ACL LOAD), all or nothing.
+    pub fn load(&self, path: &Path) -> Result<(), String> {
+        let loaded = file::read(path)?;
+        *self.users.write() = loaded
+            .into_iter()
+            .map(|u| (u.name.clone(), Arc::new(u)))
+            .collect();
+        self.version.fetch_add(1, Relaxed);
+        Ok(())
+    }
+
+    /// Writes every user to the file (ACL SAVE), atomically.
+    pub fn save(&self, path: &Path) -> Result<(), String> {
+        file::write(path, &file::render(&self.all()))
     }
 
     pub fn version(&self) -> u64 {

@@ -20,6 +20,10 @@ const ACL_HELP: &[&str] = &[
     "    Get the user's details.",
     "LIST",
     "    Show users details in config file format.",
+    "LOAD",
+    "    Reload users from the ACL file.",
+    "SAVE",
+    "    Save the current config to the ACL file.",
     "SETUSER <username> <attribute> [<attribute> ...]",
     "    Create or modify a user with the specified attributes.",
     "USERS",
@@ -114,12 +118,32 @@ pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
                 )
             }
         },
-        b"load" | b"save" => err(
-            "ERR This Redis instance is not configured to use an ACL file. You may want to \
-             specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming \
-             you have a Redis configuration file set) in order to store users in the Redis \
-             configuration.",
-        ),
+        b"load" | b"save" => {
+            let Some(path) = &ctx.core.config.aclfile else {
+                return err(
+                    "ERR This Redis instance is not configured to use an ACL file. You may want \
+                     to specify users via the ACL SETUSER command and then issue a CONFIG \
+                     REWRITE (assuming you have a Redis configuration file set) in order to \
+                     store users in the Redis configuration.",
+                );
+            };
+            let done = if &sub[..] == b"load" {
+                users.load(path).inspect(|()| {
+                    // Connections of users the file no longer has are closed.
+                    for c in ctx.core.clients.all() {
+                        if users.get(&c.user.lock()).is_none() {
+                            c.kill();
+                        }
+                    }
+                })
+            } else {
+                users.save(path)
+            };
+            match done {
+                Ok(()) => Reply::OK,
+                Err(why) => Reply::error(format!("ERR {why}")),
+            }
+        }
         _ => Reply::Array(ACL_HELP.iter().map(|l| Reply::simple(*l)).collect()),
     }
 }

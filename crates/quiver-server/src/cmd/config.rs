@@ -44,6 +44,7 @@ fn config_values(core: &Core) -> Vec<(&'static str, String)> {
             if c.protected_mode { "yes" } else { "no" }.into(),
         ),
         ("requirepass", c.requirepass.clone().unwrap_or_default()),
+        ("aclfile", path_or_empty(&c.aclfile)),
         ("tls-port", c.tls_port.unwrap_or_default().to_string()),
         ("tls-cert-file", path_or_empty(&c.tls_cert_file)),
         ("tls-key-file", path_or_empty(&c.tls_key_file)),

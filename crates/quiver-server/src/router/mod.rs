@@ -210,11 +210,14 @@ impl RouterServer {
     /// Validates `config` and binds the sockets; the topology is read from etcd once serving.
     pub fn bind(config: Config, etcd: EtcdSettings) -> Result<RouterServer, ServerError> {
         config.validate().map_err(ServerError::Config)?;
+        let users =
+            crate::acl::Users::at_start(config.requirepass.as_deref(), config.aclfile.as_deref())
+                .map_err(ServerError::Acl)?;
         let listeners = Listeners::bind(&config)?;
         let runtime = server::runtime(&config)?;
         let port = listeners.local_addr().port();
         let router = Arc::new(Router {
-            core: Core::new(config, port),
+            core: Core::new(config, port, users),
             tables: Arc::default(),
             pool: Arc::default(),
             stats: RouterStats::default(),

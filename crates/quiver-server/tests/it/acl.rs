@@ -7,6 +7,7 @@ use std::net::TcpStream;
 use std::process::Command;
 
 use quiver_server::testing::TestServer;
+use quiver_server::{Config, Server};
 
 use crate::bad_input::{expect_closed, expect_reply, multibulk, raw};
 
@@ -266,5 +267,90 @@ except redis.exceptions.NoPermissionError as e:
         String::from_utf8_lossy(&out.stdout),
         "1\nrefused: this user has no permissions to access one of the keys used as arguments\n",
         "{out:?}"
+    );
+}
+
+#[test]
+fn the_acl_file_is_read_at_start_by_acl_load_and_written_by_acl_save() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("users.acl");
+    std::fs::write(&file, format!("user bob on #{PW_HASH} ~app:* +@read\n")).unwrap();
+    let server = TestServer::start_with(|c| c.aclfile = Some(file.clone()));
+    let mut bob = raw(server.addr);
+    send(&mut bob, &[b"AUTH", b"bob", b"pw"]);
+    send(&mut bob, &[b"SET", b"app:1", b"x"]);
+    expect_reply(
+        &mut bob,
+        b"+OK\r\n-NOPERM this user has no permissions to run the 'set' command\r\n",
+    );
+
+    // The file has no default user: it is made as Redis makes it.
+    let mut admin = raw(server.addr);
+    send(
+        &mut admin,
+        &[
+            b"ACL", b"SETUSER", b"carol", b"on", b"nopass", b"allkeys", b"+get",
+        ],
+    );
+    send(&mut admin, &[b"ACL", b"SAVE"]);
+    expect_reply(&mut admin, b"+OK\r\n+OK\r\n");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        format!(
+            "user bob on #{PW_HASH} ~app:* resetchannels -@all +@read\n\
+             user carol on nopass ~* resetchannels -@all +get\n\
+             user default on nopass ~* &* +@all\n"
+        )
+    );
+
+    // ACL LOAD replaces every user; bob is gone, and so is his connection.
+    std::fs::write(&file, "user carol on nopass ~* +@all\n").unwrap();
+    send(&mut admin, &[b"ACL", b"LOAD"]);
+    send(&mut admin, &[b"ACL", b"USERS"]);
+    expect_reply(&mut admin, b"+OK\r\n*2\r\n$5\r\ncarol\r\n$7\r\ndefault\r\n");
+    expect_closed(&mut bob);
+
+    // A bad file changes nothing and says which line.
+    std::fs::write(&file, "user dave on\nuser erin +nosuch\n").unwrap();
+    send(&mut admin, &[b"ACL", b"LOAD"]);
+    send(&mut admin, &[b"ACL", b"USERS"]);
+    expect_reply(
+        &mut admin,
+        format!(
+            "-ERR {}: line 2: Error in user declaration '+nosuch': Unknown command or category \
+             name in ACL\r\n*2\r\n$5\r\ncarol\r\n$7\r\ndefault\r\n",
+            file.display()
+        )
+        .as_bytes(),
+    );
+}
+
+#[test]
+fn a_bad_acl_file_stops_the_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("users.acl");
+    std::fs::write(&file, "user a on\nnot a user line\n").unwrap();
+    let config = |aclfile: std::path::PathBuf| Config {
+        dir: tmp.path().join("store"),
+        port: 0,
+        aclfile: Some(aclfile),
+        ..Config::default()
+    };
+    let err = match Server::bind(config(file.clone())) {
+        Ok(_) => panic!("started with a bad ACL file"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains("users.acl: line 2: should start with user keyword"),
+        "{err}"
+    );
+    let err = match Server::bind(config(tmp.path().join("missing.acl"))) {
+        Ok(_) => panic!("started without its ACL file"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("missing.acl"), "{err}");
+    assert!(
+        !tmp.path().join("store").exists(),
+        "the store was opened first"
     );
 }
