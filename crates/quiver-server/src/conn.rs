@@ -55,11 +55,8 @@ pub async fn serve<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
     shutdown: watch::Receiver<bool>,
 ) {
     let core = service.core();
-    let mut session = Session::new(
-        info.clone(),
-        core.users.default_user(),
-        core.users.version(),
-    );
+    let version = core.users.version();
+    let mut session = Session::new(info.clone(), core.users.default_user(), version);
     let mut conn = V::Conn::default();
     let end = serve_loop(&*service, &mut stream, &mut session, &mut conn, shutdown).await;
     match &end {

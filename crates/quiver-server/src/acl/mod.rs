@@ -61,10 +61,12 @@ impl Users {
     /// Replaces every user with the file's (ACL LOAD), all or nothing.
     pub fn load(&self, path: &Path) -> Result<(), String> {
         let loaded = file::read(path)?;
-        *self.users.write() = loaded
+        let mut users = self.users.write();
+        *users = loaded
             .into_iter()
             .map(|u| (u.name.clone(), Arc::new(u)))
             .collect();
+        // Moved while the table is locked, as by every change (see `refresh`).
         self.version.fetch_add(1, Relaxed);
         Ok(())
     }
@@ -103,7 +105,10 @@ impl Users {
                 !n.is_empty() && n.len() <= USER_NAME_MAX && !n.contains(char::is_whitespace)
             })
             .ok_or_else(|| {
-                format!("Usernames must be 1 to {USER_NAME_MAX} characters without spaces")
+                format!(
+                    "Usernames can't contain spaces or null characters, and are 1 to \
+                     {USER_NAME_MAX} bytes"
+                )
             })?;
         let mut users = self.users.write();
         let mut user = match users.get(name) {
@@ -149,7 +154,9 @@ impl Users {
         self.users.read().values().cloned().collect()
     }
 
-    /// Brings a session's copy of its user up to date; `None` if the user was deleted.
+    /// Brings a session's copy of its user up to date; `None` if the user was deleted. The
+    /// version is read before the user: a change landing in between leaves the session one
+    /// version behind, so the next command refreshes again — an update is never missed.
     pub fn refresh(&self, user: &mut Arc<User>, seen: &mut u64) -> Option<()> {
         let now = self.version();
         if *seen != now {

@@ -42,9 +42,10 @@ pub fn run(ctx: &mut ConnCtx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
             ctx.session.readonly = false;
             *ctx.session.info.name.lock() = None;
             // Back to the default user, logged in if it needs no password (Redis's RESET).
+            let version = ctx.core.users.version();
             let default = ctx.core.users.default_user();
             ctx.session.authenticated = default.enabled && default.nopass;
-            log_in(ctx, default);
+            log_in(ctx, default, version);
             Reply::simple("RESET")
         }
         Cmd::Auth => auth(ctx, &args[1..]),
@@ -85,20 +86,24 @@ fn auth(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
 
 /// Logs the connection in as `user` if the password is one of its (and the user is on).
 fn authenticate(ctx: &mut ConnCtx<'_>, user: &[u8], pass: &[u8]) -> bool {
+    // The version is read first: a change to the user made meanwhile is then picked up by
+    // the next command's refresh, never missed.
+    let version = ctx.core.users.version();
     match ctx.core.users.authenticate(user, pass) {
         Some(u) => {
             ctx.session.authenticated = true;
-            log_in(ctx, u);
+            log_in(ctx, u, version);
             true
         }
         None => false,
     }
 }
 
-fn log_in(ctx: &mut ConnCtx<'_>, user: std::sync::Arc<crate::acl::User>) {
+/// Makes `user` (as of users `version`) the connection's user.
+fn log_in(ctx: &mut ConnCtx<'_>, user: std::sync::Arc<crate::acl::User>, version: u64) {
     user.name.clone_into(&mut ctx.session.info.user.lock());
     ctx.session.user = user;
-    ctx.session.user_version = ctx.core.users.version();
+    ctx.session.user_version = version;
 }
 
 /// HELLO [protover [AUTH username password] [SETNAME clientname]].
