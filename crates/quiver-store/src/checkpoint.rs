@@ -252,16 +252,29 @@ pub(crate) fn load(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("unreadable: {e}")),
     };
-    let mut r = Reader { b: &b, at: 0 };
+    let present: Vec<(u64, u32)> = segs
+        .ordered
+        .iter()
+        .map(|s| (s.file_id(), s.slot()))
+        .collect();
+    decode(&b, partition, range, &present).map(Some)
+}
+
+/// A checkpoint file's bytes `b`, checked against the partition it is for and its segments
+/// now (`present`: (file id, slot) in log order). Any damage is an error naming it; nothing
+/// in `b` can make this panic or allocate more than `b`'s length allows.
+pub(crate) fn decode(
+    b: &[u8],
+    partition: u32,
+    range: Option<SlotRange>,
+    present: &[(u64, u32)],
+) -> std::result::Result<Checkpoint, String> {
+    let mut r = Reader { b, at: 0 };
     if b.len() < 72 || r.bytes(8) != MAGIC {
         return Err("bad magic".into());
     }
     let body = &b[..b.len() - 4];
-    let crc = Reader {
-        b: &b,
-        at: b.len() - 4,
-    }
-    .u32();
+    let crc = Reader { b, at: b.len() - 4 }.u32();
     if crc32c::crc32c(body) != crc {
         return Err("checksum mismatch".into());
     }
@@ -277,7 +290,7 @@ pub(crate) fn load(
     if SlotRange::new(lo, hi) != Some(range.unwrap_or(SlotRange::ALL)) {
         return Err("taken for another slot range".into());
     }
-    let cap = r.u64() as usize;
+    let cap = r.u64();
     let counters = Counters {
         records: r.u64(),
         dead: r.u64(),
@@ -286,28 +299,30 @@ pub(crate) fn load(
     let end_file_id = r.u64();
     let end_offset = r.u64();
     let n = r.u32() as usize;
+    // The capacity comes from the file: bounded before any arithmetic on it, so a damaged
+    // one cannot overflow the size computed from it.
+    if cap == 0 || cap > u64::from(u32::MAX) {
+        return Err("length does not match its header".into());
+    }
+    let cap = cap as usize;
     let fixed = 72 + n * 12 + cap * 6;
-    if body.len() < fixed + 8 || cap == 0 || cap > u32::MAX as usize {
+    if body.len() < fixed + 8 {
         return Err("length does not match its header".into());
     }
     let m = Reader { b: body, at: fixed }.u64() as usize;
     let ns_at = m
         .checked_mul(EXPIRY_ENTRY_LEN)
         .and_then(|e| (fixed + 8).checked_add(e))
-        .filter(|&at| at + 4 <= body.len())
+        .filter(|&at| at.checked_add(4).is_some_and(|end| end <= body.len()))
         .ok_or("length does not match its header")?;
     let k = Reader { b: body, at: ns_at }.u32() as usize;
     if body.len() - ns_at - 4 != k * 12 {
         return Err("length does not match its header".into());
     }
     let listed: Vec<(u64, u32)> = (0..n).map(|_| (r.u64(), r.u32())).collect();
-    let present: Vec<(u64, u32)> = segs
-        .ordered
-        .iter()
-        .take(n)
-        .map(|s| (s.file_id(), s.slot()))
-        .collect();
-    if listed != present || listed.last().map(|l| l.0) != Some(end_file_id) {
+    if listed[..] != present[..n.min(present.len())]
+        || listed.last().map(|l| l.0) != Some(end_file_id)
+    {
         return Err("segments changed since the checkpoint".into());
     }
     let mut frags: Vec<u16> = crate::index::zeroed_huge(cap);
@@ -330,7 +345,7 @@ pub(crate) fn load(
         let (ns, n) = (r.u32(), r.u64());
         ns_keys.add(ns, n);
     }
-    Ok(Some(Checkpoint {
+    Ok(Checkpoint {
         index: Index::from_parts(frags, locs),
         counters,
         expiries,
@@ -339,7 +354,7 @@ pub(crate) fn load(
         // The listed segments are the partition's first `n`, the last of them the end one.
         end_segment: n - 1,
         end_offset,
-    }))
+    })
 }
 
 struct Reader<'a> {

@@ -37,6 +37,8 @@ mod inner;
 pub mod io;
 mod keyspace;
 pub mod layout;
+#[cfg(test)]
+mod loader_fuzz;
 mod lockfile;
 pub mod log;
 mod lookup;

@@ -268,9 +268,12 @@ fn value_len_fitting(segment_bytes: u64) -> usize {
         record_len_ext, RECORD_ALIGN, RECORD_EXT_LEN_MAX, SEGMENT_HEADER_LEN,
     };
     use crate::options::KEY_LEN_MAX;
-    let room = segment_bytes as usize - SEGMENT_HEADER_LEN;
+    // `segment_bytes` may come from a damaged file: saturating, so a size too small for any
+    // record gives 0 here and is refused by `Options::validate` after.
+    let room = (segment_bytes as usize).saturating_sub(SEGMENT_HEADER_LEN);
     // record_len rounds up to RECORD_ALIGN: leave room for the padding.
-    let v = room.saturating_sub(record_len_ext(RECORD_EXT_LEN_MAX, KEY_LEN_MAX, 0) + RECORD_ALIGN);
-    debug_assert!(record_len_ext(RECORD_EXT_LEN_MAX, KEY_LEN_MAX, v) <= room);
+    let fixed = record_len_ext(RECORD_EXT_LEN_MAX, KEY_LEN_MAX, 0) + RECORD_ALIGN;
+    let v = room.saturating_sub(fixed);
+    debug_assert!(room < fixed || record_len_ext(RECORD_EXT_LEN_MAX, KEY_LEN_MAX, v) <= room);
     v
 }
