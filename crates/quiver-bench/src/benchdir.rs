@@ -139,18 +139,22 @@ mod tests {
             prepare_fresh(&s).is_err(),
             "a store without bench-params.json is not ours"
         );
-        let p = LoadParams {
+        let p = params();
+        write_params(&s, &p).unwrap();
+        assert_eq!(read_params(&s), Some(p));
+        prepare_fresh(&s).unwrap();
+        assert_eq!(fs::read_dir(&s).unwrap().count(), 0);
+    }
+
+    fn params() -> LoadParams {
+        LoadParams {
             keys: 1,
             key_size: 8,
             value_size: 1,
             partitions: 1,
             expiring: false,
             complete: true,
-        };
-        write_params(&s, &p).unwrap();
-        assert_eq!(read_params(&s), Some(p));
-        prepare_fresh(&s).unwrap();
-        assert_eq!(fs::read_dir(&s).unwrap().count(), 0);
+        }
     }
 
     /// Every file a real store leaves in its directory (the disk reserve, the lock, ...) is
@@ -160,14 +164,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let d = t.path().join("store");
         prepare_fresh(&d).unwrap();
-        let p = LoadParams {
-            keys: 1,
-            key_size: 8,
-            value_size: 1,
-            partitions: 1,
-            expiring: false,
-            complete: true,
-        };
+        let p = params();
         write_params(&d, &p).unwrap();
         let store = quiver_store::Store::open(&d, quiver_store::Options::default()).unwrap();
         store.put(b"k", b"v").unwrap();

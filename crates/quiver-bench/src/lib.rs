@@ -22,7 +22,8 @@ pub mod load;
 pub mod local;
 pub mod net;
 pub mod reopen;
-pub mod rng;
+/// The project's PRNG (one home: `quiver_plan::rng`).
+pub use quiver_plan::rng;
 pub mod split;
 pub mod sysinfo;
 

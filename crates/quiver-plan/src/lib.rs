@@ -14,7 +14,7 @@
 
 pub mod cover;
 pub mod plan;
-mod rng;
+pub mod rng;
 pub mod sim;
 
 pub use plan::{plan, Plan, PlanError, Planner, EXACT_KEYS_MAX};

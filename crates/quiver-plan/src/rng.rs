@@ -1,20 +1,21 @@
-//! wyrand (one 64x64->128 multiply per draw): the simulation's PRNG and the tests' instance
-//! generator. The same generator as `quiver_bench::rng`, so `quiver sim vector-width` draws
-//! the same placements, hence prints the same figures, for a given seed as it always did.
-//! Not for anything but simulation.
+//! wyrand (one 64x64->128 multiply per draw): the project's one small PRNG — the
+//! simulation's and its tests' instances, the load generator's keys (`quiver_bench::rng` is
+//! this module), the fuzzers' inputs. A fixed seed gives the same sequence everywhere, so
+//! `quiver sim vector-width` prints the same figures for a seed as it always did.
+//! Not for anything that needs unpredictability.
 
 #[derive(Clone, Debug)]
-pub(crate) struct WyRand {
+pub struct WyRand {
     state: u64,
 }
 
 impl WyRand {
-    pub(crate) fn new(seed: u64) -> WyRand {
+    pub fn new(seed: u64) -> WyRand {
         WyRand { state: seed }
     }
 
     #[inline]
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0xa076_1d64_78bd_642f);
         let t = (self.state as u128).wrapping_mul((self.state ^ 0xe703_7ed1_a0b4_28db) as u128);
         ((t >> 64) as u64) ^ (t as u64)
@@ -22,8 +23,20 @@ impl WyRand {
 
     /// Uniform in `0..n` (Lemire's multiply-shift; the bias is below 2^-64 * n, negligible here).
     #[inline]
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+
+    /// Uniform index into `0..n` (0 when `n` is 0): picking from a slice.
+    #[inline]
+    pub fn index(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
+    }
+
+    /// Uniform in `[0, 1)` with 53 bits of precision.
+    #[inline]
+    pub fn unit_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 }
 
@@ -46,5 +59,20 @@ mod tests {
             ]
         );
         assert!((0..1000).all(|_| r.below(10) < 10));
+        assert!((0..1000).all(|_| (0.0..1.0).contains(&r.unit_f64())));
+    }
+
+    #[test]
+    fn below_covers_its_range_evenly() {
+        let mut r = WyRand::new(1);
+        let mut seen = [0u32; 10];
+        for _ in 0..100_000 {
+            seen[r.below(10) as usize] += 1;
+        }
+        // Each bucket expects 10_000 (sd ~95).
+        assert!(
+            seen.iter().all(|&c| (9_500..10_500).contains(&c)),
+            "{seen:?}"
+        );
     }
 }

@@ -471,10 +471,7 @@ async fn accept_tcp<S: Service>(
     service: Arc<S>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let laddr = listener
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
+    let laddr = local_addr_text(&listener);
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
@@ -495,10 +492,7 @@ async fn accept_tls<S: Service>(
     service: Arc<S>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let laddr = listener
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
+    let laddr = local_addr_text(&listener);
     let handshakes = Arc::new(tokio::sync::Semaphore::new(tls::HANDSHAKES_MAX));
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -557,6 +551,14 @@ async fn accept_unix<S: Service>(
             Err(e) => accept_failed(e).await,
         }
     }
+}
+
+/// A listener's address as CLIENT LIST shows it (`laddr=`).
+fn local_addr_text(listener: &TcpListener) -> String {
+    listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default()
 }
 
 /// Out of file descriptors or similar: log, back off briefly, keep serving the others.

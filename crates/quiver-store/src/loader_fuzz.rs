@@ -13,6 +13,8 @@
 
 use std::path::Path;
 
+use quiver_plan::rng::WyRand;
+
 use crate::checkpoint;
 use crate::log::reader::{Scanner, Step};
 use crate::log::segment::Segment;
@@ -23,43 +25,27 @@ use crate::store::Store;
 const ITERATIONS_CI: u64 = 20_000;
 const ITERATIONS_LONG: u64 = 1_000_000;
 
-/// splitmix64: a fixed seed gives the same images everywhere.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 /// One to four damages of `b`.
-fn mutate(rng: &mut Rng, b: &mut Vec<u8>) {
-    for _ in 0..1 + rng.below(4) {
+fn mutate(rng: &mut WyRand, b: &mut Vec<u8>) {
+    for _ in 0..1 + rng.index(4) {
         let n = b.len();
-        match rng.below(7) {
-            0 if n > 0 => b[rng.below(n)] ^= 1 << rng.below(8),
-            1 if n > 0 => b[rng.below(n)] = [0, 0xFF, 0x7F, 0x80][rng.below(4)],
-            2 => b.insert(rng.below(n + 1), rng.next() as u8),
+        match rng.index(7) {
+            0 if n > 0 => b[rng.index(n)] ^= 1 << rng.index(8),
+            1 if n > 0 => b[rng.index(n)] = [0, 0xFF, 0x7F, 0x80][rng.index(4)],
+            2 => b.insert(rng.index(n + 1), rng.next_u64() as u8),
             3 if n > 0 => {
-                b.remove(rng.below(n));
+                b.remove(rng.index(n));
             }
-            4 => b.truncate(rng.below(n + 1)),
+            4 => b.truncate(rng.index(n + 1)),
             5 if n > 0 => {
-                let at = rng.below(n);
-                let end = (at + 1 + rng.below(64)).min(n);
+                let at = rng.index(n);
+                let end = (at + 1 + rng.index(64)).min(n);
                 b[at..end].fill(0);
             }
             6 if n > 8 => {
-                let at = rng.below(n - 8);
-                let chunk = b[at..at + 1 + rng.below(8)].to_vec();
-                let to = rng.below(n);
+                let at = rng.index(n - 8);
+                let chunk = b[at..at + 1 + rng.index(8)].to_vec();
+                let to = rng.index(n);
                 b.splice(to..to, chunk);
             }
             _ => {}
@@ -190,7 +176,7 @@ fn run(iterations: u64, seed: u64) {
     let scratch = tmp.path().join("scratch");
     std::fs::create_dir_all(&scratch).unwrap();
     let seg_path = scratch.join("0000000000000001.seg");
-    let mut rng = Rng(seed);
+    let mut rng = WyRand::new(seed);
     let (mut log, mut ckpt, mut meta_c) = (Counts::default(), Counts::default(), Counts::default());
 
     for _ in 0..iterations {
@@ -203,7 +189,7 @@ fn run(iterations: u64, seed: u64) {
         // The checkpoint decoder, half the time past its checksum.
         let mut image = o.checkpoint.clone();
         mutate(&mut rng, &mut image);
-        let past_checksum = rng.below(2) == 0 && image.len() >= 4;
+        let past_checksum = rng.index(2) == 0 && image.len() >= 4;
         if past_checksum {
             let n = image.len() - 4;
             let crc = crc32c::crc32c(&image[..n]);

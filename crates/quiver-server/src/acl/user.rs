@@ -180,21 +180,9 @@ impl User {
             b'>' => {
                 self.add_password(hash_password(rest))?;
             }
-            b'<' => {
-                let h = hash_password(rest);
-                if !self.passwords.contains(&h) {
-                    return Err(NO_SUCH_PASSWORD.into());
-                }
-                self.passwords.retain(|p| *p != h);
-            }
+            b'<' => self.remove_password(hash_password(rest))?,
             b'#' => self.add_password(parse_hash(rest)?)?,
-            b'!' => {
-                let h = parse_hash(rest)?;
-                if !self.passwords.contains(&h) {
-                    return Err(NO_SUCH_PASSWORD.into());
-                }
-                self.passwords.retain(|p| *p != h);
-            }
+            b'!' => self.remove_password(parse_hash(rest)?)?,
             b'~' => {
                 if self.allkeys {
                     return Err(
@@ -255,6 +243,14 @@ impl User {
             }
             self.passwords.push(h);
         }
+        Ok(())
+    }
+
+    fn remove_password(&mut self, h: PasswordHash) -> Result<(), String> {
+        if !self.passwords.contains(&h) {
+            return Err(NO_SUCH_PASSWORD.into());
+        }
+        self.passwords.retain(|p| *p != h);
         Ok(())
     }
 

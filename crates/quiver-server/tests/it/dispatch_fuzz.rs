@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use quiver_client::{encode_command, Parser, Value};
+use quiver_plan::rng::WyRand;
 use quiver_server::table::COMMANDS;
 use quiver_server::testing::TestServer;
 
@@ -29,23 +30,8 @@ const BATCH_FRAMES: usize = 2_000;
 /// dozen keys of at most 1 MB each; the rest is buffers a finished connection gives back).
 const RSS_GROWTH_MAX: u64 = 512 << 20;
 
-/// splitmix64: a fixed seed gives the same run everywhere.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a>(&mut self, from: &[&'a [u8]]) -> &'a [u8] {
-        from[self.below(from.len())]
-    }
+fn pick<'a>(rng: &mut WyRand, from: &[&'a [u8]]) -> &'a [u8] {
+    from[rng.index(from.len())]
 }
 
 /// Option words and subcommands of the table's commands (CLIENT KILL left out: it may close
@@ -153,25 +139,25 @@ const KEYS: &[&[u8]] = &[
     b"float",
 ];
 
-fn arg(rng: &mut Rng, out: &mut Vec<Vec<u8>>) {
-    let a = match rng.below(10) {
-        0..=2 => rng.pick(KEYS).to_vec(),
-        3..=5 => rng.pick(NUMBERS).to_vec(),
-        6 | 7 => rng.pick(WORDS).to_vec(),
-        8 => (0..rng.below(64)).map(|_| rng.next() as u8).collect(),
-        _ => vec![b'v'; [1, 100, 1000, 5000][rng.below(4)]],
+fn arg(rng: &mut WyRand, out: &mut Vec<Vec<u8>>) {
+    let a = match rng.index(10) {
+        0..=2 => pick(rng, KEYS).to_vec(),
+        3..=5 => pick(rng, NUMBERS).to_vec(),
+        6 | 7 => pick(rng, WORDS).to_vec(),
+        8 => (0..rng.index(64)).map(|_| rng.next_u64() as u8).collect(),
+        _ => vec![b'v'; [1, 100, 1000, 5000][rng.index(4)]],
     };
     out.push(a);
 }
 
 /// One request: a command of the table in random case (or a name that is none), with an
 /// argument count around its arity.
-fn request(rng: &mut Rng) -> Vec<Vec<u8>> {
+fn request(rng: &mut WyRand) -> Vec<Vec<u8>> {
     let mut args = Vec::new();
-    if rng.below(20) == 0 {
-        args.push(rng.pick(WORDS).to_vec());
+    if rng.index(20) == 0 {
+        args.push(pick(rng, WORDS).to_vec());
     } else {
-        let spec = &COMMANDS[rng.below(COMMANDS.len())];
+        let spec = &COMMANDS[rng.index(COMMANDS.len())];
         if spec.name == "quit" {
             args.push(b"PING".to_vec());
         } else {
@@ -179,7 +165,7 @@ fn request(rng: &mut Rng) -> Vec<Vec<u8>> {
                 .name
                 .bytes()
                 .map(|b| {
-                    if rng.below(2) == 0 {
+                    if rng.index(2) == 0 {
                         b.to_ascii_uppercase()
                     } else {
                         b
@@ -189,9 +175,9 @@ fn request(rng: &mut Rng) -> Vec<Vec<u8>> {
             args.push(name);
         }
         let arity = spec.arity.unsigned_abs() as usize;
-        let n = match rng.below(4) {
-            0 => rng.below(6),
-            _ => arity.saturating_sub(1) + rng.below(if spec.arity < 0 { 6 } else { 2 }),
+        let n = match rng.index(4) {
+            0 => rng.index(6),
+            _ => arity.saturating_sub(1) + rng.index(if spec.arity < 0 { 6 } else { 2 }),
         };
         for _ in 0..n {
             arg(rng, &mut args);
@@ -206,17 +192,17 @@ fn encode(args: &[Vec<u8>], out: &mut BytesMut) {
 }
 
 /// Flips, inserts and deletes a few bytes of `bytes`.
-fn mutate(rng: &mut Rng, bytes: &mut Vec<u8>) {
-    for _ in 0..1 + rng.below(4) {
+fn mutate(rng: &mut WyRand, bytes: &mut Vec<u8>) {
+    for _ in 0..1 + rng.index(4) {
         let n = bytes.len();
-        match rng.below(3) {
-            0 if n > 0 => bytes[rng.below(n)] ^= (rng.next() as u8) | 1,
+        match rng.index(3) {
+            0 if n > 0 => bytes[rng.index(n)] ^= (rng.next_u64() as u8) | 1,
             1 => bytes.insert(
-                rng.below(n + 1),
-                rng.pick(&[b"*", b"$", b"\r", b"\n", b"-", b"9"])[0],
+                rng.index(n + 1),
+                pick(rng, &[b"*", b"$", b"\r", b"\n", b"-", b"9"])[0],
             ),
             _ if n > 0 => {
-                bytes.remove(rng.below(n));
+                bytes.remove(rng.index(n));
             }
             _ => {}
         }
@@ -278,7 +264,7 @@ fn run(frames: u64, seed: u64) {
         c.proto_max_bulk_len = 1 << 20;
         c.databases = 4;
     });
-    let mut rng = Rng(seed);
+    let mut rng = WyRand::new(seed);
     let (mut sent, mut replies, mut errors, mut mutated) = (0u64, 0u64, 0u64, 0u64);
     let mut rss_start = None;
     while sent < frames {
@@ -287,7 +273,7 @@ fn run(frames: u64, seed: u64) {
         for _ in 0..n {
             encode(&request(&mut rng), &mut out);
         }
-        if rng.below(4) == 0 {
+        if rng.index(4) == 0 {
             // Mutated: the server may stop at a protocol error; what it answers must be RESP.
             let mut bytes = out.to_vec();
             mutate(&mut rng, &mut bytes);
