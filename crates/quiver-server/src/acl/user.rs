@@ -131,8 +131,8 @@ impl User {
     }
 
     fn apply_rule(&mut self, rule: &[u8]) -> Result<(), String> {
-        let text = std::str::from_utf8(rule).map_err(|_| "Syntax error".to_string())?;
-        let lower = text.to_ascii_lowercase();
+        // Passwords and patterns may be any bytes: only keywords need to be text.
+        let lower = String::from_utf8_lossy(rule).to_ascii_lowercase();
         match lower.as_str() {
             "on" => self.enabled = true,
             "off" => self.enabled = false,
@@ -169,13 +169,15 @@ impl User {
                 };
                 self.nopass = false;
             }
-            _ => return self.apply_prefixed(rule, text),
+            _ => return self.apply_prefixed(rule),
         }
         Ok(())
     }
 
-    fn apply_prefixed(&mut self, rule: &[u8], text: &str) -> Result<(), String> {
-        let (first, rest) = (rule[0], &rule[1..]);
+    fn apply_prefixed(&mut self, rule: &[u8]) -> Result<(), String> {
+        let Some((&first, rest)) = rule.split_first() else {
+            return Err("Syntax error".into());
+        };
         match first {
             b'>' => {
                 self.add_password(hash_password(rest))?;
@@ -204,7 +206,9 @@ impl User {
             }
             b'+' | b'-' => {
                 let allow = first == b'+';
-                let name = text[1..].to_ascii_lowercase();
+                let name = std::str::from_utf8(rest)
+                    .map_err(|_| "Unknown command or category name in ACL".to_string())?
+                    .to_ascii_lowercase();
                 if let Some(category) = name.strip_prefix('@') {
                     if !CATEGORIES.contains(&category) {
                         return Err("Unknown command or category name in ACL".into());
@@ -402,6 +406,14 @@ mod tests {
             )
         );
         assert!(!u.unrestricted());
+    }
+
+    #[test]
+    fn a_password_may_be_any_bytes() {
+        let u = user(&[]).and_then(|mut u| u.apply(b">\xff\x00pw").map(|()| u));
+        let u = u.unwrap();
+        assert!(u.password_ok(b"\xff\x00pw") && !u.password_ok(b"pw"));
+        assert_eq!(User::new("x").apply(b"").unwrap_err(), "Syntax error");
     }
 
     #[test]
