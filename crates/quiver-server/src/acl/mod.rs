@@ -102,7 +102,9 @@ impl Users {
         let name = std::str::from_utf8(name)
             .ok()
             .filter(|n| {
-                !n.is_empty() && n.len() <= USER_NAME_MAX && !n.contains(char::is_whitespace)
+                !n.is_empty()
+                    && n.len() <= USER_NAME_MAX
+                    && !n.contains(|c: char| c.is_whitespace() || c == '\0')
             })
             .ok_or_else(|| {
                 format!(

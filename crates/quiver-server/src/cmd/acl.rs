@@ -81,13 +81,7 @@ pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
         }
         b"deluser" => match users.delete(&args[2..]) {
             Ok(n) => {
-                // Redis closes the deleted users' connections.
-                for c in ctx.core.clients.all() {
-                    let name = c.user.lock().clone();
-                    if args[2..].iter().any(|a| a[..] == *name.as_bytes()) {
-                        c.kill();
-                    }
-                }
+                close_orphans(ctx);
                 Reply::Integer(n as i64)
             }
             Err(why) => Reply::error(format!("ERR {why}")),
@@ -128,14 +122,7 @@ pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
                 );
             };
             let done = if &sub[..] == b"load" {
-                users.load(path).inspect(|()| {
-                    // Connections of users the file no longer has are closed.
-                    for c in ctx.core.clients.all() {
-                        if users.get(&c.user.lock()).is_none() {
-                            c.kill();
-                        }
-                    }
-                })
+                users.load(path).inspect(|()| close_orphans(ctx))
             } else {
                 users.save(path)
             };
@@ -145,5 +132,16 @@ pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
             }
         }
         _ => Reply::Array(ACL_HELP.iter().map(|l| Reply::simple(*l)).collect()),
+    }
+}
+
+/// Closes the connections whose user no longer exists (after ACL DELUSER or ACL LOAD), as
+/// Redis does.
+fn close_orphans(ctx: &ConnCtx<'_>) {
+    for c in ctx.core.clients.all() {
+        let gone = ctx.core.users.get(&c.user.lock()).is_none();
+        if gone {
+            c.kill();
+        }
     }
 }
