@@ -318,7 +318,8 @@ impl Config {
                     .is_none()
             }) {
                 return bad(format!(
-                    "rename-command {:?}: the cluster's nodes and routers send it to each other                      by this name",
+                    "rename-command {:?}: the cluster's nodes and routers send it to each other by \
+                     this name",
                     cmd.spec().name
                 ));
             }

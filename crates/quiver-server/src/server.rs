@@ -97,14 +97,12 @@ impl Listeners {
     /// Binds what `config` names (and raises the open-files limit for `maxclients`).
     pub fn bind(config: &Config) -> Result<Listeners, ServerError> {
         raise_fd_limit(config.maxclients as u64 + RESERVED_FDS);
-        let tcp = std::net::TcpListener::bind((config.bind, config.port)).map_err(|e| {
-            ServerError::Bind {
-                addr: format!("{}:{}", config.bind, config.port),
-                source: e,
-            }
-        })?;
-        tcp.set_nonblocking(true)
-            .map_err(io_error("cannot configure the listening socket"))?;
+        // The certificate files are read before any port is bound: a bad one stops the start.
+        let acceptor = config.tls().acceptor().map_err(ServerError::Tls)?;
+        let tcp = bind_tcp(
+            SocketAddr::new(config.bind, config.port),
+            "cannot configure the listening socket",
+        )?;
         let unix = match &config.unixsocket {
             Some(path) => {
                 // A socket file left by a previous run would make bind fail (Redis unlinks it too).
@@ -125,32 +123,15 @@ impl Listeners {
             }
             None => None,
         };
-        // The certificate files are read before any port is bound: a bad one stops the start.
-        let tls = match config.tls().acceptor().map_err(ServerError::Tls)? {
+        let tls = match acceptor {
             Some(acceptor) => {
-                let port = config.tls_port.unwrap_or_default();
-                let l = std::net::TcpListener::bind((config.bind, port)).map_err(|e| {
-                    ServerError::Bind {
-                        addr: format!("{}:{port}", config.bind),
-                        source: e,
-                    }
-                })?;
-                l.set_nonblocking(true)
-                    .map_err(io_error("cannot configure the TLS socket"))?;
-                Some((l, acceptor))
+                let addr = SocketAddr::new(config.bind, config.tls_port.unwrap_or_default());
+                Some((bind_tcp(addr, "cannot configure the TLS socket")?, acceptor))
             }
             None => None,
         };
         let metrics = match config.metrics_addr {
-            Some(addr) => {
-                let l = std::net::TcpListener::bind(addr).map_err(|e| ServerError::Bind {
-                    addr: addr.to_string(),
-                    source: e,
-                })?;
-                l.set_nonblocking(true)
-                    .map_err(io_error("cannot configure the metrics socket"))?;
-                Some(l)
-            }
+            Some(addr) => Some(bind_tcp(addr, "cannot configure the metrics socket")?),
             None => None,
         };
         Ok(Listeners {
@@ -178,6 +159,20 @@ impl Listeners {
     pub fn tls_addr(&self) -> Option<SocketAddr> {
         self.tls.as_ref().and_then(|(l, _)| l.local_addr().ok())
     }
+}
+
+/// A non-blocking TCP listener on `addr`; `configure` names the step that can fail after the
+/// bind.
+fn bind_tcp(
+    addr: SocketAddr,
+    configure: &'static str,
+) -> Result<std::net::TcpListener, ServerError> {
+    let l = std::net::TcpListener::bind(addr).map_err(|e| ServerError::Bind {
+        addr: addr.to_string(),
+        source: e,
+    })?;
+    l.set_nonblocking(true).map_err(io_error(configure))?;
+    Ok(l)
 }
 
 /// The runtime a RESP server's connections run on: `threads` workers.

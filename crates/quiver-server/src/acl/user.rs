@@ -34,6 +34,18 @@ pub const CATEGORIES: [&str; 21] = [
     "scripting",
 ];
 
+/// Redis's reason for a `+name` / `-name` rule that names no command or category.
+const UNKNOWN_NAME: &str = "Unknown command or category name in ACL";
+
+/// The commands of a category (`read`, not `@read`), as its `+@` / `-@` rules and `ACL CAT`
+/// see them.
+pub fn commands_in(category: &str) -> impl Iterator<Item = &'static CommandSpec> + '_ {
+    COMMANDS.iter().filter(move |c| {
+        c.acl_categories()
+            .any(|n| n.strip_prefix('@') == Some(category))
+    })
+}
+
 /// Passwords one user may have at most; key patterns likewise (a bound on what SETUSER grows).
 pub const PASSWORDS_MAX: usize = 64;
 pub const PATTERNS_MAX: usize = 1024;
@@ -167,7 +179,6 @@ impl User {
                     name: std::mem::take(&mut self.name),
                     ..User::new("")
                 };
-                self.nopass = false;
             }
             _ => return self.apply_prefixed(rule),
         }
@@ -207,17 +218,13 @@ impl User {
             b'+' | b'-' => {
                 let allow = first == b'+';
                 let name = std::str::from_utf8(rest)
-                    .map_err(|_| "Unknown command or category name in ACL".to_string())?
+                    .map_err(|_| UNKNOWN_NAME.to_string())?
                     .to_ascii_lowercase();
                 if let Some(category) = name.strip_prefix('@') {
                     if !CATEGORIES.contains(&category) {
-                        return Err("Unknown command or category name in ACL".into());
+                        return Err(UNKNOWN_NAME.into());
                     }
-                    let tag = format!("@{category}");
-                    for c in COMMANDS
-                        .iter()
-                        .filter(|c| c.acl_categories().any(|n| n == tag))
-                    {
+                    for c in commands_in(category) {
                         self.allowed[c.cmd.index()] = allow;
                     }
                 } else {
@@ -226,8 +233,7 @@ impl User {
                             "Quiver's ACL rules name whole commands, not subcommands".into()
                         );
                     }
-                    let spec = table::lookup(name.as_bytes())
-                        .ok_or("Unknown command or category name in ACL")?;
+                    let spec = table::lookup(name.as_bytes()).ok_or(UNKNOWN_NAME)?;
                     self.allowed[spec.cmd.index()] = allow;
                 }
                 self.command_rules.push(' ');

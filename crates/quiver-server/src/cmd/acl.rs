@@ -3,11 +3,10 @@
 
 use bytes::Bytes;
 
-use crate::acl::user::{hex, CATEGORIES};
+use crate::acl::user::{commands_in, hex, CATEGORIES};
 use crate::cmd::ctx::ConnCtx;
 use crate::errors::{err, unknown_subcommand, wrong_arity};
 use crate::reply::Reply;
-use crate::table::COMMANDS;
 
 const ACL_HELP: &[&str] = &[
     "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -102,14 +101,7 @@ pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
                 if !CATEGORIES.contains(&name.as_str()) {
                     return Reply::error(format!("ERR Unknown category '{name}'"));
                 }
-                let tag = format!("@{name}");
-                Reply::Array(
-                    COMMANDS
-                        .iter()
-                        .filter(|s| s.acl_categories().any(|n| n == tag))
-                        .map(|s| bulk(s.name))
-                        .collect(),
-                )
+                Reply::Array(commands_in(&name).map(|s| bulk(s.name)).collect())
             }
         },
         b"load" | b"save" => {

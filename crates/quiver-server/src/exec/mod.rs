@@ -219,16 +219,18 @@ fn acl_refusal(
         return None;
     }
     let keys: Vec<Bytes> = match spec.cmd {
-        // BATCH names its keys among its operations; OBJECT's subcommands take one key.
-        Cmd::Batch => cmd::batch::keys(
+        // OBJECT's subcommands take one key, which its table row (a container's) does not
+        // name; any other request's keys are what the cluster routes by (BATCH's among its
+        // operations), read without the value limit: a value too long is refused when it runs.
+        Cmd::Object => args.get(2).cloned().into_iter().collect(),
+        _ => cluster::keys_of(
+            spec,
             args,
             &Limits {
                 value_len_max: usize::MAX,
                 databases: u32::MAX,
             },
         ),
-        Cmd::Object => args.get(2).cloned().into_iter().collect(),
-        _ => spec.keys(args).cloned().collect(),
     };
     crate::acl::refusal(&session.user, spec, args, keys.iter().map(|k| &k[..]))
 }
