@@ -14,7 +14,6 @@
 //! the one holding `end`); compaction changes them, and the stale checkpoint is then ignored.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -22,11 +21,11 @@ use std::sync::Arc;
 use parking_lot::RwLockWriteGuard;
 
 use crate::dbs::NsKeys;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::expiry::Expiries;
 use crate::index::Index;
 use crate::layout::CHECKPOINT_FILE;
-use crate::log::segment::{sync_dir, Segment};
+use crate::log::segment::{replace_file, sync_dir, Segment};
 use crate::partition::{Counters, Partition, SegmentSet, StoreCtx};
 use crate::slot::SlotRange;
 
@@ -113,6 +112,9 @@ pub(crate) fn save(ctx: &StoreCtx, part: &Partition) -> Result<()> {
         let mut st = part.state.write();
         // Writers wait until the index is encoded (the guard is downgraded, not let go).
         let _stall = ctx.stalls.hold("checkpoint");
+        // A partition that refuses writes may have unknown bytes past its end, or an
+        // unsynced log: nothing of it is to be made to look settled.
+        st.writable()?;
         st.appender.flush()?;
         // Cleared now: a write after the snapshot sets it again. Set back on failure below.
         st.dirty = false;
@@ -137,7 +139,7 @@ pub(crate) fn save(ctx: &StoreCtx, part: &Partition) -> Result<()> {
     // Batch parts elsewhere whose commit record this checkpoint hides from replay are sealed
     // (see `seal`), before the checkpoint exists.
     let written = crate::seal::seal_parts(ctx)
-        .and_then(|()| segments.iter().try_for_each(|seg| seg.sync_data()))
+        .and_then(|()| segments.iter().try_for_each(|seg| part.sync_segment(seg)))
         .and_then(|()| write(&part.dir, &bytes));
     if written.is_err() {
         // Not saved after all: the background thread must try again.
@@ -228,13 +230,13 @@ fn extend_le<T: Copy, const N: usize>(b: &mut Vec<u8>, items: &[T], to_le: fn(T)
 
 /// Writes an encoded checkpoint durably: temp file, fsync, rename, fsync directory.
 pub(crate) fn write(dir: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = dir.join(CHECKPOINT_TMP_FILE);
-    let mut f = fs::File::create(&tmp).map_err(|e| Error::io("create checkpoint", &tmp, e))?;
-    f.write_all(bytes)
-        .and_then(|_| f.sync_all())
-        .map_err(|e| Error::io("write checkpoint", &tmp, e))?;
     let path = checkpoint_path(dir);
-    fs::rename(&tmp, &path).map_err(|e| Error::io("rename checkpoint", &path, e))?;
+    replace_file(
+        &dir.join(CHECKPOINT_TMP_FILE),
+        &path,
+        bytes,
+        "write checkpoint",
+    )?;
     sync_dir(dir)
 }
 

@@ -262,7 +262,7 @@ fn write_parts(
         // commit, so the caller's wait syncs none of them again).
         let res = if fsync && last && !single {
             written.iter().try_for_each(|&(g, _, part)| {
-                guards[g].appender.segment.sync_data()?;
+                guards[g].sync_active()?;
                 part.commit.synced_to(guards[g].appended_lsn);
                 Ok(())
             })
@@ -296,9 +296,9 @@ fn write_parts(
 /// Takes back a part of a batch that failed, from `start` on (see `Appender::retract`).
 fn retract(st: &mut PartState, start: u64, cause: &Error) {
     if let Err(e) = st.appender.retract(start) {
-        st.failed = Some(format!(
-            "a batch failed ({cause}) and its part could not be taken back ({e})"
-        ));
+        st.fail_writes(|| {
+            format!("a batch failed ({cause}) and its part could not be taken back ({e})")
+        });
     }
 }
 

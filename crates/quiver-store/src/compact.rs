@@ -155,14 +155,10 @@ pub(crate) fn compact(
     let (snapshot, inputs, choice, dbs) = {
         let mut st = part.state.write();
         let _stall = ctx.stalls.hold("compaction range");
-        if let Some(reason) = &st.failed {
-            // Bytes of a failed batch lie past the log's end: sealing the active segment
-            // must not make them part of the log (reopening cuts them off).
-            return Err(Error::PartitionFailed {
-                dir: part.dir.clone(),
-                reason: reason.clone(),
-            });
-        }
+        // Bytes of a failed write may lie past the log's end: sealing the active segment must
+        // not make them part of the log (reopening cuts them off); and after a failed
+        // fdatasync nothing new is to be made to look durable.
+        st.writable()?;
         st.appender.flush()?;
         let c = choose::choose(ctx, &st, pass);
         if c.seal_active {
@@ -325,10 +321,19 @@ pub(crate) fn compact(
     report.damage.extend(skipped);
 
     // 3. Commit on disk (batch parts whose commit record the pass drops sealed first).
-    let outputs = match crate::seal::seal_parts(ctx).and_then(|()| out.commit(&part.dir, &inputs)) {
+    if let Err(e) = crate::seal::seal_parts(ctx).and_then(|()| out.commit(&part.dir, &inputs)) {
+        out.abandon(part);
+        return Err(e);
+    }
+    let outputs = match out.install(&part.dir) {
         Ok(o) => o,
         Err(e) => {
-            out.abandon(part);
+            // Committed on disk, not finished: the files stay as they are for the next open
+            // to finish the compaction, and the partition refuses writes (and so checkpoints
+            // and compactions, which would overwrite the manifest) until then.
+            part.state.write().fail_writes(|| {
+                format!("a compaction could not be finished ({e}); reopening finishes it")
+            });
             return Err(e);
         }
     };

@@ -60,6 +60,14 @@ pub enum Error {
     /// recovers (replay cuts those bytes off).
     #[error("the partition in {dir} refuses writes until the store is reopened: {reason}")]
     PartitionFailed { dir: PathBuf, reason: String },
+    /// An earlier fdatasync of a log file failed: what was written to it may not be on disk,
+    /// and no later fdatasync of it is trusted (it is not even tried). Its partition refuses
+    /// writes; reads go on; reopening the store recovers from what is on disk.
+    #[error(
+        "an earlier fdatasync of {path} failed ({reason}) and is never retried as if the data \
+         were safe: its partition refuses writes until the store is reopened"
+    )]
+    SyncFailed { path: PathBuf, reason: String },
     /// A write on a store opened read-only.
     #[error("the store is open read-only")]
     ReadOnly,

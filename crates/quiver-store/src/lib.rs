@@ -31,6 +31,7 @@ mod compact;
 mod dbs;
 pub mod error;
 mod expiry;
+pub mod faults;
 pub mod hash;
 pub mod index;
 mod inner;

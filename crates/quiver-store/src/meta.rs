@@ -21,7 +21,7 @@ use crate::dbs::DbMap;
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::log::format::{FORMAT_VERSION, FORMAT_VERSION_V1};
-use crate::log::segment::sync_dir;
+use crate::log::segment::{replace_file, sync_dir};
 use crate::options::Options;
 use crate::slot::{self, SlotRange, SLOTS};
 
@@ -254,10 +254,7 @@ pub(crate) fn store_layout(
     }
     text.push_str(&dbs.to_meta());
     let (path, tmp) = (dir.join(META_FILE), dir.join(META_TMP_FILE));
-    fs::write(&tmp, text)
-        .and_then(|_| fs::File::open(&tmp)?.sync_all())
-        .and_then(|_| fs::rename(&tmp, &path))
-        .map_err(|e| Error::io("write store metadata", &path, e))?;
+    replace_file(&tmp, &path, text.as_bytes(), "write store metadata")?;
     sync_dir(dir)
 }
 

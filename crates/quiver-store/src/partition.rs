@@ -244,9 +244,11 @@ pub(crate) struct PartState {
     /// A merge is about to delete this partition: a compound batch puts its commit record
     /// elsewhere when it can (see `split::move_into_new`).
     pub merging: bool,
-    /// Why this partition refuses writes: bytes a failed write left in its log could not be
-    /// taken back, and a record appended after them would make replay take them as written
-    /// whole. Reopening recovers (replay cuts such a tail off).
+    /// Why this partition refuses writes (`fail_writes`): bytes a failed write left in its
+    /// log could not be taken back, and a record appended after them would make replay take
+    /// them as written whole; or an fdatasync of its log failed, and nothing written since
+    /// the last good one is known to be on disk. Reads go on; reopening recovers from what is
+    /// on disk.
     pub failed: Option<String>,
 }
 
@@ -347,8 +349,40 @@ impl PartState {
         self.appender.segment.count(1, 1);
     }
 
+    /// `Err` if the partition refuses writes (see `failed`).
+    pub fn writable(&self) -> Result<()> {
+        match &self.failed {
+            None => Ok(()),
+            Some(reason) => {
+                let seg = &self.appender.segment.path;
+                Err(Error::PartitionFailed {
+                    dir: seg.parent().map_or_else(|| seg.clone(), Path::to_path_buf),
+                    reason: reason.clone(),
+                })
+            }
+        }
+    }
+
+    /// The partition refuses writes from now on (the first reason given stays).
+    pub fn fail_writes(&mut self, reason: impl FnOnce() -> String) {
+        if self.failed.is_none() {
+            self.failed = Some(reason());
+        }
+    }
+
+    /// fdatasync of the active segment, the lock held. A failure is the partition's: it
+    /// refuses writes from then on (see `Segment::sync_data`).
+    pub fn sync_active(&mut self) -> Result<()> {
+        let res = self.appender.segment.sync_data();
+        if let Err(e) = &res {
+            self.fail_writes(|| format!("an fdatasync of its log failed: {e}"));
+        }
+        res
+    }
+
     /// Makes room for `len` more bytes in the active segment, starting a new segment if needed.
     pub fn ensure_room(&mut self, ctx: &StoreCtx, part: u32, dir: &Path, len: u64) -> Result<()> {
+        self.writable()?;
         let capacity = ctx.opts.segment_bytes - SEGMENT_HEADER_LEN as u64;
         if len > capacity {
             return Err(Error::BatchTooLarge {
@@ -394,7 +428,7 @@ impl PartState {
         if ctx.opts.durability == Durability::Fsync {
             // Synced positions must stay monotonic across segments: the group-commit syncer
             // only syncs the active segment.
-            self.appender.segment.sync_data()?;
+            self.sync_active()?;
         }
         let last = self.segs.active().header.order;
         let seg = new_segment(
@@ -425,14 +459,12 @@ impl PartState {
 
     /// Appends whole records; returns their start offset in the active segment.
     pub fn append(&mut self, bytes: &[u8]) -> Result<u64> {
-        if let Some(reason) = &self.failed {
-            let seg = &self.appender.segment.path;
-            return Err(Error::PartitionFailed {
-                dir: seg.parent().map_or_else(|| seg.clone(), Path::to_path_buf),
-                reason: reason.clone(),
-            });
-        }
-        let at = self.appender.append(bytes)?;
+        self.writable()?;
+        let at = self.appender.append(bytes).inspect_err(|e| {
+            if self.appender.take_leftover() {
+                self.fail_writes(|| e.to_string());
+            }
+        })?;
         self.appended_lsn += bytes.len() as u64;
         self.dirty = true;
         Ok(at)
@@ -509,7 +541,24 @@ impl Partition {
                 g.synced_lsn = g.synced_lsn.max(target);
             }
             self.commit.done.notify_all();
-            res?;
+            drop(g);
+            self.note_sync(res)?;
         }
+    }
+
+    /// fdatasync of `seg` (one of this partition's), its lock not held. A failure is the
+    /// partition's: it refuses writes from then on (see `Segment::sync_data`).
+    pub fn sync_segment(&self, seg: &Segment) -> Result<()> {
+        self.note_sync(seg.sync_data())
+    }
+
+    /// After an fdatasync without the lock held: a failure makes the partition refuse writes.
+    fn note_sync(&self, res: Result<()>) -> Result<()> {
+        if let Err(e) = &res {
+            self.state
+                .write()
+                .fail_writes(|| format!("an fdatasync of its log failed: {e}"));
+        }
+        res
     }
 }

@@ -52,7 +52,7 @@ pub(crate) fn seal_parts(ctx: &StoreCtx) -> Result<()> {
             .and_then(|()| st.appender.flush())
             .and_then(|()| {
                 if ctx.opts.durability == Durability::Fsync {
-                    st.appender.segment.sync_data()
+                    st.sync_active()
                 } else {
                     Ok(())
                 }

@@ -277,10 +277,19 @@ impl Store {
                 let part = routed.part(groups[gi].0);
                 let st = &mut guards[groups[gi].0];
                 let idx = &order[groups[gi].1.clone()];
+                let at = |j: usize| idx[j].1;
                 if failure.is_some() {
-                    for (j, &(_, i)) in idx.iter().enumerate() {
-                        applied[i] = plan.run.records[j].is_none();
+                    // Nothing of this partition's run was written.
+                    for &(_, i) in idx {
+                        applied[i] = false;
                     }
+                    write::settle_failed_run(
+                        &plan.run,
+                        &group_ops[gi],
+                        at,
+                        &mut applied,
+                        &mut existed,
+                    );
                     continue;
                 }
                 let (locs, res) = write::append_run(ctx, part, st, &plan.run, Framing::Plain);
@@ -288,6 +297,15 @@ impl Store {
                 for (j, &(_, i)) in idx.iter().enumerate() {
                     existed[i] = plan.run.existed[j];
                     applied[i] = plan.run.records[j].is_none() || locs[j].is_some();
+                }
+                if res.is_err() {
+                    write::settle_failed_run(
+                        &plan.run,
+                        &group_ops[gi],
+                        at,
+                        &mut applied,
+                        &mut existed,
+                    );
                 }
                 wrote |= locs.iter().any(Option::is_some);
                 lsns.push((part, st.appended_lsn));
@@ -493,7 +511,7 @@ impl Store {
                 st.appender.flush()?;
                 st.appender.segment.clone()
             };
-            seg.sync_data()?;
+            part.sync_segment(&seg)?;
         }
         Ok(())
     }

@@ -60,6 +60,34 @@ fn run_map<'a, V>(n: usize) -> RunMap<'a, V> {
     RunMap::with_capacity_and_hasher(n, Default::default())
 }
 
+/// After a run of plain writes failed part-way (`applied[at(j)]` says whether op `j`'s record
+/// reached the log): what each op really did. A delete that wrote no record found its key
+/// absent at its place in the run — perhaps only because an earlier op of the run deleted it,
+/// and that op may have failed: it took effect only if the key really is absent there. Each
+/// op's `existed` becomes the key's real state before it. `at(j)`: op `j`'s place in `applied`
+/// and `existed`. Only on the failure path: it hashes every key again.
+pub(crate) fn settle_failed_run(
+    run: &Run,
+    ops: &[WriteOp<'_>],
+    at: impl Fn(usize) -> usize,
+    applied: &mut [bool],
+    existed: &mut [bool],
+) {
+    let mut exists: HashMap<&[u8], bool> = HashMap::new();
+    for (j, op) in ops.iter().enumerate() {
+        let i = at(j);
+        let now = *exists.entry(op.key).or_insert(run.existed[j]);
+        existed[i] = now;
+        match run.records[j] {
+            Some(_) if applied[i] => {
+                exists.insert(op.key, op.value.is_some());
+            }
+            Some(_) => {}
+            None => applied[i] = !now,
+        }
+    }
+}
+
 /// How a run's records are framed.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Framing {

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::compact::Pass;
+use crate::faults::{Fault, FileOp};
 use crate::log::format::{self, RecordType, COMMIT_RECORD_LEN};
 use crate::options::{Durability, Options};
 use crate::partition::Partition;
@@ -94,11 +95,15 @@ fn a_failed_batch_takes_its_parts_back() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b, c) = (key_in(0, 0), key_in(1, 0), key_in(0, 1));
     let s = open_with_old(dir.path(), &[&a, &b]);
-    part(&s, 1).state.write().appender.fail_next_write = true;
+    let mut once = true;
+    let injection = crate::faults::inject(&part(&s, 1).dir, move |op, _, _| {
+        (op == FileOp::Write && std::mem::take(&mut once)).then_some(Fault::Eio)
+    });
     let err = s
         .apply(&batch_of(&[(&a, b"new"), (&b, b"new")]))
         .unwrap_err();
-    assert!(err.to_string().contains("injected"), "{err}");
+    drop(injection);
+    assert!(err.to_string().contains("Input/output error"), "{err}");
     assert_eq!(s.get(&a).unwrap().as_deref(), Some(&b"old"[..]));
     assert_eq!(s.get(&b).unwrap().as_deref(), Some(&b"old"[..]));
     s.put(&c, b"later").unwrap();

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::log::format::{self, CompactionManifest, RecordType, SegmentOrder, SEGMENT_HEADER_LEN};
-use crate::log::segment::{segment_file_name, sync_dir, tmp_segment_file_name, Segment};
+use crate::log::segment::{
+    replace_file, segment_file_name, sync_dir, tmp_segment_file_name, Segment,
+};
 use crate::log::writer::Appender;
 use crate::partition::{new_segment_at, Partition, SegmentSet, StoreCtx};
 
@@ -119,19 +121,23 @@ impl Outputs {
         Ok(())
     }
 
-    /// Commits the compaction on disk: manifest, then renames. Returns the outputs reopened
-    /// under their final names.
-    pub(super) fn commit(&self, dir: &Path, inputs: &[Arc<Segment>]) -> Result<Vec<Arc<Segment>>> {
+    /// Commits the compaction on disk: the manifest in place is the commit point (a failure
+    /// before it leaves the compaction undone: `abandon`; none after it may: `install`).
+    pub(super) fn commit(&self, dir: &Path, inputs: &[Arc<Segment>]) -> Result<()> {
         let manifest = CompactionManifest {
             inputs: inputs.iter().map(|s| s.file_id()).collect(),
             outputs: self.segments.iter().map(|s| s.file_id()).collect(),
         };
-        let tmp = dir.join(MANIFEST_TMP_FILE);
-        fs::write(&tmp, manifest.encode())
-            .and_then(|_| fs::File::open(&tmp)?.sync_all())
-            .map_err(|e| Error::io("write compaction manifest", &tmp, e))?;
         let path = dir.join(MANIFEST_FILE);
-        fs::rename(&tmp, &path).map_err(|e| Error::io("commit compaction manifest", &path, e))?;
+        let encoded = manifest.encode();
+        let tmp = dir.join(MANIFEST_TMP_FILE);
+        replace_file(&tmp, &path, encoded.as_bytes(), "write compaction manifest")
+    }
+
+    /// After `commit`: the outputs renamed to their final names and reopened. If this fails,
+    /// the compaction is committed but not finished on disk: opening the store finishes it
+    /// (or, if the manifest's rename never reached the disk, drops the outputs).
+    pub(super) fn install(&self, dir: &Path) -> Result<Vec<Arc<Segment>>> {
         sync_dir(dir)?;
         let mut reopened = Vec::with_capacity(self.segments.len());
         for seg in &self.segments {

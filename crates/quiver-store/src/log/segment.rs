@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
+use crate::faults::{self, FileOp};
 use crate::log::format::{SegmentHeader, SEGMENT_HEADER_LEN};
 
 /// File-name suffix of a live segment.
@@ -42,6 +43,11 @@ pub struct Segment {
     records: AtomicU64,
     dead: AtomicU64,
     counted: AtomicBool,
+    /// Why an fdatasync of this file failed, once one has: what was written to it may never
+    /// reach the disk (the kernel may have dropped the dirty pages and reported it once), so
+    /// no later fdatasync of it is trusted — `sync_data` refuses without trying (PostgreSQL's
+    /// "fsyncgate"). Reopening the store starts again from what is on disk.
+    sync_failed: OnceLock<String>,
 }
 
 pub fn segment_file_name(file_id: u64) -> String {
@@ -76,7 +82,11 @@ impl Segment {
             .open(&path)
             .map_err(|e| Error::io("create segment", &path, e))?;
         let init = (|| -> io::Result<()> {
-            file.write_all_at(&header.encode(), 0)?;
+            let head = header.encode();
+            if let Some(f) = faults::check(&path, FileOp::Write, head.len()) {
+                return Err(faults::partial_write(f, &head, |b| file.write_all_at(b, 0)));
+            }
+            file.write_all_at(&head, 0)?;
             file.set_len(header.segment_bytes)
         })();
         if let Err(e) = init {
@@ -114,6 +124,7 @@ impl Segment {
             records: AtomicU64::new(0),
             dead: AtomicU64::new(0),
             counted: AtomicBool::new(false),
+            sync_failed: OnceLock::new(),
         }
     }
 
@@ -210,6 +221,9 @@ impl Segment {
     }
 
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        if let Some(f) = faults::check(&self.path, FileOp::Read, buf.len()) {
+            return Err(Error::io("read segment", &self.path, f.error));
+        }
         let mut done = 0;
         while done < buf.len() {
             match self.file.read_at(&mut buf[done..], offset + done as u64) {
@@ -232,6 +246,10 @@ impl Segment {
     }
 
     pub fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        if let Some(f) = faults::check(&self.path, FileOp::Write, buf.len()) {
+            let e = faults::partial_write(f, buf, |b| self.file.write_all_at(b, offset));
+            return Err(Error::io("write segment", &self.path, e));
+        }
         self.file
             .write_all_at(buf, offset)
             .map_err(|e| Error::io("write segment", &self.path, e))
@@ -242,6 +260,9 @@ impl Segment {
     /// blocks are not known to be allocated.
     pub fn reserve(&self, offset: u64, len: u64) -> Result<bool> {
         use std::os::fd::AsRawFd;
+        if let Some(f) = faults::check(&self.path, FileOp::Allocate, len as usize) {
+            return Err(Error::io("reserve segment space", &self.path, f.error));
+        }
         // SAFETY: fallocate on a descriptor we own; mode 0 only allocates blocks.
         let rc = unsafe {
             libc::fallocate(
@@ -277,10 +298,27 @@ impl Segment {
         }
     }
 
+    /// fdatasync. After a failure every later call fails too, without trying (`sync_failed`).
     pub fn sync_data(&self) -> Result<()> {
-        self.file
-            .sync_data()
-            .map_err(|e| Error::io("fdatasync segment", &self.path, e))
+        if let Some(reason) = self.sync_failed.get() {
+            return Err(Error::SyncFailed {
+                path: self.path.clone(),
+                reason: reason.clone(),
+            });
+        }
+        let res = match faults::check(&self.path, FileOp::Sync, 0) {
+            Some(f) => Err(f.error),
+            None => self.file.sync_data(),
+        };
+        res.map_err(|e| {
+            let _ = self.sync_failed.set(e.to_string());
+            Error::io("fdatasync segment", &self.path, e)
+        })
+    }
+
+    /// Whether an fdatasync of this file has failed (see `sync_failed`).
+    pub fn sync_has_failed(&self) -> bool {
+        self.sync_failed.get().is_some()
     }
 
     /// Cuts the file at `len` and extends it again (sparse) to its capacity, so whatever lay
@@ -310,8 +348,32 @@ impl Segment {
     }
 }
 
+/// Replaces the small file `path` by `bytes` as one step a crash cannot tear: written to
+/// `tmp`, fsynced, renamed over `path` (the caller fsyncs the directory, `sync_dir`). `op`
+/// names the step in errors ("write checkpoint", ...).
+pub fn replace_file(tmp: &Path, path: &Path, bytes: &[u8], op: &'static str) -> Result<()> {
+    let write = || -> io::Result<()> {
+        let f = File::create(tmp)?;
+        if let Some(fault) = faults::check(tmp, FileOp::Write, bytes.len()) {
+            return Err(faults::partial_write(fault, bytes, |b| {
+                f.write_all_at(b, 0)
+            }));
+        }
+        f.write_all_at(bytes, 0)?;
+        if let Some(fault) = faults::check(tmp, FileOp::Sync, 0) {
+            return Err(fault.error);
+        }
+        f.sync_all()
+    };
+    write().map_err(|e| Error::io(op, tmp, e))?;
+    std::fs::rename(tmp, path).map_err(|e| Error::io(op, path, e))
+}
+
 /// fsyncs a directory so renames and creations in it are durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
+    if let Some(f) = faults::check(dir, FileOp::Sync, 0) {
+        return Err(Error::io("fsync directory", dir, f.error));
+    }
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io("fsync directory", dir, e))

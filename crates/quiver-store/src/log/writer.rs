@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::faults::{self, FileOp};
 use crate::log::format::{self, RECORD_HEADER_LEN};
 use crate::log::segment::Segment;
 
@@ -42,9 +43,9 @@ pub struct Appender {
     buffer: Vec<u8>,
     buffer_bytes_max: usize,
     buffered: bool,
-    /// Tests: the next write to the file fails (an injected I/O error), once.
-    #[cfg(test)]
-    pub fail_next_write: bool,
+    /// A failed append left bytes past the end that could not be zeroed (`append`): a later
+    /// record must not follow them. Taken by `take_leftover`.
+    leftover: bool,
 }
 
 /// Copies `src` (whole 8-byte words) to `dst` (8-byte aligned) a word at a time, front to
@@ -86,8 +87,7 @@ impl Appender {
             buffer: Vec::new(),
             buffer_bytes_max,
             buffered,
-            #[cfg(test)]
-            fail_next_write: false,
+            leftover: false,
         }
     }
 
@@ -161,30 +161,62 @@ impl Appender {
                 }
             }
         } else {
-            let written =
-                self.injected_failure()
-                    .and_then(|()| match self.mapped_room(at, bytes) {
-                        Some(dst) => {
-                            // SAFETY: `mapped_room` gave `bytes.len()` writable bytes at `dst`.
-                            unsafe { copy_in_order(dst, bytes) };
-                            self.unmap_behind(at + bytes.len() as u64);
-                            Ok(())
-                        }
-                        None => self.segment.write_at(bytes, at),
-                    });
+            let written = match self.mapped_room(at, bytes) {
+                Some(dst) => {
+                    if let Some(f) = faults::check(&self.segment.path, FileOp::Write, bytes.len()) {
+                        let keep = &bytes[..f.keep / 8 * 8];
+                        // SAFETY: `mapped_room` gave `bytes.len()` writable bytes at `dst`.
+                        unsafe { copy_in_order(dst, keep) };
+                        return self.failed_append(at, bytes.len(), f.error);
+                    }
+                    // SAFETY: `mapped_room` gave `bytes.len()` writable bytes at `dst`.
+                    unsafe { copy_in_order(dst, bytes) };
+                    self.unmap_behind(at + bytes.len() as u64);
+                    Ok(())
+                }
+                None => self.segment.write_at(bytes, at),
+            };
             if let Err(e) = written {
-                // A prefix of the run may have reached the file (a full disk takes what fits).
-                // Zero it, so no record of a failed write comes back when the store is reopened,
-                // and no leftover follows a shorter next append. The prefix's blocks are
-                // allocated, so this succeeds up to where the failed write stopped; beyond lie
-                // holes. (Best effort: if even this fails, the reopen sees a torn tail.)
-                let _ = self.segment.write_at(&vec![0u8; bytes.len()], at);
-                return Err(e);
+                return Err(self.take_back_failed(at, bytes.len(), e));
             }
             self.end += bytes.len() as u64;
             self.written = self.end;
         }
         Ok(at)
+    }
+
+    /// An injected failure of a copy into the mapping (`faults`), as the write's error.
+    fn failed_append(&mut self, at: u64, len: usize, e: std::io::Error) -> Result<u64> {
+        let e = Error::io("write segment", &self.segment.path, e);
+        Err(self.take_back_failed(at, len, e))
+    }
+
+    /// After a failed append of `len` bytes at `at`: a prefix of the run may have reached the
+    /// file (a full disk takes what fits). It is zeroed, so no record of a failed write comes
+    /// back when the store is reopened, and no leftover follows a shorter next append. The
+    /// prefix's blocks are allocated, so this succeeds up to where the failed write stopped;
+    /// beyond lie holes. If even this fails, the bytes stay: `leftover` says so, and the
+    /// partition refuses writes (the failed write may then come back on reopen, whole records
+    /// of it: the error says its outcome is unknown).
+    fn take_back_failed(&mut self, at: u64, len: usize, e: Error) -> Error {
+        match self.segment.write_at(&vec![0u8; len], at) {
+            Ok(()) => e,
+            Err(zeroing) => {
+                self.leftover = true;
+                Error::PartitionFailed {
+                    dir: self.segment.path.clone(),
+                    reason: format!(
+                        "a write failed ({e}) and what it left in the log could not be \
+                         zeroed ({zeroing}): its outcome is unknown"
+                    ),
+                }
+            }
+        }
+    }
+
+    /// Whether a failed append left bytes it could not take back (see `leftover`); clears it.
+    pub fn take_leftover(&mut self) -> bool {
+        std::mem::take(&mut self.leftover)
     }
 
     /// Where in the mapping `bytes` go at `at`, if appends may go through it: the file maps,
@@ -251,23 +283,9 @@ impl Appender {
         if self.buffer.is_empty() {
             return Ok(());
         }
-        self.injected_failure()?;
         self.segment.write_at(&self.buffer, self.written)?;
         self.written = self.end;
         self.buffer.clear();
-        Ok(())
-    }
-
-    /// Tests: the failure `fail_next_write` asks for, before a write to the file.
-    fn injected_failure(&mut self) -> Result<()> {
-        #[cfg(test)]
-        if std::mem::take(&mut self.fail_next_write) {
-            return Err(crate::error::Error::io(
-                "write (injected by a test)",
-                &self.segment.path,
-                std::io::Error::other("injected"),
-            ));
-        }
         Ok(())
     }
 

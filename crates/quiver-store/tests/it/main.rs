@@ -14,6 +14,8 @@ mod crash;
 mod dbs;
 mod deletes;
 mod expiry;
+mod fault_model;
+mod faults;
 mod full_disk;
 mod garbage;
 mod kill9;

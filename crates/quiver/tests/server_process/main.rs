@@ -27,6 +27,7 @@ mod process;
 mod damage;
 mod deletes;
 mod full_disk;
+mod kill_loop;
 
 /// Generous bound for anything a process should do soon (liveness, not timing).
 const WAIT: Duration = Duration::from_secs(60);
