@@ -10,8 +10,16 @@
 //! CI runs [`ITERATIONS_CI`] images per loader from a fixed seed; the ignored test runs
 //! [`ITERATIONS_LONG`] (`cargo test -p quiver-store --release --lib -- --ignored
 //! million_mutated --nocapture`) and prints its counts.
+//!
+//! The corpus kept in the repository (`tests/corpus/{log,checkpoint,meta}/`) holds the
+//! original files, regressions, and one image for each distinct way a loader took damage
+//! (the reasons it gave, numbers left out) among [`CORPUS_SEARCH`] mutations: what a
+//! coverage-guided fuzzer would keep, chosen by outcome. CI loads every file of it and mutates
+//! them too; `cargo test -p quiver-store --release --lib -- --ignored write_the_loader_corpus`
+//! chooses it again (after a format change).
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use quiver_plan::rng::WyRand;
 
@@ -24,6 +32,61 @@ use crate::store::Store;
 
 const ITERATIONS_CI: u64 = 20_000;
 const ITERATIONS_LONG: u64 = 1_000_000;
+/// Mutations the corpus is chosen from.
+const CORPUS_SEARCH: u64 = 200_000;
+/// Files per loader in the corpus at most.
+const CORPUS_FILES_MAX: usize = 64;
+/// The segment list a checkpoint of the corpus is decoded against (one `file_id slot` line
+/// each), next to the checkpoint images.
+const CORPUS_SEGMENTS_FILE: &str = "segments";
+
+fn corpus_dir(loader: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus")
+        .join(loader)
+}
+
+/// The images of one loader's corpus (its sidecar files left out), in name order.
+fn corpus(loader: &str) -> Vec<Vec<u8>> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(corpus_dir(loader))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().is_some_and(|n| n != CORPUS_SEGMENTS_FILE))
+        .collect();
+    paths.sort();
+    paths.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
+fn corpus_segments() -> Vec<(u64, u32)> {
+    std::fs::read_to_string(corpus_dir("checkpoint").join(CORPUS_SEGMENTS_FILE))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (id, slot) = l.split_once(' ').unwrap();
+            (id.parse().unwrap(), slot.parse().unwrap())
+        })
+        .collect()
+}
+
+/// An outcome with its numbers and quoted text left out: images that differ only in them
+/// took damage the same way.
+fn outcome_kind(text: &str) -> String {
+    let mut kind = String::new();
+    let mut quote = None;
+    for c in text.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if matches!(c, '"' | '`') => {
+                quote = Some(c);
+                kind.push('…');
+            }
+            None if !c.is_ascii_digit() => kind.push(c),
+            None => {}
+        }
+    }
+    kind
+}
 
 /// One to four damages of `b`.
 fn mutate(rng: &mut WyRand, b: &mut Vec<u8>) {
@@ -132,15 +195,18 @@ struct Counts {
 }
 
 /// Opens and scans one segment image written at `path`; the scan must end within a bound.
-fn scan_segment(path: &Path, image: &[u8], c: &mut Counts) {
+/// Returns the outcome's kind (see `outcome_kind`): the reasons met, in order.
+fn scan_segment(path: &Path, image: &[u8], c: &mut Counts) -> String {
     std::fs::write(path, image).unwrap();
     let seg = match Segment::open(path.to_path_buf(), true) {
         Ok(seg) => seg,
-        Err(_) => {
+        Err(e) => {
             c.refused += 1;
-            return;
+            let e = e.to_string();
+            return outcome_kind(&e[e.find(": ").map_or(0, |i| i + 2)..]);
         }
     };
+    let mut kind = String::new();
     let mut scan = Scanner::new(&seg, 0, u64::MAX, true);
     let mut last = 0u64;
     // Every step moves forward by at least one 8-byte unit.
@@ -155,19 +221,72 @@ fn scan_segment(path: &Path, image: &[u8], c: &mut Counts) {
                 c.records += 1;
             }
             Step::Damaged {
-                offset, resume_at, ..
+                offset,
+                resume_at,
+                reason,
             } => {
                 assert!(resume_at > offset);
                 last = resume_at;
                 c.damaged += 1;
+                if !kind.contains(reason) {
+                    kind.push_str(reason);
+                    kind.push(';');
+                }
             }
             Step::End { torn, .. } => {
                 c.torn += u64::from(torn.is_some());
-                return;
+                kind.push_str(torn.unwrap_or("clean end"));
+                return kind;
             }
         }
     }
     panic!("the scan of a {}-byte image did not end", image.len());
+}
+
+/// Decodes one checkpoint image; `intact`: it must load (the original, or damage the checksum
+/// was recomputed over may). Returns the outcome's kind.
+fn load_checkpoint(image: &[u8], segments: &[(u64, u32)], intact: bool, c: &mut Counts) -> String {
+    c.images += 1;
+    match checkpoint::decode(image, 0, None, segments) {
+        Ok(_) => {
+            assert!(intact, "a damaged checkpoint loaded");
+            c.loaded += 1;
+            "loaded".into()
+        }
+        Err(why) => {
+            assert!(!why.is_empty());
+            c.refused += 1;
+            outcome_kind(&why)
+        }
+    }
+}
+
+/// Parses one metadata image (in `dir`, a directory of its own). Returns the outcome's kind.
+fn load_meta(dir: &Path, image: &[u8], c: &mut Counts) -> String {
+    std::fs::write(dir.join(crate::layout::META_FILE), image).unwrap();
+    let mut opts = Options::default();
+    c.images += 1;
+    match meta::load_or_create(dir, &mut opts) {
+        Ok(_) => {
+            c.loaded += 1;
+            "loaded".into()
+        }
+        Err(e) => {
+            c.refused += 1;
+            let e = e.to_string();
+            assert!(!e.is_empty());
+            outcome_kind(&e.replace(&dir.display().to_string(), ""))
+        }
+    }
+}
+
+/// A mutation base: the original most of the time, else a file of the corpus.
+fn base<'a>(rng: &mut WyRand, original: &'a [u8], corpus: &'a [Vec<u8>]) -> &'a [u8] {
+    if corpus.is_empty() || rng.index(4) != 0 {
+        original
+    } else {
+        &corpus[rng.index(corpus.len())]
+    }
 }
 
 fn run(iterations: u64, seed: u64) {
@@ -178,52 +297,49 @@ fn run(iterations: u64, seed: u64) {
     let seg_path = scratch.join("0000000000000001.seg");
     let mut rng = WyRand::new(seed);
     let (mut log, mut ckpt, mut meta_c) = (Counts::default(), Counts::default(), Counts::default());
+    let kept = [corpus("log"), corpus("checkpoint"), corpus("meta")];
+
+    // The kept corpus as it is.
+    for image in &kept[0] {
+        log.images += 1;
+        scan_segment(&seg_path, image, &mut log);
+    }
+    let kept_segments = corpus_segments();
+    for image in &kept[1] {
+        // Its images were chosen with their checksums recomputed: they may load.
+        load_checkpoint(image, &kept_segments, true, &mut ckpt);
+    }
+    for image in &kept[2] {
+        load_meta(&scratch, image, &mut meta_c);
+    }
 
     for _ in 0..iterations {
         // The log reader.
-        let mut image = o.segment.clone();
+        let mut image = base(&mut rng, &o.segment, &kept[0]).to_vec();
         mutate(&mut rng, &mut image);
         log.images += 1;
         scan_segment(&seg_path, &image, &mut log);
 
-        // The checkpoint decoder, half the time past its checksum.
-        let mut image = o.checkpoint.clone();
+        // The checkpoint decoder, half the time past its checksum (corpus files are decoded
+        // against the segment list they were chosen with).
+        let from_corpus = !kept[1].is_empty() && rng.index(4) == 0;
+        let (mut image, segments) = if from_corpus {
+            (kept[1][rng.index(kept[1].len())].clone(), &kept_segments)
+        } else {
+            (o.checkpoint.clone(), &o.segments)
+        };
+        let unmutated = image.clone();
         mutate(&mut rng, &mut image);
-        let past_checksum = rng.index(2) == 0 && image.len() >= 4;
-        if past_checksum {
-            let n = image.len() - 4;
-            let crc = crc32c::crc32c(&image[..n]);
-            image[n..].copy_from_slice(&crc.to_le_bytes());
-        }
-        ckpt.images += 1;
-        match checkpoint::decode(&image, 0, None, &o.segments) {
-            Ok(_) => {
-                // Damage the checksum was not recomputed over is always found.
-                assert!(
-                    past_checksum || image == o.checkpoint,
-                    "a damaged checkpoint loaded"
-                );
-                ckpt.loaded += 1;
-            }
-            Err(why) => {
-                assert!(!why.is_empty());
-                ckpt.refused += 1;
-            }
-        }
+        let past_checksum = recompute_checksum(&mut rng, &mut image);
+        // Damage the checksum was not recomputed over is always found (a mutation may change
+        // nothing: the image is then its base, which loads).
+        let intact = past_checksum || image == unmutated;
+        load_checkpoint(&image, segments, intact, &mut ckpt);
 
         // The metadata parser, on a file in a directory of its own.
-        let mut image = o.meta.clone();
+        let mut image = base(&mut rng, &o.meta, &kept[2]).to_vec();
         mutate(&mut rng, &mut image);
-        std::fs::write(scratch.join(crate::layout::META_FILE), &image).unwrap();
-        let mut opts = Options::default();
-        meta_c.images += 1;
-        match meta::load_or_create(&scratch, &mut opts) {
-            Ok(_) => meta_c.loaded += 1,
-            Err(e) => {
-                assert!(!e.to_string().is_empty());
-                meta_c.refused += 1;
-            }
-        }
+        load_meta(&scratch, &image, &mut meta_c);
     }
     // The originals themselves load (the damage, not the harness, is what is refused).
     assert!(checkpoint::decode(&o.checkpoint, 0, None, &o.segments).is_ok());
@@ -231,6 +347,85 @@ fn run(iterations: u64, seed: u64) {
     println!("loader fuzz: checkpoint decoder {ckpt:?}");
     println!("loader fuzz: metadata parser {meta_c:?}");
     assert!(log.damaged + log.torn + log.refused > 0 && ckpt.refused > 0 && meta_c.refused > 0);
+}
+
+/// Half the time: the checksum recomputed over the damaged image. Returns whether it was.
+fn recompute_checksum(rng: &mut WyRand, image: &mut [u8]) -> bool {
+    let past_checksum = rng.index(2) == 0 && image.len() >= 4;
+    if past_checksum {
+        let n = image.len() - 4;
+        let crc = crc32c::crc32c(&image[..n]);
+        image[n..].copy_from_slice(&crc.to_le_bytes());
+    }
+    past_checksum
+}
+
+/// Chooses the corpus again: the originals, the regressions, and the first image of each
+/// distinct outcome kind among `CORPUS_SEARCH` mutations, per loader; written over
+/// `tests/corpus/`.
+fn write_corpus(seed: u64) {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = originals(&tmp.path().join("store"));
+    let scratch = tmp.path().join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let seg_path = scratch.join("0000000000000001.seg");
+    let mut rng = WyRand::new(seed);
+    let mut chosen: [BTreeMap<String, Vec<u8>>; 3] = Default::default();
+    let mut c = Counts::default();
+    for _ in 0..CORPUS_SEARCH {
+        let mut image = o.segment.clone();
+        mutate(&mut rng, &mut image);
+        let kind = scan_segment(&seg_path, &image, &mut c);
+        chosen[0].entry(kind).or_insert(image);
+        let mut image = o.checkpoint.clone();
+        mutate(&mut rng, &mut image);
+        recompute_checksum(&mut rng, &mut image);
+        let kind = load_checkpoint(&image, &o.segments, true, &mut c);
+        chosen[1].entry(kind).or_insert(image);
+        let mut image = o.meta.clone();
+        mutate(&mut rng, &mut image);
+        let kind = load_meta(&scratch, &image, &mut c);
+        chosen[2].entry(kind).or_insert(image);
+    }
+    // Regression (issue 14): a `QUIVER` file with a tiny segment size made the value limit's
+    // arithmetic underflow.
+    let tiny = String::from_utf8(o.meta.clone())
+        .unwrap()
+        .lines()
+        .map(|l| match l.strip_prefix("segment_bytes ") {
+            Some(_) => "segment_bytes 64".to_string(),
+            None => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let originals = [&o.segment, &o.checkpoint, &o.meta];
+    for (i, loader) in ["log", "checkpoint", "meta"].into_iter().enumerate() {
+        let dir = corpus_dir(loader);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("original"), originals[i]).unwrap();
+        for (n, image) in chosen[i].values().take(CORPUS_FILES_MAX).enumerate() {
+            std::fs::write(dir.join(format!("outcome-{n:03}")), image).unwrap();
+        }
+        println!("loader corpus: {loader}: {} outcome kinds", chosen[i].len());
+    }
+    std::fs::write(
+        corpus_dir("meta").join("regression-tiny-segment-bytes"),
+        tiny + "\n",
+    )
+    .unwrap();
+    let list: String = o
+        .segments
+        .iter()
+        .map(|(id, slot)| format!("{id} {slot}\n"))
+        .collect();
+    std::fs::write(corpus_dir("checkpoint").join(CORPUS_SEGMENTS_FILE), list).unwrap();
+}
+
+#[test]
+#[ignore = "writes tests/corpus/ (run by hand after a format change)"]
+fn write_the_loader_corpus() {
+    write_corpus(0xC0_4905);
 }
 
 #[test]

@@ -9,9 +9,19 @@
 //! CI sends [`FRAMES_CI`] frames from a fixed seed; the ignored test sends [`FRAMES_LONG`]
 //! (`cargo test -p quiver-server --release --test it -- --ignored ten_million`), and prints
 //! its counts.
+//!
+//! The corpus kept in the repository (`tests/corpus/requests/`, one connection's bytes per
+//! file) holds one request for each distinct way the server answered among
+//! [`CORPUS_SEARCH`] generated ones — per command, each error text (numbers and quoted text
+//! left out) and each kind of reply — and mutated requests that drew distinct errors: what a
+//! coverage-guided fuzzer would keep, chosen by outcome. CI sends every file, and a mutated
+//! copy of each; `cargo test -p quiver-server --release --test it -- --ignored
+//! write_the_request_corpus` chooses it again (after the command table grows).
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -26,6 +36,12 @@ const FRAMES_CI: u64 = 200_000;
 const FRAMES_LONG: u64 = 10_000_000;
 /// Frames per connection: each batch is written, the write side closed, and every reply read.
 const BATCH_FRAMES: usize = 2_000;
+/// Requests the corpus is chosen from, and its size at most.
+const CORPUS_SEARCH: u64 = 60_000;
+const CORPUS_FILES_MAX: usize = 1_000;
+/// Characters of an error reply that name its kind.
+const ERROR_KIND_CHARS: usize = 60;
+
 /// The server's resident memory may grow by at most this over a run (its store holds a few
 /// dozen keys of at most 1 MB each; the rest is buffers a finished connection gives back).
 const RSS_GROWTH_MAX: u64 = 512 << 20;
@@ -313,6 +329,129 @@ fn run(frames: u64, seed: u64) {
          replies ({errors} errors among the well-formed), rss {} MiB",
         rss >> 20
     );
+}
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/requests")
+}
+
+/// What kind of reply `v` is: an error's text without numbers or quoted parts (cut short),
+/// else its type.
+fn reply_kind(v: &Value) -> String {
+    match v {
+        Value::Error(text) => {
+            let mut kind = String::new();
+            let mut quoted = false;
+            for c in text.chars() {
+                match c {
+                    '\'' | '"' => {
+                        quoted = !quoted;
+                        if quoted {
+                            kind.push('…');
+                        }
+                    }
+                    _ if quoted || c.is_ascii_digit() => {}
+                    _ => kind.push(c),
+                }
+            }
+            kind.chars().take(ERROR_KIND_CHARS).collect()
+        }
+        other => {
+            let d = format!("{other:?}");
+            d[..d.find(['(', ' ', '{']).unwrap_or(d.len())].to_string()
+        }
+    }
+}
+
+/// Chooses the corpus again (see the module's comment) and writes it over
+/// `tests/corpus/requests/`.
+fn write_corpus(seed: u64) {
+    let server = TestServer::start_with(|c| {
+        c.proto_max_bulk_len = 1 << 20;
+        c.databases = 4;
+    });
+    let mut rng = WyRand::new(seed);
+    let mut chosen: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut tried = 0;
+    while tried < CORPUS_SEARCH {
+        // Well-formed requests a batch per connection, each reply its request's.
+        let batch: Vec<Vec<Vec<u8>>> = (0..BATCH_FRAMES).map(|_| request(&mut rng)).collect();
+        let mut out = BytesMut::new();
+        for r in &batch {
+            encode(r, &mut out);
+        }
+        let got = exchange(server.addr, &out, false);
+        for (r, v) in batch.iter().zip(&got) {
+            let name = String::from_utf8_lossy(&r[0]).to_lowercase();
+            let mut one = BytesMut::new();
+            encode(r, &mut one);
+            chosen
+                .entry(format!("{name} {}", reply_kind(v)))
+                .or_insert_with(|| one.to_vec());
+        }
+        tried += batch.len() as u64;
+        // Mutated ones, one per connection: the first reply (if any) names the outcome.
+        for _ in 0..BATCH_FRAMES / 20 {
+            let mut one = BytesMut::new();
+            encode(&request(&mut rng), &mut one);
+            let mut bytes = one.to_vec();
+            mutate(&mut rng, &mut bytes);
+            let got = exchange(server.addr, &bytes, true);
+            let kind = got.first().map_or("no reply".to_string(), reply_kind);
+            chosen.entry(format!("mutated {kind}")).or_insert(bytes);
+            tried += 1;
+        }
+    }
+    let dir = corpus_dir();
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (n, bytes) in chosen.values().take(CORPUS_FILES_MAX).enumerate() {
+        std::fs::write(dir.join(format!("{n:04}.resp")), bytes).unwrap();
+    }
+    println!(
+        "request corpus: {} outcome kinds among {tried} requests",
+        chosen.len()
+    );
+}
+
+/// Every file of the kept corpus on a connection of its own, then a mutated copy of it: the
+/// replies are RESP and the server lives on.
+fn replay_corpus(seed: u64) -> usize {
+    let server = TestServer::start_with(|c| {
+        c.proto_max_bulk_len = 1 << 20;
+        c.databases = 4;
+    });
+    let mut rng = WyRand::new(seed);
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    paths.sort();
+    for p in &paths {
+        let mut bytes = std::fs::read(p).unwrap();
+        exchange(server.addr, &bytes, true);
+        mutate(&mut rng, &mut bytes);
+        exchange(server.addr, &bytes, true);
+    }
+    let alive = exchange(server.addr, b"*1\r\n$4\r\nPING\r\n", false);
+    assert_eq!(
+        alive,
+        [Value::Simple("PONG".into())],
+        "the server still answers"
+    );
+    paths.len()
+}
+
+#[test]
+fn the_kept_request_corpus_through_the_dispatcher() {
+    let files = replay_corpus(0xC0_4905);
+    assert!(files > 100, "the corpus has only {files} files");
+}
+
+#[test]
+#[ignore = "writes tests/corpus/requests/ (run by hand after the command table grows)"]
+fn write_the_request_corpus() {
+    write_corpus(0xC0_4905);
 }
 
 #[test]
