@@ -12,6 +12,9 @@ use crate::reply::Reply;
 pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(1);
 /// Writes refused because the disk is full.
 static NO_SPACE_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);
+/// A partition that refuses writes (a failed fdatasync, bytes a failed write left) refuses
+/// every write to it until the restart: logged at most once per interval too.
+static REFUSING_PARTITION_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);
 /// Commands and EXECs given up after too many conflicting attempts.
 static CONFLICTS_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);
 /// Replies refused at `client-output-buffer-total-limit`.
@@ -193,13 +196,29 @@ pub fn store_error(e: &StoreError) -> Reply {
              more keys yet (its maintenance is behind; retry)"
         )),
         StoreError::PartlyApplied { source, .. } => partly_applied(source),
+        StoreError::PartitionFailed { .. } | StoreError::SyncFailed { .. } => {
+            if let Some(n) = REFUSING_PARTITION_LOG.event(Instant::now()) {
+                tracing::error!(
+                    error = %e,
+                    refused = n,
+                    "a partition refuses writes until the server restarts (count since the \
+                     last such line)"
+                );
+            }
+            storage_error(e)
+        }
         e => {
             tracing::error!(error = %e, "storage error");
-            Reply::Error(sanitize(BytesMut::from(
-                format!("ERR storage error: {e}").as_bytes(),
-            )))
+            storage_error(e)
         }
     }
+}
+
+/// `ERR storage error: ...`, the engine's message on one line.
+fn storage_error(e: &StoreError) -> Reply {
+    Reply::Error(sanitize(BytesMut::from(
+        format!("ERR storage error: {e}").as_bytes(),
+    )))
 }
 
 #[cfg(test)]
