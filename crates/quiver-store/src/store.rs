@@ -91,6 +91,10 @@ pub struct Stats {
     /// The reserve is released because the disk filled: writes that add data are refused
     /// until compaction has made room to take it back.
     pub short_of_space: bool,
+    /// Partitions that refuse writes until the store is reopened (a failed fdatasync, or
+    /// bytes a failed write left that could not be taken back), and the first one's reason.
+    pub partitions_refusing_writes: u32,
+    pub refusing_writes_because: Option<String>,
 }
 
 impl Store {
@@ -465,6 +469,11 @@ impl Store {
             s.segments += st.segs.ordered.len() as u64;
             s.records += st.counters.records;
             s.dead_records += st.counters.dead;
+            if let Some(reason) = &st.failed {
+                s.partitions_refusing_writes += 1;
+                s.refusing_writes_because
+                    .get_or_insert_with(|| format!("partition {}: {reason}", part.id));
+            }
             for seg in &st.segs.ordered {
                 s.disk_bytes += seg.file().metadata().map(|m| m.blocks() * 512).unwrap_or(0);
             }

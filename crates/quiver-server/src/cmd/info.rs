@@ -203,6 +203,17 @@ pub fn report(
                     (store_stats.short_of_space as u8).to_string(),
                 ),
                 l(
+                    "partitions_refusing_writes",
+                    store_stats.partitions_refusing_writes.to_string(),
+                ),
+                l(
+                    "refusing_writes_because",
+                    store_stats
+                        .refusing_writes_because
+                        .clone()
+                        .unwrap_or_default(),
+                ),
+                l(
                     "last_background_error",
                     store_stats
                         .last_background_error

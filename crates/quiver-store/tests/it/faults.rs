@@ -210,6 +210,10 @@ fn an_fsync_failure_stops_writes_and_is_never_retried() {
         "an fdatasync was tried again after one failed: {:?}",
         seen.lock().unwrap()
     );
+    let stats = s.stats();
+    assert_eq!(stats.partitions_refusing_writes, 1);
+    let because = stats.refusing_writes_because.unwrap();
+    assert!(because.contains("partition 1: an fdatasync"), "{because}");
     drop(injection);
     // Reads go on; the other partitions take writes.
     assert_eq!(get(&s, &a).as_deref(), Some(&b"acknowledged"[..]));
