@@ -1,40 +1,70 @@
-//! Crash safety under `kill -9`.
+//! Crash safety under `kill -9`: the engine's crash loop.
 //!
-//! A child process (this test binary, re-executed to run the ignored `child_writer` test) writes
-//! single keys, multi_puts, deletes and multi-partition batches in `Durability::Os` mode, with
-//! background maintenance on and explicit compactions and checkpoints in between. Before each
-//! write it prints `QBEGIN <version> ...`, after the call returns `QACK <version>`. The parent
-//! kills it with SIGKILL at a random moment, reopens the store and checks that
-//! - every acknowledged write is there (or a later write that was in flight),
+//! A child process (this test binary, re-executed to run the ignored `child_writer` test)
+//! writes single keys (plain, and with an expiry time near or far), multi_puts, deletes,
+//! set_expiry and persist, and multi-partition batches in `Durability::Os` mode, with
+//! background maintenance on (flushes, checkpoints, compaction, the expiry sweep) and
+//! explicit compactions, checkpoints, splits and merges in between. Before each write it prints
+//! `QBEGIN <version> ...`, after the call returns `QACK <version>`. The parent kills it with
+//! SIGKILL at a random moment, reopens the store (one cycle in five a copy of it, leaving the
+//! store as the kill left it to the next child) and checks every key and batch group that
+//! children write:
+//! - every acknowledged write is there (or a later one that was in flight) with its expiry
+//!   time — or is gone because that time has come, never showing an older value instead,
 //! - every batch is all-or-nothing,
-//! - no value is corrupt and no read fails, and the recovery report shows no damage.
+//! - the layout is the last acknowledged split or merge's (or the one in flight),
+//! - no value is corrupt and no read fails, the counts agree with the reads, the recovery
+//!   report shows no damage and `Store::check` finds every record and index entry intact.
 //!
 //! Every value names its version and is otherwise a function of (key, version), so a read tells
 //! exactly which write it came from and whether its bytes are intact. Batches always write all
 //! the keys of one *group* with one version, so a group whose keys disagree is a torn batch.
 //!
+//! CI runs [`CI_CYCLES`] cycles; `kill_9_a_thousand_cycles` (ignored) runs the same loop for
+//! `QUIVER_CRASH_CYCLES` cycles (docs/testing.md, "Crash loops", has a run's figures). Both
+//! end with the line `crash test: N cycles, A acknowledged operations checked, L lost, W wrong,
+//! ...`; the first cycle with anything lost or wrong prints it and fails.
 //! Reproduce a failure with `QUIVER_CRASH_SEED=<seed printed by the test>`.
+
+mod model;
+mod verify;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use quiver_store::clock::system_now_ms;
+use quiver_store::slot::{key_slot, SlotRange};
 use quiver_store::{BackendKind, Batch, Durability, Options, Store};
 
 use crate::common::{mix64, seed_from_env, Rng};
+use model::{format_ranges, parse_ranges, Model, ReadTime, Tally, Target};
 
 const CHILD_DIR_ENV: &str = "QUIVER_CRASH_CHILD_DIR";
 const CHILD_SEED_ENV: &str = "QUIVER_CRASH_CHILD_SEED";
 const CHILD_BASE_ENV: &str = "QUIVER_CRASH_CHILD_VERSION_BASE";
 const SEED_ENV: &str = "QUIVER_CRASH_SEED";
 
-/// Kill cycles on one store directory.
-const CYCLES: u64 = 120;
+/// Kill cycles of the CI test on one store directory (about 20 s on 2 cores: a cycle is
+/// ~0.2 s, its check included).
+const CI_CYCLES: u64 = 100;
+/// Kill cycles of the long run, unless `CYCLES_ENV` says otherwise.
+const LONG_CYCLES: u64 = 1000;
+const CYCLES_ENV: &str = "QUIVER_CRASH_CYCLES";
+/// One cycle in this many checks a copy of the store the kill left (see `crash_loop`).
+const CHECK_COPY_ONE_IN: u64 = 5;
+/// Acknowledged writes per cycle, on average, below which the run did too little to mean much.
+const ACKS_PER_CYCLE_MIN: u64 = 20;
+
 const PARTITIONS: u32 = 4;
-/// Keys written by put, multi_put and delete.
+/// Splits stop at this many partitions (merges take them back down).
+const PARTITIONS_MAX: usize = 8;
+/// No merge joins the partitions on either side of this slot (a boundary of the first
+/// layout): every batch group has keys on both sides, so every batch spans partitions.
+const GROUP_BOUNDARY_SLOT: u16 = 8192;
+/// Keys written by put, multi_put, delete, set_expiry and persist.
 const SINGLE_KEYS: u64 = 300;
 /// Batch groups; group `g` has 3..=6 keys spread over at least two partitions.
 const GROUPS: u64 = 40;
@@ -44,6 +74,57 @@ const CHILD_OPS_MAX: u64 = 5_000;
 const VERSION_STRIDE: u64 = 1_000_000;
 /// How long one cycle may take before the test gives up on the child.
 const CYCLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Near expiry times, from the write on (ms): many pass inside the child, between the kill and
+/// the check, or between two checks.
+const SHORT_TTL_MS: (u64, u64) = (1, 2_000);
+/// Far expiry times (ms): none passes during a run, so these keys must all be there.
+const LONG_TTL_MS: (u64, u64) = (3_600_000, 86_400_000);
+/// One multi_put or batch in this many writes a far expiry time.
+const EXPIRING_VECTOR_ONE_IN: u64 = 4;
+
+/// The child's operations.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Put,
+    PutNearExpiry,
+    PutFarExpiry,
+    MultiPut,
+    Delete,
+    SetExpiry,
+    Persist,
+    Batch,
+    Checkpoint,
+    Compact,
+    SplitOrMerge,
+}
+
+/// The child's mix: each operation's share, per mille.
+const OP_MIX: [(Op, u64); 11] = [
+    (Op::Put, 220),
+    (Op::PutNearExpiry, 50),
+    (Op::PutFarExpiry, 40),
+    (Op::MultiPut, 160),
+    (Op::Delete, 60),
+    (Op::SetExpiry, 40),
+    (Op::Persist, 20),
+    (Op::Batch, 380),
+    (Op::Checkpoint, 10),
+    (Op::Compact, 10),
+    (Op::SplitOrMerge, 10),
+];
+
+fn pick_op(rng: &mut Rng) -> Op {
+    let total: u64 = OP_MIX.iter().map(|m| m.1).sum();
+    let mut r = rng.below(total);
+    for (op, share) in OP_MIX {
+        if r < share {
+            return op;
+        }
+        r -= share;
+    }
+    unreachable!("the shares add up to the total")
+}
 
 fn crash_options(background: bool) -> Options {
     Options {
@@ -65,7 +146,8 @@ fn single_key(i: u64) -> Vec<u8> {
     format!("single:{i:05}").into_bytes()
 }
 
-/// The keys of batch group `g`: 3..=6 keys, the second in another partition than the first.
+/// The keys of batch group `g`: 3..=6 keys, the first before [`GROUP_BOUNDARY_SLOT`], the
+/// second from it on (in another partition, whatever splits and merges do).
 fn group_keys(g: u64) -> Vec<Vec<u8>> {
     let n = 3 + g % 4;
     let mut keys: Vec<Vec<u8>> = Vec::new();
@@ -73,11 +155,8 @@ fn group_keys(g: u64) -> Vec<Vec<u8>> {
         let mut salt = 0;
         loop {
             let k = format!("group:{g:03}.{j}.{salt}").into_bytes();
-            let p = quiver_store::slot::even_layout_partition(&k, PARTITIONS);
-            let first = keys
-                .first()
-                .map(|k0| quiver_store::slot::even_layout_partition(k0, PARTITIONS));
-            if j != 1 || first != Some(p) {
+            let low = key_slot(&k) < GROUP_BOUNDARY_SLOT;
+            if j > 1 || low == (j == 0) {
                 keys.push(k);
                 break;
             }
@@ -105,35 +184,88 @@ fn make_value(key: &[u8], version: u64) -> Vec<u8> {
     v
 }
 
-/// The version a stored value claims, after checking every byte of it.
-fn decode_value(key: &[u8], value: &[u8], ctx: &str) -> u64 {
-    let colon = value
-        .iter()
-        .position(|&b| b == b':')
-        .unwrap_or_else(|| panic!("{ctx}: value of {} has no version prefix", show(key)));
-    let version: u64 = std::str::from_utf8(&value[..colon])
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("{ctx}: value of {} has a bad version prefix", show(key)));
-    assert!(
-        make_value(key, version) == value,
-        "{ctx}: value of {} (version {version}, {} bytes) is corrupt",
-        show(key),
-        value.len()
-    );
-    version
+/// The version a value's prefix claims (`None`: it has none).
+fn claimed_version(value: &[u8]) -> Option<u64> {
+    let colon = value.iter().position(|&b| b == b':')?;
+    std::str::from_utf8(&value[..colon]).ok()?.parse().ok()
+}
+
+/// The version a stored value claims, after checking every byte of it; `Err`: the claimed
+/// version (0: none) and what is wrong.
+fn decode_value(key: &[u8], value: &[u8]) -> Result<u64, (u64, String)> {
+    let Some(version) = claimed_version(value) else {
+        return Err((0, format!("value of {} has no version prefix", show(key))));
+    };
+    if make_value(key, version) != value {
+        return Err((
+            version,
+            format!(
+                "value of {} (version {version}, {} bytes) is corrupt",
+                show(key),
+                value.len()
+            ),
+        ));
+    }
+    Ok(version)
 }
 
 fn show(key: &[u8]) -> String {
     String::from_utf8_lossy(key).into_owned()
 }
 
+/// An expiry time on a line of the child's output: the time, or `-` for never.
+fn format_expiry(t: Option<u64>) -> String {
+    t.map_or_else(|| "-".to_string(), |t| t.to_string())
+}
+
+fn parse_expiry(s: &str) -> Option<u64> {
+    (s != "-").then(|| s.parse().unwrap_or_else(|_| panic!("bad expiry {s:?}")))
+}
+
+fn deadline(rng: &mut Rng, (lo, hi): (u64, u64)) -> u64 {
+    system_now_ms() + rng.range(lo, hi + 1)
+}
+
+/// A split of a random partition at a random slot, or a merge of two neighbours (not across
+/// [`GROUP_BOUNDARY_SLOT`]): its kind, its slot and the layout after it.
+fn layout_change(ranges: &[SlotRange], rng: &mut Rng) -> (&'static str, u16, Vec<SlotRange>) {
+    let mergeable: Vec<usize> = (1..ranges.len())
+        .filter(|&i| ranges[i].lo != GROUP_BOUNDARY_SLOT)
+        .collect();
+    let splittable: Vec<usize> = (0..ranges.len()).filter(|&i| ranges[i].len() > 1).collect();
+    let mut next = ranges.to_vec();
+    if ranges.len() < PARTITIONS_MAX && (mergeable.is_empty() || rng.below(2) == 0) {
+        let i = splittable[rng.below(splittable.len() as u64) as usize];
+        let r = ranges[i];
+        let at = r.lo + 1 + rng.below(u64::from(r.hi - r.lo)) as u16;
+        next.splice(
+            i..=i,
+            [
+                SlotRange {
+                    lo: r.lo,
+                    hi: at - 1,
+                },
+                SlotRange { lo: at, hi: r.hi },
+            ],
+        );
+        ("split", at, next)
+    } else {
+        let i = mergeable[rng.below(mergeable.len() as u64) as usize];
+        let merged = SlotRange {
+            lo: ranges[i - 1].lo,
+            hi: ranges[i].hi,
+        };
+        next.splice(i - 1..=i, [merged]);
+        ("merge", ranges[i].lo, next)
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The child.
 
-/// The writer process. Does nothing unless started by `kill_9_at_random_moments`.
+/// The writer process. Does nothing unless started by the crash loop.
 #[test]
-#[ignore = "child process of crash::kill_9_at_random_moments"]
+#[ignore = "child process of the crash loop (crash::kill_9_*)"]
 fn child_writer() {
     let Ok(dir) = std::env::var(CHILD_DIR_ENV) else {
         return;
@@ -156,18 +288,28 @@ fn child_writer() {
     say(String::new());
     let store = Store::open(&dir, crash_options(true)).unwrap_or_else(|e| fail("open", e));
     say("QREADY".into());
+    say(format!("QLAYOUT {}", format_ranges(&store.slot_ranges())));
     let groups: Vec<Vec<Vec<u8>>> = (0..GROUPS).map(group_keys).collect();
     for n in 0..CHILD_OPS_MAX {
         let version = base + n + 1;
-        match rng.below(100) {
-            0..=29 => {
+        let op = pick_op(&mut rng);
+        match op {
+            Op::Put | Op::PutNearExpiry | Op::PutFarExpiry => {
                 let k = single_key(rng.below(SINGLE_KEYS));
-                say(format!("QBEGIN {version} put {}", show(&k)));
+                let expire_at = match op {
+                    Op::PutNearExpiry => Some(deadline(&mut rng, SHORT_TTL_MS)),
+                    Op::PutFarExpiry => Some(deadline(&mut rng, LONG_TTL_MS)),
+                    _ => None,
+                };
+                let exp = format_expiry(expire_at);
+                say(format!("QBEGIN {version} put {exp} {}", show(&k)));
                 let v = make_value(&k, version);
-                store.put(&k, &v).unwrap_or_else(|e| fail("put", e));
+                store
+                    .put_expiring(&k, &v, expire_at)
+                    .unwrap_or_else(|e| fail("put", e));
                 say(format!("QACK {version}"));
             }
-            30..=49 => {
+            Op::MultiPut => {
                 let mut idx: Vec<u64> = (0..rng.range(2, 9))
                     .map(|_| rng.below(SINGLE_KEYS))
                     .collect();
@@ -175,42 +317,91 @@ fn child_writer() {
                 idx.dedup();
                 let keys: Vec<Vec<u8>> = idx.into_iter().map(single_key).collect();
                 let names: Vec<String> = keys.iter().map(|k| show(k)).collect();
-                say(format!("QBEGIN {version} mput {}", names.join(" ")));
-                let pairs: Vec<(Vec<u8>, Vec<u8>)> = keys
+                let expire_at = (rng.below(EXPIRING_VECTOR_ONE_IN) == 0)
+                    .then(|| deadline(&mut rng, LONG_TTL_MS));
+                let exp = format_expiry(expire_at);
+                say(format!("QBEGIN {version} mput {exp} {}", names.join(" ")));
+                let items: Vec<(Vec<u8>, Vec<u8>, Option<u64>)> = keys
                     .iter()
-                    .map(|k| (k.clone(), make_value(k, version)))
+                    .map(|k| (k.clone(), make_value(k, version), expire_at))
                     .collect();
                 store
-                    .multi_put(&pairs)
+                    .multi_put_expiring(&items)
                     .unwrap_or_else(|e| fail("multi_put", e));
                 say(format!("QACK {version}"));
             }
-            50..=56 => {
+            Op::Delete => {
                 let k = single_key(rng.below(SINGLE_KEYS));
                 say(format!("QBEGIN {version} del {}", show(&k)));
                 store.delete(&k).unwrap_or_else(|e| fail("delete", e));
                 say(format!("QACK {version}"));
             }
-            57..=97 => {
+            Op::SetExpiry | Op::Persist => {
+                // The value it keeps is read first (this child is the only writer; the sweep
+                // deletes only keys whose time has come, which set_expiry then reports absent).
+                let k = single_key(rng.below(SINGLE_KEYS));
+                let read_at = system_now_ms();
+                let entry = store.get_entry(&k).unwrap_or_else(|e| fail("get_entry", e));
+                let Some(entry) = entry else { continue };
+                if op == Op::Persist && entry.expire_at.is_none() {
+                    continue;
+                }
+                let new = match (op, rng.below(2)) {
+                    (Op::Persist, _) => None,
+                    (_, 0) => Some(deadline(&mut rng, SHORT_TTL_MS)),
+                    _ => Some(deadline(&mut rng, LONG_TTL_MS)),
+                };
+                let value = claimed_version(&entry.value).expect("values name their version");
+                say(format!(
+                    "QBEGIN {version} expire {value} {} {} {read_at} {}",
+                    format_expiry(entry.expire_at),
+                    format_expiry(new),
+                    show(&k)
+                ));
+                let changed = match new {
+                    None => store.persist(&k),
+                    Some(t) => store.set_expiry(&k, Some(t)),
+                }
+                .unwrap_or_else(|e| fail("set_expiry", e));
+                say(format!(
+                    "{} {version}",
+                    if changed { "QACK" } else { "QNOOP" }
+                ));
+            }
+            Op::Batch => {
                 let g = rng.below(GROUPS);
-                say(format!("QBEGIN {version} batch {g}"));
+                let expire_at = (rng.below(EXPIRING_VECTOR_ONE_IN) == 0)
+                    .then(|| deadline(&mut rng, LONG_TTL_MS));
+                let exp = format_expiry(expire_at);
+                say(format!("QBEGIN {version} batch {g} {exp}"));
                 let mut batch = Batch::new();
                 for k in &groups[g as usize] {
-                    batch.put(k.clone(), make_value(k, version));
+                    batch.put_expiring(k.clone(), make_value(k, version), expire_at, None);
                 }
                 let outcome = store.apply(&batch).unwrap_or_else(|e| fail("apply", e));
                 assert!(outcome.is_applied());
                 say(format!("QACK {version}"));
             }
-            98 => {
+            Op::Checkpoint => {
                 say("QMAINT begin checkpoint".into());
                 store.checkpoint().unwrap_or_else(|e| fail("checkpoint", e));
                 say("QMAINT end checkpoint".into());
             }
-            _ => {
+            Op::Compact => {
                 say("QMAINT begin compact".into());
                 store.compact().unwrap_or_else(|e| fail("compact", e));
                 say("QMAINT end compact".into());
+            }
+            Op::SplitOrMerge => {
+                let (kind, at, next) = layout_change(&store.slot_ranges(), &mut rng);
+                say(format!("QMAINT begin {kind} {}", format_ranges(&next)));
+                match kind {
+                    "split" => store.split(at).map(drop),
+                    _ => store.merge(at).map(drop),
+                }
+                .unwrap_or_else(|e| fail(kind, e));
+                say(format!("QMAINT end {kind}"));
+                say(format!("QLAYOUT {}", format_ranges(&store.slot_ranges())));
             }
         }
     }
@@ -220,93 +411,6 @@ fn child_writer() {
 
 // ---------------------------------------------------------------------------------------------
 // The parent.
-
-/// What a key (or a batch group) may hold: its last acknowledged state, or the state of a
-/// later write that was in flight when a child was killed.
-#[derive(Clone, Debug, Default)]
-struct Possible {
-    /// (version, present) of the last acknowledged write, or of the state last observed.
-    /// Version 0 / absent: never written.
-    acked: (u64, bool),
-    /// Writes begun and never acknowledged, newer than `acked`.
-    inflight: Vec<(u64, bool)>,
-}
-
-impl Possible {
-    fn ack(&mut self, version: u64, present: bool) {
-        self.acked = (version, present);
-        self.inflight.retain(|&(v, _)| v > version);
-    }
-
-    /// Checks an observed state (`Some(version)` or absent) and makes it the known state.
-    fn observe(&mut self, observed: Option<u64>, what: &str, ctx: &str) {
-        let matches = |(v, present): (u64, bool)| match observed {
-            Some(o) => present && o == v,
-            None => !present,
-        };
-        let newer: Vec<(u64, bool)> = self
-            .inflight
-            .iter()
-            .copied()
-            .filter(|&(v, _)| v > self.acked.0)
-            .collect();
-        let state = if matches(self.acked) {
-            self.acked
-        } else if let Some(&s) = newer.iter().find(|&&s| matches(s)) {
-            s
-        } else {
-            panic!(
-                "{ctx}: {what} holds {observed:?}, but the last acknowledged write is {:?} \
-                 (version, present) and the writes in flight were {newer:?}",
-                self.acked
-            );
-        };
-        self.acked = state;
-        self.inflight.clear();
-    }
-}
-
-/// A write the child began.
-enum Target {
-    Keys(Vec<Vec<u8>>, bool),
-    Group(u64),
-}
-
-struct Model {
-    singles: HashMap<Vec<u8>, Possible>,
-    groups: Vec<Possible>,
-    group_keys: Vec<Vec<Vec<u8>>>,
-}
-
-impl Model {
-    fn new() -> Model {
-        Model {
-            singles: (0..SINGLE_KEYS)
-                .map(|i| (single_key(i), Possible::default()))
-                .collect(),
-            groups: vec![Possible::default(); GROUPS as usize],
-            group_keys: (0..GROUPS).map(group_keys).collect(),
-        }
-    }
-
-    fn apply(&mut self, target: &Target, version: u64, acked: bool) {
-        let one = |p: &mut Possible, present: bool| {
-            if acked {
-                p.ack(version, present);
-            } else {
-                p.inflight.push((version, present));
-            }
-        };
-        match target {
-            Target::Keys(keys, present) => {
-                for k in keys {
-                    one(self.singles.get_mut(k).expect("known key"), *present);
-                }
-            }
-            Target::Group(g) => one(&mut self.groups[*g as usize], true),
-        }
-    }
-}
 
 /// Kills and reaps the child however the test ends.
 struct ChildGuard(Child);
@@ -318,285 +422,293 @@ impl Drop for ChildGuard {
     }
 }
 
-/// What happened in one cycle, for the summary.
-#[derive(Default)]
-struct Tally {
-    acks: u64,
-    killed_in_compact: u64,
-    killed_in_checkpoint: u64,
-    killed_before_ready: u64,
-    inflight_at_kill: u64,
-    torn_tails: u64,
-    batches_repaired: u64,
-    batches_aborted: u64,
-    checkpoints_ignored: u64,
-    verified: u64,
-    child_done: u64,
-}
-
+/// The crash loop with CI's bounded number of cycles.
 #[test]
 fn kill_9_at_random_moments() {
+    crash_loop(CI_CYCLES);
+}
+
+/// The long run: `QUIVER_CRASH_CYCLES` cycles (default [`LONG_CYCLES`]).
+#[test]
+#[ignore = "long run (by hand): QUIVER_CRASH_CYCLES cycles of the crash loop"]
+fn kill_9_a_thousand_cycles() {
+    crash_loop(crate::kill9::cycles(CYCLES_ENV, LONG_CYCLES));
+}
+
+fn crash_loop(cycles: u64) {
     let seed = seed_from_env(SEED_ENV);
-    println!("crash test seed {seed} (rerun with {SEED_ENV}={seed})");
+    println!("crash test seed {seed} (rerun with {SEED_ENV}={seed}), {cycles} cycles");
     let started = Instant::now();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
-    let exe = std::env::current_exe().unwrap();
     let mut rng = Rng::new(seed);
     let mut model = Model::new();
     let mut tally = Tally::default();
 
-    for cycle in 0..CYCLES {
+    for cycle in 0..cycles {
         let ctx = format!("seed {seed}, cycle {cycle}");
-        let child = Command::new(&exe)
-            .args([
-                "--exact",
-                "crash::child_writer",
-                "--ignored",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env(CHILD_DIR_ENV, &dir)
-            .env(CHILD_SEED_ENV, mix64(seed ^ cycle).to_string())
-            .env(CHILD_BASE_ENV, ((cycle + 1) * VERSION_STRIDE).to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut child = ChildGuard(child);
-        let stdout = child.0.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel::<String>();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-
-        // When to kill: after a random delay from the start (possibly inside open and
-        // recovery), or a short random delay after the n-th acknowledgement.
-        let by_time = rng.below(4) == 0;
-        let delay = Duration::from_micros(match (by_time, rng.below(3)) {
-            (true, 0) => rng.below(20_000),
-            (true, _) => rng.below(300_000),
-            (false, 0) => 0,
-            (false, 1) => rng.below(200),
-            (false, _) => rng.below(3_000),
-        });
-        let kill_after_acks = rng.range(1, 400);
-        let deadline = Instant::now() + CYCLE_TIMEOUT;
-        let spawned = Instant::now();
-        let mut lines: Vec<String> = Vec::new();
-        let mut acks = 0;
-        loop {
-            if by_time {
-                let wait = delay.saturating_sub(spawned.elapsed());
-                if wait.is_zero() {
-                    break;
-                }
-                match rx.recv_timeout(wait) {
-                    Ok(line) => lines.push(line),
-                    Err(mpsc::RecvTimeoutError::Timeout) => break,
-                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                }
-            } else {
-                let wait = deadline.saturating_duration_since(Instant::now());
-                match rx.recv_timeout(wait) {
-                    Ok(line) => {
-                        let is_ack = line.starts_with("QACK ");
-                        lines.push(line);
-                        if is_ack {
-                            acks += 1;
-                            if acks >= kill_after_acks {
-                                if !delay.is_zero() {
-                                    std::thread::sleep(delay);
-                                }
-                                break;
-                            }
-                        }
-                    }
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
-                        panic!("{ctx}: the child made no progress for {CYCLE_TIMEOUT:?}")
-                    }
-                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                }
-            }
-        }
-        let _ = child.0.kill();
-        let status = child.0.wait().unwrap();
-        reader.join().unwrap();
-        lines.extend(rx.try_iter());
-
-        // Replay the child's account of what it did into the model.
-        let mut begun: HashMap<u64, Target> = HashMap::new();
-        let mut maint: Option<String> = None;
-        let mut ready = false;
-        for line in &lines {
-            let mut it = line.split_whitespace();
-            match it.next() {
-                Some("QREADY") => ready = true,
-                Some("QBEGIN") => {
-                    let version: u64 = it.next().unwrap().parse().unwrap();
-                    let kind = it.next().unwrap();
-                    let target = match kind {
-                        "put" | "mput" => {
-                            Target::Keys(it.map(|k| k.as_bytes().to_vec()).collect(), true)
-                        }
-                        "del" => Target::Keys(it.map(|k| k.as_bytes().to_vec()).collect(), false),
-                        "batch" => Target::Group(it.next().unwrap().parse().unwrap()),
-                        other => panic!("{ctx}: unknown write kind {other}"),
-                    };
-                    begun.insert(version, target);
-                }
-                Some("QACK") => {
-                    let version: u64 = it.next().unwrap().parse().unwrap();
-                    let target = begun.remove(&version).expect("ack of a write begun");
-                    model.apply(&target, version, true);
-                    tally.acks += 1;
-                }
-                Some("QMAINT") => {
-                    let (phase, what) = (it.next().unwrap(), it.next().unwrap());
-                    maint = (phase == "begin").then(|| what.to_string());
-                }
-                Some("QERR") => panic!("{ctx}: the child failed: {line}"),
-                Some("QDONE") => tally.child_done += 1,
-                _ => {}
-            }
-        }
+        let (lines, status) = run_child(&dir, seed, cycle, &mut rng, &ctx);
+        replay(&lines, &mut model, &mut tally, &ctx);
         if lines.iter().any(|l| l == "QDONE") {
             assert!(
                 status.success(),
                 "{ctx}: child finished but exited with {status}"
             );
         }
-        tally.inflight_at_kill += begun.len() as u64;
-        for (version, target) in begun {
-            model.apply(&target, version, false);
+        tally.cycles += 1;
+        // Usually reopen and check the store itself; one cycle in `CHECK_COPY_ONE_IN` check a
+        // copy and leave the store as the kill left it to the next child, so that kills also
+        // land in the recovery of a killed child's store (the copy's recovery finds what the
+        // store's will: the same bytes). The last cycle checks the store itself.
+        if cycle + 1 == cycles || rng.below(CHECK_COPY_ONE_IN) != 0 {
+            verify::verify(&dir, &mut model, &mut tally, &mut rng, &ctx);
+        } else {
+            let copy = tmp.path().join("copy");
+            copy_store(&dir, &copy);
+            verify::verify(&copy, &mut model, &mut tally, &mut rng, &ctx);
+            std::fs::remove_dir_all(&copy).unwrap();
+            tally.copies_verified += 1;
         }
-        match maint.as_deref() {
-            Some("compact") => tally.killed_in_compact += 1,
-            Some("checkpoint") => tally.killed_in_checkpoint += 1,
-            _ => {}
-        }
-        if !ready {
-            tally.killed_before_ready += 1;
-        }
-
-        // Usually reopen and check here; sometimes leave the crashed store to the next child,
-        // so kills also land in a child's recovery. Always check after the last cycle.
-        if cycle + 1 == CYCLES || rng.below(5) != 0 {
-            verify(&dir, &mut model, &mut tally, &mut rng, &ctx);
-        }
+        tally.fail_if_any(started.elapsed(), &ctx);
+        tally.checked_all();
     }
 
-    println!(
-        "crash test: {CYCLES} kills in {:.1?}; {} writes acknowledged, {} in flight at a kill; \
-         killed {} times inside compact(), {} inside checkpoint(), {} before the store was open; \
-         {} children finished; {} verifications: {} torn tails, {} batches repaired, \
-         {} aborted, {} checkpoints ignored",
-        started.elapsed(),
-        tally.acks,
-        tally.inflight_at_kill,
-        tally.killed_in_compact,
-        tally.killed_in_checkpoint,
-        tally.killed_before_ready,
-        tally.child_done,
-        tally.verified,
-        tally.torn_tails,
-        tally.batches_repaired,
-        tally.batches_aborted,
-        tally.checkpoints_ignored,
-    );
+    println!("{}", tally.summary(started.elapsed()));
     assert!(
-        tally.acks > CYCLES * 20,
+        tally.acks > cycles * ACKS_PER_CYCLE_MIN,
         "too little work was done: {} acks",
         tally.acks
     );
+    // The mix did what it is for: layouts changed, and expiring writes were checked both ways.
+    assert!(tally.splits > 0 && tally.merges > 0, "no split or no merge");
+    assert!(tally.expiring_present > 0 && tally.expired_absent > 0);
 }
 
-/// Reopens the store after a kill and checks it against the model (then makes what it saw the
-/// model's known state).
-fn verify(dir: &Path, model: &mut Model, tally: &mut Tally, rng: &mut Rng, ctx: &str) {
-    let store = Store::open(dir, crash_options(false))
-        .unwrap_or_else(|e| panic!("{ctx}: reopening after kill -9 failed: {e}"));
-    let report = store.recovery_report().clone();
-    assert!(
-        report.damage.is_empty(),
-        "{ctx}: recovery found damage: {report:#?}"
-    );
-    for reason in &report.checkpoints_ignored {
-        assert!(
-            reason.contains("segments changed"),
-            "{ctx}: a checkpoint was unusable after a process crash: {report:#?}"
-        );
+/// Copies a killed store's directory, but for its disk reserve (a large file of nothing: the
+/// copy's opening makes its own).
+fn copy_store(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            crate::kill9::copy_dir(&entry.path(), &target);
+        } else if entry.file_name() != quiver_store::layout::RESERVE_FILE {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
     }
-    tally.verified += 1;
-    tally.torn_tails += report.torn_tails.len() as u64;
-    tally.batches_repaired += report.batches_repaired;
-    tally.batches_aborted += report.batches_aborted;
-    tally.checkpoints_ignored += report.checkpoints_ignored.len() as u64;
+}
 
-    let mut present = 0u64;
-    // Single keys: one vector read, and a sample read one by one.
-    let keys: Vec<Vec<u8>> = (0..SINGLE_KEYS).map(single_key).collect();
-    let got = store
-        .multi_get(&keys)
-        .unwrap_or_else(|e| panic!("{ctx}: multi_get failed after recovery: {e}\n{report:#?}"));
-    for (k, g) in keys.iter().zip(&got) {
-        let observed = g.as_ref().map(|v| decode_value(k, v, ctx));
-        present += observed.is_some() as u64;
-        model
-            .singles
-            .get_mut(k)
-            .unwrap()
-            .observe(observed, &format!("key {}", show(k)), ctx);
-    }
-    for _ in 0..30 {
-        let i = rng.below(SINGLE_KEYS) as usize;
-        let one = store
-            .get(&keys[i])
-            .unwrap_or_else(|e| panic!("{ctx}: get failed after recovery: {e}"));
-        assert_eq!(
-            one,
-            got[i],
-            "{ctx}: get and multi_get disagree on {}",
-            show(&keys[i])
-        );
-    }
-    // Batch groups: every key of a group carries the same version, or none exists.
-    for g in 0..GROUPS as usize {
-        let gkeys = &model.group_keys[g];
-        let got = store
-            .multi_get(gkeys)
-            .unwrap_or_else(|e| panic!("{ctx}: multi_get of group {g} failed: {e}\n{report:#?}"));
-        let versions: Vec<Option<u64>> = gkeys
-            .iter()
-            .zip(&got)
-            .map(|(k, v)| v.as_ref().map(|v| decode_value(k, v, ctx)))
-            .collect();
-        assert!(
-            versions.iter().all(|v| *v == versions[0]),
-            "{ctx}: batch group {g} is torn: versions {versions:?}\n{report:#?}"
-        );
-        present += versions.iter().filter(|v| v.is_some()).count() as u64;
-        model.groups[g].observe(versions[0], &format!("batch group {g}"), ctx);
-    }
-    assert_eq!(
-        store.len(),
-        present,
-        "{ctx}: len() disagrees with the keys found"
-    );
+/// Runs one child on `dir` and kills it: after a random delay from the start (possibly inside
+/// open and recovery), or a short random delay after the n-th acknowledgement. Returns what it
+/// printed and how it ended.
+fn run_child(
+    dir: &std::path::Path,
+    seed: u64,
+    cycle: u64,
+    rng: &mut Rng,
+    ctx: &str,
+) -> (Vec<String>, std::process::ExitStatus) {
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "crash::child_writer",
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(CHILD_DIR_ENV, dir)
+        .env(CHILD_SEED_ENV, mix64(seed ^ cycle).to_string())
+        .env(CHILD_BASE_ENV, ((cycle + 1) * VERSION_STRIDE).to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut child = ChildGuard(child);
+    let stdout = child.0.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
 
-    // Leave the store closed cleanly or as a crash would (the next child then replays).
-    if rng.below(2) == 0 {
-        store
-            .close()
-            .unwrap_or_else(|e| panic!("{ctx}: close failed: {e}"));
-    } else {
-        store.simulate_crash();
+    let by_time = rng.below(4) == 0;
+    let delay = Duration::from_micros(match (by_time, rng.below(3)) {
+        (true, 0) => rng.below(20_000),
+        (true, _) => rng.below(300_000),
+        (false, 0) => 0,
+        (false, 1) => rng.below(200),
+        (false, _) => rng.below(3_000),
+    });
+    let kill_after_acks = rng.range(1, 400);
+    let deadline = Instant::now() + CYCLE_TIMEOUT;
+    let spawned = Instant::now();
+    let mut lines: Vec<String> = Vec::new();
+    let mut acks = 0;
+    loop {
+        if by_time {
+            let wait = delay.saturating_sub(spawned.elapsed());
+            if wait.is_zero() {
+                break;
+            }
+            match rx.recv_timeout(wait) {
+                Ok(line) => lines.push(line),
+                Err(_) => break,
+            }
+        } else {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(wait) {
+                Ok(line) => {
+                    let is_ack = line.starts_with("QACK ");
+                    lines.push(line);
+                    if is_ack {
+                        acks += 1;
+                        if acks >= kill_after_acks {
+                            if !delay.is_zero() {
+                                std::thread::sleep(delay);
+                            }
+                            break;
+                        }
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("{ctx}: the child made no progress for {CYCLE_TIMEOUT:?}")
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+    }
+    let _ = child.0.kill();
+    let status = child.0.wait().unwrap();
+    reader.join().unwrap();
+    lines.extend(rx.try_iter());
+    (lines, status)
+}
+
+/// Replays the child's account of what it did into the model; what it read (the value a
+/// set_expiry keeps, the layout it opened) is checked against the model on the way.
+fn replay(lines: &[String], model: &mut Model, tally: &mut Tally, ctx: &str) {
+    let mut begun: HashMap<u64, Target> = HashMap::new();
+    let mut maint: Option<&'static str> = None;
+    let mut ready = false;
+    let mut layout_seen = false;
+    for line in lines {
+        let mut it = line.split_whitespace();
+        match it.next() {
+            Some("QREADY") => ready = true,
+            Some("QLAYOUT") => {
+                // The first is the layout the child opened (after the last kill); later ones
+                // follow its own splits and merges.
+                let layout = parse_ranges(it.next().unwrap());
+                let what = format!("{ctx}: the child's store");
+                model.layout.observe(&layout, !layout_seen, &what, tally);
+                layout_seen = true;
+            }
+            Some("QBEGIN") => {
+                let version: u64 = it.next().unwrap().parse().unwrap();
+                let kind = it.next().unwrap();
+                let mut next = || it.next().unwrap();
+                let target = match kind {
+                    "put" | "mput" => Target::Keys {
+                        expire_at: parse_expiry(next()),
+                        keys: it.map(|k| k.as_bytes().to_vec()).collect(),
+                        value: true,
+                    },
+                    "del" => Target::Keys {
+                        keys: it.map(|k| k.as_bytes().to_vec()).collect(),
+                        value: false,
+                        expire_at: None,
+                    },
+                    "expire" => {
+                        let value: u64 = next().parse().unwrap();
+                        let old = parse_expiry(next());
+                        let new = parse_expiry(next());
+                        let read_at: u64 = next().parse().unwrap();
+                        let key = next().as_bytes().to_vec();
+                        // The child's read: checked like the parent's (but not counted:
+                        // it may follow the write in the same process).
+                        let at = ReadTime {
+                            before: read_at,
+                            after: read_at,
+                        };
+                        let what = format!("{ctx}: key {} read by the child", show(&key));
+                        model
+                            .single(&key)
+                            .observe(Some((value, old)), at, false, &what, tally);
+                        Target::Expiry {
+                            key,
+                            value,
+                            expire_at: new,
+                        }
+                    }
+                    "batch" => Target::Group {
+                        g: next().parse().unwrap(),
+                        expire_at: parse_expiry(next()),
+                    },
+                    other => panic!("{ctx}: unknown write kind {other}"),
+                };
+                begun.insert(version, target);
+            }
+            Some("QACK") => {
+                let version: u64 = it.next().unwrap().parse().unwrap();
+                let target = begun.remove(&version).expect("ack of a write begun");
+                model.apply(&target, version, true);
+                tally.ack();
+            }
+            Some("QNOOP") => {
+                // set_expiry or persist found the key gone (its time came): nothing written.
+                let version: u64 = it.next().unwrap().parse().unwrap();
+                begun.remove(&version).expect("no-op of a write begun");
+                tally.noops += 1;
+            }
+            Some("QMAINT") => {
+                let (phase, what) = (it.next().unwrap(), it.next().unwrap());
+                let what: &'static str = match what {
+                    "checkpoint" => "checkpoint",
+                    "compact" => "compact",
+                    "split" => "split",
+                    "merge" => "merge",
+                    other => panic!("{ctx}: unknown maintenance {other}"),
+                };
+                let layout_change = matches!(what, "split" | "merge");
+                match phase {
+                    "begin" if layout_change => {
+                        let next = parse_ranges(it.next().unwrap());
+                        model.layout.pending.push(next);
+                    }
+                    "end" if layout_change => {
+                        let next = model.layout.pending.pop().expect("a change begun");
+                        model.layout.ack(next);
+                        tally.ack();
+                        *if what == "split" {
+                            &mut tally.splits
+                        } else {
+                            &mut tally.merges
+                        } += 1;
+                    }
+                    _ => {}
+                }
+                maint = (phase == "begin").then_some(what);
+            }
+            Some("QERR") => panic!("{ctx}: the child failed: {line}"),
+            Some("QDONE") => tally.child_done += 1,
+            _ => {}
+        }
+    }
+    tally.inflight_at_kill += begun.len() as u64;
+    for (version, target) in begun {
+        model.apply(&target, version, false);
+    }
+    if let Some(what) = maint {
+        *tally.killed_in.entry(what).or_default() += 1;
+    }
+    if !ready {
+        tally.killed_before_ready += 1;
     }
 }
