@@ -460,9 +460,9 @@ impl PartState {
     /// Appends whole records; returns their start offset in the active segment.
     pub fn append(&mut self, bytes: &[u8]) -> Result<u64> {
         self.writable()?;
-        let at = self.appender.append(bytes).inspect_err(|e| {
-            if self.appender.take_leftover() {
-                self.fail_writes(|| e.to_string());
+        let at = self.appender.append(bytes).inspect_err(|_| {
+            if let Some(reason) = self.appender.take_leftover() {
+                self.fail_writes(|| reason);
             }
         })?;
         self.appended_lsn += bytes.len() as u64;

@@ -1,6 +1,7 @@
 //! The append point of a partition's log: the active segment, its end, and (in `none`
 //! durability) the in-process tail buffer of records not yet written to the file.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -44,8 +45,8 @@ pub struct Appender {
     buffer_bytes_max: usize,
     buffered: bool,
     /// A failed append left bytes past the end that could not be zeroed (`append`): a later
-    /// record must not follow them. Taken by `take_leftover`.
-    leftover: bool,
+    /// record must not follow them. Why, until `take_leftover` takes it.
+    leftover: Option<String>,
 }
 
 /// Copies `src` (whole 8-byte words) to `dst` (8-byte aligned) a word at a time, front to
@@ -87,7 +88,7 @@ impl Appender {
             buffer: Vec::new(),
             buffer_bytes_max,
             buffered,
-            leftover: false,
+            leftover: None,
         }
     }
 
@@ -202,21 +203,25 @@ impl Appender {
         match self.segment.write_at(&vec![0u8; len], at) {
             Ok(()) => e,
             Err(zeroing) => {
-                self.leftover = true;
+                let reason = format!(
+                    "a write failed ({e}) and what it left in the log could not be zeroed \
+                     ({zeroing}): its outcome is unknown"
+                );
+                self.leftover = Some(reason.clone());
+                let path = &self.segment.path;
                 Error::PartitionFailed {
-                    dir: self.segment.path.clone(),
-                    reason: format!(
-                        "a write failed ({e}) and what it left in the log could not be \
-                         zeroed ({zeroing}): its outcome is unknown"
-                    ),
+                    dir: path
+                        .parent()
+                        .map_or_else(|| path.clone(), Path::to_path_buf),
+                    reason,
                 }
             }
         }
     }
 
-    /// Whether a failed append left bytes it could not take back (see `leftover`); clears it.
-    pub fn take_leftover(&mut self) -> bool {
-        std::mem::take(&mut self.leftover)
+    /// Why a failed append left bytes it could not take back, if one did (see `leftover`).
+    pub fn take_leftover(&mut self) -> Option<String> {
+        self.leftover.take()
     }
 
     /// Where in the mapping `bytes` go at `at`, if appends may go through it: the file maps,
