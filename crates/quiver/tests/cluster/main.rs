@@ -12,7 +12,8 @@
 //! `failover`: `quiver manager` repairing chains while a history is recorded — a node
 //! killed, stopped past its lease, cut off from etcd (`proxy`: a TCP proxy that can be cut),
 //! restarted; etcd restarted (`manager`: its processes); `fault_cycles`, their long run
-//! (ignored).
+//! (ignored). `kill_loop`: kill -9 and restart of a chain's head, middle or tail, cycle after
+//! cycle under a writing load, every key checked on every member of its chain (issue 14).
 //! `router`: `quiver router`, the front-end plain clients (quiver-client's `Connection`,
 //! redis-cli without -c, redis-py's `redis.Redis`) talk to: a multiget across nodes as one
 //! request per back-end, moves under load hidden from its clients, a back-end killed and
@@ -34,6 +35,7 @@ mod failover;
 mod fault_cycles;
 mod harness;
 mod history;
+mod kill_loop;
 mod lincheck;
 mod manager;
 mod moves;
