@@ -8,7 +8,8 @@ pub fn rss_anon_bytes() -> Option<u64> {
     parse_status_kb(&status, "RssAnon:").map(|kb| kb * 1024)
 }
 
-fn parse_status_kb(status: &str, field: &str) -> Option<u64> {
+/// The figure `field` (with its colon: `RssAnon:`) of a `/proc/<pid>/status` text, in kB.
+pub(crate) fn parse_status_kb(status: &str, field: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with(field))?;
     let mut it = line[field.len()..].split_whitespace();
     let value = it.next()?.parse().ok()?;

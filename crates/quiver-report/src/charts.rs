@@ -62,6 +62,12 @@ pub fn build_charts(
         local_chart(records).map(Chart::Line),
         "no untagged `quiver bench local` records",
     );
+    // Soak pictures only where there are samples, without a note otherwise (see `soak`).
+    charts.extend(
+        crate::soak::soak_charts(records)
+            .into_iter()
+            .map(|(name, c)| (name, Chart::Panels(c))),
+    );
     charts
 }
 

@@ -5,7 +5,8 @@
 //! - `quiver sim vector-width` records (`"sim": "vector-width"`);
 //! - `quiver bench local` records (`"bench": "local"`);
 //! - `quiver bench net` records (they have `system` or `mode`), and any other record with
-//!   `keys_per_sec` (e.g. a figure script's raw backend row).
+//!   `keys_per_sec` (e.g. a figure script's raw backend row);
+//! - `quiver bench net --sample-every-s` samples (`"bench": "net-sample"`: a soak's).
 //!
 //! Every record may carry `tags`, an object of strings (numbers are taken as their decimal
 //! text), that the figure scripts set: `figure` (`fig3`, `fig9`..`fig12`, `compare`),
@@ -29,7 +30,11 @@
 //!   (`tags.figure=compare`); `compare_throughput_<V>B` per value size V when there are
 //!   several;
 //! - `local_throughput_vs_width`: in-process multiget keys/s vs width, a line per backend,
-//!   distribution and thread count (`bench local` records without `tags.figure`).
+//!   distribution and thread count (`bench local` records without `tags.figure`);
+//! - `soak_<run>` (`soak` without `tags.run`): a sampled run against time, four panels — the
+//!   server's RSS, its open descriptors, its data directory on disk with the live records and
+//!   the bound the compaction trigger sets, p50 and p99 per sample interval (samples; drawn
+//!   only when there are some, without a note otherwise: see [`soak`]).
 //!
 //! Records tagged for fig3, fig12 or compare are not also drawn as latency curves. Repeated
 //! records for one bar, one sim cell or one `bench local` point (several rounds, seeds) are
@@ -39,6 +44,7 @@ pub mod charts;
 pub mod error;
 pub mod plot;
 pub mod records;
+pub mod soak;
 
 use std::path::PathBuf;
 

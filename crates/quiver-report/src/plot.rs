@@ -1,7 +1,10 @@
 //! Drawing the charts of `quiver bench report`: line charts and grouped bar charts, each
-//! written as a PNG and an SVG of [`WIDTH`] x [`HEIGHT`] pixels (readable on a README page).
+//! written as a PNG and an SVG of [`WIDTH`] x [`HEIGHT`] pixels (readable on a README page),
+//! and panels of line charts sharing one picture ([`PanelChart`]: [`PANEL_WIDTH`] x
+//! [`PANEL_HEIGHT`] per panel, under a title).
 //!
-//! The charts are plain data ([`LineChart`], [`BarChart`]); [`write`] draws one with plotters.
+//! The charts are plain data ([`LineChart`], [`BarChart`], [`PanelChart`]); [`write`] draws one
+//! with plotters.
 //! Text is drawn with the DejaVu Sans subset embedded from `assets/` (see its README), so no
 //! system font, fontconfig or freetype is needed; the SVGs name the family `sans-serif` and
 //! leave the font to the viewer.
@@ -19,6 +22,21 @@ use crate::error::{Error, Result};
 
 pub const WIDTH: u32 = 800;
 pub const HEIGHT: u32 = 500;
+/// One panel of a [`PanelChart`]: smaller than a chart of its own, two fit a README's width.
+pub const PANEL_WIDTH: u32 = 600;
+pub const PANEL_HEIGHT: u32 = 380;
+/// The band above a [`PanelChart`]'s panels that holds its title.
+const PANEL_TITLE_HEIGHT: u32 = 44;
+/// A line with more points than this is drawn without a marker on each (they would merge
+/// into a thick line: a soak's samples).
+const MARKER_POINTS_MAX: usize = 60;
+/// Pixels a legend row takes (14 px text and the gap to the next), and its frame and margins:
+/// the room [`Legend::AboveLines`] makes.
+const LEGEND_ROW_PX: f64 = 19.0;
+const LEGEND_FRAME_PX: f64 = 30.0;
+/// Pixels of a line chart's area outside its plotting area: the caption above and the x
+/// labels below (`line_chart_on`'s layout).
+const LINE_CHART_CHROME_PX: f64 = 100.0;
 
 /// The font family every text style names; [`register_font`] maps it to the embedded font.
 const FONT: &str = "sans-serif";
@@ -53,6 +71,9 @@ pub enum Legend {
     UpperRight,
     LowerLeft,
     LowerRight,
+    /// Upper right, above the lines: the y axis is extended until the legend's rows fit over
+    /// the highest point (for lines that run across the whole width, like a soak's).
+    AboveLines,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -86,10 +107,42 @@ pub struct BarChart {
     pub series: Vec<BarSeries>,
 }
 
+/// Line charts side by side in one picture, `columns` to a row, in order, under one title.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PanelChart {
+    pub title: String,
+    pub panels: Vec<LineChart>,
+    pub columns: usize,
+}
+
+impl PanelChart {
+    fn grid(&self) -> (usize, usize) {
+        let columns = self.columns.clamp(1, self.panels.len().max(1));
+        (self.panels.len().div_ceil(columns).max(1), columns)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Chart {
     Line(LineChart),
     Bar(BarChart),
+    Panels(PanelChart),
+}
+
+impl Chart {
+    /// The picture's size in pixels.
+    pub fn size(&self) -> (u32, u32) {
+        match self {
+            Chart::Line(_) | Chart::Bar(_) => (WIDTH, HEIGHT),
+            Chart::Panels(p) => {
+                let (rows, columns) = p.grid();
+                (
+                    PANEL_WIDTH * columns as u32,
+                    PANEL_TITLE_HEIGHT + PANEL_HEIGHT * rows as u32,
+                )
+            }
+        }
+    }
 }
 
 /// Draws `chart` into `dir/name.png` and `dir/name.svg`; returns the two paths.
@@ -97,13 +150,14 @@ pub fn write(chart: &Chart, dir: &Path, name: &str) -> Result<Vec<PathBuf>> {
     register_font();
     let png = dir.join(format!("{name}.png"));
     let svg = dir.join(format!("{name}.svg"));
+    let (width, height) = chart.size();
     {
-        let root = BitMapBackend::new(&png, (WIDTH, HEIGHT)).into_drawing_area();
+        let root = BitMapBackend::new(&png, (width, height)).into_drawing_area();
         draw(&root, chart).map_err(|e| plot_error(&png, e))?;
         root.present().map_err(|e| plot_error(&png, e))?;
     }
     {
-        let root = SVGBackend::new(&svg, (WIDTH, HEIGHT)).into_drawing_area();
+        let root = SVGBackend::new(&svg, (width, height)).into_drawing_area();
         draw(&root, chart).map_err(|e| plot_error(&svg, e))?;
         root.present().map_err(|e| plot_error(&svg, e))?;
     }
@@ -136,7 +190,32 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Chart) -> Dra
     match chart {
         Chart::Line(c) => draw_line_chart(root, c),
         Chart::Bar(c) => draw_bar_chart(root, c),
+        Chart::Panels(c) => draw_panels(root, c),
     }
+}
+
+fn draw_panels<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    c: &PanelChart,
+) -> DrawResult<DB> {
+    let (rows, columns) = c.grid();
+    let (title, body) = root.split_vertically(PANEL_TITLE_HEIGHT);
+    // Coordinates on an area are pixels from its top left corner.
+    title.draw(&Text::new(
+        c.title.clone(),
+        (
+            (PANEL_WIDTH * columns as u32 / 2) as i32,
+            (PANEL_TITLE_HEIGHT / 2) as i32,
+        ),
+        (FONT, 22)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Center, VPos::Center)),
+    ))?;
+    for (area, panel) in body.split_evenly((rows, columns)).iter().zip(&c.panels) {
+        draw_line_chart(area, panel)?;
+    }
+    Ok(())
 }
 
 /// The points a chart can show: finite, and positive on a logarithmic axis.
@@ -171,6 +250,32 @@ fn axis_range(values: impl Iterator<Item = f64>, log: bool, pad_top: f64) -> (f6
     }
 }
 
+/// The `pad_top` of [`axis_range`] that leaves a [`Legend::AboveLines`] legend's rows free
+/// above the highest of `ys`, on an area `height_px` high.
+fn legend_room(c: &LineChart, height_px: u32, ys: impl Iterator<Item = f64>) -> f64 {
+    let plot_px = (height_px as f64 - LINE_CHART_CHROME_PX).max(1.0);
+    let legend_px = LEGEND_FRAME_PX + LEGEND_ROW_PX * c.series.len() as f64;
+    // The fraction f of the plot above the highest point, bounded so that a small panel
+    // keeps room for its data; above the data's range it is f / (1 - f) of that range.
+    let f = (legend_px / plot_px).min(0.6);
+    let share = f / (1.0 - f);
+    if !c.log_y {
+        return share;
+    }
+    // On a logarithmic axis the range is a ratio: the padded data's decades (as
+    // `axis_range` pads them), raised to that share.
+    let (lo, hi) = ys
+        .filter(|&y| y > 0.0)
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), y| {
+            (lo.min(y), hi.max(y))
+        });
+    if !lo.is_finite() {
+        return share;
+    }
+    let decades = (hi * 1.15 / (lo / 1.15)).max(2.0);
+    decades.powf(share) - 1.0
+}
+
 fn draw_line_chart<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     c: &LineChart,
@@ -179,8 +284,13 @@ fn draw_line_chart<DB: DrawingBackend>(
     let all = || points.iter().flatten();
     // A little room right of the last point, so its marker is not cut by the frame.
     let (x0, x1) = axis_range(all().map(|p| p.0), c.log_x, 0.03);
-    // Room above the highest point for an upper legend.
-    let (y0, y1) = axis_range(all().map(|p| p.1), c.log_y, 0.12);
+    // Room above the highest point for an upper legend; for one above the lines, its rows'.
+    let pad_top = if c.legend == Legend::AboveLines {
+        legend_room(c, root.dim_in_pixel().1, all().map(|p| p.1))
+    } else {
+        0.12
+    };
+    let (y0, y1) = axis_range(all().map(|p| p.1), c.log_y, pad_top);
     // The axis types differ between linear and logarithmic, hence one instantiation each.
     match (c.log_x, c.log_y) {
         (false, false) => line_chart_on(root, c, &points, x0..x1, y0..y1),
@@ -247,7 +357,7 @@ where
                 .label(&s.label)
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
         }
-        if !s.dashed {
+        if !s.dashed && pts.len() <= MARKER_POINTS_MAX {
             chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
         }
     }
@@ -255,7 +365,7 @@ where
         .configure_series_labels()
         .position(match c.legend {
             Legend::UpperLeft => SeriesLabelPosition::UpperLeft,
-            Legend::UpperRight => SeriesLabelPosition::UpperRight,
+            Legend::UpperRight | Legend::AboveLines => SeriesLabelPosition::UpperRight,
             Legend::LowerLeft => SeriesLabelPosition::LowerLeft,
             Legend::LowerRight => SeriesLabelPosition::LowerRight,
         })

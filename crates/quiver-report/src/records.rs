@@ -8,12 +8,18 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 
+/// The `bench` field of a `bench net` sample (`quiver_bench::net::sample::SAMPLE_BENCH`; this
+/// crate reads result files, not the load generator's types).
+pub const SAMPLE_BENCH: &str = "net-sample";
+
 /// What kind of result a record is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Sim,
     Local,
     Net,
+    /// A sample of a sampled `bench net` run (`"bench": "net-sample"`: a soak's).
+    Sample,
     /// Has `keys_per_sec` but is none of the above (a figure script's own row).
     Other,
 }
@@ -34,6 +40,8 @@ impl Record {
             Kind::Sim
         } else if text("bench") == Some("local") {
             Kind::Local
+        } else if text("bench") == Some(SAMPLE_BENCH) {
+            Kind::Sample
         } else if !fields.contains_key("keys_per_sec") {
             return None;
         } else if fields.contains_key("system") || fields.contains_key("mode") {
@@ -140,6 +148,10 @@ mod tests {
         assert_eq!(r.tag_num("G"), Some(8.0));
         assert_eq!(r.tag("x"), None);
         assert_eq!(rec(json!({"keys_per_sec": 1.0})).kind, Kind::Other);
+        assert_eq!(
+            rec(json!({"bench": "net-sample", "t_s": 0.0})).kind,
+            Kind::Sample
+        );
         let Value::Object(m) = json!({"hello": 1}) else {
             panic!()
         };

@@ -409,7 +409,8 @@ pub enum BenchCommand {
     /// measured run on stdout.
     ///
     /// Each operation reads --width keys (GET, or MGET when wider) with probability
-    /// --get-ratio, else writes --width pairs (SET / MSET); key i and its value are the ones
+    /// --get-ratio, deletes them (DEL) with --del-ratio, is a SET with an expiry with
+    /// --expire-ratio, else writes --width pairs (SET / MSET); key i and its value are the ones
     /// `quiver load` writes. Closed loop: --connections x --depth requests outstanding. Open
     /// loop (--rate or --rate-sweep): requests on a schedule, latency measured from each
     /// request's intended send time. One client thread drives every connection: pin it apart
@@ -512,9 +513,24 @@ pub struct BenchNetArgs {
     /// Zipf exponent, in (0, 1).
     #[arg(long, value_name = "THETA", default_value_t = 0.99)]
     pub zipf_theta: f64,
-    /// Probability that an operation reads (else it writes).
+    /// Probability that an operation reads (else it writes, or deletes, or writes with an
+    /// expiry: --del-ratio, --expire-ratio).
     #[arg(long, value_name = "P", default_value_t = 1.0)]
     pub get_ratio: f64,
+    /// Probability that an operation deletes its keys (DEL).
+    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    pub del_ratio: f64,
+    /// Probability that an operation is a SET with an expiry (EX or PX at random) of a time to
+    /// live drawn from --ttl-ms (width 1 only).
+    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    pub expire_ratio: f64,
+    /// Time to live of the expiring SETs, milliseconds: LO-HI (uniform) or one value.
+    #[arg(long, value_name = "LO-HI", default_value = "1000-60000", value_parser = parse_range)]
+    pub ttl_ms: (u64, u64),
+    /// Largest value written: each written value's size is uniform from --value-size to this
+    /// (the load's too) [default: --value-size].
+    #[arg(long, value_name = "V")]
+    pub value_size_max: Option<usize>,
     /// Keys per operation: 1 sends GET / SET, more sends MGET / MSET of that many.
     #[arg(long, value_name = "G", default_value_t = 1)]
     pub width: usize,
@@ -574,6 +590,15 @@ pub struct BenchNetArgs {
     /// Seed of the key choices.
     #[arg(long, value_name = "N", default_value_t = 0x5eed)]
     pub seed: u64,
+    /// Every S seconds of each measured run, a sample line (`"bench": "net-sample"`) on
+    /// stdout: the latency of those S seconds, the server's RSS and open descriptors
+    /// (--server-pid), its data directory's bytes on disk (--server-dir), its keys and log
+    /// records (INFO). For soak runs (scripts/soak.sh; `quiver bench report` plots them).
+    #[arg(long, value_name = "S")]
+    pub sample_every_s: Option<f64>,
+    /// The server's data directory: its files' allocated bytes in every sample.
+    #[arg(long, value_name = "DIR", requires = "sample_every_s")]
+    pub server_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -637,6 +662,23 @@ pub struct BenchClusterArgs {
     /// Seed of the key choices.
     #[arg(long, value_name = "N", default_value_t = 0x5eed)]
     pub seed: u64,
+}
+
+/// `LO-HI` or `N` (both ends N), non-negative integers, LO <= HI.
+fn parse_range(s: &str) -> Result<(u64, u64), String> {
+    let num = |t: &str| {
+        t.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("{s:?} is not LO-HI or a number"))
+    };
+    let (lo, hi) = match s.split_once('-') {
+        Some((lo, hi)) => (num(lo)?, num(hi)?),
+        None => (num(s)?, num(s)?),
+    };
+    if lo > hi {
+        return Err(format!("{s:?}: LO above HI"));
+    }
+    Ok((lo, hi))
 }
 
 /// `key=value`, the key non-empty.

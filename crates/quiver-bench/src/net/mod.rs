@@ -16,8 +16,10 @@
 //! - [`timer`]: sleeps to the nanosecond deadline (timerfd);
 //! - [`tally`] and [`hist`]: what a run counts; latency histograms (HDR);
 //! - [`preload`]: the load phase (pipelined MSET vectors);
-//! - [`procstat`]: server and client CPU time, server RSS, from `/proc`;
-//! - [`record`]: the result of a run, as JSON and CSV.
+//! - [`procstat`]: server and client CPU time, server RSS and descriptors, from `/proc`;
+//! - [`record`]: the result of a run, as JSON and CSV;
+//! - [`sample`]: with `sample_every_s`, the run's samples (latency per interval, the
+//!   server's memory, descriptors, disk and keys), for soak runs.
 //!
 //! A run: connect (and AUTH) every connection, start them, warm up for `warmup_s`, measure for
 //! `duration_s` (the window), stop. Replies are counted when they arrive inside the window.
@@ -30,6 +32,7 @@ pub mod preload;
 pub mod procstat;
 pub mod record;
 pub mod resp;
+pub mod sample;
 pub mod spec;
 pub mod tally;
 pub mod timer;
@@ -48,6 +51,7 @@ use crate::distribution::Distribution;
 use crate::error::{Error, Result};
 pub use preload::NetLoadReport;
 pub use record::NetRecord;
+pub use sample::NetSample;
 pub use spec::{Mode, NetConfig};
 use tally::{Tally, Window};
 use timer::PreciseTimer;
@@ -72,6 +76,8 @@ pub trait NetObserver {
     fn running(&mut self, _what: &str) {}
     /// A run's result, as soon as it is measured.
     fn record(&mut self, record: &NetRecord);
+    /// A sample of a run's window (`sample_every_s`), as soon as it is taken.
+    fn sample(&mut self, _sample: &NetSample) {}
 }
 
 /// Loads if asked, then runs the closed loop once or the open loop once per rate. Returns
@@ -150,7 +156,7 @@ async fn run_async(
             None => format!("closed loop, {} connections", cfg.connections),
             Some(r) => format!("open loop at {r} ops/s"),
         });
-        let r = measure(cfg, addr, display, &system, rate, i as u64).await?;
+        let r = measure(cfg, addr, display, &system, rate, i as u64, obs).await?;
         obs.record(&r);
         records.push(r);
     }
@@ -174,7 +180,8 @@ impl Snapshot {
     }
 }
 
-/// One measured run: the closed loop (`rate` `None`) or the open loop at `rate`.
+/// One measured run: the closed loop (`rate` `None`) or the open loop at `rate`; its samples
+/// go to `obs` as they are taken.
 async fn measure(
     cfg: &NetConfig,
     addr: SocketAddr,
@@ -182,6 +189,7 @@ async fn measure(
     system: &str,
     rate: Option<f64>,
     run_index: u64,
+    obs: &mut dyn NetObserver,
 ) -> Result<NetRecord> {
     let mut streams: Vec<TcpStream> = Vec::with_capacity(cfg.connections);
     for _ in 0..cfg.connections {
@@ -197,6 +205,15 @@ async fn measure(
     let window = Window {
         start_ns,
         end_ns: start_ns + (cfg.duration_s * NS_PER_S) as u64,
+    };
+    let mut sampler = match cfg.sample_every_s {
+        Some(every) => {
+            let mut s =
+                sample::Sampler::connect(cfg, addr, display, system, every, start_ns).await?;
+            s.set_rate(rate);
+            Some(s)
+        }
+        None => None,
     };
     let tally = Rc::new(RefCell::new(Tally::new(window, cfg.connections)));
     let all_done = Rc::new(Notify::new());
@@ -250,13 +267,29 @@ async fn measure(
     }
     let first = Snapshot::take(cfg.server_pid);
     let started_at = record::rfc3339_utc(SystemTime::now());
-    if !ended_early {
+    // Until the window's end, or until every connection broke: the samples on their schedule.
+    // One sample per pass: at most duration / sample_every_s + 1 passes (validated).
+    while !ended_early {
+        let due = sampler
+            .as_ref()
+            .map_or(window.end_ns, |s| s.next_due_ns().min(window.end_ns));
         tokio::select! {
-            r = timer.sleep_until(window.end_ns) => r.map_err(timer_error)?,
-            _ = all_done.notified() => {}
+            r = timer.sleep_until(due) => r.map_err(timer_error)?,
+            _ = all_done.notified() => ended_early = true,
+        }
+        if ended_early || due >= window.end_ns {
+            break;
+        }
+        if let Some(s) = &mut sampler {
+            obs.sample(&s.sample(monotonic_ns(), &tally).await);
         }
     }
     let last = Snapshot::take(cfg.server_pid);
+    // The last sample closes the window, before the connections stop.
+    if let Some(s) = &mut sampler {
+        let at = last.at_ns.min(window.end_ns);
+        obs.sample(&s.sample(at, &tally).await);
+    }
     let rss_bytes = cfg.server_pid.and_then(procstat::process_rss_bytes);
 
     for h in &closed_tasks {
@@ -347,9 +380,14 @@ fn build_record(
         keys: cfg.keys,
         key_size: cfg.key_size,
         value_size: cfg.value_size,
+        value_size_max: cfg.value_size_max,
         distribution: cfg.distribution.name(),
         zipf_theta: (cfg.distribution == Distribution::Zipf).then_some(cfg.zipf_theta),
         get_ratio: cfg.get_ratio,
+        del_ratio: cfg.del_ratio,
+        expire_ratio: cfg.expire_ratio,
+        ttl_ms_min: (cfg.expire_ratio > 0.0).then_some(cfg.ttl_ms.0),
+        ttl_ms_max: (cfg.expire_ratio > 0.0).then_some(cfg.ttl_ms.1),
         warmup_s: cfg.warmup_s,
         duration_s: cfg.duration_s,
         measured_s,

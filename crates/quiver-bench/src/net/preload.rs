@@ -39,9 +39,9 @@ impl NetLoadReport {
     }
 }
 
-/// Pairs per load MSET for this key and value size.
+/// Pairs per load MSET for this key and (largest) value size.
 pub fn pairs_per_mset(cfg: &NetConfig) -> usize {
-    let pair_bytes = cfg.key_size + cfg.value_size + 32;
+    let pair_bytes = cfg.key_size + cfg.largest_value() + 32;
     (LOAD_MSET_BYTES_MAX / pair_bytes).clamp(1, LOAD_PAIRS)
 }
 

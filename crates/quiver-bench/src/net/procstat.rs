@@ -4,7 +4,9 @@
 //! CPU time is `utime + stime` of `/proc/<pid>/stat` (all of the process's threads), in clock
 //! ticks (`sysconf(_SC_CLK_TCK)`, 100 per second on Linux): over a run of seconds, a tick of
 //! 10 ms is precise enough, and it is what the kernel accounts for any process, which is what
-//! makes Quiver and redis-server comparable. RSS is `VmRSS` of `/proc/<pid>/status`.
+//! makes Quiver and redis-server comparable. RSS is `VmRSS` of `/proc/<pid>/status`; a
+//! sample ([`crate::net::sample`]) also splits it into `RssAnon` and `RssFile`, and counts the
+//! process's open descriptors (the entries of `/proc/<pid>/fd`).
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +27,36 @@ pub fn this_thread_cpu_s() -> Option<f64> {
 pub fn process_rss_bytes(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     parse_vm_rss(&status)
+}
+
+/// A process's resident memory, from one read of its `status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Memory {
+    /// `VmRSS`, bytes.
+    pub rss: u64,
+    /// `RssAnon` (heap, stacks, anonymous mappings) and `RssFile` (mapped files' pages: the
+    /// segment files a Quiver server maps), bytes; `None` on kernels without them.
+    pub anon: Option<u64>,
+    pub file: Option<u64>,
+}
+
+/// Resident memory of process `pid`; `None` if it cannot be read.
+pub fn process_memory(pid: u32) -> Option<Memory> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb = |field| crate::sysinfo::parse_status_kb(&status, field).map(|k| k * 1024);
+    Some(Memory {
+        rss: parse_vm_rss(&status)?,
+        anon: kb("RssAnon:"),
+        file: kb("RssFile:"),
+    })
+}
+
+/// Open file descriptors of process `pid` (sockets, files, epoll and event descriptors...);
+/// `None` if its `fd` directory cannot be read (gone, or not ours to see).
+pub fn process_fds(pid: u32) -> Option<u64> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    // Finite: a process's descriptors are bounded by its RLIMIT_NOFILE.
+    Some(dir.filter(|e| e.is_ok()).count() as u64)
 }
 
 fn cpu_s_of(path: &Path) -> Option<f64> {
@@ -99,5 +131,10 @@ mod tests {
         assert!(this_thread_cpu_s().unwrap() >= 0.0);
         assert!(process_rss_bytes(pid).unwrap() > 0);
         assert_eq!(process_cpu_s(u32::MAX), None);
+        let m = process_memory(pid).unwrap();
+        assert!(m.rss > 0 && m.anon.unwrap() > 0, "{m:?}");
+        // The directory being read is one of them.
+        assert!(process_fds(pid).unwrap() >= 1);
+        assert_eq!(process_fds(u32::MAX), None);
     }
 }

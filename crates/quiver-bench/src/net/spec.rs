@@ -2,6 +2,7 @@
 //! the limits every parameter is checked against before a connection opens.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use crate::distribution::{Distribution, Zipf};
 use crate::error::{Error, Result};
@@ -49,6 +50,18 @@ pub const MAX_OUTSTANDING_MAX: usize = 1 << 24;
 pub const LABEL_LEN_MAX: usize = 256;
 /// Most `--tag`s.
 pub const TAGS_MAX: usize = 64;
+/// Longest time to live of an expiring write: 30 days (Redis reads a larger EX as a Unix
+/// time, not a relative one).
+pub const TTL_MS_MAX: u64 = 30 * 86_400_000;
+/// Shortest sampling interval: a sample reads INFO, `/proc` and the data directory, which
+/// must stay a small share of the client's thread.
+pub const SAMPLE_EVERY_S_MIN: f64 = 0.1;
+/// Most samples in one run (`duration_s / sample_every_s`): the samples are kept nowhere but
+/// handed out one by one, so this only bounds the output.
+pub const SAMPLES_MAX: f64 = 1_000_000.0;
+/// Default time to live of expiring writes: 1 s to 60 s, so that keys expire within a soak's
+/// first minute and keep expiring throughout.
+pub const TTL_MS_DEFAULT: (u64, u64) = (1_000, 60_000);
 
 /// How requests are paced.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,8 +98,20 @@ pub struct NetConfig {
     pub value_size: usize,
     pub distribution: Distribution,
     pub zipf_theta: f64,
-    /// Probability that an operation reads; otherwise it writes.
+    /// Largest value a write draws: each written value's size is uniform in
+    /// `value_size..=value_size_max` (the load's too, from the key's index). `None`: every
+    /// value is `value_size` bytes.
+    pub value_size_max: Option<usize>,
+    /// Probability that an operation reads; otherwise it writes (or deletes, or writes with an
+    /// expiry: see the next two).
     pub get_ratio: f64,
+    /// Probability that an operation deletes its keys (DEL).
+    pub del_ratio: f64,
+    /// Probability that an operation is a SET with an expiry (EX or PX, one or the other at
+    /// random), of a time to live uniform in `ttl_ms`. Width 1 only (MSET has no expiry).
+    pub expire_ratio: f64,
+    /// Time to live of expiring writes, in milliseconds: `(shortest, longest)`.
+    pub ttl_ms: (u64, u64),
     /// Keys per operation: 1 is GET / SET, more is MGET / MSET.
     pub width: usize,
     pub connections: usize,
@@ -106,6 +131,11 @@ pub struct NetConfig {
     pub tags: BTreeMap<String, String>,
     /// Seed of the key choices (each connection derives its own from it).
     pub seed: u64,
+    /// Every this many seconds of the measured window, a [`crate::net::sample::NetSample`]:
+    /// the latency of that interval, and the server's memory, descriptors, disk and keys.
+    pub sample_every_s: Option<f64>,
+    /// The server's data directory: its bytes on disk in every sample.
+    pub server_dir: Option<PathBuf>,
 }
 
 impl NetConfig {
@@ -118,9 +148,13 @@ impl NetConfig {
             keys: 1_000_000,
             key_size: 16,
             value_size: 32,
+            value_size_max: None,
             distribution: Distribution::Uniform,
             zipf_theta: 0.99,
             get_ratio: 1.0,
+            del_ratio: 0.0,
+            expire_ratio: 0.0,
+            ttl_ms: TTL_MS_DEFAULT,
             width: 1,
             connections: 50,
             mode: Mode::Closed { depth: 1 },
@@ -133,7 +167,20 @@ impl NetConfig {
             workload: None,
             tags: BTreeMap::new(),
             seed: 0x5eed,
+            sample_every_s: None,
+            server_dir: None,
         }
+    }
+
+    /// The largest value written: `value_size_max`, or `value_size` without a range.
+    pub fn largest_value(&self) -> usize {
+        self.value_size_max.unwrap_or(self.value_size)
+    }
+
+    /// Whether reads may find no value by design (deletes and expiry in the mix), so that
+    /// misses say nothing about the load.
+    pub fn misses_expected(&self) -> bool {
+        self.del_ratio > 0.0 || self.expire_ratio > 0.0
     }
 
     pub fn validate(&self) -> Result<()> {
@@ -142,25 +189,32 @@ impl NetConfig {
             return bad("--keys must be at least 1".into());
         }
         check_key_params(self.keys, self.key_size)?;
-        if self.value_size > VALUE_SIZE_MAX {
+        if self.largest_value() > VALUE_SIZE_MAX {
             return bad(format!(
                 "value size {} exceeds {VALUE_SIZE_MAX} bytes",
+                self.largest_value()
+            ));
+        }
+        if self.largest_value() < self.value_size {
+            return bad(format!(
+                "largest value size {} below the value size {}",
+                self.largest_value(),
                 self.value_size
             ));
         }
         if !(1..=WIDTH_MAX).contains(&self.width) {
             return bad(format!("width {} outside 1..={WIDTH_MAX}", self.width));
         }
-        let request = self.width * (self.key_size + self.value_size + 32);
+        let request = self.width * (self.key_size + self.largest_value() + 32);
         if request > REQUEST_BYTES_MAX {
             return bad(format!(
                 "one request of {} pairs of {} + {} bytes exceeds {REQUEST_BYTES_MAX} bytes",
-                self.width, self.key_size, self.value_size
+                self.width,
+                self.key_size,
+                self.largest_value()
             ));
         }
-        if !(0.0..=1.0).contains(&self.get_ratio) {
-            return bad(format!("get ratio {} outside [0, 1]", self.get_ratio));
-        }
+        self.check_mix()?;
         if self.distribution == Distribution::Zipf {
             Zipf::new(1, self.zipf_theta)?;
         }
@@ -196,6 +250,14 @@ impl NetConfig {
             }
         }
         check_window(self.warmup_s, self.duration_s)?;
+        if let Some(every) = self.sample_every_s {
+            if !(every >= SAMPLE_EVERY_S_MIN && self.duration_s / every <= SAMPLES_MAX) {
+                return bad(format!(
+                    "sampling every {every} s: at least {SAMPLE_EVERY_S_MIN} s, and at most \
+                     {SAMPLES_MAX} samples per run"
+                ));
+            }
+        }
         if self.tags.len() > TAGS_MAX {
             return bad(format!("at most {TAGS_MAX} tags"));
         }
@@ -209,6 +271,41 @@ impl NetConfig {
         }
         if self.tags.keys().any(|k| k.is_empty()) {
             return bad("a tag needs a non-empty key (key=value)".into());
+        }
+        Ok(())
+    }
+
+    /// The operation mix: each ratio a probability, together at most 1 (the rest writes
+    /// without expiry); an expiring write is a SET, so width 1; a sane time to live.
+    fn check_mix(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Invalid(m));
+        for (name, r) in [
+            ("get", self.get_ratio),
+            ("del", self.del_ratio),
+            ("expire", self.expire_ratio),
+        ] {
+            if !(0.0..=1.0).contains(&r) {
+                return bad(format!("{name} ratio {r} outside [0, 1]"));
+            }
+        }
+        // Ratios typed as decimals may add up to a hair above 1.
+        const RATIO_SUM_SLACK: f64 = 1e-9;
+        if self.get_ratio + self.del_ratio + self.expire_ratio > 1.0 + RATIO_SUM_SLACK {
+            return bad(format!(
+                "get {} + del {} + expire {} ratios exceed 1",
+                self.get_ratio, self.del_ratio, self.expire_ratio
+            ));
+        }
+        if self.expire_ratio > 0.0 {
+            if self.width != 1 {
+                return bad("expiring writes are SETs: --width 1 only".into());
+            }
+            let (lo, hi) = self.ttl_ms;
+            if !(1 <= lo && lo <= hi && hi <= TTL_MS_MAX) {
+                return bad(format!(
+                    "time to live {lo}-{hi} ms: 1 <= shortest <= longest <= {TTL_MS_MAX}"
+                ));
+            }
         }
         Ok(())
     }
@@ -230,11 +327,25 @@ impl NetConfig {
     }
 
     /// `get`, `set`, `mget32`, `mset32` for pure reads or writes; `mixed-95-5` (percent read,
-    /// percent written) otherwise, with `-w32` for a width above 1; `-zipf` appended for Zipf
-    /// keys.
+    /// percent written) otherwise, with `-w32` for a width above 1; with deletes or expiring
+    /// writes, `mixed-60-20-ex10-del10` (read, written without expiry, with expiry, deleted);
+    /// `-zipf` appended for Zipf keys.
     pub fn default_workload_name(&self) -> String {
         let w = self.width;
-        let mut name = if self.get_ratio >= 1.0 {
+        let mut name = if self.misses_expected() {
+            let set = (1.0 - self.get_ratio - self.del_ratio - self.expire_ratio).max(0.0);
+            let mut n = format!(
+                "mixed-{}-{}-ex{}-del{}",
+                percent(self.get_ratio),
+                percent(set),
+                percent(self.expire_ratio),
+                percent(self.del_ratio)
+            );
+            if w > 1 {
+                n.push_str(&format!("-w{w}"));
+            }
+            n
+        } else if self.get_ratio >= 1.0 {
             if w == 1 {
                 "get".to_string()
             } else {
@@ -295,6 +406,12 @@ mod tests {
         assert_eq!(c.workload_name(), "mixed-95.5-4.5-w8");
         c.workload = Some("ycsb-b-zipf".into());
         assert_eq!(c.workload_name(), "ycsb-b-zipf");
+        c.workload = None;
+        c.width = 1;
+        c.get_ratio = 0.6;
+        c.del_ratio = 0.1;
+        c.expire_ratio = 0.1;
+        assert_eq!(c.workload_name(), "mixed-60-20-ex10-del10");
     }
 
     type Change = Box<dyn Fn(&mut NetConfig)>;
@@ -345,6 +462,28 @@ mod tests {
             Box::new(|c| {
                 c.tags.insert(String::new(), "v".into());
             }),
+            Box::new(|c| c.value_size_max = Some(c.value_size - 1)),
+            Box::new(|c| c.value_size_max = Some(VALUE_SIZE_MAX + 1)),
+            Box::new(|c| c.del_ratio = -0.1),
+            Box::new(|c| {
+                c.get_ratio = 0.6;
+                c.del_ratio = 0.3;
+                c.expire_ratio = 0.2
+            }),
+            Box::new(|c| {
+                c.expire_ratio = 0.1;
+                c.width = 2
+            }),
+            Box::new(|c| {
+                c.expire_ratio = 0.1;
+                c.ttl_ms = (0, 10)
+            }),
+            Box::new(|c| {
+                c.expire_ratio = 0.1;
+                c.ttl_ms = (10, 5)
+            }),
+            Box::new(|c| c.sample_every_s = Some(0.0)),
+            Box::new(|c| c.sample_every_s = Some(f64::NAN)),
         ];
         for (i, f) in cases.iter().enumerate() {
             let mut c = ok.clone();
@@ -352,5 +491,13 @@ mod tests {
             assert!(c.validate().is_err(), "case {i}: {c:?}");
         }
         assert_eq!(NetConfig::new("::1", 7).addr(), "[::1]:7");
+        // A soak's mix passes: ratios that add up to 1 in decimals, an expiring SET.
+        let mut soak = ok.clone();
+        soak.get_ratio = 0.7;
+        soak.del_ratio = 0.1;
+        soak.expire_ratio = 0.2;
+        soak.value_size_max = Some(1024);
+        soak.sample_every_s = Some(10.0);
+        soak.validate().unwrap();
     }
 }

@@ -24,6 +24,9 @@ impl Window {
 pub struct Tally {
     pub window: Window,
     pub latency: LatencyRecorder,
+    /// When the run is sampled: the latencies of the window's replies since the last sample
+    /// (each sample takes them and leaves an empty recorder).
+    pub recent: Option<LatencyRecorder>,
     /// Open loop: how late requests due in the window were written (send time - due time).
     pub send_lag: LatencyRecorder,
     /// Replies received in the window.
@@ -46,6 +49,7 @@ impl Tally {
         Tally {
             window,
             latency: LatencyRecorder::new(),
+            recent: None,
             send_lag: LatencyRecorder::new(),
             ops: 0,
             error_replies: 0,
@@ -72,7 +76,11 @@ impl Tally {
         }
         self.ops += 1;
         self.misses += r.nulls as u64;
-        self.latency.record_ns(now_ns.saturating_sub(since_ns));
+        let ns = now_ns.saturating_sub(since_ns);
+        self.latency.record_ns(ns);
+        if let Some(recent) = &mut self.recent {
+            recent.record_ns(ns);
+        }
     }
 
     /// Open loop: a request due at `due_ns` is being written at `now_ns`.
@@ -139,6 +147,11 @@ mod tests {
         assert_eq!(t.error_replies, 1);
         assert_eq!(t.first_error.as_deref(), Some("ERR warm"));
         assert_eq!(t.latency.count(), 2);
+        // Sampled: the recent latencies too, from when sampling began.
+        t.recent = Some(LatencyRecorder::new());
+        t.reply(160, 100, Reply::default(), b"");
+        assert_eq!(t.latency.count(), 3);
+        assert_eq!(t.recent.as_ref().map(LatencyRecorder::count), Some(1));
         assert!(!t.disconnect("reset".into()));
         assert!(t.finished());
         assert_eq!(t.first_error.as_deref(), Some("ERR warm"));

@@ -1,10 +1,16 @@
 //! The operation mix: each operation reads `width` keys (GET, or MGET when wider) with
-//! probability `get_ratio`, else writes `width` pairs (SET / MSET), keys drawn from the key
-//! sampler. Requests are encoded straight into the connection's reused output buffer: the
-//! command headers and bulk-length prefixes are fixed per run and built once; keys and values
-//! are written in place (value of key `i` is `value_for(i)`, as the load wrote it).
+//! probability `get_ratio`, deletes them (DEL) with probability `del_ratio`, writes one key with
+//! an expiry (SET .. EX or PX) with probability `expire_ratio`, else writes `width` pairs (SET /
+//! MSET); keys drawn from the key sampler. Requests are encoded straight into the connection's
+//! reused output buffer: the command headers and the fixed bulk-length prefixes are built once
+//! per run; keys and values are written in place (value of key `i` is `value_for(i)` cut to the
+//! value's size, as the load wrote it). With a range of value sizes each written value draws
+//! its size; the load's sizes come from the key's index ([`RequestGen::load_value_size`]), so
+//! the live values' sizes are uniform over the range from the start.
 
-use quiver_resp::put_header;
+use std::io::Write;
+
+use quiver_resp::{decimal_len, put_header};
 
 use crate::distribution::KeySampler;
 use crate::error::Result;
@@ -12,11 +18,17 @@ use crate::keys::{write_key, write_value};
 use crate::net::spec::NetConfig;
 use crate::rng::WyRand;
 
-/// Whether an operation read or wrote.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Mixed into a key's index to draw its value size in the load (any odd constant would do).
+const LOAD_SIZE_SEED: u64 = 0x51ce_5eed_0dd5_1e55;
+
+/// What an operation did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
     Read,
     Write,
+    /// A SET with an expiry.
+    WriteExpiring,
+    Delete,
 }
 
 /// Generates one connection's requests; see the module documentation.
@@ -25,16 +37,30 @@ pub struct RequestGen {
     rng: WyRand,
     sampler: KeySampler,
     get_ratio: f64,
+    /// Draws below this (and at or above `get_ratio`) delete.
+    del_below: f64,
+    /// Draws below this (and at or above `del_below`) write with an expiry.
+    expire_below: f64,
+    /// Whether a draw picks the operation: only with deletes or expiring writes in the mix
+    /// (the plain read/write mix draws as it always did, so a seed gives the same keys).
+    mixed: bool,
+    ttl_ms: (u64, u64),
     width: usize,
     key_size: usize,
     value_size: usize,
+    /// Largest value size (equal to `value_size` without a range).
+    value_size_max: usize,
     /// `*2\r\n$3\r\nGET\r\n` or `*<1+w>\r\n$4\r\nMGET\r\n`.
     read_head: Vec<u8>,
     /// `*3\r\n$3\r\nSET\r\n` or `*<1+2w>\r\n$4\r\nMSET\r\n`.
     write_head: Vec<u8>,
+    /// `*5\r\n$3\r\nSET\r\n`: key, value, EX or PX, time.
+    expiring_head: Vec<u8>,
+    /// `*<1+w>\r\n$3\r\nDEL\r\n`.
+    del_head: Vec<u8>,
     /// `$<key_size>\r\n`.
     key_head: Vec<u8>,
-    /// `$<value_size>\r\n`.
+    /// `$<value_size>\r\n` (a value of another size gets its own header).
     value_head: Vec<u8>,
 }
 
@@ -58,41 +84,116 @@ impl RequestGen {
         put_header(&mut key_head, b'$', cfg.key_size);
         let mut value_head = Vec::new();
         put_header(&mut value_head, b'$', cfg.value_size);
+        let del_below = cfg.get_ratio + cfg.del_ratio;
         Ok(RequestGen {
             rng: WyRand::new(seed),
             sampler: KeySampler::new(cfg.distribution, cfg.keys, cfg.zipf_theta)?,
             get_ratio: cfg.get_ratio,
+            del_below,
+            expire_below: del_below + cfg.expire_ratio,
+            mixed: cfg.misses_expected(),
+            ttl_ms: cfg.ttl_ms,
             width: w,
             key_size: cfg.key_size,
             value_size: cfg.value_size,
+            value_size_max: cfg.largest_value(),
             read_head,
             write_head,
+            expiring_head: head(5, b"SET"),
+            del_head: head(1 + w, b"DEL"),
             key_head,
             value_head,
         })
     }
 
+    /// The next operation's kind.
+    #[inline]
+    fn pick(&mut self) -> Op {
+        if !self.mixed {
+            // A ratio of exactly 1 never draws (and never writes); 0 never reads.
+            let read = self.get_ratio >= 1.0
+                || (self.get_ratio > 0.0 && self.rng.unit_f64() < self.get_ratio);
+            return if read { Op::Read } else { Op::Write };
+        }
+        let u = self.rng.unit_f64();
+        if u < self.get_ratio {
+            Op::Read
+        } else if u < self.del_below {
+            Op::Delete
+        } else if u < self.expire_below {
+            Op::WriteExpiring
+        } else {
+            Op::Write
+        }
+    }
+
     /// Appends the next operation's request to `out`.
     #[inline]
     pub fn next(&mut self, out: &mut Vec<u8>) -> Op {
-        // A ratio of exactly 1 never draws (and never writes); 0 never reads.
-        let read =
-            self.get_ratio >= 1.0 || (self.get_ratio > 0.0 && self.rng.unit_f64() < self.get_ratio);
-        if read {
-            out.extend_from_slice(&self.read_head);
-            for _ in 0..self.width {
+        let op = self.pick();
+        match op {
+            Op::Read | Op::Delete => {
+                let head = if op == Op::Read {
+                    &self.read_head
+                } else {
+                    &self.del_head
+                };
+                out.extend_from_slice(head);
+                for _ in 0..self.width {
+                    let i = self.sampler.next(&mut self.rng);
+                    self.put_key(out, i);
+                }
+            }
+            Op::Write => {
+                out.extend_from_slice(&self.write_head);
+                for _ in 0..self.width {
+                    let i = self.sampler.next(&mut self.rng);
+                    self.put_key(out, i);
+                    let len = self.draw_value_size();
+                    self.put_value(out, i, len);
+                }
+            }
+            Op::WriteExpiring => {
+                out.extend_from_slice(&self.expiring_head);
                 let i = self.sampler.next(&mut self.rng);
                 self.put_key(out, i);
+                let len = self.draw_value_size();
+                self.put_value(out, i, len);
+                let (lo, hi) = self.ttl_ms;
+                let ttl_ms = lo + self.rng.below(hi - lo + 1);
+                // EX and PX alike, so both of the server's paths are in the mix; EX in whole
+                // seconds, at least one.
+                let (unit, n): (&[u8], u64) = if self.rng.next_u64() & 1 == 0 {
+                    (b"$2\r\nPX\r\n", ttl_ms)
+                } else {
+                    (b"$2\r\nEX\r\n", ttl_ms.div_ceil(1000))
+                };
+                out.extend_from_slice(unit);
+                put_header(out, b'$', decimal_len(n as i64));
+                // Writing into a Vec cannot fail.
+                let _ = write!(out, "{n}\r\n");
             }
-            Op::Read
+        }
+        op
+    }
+
+    /// A written value's size: uniform over the range, or the one size.
+    #[inline]
+    fn draw_value_size(&mut self) -> usize {
+        if self.value_size_max > self.value_size {
+            self.value_size + self.rng.index(self.value_size_max - self.value_size + 1)
         } else {
-            out.extend_from_slice(&self.write_head);
-            for _ in 0..self.width {
-                let i = self.sampler.next(&mut self.rng);
-                self.put_key(out, i);
-                self.put_value(out, i);
-            }
-            Op::Write
+            self.value_size
+        }
+    }
+
+    /// The size of key `i`'s value in the load: uniform over the range, a function of `i`.
+    pub fn load_value_size(&self, i: u64) -> usize {
+        if self.value_size_max > self.value_size {
+            let span = (self.value_size_max - self.value_size + 1) as u64;
+            self.value_size + WyRand::new(i ^ LOAD_SIZE_SEED).below(span) as usize
+        } else {
+            self.value_size
         }
     }
 
@@ -106,10 +207,14 @@ impl RequestGen {
     }
 
     #[inline]
-    fn put_value(&self, out: &mut Vec<u8>, i: u64) {
-        out.extend_from_slice(&self.value_head);
+    fn put_value(&self, out: &mut Vec<u8>, i: u64, len: usize) {
+        if len == self.value_size {
+            out.extend_from_slice(&self.value_head);
+        } else {
+            put_header(out, b'$', len);
+        }
         let at = out.len();
-        out.resize(at + self.value_size, 0);
+        out.resize(at + len, 0);
         write_value(i, &mut out[at..]);
         out.extend_from_slice(b"\r\n");
     }
@@ -120,7 +225,7 @@ impl RequestGen {
         out.extend_from_slice(b"$4\r\nMSET\r\n");
         for i in first..first + n as u64 {
             self.put_key(out, i);
-            self.put_value(out, i);
+            self.put_value(out, i, self.load_value_size(i));
         }
     }
 }
@@ -240,6 +345,72 @@ mod tests {
             .count();
         // Expect 90,000 (sd ~95).
         assert!((89_000..91_000).contains(&reads), "{reads}");
+    }
+
+    #[test]
+    fn deletes_expiring_writes_and_value_sizes_follow_the_mix() {
+        let mut c = cfg(1, 0.5);
+        c.del_ratio = 0.2;
+        c.expire_ratio = 0.2;
+        c.value_size_max = Some(40);
+        c.ttl_ms = (1500, 2500);
+        let mut g = RequestGen::new(&c, 11).unwrap();
+        let mut out = Vec::new();
+        let mut counts = std::collections::HashMap::<Op, u64>::new();
+        let (mut px, mut ex) = (0, 0);
+        let mut sizes = std::collections::BTreeSet::new();
+        for _ in 0..20_000 {
+            out.clear();
+            let op = g.next(&mut out);
+            *counts.entry(op).or_default() += 1;
+            let a = args(&out);
+            match op {
+                Op::Read => assert_eq!(a[0], b"GET"),
+                Op::Delete => assert_eq!((a.len(), &a[0][..]), (2, &b"DEL"[..])),
+                Op::Write | Op::WriteExpiring => {
+                    assert_eq!(a[0], b"SET");
+                    let i: u64 = std::str::from_utf8(&a[1]).unwrap().parse().unwrap();
+                    // The value is key i's, cut to the size drawn.
+                    assert!((5..=40).contains(&a[2].len()), "{}", a[2].len());
+                    assert_eq!(a[2], value_for(i, a[2].len()));
+                    sizes.insert(a[2].len());
+                    if op == Op::Write {
+                        assert_eq!(a.len(), 3);
+                        continue;
+                    }
+                    assert_eq!(a.len(), 5);
+                    let n: u64 = std::str::from_utf8(&a[4]).unwrap().parse().unwrap();
+                    match &a[3][..] {
+                        b"PX" => {
+                            assert!((1500..=2500).contains(&n), "{n}");
+                            px += 1;
+                        }
+                        b"EX" => {
+                            assert!((2..=3).contains(&n), "{n}");
+                            ex += 1;
+                        }
+                        other => panic!("{other:?}"),
+                    }
+                }
+            }
+        }
+        // Expect 10,000 reads and 4,000 of each other kind (sd < 70).
+        let near = |op: Op, want: u64| {
+            let n = counts[&op];
+            assert!(n.abs_diff(want) < 400, "{op:?}: {n}");
+        };
+        near(Op::Read, 10_000);
+        near(Op::Delete, 4_000);
+        near(Op::WriteExpiring, 4_000);
+        near(Op::Write, 2_000);
+        assert!(px > 1_500 && ex > 1_500, "px {px} ex {ex}");
+        // Every size of the range is drawn (36 sizes, ~170 draws each).
+        assert_eq!(sizes.len(), 36);
+        // The load's sizes cover the range too, and are the same for the same key.
+        let load: std::collections::BTreeSet<usize> =
+            (0..2000).map(|i| g.load_value_size(i)).collect();
+        assert_eq!((load.first(), load.last()), (Some(&5), Some(&40)));
+        assert_eq!(g.load_value_size(7), g.load_value_size(7));
     }
 
     #[test]

@@ -103,6 +103,42 @@ fn bench_net_flags_parse() {
         Cli::try_parse_from(["quiver", "bench", "net"]).is_err(),
         "--port is required"
     );
+    // A soak's mix and its sampling.
+    let cli = net(&[
+        "--get-ratio",
+        "0.6",
+        "--del-ratio",
+        "0.1",
+        "--expire-ratio",
+        "0.1",
+        "--ttl-ms",
+        "500-2000",
+        "--value-size-max",
+        "1024",
+        "--sample-every-s",
+        "10",
+        "--server-dir",
+        "/tmp/d",
+    ])
+    .unwrap();
+    let Command::Bench(BenchCommand::Net(a)) = cli.command else {
+        panic!("parsed as {:?}", cli.command)
+    };
+    assert_eq!((a.del_ratio, a.expire_ratio), (0.1, 0.1));
+    assert_eq!(a.ttl_ms, (500, 2000));
+    assert_eq!(a.value_size_max, Some(1024));
+    assert_eq!(a.sample_every_s, Some(10.0));
+    assert_eq!(a.server_dir, Some(PathBuf::from("/tmp/d")));
+    let Command::Bench(BenchCommand::Net(a)) = net(&["--ttl-ms", "750"]).unwrap().command else {
+        panic!("bench net")
+    };
+    assert_eq!(a.ttl_ms, (750, 750));
+    assert!(net(&["--ttl-ms", "2000-500"]).is_err());
+    assert!(net(&["--ttl-ms", "soon"]).is_err());
+    assert!(
+        net(&["--server-dir", "/tmp/d"]).is_err(),
+        "needs --sample-every-s"
+    );
 }
 
 #[test]
