@@ -289,12 +289,33 @@ fn base<'a>(rng: &mut WyRand, original: &'a [u8], corpus: &'a [Vec<u8>]) -> &'a 
     }
 }
 
+/// Where a run works: a small store's original files, and a scratch directory the damaged
+/// images are loaded from (removed with it).
+struct Bench {
+    originals: Originals,
+    scratch: PathBuf,
+    seg_path: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+impl Bench {
+    fn new() -> Bench {
+        let tmp = tempfile::tempdir().unwrap();
+        let originals = originals(&tmp.path().join("store"));
+        let scratch = tmp.path().join("scratch");
+        std::fs::create_dir_all(&scratch).unwrap();
+        Bench {
+            originals,
+            seg_path: scratch.join("0000000000000001.seg"),
+            scratch,
+            _tmp: tmp,
+        }
+    }
+}
+
 fn run(iterations: u64, seed: u64) {
-    let tmp = tempfile::tempdir().unwrap();
-    let o = originals(&tmp.path().join("store"));
-    let scratch = tmp.path().join("scratch");
-    std::fs::create_dir_all(&scratch).unwrap();
-    let seg_path = scratch.join("0000000000000001.seg");
+    let bench = Bench::new();
+    let (o, scratch, seg_path) = (&bench.originals, &bench.scratch, &bench.seg_path);
     let mut rng = WyRand::new(seed);
     let (mut log, mut ckpt, mut meta_c) = (Counts::default(), Counts::default(), Counts::default());
     let kept = [corpus("log"), corpus("checkpoint"), corpus("meta")];
@@ -302,7 +323,7 @@ fn run(iterations: u64, seed: u64) {
     // The kept corpus as it is.
     for image in &kept[0] {
         log.images += 1;
-        scan_segment(&seg_path, image, &mut log);
+        scan_segment(seg_path, image, &mut log);
     }
     let kept_segments = corpus_segments();
     for image in &kept[1] {
@@ -310,7 +331,7 @@ fn run(iterations: u64, seed: u64) {
         load_checkpoint(image, &kept_segments, true, &mut ckpt);
     }
     for image in &kept[2] {
-        load_meta(&scratch, image, &mut meta_c);
+        load_meta(scratch, image, &mut meta_c);
     }
 
     for _ in 0..iterations {
@@ -318,7 +339,7 @@ fn run(iterations: u64, seed: u64) {
         let mut image = base(&mut rng, &o.segment, &kept[0]).to_vec();
         mutate(&mut rng, &mut image);
         log.images += 1;
-        scan_segment(&seg_path, &image, &mut log);
+        scan_segment(seg_path, &image, &mut log);
 
         // The checkpoint decoder, half the time past its checksum (corpus files are decoded
         // against the segment list they were chosen with).
@@ -339,7 +360,7 @@ fn run(iterations: u64, seed: u64) {
         // The metadata parser, on a file in a directory of its own.
         let mut image = base(&mut rng, &o.meta, &kept[2]).to_vec();
         mutate(&mut rng, &mut image);
-        load_meta(&scratch, &image, &mut meta_c);
+        load_meta(scratch, &image, &mut meta_c);
     }
     // The originals themselves load (the damage, not the harness, is what is refused).
     assert!(checkpoint::decode(&o.checkpoint, 0, None, &o.segments).is_ok());
@@ -364,18 +385,15 @@ fn recompute_checksum(rng: &mut WyRand, image: &mut [u8]) -> bool {
 /// distinct outcome kind among `CORPUS_SEARCH` mutations, per loader; written over
 /// `tests/corpus/`.
 fn write_corpus(seed: u64) {
-    let tmp = tempfile::tempdir().unwrap();
-    let o = originals(&tmp.path().join("store"));
-    let scratch = tmp.path().join("scratch");
-    std::fs::create_dir_all(&scratch).unwrap();
-    let seg_path = scratch.join("0000000000000001.seg");
+    let bench = Bench::new();
+    let (o, scratch, seg_path) = (&bench.originals, &bench.scratch, &bench.seg_path);
     let mut rng = WyRand::new(seed);
     let mut chosen: [BTreeMap<String, Vec<u8>>; 3] = Default::default();
     let mut c = Counts::default();
     for _ in 0..CORPUS_SEARCH {
         let mut image = o.segment.clone();
         mutate(&mut rng, &mut image);
-        let kind = scan_segment(&seg_path, &image, &mut c);
+        let kind = scan_segment(seg_path, &image, &mut c);
         chosen[0].entry(kind).or_insert(image);
         let mut image = o.checkpoint.clone();
         mutate(&mut rng, &mut image);
@@ -384,7 +402,7 @@ fn write_corpus(seed: u64) {
         chosen[1].entry(kind).or_insert(image);
         let mut image = o.meta.clone();
         mutate(&mut rng, &mut image);
-        let kind = load_meta(&scratch, &image, &mut c);
+        let kind = load_meta(scratch, &image, &mut c);
         chosen[2].entry(kind).or_insert(image);
     }
     // Regression (issue 14): a `QUIVER` file with a tiny segment size made the value limit's

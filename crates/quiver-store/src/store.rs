@@ -281,12 +281,34 @@ impl Store {
                 let part = routed.part(groups[gi].0);
                 let st = &mut guards[groups[gi].0];
                 let idx = &order[groups[gi].1.clone()];
-                let at = |j: usize| idx[j].1;
-                if failure.is_some() {
+                // Whether this partition's run was written whole (if not: what each op really
+                // did, `settle_failed_run`).
+                let whole = if failure.is_some() {
                     // Nothing of this partition's run was written.
                     for &(_, i) in idx {
                         applied[i] = false;
                     }
+                    false
+                } else {
+                    let (locs, res) = write::append_run(ctx, part, st, &plan.run, Framing::Plain);
+                    write::update_index(st, &group_ops[gi], &plan.found, &locs);
+                    for (j, &(_, i)) in idx.iter().enumerate() {
+                        existed[i] = plan.run.existed[j];
+                        applied[i] = plan.run.records[j].is_none() || locs[j].is_some();
+                    }
+                    wrote |= locs.iter().any(Option::is_some);
+                    lsns.push((part, st.appended_lsn));
+                    grow |= st.index.load() > LOAD_GROW;
+                    match res {
+                        Ok(()) => true,
+                        Err(e) => {
+                            failure = Some(e);
+                            false
+                        }
+                    }
+                };
+                if !whole {
+                    let at = |j: usize| idx[j].1;
                     write::settle_failed_run(
                         &plan.run,
                         &group_ops[gi],
@@ -294,28 +316,6 @@ impl Store {
                         &mut applied,
                         &mut existed,
                     );
-                    continue;
-                }
-                let (locs, res) = write::append_run(ctx, part, st, &plan.run, Framing::Plain);
-                write::update_index(st, &group_ops[gi], &plan.found, &locs);
-                for (j, &(_, i)) in idx.iter().enumerate() {
-                    existed[i] = plan.run.existed[j];
-                    applied[i] = plan.run.records[j].is_none() || locs[j].is_some();
-                }
-                if res.is_err() {
-                    write::settle_failed_run(
-                        &plan.run,
-                        &group_ops[gi],
-                        at,
-                        &mut applied,
-                        &mut existed,
-                    );
-                }
-                wrote |= locs.iter().any(Option::is_some);
-                lsns.push((part, st.appended_lsn));
-                grow |= st.index.load() > LOAD_GROW;
-                if let Err(e) = res {
-                    failure = Some(e);
                 }
             }
             drop(guards);
