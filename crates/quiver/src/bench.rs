@@ -290,8 +290,9 @@ fn sample_summary(s: &NetSample) -> String {
         mib(s.disk_bytes),
         mib(s.disk_segment_bytes),
         mib(s.disk_bound_bytes),
-        s.keys.map_or("-".to_string(), |v| v.to_string()),
-        s.garbage_ratio
+        s.info.keys.map_or("-".to_string(), |v| v.to_string()),
+        s.info
+            .garbage_ratio
             .map_or("-".to_string(), |v| format!("{v:.2}")),
     )
 }

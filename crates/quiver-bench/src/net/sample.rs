@@ -99,15 +99,9 @@ pub struct NetSample {
     pub disk_bytes: Option<u64>,
     pub disk_segment_bytes: Option<u64>,
     pub disk_reserve_bytes: Option<u64>,
-    pub keys: Option<u64>,
-    pub expiring_keys: Option<u64>,
-    pub records: Option<u64>,
-    pub dead_records: Option<u64>,
-    pub garbage_ratio: Option<f64>,
-    /// Segment files of the store's partitions (each an open descriptor of the server's).
-    pub segments: Option<u64>,
-    pub compaction_copied_records: Option<u64>,
-    pub maintenance_stall_max_us: Option<u64>,
+    /// The figures read from INFO, as fields of the sample's own line.
+    #[serde(flatten)]
+    pub info: InfoFigures,
     pub live_bytes_est: Option<u64>,
     pub garbage_ratio_trigger: Option<f64>,
     pub disk_bound_bytes: Option<u64>,
@@ -176,13 +170,14 @@ pub fn dir_bytes(dir: &Path) -> std::io::Result<DirBytes> {
 }
 
 /// What a sample reads from INFO.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct InfoFigures {
     pub keys: Option<u64>,
     pub expiring_keys: Option<u64>,
     pub records: Option<u64>,
     pub dead_records: Option<u64>,
     pub garbage_ratio: Option<f64>,
+    /// Segment files of the store's partitions (each an open descriptor of the server's).
     pub segments: Option<u64>,
     pub compaction_copied_records: Option<u64>,
     pub maintenance_stall_max_us: Option<u64>,
@@ -312,14 +307,7 @@ impl Sampler {
                 disk_bytes: None,
                 disk_segment_bytes: None,
                 disk_reserve_bytes: None,
-                keys: None,
-                expiring_keys: None,
-                records: None,
-                dead_records: None,
-                garbage_ratio: None,
-                segments: None,
-                compaction_copied_records: None,
-                maintenance_stall_max_us: None,
+                info: InfoFigures::default(),
                 live_bytes_est: None,
                 garbage_ratio_trigger: quiver
                     .then(|| quiver_store::Options::default().compact_garbage_ratio),
@@ -403,15 +391,10 @@ impl Sampler {
             }
         }
         if let Some(f) = self.info().await {
-            (s.keys, s.expiring_keys) = (f.keys, f.expiring_keys);
-            (s.records, s.dead_records, s.garbage_ratio) =
-                (f.records, f.dead_records, f.garbage_ratio);
-            s.segments = f.segments;
-            s.compaction_copied_records = f.compaction_copied_records;
-            s.maintenance_stall_max_us = f.maintenance_stall_max_us;
+            s.info = f;
         }
         if let (Some((plain, expiring)), Some(keys), Some(exp)) =
-            (self.record_bytes, s.keys, s.expiring_keys)
+            (self.record_bytes, s.info.keys, s.info.expiring_keys)
         {
             let exp = exp.min(keys);
             let live = (keys - exp) as f64 * plain + exp as f64 * expiring;
@@ -586,7 +569,10 @@ mod tests {
                 segs > 0 && segs + x.disk_reserve_bytes.unwrap() <= disk,
                 "{x:?}"
             );
-            assert!(x.keys.unwrap() <= cfg.keys && x.records.is_some(), "{x:?}");
+            assert!(
+                x.info.keys.unwrap() <= cfg.keys && x.info.records.is_some(),
+                "{x:?}"
+            );
             let live = x.live_bytes_est.unwrap() as f64;
             assert_eq!(x.garbage_ratio_trigger, Some(0.5));
             let bound = x.disk_bound_bytes.unwrap() as f64;
