@@ -230,9 +230,10 @@ fn write_batch(
 /// Every part, one append each, the one with the commit record last: the commit record
 /// exists only once every other part is written (and, in `fsync` mode, synced). Log space for
 /// every part is reserved first, so a full disk refuses the batch whole. If a part fails,
-/// the parts written before it are taken back (zeroed): a part must never be followed by
-/// another record unless its batch is committed. `Err`: nothing was committed. The last part
-/// is made durable by the caller's group-commit wait, like a plain write.
+/// the parts written are taken back (`take_back_parts`): a part must never be followed by
+/// another record unless its batch is committed. `Err`: nothing was committed, or (the error
+/// says so) the outcome is unknown. The last part is made durable by the caller's
+/// group-commit wait, like a plain write.
 fn write_parts(
     ctx: &StoreCtx,
     guards: &mut [RwLockWriteGuard<'_, PartState>],
@@ -252,8 +253,8 @@ fn write_parts(
         st.appender.reserve(need)?;
     }
     let single = writing.len() == 1;
-    // (guard, start, partition) of each part written.
-    let mut written: Vec<(usize, u64, &Partition)> = Vec::with_capacity(writing.len());
+    // (guard, start, partition, share) of each part written.
+    let mut written: Vec<(usize, u64, &Partition, usize)> = Vec::with_capacity(writing.len());
     for (n, &s) in writing.iter().enumerate() {
         let share = &shares[s];
         let last = n + 1 == writing.len();
@@ -261,7 +262,7 @@ fn write_parts(
         // all their writes first, then their fdatasyncs back to back (noted in the group
         // commit, so the caller's wait syncs none of them again).
         let res = if fsync && last && !single {
-            written.iter().try_for_each(|&(g, _, part)| {
+            written.iter().try_for_each(|&(g, _, part, _)| {
                 guards[g].sync_active()?;
                 part.commit.synced_to(guards[g].appended_lsn);
                 Ok(())
@@ -278,28 +279,61 @@ fn write_parts(
         // A lone part needs no flush here: the tail buffer (`none` mode) keeps its order.
         let res = res.and_then(|()| if single { Ok(()) } else { st.appender.flush() });
         if let Err(e) = res {
-            // Not committed: take back this part and the ones before it. A partition where
-            // that fails refuses writes until the store is reopened, as nothing may follow
-            // the part there (its replay cuts it off: no commit record exists).
-            retract(&mut guards[share.guard], start, &e);
-            for &(g, at, _) in &written {
-                retract(&mut guards[g], at, &e);
-            }
-            return Err(e);
+            let failed = (share.guard, start, share.partition, s);
+            return Err(take_back_parts(guards, runs, &written, failed, last, e));
         }
-        written.push((share.guard, start, share.partition));
+        written.push((share.guard, start, share.partition, s));
         all_locs.push(locs);
     }
     Ok(())
 }
 
-/// Takes back a part of a batch that failed, from `start` on (see `Appender::retract`).
-fn retract(st: &mut PartState, start: u64, cause: &Error) {
-    if let Err(e) = st.appender.retract(start) {
-        st.fail_writes(|| {
-            format!("a batch failed ({cause}) and its part could not be taken back ({e})")
-        });
+/// After a batch failed while its part `failed` was written (`carrier`: the part with the
+/// commit record): takes back that part first, then the parts written before it. A partition
+/// where taking back fails refuses writes until the store is reopened, as nothing may follow
+/// the part there (replay cuts an uncommitted part off the log's end). If the carrier's own
+/// part cannot be taken back, its commit record may be whole in the file and the batch
+/// committed: then the other parts must stay too (without them a committed batch would be
+/// half there), their partitions refuse writes as well, and the error says the outcome is
+/// unknown — the next open's replay decides it, all or nothing. The returned error is the
+/// batch's.
+fn take_back_parts(
+    guards: &mut [RwLockWriteGuard<'_, PartState>],
+    runs: &[Run],
+    written: &[(usize, u64, &Partition, usize)],
+    failed: (usize, u64, &Partition, usize),
+    carrier: bool,
+    cause: Error,
+) -> Error {
+    let (g, start, part, s) = failed;
+    if let Err(e) = guards[g].appender.retract(start, &runs[s].bytes) {
+        let reason = format!(
+            "a batch failed ({cause}) and its part could not be taken back ({e}){}",
+            if carrier {
+                ": its outcome is unknown"
+            } else {
+                ""
+            }
+        );
+        guards[g].fail_writes(|| reason.clone());
+        if carrier {
+            for &(g, ..) in written {
+                guards[g].fail_writes(|| reason.clone());
+            }
+            return Error::PartitionFailed {
+                dir: part.dir.clone(),
+                reason,
+            };
+        }
     }
+    for &(g, at, _, s) in written {
+        if let Err(e) = guards[g].appender.retract(at, &runs[s].bytes) {
+            guards[g].fail_writes(|| {
+                format!("a batch failed ({cause}) and its part could not be taken back ({e})")
+            });
+        }
+    }
+    cause
 }
 
 #[cfg(test)]

@@ -376,6 +376,20 @@ pub fn parse_header(b: &[u8]) -> Option<RecordHeader> {
     shape_ok.then_some(h)
 }
 
+/// The byte ranges of the records of `run` (whole records, one after another, as an append
+/// writes them), in order; bytes at the end that do not parse as a record are one last range.
+pub fn record_spans(run: &[u8]) -> Vec<std::ops::Range<usize>> {
+    let mut spans = Vec::new();
+    let mut at = 0;
+    while at < run.len() {
+        let end =
+            parse_header(&run[at..]).map_or(run.len(), |h| (at + h.record_len()).min(run.len()));
+        spans.push(at..end);
+        at = end;
+    }
+    spans
+}
+
 /// Parses and verifies a header, its `ext` and its key: `b` must hold at least all three.
 pub fn check_header(b: &[u8]) -> Result<RecordHeader, &'static str> {
     let h = parse_header(b).ok_or("invalid record header")?;

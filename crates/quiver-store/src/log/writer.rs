@@ -40,6 +40,10 @@ pub struct Appender {
     frugal: Arc<AtomicBool>,
     /// End of what has been written to the file.
     written: u64,
+    /// End of what a write may have put in the file (at or past `written`): a failed append
+    /// whose bytes could not be zeroed, or a flush of the tail buffer that failed part-way.
+    /// Taking records back zeroes up to here.
+    attempted: u64,
     /// Records appended but not yet written (only in buffered mode).
     buffer: Vec<u8>,
     buffer_bytes_max: usize,
@@ -85,6 +89,7 @@ impl Appender {
             unmapped_to: 0,
             frugal,
             written: end,
+            attempted: end,
             buffer: Vec::new(),
             buffer_bytes_max,
             buffered,
@@ -168,7 +173,7 @@ impl Appender {
                         let keep = &bytes[..f.keep / 8 * 8];
                         // SAFETY: `mapped_room` gave `bytes.len()` writable bytes at `dst`.
                         unsafe { copy_in_order(dst, keep) };
-                        return self.failed_append(at, bytes.len(), f.error);
+                        return self.failed_append(at, bytes, f.error);
                     }
                     // SAFETY: `mapped_room` gave `bytes.len()` writable bytes at `dst`.
                     unsafe { copy_in_order(dst, bytes) };
@@ -178,31 +183,34 @@ impl Appender {
                 None => self.segment.write_at(bytes, at),
             };
             if let Err(e) = written {
-                return Err(self.take_back_failed(at, bytes.len(), e));
+                return Err(self.take_back_failed(at, bytes, e));
             }
             self.end += bytes.len() as u64;
             self.written = self.end;
+            self.attempted = self.attempted.max(self.end);
         }
         Ok(at)
     }
 
     /// An injected failure of a copy into the mapping (`faults`), as the write's error.
-    fn failed_append(&mut self, at: u64, len: usize, e: std::io::Error) -> Result<u64> {
+    fn failed_append(&mut self, at: u64, bytes: &[u8], e: std::io::Error) -> Result<u64> {
         let e = Error::io("write segment", &self.segment.path, e);
-        Err(self.take_back_failed(at, len, e))
+        Err(self.take_back_failed(at, bytes, e))
     }
 
-    /// After a failed append of `len` bytes at `at`: a prefix of the run may have reached the
-    /// file (a full disk takes what fits). It is zeroed, so no record of a failed write comes
-    /// back when the store is reopened, and no leftover follows a shorter next append. The
-    /// prefix's blocks are allocated, so this succeeds up to where the failed write stopped;
-    /// beyond lie holes. If even this fails, the bytes stay: `leftover` says so, and the
+    /// After a failed append of `bytes` at `at`: a prefix of the run may have reached the
+    /// file (a full disk takes what fits). It is zeroed (`zero_records`), so no record of a
+    /// failed write comes back when the store is reopened, and no leftover follows a shorter
+    /// next append. The run's blocks were reserved before it was written, so this does not
+    /// fail for space. If even this fails, the bytes stay: `leftover` says so, and the
     /// partition refuses writes (the failed write may then come back on reopen, whole records
     /// of it: the error says its outcome is unknown).
-    fn take_back_failed(&mut self, at: u64, len: usize, e: Error) -> Error {
-        match self.segment.write_at(&vec![0u8; len], at) {
+    fn take_back_failed(&mut self, at: u64, bytes: &[u8], e: Error) -> Error {
+        let to = at + bytes.len() as u64;
+        match self.zero_records(at, bytes, to) {
             Ok(()) => e,
             Err(zeroing) => {
+                self.attempted = self.attempted.max(to);
                 let reason = format!(
                     "a write failed ({e}) and what it left in the log could not be zeroed \
                      ({zeroing}): its outcome is unknown"
@@ -217,6 +225,27 @@ impl Appender {
                 }
             }
         }
+    }
+
+    /// Zeroes the records of `run`, which lie in the file from `at`, up to `to`: one write per
+    /// record, the last record first. Why that order: a zeroing that fails part-way then
+    /// leaves whole records, one record with a zeroed prefix and zeros after it — a torn
+    /// tail, which replay cuts off. Front to back, a failure would leave zeros (which replay
+    /// takes for the clean end of the log) with whole records after them; a later, shorter
+    /// append would not cover those, and the next open would find them behind a gap: damage
+    /// in the middle of the log.
+    fn zero_records(&self, at: u64, run: &[u8], to: u64) -> Result<()> {
+        debug_assert!(to <= at + run.len() as u64);
+        for span in format::record_spans(run).into_iter().rev() {
+            let start = at + span.start as u64;
+            if start >= to {
+                continue;
+            }
+            let end = (at + span.end as u64).min(to);
+            self.segment
+                .write_at(&vec![0u8; (end - start) as usize], start)?;
+        }
+        Ok(())
     }
 
     /// Why a failed append left bytes it could not take back, if one did (see `leftover`).
@@ -288,6 +317,8 @@ impl Appender {
         if self.buffer.is_empty() {
             return Ok(());
         }
+        // A failed write may leave any prefix of the buffer in the file.
+        self.attempted = self.attempted.max(self.end);
         self.segment.write_at(&self.buffer, self.written)?;
         self.written = self.end;
         self.buffer.clear();
@@ -295,33 +326,51 @@ impl Appender {
     }
 
     /// Drops what was appended from `offset` on, if it is all still in the tail buffer: a run
-    /// whose write-out failed must not reach the file later behind the caller's back.
+    /// whose write-out failed must not reach the file later behind the caller's back. What a
+    /// failed write-out may have put in the file from `offset` on is zeroed; if that fails,
+    /// `leftover` says so.
     pub fn discard_from(&mut self, offset: u64) {
         if offset >= self.written && offset < self.end {
-            self.buffer.truncate((offset - self.written) as usize);
+            let from = (offset - self.written) as usize;
+            if offset < self.attempted {
+                let run = self.buffer[from..].to_vec();
+                if let Err(e) = self.zero_records(offset, &run, self.attempted) {
+                    self.leftover = Some(format!(
+                        "a write-out of buffered records failed part-way and what it left in \
+                         the log could not be zeroed ({e}): its outcome is unknown"
+                    ));
+                } else {
+                    self.attempted = offset;
+                }
+            }
+            self.buffer.truncate(from);
             self.end = offset;
         }
     }
 
-    /// Takes back everything appended from `offset` (in this segment) on: dropped from the
-    /// tail buffer, zeroed in the file, and the end moves back to `offset`. A part of a batch
-    /// whose later part failed must never be followed by another record (replay would take
-    /// that as proof the batch was written whole). Best effort on the file: if zeroing fails,
-    /// the error comes back (the end still moves back).
-    pub fn retract(&mut self, offset: u64) -> Result<()> {
-        if offset >= self.end {
+    /// Takes back `run`, appended at `offset` (in this segment) and everything after it:
+    /// dropped from the tail buffer, zeroed in the file (`zero_records`) as far as a write may
+    /// have reached, and the end moves back to `offset`. A part of a batch whose later part
+    /// failed must never be followed by another record (replay would take that as proof the
+    /// batch was written whole). `Ok` only if none of its bytes is left in the file; if
+    /// zeroing fails the error comes back (the end still moves back).
+    pub fn retract(&mut self, offset: u64, run: &[u8]) -> Result<()> {
+        let reached = self.written.max(self.attempted);
+        if offset >= self.end.max(reached) {
             return Ok(());
         }
-        let res = if offset < self.written {
-            let zeros = vec![0u8; (self.written - offset) as usize];
-            self.segment.write_at(&zeros, offset)
+        let res = if offset < reached {
+            self.zero_records(offset, run, reached)
         } else {
             Ok(())
         };
         let keep = offset.saturating_sub(self.written) as usize;
         self.buffer.truncate(keep);
         self.written = self.written.min(offset);
-        self.end = offset;
+        self.end = self.end.min(offset);
+        if res.is_ok() {
+            self.attempted = offset;
+        }
         res
     }
 

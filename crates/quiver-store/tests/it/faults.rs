@@ -313,3 +313,96 @@ fn a_torn_write_loses_nothing_acknowledged() {
         s.close().unwrap();
     }
 }
+
+/// A batch over two partitions whose last part (the one with the commit record) fails, and
+/// whose clean-up fails too. Taking back zeroes each part's last record first, so a zeroing
+/// cut short leaves whole records, one cut short and zeros — an uncommitted part at the log's
+/// end, which the next open cuts off — never zeros (a clean end, as replay reads it) with
+/// records behind them, which a later, shorter append would leave behind a gap (damage on the
+/// open after). And if the last part itself cannot be taken back, its commit record may be in
+/// the file: the other part then stays as well, and the next open decides, all or nothing.
+#[test]
+fn a_batch_that_cannot_be_taken_back_is_all_or_nothing_after_a_reopen() {
+    // (fault of the last part's append, faults of its zeroing, fault of the first part's
+    // zeroing); None: no fault.
+    let cases = [
+        // The last part writes nothing; the first part's zeroing is cut short.
+        (Fault::Eio, None, Some(Fault::Short { keep: 8 })),
+        (
+            Fault::Short { keep: 100 },
+            None,
+            Some(Fault::Short { keep: 16 }),
+        ),
+        // The last part cannot be taken back (whole in the file, or a prefix of it).
+        (Fault::Short { keep: 1 << 20 }, Some(Fault::Eio), None),
+        (
+            Fault::Short { keep: 200 },
+            Some(Fault::Short { keep: 8 }),
+            None,
+        ),
+    ];
+    for (append, zero_last, zero_first) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = Store::open(tmp.path(), options(Durability::Os)).unwrap();
+        let first: Vec<Vec<u8>> = (0..4).map(|n| key_in(0, n)).collect();
+        let last: Vec<Vec<u8>> = (0..4).map(|n| key_in(1, n)).collect();
+        for k in first.iter().chain(&last) {
+            s.put(k, b"old").unwrap();
+        }
+        let (p0, p1) = (partition_dir(tmp.path(), 0), partition_dir(tmp.path(), 1));
+        let mut writes = (0, 0);
+        let injection = faults::inject(tmp.path(), move |op, path, _| {
+            if op != FileOp::Write {
+                return None;
+            }
+            if path.starts_with(&p1) {
+                writes.1 += 1;
+                return if writes.1 == 1 {
+                    Some(append)
+                } else {
+                    zero_last
+                };
+            }
+            if path.starts_with(&p0) {
+                writes.0 += 1;
+                // The part's own append is write 1; its zeroing begins at write 2.
+                return if writes.0 == 2 { zero_first } else { None };
+            }
+            None
+        });
+        let mut batch = Batch::new();
+        for k in first.iter().chain(&last) {
+            batch.put(k.clone(), vec![7u8; 300]);
+        }
+        let err = s.apply(&batch).unwrap_err();
+        drop(injection);
+        let case = format!("{append:?} / {zero_last:?} / {zero_first:?}: {err}");
+        if zero_last.is_some() {
+            assert!(err.to_string().contains("outcome is unknown"), "{case}");
+        }
+        // Both partitions refuse writes until the store is reopened.
+        assert!(s.put(&first[0], b"x").is_err(), "{case}");
+        s.simulate_crash();
+        let s = Store::open(tmp.path(), options(Durability::Os)).unwrap();
+        let all: Vec<Vec<u8>> = first.iter().chain(&last).cloned().collect();
+        let got: Vec<Option<Vec<u8>>> = all.iter().map(|k| get(&s, k)).collect();
+        let old = got.iter().all(|v| v.as_deref() == Some(b"old"));
+        let new = got.iter().all(|v| v.as_deref() == Some(&[7u8; 300][..]));
+        assert!(old || new, "{case}: the batch is half there");
+        if zero_last.is_none() {
+            assert!(old, "{case}: a batch taken back came back");
+        }
+        // Short appends where the part was, a crash, and every one of them is there.
+        for (n, k) in first.iter().enumerate() {
+            s.put(k, format!("v{n}").as_bytes()).unwrap();
+        }
+        s.simulate_crash();
+        let s = Store::open(tmp.path(), options(Durability::Os)).unwrap();
+        assert!(s.recovery_report().damage.is_empty(), "{case}");
+        for (n, k) in first.iter().enumerate() {
+            assert_eq!(get(&s, k), Some(format!("v{n}").into_bytes()), "{case}");
+        }
+        assert!(s.check().unwrap().is_ok(), "{case}");
+        s.close().unwrap();
+    }
+}
