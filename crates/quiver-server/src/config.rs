@@ -134,7 +134,8 @@ pub struct Config {
     pub databases: u32,
     /// Password every client must give with AUTH or HELLO.
     pub requirepass: Option<String>,
-    /// Refuse to listen on a non-loopback address without a password.
+    /// While the `default` user has no password, serve only clients on a loopback address
+    /// or the Unix socket (decided per connection, as Redis 7 does).
     #[serde(deserialize_with = "yes_no")]
     pub protected_mode: bool,
     pub maxclients: usize,
@@ -279,13 +280,6 @@ impl Config {
     /// Checks the settings against each other; called before anything is opened.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError(m));
-        if !self.bind.is_loopback() && self.requirepass.is_none() && self.protected_mode {
-            return bad(format!(
-                "refusing to listen on non-loopback address {} without a password: set \
-                 requirepass, or protected-mode no to accept connections from anyone",
-                self.bind
-            ));
-        }
         if self.cluster_enabled {
             if self
                 .cluster_etcd
@@ -542,9 +536,9 @@ mod tests {
         assert!(e.0.contains("maxclientz"), "{e}");
         let e = Config::from_toml("durability = \"sometimes\"").unwrap_err();
         assert!(e.0.contains("sometimes"), "{e}");
+        // Protected mode is decided per connection (`server`), not at start.
         let c = Config::from_toml("bind = \"0.0.0.0\"").unwrap();
-        let e = c.validate().unwrap_err();
-        assert!(e.0.contains("protected-mode"), "{e}");
+        c.validate().unwrap();
         for share in ["0", "1.5", "-0.25"] {
             let c = Config::from_toml(&format!("compaction-cpu-share = {share}")).unwrap();
             let e = c.validate().unwrap_err();

@@ -7,6 +7,11 @@
 //! `client-output-buffer-total-limit`: see [`crate::output`]). The query buffer is capped by
 //! `client-query-buffer-limit`; a protocol error is answered and the connection closed,
 //! as Redis does.
+//!
+//! A request named `POST` or `Host:` is the start of an HTTP request, which a web page can
+//! make a browser send to any local port (cross-protocol scripting: the request's body would
+//! then run as commands). As Redis does since 3.2.7, the connection is closed at once without
+//! a reply, nothing after it runs, and a warning is logged (at most once a minute).
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -20,6 +25,7 @@ use crate::clients::ClientInfo;
 use crate::exec::RunEnd;
 use crate::frame::RequestParser;
 use crate::output::Output;
+use crate::ratelog::LogLimiter;
 use crate::reply::Reply;
 use crate::service::Service;
 use crate::session::Session;
@@ -30,12 +36,18 @@ pub const RUN_REQUESTS_MAX: usize = 1024;
 const READ_CHUNK_MIN: usize = 16 * 1024;
 const READ_CHUNK_MAX: usize = 1 << 20;
 
+/// Interval between two warnings of requests that look like HTTP (`SECURITY_ATTACKS`).
+const SECURITY_WARNING_INTERVAL: Duration = Duration::from_secs(60);
+static SECURITY_ATTACKS: LogLimiter = LogLimiter::new(SECURITY_WARNING_INTERVAL);
+
 /// Why a connection ended (for the log).
 #[derive(Debug)]
 enum End {
     ClientClosed,
     Quit,
     ProtocolError,
+    /// A request that starts an HTTP request (see the module documentation).
+    CrossProtocol,
     QueryBufferLimit,
     OutputBufferLimit,
     IdleTimeout,
@@ -104,8 +116,13 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
             1
         };
         parser.set_unauthenticated(!session.authenticated);
-        let (requests, error) = parser.parse_run(&mut inbuf, run_max);
+        let (mut requests, error) = parser.parse_run(&mut inbuf, run_max);
         let full_run = requests.len() == run_max;
+        // What comes before an HTTP line runs, as it would have one by one; nothing after.
+        let http = requests.iter().position(|r| is_http_line(r));
+        if let Some(at) = http {
+            requests.truncate(at);
+        }
         if !requests.is_empty() {
             let end = service
                 .execute_run(session, conn, &requests, &mut out)
@@ -124,6 +141,20 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
             }
         }
         drop(requests);
+        if http.is_some() {
+            if let Some(n) = SECURITY_ATTACKS.event(std::time::Instant::now()) {
+                tracing::warn!(
+                    client = info.id,
+                    addr = %info.addr,
+                    since_last_warning = n,
+                    "Possible SECURITY ATTACK detected. It looks like somebody is sending POST \
+                     or Host: commands to Quiver. This is likely due to an attacker attempting \
+                     to use Cross Protocol Scripting to compromise your Quiver instance. \
+                     Connection aborted."
+                );
+            }
+            return End::CrossProtocol;
+        }
         if let Some(e) = &error {
             core.stats.protocol_errors.fetch_add(1, Relaxed);
             tracing::info!(client = info.id, error = %e, "protocol error");
@@ -189,4 +220,12 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
             Some(Err(e)) => return End::Io(e),
         }
     }
+}
+
+/// Whether a request is the first line (`POST ...`) or a header line (`Host: ...`) of an HTTP
+/// request, as Redis's `securityWarningCommand` takes them: by the first word alone.
+fn is_http_line(args: &[bytes::Bytes]) -> bool {
+    args.first().is_some_and(|name| {
+        name.eq_ignore_ascii_case(b"post") || name.eq_ignore_ascii_case(b"host:")
+    })
 }

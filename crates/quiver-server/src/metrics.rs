@@ -1,14 +1,20 @@
 //! The Prometheus text endpoint (`metrics-addr`): a minimal HTTP/1.1 server answering
-//! `GET /metrics` with the exposition format, one connection at a time per request.
+//! `GET /metrics` with the exposition format, one request per connection. Bounded as the
+//! RESP listener is: a request must arrive and its answer be written within
+//! `REQUEST_TIMEOUT` (a client that sends half a request is closed), and at most
+//! `CONNECTIONS_MAX` connections are served at once (more are closed at once, as the TLS
+//! port does with handshakes past its bound).
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use std::sync::Arc;
 
+use crate::ratelog::LogLimiter;
 use crate::service::{Core, Service};
 use crate::state::ServerState;
 use crate::stats::Histogram;
@@ -16,6 +22,13 @@ use crate::table::COMMANDS;
 
 /// Largest HTTP request head read from a scraper.
 const REQUEST_HEAD_MAX: usize = 8 * 1024;
+/// A request's head must arrive, and its answer be written, within this (Prometheus's own
+/// scrape timeout is 10 s by default; a scrape of a healthy server takes milliseconds).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Metrics connections served at once.
+pub const CONNECTIONS_MAX: usize = 16;
+/// Connections closed past `CONNECTIONS_MAX`, logged at most once a minute.
+static REFUSALS: LogLimiter = LogLimiter::new(Duration::from_secs(60));
 
 /// Resident set size of this process, from /proc (0 where unavailable).
 pub fn process_rss_bytes() -> u64 {
@@ -34,33 +47,63 @@ pub fn process_rss_bytes() -> u64 {
 
 /// Serves metrics until the task is dropped.
 pub async fn serve<S: Service>(listener: TcpListener, service: Arc<S>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
+        let mut stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors or similar: back off instead of spinning.
+                tracing::warn!(error = %e, "metrics: accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            if let Some(n) = REFUSALS.event(std::time::Instant::now()) {
+                tracing::warn!(since_last_line = n, "metrics: too many connections: closed");
+            }
             continue;
         };
         let service = service.clone();
         tokio::spawn(async move {
-            let mut head = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < REQUEST_HEAD_MAX {
-                match stream.read(&mut buf).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
+            let _slot = slot;
+            let answer = async {
+                let Some(head) = read_head(&mut stream).await else {
+                    return;
+                };
+                if head.starts_with(b"GET /metrics ") {
+                    respond(&mut stream, "200 OK", service.render_metrics()).await;
+                } else {
+                    respond(&mut stream, "404 Not Found", "try GET /metrics\n".into()).await;
                 }
-            }
-            let (status, body) = if head.starts_with(b"GET /metrics ") {
-                ("200 OK", service.render_metrics())
-            } else {
-                ("404 Not Found", "try GET /metrics\n".to_string())
             };
-            let response = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\n\
-                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(response.as_bytes()).await;
+            // Past the limit the connection is dropped, whatever it was doing.
+            let _ = tokio::time::timeout(REQUEST_TIMEOUT, answer).await;
         });
     }
+}
+
+/// Reads an HTTP request's head (up to its blank line, at most `REQUEST_HEAD_MAX` bytes);
+/// `None` if the client closed first.
+async fn read_head(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < REQUEST_HEAD_MAX {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    Some(head)
+}
+
+async fn respond(stream: &mut tokio::net::TcpStream, status: &str, body: String) {
+    let response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(response.as_bytes()).await;
 }
 
 /// Appends one metric with its help and type lines.

@@ -2,7 +2,7 @@
 //! (up to `maxclients`), and on shutdown stop accepting, let connections finish the run they
 //! are executing, close the store (which checkpoints every partition) and return.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -20,6 +20,7 @@ use crate::cluster::ClusterNode;
 use crate::coalesce::Coalescer;
 use crate::config::{Coalesce, Config, ConfigError};
 use crate::conn;
+use crate::ratelog::LogLimiter;
 use crate::service::{Core, Service};
 use crate::state::{ServerState, SharedState};
 use crate::tls;
@@ -29,6 +30,8 @@ use crate::watch::Watches;
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// File descriptors kept for the store and listeners beyond one per client.
 const RESERVED_FDS: u64 = 128;
+/// A refused connection's error reply is written within this, or the connection is dropped.
+const REFUSAL_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why the server could not start, or did not stop cleanly. Each variant names the operation
 /// that failed (no `From` conversions: every `?` says which one it is).
@@ -432,6 +435,15 @@ pub async fn serve_clients<S: Service>(
         )));
     }
     tracing::info!(%addr, unixsocket = ?unix_path, tls = ?tls_addr, "ready to accept connections");
+    let core = service.core();
+    if core.config.protected_mode && !addr.ip().is_loopback() && core.users.default_user().nopass {
+        tracing::warn!(
+            %addr,
+            "protected mode: the default user has no password, so clients from other hosts \
+             are refused until it has one (requirepass, the aclfile or ACL SETUSER), or \
+             protected-mode is no"
+        );
+    }
 
     let mut rx = shutdown.subscribe();
     if let Some((mut int, mut term)) = signals {
@@ -471,7 +483,15 @@ async fn accept_tcp<S: Service>(
         match listener.accept().await {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
-                admit(&service, stream, peer.to_string(), laddr.clone(), &shutdown);
+                let addr = peer.to_string();
+                admit(
+                    &service,
+                    stream,
+                    addr,
+                    Some(peer.ip()),
+                    laddr.clone(),
+                    &shutdown,
+                );
             }
             Err(e) => accept_failed(e).await,
         }
@@ -513,7 +533,8 @@ async fn accept_tls<S: Service>(
             match handshake.await {
                 Ok(Ok(stream)) => {
                     drop(permit);
-                    admit(&service, stream, peer.to_string(), laddr, &shutdown);
+                    let addr = peer.to_string();
+                    admit(&service, stream, addr, Some(peer.ip()), laddr, &shutdown);
                 }
                 Ok(Err(e)) => tracing::info!(%peer, error = %e, "TLS handshake failed"),
                 Err(_) => tracing::info!(%peer, "TLS handshake timed out"),
@@ -540,6 +561,7 @@ async fn accept_unix<S: Service>(
                 &service,
                 stream,
                 format!("{laddr}:0"),
+                None,
                 laddr.clone(),
                 &shutdown,
             ),
@@ -562,11 +584,43 @@ async fn accept_failed(e: std::io::Error) {
     tokio::time::sleep(Duration::from_millis(10)).await;
 }
 
-/// Starts serving an accepted connection, or refuses it at `maxclients` like Redis does.
+/// The refusal of protected mode (Redis 7's, naming Quiver's ways out).
+const PROTECTED_MODE_DENIED: &[u8] = b"-DENIED Quiver is running in protected mode because \
+protected mode is enabled and no password is set for the default user. In this mode \
+connections are only accepted from the loopback interface. If you want to connect from \
+external computers to Quiver you may adopt one of the following solutions: 1) Set up an \
+authentication password for the default user: requirepass in the configuration file, or \
+'ACL SETUSER default on >password' from the loopback interface (ACL SAVE keeps it in the \
+aclfile). 2) Disable protected mode by setting protected-mode to 'no' in the configuration \
+file (or starting the server with '--protected-mode no'), and then restarting the server; \
+MAKE SURE Quiver is not publicly accessible from internet if you do so. NOTE: You only need \
+to do one of the above things in order for the server to start accepting connections from \
+the outside.\r\n";
+/// Interval between two log lines of connections refused by protected mode.
+const PROTECTED_MODE_LOG_INTERVAL: Duration = Duration::from_secs(60);
+static PROTECTED_MODE_REFUSALS: LogLimiter = LogLimiter::new(PROTECTED_MODE_LOG_INTERVAL);
+
+/// Protected mode, decided per connection as Redis 7 does: while it is on and the `default`
+/// user has no password (`nopass`: by `requirepass` unset, the aclfile, or ACL SETUSER at
+/// run time), only clients on a loopback address or the Unix socket (`peer` `None`) are
+/// served.
+fn protected_mode_refuses(core: &Core, peer: Option<IpAddr>) -> bool {
+    let local = peer.is_none_or(|ip| match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    });
+    core.config.protected_mode && !local && core.users.default_user().nopass
+}
+
+/// Starts serving an accepted connection, or refuses it at `maxclients` or by protected mode
+/// (`peer`: the client's address, `None` on the Unix socket) like Redis does.
 fn admit<S, T>(
     service: &Arc<S>,
-    mut stream: T,
+    stream: T,
     addr: String,
+    peer: Option<IpAddr>,
     laddr: String,
     shutdown: &watch::Receiver<bool>,
 ) where
@@ -580,15 +634,40 @@ fn admit<S, T>(
         stats.connected_clients.fetch_sub(1, Ordering::SeqCst);
         stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(%addr, "maxclients reached: connection refused");
-        tokio::spawn(async move {
-            let _ = stream
-                .write_all(b"-ERR max number of clients reached\r\n")
-                .await;
-        });
+        refuse(stream, b"-ERR max number of clients reached\r\n");
+        return;
+    }
+    if protected_mode_refuses(core, peer) {
+        stats.connected_clients.fetch_sub(1, Ordering::SeqCst);
+        stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
+        if let Some(n) = PROTECTED_MODE_REFUSALS.event(Instant::now()) {
+            tracing::warn!(
+                %addr,
+                since_last_line = n,
+                "protected mode: a connection from a non-loopback address refused (the \
+                 default user has no password)"
+            );
+        }
+        refuse(stream, PROTECTED_MODE_DENIED);
         return;
     }
     let info = core.clients.register(addr, laddr);
     tokio::spawn(conn::serve(service.clone(), stream, info, shutdown.clone()));
+}
+
+/// Answers a refused connection with `reply` and closes it (bounded by
+/// `REFUSAL_WRITE_TIMEOUT`: a client that reads nothing holds nothing).
+fn refuse<T>(mut stream: T, reply: &'static [u8])
+where
+    T: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(REFUSAL_WRITE_TIMEOUT, async {
+            let _ = stream.write_all(reply).await;
+            let _ = stream.shutdown().await;
+        })
+        .await;
+    });
 }
 
 /// Raises the open-files limit towards `wanted` (as Redis does for maxclients).

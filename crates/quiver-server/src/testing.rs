@@ -131,3 +131,33 @@ fn unique_temp_dir() -> PathBuf {
         NEXT.fetch_add(1, Ordering::Relaxed)
     ))
 }
+
+/// A non-loopback IPv4 address of this machine, if it has one: a client connecting to it
+/// from here reaches the server from that address, not from loopback.
+pub fn non_loopback_ipv4() -> Option<std::net::IpAddr> {
+    let mut addrs: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `addrs` with a list we free below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut addrs) } != 0 {
+        return None;
+    }
+    let mut found = None;
+    let mut at = addrs;
+    while !at.is_null() && found.is_none() {
+        // SAFETY: `at` is a node of the list getifaddrs returned, not yet freed.
+        let ifa = unsafe { &*at };
+        // SAFETY: ifa_addr is null or points at a sockaddr of the list.
+        let family = unsafe { ifa.ifa_addr.as_ref() }.map(|a| i32::from(a.sa_family));
+        if family == Some(libc::AF_INET) {
+            // SAFETY: an AF_INET ifa_addr points at a sockaddr_in.
+            let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+            let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+            if !ip.is_loopback() && !ip.is_unspecified() {
+                found = Some(std::net::IpAddr::V4(ip));
+            }
+        }
+        at = ifa.ifa_next;
+    }
+    // SAFETY: the list came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(addrs) };
+    found
+}

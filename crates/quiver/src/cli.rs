@@ -311,6 +311,10 @@ pub struct ListenArgs {
     /// Password clients must give with AUTH.
     #[arg(long, value_name = "PASSWORD")]
     pub requirepass: Option<String>,
+    /// yes: while the default user has no password, serve only loopback clients [default:
+    /// yes].
+    #[arg(long, value_name = "YES|NO", value_parser = quiver_server::config::parse_yes_no)]
+    pub protected_mode: Option<bool>,
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9121).
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,

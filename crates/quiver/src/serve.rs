@@ -93,7 +93,7 @@ fn listen_config(a: &ListenArgs, defaults: Config) -> Result<Config, CliError> {
     macro_rules! flag {
         ($($field:ident),*) => { $( if let Some(v) = a.$field.clone() { config.$field = v.into(); } )* };
     }
-    flag!(bind, port, threads, log_format);
+    flag!(bind, port, threads, log_format, protected_mode);
     if let Some(p) = &a.unixsocket {
         config.unixsocket = Some(p.clone());
     }

@@ -512,3 +512,37 @@ fn commandstats_count_rejected_and_failed_calls_like_redis() {
     assert!(default.contains("errorstat_ERR:count=8"), "{default}");
     assert!(!default.contains("cmdstat_"), "{default}");
 }
+
+/// The metrics endpoint has the RESP listener's bounds: a scraper that sends half a request
+/// is closed without an answer (after `metrics::REQUEST_TIMEOUT`), and at most
+/// `metrics::CONNECTIONS_MAX` connections are served at once — one more is closed at once.
+/// Once the stalled ones are gone, scrapes work again.
+#[test]
+fn the_metrics_endpoint_closes_stalled_requests_and_caps_connections() {
+    let server = MetricsServer::start();
+    let stalled: Vec<TcpStream> = (0..quiver_server::metrics::CONNECTIONS_MAX)
+        .map(|_| {
+            let mut s = TcpStream::connect(server.metrics).unwrap();
+            s.set_read_timeout(Some(WAIT)).unwrap();
+            s.write_all(b"GET /metr").unwrap();
+            s
+        })
+        .collect();
+    let mut extra = TcpStream::connect(server.metrics).unwrap();
+    extra.set_read_timeout(Some(WAIT)).unwrap();
+    let _ = extra.write_all(b"GET /metrics HTTP/1.1\r\n\r\n");
+    let mut got = Vec::new();
+    match extra.read_to_end(&mut got) {
+        Ok(_) => assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got)),
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
+    }
+    for mut s in stalled {
+        let mut got = Vec::new();
+        s.read_to_end(&mut got)
+            .expect("the stalled request is closed within WAIT");
+        assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+    }
+    let (status, _, body) = http(server.metrics, "GET /metrics HTTP/1.1\r\n\r\n");
+    assert!(status.contains("200"), "{status}");
+    assert!(body.contains("quiver_keys"), "{body}");
+}

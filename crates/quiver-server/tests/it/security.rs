@@ -1,15 +1,16 @@
 //! Authentication (`requirepass`) and protected mode.
 //!
 //! With a password set, a new connection may only run the commands Redis 7 flags `no_auth`
-//! (AUTH, HELLO, QUIT, RESET); everything else answers `-NOAUTH`. Protected mode refuses to
-//! start on a non-loopback address without a password, before any socket is opened.
+//! (AUTH, HELLO, QUIT, RESET); everything else answers `-NOAUTH`. Protected mode is decided
+//! per connection: while the default user has no password, a client from a non-loopback
+//! address gets `-DENIED` and is closed. An HTTP request runs nothing.
 
-use std::io::Write;
-use std::net::IpAddr;
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr};
 
 use quiver_server::table::{Flags, COMMANDS};
 use quiver_server::testing::TestServer;
-use quiver_server::{Config, Server};
+use quiver_server::Config;
 
 use crate::bad_input::{
     client, client_with, expect_closed, expect_error_and_close, expect_reply, multibulk, raw,
@@ -298,54 +299,147 @@ fn unauthenticated_clients_get_redis_frame_limits() {
     expect_reply(&mut s, &[&b"$20000\r\n"[..], &big, b"\r\n"].concat());
 }
 
-fn public_config(bind: IpAddr, dir: &std::path::Path) -> Config {
-    Config {
-        bind,
-        port: 0,
-        dir: dir.to_path_buf(),
-        threads: 1,
-        ..Config::default()
+/// The address a test reaches a server bound to 0.0.0.0 from outside loopback, or `None`
+/// (and a SKIPPED line) on a machine with loopback only.
+fn outside_address(test: &str) -> Option<IpAddr> {
+    let found = quiver_server::testing::non_loopback_ipv4();
+    if found.is_none() {
+        eprintln!("SKIPPED {test}: this machine has no non-loopback IPv4 address");
     }
+    found
 }
 
-#[test]
-fn protected_mode_refuses_a_public_address_without_a_password() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("store");
-    for bind in ["0.0.0.0", "::", "192.0.2.1"] {
-        let config = public_config(bind.parse().unwrap(), &dir);
-        let err = match Server::bind(config) {
-            Ok(_) => panic!("Server::bind accepted {bind} without a password in protected mode"),
-            Err(e) => e.to_string(),
-        };
-        assert!(err.contains("protected-mode"), "{bind}: {err}");
-        assert!(err.contains("requirepass"), "{bind}: {err}");
-        // Refused before anything was opened: no store directory was created.
-        assert!(
-            !dir.exists(),
-            "{bind}: the store was opened before the refusal"
-        );
-    }
-    // Loopback addresses need no password.
-    for bind in ["127.0.0.1", "::1"] {
-        public_config(bind.parse().unwrap(), &dir)
-            .validate()
-            .unwrap_or_else(|e| panic!("{bind}: {e}"));
-    }
+const DENIED: &[u8] = b"-DENIED Quiver is running in protected mode because protected mode is \
+enabled and no password is set for the default user.";
+
+/// A connection from `ip` to `server` is refused: the DENIED line, then closed.
+fn expect_denied(ip: IpAddr, server: &TestServer) {
+    let mut s = raw(SocketAddr::new(ip, server.addr.port()));
+    let line = read_line(&mut s);
+    assert!(line.starts_with(DENIED), "{}", show(&line));
+    expect_closed(&mut s);
 }
 
-#[test]
-fn a_public_address_is_allowed_with_a_password_or_protected_mode_off() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut with_password = public_config("0.0.0.0".parse().unwrap(), tmp.path());
-    with_password.requirepass = Some(PASSWORD.into());
-    with_password.validate().unwrap();
+/// A connection from `ip` to `server` is served: PING answers `expect` (PONG, or NOAUTH
+/// while the default user has a password).
+fn expect_served(ip: IpAddr, server: &TestServer, expect: &[u8]) {
+    let mut s = raw(SocketAddr::new(ip, server.addr.port()));
+    s.write_all(b"PING\r\n").unwrap();
+    expect_reply(&mut s, expect);
+}
 
-    let mut unprotected = public_config("0.0.0.0".parse().unwrap(), tmp.path());
-    unprotected.protected_mode = false;
-    unprotected.validate().unwrap();
-    // Binding really works; the server is dropped at once, without ever accepting.
-    let server = Server::bind(unprotected).expect("protected-mode no allows 0.0.0.0");
-    assert!(server.local_addr().ip().is_unspecified());
+fn public_server(configure: impl FnOnce(&mut Config)) -> TestServer {
+    TestServer::start_with(|c| {
+        c.bind = "0.0.0.0".parse().unwrap();
+        configure(c);
+    })
+}
+
+const LOCAL: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+/// Protected mode is decided per connection, as in Redis 7: while the default user has no
+/// password, clients from a non-loopback address get -DENIED and are closed; loopback and
+/// the Unix socket are served. A password set at run time (ACL SETUSER) lets them in, and
+/// taking it away (`nopass`) shuts them out again.
+#[test]
+fn protected_mode_is_decided_per_connection() {
+    let Some(outside) = outside_address("protected_mode_is_decided_per_connection") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let sock = tmp.path().join("q.sock");
+    let server = public_server(|c| c.unixsocket = Some(sock.clone()));
+    expect_denied(outside, &server);
+    expect_served(LOCAL, &server, b"+PONG\r\n");
+    let mut unix = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    unix.write_all(b"PING\r\n").unwrap();
+    let mut pong = [0u8; 7];
+    unix.read_exact(&mut pong).unwrap();
+    assert_eq!(&pong, b"+PONG\r\n");
+
+    let mut admin = client(server.addr);
+    admin
+        .command(&[b"ACL", b"SETUSER", b"default", b"on", b">pw"])
+        .unwrap();
+    expect_served(outside, &server, NOAUTH);
+    let mut s = raw(SocketAddr::new(outside, server.addr.port()));
+    s.write_all(b"AUTH pw\r\nPING\r\n").unwrap();
+    expect_reply(&mut s, b"+OK\r\n+PONG\r\n");
+
+    // A password taken away at run time: new connections from outside are refused again
+    // (this one, authenticated before, stays).
+    let mut admin = client_with(server.addr, |o| o.password = Some("pw".into()));
+    admin
+        .command(&[b"ACL", b"SETUSER", b"default", b"nopass"])
+        .unwrap();
+    expect_denied(outside, &server);
+    s.write_all(b"PING\r\n").unwrap();
+    expect_reply(&mut s, b"+PONG\r\n");
+    let mut info = client(server.addr);
+    let rejected = crate::bad_input::info_field(&mut info, "stats", "rejected_connections");
+    assert_eq!(rejected.as_deref(), Some("2"));
+}
+
+/// The default user's password may come from the aclfile alone (the server starts on a
+/// public address without requirepass, and serves authenticated clients from outside), and
+/// an aclfile's password-less default wins over requirepass (then outside clients are
+/// refused). `protected-mode no` serves everyone.
+#[test]
+fn protected_mode_follows_the_aclfile_and_can_be_turned_off() {
+    let Some(outside) = outside_address("protected_mode_follows_the_aclfile") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let with_password = tmp.path().join("with.acl");
+    std::fs::write(&with_password, "user default on >secret ~* &* +@all\n").unwrap();
+    let server = public_server(|c| c.aclfile = Some(with_password.clone()));
+    expect_served(outside, &server, NOAUTH);
     drop(server);
+
+    let without = tmp.path().join("without.acl");
+    std::fs::write(&without, "user default on nopass ~* &* +@all\n").unwrap();
+    let server = public_server(|c| {
+        c.aclfile = Some(without.clone());
+        c.requirepass = Some(PASSWORD.into());
+    });
+    expect_denied(outside, &server);
+    expect_served(LOCAL, &server, b"+PONG\r\n");
+    drop(server);
+
+    let server = public_server(|c| c.protected_mode = false);
+    expect_served(outside, &server, b"+PONG\r\n");
+}
+
+/// An HTTP request (cross-protocol scripting: a web page posting to a local port) runs
+/// nothing: the connection is closed at `POST` or at a `Host:` header, before any line after
+/// it, without a reply to it. Commands before it in the same read still ran, as in Redis.
+#[test]
+fn an_http_request_runs_nothing_and_is_closed() {
+    let server = TestServer::start();
+    for request in [
+        &b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 13\r\n\r\nSET pwned 1\r\n"[..],
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\nSET pwned 1\r\n",
+        b"host: x\r\nSET pwned 1\r\n",
+        b"*1\r\n$4\r\npost\r\n*3\r\n$3\r\nSET\r\n$5\r\npwned\r\n$1\r\n1\r\n",
+    ] {
+        let mut s = raw(server.addr);
+        s.write_all(request).unwrap();
+        // Nothing is answered, but the first line of `GET / HTTP/1.1` (a GET of two
+        // arguments, refused) when it arrived in a read of its own.
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        let refused_get = request.starts_with(b"GET") && got.starts_with(b"-ERR");
+        assert!(got.is_empty() || refused_get, "{}", show(&got));
+        let mut c = client(server.addr);
+        assert_eq!(c.get("pwned").unwrap(), None, "{}", show(request));
+    }
+    // A command before the request line runs (its reply is not sent when both arrived in
+    // one read).
+    let mut s = raw(server.addr);
+    s.write_all(b"SET before 1\r\nPOST / HTTP/1.1\r\n").unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).unwrap();
+    assert!(got.is_empty() || got == b"+OK\r\n", "{}", show(&got));
+    let mut c = client(server.addr);
+    assert_eq!(c.get("before").unwrap().as_deref(), Some(&b"1"[..]));
 }

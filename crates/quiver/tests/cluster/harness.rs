@@ -668,7 +668,14 @@ impl Router {
             .stderr(append(&self.log()))
             .spawn()
             .expect("the quiver binary starts");
-        let expected = format!("quiver router listening on {}", self.addr());
+        // Bound to all addresses (`--bind 0.0.0.0`), it prints that address.
+        let bind = self
+            .args
+            .iter()
+            .position(|a| a == "--bind")
+            .and_then(|i| self.args.get(i + 1))
+            .map_or("127.0.0.1", |b| b.as_str());
+        let expected = format!("quiver router listening on {bind}:{port}");
         let (child, rx) = await_listening(child, &expected, &self.log(), log_start)?;
         self.child = Some(child);
         self._stdout = Some(rx);

@@ -997,3 +997,73 @@ fn mget_width_over_replicas_next_to_the_simulation() {
         eprintln!("{row}");
     }
 }
+
+/// The router's listener has the node's defences (the same connection code): an HTTP request
+/// runs nothing and is closed, with Redis's warning in the log; protected mode refuses clients
+/// from a non-loopback address while the default user has no password (and serves them once
+/// it has one); its metrics endpoint closes a stalled request and caps its connections.
+#[test]
+fn router_refuses_http_requests_and_outside_clients_and_bounds_metrics() {
+    let mut cluster = Cluster::start(1);
+    let metrics = format!("127.0.0.1:{}", crate::harness::free_port());
+    let r = cluster.start_router_with(&["--bind", "0.0.0.0", "--metrics-addr", &metrics]);
+    let addr = cluster.routers[r].addr();
+
+    let got = send_until_closed(
+        &addr,
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 13\r\n\r\nSET pwned 1\r\n",
+    );
+    assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+    let mut c = cluster.routers[r].conn();
+    assert_eq!(c.get("pwned").unwrap(), None);
+    let log = cluster.routers[r].log();
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+    wait_until("the router's warning", log_text, || {
+        log_text()
+            .contains("Possible SECURITY ATTACK detected")
+            .then_some(())
+            .ok_or_else(|| "not yet".to_string())
+    });
+
+    match quiver_server::testing::non_loopback_ipv4() {
+        None => eprintln!("SKIPPED protected mode: this machine has no non-loopback address"),
+        Some(ip) => {
+            let outside = format!("{ip}:{}", cluster.routers[r].port);
+            let got = send_until_closed(&outside, b"PING\r\n");
+            assert!(
+                got.starts_with(b"-DENIED Quiver is running in protected mode"),
+                "{}",
+                String::from_utf8_lossy(&got)
+            );
+            c.command(&[b"ACL", b"SETUSER", b"default", b">pw"])
+                .unwrap();
+            let got = send_until_closed(&outside, b"AUTH pw\r\nPING\r\nQUIT\r\n");
+            assert_eq!(String::from_utf8_lossy(&got), "+OK\r\n+PONG\r\n+OK\r\n");
+        }
+    }
+
+    // Metrics: the bound's worth of stalled requests, one more closed at once; the stalled
+    // ones closed without an answer; then a scrape works.
+    let stalled: Vec<TcpStream> = (0..quiver_server::metrics::CONNECTIONS_MAX)
+        .map(|_| {
+            let mut s = TcpStream::connect(&metrics).unwrap();
+            s.set_read_timeout(Some(WAIT)).unwrap();
+            s.write_all(b"GET /metr").unwrap();
+            s
+        })
+        .collect();
+    let got = send_until_closed(&metrics, b"GET /metrics HTTP/1.1\r\n\r\n");
+    assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+    for mut s in stalled {
+        let mut got = Vec::new();
+        s.read_to_end(&mut got)
+            .expect("a stalled request is closed");
+        assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+    }
+    let got = send_until_closed(&metrics, b"GET /metrics HTTP/1.1\r\n\r\n");
+    assert!(
+        String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200 OK"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+}

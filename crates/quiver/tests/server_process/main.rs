@@ -685,3 +685,30 @@ fn redis_benchmark_runs_without_errors() {
     drop(c);
     server.stop_with(libc::SIGTERM);
 }
+
+/// An HTTP request on the RESP port (a web page's cross-protocol scripting) runs nothing and
+/// is closed without a reply, and the server logs Redis's warning.
+#[test]
+fn an_http_request_is_closed_and_logged() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let served = serve(&tmp.path().join("data"), &tmp.path().join("logs"), &[]);
+    let mut s = std::net::TcpStream::connect(&served.addr).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 13\r\n\r\nSET pwned 1\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).expect("the connection is closed");
+    assert!(got.is_empty(), "{}", String::from_utf8_lossy(&got));
+    let mut c = Connection::connect_with(ClientOptions::new(served.addr.clone())).unwrap();
+    assert_eq!(c.get("pwned").unwrap(), None);
+    let deadline = Instant::now() + WAIT;
+    while !read_log(&served.stderr_path).contains("Possible SECURITY ATTACK detected") {
+        assert!(
+            Instant::now() < deadline,
+            "no warning logged:\n{}",
+            read_log(&served.stderr_path)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
