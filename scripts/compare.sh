@@ -111,19 +111,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A loopback port nothing listens on.
-free_port() {
-  local p
-  for p in $(shuf -i 20000-60000 -n 50); do
-    if ! (: <>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      return
-    fi
-  done
-  echo "compare.sh: no free port found" >&2
-  return 1
-}
-
 # Waits until something on port $1 answers PING (any RESP reply).
 wait_ready() {
   local i
@@ -137,7 +124,7 @@ wait_ready() {
 
 declare -A PORT PID
 start_servers() { # $1: value size (names the data directories)
-  local v=$1 d sys bin i
+  local v=$1 d sys bin
   for sys in "${SYS[@]}"; do
     d=$RUN/$sys-$v
     mkdir -p "$d"
@@ -149,11 +136,7 @@ start_servers() { # $1: value size (names the data directories)
           >"$RUN/$sys-$v.out" 2>"$RUN/$sys-$v.log" &
         PID[$sys]=$!
         PIDS+=("${PID[$sys]}")
-        for i in $(seq 1 600); do
-          PORT[$sys]=$(grep -o '[0-9]*$' "$RUN/$sys-$v.out" 2>/dev/null || true)
-          [ -n "${PORT[$sys]}" ] && break
-          sleep 0.1
-        done
+        PORT[$sys]=$(served_port "$RUN/$sys-$v.out")
         ;;
       *)
         PORT[$sys]=$(free_port)

@@ -63,3 +63,42 @@ settle() {
   done
   awk -v a="$start" -v b="$(cpu_seconds "$pid")" 'BEGIN { printf "%.2f\n", b - a }'
 }
+
+# A loopback port nothing listens on.
+free_port() {
+  local p
+  for p in $(shuf -i 20000-60000 -n 50); do
+    if ! (: <>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "$p"
+      return
+    fi
+  done
+  echo "no free port found" >&2
+  return 1
+}
+
+# wait_listening PORT: waits until something accepts connections on loopback port PORT (at
+# most 60 s; needs no client program).
+wait_listening() {
+  local i
+  for i in $(seq 1 600); do
+    if (: <>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  echo "nothing listens on port $1" >&2
+  return 1
+}
+
+# served_port FILE: the port of a `quiver serve --port 0` (or `quiver router`) whose stdout
+# goes to FILE, once it printed its listening line (at most 60 s).
+served_port() {
+  local i port
+  for i in $(seq 1 600); do
+    port=$(grep -o '[0-9]*$' "$1" 2>/dev/null || true)
+    if [ -n "$port" ]; then echo "$port"; return 0; fi
+    sleep 0.1
+  done
+  echo "no listening line in $1" >&2
+  return 1
+}
+

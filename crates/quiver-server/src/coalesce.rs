@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 
 use crate::errors::{err, store_error};
 use crate::reply::Reply;
-use crate::stats::Histogram;
+use crate::stats::Stats;
 
 /// Requests the queue holds at most. Each connection waits for its own before sending another,
 /// so `maxclients` bounds the queue already; this bound says so, and refuses rather than grows
@@ -67,8 +67,8 @@ impl Coalescer {
     }
 
     /// The storage thread's loop: serves the queue from `store` until [`Coalescer::close`],
-    /// at most `width_max` keys per engine call, recording each call's width in `widths`.
-    pub fn serve(&self, store: &Store, widths: &Histogram, width_max: usize) {
+    /// at most `width_max` keys per engine call, recording each call's width in `stats`.
+    pub fn serve(&self, store: &Store, stats: &Stats, width_max: usize) {
         let c = self;
         loop {
             // Take every queued request up to the width limit (at least one).
@@ -95,7 +95,7 @@ impl Coalescer {
                 batch
             };
             let keys: Vec<&Bytes> = batch.iter().flat_map(|p| &p.keys).collect();
-            widths.record(keys.len() as u64);
+            stats.vector_width(keys.len() as u64);
             match store.multi_get(&keys) {
                 Ok(values) => {
                     let mut values = values.into_iter();

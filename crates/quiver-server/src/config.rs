@@ -36,11 +36,13 @@ pub const CLIENT_OUTPUT_BUFFER_LIMIT_DEFAULT: usize = 1 << 30;
 /// replaced by an error). Each connection may hold up to `client-output-buffer-limit`; without
 /// this, a few clients reading huge MGETs at once could together take many gigabytes.
 pub const CLIENT_OUTPUT_BUFFER_TOTAL_LIMIT_DEFAULT: usize = 4 << 30;
-/// Partitions of a store the server creates. Each partition is its own log, so a vector of
-/// writes costs one append per partition it touches: with 16 (the engine's default) a pipelined
-/// run of 32 SETs made about 14 writes; with 4, pipelined SET and MSET-32 ran 16-28% faster on
-/// this 2-core machine (docs/BENCHMARKS.md §12). More partitions pay off with more cores.
-pub const PARTITIONS_DEFAULT: u32 = 4;
+/// Fewest partitions of a store the server creates when `partitions` is 0 (the default: one
+/// per server thread). Each partition is its own log, so a vector of writes costs one append
+/// per partition it touches: with 16 a pipelined run of 32 SETs made about 14 writes; with 4,
+/// pipelined SET and MSET-32 ran 16-28% faster on a 2-core machine (docs/BENCHMARKS.md §12).
+/// But a partition is also the unit of parallel writing: its lock serializes its writers, so
+/// more threads want more partitions.
+pub const PARTITIONS_MIN_DEFAULT: u32 = 4;
 /// Default widest engine vector built from a pipelined run of single-key commands (the paper's
 /// storage vector width R). One command with more keys (an MGET of 100) is a vector of its own.
 pub const MAX_VECTOR_WIDTH_DEFAULT: usize = 64;
@@ -115,7 +117,8 @@ pub struct Config {
     pub durability: Durability,
     #[serde(deserialize_with = "parse_str")]
     pub backend: BackendKind,
-    /// Partitions of a new store (an existing store keeps its own).
+    /// Partitions of a new store (an existing store keeps its own); 0: one per server thread,
+    /// at least `PARTITIONS_MIN_DEFAULT` ([`Config::partitions`]).
     pub partitions: u32,
     /// Segment file size of a new store (an existing store keeps its own): a power of two,
     /// and the unit compaction frees space in. A value of `proto-max-bulk-len` must fit.
@@ -203,7 +206,7 @@ impl Default for Config {
             dir: PathBuf::from(DEFAULT_DIR),
             durability: Durability::Os,
             backend: BackendKind::Mmap,
-            partitions: PARTITIONS_DEFAULT,
+            partitions: 0,
             segment_size: Options::default().segment_bytes as usize,
             disk_reserve: Options::default().disk_reserve_bytes as usize,
             compaction_cpu_share: Options::default().compact_cpu_share,
@@ -389,7 +392,7 @@ impl Config {
     /// The engine's options for this server.
     pub fn store_options(&self) -> Options {
         Options {
-            partitions: self.partitions,
+            partitions: self.partitions(),
             segment_bytes: self.segment_size as u64,
             disk_reserve_bytes: self.disk_reserve as u64,
             compact_cpu_share: self.compaction_cpu_share,
@@ -401,6 +404,16 @@ impl Config {
             // EXEC) cannot be split, and this bounds them.
             vector_width_max: ENGINE_VECTOR_WIDTH_MAX,
             ..Options::default()
+        }
+    }
+
+    /// Partitions of a new store: `partitions`, or one per server thread (at least
+    /// `PARTITIONS_MIN_DEFAULT`) when it is 0.
+    pub fn partitions(&self) -> u32 {
+        if self.partitions > 0 {
+            self.partitions
+        } else {
+            (self.threads() as u32).max(PARTITIONS_MIN_DEFAULT)
         }
     }
 

@@ -169,9 +169,7 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
             if let Err(e) = written {
                 return End::Io(e);
             }
-            core.stats
-                .net_output_bytes
-                .fetch_add(out.len() as u64, Relaxed);
+            core.stats.net_output(out.len() as u64);
             out.written();
         }
         if error.is_some() {
@@ -215,7 +213,7 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
             None => return End::IdleTimeout,
             Some(Ok(0)) => return End::ClientClosed,
             Some(Ok(n)) => {
-                core.stats.net_input_bytes.fetch_add(n as u64, Relaxed);
+                core.stats.net_input(n as u64);
             }
             Some(Err(e)) => return End::Io(e),
         }

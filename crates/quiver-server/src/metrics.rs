@@ -222,25 +222,25 @@ pub fn render_core(core: &Core, o: &mut String) {
         "quiver_keyspace_hits_total",
         "Reads that found their key.",
         "counter",
-        stats.keyspace_hits.load(Relaxed).to_string(),
+        stats.keyspace_hits().to_string(),
     );
     gauge(
         "quiver_keyspace_misses_total",
         "Reads that did not find their key.",
         "counter",
-        stats.keyspace_misses.load(Relaxed).to_string(),
+        stats.keyspace_misses().to_string(),
     );
     gauge(
         "quiver_net_input_bytes_total",
         "Bytes read from clients.",
         "counter",
-        stats.net_input_bytes.load(Relaxed).to_string(),
+        stats.net_input_bytes().to_string(),
     );
     gauge(
         "quiver_net_output_bytes_total",
         "Bytes written to clients.",
         "counter",
-        stats.net_output_bytes.load(Relaxed).to_string(),
+        stats.net_output_bytes().to_string(),
     );
     gauge(
         "quiver_error_replies_total",
@@ -279,8 +279,8 @@ pub fn render_core(core: &Core, o: &mut String) {
         o,
         "# HELP quiver_commands_total Commands executed, by name.\n# TYPE quiver_commands_total counter\n"
     );
-    for (c, s) in COMMANDS.iter().zip(&stats.commands) {
-        let calls = s.calls.load(Relaxed);
+    for (i, c) in COMMANDS.iter().enumerate() {
+        let (calls, _) = stats.calls(i);
         if calls > 0 {
             let _ = writeln!(o, "quiver_commands_total{{command=\"{}\"}} {calls}", c.name);
         }
@@ -289,14 +289,14 @@ pub fn render_core(core: &Core, o: &mut String) {
         o,
         "quiver_vector_width",
         "Keys per engine vector.",
-        &stats.vector_widths,
+        &stats.vector_widths(),
         1.0,
     );
     histogram(
         o,
         "quiver_command_latency_seconds",
         "Time from the start of a pipelined run's execution to each command's reply.",
-        &stats.latency_us,
+        &stats.latency_us(),
         1e-6,
     );
 }

@@ -287,7 +287,7 @@ impl Server {
                         if let Some(c) = &state.coalescer {
                             c.serve(
                                 &state.store,
-                                &state.core.stats.vector_widths,
+                                &state.core.stats,
                                 state.core.config.max_vector_width,
                             );
                         }

@@ -1,6 +1,12 @@
 //! Server statistics: counters and histograms shared by every connection, read by INFO and
 //! the Prometheus endpoint. Everything is a relaxed atomic: figures are for humans and
 //! dashboards, not for synchronisation.
+//!
+//! The counters every command or key moves (calls and time per command, hits and misses,
+//! network bytes, vector widths, latencies) are kept per thread: each thread adds to a shard
+//! of its own ([`SHARDS`] of them, each on its own cache lines), and readers sum the shards.
+//! One counter written by every core would be a cache line every core fights for on each
+//! command — a global critical section in all but name. The rare counters stay single.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -15,6 +21,50 @@ use crate::table::COMMANDS;
 pub const ERROR_CODES_MAX: usize = 128;
 /// Bytes of an error reply searched for the space that ends its code (Redis's bound).
 const ERROR_CODE_LEN_MAX: usize = 32;
+
+/// Shards of the per-thread counters: threads beyond it share them (round-robin).
+pub const SHARDS: usize = 64;
+
+/// The shard of the calling thread, picked once per thread, round-robin.
+fn shard_index() -> usize {
+    use std::sync::atomic::AtomicUsize as Next;
+    static NEXT: Next = Next::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Relaxed) % SHARDS;
+    }
+    SHARD.with(|s| *s)
+}
+
+/// The counters one thread moves on every command (see the module documentation), aligned
+/// so that no two shards share a cache line.
+#[repr(align(128))]
+struct Shard {
+    /// Per command, indexed like [`COMMANDS`]: calls and microseconds.
+    calls: Box<[AtomicU64]>,
+    usec: Box<[AtomicU64]>,
+    keyspace_hits: AtomicU64,
+    keyspace_misses: AtomicU64,
+    net_input_bytes: AtomicU64,
+    net_output_bytes: AtomicU64,
+    vector_widths: Histogram,
+    latency_us: Histogram,
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        let per_command = || COMMANDS.iter().map(|_| AtomicU64::new(0)).collect();
+        Shard {
+            calls: per_command(),
+            usec: per_command(),
+            keyspace_hits: AtomicU64::new(0),
+            keyspace_misses: AtomicU64::new(0),
+            net_input_bytes: AtomicU64::new(0),
+            net_output_bytes: AtomicU64::new(0),
+            vector_widths: Histogram::default(),
+            latency_us: Histogram::default(),
+        }
+    }
+}
 
 /// Buckets of a [`Histogram`]: bucket `i` counts values in `(2^(i-1), 2^i]` (bucket 0: 0 and 1),
 /// the last one everything larger.
@@ -63,6 +113,14 @@ impl Histogram {
     pub fn sum(&self) -> u64 {
         self.sum.load(Relaxed)
     }
+
+    /// Adds `other`'s counts into this one.
+    fn add(&self, other: &Histogram) {
+        for (mine, theirs) in self.buckets.iter().zip(&other.buckets) {
+            mine.fetch_add(theirs.load(Relaxed), Relaxed);
+        }
+        self.sum.fetch_add(other.sum(), Relaxed);
+    }
 }
 
 fn bucket_of(value: u64) -> usize {
@@ -82,11 +140,9 @@ fn upper_bound(bucket: usize) -> u64 {
     }
 }
 
-/// Calls and time per command, with Redis 7's error counts.
+/// Redis 7's error counts per command (its calls and time are per thread: `Stats::calls`).
 #[derive(Default)]
 pub struct CommandStat {
-    pub calls: AtomicU64,
-    pub usec: AtomicU64,
     /// Refused before running (wrong arity, NOAUTH, a subcommand's arity): not in `calls`.
     pub rejected_calls: AtomicU64,
     /// Ran and answered an error (in `calls` too).
@@ -98,17 +154,11 @@ pub struct Stats {
     pub started: Instant,
     /// Indexed like [`COMMANDS`].
     pub commands: Vec<CommandStat>,
-    /// Width of every vector that reached the engine (MGET keys, grouped GETs, ...).
-    pub vector_widths: Histogram,
-    /// Per command, microseconds from the start of its run's execution to its reply.
-    pub latency_us: Histogram,
+    /// The per-thread counters (see the module documentation).
+    shards: Box<[Shard]>,
     pub connections_received: AtomicU64,
     pub rejected_connections: AtomicU64,
     pub connected_clients: AtomicUsize,
-    pub keyspace_hits: AtomicU64,
-    pub keyspace_misses: AtomicU64,
-    pub net_input_bytes: AtomicU64,
-    pub net_output_bytes: AtomicU64,
     pub protocol_errors: AtomicU64,
     pub unknown_commands: AtomicU64,
     pub transaction_retries: AtomicU64,
@@ -131,15 +181,10 @@ impl Default for Stats {
         Stats {
             started: Instant::now(),
             commands: COMMANDS.iter().map(|_| CommandStat::default()).collect(),
-            vector_widths: Histogram::default(),
-            latency_us: Histogram::default(),
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
             connections_received: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
             connected_clients: AtomicUsize::new(0),
-            keyspace_hits: AtomicU64::new(0),
-            keyspace_misses: AtomicU64::new(0),
-            net_input_bytes: AtomicU64::new(0),
-            net_output_bytes: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
             unknown_commands: AtomicU64::new(0),
             transaction_retries: AtomicU64::new(0),
@@ -153,11 +198,79 @@ impl Default for Stats {
 }
 
 impl Stats {
+    /// The calling thread's shard.
+    fn shard(&self) -> &Shard {
+        &self.shards[shard_index()]
+    }
+
+    /// The sum of one counter over the shards.
+    fn sum(&self, counter: impl Fn(&Shard) -> &AtomicU64) -> u64 {
+        self.shards.iter().map(|s| counter(s).load(Relaxed)).sum()
+    }
+
+    /// The sum of one histogram over the shards.
+    fn sum_histogram(&self, histogram: impl Fn(&Shard) -> &Histogram) -> Histogram {
+        let sum = Histogram::default();
+        for s in self.shards.iter() {
+            sum.add(histogram(s));
+        }
+        sum
+    }
+
     /// `n` calls of command `index` that took `usec` microseconds in all.
     pub fn command(&self, index: usize, n: u64, usec: u64) {
-        let c = &self.commands[index];
-        c.calls.fetch_add(n, Relaxed);
-        c.usec.fetch_add(usec, Relaxed);
+        let s = self.shard();
+        s.calls[index].fetch_add(n, Relaxed);
+        s.usec[index].fetch_add(usec, Relaxed);
+    }
+
+    /// Calls of command `index` so far, and their microseconds.
+    pub fn calls(&self, index: usize) -> (u64, u64) {
+        (self.sum(|s| &s.calls[index]), self.sum(|s| &s.usec[index]))
+    }
+
+    /// A vector of `width` keys reached the engine.
+    pub fn vector_width(&self, width: u64) {
+        self.shard().vector_widths.record(width);
+    }
+
+    /// Width of every vector that reached the engine (MGET keys, grouped GETs, ...).
+    pub fn vector_widths(&self) -> Histogram {
+        self.sum_histogram(|s| &s.vector_widths)
+    }
+
+    /// `n` commands answered `usec` microseconds after their run's execution began.
+    pub fn latency(&self, usec: u64, n: u64) {
+        self.shard().latency_us.record_n(usec, n);
+    }
+
+    /// Per command, microseconds from the start of its run's execution to its reply.
+    pub fn latency_us(&self) -> Histogram {
+        self.sum_histogram(|s| &s.latency_us)
+    }
+
+    pub fn net_input(&self, bytes: u64) {
+        self.shard().net_input_bytes.fetch_add(bytes, Relaxed);
+    }
+
+    pub fn net_output(&self, bytes: u64) {
+        self.shard().net_output_bytes.fetch_add(bytes, Relaxed);
+    }
+
+    pub fn net_input_bytes(&self) -> u64 {
+        self.sum(|s| &s.net_input_bytes)
+    }
+
+    pub fn net_output_bytes(&self) -> u64 {
+        self.sum(|s| &s.net_output_bytes)
+    }
+
+    pub fn keyspace_hits(&self) -> u64 {
+        self.sum(|s| &s.keyspace_hits)
+    }
+
+    pub fn keyspace_misses(&self) -> u64 {
+        self.sum(|s| &s.keyspace_misses)
     }
 
     /// Command `index` was refused before running (Redis's `rejected_calls`).
@@ -189,14 +302,19 @@ impl Stats {
     }
 
     pub fn total_commands(&self) -> u64 {
-        self.commands.iter().map(|c| c.calls.load(Relaxed)).sum()
+        self.shards
+            .iter()
+            .flat_map(|s| s.calls.iter())
+            .map(|c| c.load(Relaxed))
+            .sum()
     }
 
     pub fn hit(&self, hit: bool) {
+        let s = self.shard();
         if hit {
-            self.keyspace_hits.fetch_add(1, Relaxed);
+            s.keyspace_hits.fetch_add(1, Relaxed);
         } else {
-            self.keyspace_misses.fetch_add(1, Relaxed);
+            s.keyspace_misses.fetch_add(1, Relaxed);
         }
     }
 }

@@ -213,7 +213,7 @@ impl<'a> Txn<'a> {
         }
         let store = self.store.db(s)?;
         for chunk in missing.chunks(self.read_width_max.max(1)) {
-            self.stats.vector_widths.record(chunk.len() as u64);
+            self.stats.vector_width(chunk.len() as u64);
             self.read_calls += 1;
             let values = store.multi_get_entries(chunk)?;
             for (k, v) in chunk.iter().zip(values) {
@@ -247,7 +247,7 @@ impl<'a> Txn<'a> {
         if let Some(v) = self.read.get(&k) {
             return Ok(live(v, now).cloned());
         }
-        self.stats.vector_widths.record(1);
+        self.stats.vector_width(1);
         self.read_calls += 1;
         let v = self.store.db(k.0)?.get_entry(key)?;
         let found = live(&v, now).cloned();
@@ -347,7 +347,7 @@ impl<'a> Txn<'a> {
         if let Some(v) = self.read.get(&k) {
             return Ok(live(v, self.now_ms).is_some());
         }
-        self.stats.vector_widths.record(1);
+        self.stats.vector_width(1);
         self.read_calls += 1;
         let v = self.store.db(k.0)?.get_entry(key)?;
         let found = live(&v, self.now_ms).is_some();

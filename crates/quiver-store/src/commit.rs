@@ -17,15 +17,13 @@
 
 use std::sync::Arc;
 
-use parking_lot::RwLockWriteGuard;
-
 use crate::batch::{self, Batch, BatchAction, BatchOutcome};
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::log::format;
 use crate::lookup::{self, Found, LookupKey};
 use crate::options::Durability;
-use crate::partition::{PartState, Partition, StoreCtx};
+use crate::partition::{PartState, Partition, StoreCtx, WriteHold};
 use crate::seal;
 use crate::write::{append_run, check_found, encode, update_index, Framing, Run, WriteOp};
 
@@ -52,7 +50,7 @@ pub(crate) enum Attempt {
 pub(crate) fn try_batch(
     ctx: &StoreCtx,
     parts: &[&Arc<Partition>],
-    mut guards: Vec<RwLockWriteGuard<'_, PartState>>,
+    mut guards: Vec<WriteHold<'_>>,
     batch: &Batch,
     hashed: &[(u32, KeyHash)],
     guard_of: &[usize],
@@ -181,7 +179,7 @@ struct Share<'a> {
 fn write_batch(
     ctx: &StoreCtx,
     parts: &[&Arc<Partition>],
-    guards: &mut [RwLockWriteGuard<'_, PartState>],
+    guards: &mut [WriteHold<'_>],
     shares: &[Share<'_>],
 ) -> Result<()> {
     let seq = ctx.alloc_seq();
@@ -236,7 +234,7 @@ fn write_batch(
 /// group-commit wait, like a plain write.
 fn write_parts(
     ctx: &StoreCtx,
-    guards: &mut [RwLockWriteGuard<'_, PartState>],
+    guards: &mut [WriteHold<'_>],
     shares: &[Share<'_>],
     runs: &[Run],
     writing: &[usize],
@@ -298,7 +296,7 @@ fn write_parts(
 /// unknown — the next open's replay decides it, all or nothing. The returned error is the
 /// batch's.
 fn take_back_parts(
-    guards: &mut [RwLockWriteGuard<'_, PartState>],
+    guards: &mut [WriteHold<'_>],
     runs: &[Run],
     written: &[(usize, u64, &Partition, usize)],
     failed: (usize, u64, &Partition, usize),

@@ -17,6 +17,7 @@ use crate::inner::{owns, Table};
 use crate::lookup::{self, Found, LookupKey};
 use crate::meta;
 use crate::partition::PartState;
+use crate::pipeline::{PipelineOutcome, Step};
 use crate::route::{RouteTries, Routed};
 use crate::scan::{self, ScanPage};
 use crate::slot::SlotRange;
@@ -27,11 +28,12 @@ use crate::write::{ReadAt, WriteOp};
 /// the same key) before it reports contention.
 const EXPIRY_UPDATE_ATTEMPTS_MAX: usize = 64;
 
-/// One access of a mixed vector ([`Db::multi_get_put`]).
+/// One access of a mixed vector ([`Db::multi_get_put`], [`Db::pipeline`]).
 #[derive(Clone, Copy, Debug)]
 pub enum Access<'a> {
     Get(&'a [u8]),
     Put(&'a [u8], &'a [u8]),
+    Delete(&'a [u8]),
 }
 
 /// A database of the store (see the module documentation): `Store::db`.
@@ -65,7 +67,7 @@ impl<'s> Db<'s> {
             let ns = table.dbs.ns(self.db);
             let hash = KeyHash::of_ns(ns, key);
             let (pos, slot) = table.route(key, hash);
-            let st = table.parts[pos].state.read();
+            let st = table.parts[pos].read_serving();
             if !owns(&st, slot) {
                 drop(st);
                 tries.again()?;
@@ -159,7 +161,7 @@ impl<'s> Db<'s> {
             let mut ns = table.dbs.ns(self.db);
             let mut hashed = hash_all(ns);
             let routed = Routed::new(table, hashed.iter().copied());
-            let guards: Vec<_> = routed.parts().map(|p| p.state.read()).collect();
+            let guards: Vec<_> = routed.parts().map(|p| p.read_serving()).collect();
             if !routed.owned(&guards) {
                 drop(guards);
                 tries.again()?;
@@ -278,15 +280,7 @@ impl<'s> Db<'s> {
         self.store.check_width(keys.len())?;
         let mut ops = Vec::with_capacity(keys.len());
         for k in keys {
-            let k = k.as_ref();
-            check_key(k)?;
-            ops.push(WriteOp {
-                ns: 0,
-                key: k,
-                hash: KeyHash(0),
-                value: None,
-                expire_at: None,
-            });
+            ops.push(delete_op(k.as_ref())?);
         }
         self.store.write_plain(self.db, &mut ops)
     }
@@ -317,6 +311,7 @@ impl<'s> Db<'s> {
                     });
                 }
                 Access::Put(k, v) => ops.push(self.put_op(k, v, None)?),
+                Access::Delete(k) => ops.push(delete_op(k)?),
             }
         }
         if ops.is_empty() {
@@ -324,6 +319,30 @@ impl<'s> Db<'s> {
             return Ok((values, Ok(Vec::new())));
         }
         self.store.write_plain_reading(self.db, &mut ops, &reads)
+    }
+
+    /// A pipeline of independent accesses of single keys, in order: each partition's share
+    /// is applied on its own, under that partition's lock alone (see `pipeline`). A get sees
+    /// the writes before it on its key; but unlike [`Db::multi_get_put`] the pipeline does not
+    /// take effect at one instant — another client may see one partition's share before
+    /// another's, as with a Redis pipeline of independent commands. Puts are plain (a put
+    /// clears an expiry). Each access gets its answer or the failure that stopped it (a
+    /// partition's share fails alone). `Err`: refused whole, nothing read or written (a bad
+    /// key or value, a vector too wide, a read-only store, no disk space for puts).
+    pub fn pipeline(&self, accesses: &[Access<'_>]) -> Result<PipelineOutcome> {
+        self.store.check_width(accesses.len())?;
+        let mut steps = Vec::with_capacity(accesses.len());
+        for a in accesses {
+            steps.push(match *a {
+                Access::Get(k) => {
+                    check_key(k)?;
+                    Step::Read(k)
+                }
+                Access::Put(k, v) => Step::Write(self.put_op(k, v, None)?),
+                Access::Delete(k) => Step::Write(delete_op(k)?),
+            });
+        }
+        self.store.run_pipeline(self.db, &mut steps)
     }
 
     // ---- iteration and figures ----
@@ -567,4 +586,16 @@ impl Store {
         }
         Ok(gone)
     }
+}
+
+/// A plain delete of `k` (its namespace and hash are set where it is routed).
+fn delete_op(k: &[u8]) -> Result<WriteOp<'_>> {
+    check_key(k)?;
+    Ok(WriteOp {
+        ns: 0,
+        key: k,
+        hash: KeyHash(0),
+        value: None,
+        expire_at: None,
+    })
 }

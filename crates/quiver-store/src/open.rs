@@ -134,6 +134,7 @@ pub(crate) fn open(
             checkpointing: Mutex::new(()),
             exports: AtomicUsize::new(0),
             unsealed: AtomicBool::new(false),
+            locks: Default::default(),
         }));
     }
 

@@ -330,6 +330,7 @@ fn create_partition(
         checkpointing: Mutex::new(()),
         exports: Default::default(),
         unsealed: Default::default(),
+        locks: Default::default(),
     })
 }
 

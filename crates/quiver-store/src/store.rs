@@ -14,7 +14,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use parking_lot::RwLockWriteGuard;
 
 use crate::background::BackgroundThread;
 use crate::batch::{Batch, BatchAction, BatchOutcome};
@@ -27,14 +26,15 @@ use crate::index::LOAD_GROW;
 use crate::inner::StoreInner;
 use crate::maintenance::MaintenanceReport;
 use crate::options::{Durability, Options, KEY_LEN_MAX};
-use crate::partition::{PartState, Partition};
+use crate::partition::{LockStats, PartState, Partition, WriteHold};
+use crate::pipeline;
 use crate::recovery::{RecoveryProgress, RecoveryReport};
 use crate::retry::WriteRetry;
 use crate::route::{RouteTries, Routed};
 use crate::scan::ScanPage;
 use crate::slot::SlotRange;
 use crate::sweep;
-use crate::write::{self, read_among_writes, Framing, ReadAt, WriteOp};
+use crate::write::{self, read_among_writes, ReadAt, WriteOp};
 
 /// A key's expiry, as [`Store::ttl`] reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +95,9 @@ pub struct Stats {
     /// bytes a failed write left that could not be taken back), and the first one's reason.
     pub partitions_refusing_writes: u32,
     pub refusing_writes_because: Option<String>,
+    /// The partitions' locks on the serving paths, since the store was opened (a partition
+    /// a split or merge retired takes its figures with it).
+    pub locks: LockStats,
 }
 
 impl Store {
@@ -211,8 +214,8 @@ impl Store {
                 .iter()
                 .map(|(_, r)| order[r.clone()].iter().map(|&(_, i)| ops[i]).collect())
                 .collect();
-            let mut guards: Vec<RwLockWriteGuard<'_, PartState>> =
-                routed.parts().map(|p| p.state.write()).collect();
+            let mut guards: Vec<WriteHold<'_>> =
+                routed.parts().map(|p| p.write_serving()).collect();
             if !routed.owned(&guards) {
                 drop(guards);
                 tries.again()?;
@@ -277,46 +280,29 @@ impl Store {
             let mut wrote = false;
             let mut lsns = Vec::with_capacity(groups.len());
             let mut grow = false;
-            for (gi, plan) in plans.iter().enumerate() {
+            for (gi, plan) in plans.into_iter().enumerate() {
                 let part = routed.part(groups[gi].0);
                 let st = &mut guards[groups[gi].0];
                 let idx = &order[groups[gi].1.clone()];
-                // Whether this partition's run was written whole (if not: what each op really
-                // did, `settle_failed_run`).
-                let whole = if failure.is_some() {
-                    // Nothing of this partition's run was written.
+                if failure.is_some() {
+                    // Nothing of this partition's run was written: what each op really did.
                     for &(_, i) in idx {
                         applied[i] = false;
                     }
-                    false
-                } else {
-                    let (locs, res) = write::append_run(ctx, part, st, &plan.run, Framing::Plain);
-                    write::update_index(st, &group_ops[gi], &plan.found, &locs);
-                    for (j, &(_, i)) in idx.iter().enumerate() {
-                        existed[i] = plan.run.existed[j];
-                        applied[i] = plan.run.records[j].is_none() || locs[j].is_some();
-                    }
-                    wrote |= locs.iter().any(Option::is_some);
-                    lsns.push((part, st.appended_lsn));
-                    grow |= st.index.load() > LOAD_GROW;
-                    match res {
-                        Ok(()) => true,
-                        Err(e) => {
-                            failure = Some(e);
-                            false
-                        }
-                    }
-                };
-                if !whole {
                     let at = |j: usize| idx[j].1;
-                    write::settle_failed_run(
-                        &plan.run,
-                        &group_ops[gi],
-                        at,
-                        &mut applied,
-                        &mut existed,
-                    );
+                    let run = &plan.run;
+                    write::settle_failed_run(run, &group_ops[gi], at, &mut applied, &mut existed);
+                    continue;
                 }
+                let done = write::apply_plain(ctx, part, st, plan, &group_ops[gi]);
+                for (j, &(_, i)) in idx.iter().enumerate() {
+                    existed[i] = done.existed[j];
+                    applied[i] = done.applied[j];
+                }
+                wrote |= done.wrote;
+                lsns.push((part, st.appended_lsn));
+                grow |= st.index.load() > LOAD_GROW;
+                failure = done.error;
             }
             drop(guards);
             if grow {
@@ -345,6 +331,18 @@ impl Store {
             }
             return Ok((values, Ok(existed)));
         }
+    }
+
+    /// Runs a pipeline of independent accesses of database `db` (`Db::pipeline`).
+    pub(crate) fn run_pipeline(
+        &self,
+        db: u32,
+        steps: &mut [pipeline::Step<'_>],
+    ) -> Result<pipeline::PipelineOutcome> {
+        if steps.iter().any(|s| matches!(s, pipeline::Step::Write(_))) {
+            self.check_writable()?;
+        }
+        pipeline::run(&self.inner, self.background.is_running(), db, steps)
     }
 
     /// Applies a compound batch all-or-nothing: preconditions are checked and every write is
@@ -403,8 +401,7 @@ impl Store {
             .map(|(op, &(_, h))| (&op.key[..], h));
         let routed = Routed::new(table, keys);
         let parts: Vec<&Arc<Partition>> = routed.parts().collect();
-        let guards: Vec<RwLockWriteGuard<'_, PartState>> =
-            parts.iter().map(|p| p.state.write()).collect();
+        let guards: Vec<WriteHold<'_>> = parts.iter().map(|p| p.write_serving()).collect();
         if !routed.owned(&guards) {
             return Attempt::Rerouted;
         }
@@ -463,6 +460,7 @@ impl Store {
         }
         (s.keys, s.expiring_keys, s.avg_ttl_ms) = (all.keys, all.expiring_keys, all.avg_ttl_ms());
         for part in self.inner.table().parts.iter() {
+            part.locks.add_to(&mut s.locks);
             let st = part.state.read();
             s.index_bytes += st.index.bytes() as u64;
             s.index_capacity += st.index.capacity() as u64;

@@ -341,6 +341,54 @@ pub(crate) fn plan_plain(
     Ok(PlainPlan { found, run })
 }
 
+/// Phase 2 of a plain vector on one exclusively locked partition, planned by [`plan_plain`]:
+/// what each of its ops did.
+pub(crate) struct PlainApplied {
+    /// Per op (in `ops` order): whether it took effect, and whether its key existed just
+    /// before it (settled by [`settle_failed_run`] after a failure).
+    pub applied: Vec<bool>,
+    pub existed: Vec<bool>,
+    /// Whether any record reached the log (a delete of an absent key writes none).
+    pub wrote: bool,
+    /// The append's error, if it failed part-way.
+    pub error: Option<crate::error::Error>,
+}
+
+/// Appends `plan`'s run and updates the index: phase 2 of a plain vector on one partition.
+pub(crate) fn apply_plain(
+    ctx: &StoreCtx,
+    part: &Partition,
+    st: &mut PartState,
+    mut plan: PlainPlan,
+    ops: &[WriteOp<'_>],
+) -> PlainApplied {
+    let (locs, res) = append_run(ctx, part, st, &plan.run, Framing::Plain);
+    update_index(st, ops, &plan.found, &locs);
+    let mut applied: Vec<bool> = (0..ops.len())
+        .map(|j| plan.run.records[j].is_none() || locs[j].is_some())
+        .collect();
+    let wrote = locs.iter().any(Option::is_some);
+    let error = res.err();
+    let existed = if error.is_some() {
+        // What each op really did reads the run's own view of each key.
+        let mut existed = plan.run.existed.clone();
+        settle_failed_run(&plan.run, ops, |j| j, &mut applied, &mut existed);
+        existed
+    } else {
+        std::mem::take(&mut plan.run.existed)
+    };
+    PlainApplied {
+        applied,
+        existed,
+        wrote,
+        error,
+    }
+}
+
+/// Writes among which a read's key is looked for by a scan back (`read_among_writes`);
+/// past it, through a map.
+const LINEAR_SCAN_OPS_MAX: usize = 16;
+
 /// A read inside a vector of writes (`Store::write_plain_reading`): its key, read after the
 /// vector's first `after` ops (reads come in vector order: `after` never decreases).
 #[derive(Clone, Copy, Debug)]
@@ -363,18 +411,32 @@ pub(crate) fn read_among_writes(
     hashes: &[KeyHash],
     ops: &[WriteOp<'_>],
 ) -> Result<Vec<Option<Bytes>>> {
-    // Key -> the latest op on it so far (one database: the bytes name the key).
-    let mut latest: HashMap<&[u8], usize, foldhash::fast::RandomState> =
-        HashMap::with_capacity_and_hasher(ops.len(), Default::default());
-    let mut written_by: Vec<Option<usize>> = Vec::with_capacity(reads.len());
-    let mut next_op = 0;
-    for r in reads {
-        while next_op < r.after.min(ops.len()) {
-            latest.insert(ops[next_op].key, next_op);
-            next_op += 1;
-        }
-        written_by.push(latest.get(r.key).copied());
-    }
+    // Per read, the latest op on its key before it (one database: the bytes name the key).
+    let written_by: Vec<Option<usize>> = if ops.len() <= LINEAR_SCAN_OPS_MAX {
+        // A pipeline's share of one partition: a scan back costs less than a map.
+        reads
+            .iter()
+            .map(|r| {
+                (0..r.after.min(ops.len()))
+                    .rev()
+                    .find(|&i| ops[i].key == r.key)
+            })
+            .collect()
+    } else {
+        let mut latest: HashMap<&[u8], usize, foldhash::fast::RandomState> =
+            HashMap::with_capacity_and_hasher(ops.len(), Default::default());
+        let mut next_op = 0;
+        reads
+            .iter()
+            .map(|r| {
+                while next_op < r.after.min(ops.len()) {
+                    latest.insert(ops[next_op].key, next_op);
+                    next_op += 1;
+                }
+                latest.get(r.key).copied()
+            })
+            .collect()
+    };
     let keys: Vec<LookupKey<'_>> = reads
         .iter()
         .zip(of_read)

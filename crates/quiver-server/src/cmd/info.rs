@@ -253,26 +253,17 @@ pub fn report(
                 "total_commands_processed",
                 stats.total_commands().to_string(),
             ),
-            l(
-                "total_net_input_bytes",
-                stats.net_input_bytes.load(Relaxed).to_string(),
-            ),
+            l("total_net_input_bytes", stats.net_input_bytes().to_string()),
             l(
                 "total_net_output_bytes",
-                stats.net_output_bytes.load(Relaxed).to_string(),
+                stats.net_output_bytes().to_string(),
             ),
             l(
                 "rejected_connections",
                 stats.rejected_connections.load(Relaxed).to_string(),
             ),
-            l(
-                "keyspace_hits",
-                stats.keyspace_hits.load(Relaxed).to_string(),
-            ),
-            l(
-                "keyspace_misses",
-                stats.keyspace_misses.load(Relaxed).to_string(),
-            ),
+            l("keyspace_hits", stats.keyspace_hits().to_string()),
+            l("keyspace_misses", stats.keyspace_misses().to_string()),
             l(
                 "total_error_replies",
                 stats.error_replies.load(Relaxed).to_string(),
@@ -304,7 +295,10 @@ pub fn report(
                     .load(Relaxed)
                     .to_string(),
             ),
-        ],
+        ]
+        .into_iter()
+        .chain(store_stats.iter().flat_map(|s| lock_lines(&s.locks)))
+        .collect(),
     );
     let (sys, user) = cpu_seconds(libc::RUSAGE_SELF);
     let (sys_children, user_children) = cpu_seconds(libc::RUSAGE_CHILDREN);
@@ -351,7 +345,7 @@ pub fn report(
             })
             .collect(),
     );
-    let widths = &stats.vector_widths;
+    let widths = &stats.vector_widths();
     let mut vector_lines = vec![
         l("vectors", widths.count().to_string()),
         l("vector_keys", widths.sum().to_string()),
@@ -376,9 +370,9 @@ pub fn report(
     let command_lines = COMMANDS
         .iter()
         .zip(&stats.commands)
-        .filter_map(|(c, s)| {
-            let calls = s.calls.load(Relaxed);
-            let usec = s.usec.load(Relaxed);
+        .enumerate()
+        .filter_map(|(i, (c, s))| {
+            let (calls, usec) = stats.calls(i);
             let rejected = s.rejected_calls.load(Relaxed);
             let failed = s.failed_calls.load(Relaxed);
             if calls == 0 && rejected == 0 && failed == 0 {
@@ -407,4 +401,20 @@ pub fn report(
         .collect();
     section("errorstats", "Errorstats", error_lines);
     out
+}
+
+/// The serving paths' partition lock figures (a node's `# Stats`): writers' locks, waits,
+/// wait and hold times; readers' waits and wait time.
+fn lock_lines(locks: &quiver_store::LockStats) -> Vec<(String, String)> {
+    [
+        ("partition_write_locks", locks.write_locks),
+        ("partition_write_lock_waits", locks.write_waits),
+        ("partition_write_lock_wait_us", locks.write_wait_us),
+        ("partition_write_lock_hold_us", locks.write_hold_us),
+        ("partition_read_lock_waits", locks.read_waits),
+        ("partition_read_lock_wait_us", locks.read_wait_us),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
 }

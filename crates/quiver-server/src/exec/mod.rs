@@ -174,8 +174,7 @@ pub async fn execute_run(
             state
                 .core
                 .stats
-                .latency_us
-                .record_n(run_started.elapsed().as_micros() as u64, n as u64);
+                .latency(run_started.elapsed().as_micros() as u64, n as u64);
         }
         i += n;
         if out.len() > limit {

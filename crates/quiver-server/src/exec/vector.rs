@@ -11,7 +11,7 @@ use bytes::Bytes;
 
 use std::collections::HashMap;
 
-use quiver_store::{Access, Batch, BatchAction, RangeItem};
+use quiver_store::{Access, Answer, Batch, BatchAction, RangeItem};
 
 use crate::chain::Took;
 use crate::cmd::vector::{Results, Shape, VectorOp};
@@ -38,6 +38,11 @@ pub async fn run(
     let started = Instant::now();
     let resp3 = session.resp3;
     let db = session.db;
+    if pipelining(state, db, group) {
+        on_thread(blocking, || pipelined(state, db, group, out, resp3));
+        account(state, session, group, started);
+        return;
+    }
     if group.iter().any(|op| op.kind != first.kind) {
         on_thread(blocking, || mixed(state, db, group, out, resp3));
         account(state, session, group, started);
@@ -69,7 +74,7 @@ fn on_engine(
     };
     let kind = group[0].kind;
     let keys: Vec<&Bytes> = group.iter().flat_map(|op| op.keys()).collect();
-    state.core.stats.vector_widths.record(keys.len() as u64);
+    state.core.stats.vector_width(keys.len() as u64);
     match kind {
         Vector::Get => {
             let result = store.multi_get(&keys).map_err(|e| store_error(&e));
@@ -151,6 +156,95 @@ pub fn mixing(state: &ServerState, db: u32) -> bool {
             .is_some_and(|n| n.chains.is_replicated())
 }
 
+/// Whether `group` runs as an engine pipeline (`Db::pipeline`): each partition's share
+/// applied on its own, holding one partition's lock at a time. Only for commands of one key
+/// each (GET, SET, DEL, UNLINK, an MGET of one key) with a write among them: a command of
+/// several keys (MGET, DEL k1 k2) is atomic in Redis, so its group runs as one atomic vector;
+/// GETs alone are one multi-get. Not where `mixing` rules GETs out, nor on a node that
+/// replicates chains (writes go down the chain as one message).
+fn pipelining(state: &ServerState, db: u32, group: &[VectorOp<'_>]) -> bool {
+    let kinds_ok = group
+        .iter()
+        .all(|op| op.width() == 1 && matches!(op.kind, Vector::Get | Vector::Put | Vector::Delete));
+    let writes = group.iter().any(|op| op.kind != Vector::Get);
+    let gets = group.iter().any(|op| op.kind == Vector::Get);
+    let replicated = state
+        .cluster
+        .as_ref()
+        .is_some_and(|n| n.chains.is_replicated());
+    // One command is one key, in one partition: the atomic vector is the same, and leaner.
+    group.len() > 1 && kinds_ok && writes && !replicated && (!gets || mixing(state, db))
+}
+
+/// A group of single-key commands as one engine pipeline (see [`pipelining`]), and each
+/// command's reply in request order: its value, its write's answer, or the error of the
+/// partition's share that stopped it (the other partitions' shares apply on their own).
+fn pipelined(
+    state: &ServerState,
+    db: u32,
+    group: &[VectorOp<'_>],
+    out: &mut Output<'_>,
+    resp3: bool,
+) {
+    let store = match state.store.db(db) {
+        Ok(store) => store,
+        Err(e) => return failed_all(state, group, &store_error(&e), out, resp3),
+    };
+    let accesses: Vec<Access<'_>> = group
+        .iter()
+        .map(|op| match (op.kind, op.pairs().next()) {
+            (Vector::Put, Some((k, v))) => Access::Put(k, v),
+            (Vector::Delete, _) => Access::Delete(op.keys().next().map_or(&[][..], |k| k)),
+            _ => Access::Get(op.keys().next().map_or(&[][..], |k| k)),
+        })
+        .collect();
+    state.core.stats.vector_width(accesses.len() as u64);
+    let outcome = match store.pipeline(&accesses) {
+        Ok(outcome) => outcome,
+        Err(e) => return failed_all(state, group, &store_error(&e), out, resp3),
+    };
+    let mut failure_of: Vec<Option<usize>> = vec![None; group.len()];
+    for (f, (_, stopped)) in outcome.failures.iter().enumerate() {
+        for &i in stopped {
+            failure_of[i] = Some(f);
+        }
+    }
+    // Watchers of every key changed (a delete of a missing key changes nothing).
+    state.watches.touch(
+        db,
+        group
+            .iter()
+            .zip(&outcome.answers)
+            .filter(|(op, a)| match a {
+                Some(Answer::Written { existed }) => *existed || op.kind == Vector::Put,
+                _ => false,
+            })
+            .filter_map(|(op, _)| op.keys().next()),
+    );
+    let mut replies = Vec::with_capacity(group.len());
+    for ((op, answer), failure) in group.iter().zip(outcome.answers).zip(failure_of) {
+        replies.push(match (answer, failure) {
+            (Some(Answer::Value(v)), _) => {
+                state.core.stats.hit(v.is_some());
+                op.reply(Results::Values(&[v]))
+            }
+            (Some(Answer::Written { existed }), _) if op.kind == Vector::Delete => {
+                op.reply(Results::Found(&[existed]))
+            }
+            (Some(Answer::Written { .. }), _) => op.reply(Results::Written),
+            (None, failure) => {
+                state.core.stats.failed(op.cmd.index(), 1);
+                match failure.and_then(|f| outcome.failures.get(f)) {
+                    Some((e, _)) => store_error(e),
+                    None => errors::err("ERR internal error: a pipeline access has no answer"),
+                }
+            }
+        });
+    }
+    // One count in the shared output budget for all of them.
+    out.replies(&replies, resp3);
+}
+
 /// A group of GETs, MGETs and SETs as one `multi_get_put`, and its replies in request order.
 /// If the engine refuses the vector (nothing read or written: a full disk, a failed read, a
 /// node that started replicating), the group runs as its runs of one kind instead, each as
@@ -167,7 +261,7 @@ fn mixed(state: &ServerState, db: u32, group: &[VectorOp<'_>], out: &mut Output<
             _ => accesses.extend(op.keys().map(|k| Access::Get(k))),
         }
     }
-    state.core.stats.vector_widths.record(accesses.len() as u64);
+    state.core.stats.vector_width(accesses.len() as u64);
     let Ok((values, written)) = store.multi_get_put(&accesses) else {
         return by_kind(state, db, group, out, resp3);
     };

@@ -114,8 +114,7 @@ pub async fn execute_run(
             }
         };
         core.stats
-            .latency_us
-            .record_n(run_started.elapsed().as_micros() as u64, n as u64);
+            .latency(run_started.elapsed().as_micros() as u64, n as u64);
         i += n;
         if out.len() > limit {
             return RunEnd::OutputLimit;
@@ -280,7 +279,7 @@ async fn execute(
         .backend_commands
         .fetch_add(place.len() as u64, Relaxed);
     for b in &batches {
-        router.core.stats.vector_widths.record(b.keys);
+        router.core.stats.vector_width(b.keys);
     }
 
     // Each part's reply; the redirected ones are routed again below.

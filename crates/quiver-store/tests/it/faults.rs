@@ -406,3 +406,46 @@ fn a_batch_that_cannot_be_taken_back_is_all_or_nothing_after_a_reopen() {
         s.close().unwrap();
     }
 }
+
+/// A pipeline whose share in one partition fails to append: that share's writes (and the
+/// reads after them) get the error and leave no trace, the other partitions' shares are
+/// applied and answered, now and after a crash; the next write to the failed partition works.
+#[test]
+fn a_pipeline_share_that_fails_is_that_shares_error() {
+    use quiver_store::{Access, Answer};
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Store::open(tmp.path(), options(Durability::Os)).unwrap();
+    let (a0, a1, b0) = (key_in(0, 0), key_in(0, 1), key_in(1, 0));
+    s.put(&a0, b"old").unwrap();
+    let (injection, _) = once(&partition_dir(tmp.path(), 0), FileOp::Write, Fault::Eio);
+    let db = s.db(0).unwrap();
+    let got = db
+        .pipeline(&[
+            Access::Put(&a0, b"new"),
+            Access::Put(&b0, b"fine"),
+            Access::Get(&a0),
+            Access::Delete(&a1),
+            Access::Get(&b0),
+        ])
+        .unwrap();
+    drop(injection);
+    assert_eq!(got.failures.len(), 1, "{:?}", got.failures);
+    let (e, stopped) = &got.failures[0];
+    assert!(matches!(e, Error::Io { .. }), "{e}");
+    // Partition 0's share failed: its put, and the read after it (which may have seen it).
+    // The delete of an absent key took effect all the same (the key is absent).
+    assert_eq!(stopped, &[0, 2]);
+    assert!([0, 2].iter().all(|&i| got.answers[i].is_none()));
+    assert_eq!(got.answers[3], Some(Answer::Written { existed: false }));
+    // Partition 1's share is applied.
+    assert_eq!(got.answers[1], Some(Answer::Written { existed: false }));
+    assert_eq!(got.answers[4], Some(Answer::Value(Some("fine".into()))));
+    assert_eq!(get(&s, &a0).as_deref(), Some(&b"old"[..]));
+    s.simulate_crash();
+    let s = Store::open(tmp.path(), options(Durability::Os)).unwrap();
+    assert_eq!(get(&s, &a0).as_deref(), Some(&b"old"[..]));
+    assert_eq!(get(&s, &b0).as_deref(), Some(&b"fine"[..]));
+    s.put(&a0, b"works").unwrap();
+    assert!(s.check().unwrap().is_ok());
+    s.close().unwrap();
+}

@@ -22,6 +22,7 @@ mod kill9;
 mod migrate;
 mod migrate_crash;
 mod model;
+mod pipeline;
 mod resize;
 mod split;
 mod upgrade;

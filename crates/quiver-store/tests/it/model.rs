@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use quiver_store::scan::glob_match;
 use quiver_store::{
-    Access, BackendKind, Batch, BatchAction, BatchOutcome, Durability, Entry, Options,
+    Access, Answer, BackendKind, Batch, BatchAction, BatchOutcome, Durability, Entry, Options,
     Precondition, Store,
 };
 
@@ -139,6 +139,9 @@ enum Op {
     /// Gets (`None`) and puts as one mixed vector (`Db::multi_get_put`): each get sees the
     /// puts before it and none after.
     GetPut(Vec<(u8, Option<Val>)>),
+    /// Gets, puts and deletes as a pipeline (`Db::pipeline`): each partition's share on its
+    /// own; each get sees the writes before it on its key.
+    Pipeline(Vec<(u8, PAct)>),
     Exists(u8),
     MultiExists(Vec<u8>),
     Apply(Vec<BOp>),
@@ -188,6 +191,20 @@ fn val() -> impl Strategy<Value = Val> {
         .prop_map(|(seed, len)| Val { seed, len })
 }
 
+/// One access of a pipeline: a get, a put, a delete.
+#[derive(Clone, Debug)]
+enum PAct {
+    Get,
+    Put(Val),
+    Delete,
+}
+
+fn pipeline_access() -> impl Strategy<Value = (u8, PAct)> {
+    let act =
+        prop_oneof![3 => Just(PAct::Get), 4 => val().prop_map(PAct::Put), 2 => Just(PAct::Delete)];
+    (key(), act)
+}
+
 fn key() -> impl Strategy<Value = u8> {
     0..SMALL_KEYS
 }
@@ -226,6 +243,7 @@ fn op_weighted(heavy: u32) -> impl Strategy<Value = Op> {
         4 => key().prop_map(Op::Get),
         4 => vec(key(), 0..16).prop_map(Op::MultiGet),
         4 => vec((key(), prop::option::of(val())), 0..16).prop_map(Op::GetPut),
+        4 => vec(pipeline_access(), 0..24).prop_map(Op::Pipeline),
         2 => key().prop_map(Op::Exists),
         2 => vec(key(), 0..16).prop_map(Op::MultiExists),
         10 => prop_oneof![4 => vec(batch_op(), 0..6), 1 => vec(batch_op(), 6..24)].prop_map(Op::Apply),
@@ -386,6 +404,7 @@ impl Harness {
                     "multi_get_put {accesses:?}: got {got:?}, model says {want:?}"
                 );
             }
+            Op::Pipeline(accesses) => self.pipeline(accesses)?,
             Op::Exists(k) => {
                 let k = small_key(*k);
                 let got = ok("exists", self.store().exists(&k))?;
@@ -514,6 +533,49 @@ impl Harness {
             );
         }
         self.verify_all()
+    }
+
+    /// A pipeline: every access answered as if they ran one by one, nothing failed.
+    fn pipeline(&mut self, accesses: &[(u8, PAct)]) -> Result<(), TestCaseError> {
+        let owned: Vec<(Vec<u8>, Option<Vec<u8>>)> = accesses
+            .iter()
+            .map(|(k, a)| match a {
+                PAct::Put(v) => (small_key(*k), Some(v.bytes())),
+                _ => (small_key(*k), None),
+            })
+            .collect();
+        let vector: Vec<Access<'_>> = owned
+            .iter()
+            .zip(accesses)
+            .map(|((k, v), (_, a))| match (a, v) {
+                (PAct::Get, _) => Access::Get(k),
+                (PAct::Put(_), Some(v)) => Access::Put(k, v),
+                _ => Access::Delete(k),
+            })
+            .collect();
+        let db = ok("db", self.store().db(0))?;
+        let got = ok("pipeline", db.pipeline(&vector))?;
+        ensure!(
+            got.failures.is_empty(),
+            "pipeline {accesses:?} failed: {:?}",
+            got.failures
+        );
+        for (((k, v), (_, a)), answer) in owned.into_iter().zip(accesses).zip(&got.answers) {
+            let want = match a {
+                PAct::Get => Answer::Value(self.model.get(&k).cloned().map(Into::into)),
+                PAct::Put(_) => Answer::Written {
+                    existed: self.model.insert(k, v.unwrap_or_default()).is_some(),
+                },
+                PAct::Delete => Answer::Written {
+                    existed: self.model.remove(&k).is_some(),
+                },
+            };
+            ensure!(
+                answer.as_ref() == Some(&want),
+                "pipeline {accesses:?}: got {answer:?}, model says {want:?}"
+            );
+        }
+        Ok(())
     }
 
     fn multi_delete(&mut self, keys: &[Vec<u8>]) -> Result<(), TestCaseError> {

@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# Many cores: Quiver with T server threads side by side with redis-server (one thread, and
+# io-threads) and valkey-server (io-threads), the same load from N `quiver bench net`
+# processes, each pinned to a core of its own apart from the server's.
+#
+#   scripts/bench_cores.sh [--quick]
+#
+# Every server runs on cores 0..T-1 (`taskset`): Quiver as `quiver serve --threads T`, Redis
+# and Valkey with `--io-threads T` (T = 1: Redis's one thread). The clients run on the cores
+# after the widest server's. Each server gets KEYS keys of 16 B with 32 B values, then every
+# workload runs once on it (WARMUP seconds unmeasured, DURATION measured):
+#
+#   get          GET, C connections x 32 pipelined per client
+#   set          SET, the same
+#   mget32       MGET of 32 keys, C x 4 pipelined
+#   mset32       MSET of 32 pairs, C x 4 pipelined
+#   mixed-50-50  GET / SET half and half, C x 32 pipelined
+#   get-c50      GET, 50 connections per client, one request outstanding each (a web tier)
+#   set-c50      SET, the same
+#
+# Prints one line per (system, T, workload): keys/s over all clients, server cores busy (its
+# CPU seconds over the measured window / DURATION), keys per server-CPU-second, and the worst
+# client's p99; for Quiver, the run's partition lock figures (INFO stats: writers' locks,
+# waits and their µs, µs held; readers' waits and their µs) on a line of their own. The JSON
+# records of every client go to OUT.
+# --quick: fewer keys, shorter runs (a spot check).
+#
+# Environment (defaults in brackets):
+#   THREADS ["1 2 4 8", those below half the machine's cores]: Quiver's server threads.
+#   CONFIGS [""]: more Quiver runs, T:setting=value:..., e.g. "8:partitions=16" (settings go to
+#     a config file; durability=none|os|fsync is a flag).
+#   CLIENTS [the cores left, at most 8]: load-generator processes. CONNECTIONS [8] per client.
+#   KEYS [2000000; quick 200000]  DURATION seconds [5; quick 2]  WARMUP seconds [1; quick 0.5]
+#   WORKLOADS ["get set mget32 mset32 mixed-50-50 get-c50 set-c50"]
+#   DURABILITY [os]: Quiver's durability.
+#   QUIVER [target/release/quiver, built here]; BASE=path/to/an/older/quiver: the same THREADS
+#     runs of that binary too, as quiver-base (a before/after grid in one run).
+#   REDIS [redis-server on the PATH; "none" skips]  REDIS_IO ["8"; "" none]: its io-threads runs.
+#   VALKEY [unset: skipped]: a valkey-server binary. VALKEY_IO ["8"].
+#   OUT [bench_cores.jsonl in a new directory under /tmp]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+
+QUICK=0
+for arg in "$@"; do
+  case "$arg" in
+    --quick) QUICK=1 ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "bench_cores.sh: unknown argument $arg" >&2; usage >&2; exit 2 ;;
+  esac
+done
+if ((QUICK)); then
+  KEYS=${KEYS:-200000}
+  DURATION=${DURATION:-2}
+  WARMUP=${WARMUP:-0.5}
+fi
+CORES=$(nproc)
+KEYS=${KEYS:-2000000}
+DURATION=${DURATION:-5}
+WARMUP=${WARMUP:-1}
+DURABILITY=${DURABILITY:-os}
+CONNECTIONS=${CONNECTIONS:-8}
+WORKLOADS=${WORKLOADS:-get set mget32 mset32 mixed-50-50 get-c50 set-c50}
+if [ -z "${THREADS:-}" ]; then
+  THREADS=""
+  for t in 1 2 4 8 16 32; do ((t <= CORES / 2 || t == 1)) && THREADS="$THREADS $t"; done
+fi
+REDIS=${REDIS:-$(command -v redis-server || echo none)}
+REDIS_IO=${REDIS_IO-8}
+VALKEY_IO=${VALKEY_IO-8}
+
+# The widest server decides where the clients go.
+WIDEST=1
+OTHERS=""
+[ "$REDIS" != none ] && OTHERS="$REDIS_IO"
+[ -n "${VALKEY:-}" ] && OTHERS="$OTHERS $VALKEY_IO"
+for t in $THREADS $OTHERS; do ((t > WIDEST)) && WIDEST=$t; done
+for c in ${CONFIGS:-}; do t=${c%%:*}; ((t > WIDEST)) && WIDEST=$t; done
+if ((WIDEST >= CORES)); then
+  echo "bench_cores.sh: servers up to $WIDEST threads leave no core of $CORES for clients" >&2
+  exit 2
+fi
+CLIENTS=${CLIENTS:-$((CORES - WIDEST < 8 ? CORES - WIDEST : 8))}
+
+if [ -z "${QUIVER:-}" ]; then
+  cargo build --release -q -p quiver
+  QUIVER=$PWD/target/release/quiver
+fi
+RUN=$(mktemp -d /tmp/quiver-cores.XXXXXX)
+OUT=${OUT:-$RUN/bench_cores.jsonl}
+: >"$OUT"
+SERVER_PID=""
+cleanup() {
+  [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$RUN/data"
+}
+trap cleanup EXIT
+
+# workload name -> `quiver bench net` arguments
+declare -A LOAD=(
+  [get]="--width 1 --get-ratio 1 --connections $CONNECTIONS --depth 32"
+  [set]="--width 1 --get-ratio 0 --connections $CONNECTIONS --depth 32"
+  [mget32]="--width 32 --get-ratio 1 --connections $CONNECTIONS --depth 4"
+  [mset32]="--width 32 --get-ratio 0 --connections $CONNECTIONS --depth 4"
+  [mixed-50-50]="--width 1 --get-ratio 0.5 --connections $CONNECTIONS --depth 32"
+  [get-c50]="--width 1 --get-ratio 1 --connections 50 --depth 1"
+  [set-c50]="--width 1 --get-ratio 0 --connections 50 --depth 1"
+)
+
+# start SYSTEM T BINARY [SETTINGS]: starts a server on cores 0..T-1; sets SERVER_PID, PORT.
+start() {
+  local sys=$1 t=$2 bin=$3 settings=${4:-} d=$RUN/data cores="0-$(($2 - 1))"
+  rm -rf "$d"
+  mkdir -p "$d"
+  case "$sys" in
+    quiver*)
+      local dur=$DURABILITY extra=() kv
+      : >"$RUN/q.toml"
+      for kv in ${settings//:/ }; do
+        case "$kv" in
+          durability=*) dur=${kv#durability=} ;;
+          *) echo "${kv%%=*} = ${kv#*=}" >>"$RUN/q.toml" ;;
+        esac
+      done
+      [ -s "$RUN/q.toml" ] && extra=(--config "$RUN/q.toml")
+      taskset -c "$cores" "$bin" --dir "$d/store" serve --port 0 --threads "$t" \
+        --durability "$dur" "${extra[@]}" >"$RUN/server.out" 2>"$RUN/server.log" &
+      SERVER_PID=$!
+      PORT=$(served_port "$RUN/server.out")
+      ;;
+    *)
+      PORT=$(free_port)
+      local io=()
+      ((t > 1)) && io=(--io-threads "$t")
+      [[ $sys == redis* ]] && ((t > 1)) && io+=(--io-threads-do-reads yes)
+      taskset -c "$cores" "$bin" --port "$PORT" --bind 127.0.0.1 --dir "$d" --save '' \
+        --appendonly no --protected-mode no "${io[@]}" >"$RUN/server.log" 2>&1 &
+      SERVER_PID=$!
+      wait_listening "$PORT"
+      ;;
+  esac
+}
+
+stop() {
+  kill "$SERVER_PID" 2>/dev/null || true
+  wait "$SERVER_PID" 2>/dev/null || true
+  SERVER_PID=""
+}
+
+# locks: Quiver's partition lock counters now (INFO stats), space-separated.
+locks() {
+  { "$QUIVER" info stats --port "$PORT" 2>/dev/null || true; } | { grep '^partition_' || true; } |
+    cut -d: -f2 | tr -d '\r' | xargs
+}
+
+# field NAME LINE: a number of a JSON record.
+field() { grep -o "\"$1\":[-0-9.e+]*" <<<"$2" | head -1 | cut -d: -f2; }
+
+# run SYSTEM T WORKLOAD: CLIENTS load generators at once; one summary line.
+run() {
+  local sys=$1 t=$2 wl=$3 i pids=() f kps=0 p99=0 cpu="" before=""
+  [[ $sys == quiver* ]] && before=$(locks)
+  for ((i = 0; i < CLIENTS; i++)); do
+    # shellcheck disable=SC2086
+    taskset -c "$((WIDEST + i))" "$QUIVER" bench net --port "$PORT" --keys "$KEYS" \
+      --key-size 16 --value-size 32 --warmup-s "$WARMUP" --duration-s "$DURATION" \
+      --seed "$((1000 + i))" --json --system "$sys" --workload "$wl" --tag "threads=$t" \
+      --server-pid "$SERVER_PID" ${LOAD[$wl]} >"$RUN/client-$i.json" 2>"$RUN/client-$i.err" &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    if ! wait "${pids[$i]}"; then
+      echo "bench_cores.sh: client $i of $sys T=$t $wl failed:" >&2
+      tail -n 3 "$RUN/client-$i.err" >&2
+    fi
+  done
+  for ((i = 0; i < CLIENTS; i++)); do
+    f=$(grep '^{' "$RUN/client-$i.json" | tail -1) || continue
+    echo "$f" >>"$OUT"
+    kps=$(awk -v a="$kps" -v b="$(field keys_per_sec "$f")" 'BEGIN { print a + b }')
+    p99=$(awk -v a="$p99" -v b="$(field p99_us "$f")" 'BEGIN { print (b > a ? b : a) }')
+    [ -z "$cpu" ] && cpu=$(field server_cpu_s "$f")
+  done
+  awk -v s="$sys" -v t="$t" -v w="$wl" -v k="$kps" -v c="${cpu:-0}" -v d="$DURATION" -v p="$p99" \
+    'BEGIN { busy = c / d; printf "%-13s %3d  %-12s %10.3f %7.2f %12.3f %9.2f\n",
+             s, t, w, k / 1e6, busy, (busy > 0 ? k / busy / 1e6 : 0), p / 1000 }'
+  if [ -n "$before" ] && [ "$(wc -w <<<"$before")" = 6 ]; then
+    echo "$before" "$(locks)" | awk '{ n = NF / 2; printf "#   locks: writes %d, waited %d (%.0f us), held %.0f us; reads waited %d (%.0f us)\n",
+      $(n+1) - $1, $(n+2) - $2, $(n+3) - $3, $(n+4) - $4, $(n+5) - $5, $(n+6) - $6 }'
+  fi
+}
+
+# grid SYSTEM T BINARY [SETTINGS]: a server, its keys, every workload.
+grid() {
+  local sys=$1 t=$2 wl
+  start "$@"
+  "$QUIVER" bench net --port "$PORT" --keys "$KEYS" --key-size 16 --value-size 32 \
+    --load-only --json >/dev/null 2>>"$RUN/load.log"
+  for wl in $WORKLOADS; do run "$sys" "$t" "$wl"; done
+  stop
+}
+
+# An unmeasured first grid: on a fresh virtual machine the first runs pay for memory the
+# guest touches for the first time (seen on the 16-core machine: whichever system ran first
+# lost a quarter of its single-thread figures), so nothing measured goes first.
+( WORKLOADS="set get" DURATION=2 WARMUP=0.5 grid quiver-warm-up 1 "$QUIVER" >/dev/null )
+
+echo "# $(date -u +%FT%TZ) $(uname -m), $CORES cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs));" \
+  "$CLIENTS clients on cores $WIDEST..$((WIDEST + CLIENTS - 1)); $KEYS keys; ${DURATION}s runs; quiver durability $DURABILITY"
+printf "%-13s %3s  %-12s %10s %7s %12s %9s\n" system T workload "Mkeys/s" "busy" "Mkeys/cpu-s" "p99 ms"
+for t in $THREADS; do
+  grid quiver "$t" "$QUIVER"
+  [ -n "${BASE:-}" ] && grid quiver-base "$t" "$BASE"
+done
+for c in ${CONFIGS:-}; do grid "quiver:${c#*:}" "${c%%:*}" "$QUIVER" "${c#*:}"; done
+if [ "$REDIS" != none ]; then
+  grid redis 1 "$REDIS"
+  for t in $REDIS_IO; do grid redis-io "$t" "$REDIS"; done
+fi
+if [ -n "${VALKEY:-}" ]; then
+  for t in $VALKEY_IO; do grid valkey-io "$t" "$VALKEY"; done
+fi
+echo "records: $OUT" >&2
