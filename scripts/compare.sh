@@ -44,7 +44,9 @@
 #   SYSTEMS ["quiver redis redis-aof"]: the servers compared (quiver first; ratios are quiver /
 #   each other one). BASE=path/to/an/older/quiver adds the system quiver-base, that binary
 #   (e.g. a build of the previous commit): `SYSTEMS="quiver quiver-base" BASE=... compare.sh`
-#   compares two builds the same way.
+#   compares two builds the same way. Durable to power loss: quiver-fsync (`--durability
+#   fsync`) and redis-always (`appendonly yes`, `appendfsync always`), whose ratio is printed
+#   apart: `SYSTEMS="quiver quiver-fsync redis-always" compare.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -83,7 +85,7 @@ read -r -a SYS <<<"${SYSTEMS:-quiver redis redis-aof}"
 [ "${SYS[0]}" = quiver ] || { echo "compare.sh: SYSTEMS must start with quiver" >&2; exit 2; }
 for sys in "${SYS[@]}"; do
   case "$sys" in
-    quiver | redis | redis-aof) ;;
+    quiver | quiver-fsync | redis | redis-aof | redis-always) ;;
     quiver-base) [ -x "${BASE:-}" ] || { echo "compare.sh: quiver-base needs BASE=path/to/quiver" >&2; exit 2; } ;;
     *) echo "compare.sh: unknown system $sys" >&2; exit 2 ;;
   esac
@@ -129,10 +131,12 @@ start_servers() { # $1: value size (names the data directories)
     d=$RUN/$sys-$v
     mkdir -p "$d"
     case "$sys" in
-      quiver | quiver-base)
+      quiver | quiver-base | quiver-fsync)
         bin=$Q
         [ "$sys" = quiver-base ] && bin=$BASE
-        taskset -c "$SERVER_CORE" "$bin" --dir "$d" serve --port 0 --threads 1 --durability os \
+        local durability=os
+        [ "$sys" = quiver-fsync ] && durability=fsync
+        taskset -c "$SERVER_CORE" "$bin" --dir "$d" serve --port 0 --threads 1 --durability "$durability" \
           >"$RUN/$sys-$v.out" 2>"$RUN/$sys-$v.log" &
         PID[$sys]=$!
         PIDS+=("${PID[$sys]}")
@@ -142,6 +146,7 @@ start_servers() { # $1: value size (names the data directories)
         PORT[$sys]=$(free_port)
         local persist=(--save '' --appendonly no)
         [ "$sys" = redis-aof ] && persist=(--save '' --appendonly yes --appendfsync everysec)
+        [ "$sys" = redis-always ] && persist=(--save '' --appendonly yes --appendfsync always)
         taskset -c "$SERVER_CORE" redis-server --port "${PORT[$sys]}" --bind 127.0.0.1 \
           --dir "$d" "${persist[@]}" --daemonize no >"$RUN/$sys-$v.log" 2>&1 &
         PID[$sys]=$!
@@ -220,6 +225,8 @@ for v in $VALUE_SIZES; do
     ((rate > 0)) || continue
     for round in $(seq 1 "$ROUNDS"); do
       for sys in "${SYS[@]}"; do
+        # Redis's peak without persistence is past what an fdatasync per write allows.
+        [ "$sys" = quiver-fsync ] || [ "$sys" = redis-always ] && continue
         echo "   round $round/$ROUNDS value $v: $name-open on $sys at $rate ops/s" >&2
         measure "$sys" "$v" --width "$width" --get-ratio 0 --connections 8 --rate "$rate" \
           --workload "$name-open" --duration-s "$DURATION" --warmup-s "$WARMUP" \
@@ -269,6 +276,7 @@ jq -rs '
 echo
 echo "write tails, open loop at $OPEN_LOAD of Redis's peak: p99 of quiver / each other system, per round"
 for other in "${SYS[@]:1}"; do
+  [ "$other" = quiver-fsync ] || [ "$other" = redis-always ] && continue
   jq -rs --arg other "$other" '
     map(select(.workload | endswith("-open")))
     | group_by([.value_size, .workload, .tags.round])
@@ -281,24 +289,38 @@ for other in "${SYS[@]:1}"; do
   ' "$OUT"
 done
 
-echo
-echo "ratios quiver / each other system (keys/s, per round; then keys per server-CPU-second, the CPU of settling after the run counted)"
-for other in "${SYS[@]:1}"; do
-  jq -rs --arg other "$other" '
-    group_by([.value_size, .workload, .tags.round])
+# ratios A B: keys/s of system A over system B per workload and round, then per server CPU
+# second (the CPU of settling after the run counted), and p99 of A over B.
+ratios() {
+  jq -rs --arg a "$1" --arg b "$2" '
+    map(select(.workload | endswith("-open") | not))
+    | group_by([.value_size, .workload, .tags.round])
     | map({key: "\(.[0].value_size) \(.[0].workload)",
-           q: (map(select(.system == "quiver")) | .[0]),
-           o: (map(select(.system == $other)) | .[0])})
+           q: (map(select(.system == $a)) | .[0]),
+           o: (map(select(.system == $b)) | .[0])})
+    | map(select(.q != null and .o != null))
     | group_by(.key)
     | .[]
     | [.[0].key,
        (map((.q.keys_per_sec / .o.keys_per_sec * 100 | floor) / 100 | tostring) | join(" ")),
        (map((.q.keys_per_cpu_s_settled // .q.keys_per_server_cpu_s) as $q
          | (.o.keys_per_cpu_s_settled // .o.keys_per_server_cpu_s // 0) as $o
-         | if $o > 0 then (($q / $o * 100 | floor) / 100 | tostring) else "-" end) | join(" "))]
-    | "  \(.[0]):  /\($other) \(.[1])   per-cpu \(.[2])"
+         | if $o > 0 then (($q / $o * 100 | floor) / 100 | tostring) else "-" end) | join(" ")),
+       (map((.q.p99_us / .o.p99_us * 100 | floor) / 100 | tostring) | join(" "))]
+    | "  \(.[0]):  \($a)/\($b) \(.[1])   per-cpu \(.[2])   p99 \(.[3])"
   ' "$OUT"
+}
+
+echo
+echo "ratios quiver / each other system (keys/s, per round; then keys per server-CPU-second, the CPU of settling after the run counted; then p99)"
+for other in "${SYS[@]:1}"; do
+  [ "$other" = quiver-fsync ] || [ "$other" = redis-always ] || ratios quiver "$other"
 done
+if [[ " ${SYS[*]} " == *" quiver-fsync "* && " ${SYS[*]} " == *" redis-always "* ]]; then
+  echo
+  echo "durable to power loss: quiver-fsync / redis-always (fdatasync before each reply)"
+  ratios quiver-fsync redis-always
+fi
 
 if [ -s "$ENGINE_OUT" ]; then
   echo
