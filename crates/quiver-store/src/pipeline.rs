@@ -139,16 +139,13 @@ pub(crate) fn run(
                 } => {
                     outcome.failures.extend(failed);
                     grow |= full;
-                    let written = || {
-                        share
+                    if fsync {
+                        let written: Vec<usize> = share
                             .iter()
                             .map(|&(i, _)| i)
                             .filter(|&i| matches!(steps[i], Step::Write(_)))
                             .filter(|&i| outcome.answers[i].is_some())
-                            .collect::<Vec<usize>>()
-                    };
-                    if fsync {
-                        let written = written();
+                            .collect();
                         if !written.is_empty() {
                             durable.push((part.clone(), lsn, written));
                         }
