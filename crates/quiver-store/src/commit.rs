@@ -257,14 +257,10 @@ fn write_parts(
         let share = &shares[s];
         let last = n + 1 == writing.len();
         // In `fsync` mode every other part is durable before the commit record is written:
-        // all their writes first, then their fdatasyncs back to back (noted in the group
-        // commit, so the caller's wait syncs none of them again).
+        // all their writes first, then their fdatasyncs at once (each partition's syncer,
+        // which needs none of the locks held here).
         let res = if fsync && last && !single {
-            written.iter().try_for_each(|&(g, _, part, _)| {
-                guards[g].sync_active()?;
-                part.commit.synced_to(guards[g].appended_lsn);
-                Ok(())
-            })
+            sync_parts(guards, &written)
         } else {
             Ok(())
         };
@@ -282,6 +278,28 @@ fn write_parts(
         }
         written.push((share.guard, start, share.partition, s));
         all_locs.push(locs);
+    }
+    Ok(())
+}
+
+/// `fsync` mode: makes the batch's parts written so far durable, their partitions' fdatasyncs
+/// asked for all at once and then waited for (`group_commit`). A failure is its partition's:
+/// it refuses writes from then on.
+fn sync_parts(
+    guards: &mut [WriteHold<'_>],
+    written: &[(usize, u64, &Partition, usize)],
+) -> Result<()> {
+    for &(g, _, part, _) in written {
+        let st = &guards[g];
+        part.commit
+            .ask(st.appended_lsn, &st.appender.segment, part.id)?;
+    }
+    for &(g, _, part, _) in written {
+        let st = &mut guards[g];
+        if let Err(e) = part.commit.wait(st.appended_lsn) {
+            st.fail_writes(|| format!("an fdatasync of its log failed: {e}"));
+            return Err(e);
+        }
     }
     Ok(())
 }

@@ -32,6 +32,7 @@ mod dbs;
 pub mod error;
 mod expiry;
 pub mod faults;
+mod group_commit;
 pub mod hash;
 pub mod index;
 mod inner;

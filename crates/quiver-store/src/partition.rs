@@ -14,11 +14,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::dbs::{DbMap, NsKeys};
 use crate::error::{Error, Result};
 use crate::expiry::Expiries;
+use crate::group_commit::GroupCommit;
 use crate::index::Index;
 use crate::io::ReadBackend;
 use crate::log::format::{
@@ -254,34 +255,11 @@ pub(crate) struct PartState {
     pub failed: Option<String>,
 }
 
-/// Group commit: one fdatasync serves every writer waiting for it.
-#[derive(Default)]
-pub(crate) struct GroupCommit {
-    state: Mutex<SyncState>,
-    done: Condvar,
-}
-
-impl GroupCommit {
-    /// Everything appended up to `lsn` was synced by its writer directly, holding the
-    /// partition's lock (a batch's parts before its commit record): waiters up to it need
-    /// no fdatasync of their own.
-    pub fn synced_to(&self, lsn: u64) {
-        let mut g = self.state.lock();
-        g.synced_lsn = g.synced_lsn.max(lsn);
-    }
-}
-
-#[derive(Default)]
-struct SyncState {
-    synced_lsn: u64,
-    syncing: bool,
-}
-
 pub(crate) struct Partition {
     pub id: u32,
     pub dir: PathBuf,
     pub state: RwLock<PartState>,
-    pub commit: GroupCommit,
+    pub commit: Arc<GroupCommit>,
     /// Held for a whole resize or compaction pass (one at a time per partition); it also
     /// keeps the background thread's memory of past passes.
     pub maintenance: Mutex<MaintenanceState>,
@@ -627,36 +605,28 @@ pub(crate) fn new_segment_at(
 
 impl Partition {
     /// Blocks until everything appended up to `lsn` is on stable storage (fsync durability).
-    /// Concurrent callers share one fdatasync.
+    /// Concurrent callers share one fdatasync (`group_commit`).
     pub fn wait_durable(&self, lsn: u64) -> Result<()> {
-        loop {
-            {
-                let mut g = self.commit.state.lock();
-                loop {
-                    if g.synced_lsn >= lsn {
-                        return Ok(());
-                    }
-                    if !g.syncing {
-                        g.syncing = true;
-                        break;
-                    }
-                    self.commit.done.wait(&mut g);
-                }
-            }
-            let (target, seg) = {
-                let st = self.state.read();
-                (st.appended_lsn, st.appender.segment.clone())
-            };
-            let res = seg.sync_data();
-            let mut g = self.commit.state.lock();
-            g.syncing = false;
-            if res.is_ok() {
-                g.synced_lsn = g.synced_lsn.max(target);
-            }
-            self.commit.done.notify_all();
-            drop(g);
-            self.note_sync(res)?;
-        }
+        self.ask_durable(lsn)?;
+        self.note_sync(self.commit.wait(lsn))
+    }
+
+    /// Asks this partition's syncer to make everything up to `lsn` durable; returns at once.
+    fn ask_durable(&self, lsn: u64) -> Result<()> {
+        let seg = self.state.read().appender.segment.clone();
+        self.commit.ask(lsn, &seg, self.id)
+    }
+
+    /// [`Partition::wait_durable`] for several partitions (a vector that wrote them): every
+    /// one asked before any is waited for, so their fdatasyncs run at once. Per partition,
+    /// its outcome.
+    pub fn wait_all_durable(parts: &[(&Partition, u64)]) -> Vec<Result<()>> {
+        let asked: Vec<Result<()>> = parts.iter().map(|&(p, lsn)| p.ask_durable(lsn)).collect();
+        parts
+            .iter()
+            .zip(asked)
+            .map(|(&(p, lsn), asked)| p.note_sync(asked.and_then(|()| p.commit.wait(lsn))))
+            .collect()
     }
 
     /// fdatasync of `seg` (one of this partition's), its lock not held. A failure is the
@@ -673,5 +643,12 @@ impl Partition {
                 .fail_writes(|| format!("an fdatasync of its log failed: {e}"));
         }
         res
+    }
+}
+
+impl Drop for Partition {
+    /// Its syncer thread, if it runs, ends too.
+    fn drop(&mut self) {
+        self.commit.stop();
     }
 }

@@ -171,8 +171,11 @@ pub(crate) fn run(
         inner.background.wake();
     }
     if fsync {
-        for (part, lsn, written) in durable {
-            if let Err(e) = part.wait_durable(lsn) {
+        let waits: Vec<(&Partition, u64)> =
+            durable.iter().map(|(p, lsn, _)| (&**p, *lsn)).collect();
+        let results = Partition::wait_all_durable(&waits);
+        for ((_, _, written), res) in durable.into_iter().zip(results) {
+            if let Err(e) = res {
                 // Applied but not known to be on disk: their outcome is unknown.
                 for &i in &written {
                     outcome.answers[i] = None;

@@ -323,10 +323,12 @@ impl Store {
                 ));
             }
             if ctx.opts.durability == Durability::Fsync {
-                for (part, lsn) in lsns {
-                    if let Err(e) = part.wait_durable(lsn) {
-                        return Ok((values, Err(e)));
-                    }
+                let lsns: Vec<(&Partition, u64)> = lsns.iter().map(|&(p, l)| (&**p, l)).collect();
+                if let Some(e) = Partition::wait_all_durable(&lsns)
+                    .into_iter()
+                    .find_map(Result::err)
+                {
+                    return Ok((values, Err(e)));
                 }
             }
             return Ok((values, Ok(existed)));

@@ -485,10 +485,16 @@ fn crash_loop(cycles: u64) {
 }
 
 /// Copies a killed store's directory, but for its disk reserve (a large file of nothing: the
-/// copy's opening makes its own).
+/// copy's opening makes its own). A child killed before it made the directory leaves nothing
+/// to copy: the copy is empty, as that store is.
 fn copy_store(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
+    let entries = match std::fs::read_dir(from) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        Err(e) => panic!("read {}: {e}", from.display()),
+    };
+    for entry in entries {
         let entry = entry.unwrap();
         let target = to.join(entry.file_name());
         if entry.file_type().unwrap().is_dir() {
