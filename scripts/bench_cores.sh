@@ -43,14 +43,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 
-QUICK=0
-for arg in "$@"; do
-  case "$arg" in
-    --quick) QUICK=1 ;;
-    -h | --help) usage; exit 0 ;;
-    *) echo "bench_cores.sh: unknown argument $arg" >&2; usage >&2; exit 2 ;;
-  esac
-done
+quick_or_help "$@"
 if ((QUICK)); then
   KEYS=${KEYS:-200000}
   DURATION=${DURATION:-2}

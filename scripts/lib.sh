@@ -102,3 +102,16 @@ served_port() {
   return 1
 }
 
+# quick_or_help "$@": the arguments of a script that takes only --quick (sets QUICK to 0 or 1)
+# and -h / --help (prints its usage and exits); anything else is refused with its usage.
+quick_or_help() {
+  QUICK=0
+  local arg
+  for arg in "$@"; do
+    case "$arg" in
+      --quick) QUICK=1 ;;
+      -h | --help) usage; exit 0 ;;
+      *) echo "$(basename "$0"): unknown argument $arg" >&2; usage >&2; exit 2 ;;
+    esac
+  done
+}

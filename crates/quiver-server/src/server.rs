@@ -436,7 +436,7 @@ pub async fn serve_clients<S: Service>(
     }
     tracing::info!(%addr, unixsocket = ?unix_path, tls = ?tls_addr, "ready to accept connections");
     let core = service.core();
-    if core.config.protected_mode && !addr.ip().is_loopback() && core.users.default_user().nopass {
+    if protected_mode_refuses(core, Some(addr.ip())) {
         tracing::warn!(
             %addr,
             "protected mode: the default user has no password, so clients from other hosts \

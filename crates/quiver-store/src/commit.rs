@@ -251,8 +251,7 @@ fn write_parts(
         st.appender.reserve(need)?;
     }
     let single = writing.len() == 1;
-    // (guard, start, partition, share) of each part written.
-    let mut written: Vec<(usize, u64, &Partition, usize)> = Vec::with_capacity(writing.len());
+    let mut written: Vec<WrittenPart<'_>> = Vec::with_capacity(writing.len());
     for (n, &s) in writing.iter().enumerate() {
         let share = &shares[s];
         let last = n + 1 == writing.len();
@@ -272,31 +271,44 @@ fn write_parts(
         };
         // A lone part needs no flush here: the tail buffer (`none` mode) keeps its order.
         let res = res.and_then(|()| if single { Ok(()) } else { st.appender.flush() });
+        let part = WrittenPart {
+            guard: share.guard,
+            start,
+            partition: share.partition,
+            share: s,
+        };
         if let Err(e) = res {
-            let failed = (share.guard, start, share.partition, s);
-            return Err(take_back_parts(guards, runs, &written, failed, last, e));
+            return Err(take_back_parts(guards, runs, &written, part, last, e));
         }
-        written.push((share.guard, start, share.partition, s));
+        written.push(part);
         all_locs.push(locs);
     }
     Ok(())
 }
 
+/// A part of a batch written to its partition: its guard (index into the caller's guards),
+/// where it starts in the log, and its share (index into the runs).
+#[derive(Clone, Copy)]
+struct WrittenPart<'a> {
+    guard: usize,
+    start: u64,
+    partition: &'a Partition,
+    share: usize,
+}
+
 /// `fsync` mode: makes the batch's parts written so far durable, their partitions' fdatasyncs
 /// asked for all at once and then waited for (`group_commit`). A failure is its partition's:
 /// it refuses writes from then on.
-fn sync_parts(
-    guards: &mut [WriteHold<'_>],
-    written: &[(usize, u64, &Partition, usize)],
-) -> Result<()> {
-    for &(g, _, part, _) in written {
-        let st = &guards[g];
+fn sync_parts(guards: &mut [WriteHold<'_>], written: &[WrittenPart<'_>]) -> Result<()> {
+    for w in written {
+        let st = &guards[w.guard];
+        let part = w.partition;
         part.commit
             .ask(st.appended_lsn, &st.appender.segment, part.id)?;
     }
-    for &(g, _, part, _) in written {
-        let st = &mut guards[g];
-        if let Err(e) = part.commit.wait(st.appended_lsn) {
+    for w in written {
+        let st = &mut guards[w.guard];
+        if let Err(e) = w.partition.commit.wait(st.appended_lsn) {
             st.fail_writes(|| format!("an fdatasync of its log failed: {e}"));
             return Err(e);
         }
@@ -316,38 +328,43 @@ fn sync_parts(
 fn take_back_parts(
     guards: &mut [WriteHold<'_>],
     runs: &[Run],
-    written: &[(usize, u64, &Partition, usize)],
-    failed: (usize, u64, &Partition, usize),
+    written: &[WrittenPart<'_>],
+    failed: WrittenPart<'_>,
     carrier: bool,
     cause: Error,
 ) -> Error {
-    let (g, start, part, s) = failed;
-    if let Err(e) = guards[g].appender.retract(start, &runs[s].bytes) {
-        let reason = format!(
-            "a batch failed ({cause}) and its part could not be taken back ({e}){}",
-            if carrier {
+    // Takes back part `p`; if that fails, its partition refuses writes for the reason given
+    // (with `unknown`: "its outcome is unknown"), which comes back.
+    let retract = |guards: &mut [WriteHold<'_>], p: WrittenPart<'_>, unknown: bool| {
+        let st = &mut guards[p.guard];
+        let res = st.appender.retract(p.start, &runs[p.share].bytes);
+        res.map_err(|e| {
+            let unknown = if unknown {
                 ": its outcome is unknown"
             } else {
                 ""
-            }
-        );
-        guards[g].fail_writes(|| reason.clone());
+            };
+            let reason = format!(
+                "a batch failed ({cause}) and its part could not be taken back ({e}){unknown}"
+            );
+            st.fail_writes(|| reason.clone());
+            reason
+        })
+    };
+    if let Err(reason) = retract(guards, failed, carrier) {
         if carrier {
-            for &(g, ..) in written {
-                guards[g].fail_writes(|| reason.clone());
+            for w in written {
+                guards[w.guard].fail_writes(|| reason.clone());
             }
             return Error::PartitionFailed {
-                dir: part.dir.clone(),
+                dir: failed.partition.dir.clone(),
                 reason,
             };
         }
     }
-    for &(g, at, _, s) in written {
-        if let Err(e) = guards[g].appender.retract(at, &runs[s].bytes) {
-            guards[g].fail_writes(|| {
-                format!("a batch failed ({cause}) and its part could not be taken back ({e})")
-            });
-        }
+    for &w in written {
+        // A part that stays leaves its partition refusing writes (`retract` above).
+        let _ = retract(guards, w, false);
     }
     cause
 }

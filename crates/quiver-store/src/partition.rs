@@ -607,8 +607,8 @@ impl Partition {
     /// Blocks until everything appended up to `lsn` is on stable storage (fsync durability).
     /// Concurrent callers share one fdatasync (`group_commit`).
     pub fn wait_durable(&self, lsn: u64) -> Result<()> {
-        self.ask_durable(lsn)?;
-        self.note_sync(self.commit.wait(lsn))
+        let mut outcome = Partition::wait_all_durable(&[(self, lsn)]);
+        outcome.pop().unwrap_or(Ok(()))
     }
 
     /// Asks this partition's syncer to make everything up to `lsn` durable; returns at once.
