@@ -15,8 +15,8 @@
 #   mget32       MGET of 32 keys, C x 4 pipelined
 #   mset32       MSET of 32 pairs, C x 4 pipelined
 #   mixed-50-50  GET / SET half and half, C x 32 pipelined
-#   get-c50      GET, 50 connections per client, one request outstanding each (a web tier)
-#   set-c50      SET, the same
+#   get-unpipelined  GET, U connections per client, one request outstanding each (a web tier)
+#   set-unpipelined  SET, the same
 #
 # Prints one line per (system, T, workload): keys/s over all clients, server cores busy (its
 # CPU seconds over the measured window / DURATION), keys per server-CPU-second, and the worst
@@ -30,8 +30,9 @@
 #   CONFIGS [""]: more Quiver runs, T:setting=value:..., e.g. "8:partitions=16" (settings go to
 #     a config file; durability=none|os|fsync is a flag).
 #   CLIENTS [the cores left, at most 8]: load-generator processes. CONNECTIONS [8] per client.
+#   UNPIPELINED [50]: connections per client of the unpipelined workloads (U above).
 #   KEYS [2000000; quick 200000]  DURATION seconds [5; quick 2]  WARMUP seconds [1; quick 0.5]
-#   WORKLOADS ["get set mget32 mset32 mixed-50-50 get-c50 set-c50"]
+#   WORKLOADS ["get set mget32 mset32 mixed-50-50 get-unpipelined set-unpipelined"]
 #   DURABILITY [os]: Quiver's durability.
 #   QUIVER [target/release/quiver, built here]; BASE=path/to/an/older/quiver: the same THREADS
 #     runs of that binary too, as quiver-base (a before/after grid in one run).
@@ -55,7 +56,8 @@ DURATION=${DURATION:-5}
 WARMUP=${WARMUP:-1}
 DURABILITY=${DURABILITY:-os}
 CONNECTIONS=${CONNECTIONS:-8}
-WORKLOADS=${WORKLOADS:-get set mget32 mset32 mixed-50-50 get-c50 set-c50}
+UNPIPELINED=${UNPIPELINED:-50}
+WORKLOADS=${WORKLOADS:-get set mget32 mset32 mixed-50-50 get-unpipelined set-unpipelined}
 if [ -z "${THREADS:-}" ]; then
   THREADS=""
   for t in 1 2 4 8 16 32; do ((t <= CORES / 2 || t == 1)) && THREADS="$THREADS $t"; done
@@ -99,8 +101,8 @@ declare -A LOAD=(
   [mget32]="--width 32 --get-ratio 1 --connections $CONNECTIONS --depth 4"
   [mset32]="--width 32 --get-ratio 0 --connections $CONNECTIONS --depth 4"
   [mixed-50-50]="--width 1 --get-ratio 0.5 --connections $CONNECTIONS --depth 32"
-  [get-c50]="--width 1 --get-ratio 1 --connections 50 --depth 1"
-  [set-c50]="--width 1 --get-ratio 0 --connections 50 --depth 1"
+  [get-unpipelined]="--width 1 --get-ratio 1 --connections $UNPIPELINED --depth 1"
+  [set-unpipelined]="--width 1 --get-ratio 0 --connections $UNPIPELINED --depth 1"
 )
 
 # start SYSTEM T BINARY [SETTINGS]: starts a server on cores 0..T-1; sets SERVER_PID, PORT.
@@ -149,13 +151,20 @@ locks() {
     cut -d: -f2 | tr -d '\r' | xargs
 }
 
+# stalls: the serving threads' delay counters now (INFO stats: runs over 5 ms, over 25 ms, the
+# longest in µs since the server started; the same of the wake meters), space-separated.
+stalls() {
+  { "$QUIVER" info stats --port "$PORT" 2>/dev/null || true; } | { grep '^serving_' || true; } |
+    cut -d: -f2 | tr -d '\r' | xargs
+}
+
 # field NAME LINE: a number of a JSON record.
 field() { grep -o "\"$1\":[-0-9.e+]*" <<<"$2" | head -1 | cut -d: -f2; }
 
 # run SYSTEM T WORKLOAD: CLIENTS load generators at once; one summary line.
 run() {
-  local sys=$1 t=$2 wl=$3 i pids=() f kps=0 p99=0 cpu="" before=""
-  [[ $sys == quiver* ]] && before=$(locks)
+  local sys=$1 t=$2 wl=$3 i pids=() f kps=0 p99=0 cpu="" before="" stalled=""
+  [[ $sys == quiver* ]] && before=$(locks) && stalled=$(stalls)
   for ((i = 0; i < CLIENTS; i++)); do
     # shellcheck disable=SC2086
     taskset -c "$((WIDEST + i))" "$QUIVER" bench net --port "$PORT" --keys "$KEYS" \
@@ -180,6 +189,10 @@ run() {
   awk -v s="$sys" -v t="$t" -v w="$wl" -v k="$kps" -v c="${cpu:-0}" -v d="$DURATION" -v p="$p99" \
     'BEGIN { busy = c / d; printf "%-13s %3d  %-12s %10.3f %7.2f %12.3f %9.2f\n",
              s, t, w, k / 1e6, busy, (busy > 0 ? k / busy / 1e6 : 0), p / 1000 }'
+  if [ "$(wc -w <<<"$stalled")" = 6 ]; then
+    echo "$stalled" "$(stalls)" | awk '{ printf "#   runs over 5 ms %d, over 25 ms %d (longest so far %.1f ms); wakes over 5 ms %d, over 25 ms %d (latest so far %.1f ms)\n",
+      $7 - $1, $8 - $2, $9 / 1000, $10 - $4, $11 - $5, $12 / 1000 }'
+  fi
   if [ -n "$before" ] && [ "$(wc -w <<<"$before")" = 6 ]; then
     echo "$before" "$(locks)" | awk '{ n = NF / 2; printf "#   locks: writes %d, waited %d (%.0f us), held %.0f us; reads waited %d (%.0f us)\n",
       $(n+1) - $1, $(n+2) - $2, $(n+3) - $3, $(n+4) - $4, $(n+5) - $5, $(n+6) - $6 }'

@@ -86,7 +86,29 @@ pub struct Clients {
     by_id: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
 }
 
+/// How long a CLIENT KILL waits for its victims to be disconnected.
+const KILL_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often that wait looks again.
+const KILL_POLL: std::time::Duration = std::time::Duration::from_millis(1);
+
 impl Clients {
+    /// Waits (at most [`KILL_WAIT`]) until the clients in `killed` (taken from it) are
+    /// disconnected, so that, as with Redis, a client that sees CLIENT KILL's reply can rely
+    /// on its victims being gone. A victim may be served on the killer's own serving thread:
+    /// the wait yields to it, never sleeps through it.
+    pub async fn wait_gone(&self, killed: &mut Vec<u64>) {
+        if killed.is_empty() {
+            return;
+        }
+        let killed = std::mem::take(killed);
+        let deadline = tokio::time::Instant::now() + KILL_WAIT;
+        while killed.iter().any(|&id| self.get(id).is_some())
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(KILL_POLL).await;
+        }
+    }
+
     pub fn register(&self, addr: String, laddr: String) -> Arc<ClientInfo> {
         let id = self.next_id.fetch_add(1, Relaxed) + 1;
         let info = Arc::new(ClientInfo {

@@ -43,6 +43,7 @@ pub mod reply;
 pub mod router;
 pub mod server;
 pub mod service;
+pub mod serving;
 pub mod session;
 pub mod state;
 pub mod stats;

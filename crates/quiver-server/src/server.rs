@@ -22,6 +22,7 @@ use crate::config::{Coalesce, Config, ConfigError};
 use crate::conn;
 use crate::ratelog::LogLimiter;
 use crate::service::{Core, Service};
+use crate::serving::Serving;
 use crate::state::{ServerState, SharedState};
 use crate::tls;
 use crate::watch::Watches;
@@ -310,14 +311,25 @@ impl Server {
                     shutdown.subscribe(),
                 )));
             }
-            serve_clients(
+            // Engine calls that may block on the disk need the shared runtime's
+            // `block_in_place` (see `serving`).
+            let serving = match state.blocking() {
+                true => Serving::Shared(tokio::runtime::Handle::current()),
+                false => Serving::start(state.core.config.threads(), &state.core.stats.stalls)
+                    .map_err(io_error("cannot start the serving threads"))?,
+            };
+            let serving = Arc::new(serving);
+            let served = serve_clients(
                 state.clone(),
+                serving.clone(),
                 listeners,
                 shutdown,
                 handle_signals,
                 background,
             )
-            .await
+            .await;
+            serving.stop();
+            served
         });
         runtime.shutdown_timeout(Duration::from_secs(1));
         if let (Some(c), Some(thread)) = (&state.coalescer, storage) {
@@ -376,6 +388,7 @@ fn log_recovery(report: &RecoveryReport) {
 /// they are executing (bounded by [`SHUTDOWN_GRACE`]). `background` tasks are aborted then.
 pub async fn serve_clients<S: Service>(
     service: Arc<S>,
+    serving: Arc<Serving>,
     listeners: Listeners,
     shutdown: Arc<watch::Sender<bool>>,
     handle_signals: bool,
@@ -406,6 +419,7 @@ pub async fn serve_clients<S: Service>(
     tasks.push(tokio::spawn(accept_tcp(
         tcp,
         service.clone(),
+        serving.clone(),
         shutdown.subscribe(),
     )));
     let mut unix_path = None;
@@ -413,6 +427,7 @@ pub async fn serve_clients<S: Service>(
         tasks.push(tokio::spawn(accept_unix(
             UnixListener::from_std(l).map_err(io_error("cannot register the Unix socket"))?,
             service.clone(),
+            serving.clone(),
             shutdown.subscribe(),
         )));
         unix_path = Some(path);
@@ -425,6 +440,7 @@ pub async fn serve_clients<S: Service>(
             l,
             acceptor,
             service.clone(),
+            serving.clone(),
             shutdown.subscribe(),
         )));
     }
@@ -476,6 +492,7 @@ pub async fn serve_clients<S: Service>(
 async fn accept_tcp<S: Service>(
     listener: TcpListener,
     service: Arc<S>,
+    serving: Arc<Serving>,
     shutdown: watch::Receiver<bool>,
 ) {
     let laddr = local_addr_text(&listener);
@@ -483,28 +500,34 @@ async fn accept_tcp<S: Service>(
         match listener.accept().await {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
-                let addr = peer.to_string();
-                admit(
-                    &service,
-                    stream,
-                    addr,
-                    Some(peer.ip()),
-                    laddr.clone(),
-                    &shutdown,
-                );
+                let Ok(stream) = stream.into_std() else {
+                    continue;
+                };
+                let (service, shutdown, laddr) = (service.clone(), shutdown.clone(), laddr.clone());
+                serving.spawn(async move {
+                    match tokio::net::TcpStream::from_std(stream) {
+                        Ok(s) => {
+                            let addr = peer.to_string();
+                            admit(&service, s, addr, Some(peer.ip()), laddr, &shutdown).await
+                        }
+                        Err(e) => tracing::warn!(%peer, error = %e, "cannot register a connection"),
+                    }
+                });
             }
             Err(e) => accept_failed(e).await,
         }
     }
 }
 
-/// The TLS port: each accepted connection's handshake runs in a task of its own (at most
-/// [`tls::HANDSHAKES_MAX`] at once, each within [`tls::HANDSHAKE_TIMEOUT`]); a connection whose
-/// handshake succeeds is admitted like a plain one, the others are closed and logged.
+/// The TLS port: each accepted connection's handshake runs on the thread that will serve it
+/// (at most [`tls::HANDSHAKES_MAX`] at once, each within [`tls::HANDSHAKE_TIMEOUT`]); a
+/// connection whose handshake succeeds is admitted like a plain one, the others are closed and
+/// logged.
 async fn accept_tls<S: Service>(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     service: Arc<S>,
+    serving: Arc<Serving>,
     shutdown: watch::Receiver<bool>,
 ) {
     let laddr = local_addr_text(&listener);
@@ -522,19 +545,29 @@ async fn accept_tls<S: Service>(
             continue;
         };
         let _ = stream.set_nodelay(true);
+        let Ok(stream) = stream.into_std() else {
+            continue;
+        };
         let (acceptor, service, shutdown, laddr) = (
             acceptor.clone(),
             service.clone(),
             shutdown.clone(),
             laddr.clone(),
         );
-        tokio::spawn(async move {
+        serving.spawn(async move {
+            let stream = match tokio::net::TcpStream::from_std(stream) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "cannot register a connection");
+                    return;
+                }
+            };
             let handshake = tokio::time::timeout(tls::HANDSHAKE_TIMEOUT, acceptor.accept(stream));
             match handshake.await {
                 Ok(Ok(stream)) => {
                     drop(permit);
                     let addr = peer.to_string();
-                    admit(&service, stream, addr, Some(peer.ip()), laddr, &shutdown);
+                    admit(&service, stream, addr, Some(peer.ip()), laddr, &shutdown).await;
                 }
                 Ok(Err(e)) => tracing::info!(%peer, error = %e, "TLS handshake failed"),
                 Err(_) => tracing::info!(%peer, "TLS handshake timed out"),
@@ -546,6 +579,7 @@ async fn accept_tls<S: Service>(
 async fn accept_unix<S: Service>(
     listener: UnixListener,
     service: Arc<S>,
+    serving: Arc<Serving>,
     shutdown: watch::Receiver<bool>,
 ) {
     let laddr = service
@@ -557,14 +591,21 @@ async fn accept_unix<S: Service>(
         .unwrap_or_default();
     loop {
         match listener.accept().await {
-            Ok((stream, _)) => admit(
-                &service,
-                stream,
-                format!("{laddr}:0"),
-                None,
-                laddr.clone(),
-                &shutdown,
-            ),
+            Ok((stream, _)) => {
+                let Ok(stream) = stream.into_std() else {
+                    continue;
+                };
+                let (service, shutdown, laddr) = (service.clone(), shutdown.clone(), laddr.clone());
+                serving.spawn(async move {
+                    match tokio::net::UnixStream::from_std(stream) {
+                        Ok(s) => {
+                            let addr = format!("{laddr}:0");
+                            admit(&service, s, addr, None, laddr, &shutdown).await
+                        }
+                        Err(e) => tracing::warn!(error = %e, "cannot register a connection"),
+                    }
+                });
+            }
             Err(e) => accept_failed(e).await,
         }
     }
@@ -614,9 +655,10 @@ fn protected_mode_refuses(core: &Core, peer: Option<IpAddr>) -> bool {
     core.config.protected_mode && !local && core.users.default_user().nopass
 }
 
-/// Starts serving an accepted connection, or refuses it at `maxclients` or by protected mode
-/// (`peer`: the client's address, `None` on the Unix socket) like Redis does.
-fn admit<S, T>(
+/// Serves an accepted connection (on the thread that serves it) until it ends, or refuses it
+/// at `maxclients` or by protected mode (`peer`: the client's address, `None` on the Unix
+/// socket) like Redis does.
+async fn admit<S, T>(
     service: &Arc<S>,
     stream: T,
     addr: String,
@@ -634,7 +676,7 @@ fn admit<S, T>(
         stats.connected_clients.fetch_sub(1, Ordering::SeqCst);
         stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(%addr, "maxclients reached: connection refused");
-        refuse(stream, b"-ERR max number of clients reached\r\n");
+        refuse(stream, b"-ERR max number of clients reached\r\n").await;
         return;
     }
     if protected_mode_refuses(core, peer) {
@@ -648,26 +690,24 @@ fn admit<S, T>(
                  default user has no password)"
             );
         }
-        refuse(stream, PROTECTED_MODE_DENIED);
+        refuse(stream, PROTECTED_MODE_DENIED).await;
         return;
     }
     let info = core.clients.register(addr, laddr);
-    tokio::spawn(conn::serve(service.clone(), stream, info, shutdown.clone()));
+    conn::serve(service.clone(), stream, info, shutdown.clone()).await;
 }
 
 /// Answers a refused connection with `reply` and closes it (bounded by
 /// `REFUSAL_WRITE_TIMEOUT`: a client that reads nothing holds nothing).
-fn refuse<T>(mut stream: T, reply: &'static [u8])
+async fn refuse<T>(mut stream: T, reply: &'static [u8])
 where
-    T: tokio::io::AsyncWrite + Unpin + Send + 'static,
+    T: tokio::io::AsyncWrite + Unpin,
 {
-    tokio::spawn(async move {
-        let _ = tokio::time::timeout(REFUSAL_WRITE_TIMEOUT, async {
-            let _ = stream.write_all(reply).await;
-            let _ = stream.shutdown().await;
-        })
-        .await;
-    });
+    let _ = tokio::time::timeout(REFUSAL_WRITE_TIMEOUT, async {
+        let _ = stream.write_all(reply).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
 }
 
 /// Raises the open-files limit towards `wanted` (as Redis does for maxclients).

@@ -42,6 +42,9 @@ pub struct Session {
     pub chain_keys: Vec<Bytes>,
     /// Other commits the run's replies wait for (CHAIN APPLY's).
     pub barrier: crate::chain::Barrier,
+    /// Clients the command just run killed (CLIENT KILL): what follows waits until they are
+    /// disconnected (`Clients::wait_gone`).
+    pub killed: Vec<u64>,
 }
 
 impl Session {
@@ -62,6 +65,7 @@ impl Session {
             readonly: false,
             chain_keys: Vec::new(),
             barrier: crate::chain::Barrier::default(),
+            killed: Vec::new(),
         }
     }
 

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::Mutex;
@@ -182,6 +183,44 @@ pub struct Stats {
     pub error_codes: Mutex<BTreeMap<String, u64>>,
     /// Clients closed for exceeding a buffer limit or the idle timeout.
     pub clients_closed_by_limit: AtomicU64,
+    /// How long serving threads went without getting back to their event loop.
+    pub stalls: Arc<Stalls>,
+}
+
+/// How long serving threads (`serving`) were held from their other connections, two ways:
+/// - **runs**: the time each connection's run (executing it, up to `RUN_REQUESTS_MAX`
+///   requests) held its thread — what one connection can make the others wait;
+/// - **wakes**: each thread's meter asks to be woken every millisecond and records how late
+///   the wake came — what a connection made ready waits for its thread: runs of the
+///   connections queued before it, or the thread kept off its core.
+#[derive(Default)]
+pub struct Stalls {
+    pub runs: Delays,
+    pub wakes: Delays,
+}
+
+/// Counts of delays over 5 ms and over 25 ms, and the longest since the server started.
+#[derive(Default)]
+pub struct Delays {
+    pub over_5ms: AtomicU64,
+    pub over_25ms: AtomicU64,
+    pub max_us: AtomicU64,
+}
+
+impl Delays {
+    pub fn record(&self, delay: std::time::Duration) {
+        let us = delay.as_micros() as u64;
+        if us > 5_000 {
+            self.over_5ms.fetch_add(1, Relaxed);
+        }
+        if us > 25_000 {
+            self.over_25ms.fetch_add(1, Relaxed);
+        }
+        // Written only when passed: the line is read-mostly.
+        if us > self.max_us.load(Relaxed) {
+            self.max_us.fetch_max(us, Relaxed);
+        }
+    }
 }
 
 impl Default for Stats {
@@ -201,6 +240,7 @@ impl Default for Stats {
             error_replies: AtomicU64::new(0),
             error_codes: Mutex::new(BTreeMap::new()),
             clients_closed_by_limit: AtomicU64::new(0),
+            stalls: Arc::default(),
         }
     }
 }

@@ -119,7 +119,7 @@ fn client_list(ctx: &ConnCtx<'_>, args: &[Bytes]) -> Reply {
 }
 
 /// CLIENT KILL addr | CLIENT KILL [ID id] [TYPE normal] [ADDR addr] [LADDR addr] [SKIPME yes/no].
-fn client_kill(ctx: &ConnCtx<'_>, args: &[Bytes]) -> Reply {
+fn client_kill(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
     if args.len() == 1 {
         let addr = String::from_utf8_lossy(&args[0]);
         let victims: Vec<_> = ctx
@@ -175,27 +175,15 @@ fn client_kill(ctx: &ConnCtx<'_>, args: &[Bytes]) -> Reply {
     Reply::Integer(victims.len() as i64)
 }
 
-/// How long CLIENT KILL waits for its victims' connections to be closed.
-const KILL_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Kills `victims` and waits (briefly) until their sockets are closed, so that, as with
-/// Redis, a client that sees the reply can rely on the victims being disconnected. The
-/// caller's own connection closes after its reply instead.
-fn kill_and_wait(ctx: &ConnCtx<'_>, victims: &[std::sync::Arc<crate::clients::ClientInfo>]) {
+/// Kills `victims`; the reply waits (`Clients::wait_gone`, run by the connection's executor
+/// after the command) until their sockets are closed. The caller's own connection closes
+/// after its reply instead.
+fn kill_and_wait(ctx: &mut ConnCtx<'_>, victims: &[std::sync::Arc<crate::clients::ClientInfo>]) {
+    let me = ctx.session.id();
     for c in victims {
         c.kill();
-    }
-    let deadline = std::time::Instant::now() + KILL_WAIT;
-    let me = ctx.session.id();
-    // The victims' tasks may be queued on this very worker thread: hand its queue to another
-    // thread while waiting.
-    tokio::task::block_in_place(|| {
-        while victims
-            .iter()
-            .any(|c| c.id != me && ctx.core.clients.get(c.id).is_some())
-            && std::time::Instant::now() < deadline
-        {
-            std::thread::sleep(std::time::Duration::from_millis(1));
+        if c.id != me {
+            ctx.session.killed.push(c.id);
         }
-    });
+    }
 }

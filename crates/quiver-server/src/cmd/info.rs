@@ -297,6 +297,7 @@ pub fn report(
             ),
         ]
         .into_iter()
+        .chain(stall_lines(&stats.stalls))
         .chain(store_stats.iter().flat_map(|s| lock_lines(&s.locks)))
         .collect(),
     );
@@ -416,5 +417,24 @@ fn lock_lines(locks: &quiver_store::LockStats) -> Vec<(String, String)> {
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// The serving threads' delays (`stats::Stalls`): runs that held a thread, and wakes of its
+/// meter, over 5 ms and over 25 ms, and the longest of each since start.
+fn stall_lines(stalls: &crate::stats::Stalls) -> Vec<(String, String)> {
+    [
+        ("serving_run", &stalls.runs),
+        ("serving_wake", &stalls.wakes),
+    ]
+    .into_iter()
+    .flat_map(|(name, d)| {
+        [
+            (format!("{name}s_over_5ms"), d.over_5ms.load(Relaxed)),
+            (format!("{name}s_over_25ms"), d.over_25ms.load(Relaxed)),
+            (format!("{name}_max_us"), d.max_us.load(Relaxed)),
+        ]
+    })
+    .map(|(k, v)| (k, v.to_string()))
     .collect()
 }

@@ -55,9 +55,9 @@ pub fn run(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             return err("ERR invalid epoch in RANGEIMPORT END");
         };
         node.refresh.notify_one();
-        // The agent runs on the runtime: the wait must not hold this worker from it (the
-        // server's runtime is multi-threaded).
-        tokio::task::block_in_place(|| {
+        // The agent runs on the shared runtime, not on this connection's serving thread:
+        // waiting here does not hold it up.
+        crate::exec::thread::on_thread(true, || {
             let deadline = std::time::Instant::now() + END_WAIT_MAX;
             while node.view().epoch() < epoch && std::time::Instant::now() < deadline {
                 std::thread::sleep(END_POLL);

@@ -163,6 +163,8 @@ pub async fn execute_run(
                 let reply = on_thread(blocking, || {
                     run_one(&mut Ctx { state, session }, spec, args, command)
                 });
+                // CLIENT KILL: what follows it runs once its victims are gone.
+                state.core.clients.wait_gone(&mut session.killed).await;
                 out.reply(&reply, session.resp3);
                 1
             }

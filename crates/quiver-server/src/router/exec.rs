@@ -405,7 +405,11 @@ async fn run_local(
                 &info::asked_sections(args),
             )),
         },
-        Cmd::Client => client::run(&mut ConnCtx { core, session }, args),
+        Cmd::Client => {
+            let reply = client::run(&mut ConnCtx { core, session }, args);
+            core.clients.wait_gone(&mut session.killed).await;
+            reply
+        }
         Cmd::Command => command::run(&core.config.rename_command, args),
         Cmd::Config => config::run(core, args),
         Cmd::Acl => crate::cmd::acl::run(&mut ConnCtx { core, session }, args),

@@ -32,6 +32,7 @@ use crate::exec::RunEnd;
 use crate::output::Output;
 use crate::server::{self, Listeners, ServerError, ShutdownHandle};
 use crate::service::{Core, Service};
+use crate::serving::Serving;
 use crate::session::Session;
 use backend::{BackendError, Pool, Replies};
 use table::Tables;
@@ -266,8 +267,12 @@ impl RouterServer {
                 move |t| pool.retain(&t.addrs),
                 shutdown.subscribe(),
             ));
+            // The router's connections wait on its backends' pooled connections, registered
+            // with this runtime: they are served on it too.
+            let serving = Arc::new(Serving::Shared(tokio::runtime::Handle::current()));
             server::serve_clients(
                 router.clone(),
+                serving,
                 listeners,
                 shutdown,
                 handle_signals,

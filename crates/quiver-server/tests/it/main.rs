@@ -19,6 +19,7 @@ mod reply;
 mod robustness;
 mod security;
 mod semantics;
+mod serving;
 mod tls;
 
 use bytes::BytesMut;

@@ -1,0 +1,60 @@
+//! Serving threads: each connection is served on one thread's event loop with others, and a
+//! command that waits for another connection must let that connection run when it shares the
+//! thread (CLIENT KILL's victim).
+
+use std::io::Write;
+
+use quiver_server::testing::TestServer;
+
+use crate::bad_input::{expect_closed, expect_reply, info_u64, raw, read_bulk, read_line, show};
+
+/// On one serving thread the killer and its victim share the event loop: the reply to CLIENT
+/// KILL comes only once the victim is disconnected (as with Redis), so the killer's next
+/// CLIENT LIST no longer shows it, and the victim reads the end of its stream.
+#[test]
+fn client_kill_of_a_connection_on_the_killers_thread_answers_once_it_is_gone() {
+    let server = TestServer::start_with(|c| c.threads = 1);
+    for round in 0..20 {
+        let mut victim = raw(server.addr);
+        victim.write_all(b"CLIENT ID\r\n").unwrap();
+        let line = read_line(&mut victim);
+        let id = show(&line[1..line.len() - 2]);
+        let mut killer = raw(server.addr);
+        killer
+            .write_all(format!("CLIENT KILL ID {id}\r\nCLIENT LIST\r\n").as_bytes())
+            .unwrap();
+        expect_reply(&mut killer, b":1\r\n");
+        let list = show(&read_bulk(&mut killer));
+        assert!(
+            !list.contains(&format!("id={id} ")),
+            "round {round}: client {id} still listed after CLIENT KILL answered:\n{list}"
+        );
+        expect_closed(&mut victim);
+    }
+}
+
+/// INFO stats shows how long serving threads were held: runs over 5 and 25 ms and the
+/// longest, and the same of their wake meters.
+#[test]
+fn info_shows_the_serving_threads_delays() {
+    let server = TestServer::start_with(|c| c.threads = 1);
+    let mut conn = crate::bad_input::client(server.addr);
+    // The meter runs while its thread serves a connection: give it a few ticks.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    for kind in ["run", "wake"] {
+        let field = |name: &str| format!("serving_{name}");
+        let over_5 = info_u64(&mut conn, "stats", &field(&format!("{kind}s_over_5ms")));
+        let over_25 = info_u64(&mut conn, "stats", &field(&format!("{kind}s_over_25ms")));
+        let max_us = info_u64(&mut conn, "stats", &field(&format!("{kind}_max_us")));
+        assert!(
+            over_25 <= over_5,
+            "{kind}: {over_25} over 25 ms but {over_5} over 5 ms"
+        );
+        assert!(
+            over_5 == 0 || max_us > 5_000,
+            "{kind}: {over_5} over 5 ms but the longest {max_us} us"
+        );
+    }
+    // The INFO commands themselves were runs: the longest is known.
+    assert!(info_u64(&mut conn, "stats", "serving_run_max_us") > 0);
+}
