@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use quiver_store::{Clock, RecoveryReport, Store};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, UnixListener};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
@@ -500,19 +500,14 @@ async fn accept_tcp<S: Service>(
         match listener.accept().await {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
-                let Ok(stream) = stream.into_std() else {
-                    continue;
-                };
-                let (service, shutdown, laddr) = (service.clone(), shutdown.clone(), laddr.clone());
-                serving.spawn(async move {
-                    match tokio::net::TcpStream::from_std(stream) {
-                        Ok(s) => {
-                            let addr = peer.to_string();
-                            admit(&service, s, addr, Some(peer.ip()), laddr, &shutdown).await
-                        }
-                        Err(e) => tracing::warn!(%peer, error = %e, "cannot register a connection"),
-                    }
-                });
+                if let Ok(stream) = stream.into_std() {
+                    let to_serve = Accepted {
+                        addr: peer.to_string(),
+                        peer: Some(peer.ip()),
+                        laddr: laddr.clone(),
+                    };
+                    to_serve.hand_over(&serving, &service, &shutdown, stream, TcpStream::from_std);
+                }
             }
             Err(e) => accept_failed(e).await,
         }
@@ -555,7 +550,7 @@ async fn accept_tls<S: Service>(
             laddr.clone(),
         );
         serving.spawn(async move {
-            let stream = match tokio::net::TcpStream::from_std(stream) {
+            let stream = match TcpStream::from_std(stream) {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::warn!(%peer, error = %e, "cannot register a connection");
@@ -592,22 +587,53 @@ async fn accept_unix<S: Service>(
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                let Ok(stream) = stream.into_std() else {
-                    continue;
-                };
-                let (service, shutdown, laddr) = (service.clone(), shutdown.clone(), laddr.clone());
-                serving.spawn(async move {
-                    match tokio::net::UnixStream::from_std(stream) {
-                        Ok(s) => {
-                            let addr = format!("{laddr}:0");
-                            admit(&service, s, addr, None, laddr, &shutdown).await
-                        }
-                        Err(e) => tracing::warn!(error = %e, "cannot register a connection"),
-                    }
-                });
+                if let Ok(stream) = stream.into_std() {
+                    let to_serve = Accepted {
+                        addr: format!("{laddr}:0"),
+                        peer: None,
+                        laddr: laddr.clone(),
+                    };
+                    to_serve.hand_over(&serving, &service, &shutdown, stream, UnixStream::from_std);
+                }
             }
             Err(e) => accept_failed(e).await,
         }
+    }
+}
+
+/// An accepted plain connection, not yet registered with the runtime that will serve it.
+struct Accepted {
+    /// The client's address as CLIENT LIST shows it (`addr=`), its IP (`None` on the Unix
+    /// socket), and the listener's (`laddr=`).
+    addr: String,
+    peer: Option<IpAddr>,
+    laddr: String,
+}
+
+impl Accepted {
+    /// Hands `stream` (a socket taken out of the accepting runtime) to a serving thread,
+    /// which registers it with its own runtime (`register`: `from_std`) and admits it.
+    fn hand_over<S, Std, T>(
+        self,
+        serving: &Serving,
+        service: &Arc<S>,
+        shutdown: &watch::Receiver<bool>,
+        stream: Std,
+        register: fn(Std) -> std::io::Result<T>,
+    ) where
+        S: Service,
+        Std: Send + 'static,
+        T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (service, shutdown) = (service.clone(), shutdown.clone());
+        serving.spawn(async move {
+            match register(stream) {
+                Ok(s) => admit(&service, s, self.addr, self.peer, self.laddr, &shutdown).await,
+                Err(e) => {
+                    tracing::warn!(addr = %self.addr, error = %e, "cannot register a connection")
+                }
+            }
+        });
     }
 }
 

@@ -46,7 +46,7 @@ pub struct ServingThread {
 
 impl Serving {
     /// `threads` serving threads, each running its own single-threaded runtime until
-    /// [`Serving::stop`], and on it a meter of its stalls (into `stalls`).
+    /// [`Serving::stop`], and on it a meter of its wakes (into `stalls`).
     pub fn start(threads: usize, stalls: &Arc<Stalls>) -> std::io::Result<Serving> {
         let mut started = Vec::with_capacity(threads);
         for i in 0..threads {
@@ -55,7 +55,7 @@ impl Serving {
                 .build()?;
             let handle = runtime.handle().clone();
             let connections = Arc::new(AtomicUsize::new(0));
-            handle.spawn(meter_stalls(connections.clone(), stalls.clone()));
+            handle.spawn(meter_wakes(connections.clone(), stalls.clone()));
             let (stop, stopped) = oneshot::channel::<()>();
             let thread = std::thread::Builder::new()
                 .name(format!("quiver-serve-{i}"))
@@ -116,22 +116,22 @@ impl Serving {
     }
 }
 
-/// How often a stall meter asks to be woken while its thread serves connections, and while it
+/// How often a wake meter asks to be woken while its thread serves connections, and while it
 /// serves none (it then only waits for one).
-const STALL_TICK: Duration = Duration::from_millis(1);
+const WAKE_TICK: Duration = Duration::from_millis(1);
 const IDLE_TICK: Duration = Duration::from_millis(100);
 
-/// A serving thread's wake meter: asks to be woken every [`STALL_TICK`] and records how late
+/// A serving thread's wake meter: asks to be woken every [`WAKE_TICK`] and records how late
 /// the wake came (tokio's timer rounds up to the next millisecond, so up to ~1 ms of that is
 /// the timer's own; `Delays` counts from 5 ms). A woken task joins the back of the queue, so
 /// this is what a connection made ready waits: the runs queued before it, or a stall.
-async fn meter_stalls(connections: Arc<AtomicUsize>, stalls: Arc<Stalls>) {
+async fn meter_wakes(connections: Arc<AtomicUsize>, stalls: Arc<Stalls>) {
     loop {
         if connections.load(Relaxed) == 0 {
             tokio::time::sleep(IDLE_TICK).await;
             continue;
         }
-        let due = Instant::now() + STALL_TICK;
+        let due = Instant::now() + WAKE_TICK;
         tokio::time::sleep_until(due.into()).await;
         stalls
             .wakes

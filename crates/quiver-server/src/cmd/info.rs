@@ -423,18 +423,16 @@ fn lock_lines(locks: &quiver_store::LockStats) -> Vec<(String, String)> {
 /// The serving threads' delays (`stats::Stalls`): runs that held a thread, and wakes of its
 /// meter, over 5 ms and over 25 ms, and the longest of each since start.
 fn stall_lines(stalls: &crate::stats::Stalls) -> Vec<(String, String)> {
+    let (runs, wakes) = (&stalls.runs, &stalls.wakes);
     [
-        ("serving_run", &stalls.runs),
-        ("serving_wake", &stalls.wakes),
+        ("serving_runs_over_5ms", &runs.over_5ms),
+        ("serving_runs_over_25ms", &runs.over_25ms),
+        ("serving_run_max_us", &runs.max_us),
+        ("serving_wakes_over_5ms", &wakes.over_5ms),
+        ("serving_wakes_over_25ms", &wakes.over_25ms),
+        ("serving_wake_max_us", &wakes.max_us),
     ]
     .into_iter()
-    .flat_map(|(name, d)| {
-        [
-            (format!("{name}s_over_5ms"), d.over_5ms.load(Relaxed)),
-            (format!("{name}s_over_25ms"), d.over_25ms.load(Relaxed)),
-            (format!("{name}_max_us"), d.max_us.load(Relaxed)),
-        ]
-    })
-    .map(|(k, v)| (k, v.to_string()))
+    .map(|(k, v)| (k.to_string(), v.load(Relaxed).to_string()))
     .collect()
 }

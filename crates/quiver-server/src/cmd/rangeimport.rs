@@ -55,14 +55,13 @@ pub fn run(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             return err("ERR invalid epoch in RANGEIMPORT END");
         };
         node.refresh.notify_one();
-        // The agent runs on the shared runtime, not on this connection's serving thread:
-        // waiting here does not hold it up.
-        crate::exec::thread::on_thread(true, || {
-            let deadline = std::time::Instant::now() + END_WAIT_MAX;
-            while node.view().epoch() < epoch && std::time::Instant::now() < deadline {
-                std::thread::sleep(END_POLL);
-            }
-        });
+        // The agent runs on the shared runtime, not on this connection's serving thread, so
+        // waiting here does not hold it up (and on the shared runtime the command already
+        // runs inside `block_in_place`: `exec::thread::on_thread`).
+        let deadline = std::time::Instant::now() + END_WAIT_MAX;
+        while node.view().epoch() < epoch && std::time::Instant::now() < deadline {
+            std::thread::sleep(END_POLL);
+        }
         return Reply::Integer(node.view().epoch() as i64);
     }
     let view = node.view();

@@ -2,15 +2,11 @@
 //! may block on the disk.
 
 /// Runs `f`, inside `block_in_place` when `blocking` (the engine may wait on the disk), so
-/// that other connections' tasks move to another thread meanwhile.
-/// Only the shared, work-stealing runtime can do that; on a serving thread (`serving`) `f`
-/// just runs, holding up that thread's other connections meanwhile.
+/// that other connections' tasks move to another thread meanwhile. `blocking` holds exactly
+/// when connections run on the shared work-stealing runtime (`ServerState::blocking`, see
+/// `serving`), the only one that can do that.
 pub fn on_thread<R>(blocking: bool, f: impl FnOnce() -> R) -> R {
-    let shared = || {
-        tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
-    };
-    if blocking && shared() {
+    if blocking {
         tokio::task::block_in_place(f)
     } else {
         f()

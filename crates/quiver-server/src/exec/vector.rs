@@ -60,6 +60,23 @@ pub async fn run(
     account(state, session, group, started);
 }
 
+/// Database `db` of the store, or (none such) every command of `group` answered with why.
+fn db_or_failed<'s>(
+    state: &'s ServerState,
+    db: u32,
+    group: &[VectorOp<'_>],
+    out: &mut Output<'_>,
+    resp3: bool,
+) -> Option<quiver_store::Db<'s>> {
+    match state.store.db(db) {
+        Ok(store) => Some(store),
+        Err(e) => {
+            failed_all(state, group, &store_error(&e), out, resp3);
+            None
+        }
+    }
+}
+
 /// The engine call for `group` in database `db`, and its replies.
 fn on_engine(
     state: &ServerState,
@@ -68,9 +85,8 @@ fn on_engine(
     out: &mut Output<'_>,
     resp3: bool,
 ) {
-    let store = match state.store.db(db) {
-        Ok(store) => store,
-        Err(e) => return failed_all(state, group, &store_error(&e), out, resp3),
+    let Some(store) = db_or_failed(state, db, group, out, resp3) else {
+        return;
     };
     let kind = group[0].kind;
     let keys: Vec<&Bytes> = group.iter().flat_map(|op| op.keys()).collect();
@@ -186,9 +202,8 @@ fn pipelined(
     out: &mut Output<'_>,
     resp3: bool,
 ) {
-    let store = match state.store.db(db) {
-        Ok(store) => store,
-        Err(e) => return failed_all(state, group, &store_error(&e), out, resp3),
+    let Some(store) = db_or_failed(state, db, group, out, resp3) else {
+        return;
     };
     let accesses: Vec<Access<'_>> = group
         .iter()
