@@ -124,11 +124,9 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
             requests.truncate(at);
         }
         if !requests.is_empty() {
-            let started = std::time::Instant::now();
             let end = service
                 .execute_run(session, conn, &requests, &mut out)
                 .await;
-            core.stats.stalls.runs.record(started.elapsed());
             match end {
                 RunEnd::Complete => {}
                 RunEnd::OutputLimit => {

@@ -11,10 +11,11 @@
 //! every connection that is ready is served once before any is served twice, so the tail
 //! follows the load (see docs/design.md, "Many cores").
 //!
-//! A server whose engine calls block on the disk (`durability = fsync`, the io_uring
-//! backend: `ServerState::blocking`) and the router keep their connections on the
-//! work-stealing runtime, whose `block_in_place` moves a blocked thread's other connections
-//! to another thread ([`Serving::Shared`]).
+//! A server whose engine calls block on the disk (the io_uring backend; `fsync` on a cluster
+//! node: `ServerState::blocking`) and the router keep their connections on the work-stealing
+//! runtime, whose `block_in_place` moves a blocked thread's other connections to another
+//! thread ([`Serving::Shared`]). In `fsync` mode otherwise a connection awaits its writes'
+//! fdatasyncs itself (`ServerState::defers_sync`).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};

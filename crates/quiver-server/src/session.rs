@@ -42,6 +42,9 @@ pub struct Session {
     pub chain_keys: Vec<Bytes>,
     /// Other commits the run's replies wait for (CHAIN APPLY's).
     pub barrier: crate::chain::Barrier,
+    /// What the run's writes wait for before its replies go out (`fsync` mode on serving
+    /// threads: `exec::thread::on_thread`).
+    pub durable: quiver_store::SyncWait,
     /// Clients the command just run killed (CLIENT KILL): what follows waits until they are
     /// disconnected (`Clients::wait_gone`).
     pub killed: Vec<u64>,
@@ -65,6 +68,7 @@ impl Session {
             readonly: false,
             chain_keys: Vec::new(),
             barrier: crate::chain::Barrier::default(),
+            durable: quiver_store::SyncWait::default(),
             killed: Vec::new(),
         }
     }

@@ -24,12 +24,26 @@ impl ServerState {
         self.core.is_shutting_down()
     }
 
-    /// Whether engine calls may wait on the disk (fsync, O_DIRECT reads): they must then not
-    /// hold a worker thread that other connections' tasks need.
+    /// Whether engine calls may wait on the disk: reads with the io_uring backend (O_DIRECT),
+    /// and in `fsync` mode on a cluster node, whose writes are durable here before they go
+    /// down the chain. They must then not hold a thread other connections need: such a node
+    /// serves its connections on the work-stealing runtime, inside `block_in_place`
+    /// (`serving`, `exec::thread`).
     pub fn blocking(&self) -> bool {
         let config = &self.core.config;
-        config.durability == quiver_store::Durability::Fsync
-            || config.backend == quiver_store::BackendKind::Uring
+        config.backend == quiver_store::BackendKind::Uring
+            || (self.fsync() && self.cluster.is_some())
+    }
+
+    /// Whether a connection awaits its writes' fdatasyncs itself (`fsync` mode, serving
+    /// threads): its engine calls run inside `Store::deferring_sync`, and the run's replies
+    /// wait for the positions they return (`exec::run_and_settle`).
+    pub fn defers_sync(&self) -> bool {
+        self.fsync() && !self.blocking()
+    }
+
+    fn fsync(&self) -> bool {
+        self.core.config.durability == quiver_store::Durability::Fsync
     }
 }
 

@@ -143,9 +143,9 @@ pub(crate) fn try_batch(
         }
     }
     let result = write_batch(ctx, parts, &mut guards, &shares);
-    let lsns: Vec<(&Partition, u64)> = shares
+    let lsns: Vec<(&Arc<Partition>, u64)> = shares
         .iter()
-        .map(|s| (s.partition, guards[s.guard].appended_lsn))
+        .map(|s| (parts[s.guard], guards[s.guard].appended_lsn))
         .collect();
     drop(guards);
     match result {
@@ -154,10 +154,11 @@ pub(crate) fn try_batch(
         Err(e) => return Attempt::Done(Err(e)),
     }
     if ctx.opts.durability == Durability::Fsync {
-        for (part, lsn) in lsns {
-            if let Err(e) = part.wait_durable(lsn) {
-                return Attempt::Done(Err(e));
-            }
+        if let Some(e) = crate::durable::acknowledge(&lsns)
+            .into_iter()
+            .find_map(Result::err)
+        {
+            return Attempt::Done(Err(e));
         }
     }
     Attempt::Done(Ok(BatchOutcome::Applied))

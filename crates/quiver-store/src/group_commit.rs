@@ -1,8 +1,8 @@
 //! Group commit (`fsync` durability): each partition has a syncer thread, started at the
 //! first wait, that fdatasyncs the partition's log whenever a writer waits for a position not
 //! yet on stable storage. A writer asks ([`GroupCommit::ask`]) and then waits
-//! ([`GroupCommit::wait`]); everyone waiting on the partition meanwhile shares that
-//! fdatasync. A vector that wrote several partitions asks all of them before it waits for any,
+//! ([`GroupCommit::wait`], or as a task: [`GroupCommit::poll_synced`], see `durable`);
+//! everyone waiting on the partition meanwhile shares that fdatasync. A vector that wrote several partitions asks all of them before it waits for any,
 //! so their fdatasyncs run at once (and the file system's journal can commit them together)
 //! instead of one after another — a pipelined run of SETs or a batch's parts.
 //!
@@ -15,6 +15,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
 use parking_lot::{Condvar, Mutex};
 
@@ -39,9 +40,30 @@ struct SyncState {
     /// An fdatasync failed: the segment, its OS error code (if it had one) and why; every
     /// later wait fails.
     failed: Option<(PathBuf, Option<i32>, String)>,
+    /// Tasks waiting without a thread (`poll_synced`): woken after every fdatasync.
+    wakers: Vec<Waker>,
     /// The syncer thread runs.
     running: bool,
     stop: bool,
+}
+
+impl SyncState {
+    /// The error every wait gets once an fdatasync failed: the fdatasync's own, as its caller
+    /// would have seen it.
+    fn failure(&self) -> Option<Error> {
+        let (path, code, reason) = self.failed.as_ref()?;
+        Some(match code {
+            Some(code) => Error::io(
+                "fdatasync segment",
+                path,
+                std::io::Error::from_raw_os_error(*code),
+            ),
+            None => Error::SyncFailed {
+                path: path.clone(),
+                reason: reason.clone(),
+            },
+        })
+    }
 }
 
 impl GroupCommit {
@@ -75,22 +97,27 @@ impl GroupCommit {
             if g.synced_lsn >= lsn {
                 return Ok(());
             }
-            if let Some((path, code, reason)) = &g.failed {
-                // The fdatasync's own error, as its caller would have seen it.
-                return Err(match code {
-                    Some(code) => Error::io(
-                        "fdatasync segment",
-                        path,
-                        std::io::Error::from_raw_os_error(*code),
-                    ),
-                    None => Error::SyncFailed {
-                        path: path.clone(),
-                        reason: reason.clone(),
-                    },
-                });
+            if let Some(e) = g.failure() {
+                return Err(e);
             }
             self.done.wait(&mut g);
         }
+    }
+
+    /// [`GroupCommit::wait`] for a task (`ask` first): ready once everything up to `lsn` is
+    /// durable or an fdatasync failed; else `cx`'s waker is woken after the next fdatasync.
+    pub fn poll_synced(&self, lsn: u64, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let mut g = self.state.lock();
+        if g.synced_lsn >= lsn {
+            return Poll::Ready(Ok(()));
+        }
+        if let Some(e) = g.failure() {
+            return Poll::Ready(Err(e));
+        }
+        // A task waits on one partition at a time (`durable::SyncWait`) and is woken only by
+        // it, which empties this list: one entry per waiting task.
+        g.wakers.push(cx.waker().clone());
+        Poll::Pending
     }
 
     /// Stops the syncer (the partition is gone).
@@ -127,7 +154,14 @@ impl GroupCommit {
                     g.failed = Some((seg.path.clone(), code, e.to_string()));
                 }
             }
+            let wakers = std::mem::take(&mut g.wakers);
+            drop(g);
             self.done.notify_all();
+            // Each waiting task looks again (one whose position is not yet synced asks to be
+            // woken after the next fdatasync).
+            for w in wakers {
+                w.wake();
+            }
         }
     }
 }

@@ -607,20 +607,19 @@ impl Partition {
     /// Blocks until everything appended up to `lsn` is on stable storage (fsync durability).
     /// Concurrent callers share one fdatasync (`group_commit`).
     pub fn wait_durable(&self, lsn: u64) -> Result<()> {
-        let mut outcome = Partition::wait_all_durable(&[(self, lsn)]);
-        outcome.pop().unwrap_or(Ok(()))
+        self.note_sync(self.ask_durable(lsn).and_then(|()| self.commit.wait(lsn)))
     }
 
     /// Asks this partition's syncer to make everything up to `lsn` durable; returns at once.
-    fn ask_durable(&self, lsn: u64) -> Result<()> {
+    pub(crate) fn ask_durable(&self, lsn: u64) -> Result<()> {
         let seg = self.state.read().appender.segment.clone();
         self.commit.ask(lsn, &seg, self.id)
     }
 
-    /// [`Partition::wait_durable`] for several partitions (a vector that wrote them): every
-    /// one asked before any is waited for, so their fdatasyncs run at once. Per partition,
-    /// its outcome.
-    pub fn wait_all_durable(parts: &[(&Partition, u64)]) -> Vec<Result<()>> {
+    /// [`Partition::wait_durable`] for several partitions (what a write vector, pipeline or
+    /// batch wrote, before acknowledging it): every one asked before any is waited for, so
+    /// their fdatasyncs run at once. Per partition, its outcome.
+    pub fn wait_all_durable(parts: &[(&Arc<Partition>, u64)]) -> Vec<Result<()>> {
         let asked: Vec<Result<()>> = parts.iter().map(|&(p, lsn)| p.ask_durable(lsn)).collect();
         parts
             .iter()
@@ -636,7 +635,7 @@ impl Partition {
     }
 
     /// After an fdatasync without the lock held: a failure makes the partition refuse writes.
-    fn note_sync(&self, res: Result<()>) -> Result<()> {
+    pub(crate) fn note_sync(&self, res: Result<()>) -> Result<()> {
         if let Err(e) = &res {
             self.state
                 .write()

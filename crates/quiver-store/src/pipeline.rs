@@ -171,9 +171,9 @@ pub(crate) fn run(
         inner.background.wake();
     }
     if fsync {
-        let waits: Vec<(&Partition, u64)> =
-            durable.iter().map(|(p, lsn, _)| (&**p, *lsn)).collect();
-        let results = Partition::wait_all_durable(&waits);
+        let waits: Vec<(&std::sync::Arc<Partition>, u64)> =
+            durable.iter().map(|(p, lsn, _)| (p, *lsn)).collect();
+        let results = crate::durable::acknowledge(&waits);
         for ((_, _, written), res) in durable.into_iter().zip(results) {
             if let Err(e) = res {
                 // Applied but not known to be on disk: their outcome is unknown.

@@ -20,6 +20,7 @@ use crate::batch::{Batch, BatchAction, BatchOutcome};
 use crate::checkpoint;
 use crate::commit::{self, Attempt};
 use crate::compact;
+use crate::durable::{self, SyncWait};
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::index::LOAD_GROW;
@@ -323,8 +324,7 @@ impl Store {
                 ));
             }
             if ctx.opts.durability == Durability::Fsync {
-                let lsns: Vec<(&Partition, u64)> = lsns.iter().map(|&(p, l)| (&**p, l)).collect();
-                if let Some(e) = Partition::wait_all_durable(&lsns)
+                if let Some(e) = durable::acknowledge(&lsns)
                     .into_iter()
                     .find_map(Result::err)
                 {
@@ -333,6 +333,14 @@ impl Store {
             }
             return Ok((values, Ok(existed)));
         }
+    }
+
+    /// Runs `f` (engine calls of this store, on this thread) with its acknowledgement waits
+    /// deferred: returns `f`'s result and what its writes wait for before they may be
+    /// acknowledged, for the caller to await (see `durable`). Outside `fsync` mode the wait
+    /// is empty.
+    pub fn deferring_sync<R>(&self, f: impl FnOnce() -> R) -> (R, SyncWait) {
+        durable::scope(f)
     }
 
     /// Runs a pipeline of independent accesses of database `db` (`Db::pipeline`).

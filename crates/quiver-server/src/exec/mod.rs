@@ -70,15 +70,15 @@ enum Prepared<'a> {
 }
 
 /// Executes `requests` in order, appending each reply to `out` (which refuses a reply that
-/// would pass `client-output-buffer-total-limit`). Engine calls run on this thread (inside
-/// `block_in_place` when `blocking`: they may wait on the disk); with coalescing on, GET
-/// vectors are handed to the storage thread and awaited.
+/// would pass `client-output-buffer-total-limit`). Engine calls run on this thread
+/// (`thread::on_thread`: inside `block_in_place` when they may wait on the disk, or with
+/// their fdatasyncs left to [`run_and_settle`]); with coalescing on, GET vectors are handed
+/// to the storage thread and awaited.
 pub async fn execute_run(
     state: &ServerState,
     session: &mut Session,
     requests: &[Vec<Bytes>],
     out: &mut Output<'_>,
-    blocking: bool,
 ) -> RunEnd {
     let limit = state.core.config.client_output_buffer_limit;
     let group_width_max = state.core.config.max_vector_width;
@@ -152,7 +152,7 @@ pub async fn execute_run(
                         }
                     }
                 }
-                vector::run(state, session, &group, out, blocking).await;
+                vector::run(state, session, &group, out).await;
                 j - i
             }
             Prepared::Run {
@@ -160,7 +160,7 @@ pub async fn execute_run(
                 args,
                 command,
             } => {
-                let reply = on_thread(blocking, || {
+                let reply = on_thread(state, session, |session| {
                     run_one(&mut Ctx { state, session }, spec, args, command)
                 });
                 // CLIENT KILL: what follows it runs once its victims are gone.
@@ -410,7 +410,19 @@ async fn run_and_settle(
     requests: &[Vec<Bytes>],
     out: &mut Output<'_>,
 ) -> RunEnd {
-    let end = execute_run(state, session, requests, out, state.blocking()).await;
+    let started = Instant::now();
+    let end = execute_run(state, session, requests, out).await;
+    // How long the run held its thread (the waits below do not).
+    state.core.stats.stalls.runs.record(started.elapsed());
+    if !session.durable.is_empty() {
+        // `fsync` mode: the replies wait for the run's writes to be on stable storage. If an
+        // fdatasync failed they were applied but may be lost: their outcome is unknown, and
+        // the connection closes without replies, as any lost connection.
+        if let Err(e) = std::mem::take(&mut session.durable).settle().await {
+            tracing::warn!(client = session.id(), error = %e, "an fdatasync failed: the run's outcome is unknown");
+            return RunEnd::Unresolved;
+        }
+    }
     let Some(node) = &state.cluster else {
         return end;
     };

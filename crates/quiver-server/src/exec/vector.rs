@@ -30,7 +30,6 @@ pub async fn run(
     session: &mut Session,
     group: &[VectorOp<'_>],
     out: &mut Output<'_>,
-    blocking: bool,
 ) {
     let Some(first) = group.first() else {
         return;
@@ -39,12 +38,12 @@ pub async fn run(
     let resp3 = session.resp3;
     let db = session.db;
     if pipelining(state, db, group) {
-        on_thread(blocking, || pipelined(state, db, group, out, resp3));
+        on_thread(state, session, |_| pipelined(state, db, group, out, resp3));
         account(state, session, group, started);
         return;
     }
     if group.iter().any(|op| op.kind != first.kind) {
-        on_thread(blocking, || mixed(state, db, group, out, resp3));
+        on_thread(state, session, |_| mixed(state, db, group, out, resp3));
         account(state, session, group, started);
         return;
     }
@@ -55,7 +54,7 @@ pub async fn run(
             let result = c.get(keys).await;
             get_replies(state, group, result, out, resp3);
         }
-        _ => on_thread(blocking, || on_engine(state, db, group, out, resp3)),
+        _ => on_thread(state, session, |_| on_engine(state, db, group, out, resp3)),
     }
     account(state, session, group, started);
 }

@@ -479,3 +479,97 @@ fn grouped_commands_are_counted_under_their_own_names() {
     assert_eq!(calls("unlink").as_deref(), Some("1"), "{stats}");
     assert_eq!(calls("del").as_deref(), Some("1"), "{stats}");
 }
+
+/// The many-core litmus test over the network: while writers on every serving thread commit
+/// versions of a group of keys spread over the partitions — as MSET, as MULTI/EXEC, and as
+/// pipelines of independent SETs on other keys beside them — readers' MGETs of the group
+/// never see two versions at once (a batch is never half-applied to a reader), and each
+/// writer's pipeline of SETs and INCRs on one key applies in request order.
+#[test]
+fn readers_never_see_half_a_batch_and_pipelines_apply_in_order() {
+    const WRITES: usize = 400;
+    const GROUP: usize = 8;
+    let server = TestServer::start_with(|c| c.threads = 2);
+    let group: Vec<String> = (0..GROUP).map(|i| format!("litmus:{i}")).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = |w: usize| {
+        let (mut c, group) = (connect(&server), group.clone());
+        thread::spawn(move || {
+            for n in 0..WRITES {
+                let version = format!("w{w}:{n}");
+                // A batch of the group: MSET, or EXEC of SETs, by turns.
+                let mut p = c.pipeline();
+                if n % 2 == 0 {
+                    let mut mset: Vec<&[u8]> = vec![b"MSET"];
+                    for k in &group {
+                        mset.extend([k.as_bytes(), version.as_bytes()]);
+                    }
+                    p.command(&mset);
+                } else {
+                    p.command(&[b"MULTI"]);
+                    for k in &group {
+                        p.command(&[b"SET", k.as_bytes(), version.as_bytes()]);
+                    }
+                    p.command(&[b"EXEC"]);
+                }
+                // Beside it, independent writes on this writer's own key, in order.
+                let own = format!("own:{w}");
+                for i in 0..8 {
+                    p.command(&[b"SET", own.as_bytes(), format!("{n}:{i}").as_bytes()]);
+                    p.command(&[b"SET", format!("noise:{w}:{i}").as_bytes(), b"x"]);
+                }
+                p.command(&[b"INCR", format!("count:{w}").as_bytes()]);
+                p.command(&[b"GET", own.as_bytes()]);
+                let replies = p.execute().unwrap();
+                for r in &replies {
+                    assert!(r.is_ok(), "writer {w}, write {n}: {r:?}");
+                }
+                let last = replies.len() - 1;
+                assert_eq!(
+                    replies[last - 1].as_ref().unwrap(),
+                    &Value::Integer(n as i64 + 1),
+                    "writer {w}: INCRs out of order"
+                );
+                assert_eq!(
+                    replies[last].as_ref().unwrap().as_bytes(),
+                    Some(format!("{n}:7").as_bytes()),
+                    "writer {w}: its pipelined SETs of one key applied out of order"
+                );
+            }
+        })
+    };
+    let reader = || {
+        let (mut c, group, stop) = (connect(&server), group.clone(), stop.clone());
+        thread::spawn(move || {
+            let mut reads = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let values = c.multi_get(&group).unwrap();
+                let first = values[0].clone();
+                assert!(
+                    values.iter().all(|v| *v == first),
+                    "an MGET saw two versions of the group: {values:?}"
+                );
+                reads += 1;
+            }
+            reads
+        })
+    };
+    let readers: Vec<_> = (0..2).map(|_| reader()).collect();
+    let writers: Vec<_> = (0..3).map(writer).collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let reads: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    assert!(reads > 0);
+    let mut c = connect(&server);
+    let group_values = c.multi_get(&group).unwrap();
+    assert!(group_values.iter().all(|v| *v == group_values[0]));
+    for w in 0..3 {
+        let last = format!("{}:7", WRITES - 1);
+        assert_eq!(
+            c.get(format!("own:{w}")).unwrap().as_deref(),
+            Some(last.as_bytes())
+        );
+    }
+}

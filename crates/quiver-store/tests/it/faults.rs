@@ -449,3 +449,79 @@ fn a_pipeline_share_that_fails_is_that_shares_error() {
     assert!(s.check().unwrap().is_ok());
     s.close().unwrap();
 }
+
+/// Runs a future to its end on this thread (the store's waits wake it from its syncers).
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let std::task::Poll::Ready(out) = f.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
+}
+
+/// fsync durability with the waits deferred (`Store::deferring_sync`, as a server's serving
+/// thread runs its engine calls): the writes return at once and what they wait for settles
+/// once they are synced; outside `fsync` mode there is nothing to wait for.
+#[test]
+fn deferred_fsync_waits_settle_once_synced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Store::open(tmp.path(), options(Durability::Fsync)).unwrap();
+    let (a, b) = (key_in(1, 0), key_in(2, 0));
+    let (res, wait) = s.deferring_sync(|| {
+        s.put(&a, b"one")?;
+        s.multi_put(&[(&a[..], &b"two"[..]), (&b[..], &b"two"[..])])?;
+        let mut batch = Batch::new();
+        batch.put(a.clone(), "three").put(b.clone(), "three");
+        s.apply(&batch).map(|_| ())
+    });
+    res.unwrap();
+    assert!(
+        !wait.is_empty(),
+        "fsync writes deferred nothing to wait for"
+    );
+    block_on(wait.settle()).unwrap();
+    assert_eq!(get(&s, &a).as_deref(), Some(&b"three"[..]));
+    // Outside the scope, a write waits for itself again.
+    s.put(&b, b"four").unwrap();
+    s.close().unwrap();
+
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Store::open(tmp.path(), options(Durability::Os)).unwrap();
+    let (res, wait) = s.deferring_sync(|| s.put(&a, b"os"));
+    res.unwrap();
+    assert!(wait.is_empty());
+    s.close().unwrap();
+}
+
+/// A deferred wait whose fdatasync fails: the write was applied (its call returned), the wait
+/// settles with the fdatasync's error — the write is not to be acknowledged — and the
+/// partition refuses writes from then on, as after a blocking wait that failed.
+#[test]
+fn a_deferred_fsync_failure_settles_with_its_error_and_stops_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Store::open(tmp.path(), options(Durability::Fsync)).unwrap();
+    let (a, other) = (key_in(1, 0), key_in(2, 0));
+    s.put(&a, b"acknowledged").unwrap();
+    let (injection, _) = once(&partition_dir(tmp.path(), 1), FileOp::Sync, Fault::Eio);
+    let (res, wait) = s.deferring_sync(|| s.put(&a, b"unacknowledged"));
+    res.unwrap();
+    let err = block_on(wait.settle()).unwrap_err();
+    assert!(err.to_string().contains("fdatasync"), "{err}");
+    assert_eq!(injection.injected(), 1);
+    drop(injection);
+    let err = s.put(&a, b"refused").unwrap_err();
+    assert!(matches!(err, Error::PartitionFailed { .. }), "{err}");
+    s.put(&other, b"elsewhere").unwrap();
+    assert_eq!(s.stats().partitions_refusing_writes, 1);
+    assert!(s.close().is_err());
+}
