@@ -20,7 +20,9 @@
 #
 # Prints one line per (system, T, workload): keys/s over all clients, server cores busy (its
 # CPU seconds over the measured window / DURATION), keys per server-CPU-second, and the worst
-# client's p99; for Quiver, the run's partition lock figures (INFO stats: writers' locks,
+# client's p99; for Quiver, cores busy per kind of thread over the whole run, warm-up included
+# (serving threads, syncers, the maintenance thread, the shared runtime's workers), the
+# serving threads' delay figures, and the run's partition lock figures (INFO stats: writers' locks,
 # waits and their µs, µs held; readers' waits and their µs) on a line of their own. The JSON
 # records of every client go to OUT.
 # --quick: fewer keys, shorter runs (a spot check).
@@ -158,6 +160,23 @@ stalls() {
     cut -d: -f2 | tr -d '\r' | xargs
 }
 
+# thread_ticks PID: CPU clock ticks so far of each of the process's threads, summed by thread
+# name without its number (quiver-serve-0, quiver-serve-1 -> quiver-serve), "name ticks" lines.
+thread_ticks() {
+  cat /proc/"$1"/task/*/stat 2>/dev/null |
+    awk '{ name = $2; gsub(/[()]/, "", name); sub(/-[0-9]+$/, "", name);
+           sub(/^[^)]*\) /, ""); t[name] += $12 + $13 } END { for (n in t) print n, t[n] }'
+}
+
+# cores_by_thread BEFORE AFTER SECONDS: cores busy per thread name between two thread_ticks.
+cores_by_thread() {
+  local hz
+  hz=$(getconf CLK_TCK)
+  awk -v hz="$hz" -v s="$3" 'NR == FNR { b[$1] = $2; next }
+    { d = ($2 - b[$1]) / hz / s; if (d >= 0.005) out = out sprintf(" %s %.2f,", $1, d) }
+    END { sub(/,$/, "", out); print "#   cores by thread:" out }' <(echo "$1") <(echo "$2")
+}
+
 # field NAME LINE: a number of a JSON record.
 field() { grep -o "\"$1\":[-0-9.e+]*" <<<"$2" | head -1 | cut -d: -f2; }
 
@@ -165,6 +184,9 @@ field() { grep -o "\"$1\":[-0-9.e+]*" <<<"$2" | head -1 | cut -d: -f2; }
 run() {
   local sys=$1 t=$2 wl=$3 i pids=() f kps=0 p99=0 cpu="" before="" stalled=""
   [[ $sys == quiver* ]] && before=$(locks) && stalled=$(stalls)
+  local ticks started
+  ticks=$(thread_ticks "$SERVER_PID")
+  started=$(date +%s.%N)
   for ((i = 0; i < CLIENTS; i++)); do
     # shellcheck disable=SC2086
     taskset -c "$((WIDEST + i))" "$QUIVER" bench net --port "$PORT" --keys "$KEYS" \
@@ -179,6 +201,9 @@ run() {
       tail -n 3 "$RUN/client-$i.err" >&2
     fi
   done
+  local by_thread
+  by_thread=$(cores_by_thread "$ticks" "$(thread_ticks "$SERVER_PID")" \
+    "$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')")
   for ((i = 0; i < CLIENTS; i++)); do
     f=$(grep '^{' "$RUN/client-$i.json" | tail -1) || continue
     echo "$f" >>"$OUT"
@@ -189,6 +214,7 @@ run() {
   awk -v s="$sys" -v t="$t" -v w="$wl" -v k="$kps" -v c="${cpu:-0}" -v d="$DURATION" -v p="$p99" \
     'BEGIN { busy = c / d; printf "%-13s %3d  %-12s %10.3f %7.2f %12.3f %9.2f\n",
              s, t, w, k / 1e6, busy, (busy > 0 ? k / busy / 1e6 : 0), p / 1000 }'
+  [[ $sys == quiver* ]] && echo "$by_thread"
   if [ "$(wc -w <<<"$stalled")" = 6 ]; then
     echo "$stalled" "$(stalls)" | awk '{ printf "#   runs over 5 ms %d, over 25 ms %d (longest so far %.1f ms); wakes over 5 ms %d, over 25 ms %d (latest so far %.1f ms)\n",
       $7 - $1, $8 - $2, $9 / 1000, $10 - $4, $11 - $5, $12 / 1000 }'
