@@ -131,3 +131,51 @@ fn fsync_writes_from_many_connections_on_one_thread_are_answered_and_kept() {
         );
     }
 }
+
+/// `fsync` on serving threads, an fdatasync that fails: the write was applied but may be
+/// lost, so its connection closes without the run's replies (its outcome is unknown, as from
+/// any lost connection); the partition refuses writes from then on with a clear error, its
+/// keys still read, and the other partitions take writes.
+#[test]
+fn a_failed_fdatasync_leaves_the_outcome_unknown_and_stops_the_partitions_writes() {
+    use quiver_store::faults::{self, Fault, FileOp};
+    let mut server = TestServer::start_with(|c| {
+        c.threads = 1;
+        c.durability = quiver_store::Durability::Fsync;
+        c.partitions = 4;
+    });
+    let in_partition = |p: u32, n: usize| {
+        (0..)
+            .map(|i| format!("fk:{i}"))
+            .filter(|k| quiver_store::slot::even_layout_partition(k.as_bytes(), 4) == p)
+            .nth(n)
+            .unwrap()
+    };
+    let (a, b, other) = (in_partition(1, 0), in_partition(1, 1), in_partition(2, 0));
+    let mut c = crate::bad_input::client(server.addr);
+    c.set(&a, "acknowledged").unwrap();
+    let dir = quiver_store::layout::partition_dir(server.dir(), 1);
+    let mut fired = false;
+    let injection = faults::inject(&dir, move |op, _, _| {
+        let fire = op == FileOp::Sync && !fired;
+        fired |= fire;
+        fire.then_some(Fault::Eio)
+    });
+    let mut s = raw(server.addr);
+    s.write_all(&crate::bad_input::multibulk(&[
+        b"SET",
+        b.as_bytes(),
+        b"unacknowledged",
+    ]))
+    .unwrap();
+    expect_closed(&mut s);
+    assert_eq!(injection.injected(), 1);
+    drop(injection);
+    let err = c.set(&a, "refused").unwrap_err().to_string();
+    assert!(err.contains("fdatasync"), "{err}");
+    assert_eq!(c.get(&a).unwrap().as_deref(), Some(&b"acknowledged"[..]));
+    c.set(&other, "elsewhere").unwrap();
+    // Shutting down cannot make the failed partition durable: the server says so.
+    let end = server.stop().unwrap_err().to_string();
+    assert!(end.contains("fdatasync"), "{end}");
+}
