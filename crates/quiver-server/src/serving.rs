@@ -56,7 +56,7 @@ impl Serving {
                 .build()?;
             let handle = runtime.handle().clone();
             let connections = Arc::new(AtomicUsize::new(0));
-            handle.spawn(meter_wakes(connections.clone(), stalls.clone()));
+            handle.spawn(meter_wakes(stalls.clone()));
             let (stop, stopped) = oneshot::channel::<()>();
             let thread = std::thread::Builder::new()
                 .name(format!("quiver-serve-{i}"))
@@ -117,26 +117,36 @@ impl Serving {
     }
 }
 
-/// How often a wake meter asks to be woken while its thread serves connections, and while it
-/// serves none (it then only waits for one).
+/// How often a wake meter asks to be woken while its thread runs requests, and while it has
+/// run none for [`QUIET_TICKS`] ticks (it then only looks for the next run).
 const WAKE_TICK: Duration = Duration::from_millis(1);
 const IDLE_TICK: Duration = Duration::from_millis(100);
+const QUIET_TICKS: u32 = 100;
 
 /// A serving thread's wake meter: asks to be woken every [`WAKE_TICK`] and records how late
 /// the wake came (tokio's timer rounds up to the next millisecond, so up to ~1 ms of that is
 /// the timer's own; `Delays` counts from 5 ms). A woken task joins the back of the queue, so
-/// this is what a connection made ready waits: the runs queued before it, or a stall.
-async fn meter_wakes(connections: Arc<AtomicUsize>, stalls: Arc<Stalls>) {
+/// this is what a connection made ready waits: the runs queued before it, or a stall. A thread
+/// with no runs for [`QUIET_TICKS`] (idle connections, or none) is not woken a thousand times
+/// a second for nothing: the meter then looks every [`IDLE_TICK`].
+async fn meter_wakes(stalls: Arc<Stalls>) {
+    let mut quiet = QUIET_TICKS;
     loop {
-        if connections.load(Relaxed) == 0 {
+        let runs = Stalls::runs_here();
+        if quiet >= QUIET_TICKS {
             tokio::time::sleep(IDLE_TICK).await;
-            continue;
+        } else {
+            let due = Instant::now() + WAKE_TICK;
+            tokio::time::sleep_until(due.into()).await;
+            stalls
+                .wakes
+                .record(Instant::now().saturating_duration_since(due));
         }
-        let due = Instant::now() + WAKE_TICK;
-        tokio::time::sleep_until(due.into()).await;
-        stalls
-            .wakes
-            .record(Instant::now().saturating_duration_since(due));
+        quiet = if Stalls::runs_here() == runs {
+            quiet.saturating_add(1)
+        } else {
+            0
+        };
     }
 }
 

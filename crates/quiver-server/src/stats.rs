@@ -208,6 +208,24 @@ pub struct Delays {
     pub max_us: AtomicU64,
 }
 
+thread_local! {
+    /// Runs recorded on this thread (`Stalls::run`): its wake meter ticks only while they move.
+    static RUNS_HERE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+impl Stalls {
+    /// A connection's run held this thread for `took`.
+    pub fn run(&self, took: std::time::Duration) {
+        RUNS_HERE.with(|r| r.set(r.get() + 1));
+        self.runs.record(took);
+    }
+
+    /// Runs recorded on the calling thread so far.
+    pub fn runs_here() -> u64 {
+        RUNS_HERE.with(|r| r.get())
+    }
+}
+
 impl Delays {
     pub fn record(&self, delay: std::time::Duration) {
         let us = delay.as_micros() as u64;

@@ -413,7 +413,7 @@ async fn run_and_settle(
     let started = Instant::now();
     let end = execute_run(state, session, requests, out).await;
     // How long the run held its thread (the waits below do not).
-    state.core.stats.stalls.runs.record(started.elapsed());
+    state.core.stats.stalls.run(started.elapsed());
     if !session.durable.is_empty() {
         // `fsync` mode: the replies wait for the run's writes to be on stable storage. If an
         // fdatasync failed they were applied but may be lost: their outcome is unknown, and

@@ -39,8 +39,10 @@ fn client_kill_of_a_connection_on_the_killers_thread_answers_once_it_is_gone() {
 fn info_shows_the_serving_threads_delays() {
     let server = TestServer::start_with(|c| c.threads = 1);
     let mut conn = crate::bad_input::client(server.addr);
-    // The meter runs while its thread serves a connection: give it a few ticks.
-    std::thread::sleep(std::time::Duration::from_millis(20));
+    // Runs on the thread, so that its wake meter ticks.
+    for _ in 0..20 {
+        conn.ping().unwrap();
+    }
     for kind in ["run", "wake"] {
         let field = |name: &str| format!("serving_{name}");
         let over_5 = info_u64(&mut conn, "stats", &field(&format!("{kind}s_over_5ms")));
