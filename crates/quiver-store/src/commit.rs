@@ -21,6 +21,7 @@ use crate::batch::{self, Batch, BatchAction, BatchOutcome};
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::log::format;
+use crate::log::segment::{Segment, SyncFirst};
 use crate::lookup::{self, Found, LookupKey};
 use crate::options::Durability;
 use crate::partition::{PartState, Partition, StoreCtx, WriteHold};
@@ -214,6 +215,12 @@ fn write_batch(
     }
     let mut all_locs = Vec::with_capacity(writing.len());
     write_parts(ctx, guards, shares, &runs, &writing, framing, &mut all_locs)?;
+    let carrier = shares[last].guard;
+    let commit_at = (
+        parts[carrier],
+        guards[carrier].appender.segment.clone(),
+        guards[carrier].appended_lsn,
+    );
     for (&s, locs) in writing.iter().zip(&all_locs) {
         let share = &shares[s];
         let st = &mut guards[share.guard];
@@ -221,9 +228,35 @@ fn write_batch(
         st.count_appended_dead_here(); // the BatchEnd or commit record
         if s != last {
             seal::note_unsealed(ctx, parts[share.guard]);
+            if ctx.opts.durability == Durability::Fsync {
+                let (part, seg, lsn) = &commit_at;
+                st.appender
+                    .segment
+                    .sync_first(commit_record_first(part, seg, *lsn));
+            }
         }
     }
     Ok(())
+}
+
+/// `fsync` mode: what a BatchEnd part's segment must make durable before its next fdatasync —
+/// the batch's commit record, at `lsn` in `part`'s segment `seg`. The part itself is durable
+/// (its sync came before the commit record was written), but the records that follow it once
+/// the locks are let go would prove it committed at replay: were one of them on disk and the
+/// commit record not (a power loss between the two partitions' fdatasyncs), replay would apply
+/// this part and not the others. Asking `part`'s syncer and waiting never deadlocks: a sync
+/// waits only on commit records written after its own partition's parts were synced (see
+/// docs/design.md, "apply(Batch)"). A partition or segment gone since was synced before it
+/// went.
+fn commit_record_first(part: &Arc<Partition>, seg: &Arc<Segment>, lsn: u64) -> SyncFirst {
+    let (commit, seg, id) = (Arc::downgrade(&part.commit), Arc::downgrade(seg), part.id);
+    Box::new(move || {
+        let (Some(commit), Some(seg)) = (commit.upgrade(), seg.upgrade()) else {
+            return Ok(());
+        };
+        commit.ask(lsn, &seg, id)?;
+        commit.wait(lsn)
+    })
 }
 
 /// Every part, one append each, the one with the commit record last: the commit record

@@ -76,6 +76,9 @@ pub(crate) fn open(
 
     // A batch is committed if any partition holds its commit record.
     recovery::resolve_batches(&mut recovered, &mut report, read_only)?;
+    if !read_only && ctx.opts.durability == Durability::Fsync {
+        sync_commit_records(&recovered)?;
+    }
     let mut parts = Vec::with_capacity(recovered.len());
     for (pos, rec) in recovered.into_iter().enumerate() {
         let p = layout.ids[pos];
@@ -256,4 +259,19 @@ fn remove_unlisted_partitions(dir: &Path, ids: &[u32]) -> Result<()> {
         }
     }
     crate::log::segment::sync_dir(dir)
+}
+
+/// `fsync` mode, before opening writes the commit records a crash kept from being written
+/// (`missing_commits`): the commit records found elsewhere are made durable first. The crash
+/// may have been a process's, leaving them in the page cache only; a written commit record
+/// makes its part committed on its own, and must not reach the disk before the proof it
+/// repeats (see `commit::commit_record_first`).
+fn sync_commit_records(recovered: &[recovery::Recovered]) -> Result<()> {
+    if recovered.iter().all(|r| r.missing_commits.is_empty()) {
+        return Ok(());
+    }
+    recovered
+        .iter()
+        .filter_map(|r| r.segs.ordered.last())
+        .try_for_each(|seg| seg.sync_data())
 }

@@ -113,6 +113,90 @@ fn a_failed_batch_takes_its_parts_back() {
     s.close().unwrap();
 }
 
+/// `fsync` mode: the fdatasync of a batch's commit record (partition 1) fails. A later write to
+/// partition 0 would prove the batch's part there committed at replay, so it must not become
+/// durable before the commit record does (a power loss between the two would leave half the
+/// batch): its fdatasync fails too, and partition 0 refuses writes from then on. After a crash
+/// (the files whole: a process crash, not a power loss) the batch is there entirely.
+#[test]
+fn a_write_after_a_batch_part_is_not_durable_before_the_commit_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c) = (key_in(0, 0), key_in(1, 0), key_in(0, 1));
+    let opts = Options {
+        durability: Durability::Fsync,
+        ..options()
+    };
+    let s = Store::open(dir.path(), opts.clone()).unwrap();
+    for k in [&a, &b] {
+        s.put(k, b"old").unwrap();
+    }
+    let injection = crate::faults::inject(&part(&s, 1).dir, |op, _, _| {
+        (op == FileOp::Sync).then_some(Fault::Eio)
+    });
+    let err = s
+        .apply(&batch_of(&[(&a, b"new"), (&b, b"new")]))
+        .unwrap_err();
+    assert!(err.to_string().contains("Input/output error"), "{err}");
+    assert_eq!(last_record_type(&s, 0), RecordType::BatchEnd);
+    let err = s.put(&c, b"later").unwrap_err().to_string();
+    assert!(err.contains("commit record in another partition"), "{err}");
+    let err = s.put(&key_in(0, 2), b"refused").unwrap_err().to_string();
+    assert!(err.contains("fdatasync"), "{err}");
+    drop(injection);
+    s.simulate_crash();
+
+    let s = Store::open(dir.path(), opts).unwrap();
+    assert_eq!(s.get(&a).unwrap().as_deref(), Some(&b"new"[..]));
+    assert_eq!(s.get(&b).unwrap().as_deref(), Some(&b"new"[..]));
+    s.close().unwrap();
+}
+
+/// `fsync` mode: a crash (of the process: the page cache kept everything) right after a batch,
+/// its BatchEnd part ending partition 0's log. Opening repairs it with a commit record after
+/// the part, which proves it committed on its own: the commit record it repeats (partition 1)
+/// is synced before that repair is written.
+#[test]
+fn a_repaired_part_is_written_after_its_commit_record_is_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (key_in(0, 0), key_in(1, 0));
+    let opts = Options {
+        durability: Durability::Fsync,
+        ..options()
+    };
+    let s = Store::open(dir.path(), opts.clone()).unwrap();
+    assert!(s
+        .apply(&batch_of(&[(&a, b"new"), (&b, b"new")]))
+        .unwrap()
+        .is_applied());
+    let (p0, p1) = (part(&s, 0).dir.clone(), part(&s, 1).dir.clone());
+    s.simulate_crash();
+
+    let ops = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let seen = ops.clone();
+    let injection = crate::faults::inject(dir.path(), move |op, path, _| {
+        seen.lock().push((op, path.to_path_buf()));
+        None
+    });
+    let s = Store::open(dir.path(), opts).unwrap();
+    drop(injection);
+    assert_eq!(s.recovery_report().batches_repaired, 1);
+    let ops = ops.lock();
+    let is_seg = |p: &std::path::Path, d: &std::path::Path| {
+        p.starts_with(d) && p.extension().is_some_and(|e| e == "seg")
+    };
+    let repair = ops
+        .iter()
+        .position(|(op, p)| *op == FileOp::Write && is_seg(p, &p0))
+        .expect("the repair's write");
+    let synced = ops
+        .iter()
+        .position(|(op, p)| *op == FileOp::Sync && is_seg(p, &p1))
+        .expect("a sync of the commit record's segment");
+    assert!(synced < repair, "{ops:?}");
+    assert_eq!(s.get(&a).unwrap().as_deref(), Some(&b"new"[..]));
+    s.close().unwrap();
+}
+
 /// A batch whose commit record is in partition 1, its BatchEnd part ending partition 0's log;
 /// then partition 1 alone is compacted, which turns its part into plain records and drops the
 /// commit record, and the store crashes before the checkpoint after the pass. Replay of

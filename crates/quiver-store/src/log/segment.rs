@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::faults::{self, FileOp};
@@ -48,7 +49,17 @@ pub struct Segment {
     /// no later fdatasync of it is trusted — `sync_data` refuses without trying (PostgreSQL's
     /// "fsyncgate"). Reopening the store starts again from what is on disk.
     sync_failed: OnceLock<String>,
+    /// What must be durable before this file's next fdatasync (`fsync` mode): the commit
+    /// records, in other partitions, of batches whose BatchEnd parts this file holds (see
+    /// `commit::commit_record_first`). Replay takes a part followed by any record as
+    /// committed, so no record after a part may reach the disk before its batch's commit
+    /// record does. Held for the whole of `sync_data`, so that an fdatasync already running
+    /// finishes before a new one is added.
+    sync_first: Mutex<Vec<SyncFirst>>,
 }
+
+/// Makes something in another file durable first (see `Segment::sync_first`).
+pub type SyncFirst = Box<dyn FnOnce() -> Result<()> + Send>;
 
 pub fn segment_file_name(file_id: u64) -> String {
     format!("{file_id:016x}{SEGMENT_SUFFIX}")
@@ -125,6 +136,7 @@ impl Segment {
             dead: AtomicU64::new(0),
             counted: AtomicBool::new(false),
             sync_failed: OnceLock::new(),
+            sync_first: Mutex::new(Vec::new()),
         }
     }
 
@@ -306,14 +318,35 @@ impl Segment {
                 reason: reason.clone(),
             });
         }
+        let mut first = self.sync_first.lock();
+        for settle in first.drain(..) {
+            if let Err(e) = settle() {
+                let reason = format!(
+                    "a batch's commit record in another partition could not be made durable \
+                     before this file ({e})"
+                );
+                let _ = self.sync_failed.set(reason.clone());
+                return Err(Error::SyncFailed {
+                    path: self.path.clone(),
+                    reason,
+                });
+            }
+        }
         let res = match faults::check(&self.path, FileOp::Sync, 0) {
             Some(f) => Err(f.error),
             None => self.file.sync_data(),
         };
+        drop(first);
         res.map_err(|e| {
             let _ = self.sync_failed.set(e.to_string());
             Error::io("fdatasync segment", &self.path, e)
         })
+    }
+
+    /// Makes `settle` run before this file's next fdatasync (see `sync_first`). Waits for an
+    /// fdatasync of the file already running.
+    pub fn sync_first(&self, settle: SyncFirst) {
+        self.sync_first.lock().push(settle);
     }
 
     /// Whether an fdatasync of this file has failed (see `sync_failed`).
