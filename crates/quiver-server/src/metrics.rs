@@ -258,7 +258,7 @@ pub fn render_core(core: &Core, o: &mut String) {
         "quiver_client_output_buffer_bytes",
         "Reply bytes buffered by all connections (bounded by client-output-buffer-total-limit).",
         "gauge",
-        core.output_budget.buffered_bytes().to_string(),
+        core.stats.output_buffered_bytes().to_string(),
     );
     gauge(
         "quiver_replies_refused_by_total_limit_total",

@@ -8,9 +8,15 @@
 //!   is committed to it), and an error saying so takes its place. The connection stays open,
 //!   and the same command succeeds once other connections' replies have been written out.
 //!
-//! [`OutputBudget`] (in the shared state) holds the sum; [`Output`] (one per connection) adds
-//! each reply's size before encoding it and gives all of it back when its buffer has been
-//! written or the connection ends (its `Drop`): a closed connection keeps nothing.
+//! [`OutputBudget`] (in the shared state) holds the sum of what connections reserved;
+//! [`Output`] (one per connection) reserves each reply's size before encoding it. A shared sum
+//! that every connection writes on every reply and every write-out would be a cache line every
+//! core fights for (the many-core issue), so a connection reserves ahead: it takes a credit of
+//! up to [`OUTPUT_CREDIT_BYTES`] with what it needs and keeps up to that much reserved after its
+//! buffer is written, and replies that fit in its credit touch no shared line. The credit
+//! counts against the limit (a connection may be refused up to its peers' credits early); the
+//! exact bytes buffered, for INFO, are counted per thread (`Stats::output_buffered`). A closed
+//! connection gives everything back.
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -25,61 +31,70 @@ const OUTPUT_CAPACITY_INITIAL_BYTES: usize = 16 * 1024;
 /// A reply buffer grown past this (by a large reply) is dropped once written instead of being
 /// kept for the next replies: an idle connection must not hold on to a gigabyte.
 const OUTPUT_CAPACITY_KEPT_MAX_BYTES: usize = 1 << 20;
+/// Most a connection keeps reserved in the budget beyond its buffered replies (and at most a
+/// 64th of the limit): a run's replies within it are counted without a shared write.
+pub const OUTPUT_CREDIT_BYTES: usize = 16 * 1024;
 
-/// The bytes of replies buffered by all connections; see the module documentation.
+/// The bytes of replies reserved by all connections; see the module documentation.
 pub struct OutputBudget {
-    buffered_bytes: AtomicUsize,
+    reserved_bytes: AtomicUsize,
     /// `client-output-buffer-total-limit`; 0: no limit.
     limit_bytes: usize,
+    /// What a connection keeps reserved at most between runs.
+    credit_max: usize,
 }
 
 impl OutputBudget {
     pub fn new(limit_bytes: usize) -> OutputBudget {
+        let credit_max = match limit_bytes {
+            0 => OUTPUT_CREDIT_BYTES,
+            limit => OUTPUT_CREDIT_BYTES.min(limit / 64),
+        };
         OutputBudget {
-            buffered_bytes: AtomicUsize::new(0),
+            reserved_bytes: AtomicUsize::new(0),
             limit_bytes,
+            credit_max,
         }
-    }
-
-    /// Reply bytes buffered by all connections now (INFO `client_output_buffer_total_bytes`).
-    pub fn buffered_bytes(&self) -> usize {
-        self.buffered_bytes.load(Relaxed)
     }
 
     pub fn limit_bytes(&self) -> usize {
         self.limit_bytes
     }
 
-    /// Counts `n` more bytes if the sum stays within the limit; else counts nothing.
+    /// Reserves `n` more bytes if the sum stays within the limit; else reserves nothing.
     fn try_take(&self, n: usize) -> bool {
         if self.limit_bytes == 0 {
             self.take(n);
             return true;
         }
-        self.buffered_bytes
+        self.reserved_bytes
             .fetch_update(Relaxed, Relaxed, |b| {
                 b.checked_add(n).filter(|&sum| sum <= self.limit_bytes)
             })
             .is_ok()
     }
 
-    /// Counts `n` more bytes whatever the limit.
+    /// Reserves `n` more bytes whatever the limit.
     fn take(&self, n: usize) {
-        self.buffered_bytes.fetch_add(n, Relaxed);
+        self.reserved_bytes.fetch_add(n, Relaxed);
     }
 
     fn give_back(&self, n: usize) {
-        self.buffered_bytes.fetch_sub(n, Relaxed);
+        if n > 0 {
+            self.reserved_bytes.fetch_sub(n, Relaxed);
+        }
     }
 }
 
-/// One connection's reply buffer; every byte in it is counted in the [`OutputBudget`].
+/// One connection's reply buffer; every byte in it is reserved in the [`OutputBudget`].
 pub struct Output<'s> {
     buf: BytesMut,
     budget: &'s OutputBudget,
     stats: &'s Stats,
-    /// Bytes this buffer has counted in `budget` (all of `buf`).
+    /// Bytes of `buf` (reserved in `budget`).
     held_bytes: usize,
+    /// Bytes reserved in `budget` beyond `held_bytes`, for the next replies.
+    credit_bytes: usize,
 }
 
 impl<'s> Output<'s> {
@@ -89,7 +104,34 @@ impl<'s> Output<'s> {
             budget,
             stats,
             held_bytes: 0,
+            credit_bytes: 0,
         }
+    }
+
+    /// Reserves `len` bytes for replies about to be encoded: from the credit when it holds
+    /// them, else from the budget (with a fresh credit if the limit allows). False: the limit
+    /// does not allow them; nothing was reserved.
+    fn reserve(&mut self, len: usize) -> bool {
+        if len > self.credit_bytes {
+            let missing = len - self.credit_bytes;
+            let credit = self.budget.credit_max;
+            if credit > 0 && self.budget.try_take(missing + credit) {
+                self.credit_bytes += missing + credit;
+            } else if self.budget.try_take(missing) {
+                self.credit_bytes += missing;
+            } else {
+                return false;
+            }
+        }
+        self.credit_bytes -= len;
+        self.held(len);
+        true
+    }
+
+    /// `len` more bytes in the buffer, reserved already.
+    fn held(&mut self, len: usize) {
+        self.held_bytes += len;
+        self.stats.output_buffered(len as u64, 0);
     }
 
     /// Bytes waiting to be written.
@@ -109,10 +151,9 @@ impl<'s> Output<'s> {
     /// it, the error that replaces it.
     pub fn reply(&mut self, reply: &Reply, resp3: bool) {
         let len = reply.encoded_len(resp3);
-        if !self.budget.try_take(len) {
+        if !self.reserve(len) {
             return self.refuse(len, resp3);
         }
-        self.held_bytes += len;
         self.encode(reply, resp3);
     }
 
@@ -121,14 +162,13 @@ impl<'s> Output<'s> {
     /// on the shared sum per vector, not one per reply).
     pub fn replies(&mut self, replies: &[Reply], resp3: bool) {
         let len = replies.iter().map(|r| r.encoded_len(resp3)).sum();
-        if !self.budget.try_take(len) {
+        if !self.reserve(len) {
             // Some do not fit: each on its own, so that only those are refused.
             for r in replies {
                 self.reply(r, resp3);
             }
             return;
         }
-        self.held_bytes += len;
         for r in replies {
             self.encode(r, resp3);
         }
@@ -138,13 +178,12 @@ impl<'s> Output<'s> {
     /// alike), like [`Output::replies`].
     pub fn reply_n(&mut self, reply: &Reply, n: usize, resp3: bool) {
         let len = reply.encoded_len(resp3) * n;
-        if !self.budget.try_take(len) {
+        if !self.reserve(len) {
             for _ in 0..n {
                 self.reply(reply, resp3);
             }
             return;
         }
-        self.held_bytes += len;
         for _ in 0..n {
             self.encode(reply, resp3);
         }
@@ -163,10 +202,9 @@ impl<'s> Output<'s> {
     /// under the same limit as [`Output::reply`].
     pub fn bulks(&mut self, values: &[Option<Bytes>], resp3: bool) {
         let len = reply::bulks_encoded_len(values, resp3);
-        if !self.budget.try_take(len) {
+        if !self.reserve(len) {
             return self.refuse(len, resp3);
         }
-        self.held_bytes += len;
         reply::encode_bulks(&mut self.buf, values, resp3);
     }
 
@@ -174,10 +212,9 @@ impl<'s> Output<'s> {
     /// limit as [`Output::reply`]; an error reply is counted as one.
     pub fn raw(&mut self, bytes: &[u8], resp3: bool) {
         let len = bytes.len();
-        if !self.budget.try_take(len) {
+        if !self.reserve(len) {
             return self.refuse(len, resp3);
         }
-        self.held_bytes += len;
         if bytes.first() == Some(&b'-') && len >= 3 {
             self.stats.error_reply(&bytes[1..len - 2]);
         }
@@ -194,14 +231,20 @@ impl<'s> Output<'s> {
         // request gets a reply.
         let error_len = error.encoded_len(resp3);
         self.budget.take(error_len);
-        self.held_bytes += error_len;
+        self.held(error_len);
         self.encode(&error, resp3);
     }
 
     /// The buffer has been written to the client: empty it and give its bytes back.
     pub fn written(&mut self) {
         self.buf.clear();
-        self.budget.give_back(std::mem::take(&mut self.held_bytes));
+        let held = std::mem::take(&mut self.held_bytes);
+        self.stats.output_buffered(0, held as u64);
+        // Kept as credit, up to the most a connection keeps; the rest goes back.
+        self.credit_bytes += held;
+        let kept = self.credit_bytes.min(self.budget.credit_max);
+        self.budget.give_back(self.credit_bytes - kept);
+        self.credit_bytes = kept;
         if self.buf.capacity() > OUTPUT_CAPACITY_KEPT_MAX_BYTES {
             self.buf = BytesMut::with_capacity(OUTPUT_CAPACITY_INITIAL_BYTES);
         }
@@ -212,13 +255,19 @@ impl Drop for Output<'_> {
     /// A connection that ends with replies unwritten (closed, killed, over a limit, shut down)
     /// gives their bytes back.
     fn drop(&mut self) {
-        self.budget.give_back(self.held_bytes);
+        self.stats.output_buffered(0, self.held_bytes as u64);
+        self.budget.give_back(self.held_bytes + self.credit_bytes);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reply bytes buffered, as INFO shows them.
+    fn buffered(stats: &Stats) -> usize {
+        stats.output_buffered_bytes() as usize
+    }
 
     #[test]
     fn the_total_is_bounded_and_given_back() {
@@ -229,7 +278,7 @@ mod tests {
         let mut b = Output::new(&budget, &stats);
         a.reply(&value, false);
         b.reply(&value, false);
-        assert_eq!(budget.buffered_bytes(), 94);
+        assert_eq!(buffered(&stats), 94);
         // A third would pass 100: replaced by the error, which is counted nonetheless.
         a.reply(&value, false);
         let text = String::from_utf8_lossy(&a.bytes()[47..]).into_owned();
@@ -237,19 +286,19 @@ mod tests {
             text.starts_with("-ERR reply of 47 bytes not sent:") && text.contains("(100 bytes)"),
             "{text}"
         );
-        assert_eq!(budget.buffered_bytes(), 94 + text.len());
+        assert_eq!(buffered(&stats), 94 + text.len());
         assert_eq!(stats.replies_refused_by_total_limit.load(Relaxed), 1);
         assert_eq!(stats.error_replies.load(Relaxed), 1);
         // Written: a's bytes are given back, and its next reply fits.
         a.written();
-        assert_eq!(budget.buffered_bytes(), 47);
+        assert_eq!(buffered(&stats), 47);
         a.bulks(&[Some(Bytes::from_static(b"x")), None], false);
         assert_eq!(a.bytes(), b"*2\r\n$1\r\nx\r\n$-1\r\n");
-        assert_eq!(budget.buffered_bytes(), 47 + a.len());
+        assert_eq!(buffered(&stats), 47 + a.len());
         // Dropped with replies unwritten (a closed connection): given back too.
         drop(a);
         drop(b);
-        assert_eq!(budget.buffered_bytes(), 0);
+        assert_eq!(buffered(&stats), 0);
     }
 
     #[test]
@@ -266,12 +315,12 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("bytes)\r\n$1\r\ns\r\n"), "{text}");
-        assert_eq!(budget.buffered_bytes(), out.len());
+        assert_eq!(buffered(&stats), out.len());
         // All alike and all fitting: counted at once.
         out.written();
         out.reply_n(&small, 3, true);
         assert_eq!(out.bytes(), b"$1\r\ns\r\n".repeat(3));
-        assert_eq!(budget.buffered_bytes(), 21);
+        assert_eq!(buffered(&stats), 21);
         assert_eq!(stats.replies_refused_by_total_limit.load(Relaxed), 1);
     }
 
@@ -281,10 +330,35 @@ mod tests {
         let stats = Stats::default();
         let mut out = Output::new(&budget, &stats);
         out.reply(&Reply::Bulk(Bytes::from(vec![b'v'; 1 << 20])), true);
-        assert_eq!(budget.buffered_bytes(), out.len());
+        assert_eq!(buffered(&stats), out.len());
         assert_eq!(stats.replies_refused_by_total_limit.load(Relaxed), 0);
         out.written();
-        assert_eq!(budget.buffered_bytes(), 0);
+        assert_eq!(buffered(&stats), 0);
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn replies_within_a_connections_credit_write_no_shared_counter() {
+        let budget = OutputBudget::new(4 << 30);
+        let stats = Stats::default();
+        let mut out = Output::new(&budget, &stats);
+        let small = Reply::Bulk(Bytes::from_static(b"s")); // 7 bytes
+        out.reply(&small, false);
+        let reserved = budget.reserved_bytes.load(Relaxed);
+        assert_eq!(reserved, 7 + OUTPUT_CREDIT_BYTES);
+        for _ in 0..100 {
+            out.reply(&small, false);
+        }
+        assert_eq!(budget.reserved_bytes.load(Relaxed), reserved);
+        assert_eq!(buffered(&stats), 707);
+        // Written: the credit is kept, the rest given back; a closed connection keeps nothing.
+        out.written();
+        assert_eq!(buffered(&stats), 0);
+        assert_eq!(budget.reserved_bytes.load(Relaxed), OUTPUT_CREDIT_BYTES);
+        out.reply_n(&small, 10, false);
+        assert_eq!(budget.reserved_bytes.load(Relaxed), OUTPUT_CREDIT_BYTES);
+        drop(out);
+        assert_eq!(budget.reserved_bytes.load(Relaxed), 0);
+        assert_eq!(buffered(&stats), 0);
     }
 }

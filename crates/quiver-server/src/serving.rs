@@ -37,6 +37,17 @@ pub enum Serving {
     Threads(Vec<ServingThread>),
 }
 
+thread_local! {
+    /// Set on a serving thread: its tasks never move to another thread.
+    static SERVING_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is a serving thread (a single-threaded runtime: a task that
+/// awaits resumes on this thread, so thread-local state is the thread's connections').
+pub fn on_serving_thread() -> bool {
+    SERVING_HERE.get()
+}
+
 /// One serving thread: its runtime's handle, the connections it serves, and how to stop it.
 pub struct ServingThread {
     handle: Handle,
@@ -61,6 +72,7 @@ impl Serving {
             let thread = std::thread::Builder::new()
                 .name(format!("quiver-serve-{i}"))
                 .spawn(move || {
+                    SERVING_HERE.set(true);
                     // The runtime polls the connections dealt to it until told to stop; its
                     // drop then cancels what is left (shutdown has waited for them already).
                     let _ = runtime.block_on(stopped);

@@ -42,7 +42,8 @@ impl ServerState {
         self.fsync() && !self.blocking()
     }
 
-    fn fsync(&self) -> bool {
+    /// Whether every write waits for an fdatasync before it is acknowledged (`fsync` mode).
+    pub fn fsync(&self) -> bool {
         self.core.config.durability == quiver_store::Durability::Fsync
     }
 }

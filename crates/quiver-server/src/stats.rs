@@ -47,6 +47,10 @@ struct Shard {
     keyspace_misses: AtomicU64,
     net_input_bytes: AtomicU64,
     net_output_bytes: AtomicU64,
+    /// Reply bytes buffered by this thread's connections, added when a reply is buffered and
+    /// taken away when it is written (wrapping: a connection of the shared runtime may add on
+    /// one thread and take away on another; only the sum means anything).
+    output_buffered_bytes: AtomicU64,
     vector_widths: Histogram,
     latency_us: Histogram,
 }
@@ -69,6 +73,7 @@ impl Default for Shard {
             keyspace_misses: AtomicU64::new(0),
             net_input_bytes: AtomicU64::new(0),
             net_output_bytes: AtomicU64::new(0),
+            output_buffered_bytes: AtomicU64::new(0),
             vector_widths: Histogram::default(),
             latency_us: Histogram::default(),
         }
@@ -322,6 +327,25 @@ impl Stats {
 
     pub fn net_output(&self, bytes: u64) {
         self.shard().net_output_bytes.fetch_add(bytes, Relaxed);
+    }
+
+    /// `added` reply bytes buffered, `written` bytes written out (or dropped), by a connection
+    /// of this thread (see `output`).
+    pub fn output_buffered(&self, added: u64, written: u64) {
+        let counter = &self.shard().output_buffered_bytes;
+        if added > 0 {
+            counter.fetch_add(added, Relaxed);
+        }
+        if written > 0 {
+            counter.fetch_sub(written, Relaxed);
+        }
+    }
+
+    /// Reply bytes buffered by all connections now (INFO `client_output_buffer_total_bytes`).
+    pub fn output_buffered_bytes(&self) -> u64 {
+        self.shards.iter().fold(0u64, |sum, s| {
+            sum.wrapping_add(s.output_buffered_bytes.load(Relaxed))
+        })
     }
 
     pub fn net_input_bytes(&self) -> u64 {

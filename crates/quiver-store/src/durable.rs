@@ -23,7 +23,7 @@ thread_local! {
 }
 
 /// What acknowledged-to-be writes wait for: per partition, the log position to be synced.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct SyncWait {
     positions: Vec<(Arc<Partition>, u64)>,
 }

@@ -47,6 +47,7 @@ pub(crate) fn open(
     let lock = DirLock::acquire(&dir)?;
     let layout = meta::load_or_create(&dir, &mut opts)?;
     let ctx = StoreCtx {
+        id: crate::partition::new_store_id(),
         backend: io::backend(opts.backend)?,
         opts,
         next_file_id: AtomicU64::new(1),

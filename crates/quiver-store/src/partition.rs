@@ -29,8 +29,27 @@ use crate::log::segment::{segment_file_name, sync_dir, Segment};
 use crate::log::writer::Appender;
 use crate::options::{Durability, Options};
 
+/// Seqs a thread takes from `StoreCtx::next_seq` at once for its plain records
+/// (`StoreCtx::plain_seq`).
+const PLAIN_SEQ_BLOCK: u64 = 1024;
+
+/// Tells stores apart in `PLAIN_SEQS` (a thread may write to several stores of one process).
+static NEXT_STORE_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// This thread's block of plain-record seqs: (store id, next, end).
+    static PLAIN_SEQS: std::cell::Cell<(u64, u64, u64)> = const { std::cell::Cell::new((0, 0, 0)) };
+}
+
+/// A store id for `StoreCtx::id`, unique in the process.
+pub(crate) fn new_store_id() -> u64 {
+    NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed)
+}
+
 /// State shared by all partitions of a store.
 pub(crate) struct StoreCtx {
+    /// Unique in the process (`new_store_id`).
+    pub id: u64,
     pub opts: Options,
     pub backend: Box<dyn ReadBackend>,
     /// Next segment file number (unique across the store's life).
@@ -66,8 +85,28 @@ impl StoreCtx {
         self.opts.clock.now_ms()
     }
 
+    /// A seq from the store-wide counter: for batches (whose seqs also order the batches
+    /// replay completes, `recovery::resolve_batches`), seals and migrations.
     pub fn alloc_seq(&self) -> u64 {
         self.next_seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A seq for a plain record, from this thread's block of `PLAIN_SEQ_BLOCK`: the
+    /// store-wide counter is a cache line every core would write for every key written. A
+    /// plain record's seq need only be unique and below `next_seq` (what checkpoints and
+    /// opening take as the largest): replay orders records by their place in the log, never by
+    /// seq, and only a batch's seq identifies anything.
+    pub fn plain_seq(&self) -> u64 {
+        PLAIN_SEQS.with(|block| {
+            let (store, next, end) = block.get();
+            if store == self.id && next < end {
+                block.set((store, next + 1, end));
+                return next;
+            }
+            let start = self.next_seq.fetch_add(PLAIN_SEQ_BLOCK, Ordering::Relaxed);
+            block.set((self.id, start + 1, start + PLAIN_SEQ_BLOCK));
+            start
+        })
     }
 
     /// Records the length of a value written, keeping a cheap running estimate.

@@ -146,8 +146,8 @@ pub(crate) fn encode(
             latest.insert(RunKey::of(op), (op.value.is_some(), op.value.is_some()));
         }
         let (ty, seq) = match (framing, op.value.is_some()) {
-            (Framing::Plain, true) => (RecordType::Put, ctx.alloc_seq()),
-            (Framing::Plain, false) => (RecordType::Delete, ctx.alloc_seq()),
+            (Framing::Plain, true) => (RecordType::Put, ctx.plain_seq()),
+            (Framing::Plain, false) => (RecordType::Delete, ctx.plain_seq()),
             (Framing::Batch { seq }, true) => (RecordType::BatchPut, seq),
             (Framing::Batch { seq }, false) => (RecordType::BatchDelete, seq),
         };

@@ -281,7 +281,9 @@ async fn measure(
             break;
         }
         if let Some(s) = &mut sampler {
-            obs.sample(&s.sample(monotonic_ns(), &tally).await);
+            // A timer that woke late (a loaded machine) must not date a sample past the
+            // window's end, where the last one goes.
+            obs.sample(&s.sample(monotonic_ns().min(window.end_ns), &tally).await);
         }
     }
     let last = Snapshot::take(cfg.server_pid);

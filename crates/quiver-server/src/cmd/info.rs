@@ -143,7 +143,7 @@ pub fn report(
             l("blocked_clients", "0".into()),
             l(
                 "client_output_buffer_total_bytes",
-                core.output_budget.buffered_bytes().to_string(),
+                core.stats.output_buffered_bytes().to_string(),
             ),
             l(
                 "client_output_buffer_total_limit",

@@ -21,6 +21,7 @@
 
 pub mod atomic;
 pub mod cluster;
+pub mod combine;
 pub mod thread;
 pub mod vector;
 
@@ -81,7 +82,6 @@ pub async fn execute_run(
     out: &mut Output<'_>,
 ) -> RunEnd {
     let limit = state.core.config.client_output_buffer_limit;
-    let group_width_max = state.core.config.max_vector_width;
     // Once per run, not per request.
     let limits = Limits::of(state);
     // Cluster mode: the run holds the gate from its routing checks to its last reply, so a
@@ -131,6 +131,7 @@ pub async fn execute_run(
                 // no vector operation can, and it ends the group), so preparing ahead is safe.
                 group.clear();
                 let mix = vector::mixing(state, session.db);
+                let width_max = group_width_max_of(state, op.kind);
                 let mut width = op.width();
                 group.push(op);
                 let mut j = i + 1;
@@ -140,7 +141,7 @@ pub async fn execute_run(
                             command: Command::Vector(more),
                             ..
                         } if joins(op.kind, more.kind, mix)
-                            && width + more.width() <= group_width_max =>
+                            && width + more.width() <= width_max =>
                         {
                             width += more.width();
                             group.push(more);
@@ -184,6 +185,18 @@ pub async fn execute_run(
         }
     }
     RunEnd::Complete
+}
+
+/// Most keys of a group of `kind`: `max-vector-width` (the storage vector width R: reads are
+/// prefetched and probed that many at a time), but in `fsync` mode for MSETs, whose group is
+/// one compound batch — two rounds of fdatasyncs per batch — as many as a combined batch
+/// takes (`combine::COMBINED_KEYS_MAX`).
+fn group_width_max_of(state: &ServerState, kind: Vector) -> usize {
+    let max_vector_width = state.core.config.max_vector_width;
+    match kind {
+        Vector::AtomicPut if state.fsync() => max_vector_width.max(combine::COMBINED_KEYS_MAX),
+        _ => max_vector_width,
+    }
 }
 
 /// Whether a vector operation of kind `more` joins a group begun by one of kind `first`: one
@@ -410,10 +423,10 @@ async fn run_and_settle(
     requests: &[Vec<Bytes>],
     out: &mut Output<'_>,
 ) -> RunEnd {
-    let started = Instant::now();
-    let end = execute_run(state, session, requests, out).await;
-    // How long the run held its thread (the waits below do not).
-    state.core.stats.stalls.run(started.elapsed());
+    let (end, held) = held_for(execute_run(state, session, requests, out)).await;
+    // How long the run held its thread: its awaits (a combined batch's leader committing,
+    // the intermediate queue) and the waits below do not.
+    state.core.stats.stalls.run(held);
     if !session.durable.is_empty() {
         // `fsync` mode: the replies wait for the run's writes to be on stable storage. If an
         // fdatasync failed they were applied but may be lost: their outcome is unknown, and
@@ -440,6 +453,21 @@ async fn run_and_settle(
         return RunEnd::Unresolved;
     }
     end
+}
+
+/// Runs `fut`; its output, and the time spent polling it — what it held its thread for, not
+/// counting the time it waited between polls.
+async fn held_for<F: Future>(fut: F) -> (F::Output, Duration) {
+    let mut fut = std::pin::pin!(fut);
+    let mut held = Duration::ZERO;
+    let out = std::future::poll_fn(|cx| {
+        let polled = Instant::now();
+        let poll = fut.as_mut().poll(cx);
+        held += polled.elapsed();
+        poll
+    })
+    .await;
+    (out, held)
 }
 
 /// A node executes its connections' runs on its store ([`crate::exec`]).

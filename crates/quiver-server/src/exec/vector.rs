@@ -8,11 +8,9 @@
 use std::time::Instant;
 
 use bytes::Bytes;
+use quiver_store::{Access, Answer, RangeItem};
 
-use std::collections::HashMap;
-
-use quiver_store::{Access, Answer, Batch, BatchAction, RangeItem};
-
+use super::combine;
 use crate::chain::Took;
 use crate::cmd::vector::{Results, Shape, VectorOp};
 use crate::errors::{self, store_error};
@@ -53,6 +51,23 @@ pub async fn run(
             let keys = group.iter().flat_map(|op| op.keys()).cloned().collect();
             let result = c.get(keys).await;
             get_replies(state, group, result, out, resp3);
+        }
+        (_, Vector::AtomicPut) if combine::applies(state) => {
+            let pairs = group
+                .iter()
+                .flat_map(|op| op.pairs())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let outcome = combine::commit(state, db, pairs).await;
+            session.durable.merge(outcome.durable);
+            match outcome.result {
+                Ok(()) => {
+                    let keys: Vec<&Bytes> = group.iter().flat_map(|op| op.keys()).collect();
+                    let existed = vec![true; keys.len()];
+                    write_replies(state, db, out, resp3, group, &keys, Ok(existed));
+                }
+                Err(refused) => failed_all(state, group, &refused, out, resp3),
+            }
         }
         _ => on_thread(state, session, |_| on_engine(state, db, group, out, resp3)),
     }
@@ -126,7 +141,7 @@ fn on_engine(
             }
         }
         Vector::AtomicPut => {
-            let batch = atomic_batch(db, group);
+            let batch = combine::atomic_batch(db, group.iter().flat_map(|op| op.pairs()));
             let items = || crate::txn::chain_items(&batch);
             match replicated(state, true, items, || {
                 state.store.apply(&batch).map(|_| vec![true; keys.len()])
@@ -321,25 +336,6 @@ fn by_kind(
         on_engine(state, db, &group[at..at + n], out, resp3);
         at += n;
     }
-}
-
-/// The compound batch of a group of MSETs in database `db`: every pair, in order, without
-/// preconditions (one batch: the group is all or nothing, each MSET with it); a key given
-/// twice keeps its last value, as if the MSETs ran one by one.
-fn atomic_batch(db: u32, group: &[VectorOp<'_>]) -> Batch {
-    let mut batch = Batch::new();
-    batch.in_db(db);
-    let mut at: HashMap<&Bytes, usize, foldhash::fast::RandomState> = HashMap::default();
-    for (k, v) in group.iter().flat_map(|op| op.pairs()) {
-        match at.get(k) {
-            Some(&i) => batch.ops[i].action = BatchAction::Put(v.clone()),
-            None => {
-                at.insert(k, batch.ops.len());
-                batch.put(k.clone(), v.clone());
-            }
-        }
-    }
-    batch
 }
 
 /// A vector of writes on a node that replicates chains goes down them

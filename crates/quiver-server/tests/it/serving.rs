@@ -61,6 +61,100 @@ fn info_shows_the_serving_threads_delays() {
     assert!(info_u64(&mut conn, "stats", "serving_run_max_us") > 0);
 }
 
+/// `fsync` mode: the MSETs that several connections of one serving thread hand over in one
+/// turn are committed as one batch (`exec::combine`): engine vectors wider than one
+/// connection's group (64 keys here) appear, every MSET is answered, each connection reads its
+/// own writes back at once, a reader never sees half of any MSET, and all of it is there
+/// after a restart.
+#[test]
+fn msets_of_many_connections_on_one_thread_are_committed_together() {
+    const WRITERS: usize = 8;
+    const ROUNDS: usize = 100;
+    let mut server = TestServer::start_with(|c| {
+        c.threads = 1;
+        c.durability = quiver_store::Durability::Fsync;
+    });
+    let start = std::sync::Arc::new(std::sync::Barrier::new(WRITERS + 1));
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (addr, start) = (server.addr, start.clone());
+            std::thread::spawn(move || {
+                let mut c = crate::bad_input::client(addr);
+                start.wait();
+                for round in 0..ROUNDS {
+                    let value = round.to_string();
+                    let mut p = c.pipeline();
+                    // 4 MSETs of 16 pairs: one group of 64 keys (`max-vector-width`).
+                    for m in 0..4 {
+                        let mut args: Vec<Vec<u8>> = vec![b"MSET".to_vec()];
+                        for i in 0..16 {
+                            args.push(format!("w{w}:k{}", m * 16 + i).into_bytes());
+                            args.push(value.clone().into_bytes());
+                        }
+                        let args: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+                        p.command(&args);
+                    }
+                    p.command(&[
+                        b"MGET",
+                        format!("w{w}:k0").as_bytes(),
+                        format!("w{w}:k63").as_bytes(),
+                    ]);
+                    let replies = p.execute().unwrap();
+                    for r in &replies[..4] {
+                        assert!(r.is_ok(), "writer {w} round {round}: {r:?}");
+                    }
+                    let both = quiver_client::Value::Array(vec![
+                        quiver_client::Value::Bulk(value.clone().into()),
+                        quiver_client::Value::Bulk(value.clone().into()),
+                    ]);
+                    assert_eq!(
+                        replies[4].as_ref().unwrap(),
+                        &both,
+                        "writer {w} round {round}"
+                    );
+                }
+            })
+        })
+        .collect();
+    // A reader of each writer's first and last key: one MSET sets both, so they are equal.
+    let mut reader = crate::bad_input::client(server.addr);
+    start.wait();
+    let mut checks = 0;
+    while writers.iter().any(|w| !w.is_finished()) {
+        for w in 0..WRITERS {
+            let got = reader
+                .multi_get(&[format!("w{w}:k0"), format!("w{w}:k15")])
+                .unwrap();
+            assert_eq!(got[0], got[1], "writer {w}: half an MSET seen");
+            checks += 1;
+        }
+    }
+    for w in writers {
+        w.join().unwrap();
+    }
+    assert!(checks > 0);
+    let mut conn = crate::bad_input::client(server.addr);
+    let text = conn.info(Some("vectors")).unwrap();
+    let wider = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("vector_width_le_"))
+        .filter_map(|l| l.split_once(':'))
+        .any(|(bound, _)| bound == "inf" || bound.parse::<u64>().is_ok_and(|b| b > 64));
+    assert!(
+        wider,
+        "no vector wider than one connection's group:\n{text}"
+    );
+    server.restart();
+    let mut c = crate::bad_input::client(server.addr);
+    let last = (ROUNDS - 1).to_string();
+    for w in 0..WRITERS {
+        for k in 0..64 {
+            let got = c.get(format!("w{w}:k{k}")).unwrap();
+            assert_eq!(got.as_deref(), Some(last.as_bytes()), "w{w}:k{k}");
+        }
+    }
+}
+
 /// `durability = fsync` on serving threads: each connection awaits its writes' fdatasyncs
 /// (no thread blocked on the disk), so several connections on one thread share them. Every
 /// kind of write — plain SET vectors, pipelines of SETs over many partitions, MSET batches,
