@@ -118,11 +118,8 @@ fn commit_handed(state: &ServerState) {
                 .flat_map(|g| g.pairs.iter().map(|(k, v)| (k, v))),
         );
         state.core.stats.vector_width(batch.len() as u64);
-        let (result, durable) = if state.defers_sync() {
-            state.store.deferring_sync(|| state.store.apply(&batch))
-        } else {
-            (state.store.apply(&batch), SyncWait::default())
-        };
+        // `applies` holds: the batch's fdatasyncs are each connection's to await.
+        let (result, durable) = state.store.deferring_sync(|| state.store.apply(&batch));
         let result = result.map(|_| ()).map_err(|e| store_error(&e));
         for g in groups {
             // A receiver gone (its connection's task dropped) needs nothing.
