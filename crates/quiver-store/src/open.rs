@@ -266,13 +266,15 @@ fn remove_unlisted_partitions(dir: &Path, ids: &[u32]) -> Result<()> {
 /// (`missing_commits`): the commit records found elsewhere are made durable first. The crash
 /// may have been a process's, leaving them in the page cache only; a written commit record
 /// makes its part committed on its own, and must not reach the disk before the proof it
-/// repeats (see `commit::commit_record_first`).
+/// repeats (see `commit::commit_record_first`). Every segment is synced, not only the last
+/// ones: the process may have run in `os` mode, which does not sync a segment it seals
+/// (a segment with nothing unsynced costs little).
 fn sync_commit_records(recovered: &[recovery::Recovered]) -> Result<()> {
     if recovered.iter().all(|r| r.missing_commits.is_empty()) {
         return Ok(());
     }
     recovered
         .iter()
-        .filter_map(|r| r.segs.ordered.last())
+        .flat_map(|r| r.segs.ordered.iter())
         .try_for_each(|seg| seg.sync_data())
 }
