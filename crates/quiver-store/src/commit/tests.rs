@@ -29,6 +29,14 @@ fn options() -> Options {
     }
 }
 
+/// [`options`] in `fsync` mode.
+fn fsync_options() -> Options {
+    Options {
+        durability: Durability::Fsync,
+        ..options()
+    }
+}
+
 /// A key of partition `p` (of the even layout), the `n`th such.
 fn key_in(p: u32, n: u64) -> Vec<u8> {
     (0..)
@@ -122,10 +130,7 @@ fn a_failed_batch_takes_its_parts_back() {
 fn a_write_after_a_batch_part_is_not_durable_before_the_commit_record() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b, c) = (key_in(0, 0), key_in(1, 0), key_in(0, 1));
-    let opts = Options {
-        durability: Durability::Fsync,
-        ..options()
-    };
+    let opts = fsync_options();
     let s = Store::open(dir.path(), opts.clone()).unwrap();
     for k in [&a, &b] {
         s.put(k, b"old").unwrap();
@@ -159,15 +164,9 @@ fn a_write_after_a_batch_part_is_not_durable_before_the_commit_record() {
 fn a_repaired_part_is_written_after_its_commit_record_is_durable() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (key_in(0, 0), key_in(1, 0));
-    let opts = Options {
-        durability: Durability::Fsync,
-        ..options()
-    };
+    let opts = fsync_options();
     let s = Store::open(dir.path(), opts.clone()).unwrap();
-    assert!(s
-        .apply(&batch_of(&[(&a, b"new"), (&b, b"new")]))
-        .unwrap()
-        .is_applied());
+    apply(&s, &[(&a, b"new"), (&b, b"new")]);
     let (p0, p1) = (part(&s, 0).dir.clone(), part(&s, 1).dir.clone());
     s.simulate_crash();
 
