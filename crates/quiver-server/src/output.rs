@@ -131,7 +131,7 @@ impl<'s> Output<'s> {
     /// `len` more bytes in the buffer, reserved already.
     fn held(&mut self, len: usize) {
         self.held_bytes += len;
-        self.stats.output_buffered(len as u64, 0);
+        self.stats.output_buffered(len as u64);
     }
 
     /// Bytes waiting to be written.
@@ -239,7 +239,7 @@ impl<'s> Output<'s> {
     pub fn written(&mut self) {
         self.buf.clear();
         let held = std::mem::take(&mut self.held_bytes);
-        self.stats.output_buffered(0, held as u64);
+        self.stats.output_written(held as u64);
         // Kept as credit, up to the most a connection keeps; the rest goes back.
         self.credit_bytes += held;
         let kept = self.credit_bytes.min(self.budget.credit_max);
@@ -255,7 +255,7 @@ impl Drop for Output<'_> {
     /// A connection that ends with replies unwritten (closed, killed, over a limit, shut down)
     /// gives their bytes back.
     fn drop(&mut self) {
-        self.stats.output_buffered(0, self.held_bytes as u64);
+        self.stats.output_written(self.held_bytes as u64);
         self.budget.give_back(self.held_bytes + self.credit_bytes);
     }
 }

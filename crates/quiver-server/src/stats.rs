@@ -329,16 +329,14 @@ impl Stats {
         self.shard().net_output_bytes.fetch_add(bytes, Relaxed);
     }
 
-    /// `added` reply bytes buffered, `written` bytes written out (or dropped), by a connection
-    /// of this thread (see `output`).
-    pub fn output_buffered(&self, added: u64, written: u64) {
-        let counter = &self.shard().output_buffered_bytes;
-        if added > 0 {
-            counter.fetch_add(added, Relaxed);
-        }
-        if written > 0 {
-            counter.fetch_sub(written, Relaxed);
-        }
+    /// `bytes` of replies buffered by a connection of this thread (see `output`).
+    pub fn output_buffered(&self, bytes: u64) {
+        self.shard().output_buffered_bytes.fetch_add(bytes, Relaxed);
+    }
+
+    /// `bytes` of replies written out (or dropped) by a connection of this thread.
+    pub fn output_written(&self, bytes: u64) {
+        self.shard().output_buffered_bytes.fetch_sub(bytes, Relaxed);
     }
 
     /// Reply bytes buffered by all connections now (INFO `client_output_buffer_total_bytes`).
