@@ -278,9 +278,13 @@ impl IndexBuilder {
         Ok(())
     }
 
-    /// Load the finished index would have; above `LOAD_HARD_MAX` it is rebuilt larger.
+    /// Whether the index must be rebuilt larger: an insert found it full, it is past
+    /// `LOAD_HARD_MAX`, or it lacks room for the batch members still pending — opening's
+    /// `recovery::resolve_batches` applies those after this check, where an insert that does
+    /// not fit would drop its key.
     pub fn too_full(&self) -> bool {
-        self.overflowed || self.index.load() > LOAD_HARD_MAX
+        let pending: usize = self.pending.values().map(Vec::len).sum();
+        self.overflowed || self.index.load() > LOAD_HARD_MAX || !self.index.has_room(pending)
     }
 }
 

@@ -69,6 +69,7 @@ pub struct RecoveryProgress {
 
 /// A partition after replay, before cross-partition batch resolution.
 pub(crate) struct Recovered {
+    pub partition: u32,
     pub segs: SegmentSet,
     pub builder: IndexBuilder,
     /// End of the log in the last segment (None: the partition has no segment yet).
@@ -145,7 +146,7 @@ pub(crate) fn recover_partition(
                 && report.torn_tails.len() == before.torn_tails.len()
                 && end == Some(ck.end_offset);
             report.damage.append(&mut b.problems);
-            return Ok(finish(segs, b, end, max_file_id, clean));
+            return Ok(finish(part, segs, b, end, max_file_id, clean));
         }
         report.damage.truncate(before.damage.len());
         report.records_replayed = before.records_replayed;
@@ -173,7 +174,7 @@ pub(crate) fn recover_partition(
         )?;
         if !b.too_full() {
             report.damage.append(&mut b.problems);
-            return Ok(finish(segs, b, end, max_file_id, false));
+            return Ok(finish(part, segs, b, end, max_file_id, false));
         }
         capacity_keys = capacity_keys * 2 + 1024;
     }
@@ -190,6 +191,7 @@ pub(crate) fn recover_partition(
 const REBUILD_ATTEMPTS_MAX: usize = 4;
 
 fn finish(
+    partition: u32,
     segs: SegmentSet,
     mut b: IndexBuilder,
     end: Option<u64>,
@@ -199,6 +201,7 @@ fn finish(
     let pending = b.take_pending();
     let tail_batch = b.tail_batch;
     Recovered {
+        partition,
         tail_batch,
         clean: clean && pending.is_empty(),
         segs,
@@ -236,6 +239,14 @@ pub(crate) fn resolve_batches(
         for (seq, members) in pending {
             if committed.contains(&seq) {
                 rec.builder.apply_members(&rec.segs, &members)?;
+                // Replay left room for every pending member (`IndexBuilder::too_full`): a
+                // member that did not fit would be a committed key lost.
+                if rec.builder.too_full() {
+                    return Err(Error::IndexFull {
+                        partition: rec.partition,
+                        keys: members.len(),
+                    });
+                }
                 rec.missing_commits.push((seq, members.len() as u32));
                 repaired.insert(seq);
                 continue;
