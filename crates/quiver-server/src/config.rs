@@ -37,11 +37,14 @@ pub const CLIENT_OUTPUT_BUFFER_LIMIT_DEFAULT: usize = 1 << 30;
 /// this, a few clients reading huge MGETs at once could together take many gigabytes.
 pub const CLIENT_OUTPUT_BUFFER_TOTAL_LIMIT_DEFAULT: usize = 4 << 30;
 /// Fewest partitions of a store the server creates when `partitions` is 0 (the default: one
-/// per server thread). Each partition is its own log, so a vector of writes costs one append
-/// per partition it touches: with 16 a pipelined run of 32 SETs made about 14 writes; with 4,
-/// pipelined SET and MSET-32 ran 16-28% faster on a 2-core machine (docs/BENCHMARKS.md §12).
-/// But a partition is also the unit of parallel writing: its lock serializes its writers, so
-/// more threads want more partitions.
+/// per server thread) in `os` and `none` durability. Each partition is its own log, so a
+/// vector of writes costs one append per partition it touches: with 16 a pipelined run of 32
+/// SETs made about 14 writes; with 4, pipelined SET and MSET-32 ran 16-28% faster on a 2-core
+/// machine (docs/BENCHMARKS.md §12). But a partition is also the unit of parallel writing
+/// (its lock serializes its writers) and of maintenance (an index resize or a checkpoint
+/// works on one partition's index at a time): with one partition of 2M keys, SET ran 30%
+/// slower than with 4 and a serving thread waited up to 0.5 s (§32). In `fsync` mode there
+/// is no floor (see [`Config::partitions`]).
 pub const PARTITIONS_MIN_DEFAULT: u32 = 4;
 /// Default widest engine vector built from a pipelined run of single-key commands (the paper's
 /// storage vector width R). One command with more keys (an MGET of 100) is a vector of its own.
@@ -118,7 +121,7 @@ pub struct Config {
     #[serde(deserialize_with = "parse_str")]
     pub backend: BackendKind,
     /// Partitions of a new store (an existing store keeps its own); 0: one per server thread,
-    /// at least `PARTITIONS_MIN_DEFAULT` ([`Config::partitions`]).
+    /// at least `PARTITIONS_MIN_DEFAULT` outside `fsync` mode ([`Config::partitions`]).
     pub partitions: u32,
     /// Segment file size of a new store (an existing store keeps its own): a power of two,
     /// and the unit compaction frees space in. A value of `proto-max-bulk-len` must fit.
@@ -407,13 +410,18 @@ impl Config {
         }
     }
 
-    /// Partitions of a new store: `partitions`, or one per server thread (at least
-    /// `PARTITIONS_MIN_DEFAULT`) when it is 0.
+    /// Partitions of a new store: `partitions`, or one per server thread when it is 0 — at
+    /// least `PARTITIONS_MIN_DEFAULT`, except in `fsync` mode: there every partition a round
+    /// of writes touches is one more write to the disk and fdatasync before the replies
+    /// (four partitions' fdatasyncs at once took twice one's time here), and a batch over
+    /// one partition is one part, synced once (§32: one server thread, one partition against
+    /// four, SET 2.1-2.7x, MSET-32 1.7-2.8x).
     pub fn partitions(&self) -> u32 {
-        if self.partitions > 0 {
-            self.partitions
-        } else {
-            (self.threads() as u32).max(PARTITIONS_MIN_DEFAULT)
+        let threads = self.threads() as u32;
+        match self.partitions {
+            0 if self.durability == Durability::Fsync => threads,
+            0 => threads.max(PARTITIONS_MIN_DEFAULT),
+            n => n,
         }
     }
 
@@ -509,6 +517,25 @@ mod tests {
         assert_eq!(c.client_query_buffer_limit, 1 << 30);
         assert_eq!(c.client_output_buffer_total_limit, 4 << 30);
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn partitions_follow_threads_with_a_floor_outside_fsync_mode() {
+        let with = |threads, durability, partitions| Config {
+            threads,
+            durability,
+            partitions,
+            ..Config::default()
+        };
+        assert_eq!(
+            with(1, Durability::Os, 0).partitions(),
+            PARTITIONS_MIN_DEFAULT
+        );
+        assert_eq!(with(8, Durability::None, 0).partitions(), 8);
+        assert_eq!(with(1, Durability::Fsync, 0).partitions(), 1);
+        assert_eq!(with(2, Durability::Fsync, 0).partitions(), 2);
+        assert_eq!(with(1, Durability::Fsync, 16).partitions(), 16);
+        assert_eq!(with(2, Durability::Os, 3).partitions(), 3);
     }
 
     #[test]
