@@ -413,7 +413,7 @@ impl Config {
     /// Partitions of a new store: `partitions`, or one per server thread when it is 0 — at
     /// least `PARTITIONS_MIN_DEFAULT`, except in `fsync` mode: there every partition a round
     /// of writes touches is one more write to the disk and fdatasync before the replies
-    /// (four partitions' fdatasyncs at once took twice one's time here), and a batch over
+    /// (four files' fdatasyncs at once took 1.6-2.4 times one's here), and a batch over
     /// one partition is one part, synced once (§32: one server thread, one partition against
     /// four, SET 2.1-2.7x, MSET-32 1.7-2.8x).
     pub fn partitions(&self) -> u32 {
