@@ -279,10 +279,15 @@ struct WriterLog {
 /// unanswered MSETs in hand.
 const PIPELINE: usize = 4;
 
-/// MSETs batches, [`PIPELINE`] per write, until the connection fails; a batch counts as
-/// acknowledged once its +OK has been read.
-fn writer(addr: String, cycle: usize, id: usize, acks: Arc<AtomicUsize>) -> WriterLog {
-    let mut stream = std::net::TcpStream::connect(&addr).expect("connect a writer");
+/// MSETs batches, [`PIPELINE`] per write, on `stream` until the connection fails; a batch
+/// counts as acknowledged once its +OK has been read. The caller connects `stream` before the
+/// kill can come (a writer thread that started late once found the server already killed).
+fn writer(
+    mut stream: std::net::TcpStream,
+    cycle: usize,
+    id: usize,
+    acks: Arc<AtomicUsize>,
+) -> WriterLog {
     stream.set_read_timeout(Some(WAIT)).unwrap();
     stream.set_write_timeout(Some(WAIT)).unwrap();
     let mut log = WriterLog {
@@ -409,8 +414,9 @@ fn kill_9_loses_no_acknowledged_mset() {
         let acks = Arc::new(AtomicUsize::new(0));
         let writers: Vec<_> = (0..WRITERS)
             .map(|id| {
-                let (addr, acks) = (server.addr.clone(), acks.clone());
-                std::thread::spawn(move || writer(addr, cycle, id, acks))
+                let stream = std::net::TcpStream::connect(&server.addr).expect("connect a writer");
+                let acks = acks.clone();
+                std::thread::spawn(move || writer(stream, cycle, id, acks))
             })
             .collect();
         // Kill at a random moment after a few hundred acknowledged MSETs.
