@@ -82,7 +82,7 @@ pub(crate) fn open(
     }
     let mut parts = Vec::with_capacity(recovered.len());
     for (pos, rec) in recovered.into_iter().enumerate() {
-        let p = layout.ids[pos];
+        let p = rec.partition;
         let pdir = partition_dir(&dir, p);
         let clean = rec.clean && !rec.segs.ordered.is_empty();
         let b = rec.builder;

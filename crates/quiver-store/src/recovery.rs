@@ -69,6 +69,7 @@ pub struct RecoveryProgress {
 
 /// A partition after replay, before cross-partition batch resolution.
 pub(crate) struct Recovered {
+    /// The partition's id.
     pub partition: u32,
     pub segs: SegmentSet,
     pub builder: IndexBuilder,
