@@ -249,6 +249,10 @@ fn a_stopped_tail_holds_writes_and_dirty_reads_until_it_answers() {
             if f[3] > f[4] {
                 Ok(())
             } else {
+                // An answer now would be a commit without the tail.
+                if let Ok(answer) = written.try_recv() {
+                    panic!("the write was answered with the tail stopped: {answer:?}");
+                }
                 Err(format!("{f:?}"))
             }
         },

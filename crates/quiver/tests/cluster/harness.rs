@@ -61,6 +61,37 @@ pub fn tail(path: &Path) -> String {
     lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
 }
 
+/// Waits until child `pid` is stopped (waitpid's WUNTRACED report). kill(2) only starts a
+/// SIGSTOP: the thread the kernel picks to take it stops the others once it runs, and on busy
+/// cores the rest of the process may serve for some milliseconds before that (a test that
+/// wrote to a "stopped" node saw its write committed).
+fn wait_stopped(pid: i32) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid(2) on our own child, writing only the local `status`; WNOHANG: it
+        // does not block, WUNTRACED: a stop is reported (and the child is not reaped).
+        let rc = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED | libc::WNOHANG) };
+        assert!(
+            rc >= 0,
+            "waitpid({pid}): {}",
+            std::io::Error::last_os_error()
+        );
+        if rc == pid {
+            assert!(
+                libc::WIFSTOPPED(status),
+                "pid {pid} ended while stopping: {status:#x}"
+            );
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pid {pid} not stopped within {WAIT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Calls `check` until it succeeds, at most [`WAIT`]; then panics with `what`, the last
 /// failure and `logs()`.
 pub fn wait_until(
@@ -411,7 +442,8 @@ impl Node {
         }
     }
 
-    /// SIGSTOP (`stop: true`) or SIGCONT: the process stays, frozen or running again.
+    /// SIGSTOP (`stop: true`) or SIGCONT: the process stays, frozen or running again. A stop
+    /// returns once every thread of the node has stopped.
     pub fn pause(&self, stop: bool) {
         let child = self.child.as_ref().expect("a running node");
         let signal = if stop { libc::SIGSTOP } else { libc::SIGCONT };
@@ -419,6 +451,9 @@ impl Node {
         // SAFETY: kill(2) on our own child's pid; no memory is involved.
         let rc = unsafe { libc::kill(pid, signal) };
         assert_eq!(rc, 0, "kill({pid}, {signal})");
+        if stop {
+            wait_stopped(pid);
+        }
     }
 
     /// kill -9.
@@ -947,11 +982,7 @@ impl Cluster {
 
     /// The tails of every process's log, for a failure's message.
     pub fn logs(&self) -> String {
-        let mut out = format!(
-            "--- etcd ({}):\n{}\n",
-            self.etcd.url(),
-            tail(&self.etcd.log())
-        );
+        let mut out = String::new();
         for n in &self.nodes {
             out.push_str(&format!(
                 "--- {} ({}):\n{}\n",
@@ -971,6 +1002,12 @@ impl Cluster {
         for m in &self.managers {
             out.push_str(&format!("--- {}:\n{}\n", m.name, tail(&m.log())));
         }
+        // etcd's last: its lines are long and many, and a report cut short keeps its start.
+        out.push_str(&format!(
+            "--- etcd ({}):\n{}\n",
+            self.etcd.url(),
+            tail(&self.etcd.log())
+        ));
         out
     }
 
