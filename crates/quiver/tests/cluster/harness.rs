@@ -24,6 +24,8 @@ use quiver_client::{ClientOptions, ClusterClient, ClusterOptions, Connection, Va
 pub const WAIT: Duration = Duration::from_secs(60);
 /// Pause between two checks of a condition being waited for.
 const POLL: Duration = Duration::from_millis(50);
+/// How often `wait_stopped` asks whether a SIGSTOP took effect (it does in milliseconds).
+const STOP_POLL: Duration = Duration::from_millis(1);
 /// Lines of a log printed with a failure.
 const LOG_TAIL_LINES: usize = 40;
 /// Fresh ports tried for a node whose chosen port was taken meanwhile by another process.
@@ -88,7 +90,7 @@ fn wait_stopped(pid: i32) {
             Instant::now() < deadline,
             "pid {pid} not stopped within {WAIT:?}"
         );
-        std::thread::sleep(Duration::from_millis(1));
+        std::thread::sleep(STOP_POLL);
     }
 }
 
