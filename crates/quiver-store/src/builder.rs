@@ -8,7 +8,7 @@ use crate::dbs::{DbMap, NsKeys};
 use crate::error::Result;
 use crate::expiry::Expiries;
 use crate::hash::KeyHash;
-use crate::index::{Index, LOAD_HARD_MAX};
+use crate::index::Index;
 use crate::log::format::{self, RecordHeader, RecordType, RECORD_EXT_LEN_MAX, RECORD_HEADER_LEN};
 use crate::partition::{Counters, SegmentSet};
 use crate::slot::{key_slot, SlotRange};
@@ -278,13 +278,13 @@ impl IndexBuilder {
         Ok(())
     }
 
-    /// Whether the index must be rebuilt larger: an insert found it full, it is past
-    /// `LOAD_HARD_MAX`, or it lacks room for the batch members still pending — opening's
-    /// `recovery::resolve_batches` applies those after this check, where an insert that does
-    /// not fit would drop its key.
+    /// Whether the index must be rebuilt larger: an insert found it full, or it lacks room
+    /// under `LOAD_HARD_MAX` for the batch members still pending (with none pending: it is
+    /// past that load) — opening's `recovery::resolve_batches` applies those after this
+    /// check, where an insert that does not fit would drop its key.
     pub fn too_full(&self) -> bool {
         let pending: usize = self.pending.values().map(Vec::len).sum();
-        self.overflowed || self.index.load() > LOAD_HARD_MAX || !self.index.has_room(pending)
+        self.overflowed || !self.index.has_room(pending)
     }
 }
 
