@@ -22,7 +22,8 @@
 # CPU seconds over the measured window / DURATION), keys per server-CPU-second, and the worst
 # client's p99; for Quiver, cores busy per kind of thread over the whole run, warm-up included
 # (serving threads, syncers, the maintenance thread, the shared runtime's workers), the
-# serving threads' delay figures, and the run's partition lock figures (INFO stats: writers' locks,
+# serving threads' delay figures, the longest hold of a partition by maintenance so far (INFO
+# persistence: how long, by what), and the run's partition lock figures (INFO stats: writers' locks,
 # waits and their µs, µs held; readers' waits and their µs) on a line of their own. The JSON
 # records of every client go to OUT.
 # --quick: fewer keys, shorter runs (a spot check).
@@ -160,6 +161,13 @@ stalls() {
     cut -d: -f2 | tr -d '\r' | xargs
 }
 
+# held: the longest hold of a partition by maintenance since the server started (INFO
+# persistence: µs, and what held it), space-separated.
+held() {
+  { "$QUIVER" info persistence --port "$PORT" 2>/dev/null || true; } |
+    { grep -E '^maintenance_stall_max_(us|by):' || true; } | cut -d: -f2 | tr -d '\r' | xargs
+}
+
 # thread_ticks PID: CPU clock ticks so far of each of the process's threads, summed by thread
 # name without its number (quiver-serve-0, quiver-serve-1 -> quiver-serve), "name ticks" lines.
 thread_ticks() {
@@ -218,6 +226,9 @@ run() {
   if [ "$(wc -w <<<"$stalled")" = 6 ]; then
     echo "$stalled" "$(stalls)" | awk '{ printf "#   runs over 5 ms %d, over 25 ms %d (longest so far %.1f ms); wakes over 5 ms %d, over 25 ms %d (latest so far %.1f ms)\n",
       $7 - $1, $8 - $2, $9 / 1000, $10 - $4, $11 - $5, $12 / 1000 }'
+  fi
+  if [[ $sys == quiver* ]]; then
+    held | awk 'NF == 2 { printf "#   maintenance held a partition %.1f ms at most so far (%s)\n", $1 / 1000, $2 }'
   fi
   if [ -n "$before" ] && [ "$(wc -w <<<"$before")" = 6 ]; then
     echo "$before" "$(locks)" | awk '{ n = NF / 2; printf "#   locks: writes %d, waited %d (%.0f us), held %.0f us; reads waited %d (%.0f us)\n",

@@ -217,20 +217,24 @@ impl IndexBuilder {
     }
 
     /// Finds the slot of `key`, reading candidate records to compare full keys (and
-    /// namespaces: the full hash covers the namespace).
+    /// namespaces: the full hash covers the namespace). Candidates are read from the segment's
+    /// mapping where it has one: a replay confirms a candidate for nearly every overwrite, and a read syscall
+    /// and a buffer per record made a resize's catch-up slower than the writers it follows
+    /// (2.7 µs a record: a round under the lock of half a second, BENCHMARKS §34).
     fn find(&self, segs: &SegmentSet, hash: KeyHash, key: &[u8]) -> Result<Option<usize>> {
         let frag = hash.fragment();
         let mut probe = self.index.probe(hash);
-        let mut buf = vec![0u8; RECORD_HEADER_LEN + RECORD_EXT_LEN_MAX + key.len()];
+        let want = RECORD_HEADER_LEN + RECORD_EXT_LEN_MAX + key.len();
+        let mut buf = Vec::new();
         while let Some((pos, loc)) = self.index.next_candidate(frag, &mut probe) {
             let Ok((seg, offset)) = segs.resolve(loc) else {
                 continue;
             };
-            let n = seg.read_at(&mut buf, offset)?;
-            let Ok(h) = format::check_header(&buf[..n]) else {
+            let rec = seg.bytes_at(&mut buf, offset, want)?;
+            let Ok(h) = format::check_header(rec) else {
                 continue;
             };
-            if &buf[h.key_range()] == key && KeyHash::of_ns(h.ext(&buf).namespace, key) == hash {
+            if &rec[h.key_range()] == key && KeyHash::of_ns(h.ext(rec).namespace, key) == hash {
                 return Ok(Some(pos));
             }
         }

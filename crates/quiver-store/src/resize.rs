@@ -20,9 +20,11 @@ use crate::partition::{Partition, StoreCtx};
 /// insert keys faster than a rebuild catches up only so many times in a row.
 const RESIZE_ATTEMPTS_MAX: usize = 4;
 
-/// Rounds of catching up without the lock (step 3) at most; writers faster than the replay
-/// leave the rest to the round under the lock.
-const CATCH_UP_ROUNDS_MAX: usize = 4;
+/// Rounds of catching up without the lock (step 3) at most. Each round replays what the
+/// writers appended during the one before, so while the replay outpaces them the rounds
+/// shrink geometrically and few are needed; writers faster than the replay leave the rest to
+/// the round under the lock.
+const CATCH_UP_ROUNDS_MAX: usize = 16;
 
 /// Appended bytes (in the same segment) few enough to replay under the lock: ~1K records.
 const CATCH_UP_LOCKED_BYTES: u64 = 64 << 10;

@@ -191,6 +191,23 @@ impl Segment {
         if let Some(m) = self.map.get() {
             return Ok(m);
         }
+        // A file shorter than its capacity (damage, found by a read-only open, which does not
+        // extend it) would raise SIGBUS on a read past its end: refused instead.
+        let len = self
+            .file
+            .metadata()
+            .map_err(|e| Error::io("stat segment", &self.path, e))?
+            .len();
+        if len < self.header.segment_bytes {
+            return Err(Error::corruption(
+                &self.path,
+                len,
+                format!(
+                    "segment file is {len} bytes, shorter than its capacity of {}",
+                    self.header.segment_bytes
+                ),
+            ));
+        }
         // SAFETY: segment files are append-only: bytes below the log end never change while
         // mapped (a torn tail is cut before the store is opened for reads), files are never
         // shortened while open, and the engine never reads a mapped offset beyond the log end.
@@ -246,6 +263,23 @@ impl Segment {
             }
         }
         Ok(done)
+    }
+
+    /// The `len` bytes at `offset` (fewer at the end of the file): a slice of the mapping, or,
+    /// where the file cannot be mapped, read into `buf`.
+    pub fn bytes_at<'a>(
+        &'a self,
+        buf: &'a mut Vec<u8>,
+        offset: u64,
+        len: usize,
+    ) -> Result<&'a [u8]> {
+        if let Ok(map) = self.map() {
+            let start = (offset as usize).min(map.len());
+            return Ok(&map[start..(start + len).min(map.len())]);
+        }
+        buf.resize(len, 0);
+        let n = self.read_at(buf, offset)?;
+        Ok(&buf[..n])
     }
 
     /// A shared writable mapping of the whole capacity, for the appender (see
@@ -410,4 +444,54 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io("fsync directory", dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::format::{SegmentOrder, FORMAT_VERSION};
+
+    const CAP: u64 = 1 << 20;
+
+    fn header() -> SegmentHeader {
+        SegmentHeader {
+            partition: 0,
+            version: FORMAT_VERSION,
+            slot: 1,
+            file_id: 1,
+            order: SegmentOrder { major: 1, minor: 0 },
+            segment_bytes: CAP,
+        }
+    }
+
+    /// A file cut short (damage a read-only open leaves as it is) is never mapped — a read
+    /// past the end of a mapped file raises SIGBUS — and `bytes_at` reads it instead.
+    #[test]
+    fn a_file_shorter_than_its_capacity_is_read_not_mapped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(segment_file_name(1));
+        let seg = Segment::create(path.clone(), header()).unwrap();
+        seg.write_at(b"record bytes", 4096).unwrap();
+        let mut buf = Vec::new();
+        assert_eq!(seg.bytes_at(&mut buf, 4096, 6).unwrap(), b"record");
+        assert!(
+            buf.is_empty(),
+            "a full-length file is read through its mapping"
+        );
+        drop(seg);
+
+        File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_len(4100))
+            .unwrap();
+        let seg = Segment::open(path, true).unwrap();
+        let err = seg.map().unwrap_err();
+        assert!(err.is_corruption(), "{err}");
+        assert!(
+            err.to_string().contains("shorter than its capacity"),
+            "{err}"
+        );
+        assert_eq!(seg.bytes_at(&mut buf, 4096, 64).unwrap(), b"reco");
+    }
 }
