@@ -218,9 +218,9 @@ impl IndexBuilder {
 
     /// Finds the slot of `key`, reading candidate records to compare full keys (and
     /// namespaces: the full hash covers the namespace). Candidates are read from the segment's
-    /// mapping where it has one: a replay confirms a candidate for nearly every overwrite, and a read syscall
-    /// and a buffer per record made a resize's catch-up slower than the writers it follows
-    /// (2.7 µs a record: a round under the lock of half a second, BENCHMARKS §34).
+    /// mapping where it has one: a replay confirms a candidate for nearly every overwrite, and
+    /// a read syscall and a buffer per record made a resize's catch-up slower than the writers
+    /// it follows (2.7 µs a record: a round under the lock of half a second, BENCHMARKS §34).
     fn find(&self, segs: &SegmentSet, hash: KeyHash, key: &[u8]) -> Result<Option<usize>> {
         let frag = hash.fragment();
         let mut probe = self.index.probe(hash);
