@@ -446,23 +446,29 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::io("fsync directory", dir, e))
 }
 
+/// A header for tests: segment `file_id` of partition 0 in slot `file_id`, `segment_bytes`
+/// long.
+#[cfg(test)]
+pub(crate) fn test_header(file_id: u64, segment_bytes: u64) -> SegmentHeader {
+    use crate::log::format::{SegmentOrder, FORMAT_VERSION};
+    SegmentHeader {
+        partition: 0,
+        version: FORMAT_VERSION,
+        slot: file_id as u32,
+        file_id,
+        order: SegmentOrder {
+            major: file_id,
+            minor: 0,
+        },
+        segment_bytes,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::format::{SegmentOrder, FORMAT_VERSION};
 
     const CAP: u64 = 1 << 20;
-
-    fn header() -> SegmentHeader {
-        SegmentHeader {
-            partition: 0,
-            version: FORMAT_VERSION,
-            slot: 1,
-            file_id: 1,
-            order: SegmentOrder { major: 1, minor: 0 },
-            segment_bytes: CAP,
-        }
-    }
 
     /// A file cut short (damage a read-only open leaves as it is) is never mapped — a read
     /// past the end of a mapped file raises SIGBUS — and `bytes_at` reads it instead.
@@ -470,7 +476,7 @@ mod tests {
     fn a_file_shorter_than_its_capacity_is_read_not_mapped() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(segment_file_name(1));
-        let seg = Segment::create(path.clone(), header()).unwrap();
+        let seg = Segment::create(path.clone(), test_header(1, CAP)).unwrap();
         seg.write_at(b"record bytes", 4096).unwrap();
         let mut buf = Vec::new();
         assert_eq!(seg.bytes_at(&mut buf, 4096, 6).unwrap(), b"record");

@@ -2,8 +2,8 @@
 //! buffered paths, short and failed completions.
 
 use super::*;
-use crate::log::format::{encode_record, RecordExt, RecordType, SegmentHeader, SegmentOrder};
-use crate::log::segment::Segment;
+use crate::log::format::{encode_record, RecordExt, RecordType};
+use crate::log::segment::{test_header, Segment};
 
 const CAP: u64 = 1 << 20;
 
@@ -24,25 +24,11 @@ fn uring(buffered: bool) -> Option<UringBackend> {
     }
 }
 
-fn header(file_id: u64) -> SegmentHeader {
-    SegmentHeader {
-        partition: 0,
-        version: crate::log::format::FORMAT_VERSION,
-        slot: file_id as u32,
-        file_id,
-        order: SegmentOrder {
-            major: file_id,
-            minor: 0,
-        },
-        segment_bytes: CAP,
-    }
-}
-
 /// A segment whose whole capacity is filled with a position-dependent pattern (the header
 /// bytes included); returns it with the file's expected contents.
 fn patterned(dir: &tempfile::TempDir, file_id: u64) -> (Segment, Vec<u8>) {
     let path = dir.path().join(format!("{file_id}.seg"));
-    let seg = Segment::create(path, header(file_id)).unwrap();
+    let seg = Segment::create(path, test_header(file_id, CAP)).unwrap();
     let mut image: Vec<u8> = (0..CAP as usize)
         .map(|i| (i.wrapping_mul(131) ^ (i >> 9) ^ file_id as usize) as u8)
         .collect();
@@ -183,7 +169,7 @@ fn read_records_fetches_long_records_in_a_second_round() {
     for buffered in [false, true] {
         let Some(b) = uring(buffered) else { return };
         let dir = tempfile::tempdir().unwrap();
-        let seg = Segment::create(dir.path().join("r.seg"), header(6)).unwrap();
+        let seg = Segment::create(dir.path().join("r.seg"), test_header(6, CAP)).unwrap();
         let values: [Vec<u8>; 3] = [
             b"short".to_vec(),
             (0..9000u32).map(|i| i as u8).collect(), // longer than the guess, spans blocks
