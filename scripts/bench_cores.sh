@@ -24,8 +24,9 @@
 # (serving threads, syncers, the maintenance thread, the shared runtime's workers), the
 # serving threads' delay figures, the longest hold of a partition by maintenance so far (INFO
 # persistence: how long, by what), and the run's partition lock figures (INFO stats: writers' locks,
-# waits and their µs, µs held; readers' waits and their µs) on a line of their own. The JSON
-# records of every client go to OUT.
+# waits and their µs, µs held; readers' waits and their µs) on a line of their own; before a
+# Quiver server's first run, its load of the keys (time, serving runs over 25 ms, the longest:
+# every index grows from empty meanwhile). The JSON records of every client go to OUT.
 # --quick: fewer keys, shorter runs (a spot check).
 #
 # Environment (defaults in brackets):
@@ -240,8 +241,15 @@ run() {
 grid() {
   local sys=$1 t=$2 wl
   start "$@"
+  local t0
+  t0=$(date +%s%N)
   "$QUIVER" bench net --port "$PORT" --keys "$KEYS" --key-size 16 --value-size 32 \
     --load-only --json >/dev/null 2>>"$RUN/load.log"
+  if [[ $sys == quiver* ]]; then
+    # The load grows every index from empty: how long the serving threads were held meanwhile.
+    stalls | awk -v ms="$(( ($(date +%s%N) - t0) / 1000000 ))" 'NF == 6 {
+      printf "#   load: %.2f s; runs over 25 ms %d (longest %.1f ms)\n", ms / 1000, $2, $3 / 1000 }'
+  fi
   for wl in $WORKLOADS; do run "$sys" "$t" "$wl"; done
   stop
 }

@@ -73,12 +73,7 @@ fn run(inner: &StoreInner) {
     loop {
         {
             let mut stop = inner.background.stop.lock();
-            let urgent = inner
-                .table()
-                .parts
-                .iter()
-                .any(|p| p.room_wanted.load(Ordering::Relaxed) > 0);
-            if !*stop && !urgent {
+            if !*stop && !growth_due(inner) {
                 inner.background.wake.wait_for(&mut stop, tick);
             }
             if *stop {
@@ -126,11 +121,34 @@ fn note(inner: &StoreInner, r: Result<()>) {
     }
 }
 
+/// Whether a partition's index is to grow now: a writer waits for room, or it is past
+/// `LOAD_GROW` and its maintenance is not backing off. Tested before every wait for the next
+/// tick — a writer's wake-up comes only while the thread waits, and one that came while it
+/// worked would otherwise leave the index to fill (and spill) for a whole tick.
+fn growth_due(inner: &StoreInner) -> bool {
+    inner.table().parts.iter().any(|p| {
+        p.room_wanted.load(Ordering::Relaxed) > 0
+            || (p.state.read().index.wants_growth()
+                && p.maintenance.try_lock().is_some_and(|m| ready(&m)))
+    })
+}
+
 /// Resizes every index that a writer waits for, or that is too full or too empty.
 fn resize_where_needed(inner: &StoreInner) {
     for part in inner.table().parts.iter() {
         let urgent = part.room_wanted.load(Ordering::Relaxed) > 0;
-        if !urgent && !maintenance::wants_resize(&part.state.read()) {
+        let (wanted, room) = {
+            let st = part.state.read();
+            let wanted = part.room_wanted.load(Ordering::Relaxed);
+            (maintenance::wants_resize(&st), st.index.has_room(wanted))
+        };
+        if urgent && !wanted && room {
+            // Asked for before the last resize made the room: the writer tries again.
+            part.room_wanted.store(0, Ordering::Relaxed);
+            inner.background.resized(part);
+            continue;
+        }
+        if !urgent && !wanted {
             continue;
         }
         let mut m = part.maintenance.lock();
@@ -144,7 +162,7 @@ fn resize_where_needed(inner: &StoreInner) {
             continue;
         }
         let extra = part.room_wanted.swap(0, Ordering::Relaxed);
-        let r = resize::resize(&inner.ctx, part, extra);
+        let r = resize::resize(&inner.ctx, part, &mut m, extra);
         finish(inner, &mut m, r);
         inner.background.resized(part);
     }

@@ -81,10 +81,10 @@ pub(crate) fn check_partition(part: &Partition, report: &mut CheckReport) -> Res
         }
     }
     let ix = &st.index;
-    for pos in 0..ix.capacity() {
+    for pos in 0..ix.slots() {
         let Some(loc) = ix.live_at(pos) else { continue };
         report.index_entries += 1;
-        let frag = ix.frags()[pos];
+        let frag = ix.frag_at(pos);
         let problem = match st.segs.resolve(loc) {
             Err(e) => Some(e.to_string()),
             Ok((seg, offset)) if !st.segs.ordered.iter().any(|s| Arc::ptr_eq(s, seg)) => {

@@ -115,6 +115,12 @@ pub(crate) fn save(ctx: &StoreCtx, part: &Partition) -> Result<()> {
         // A partition that refuses writes may have unknown bytes past its end, or an
         // unsynced log: nothing of it is to be made to look settled.
         st.writable()?;
+        if st.index.has_spill() {
+            // The format holds one table: the resize that folds the spill in comes first
+            // (`dirty` stays set, so a later save takes the partition). The last checkpoint
+            // stays valid meanwhile: it describes a prefix of the log.
+            return Ok(());
+        }
         st.appender.flush()?;
         // Cleared now: a write after the snapshot sets it again. Set back on failure below.
         st.dirty = false;

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use crate::batch::{self, Batch, BatchAction, BatchOutcome};
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
+use crate::inner::Background;
 use crate::log::format;
 use crate::log::segment::{Segment, SyncFirst};
 use crate::lookup::{self, Found, LookupKey};
@@ -50,6 +51,7 @@ pub(crate) enum Attempt {
 /// locks are released and, in `fsync` mode, the try waits for group commit.
 pub(crate) fn try_batch(
     ctx: &StoreCtx,
+    background: &Background,
     parts: &[&Arc<Partition>],
     mut guards: Vec<WriteHold<'_>>,
     batch: &Batch,
@@ -148,7 +150,11 @@ pub(crate) fn try_batch(
         .iter()
         .map(|s| (parts[s.guard], guards[s.guard].appended_lsn))
         .collect();
+    let grow = guards.iter().any(|g| g.index.wants_growth());
     drop(guards);
+    if grow {
+        background.wake();
+    }
     match result {
         Ok(()) => {}
         Err(e) if e.is_no_space() => return Attempt::NoSpace(e),

@@ -7,14 +7,22 @@
 //! hash, so slots are in hash order (which SCAN uses) whatever the capacity.
 //!
 //! The index never needs full keys to be rebuilt larger: growth re-reads the log (see
-//! `maintenance`), so slots carry no spare hash bits and stay at 6 bytes. Between growths the
+//! `resize`), so slots carry no spare hash bits and stay at 6 bytes. Between growths the
 //! load stays between `LOAD_AFTER_GROWTH` and `LOAD_GROW`, i.e. 6.7 to 8 bytes per key.
+//!
+//! A growth takes time in proportion to the partition, and the room left between
+//! `LOAD_GROW` and `LOAD_HARD_MAX` lasts a writer time in the same proportion, but 3-4x
+//! shorter (BENCHMARKS §34): in a bulk load, writers would wait for every growth. So an index
+//! whose main table is full takes further keys in a **spill**, a second table of half its
+//! size, probed after the main one, until the resize under way replaces both with one table.
+//! Positions `0..capacity` are the main table's slots, the spill's follow them.
 
 use crate::hash::{KeyHash, FRAG_EMPTY, FRAG_TOMBSTONE};
 
 /// Load (live + tombstones) / capacity at which growth is requested.
 pub const LOAD_GROW: f64 = 0.90;
-/// Load above which writers wait for growth instead of inserting (probe chains get long).
+/// Load above which a table takes no more keys (probe chains get long): the main table's
+/// inserts go to the spill, and with the spill that full writers wait for growth.
 pub const LOAD_HARD_MAX: f64 = 0.96;
 /// Load a rebuilt index is sized for.
 pub const LOAD_AFTER_GROWTH: f64 = 0.75;
@@ -22,6 +30,10 @@ pub const LOAD_AFTER_GROWTH: f64 = 0.75;
 pub const LOAD_AFTER_REBUILD: f64 = 0.80;
 /// Smallest capacity of a partition's index.
 pub const CAPACITY_MIN: usize = 1024;
+/// A spill has the main table's capacity divided by this: room for what writers insert
+/// while the main table is rebuilt (a rebuild is the resize's scan of the log, ~0.4 µs a
+/// live key, against ~1.5 µs a key inserted by a writer on the same core).
+pub const SPILL_DIVISOR: usize = 1;
 /// RAM per slot: u16 fragment + u32 location.
 pub const SLOT_BYTES: usize = 6;
 /// How far ahead of its probe a loop over many keys prefetches a key's home slot (compaction's
@@ -29,7 +41,15 @@ pub const SLOT_BYTES: usize = 6;
 /// buffers, few enough that none is evicted before its probe.
 pub const PREFETCH_AHEAD: usize = 16;
 
+/// A partition's index: its main table, and the spill that takes keys while the main table
+/// is full (until a resize folds both into one).
 pub struct Index {
+    main: Table,
+    spill: Option<Box<Table>>,
+}
+
+/// One linear-probing table; positions are its own.
+struct Table {
     frags: Vec<u16>,
     locs: Vec<u32>,
     live: usize,
@@ -37,11 +57,15 @@ pub struct Index {
 }
 
 /// Where a probe for one key stands; kept across reads so a fragment collision resumes the
-/// probe instead of restarting it.
+/// probe instead of restarting it. Valid while the index is unchanged but for inserts.
 #[derive(Clone, Copy, Debug)]
 pub struct Probe {
-    pub pos: usize,
-    pub steps: usize,
+    /// Position within the table probed (the main table's, or the spill's).
+    pos: usize,
+    steps: usize,
+    /// The key's home in the spill, if the index has one; `None` once probing it.
+    spill_home: Option<usize>,
+    in_spill: bool,
 }
 
 impl Index {
@@ -57,12 +81,9 @@ impl Index {
     }
 
     pub fn with_capacity(cap: usize) -> Index {
-        assert!(cap >= 1 && cap <= u32::MAX as usize);
         Index {
-            frags: zeroed_huge(cap),
-            locs: zeroed_huge(cap),
-            live: 0,
-            tombstones: 0,
+            main: Table::with_capacity(cap),
+            spill: None,
         }
     }
 
@@ -72,49 +93,83 @@ impl Index {
         let live = frags.iter().filter(|&&f| f > FRAG_TOMBSTONE).count();
         let tombstones = frags.iter().filter(|&&f| f == FRAG_TOMBSTONE).count();
         Index {
-            frags,
-            locs,
-            live,
-            tombstones,
+            main: Table {
+                frags,
+                locs,
+                live,
+                tombstones,
+            },
+            spill: None,
         }
     }
 
+    /// The main table's fragments (a checkpoint saves only an index without a spill).
     pub fn frags(&self) -> &[u16] {
-        &self.frags
+        &self.main.frags
     }
 
+    /// The main table's locations.
     pub fn locs(&self) -> &[u32] {
-        &self.locs
+        &self.main.locs
     }
 
+    /// Slots of the main table.
     pub fn capacity(&self) -> usize {
-        self.frags.len()
+        self.main.capacity()
     }
 
+    /// Positions there are: the main table's slots, then the spill's.
+    pub fn slots(&self) -> usize {
+        self.capacity() + self.spill.as_ref().map_or(0, |s| s.capacity())
+    }
+
+    pub fn has_spill(&self) -> bool {
+        self.spill.is_some()
+    }
+
+    /// Live keys, in both tables.
     pub fn live(&self) -> usize {
-        self.live
+        self.main.live + self.spill.as_ref().map_or(0, |s| s.live)
     }
 
-    /// (live + tombstones) / capacity.
+    /// Keys in the spill.
+    pub fn spilled(&self) -> usize {
+        self.spill.as_ref().map_or(0, |s| s.live)
+    }
+
+    /// The main table's (live + tombstones) / capacity.
     pub fn load(&self) -> f64 {
-        (self.live + self.tombstones) as f64 / self.capacity() as f64
+        self.main.used() as f64 / self.capacity() as f64
     }
 
-    /// Whether `more` inserts fit under `LOAD_HARD_MAX`.
+    /// Whether the index should grow: its main table is past `LOAD_GROW`, or full and
+    /// spilling.
+    pub fn wants_growth(&self) -> bool {
+        self.load() > LOAD_GROW || self.spill.is_some()
+    }
+
+    /// Whether `more` inserts fit, in the main table and the spill (one is opened when
+    /// needed).
     pub fn has_room(&self, more: usize) -> bool {
-        ((self.live + self.tombstones + more) as f64) <= LOAD_HARD_MAX * self.capacity() as f64
+        let spill = match &self.spill {
+            Some(s) => s.room(),
+            None => Table::room_of(self.spill_capacity(), 0),
+        };
+        more <= self.main.room() + spill
     }
 
+    /// RAM the tables take.
     pub fn bytes(&self) -> usize {
-        self.capacity() * SLOT_BYTES
+        self.slots() * SLOT_BYTES
     }
 
+    /// The main table's home slot of `hash`.
     #[inline]
     pub fn home(&self, hash: KeyHash) -> usize {
-        ((hash.order() as u64 * self.capacity() as u64) >> 32) as usize
+        self.main.home(hash)
     }
 
-    /// Smallest order value whose home slot is `slot` (SCAN cursors).
+    /// Smallest order value whose home slot in the main table is `slot` (SCAN cursors).
     pub fn first_order_of_slot(&self, slot: usize) -> u64 {
         ((slot as u64) << 32).div_ceil(self.capacity() as u64)
     }
@@ -122,17 +177,20 @@ impl Index {
     #[inline]
     pub fn probe(&self, hash: KeyHash) -> Probe {
         Probe {
-            pos: self.home(hash),
+            pos: self.main.home(hash),
             steps: 0,
+            spill_home: self.spill.as_ref().map(|s| s.home(hash)),
+            in_spill: false,
         }
     }
 
-    /// Software-prefetches the cache lines a probe for `hash` starts on.
+    /// Software-prefetches the cache lines a probe for `hash` starts on (in the main table:
+    /// a spill is rare and short-lived).
     #[inline]
     pub fn prefetch(&self, hash: KeyHash) {
         let home = self.home(hash);
-        prefetch_read(self.frags.as_ptr().wrapping_add(home));
-        prefetch_read(self.locs.as_ptr().wrapping_add(home));
+        prefetch_read(self.main.frags.as_ptr().wrapping_add(home));
+        prefetch_read(self.main.locs.as_ptr().wrapping_add(home));
     }
 
     /// In a loop that probes `items` in order, called before the probe of item `i`: prefetches
@@ -146,10 +204,154 @@ impl Index {
         }
     }
 
-    /// The next slot at or after the probe position whose fragment equals `frag`, advancing the
-    /// probe past it. `None` once an empty slot ends the chain.
+    /// The next position at or after the probe's whose fragment equals `frag`, advancing the
+    /// probe past it: along the main table's chain, then the spill's. `None` once an empty
+    /// slot ends the last chain.
     #[inline]
     pub fn next_candidate(&self, frag: u16, probe: &mut Probe) -> Option<(usize, u32)> {
+        if !probe.in_spill {
+            if let Some(found) = self.main.next_candidate(frag, probe) {
+                return Some(found);
+            }
+            // A probe made before the spill was opened has no home in it: the caller's key
+            // was looked up before the insert that opened it, so it is in neither table.
+            let home = probe.spill_home?;
+            *probe = Probe {
+                pos: home,
+                steps: 0,
+                spill_home: None,
+                in_spill: true,
+            };
+        }
+        let spill = self.spill.as_ref()?;
+        let (pos, loc) = spill.next_candidate(frag, probe)?;
+        Some((self.capacity() + pos, loc))
+    }
+
+    /// Position holding exactly `loc` in `hash`'s chains, if any (compaction liveness test).
+    pub fn find_loc(&self, hash: KeyHash, loc: u32) -> Option<usize> {
+        let frag = hash.fragment();
+        let mut probe = self.probe(hash);
+        while let Some((pos, l)) = self.next_candidate(frag, &mut probe) {
+            if l == loc {
+                return Some(pos);
+            }
+        }
+        None
+    }
+
+    /// Inserts a key known to be absent — in the main table while it has room, else in the
+    /// spill, opened now if need be — and returns its position. The caller checked
+    /// `has_room`.
+    pub fn insert(&mut self, hash: KeyHash, loc: u32) -> usize {
+        if self.main.room() > 0 {
+            return self.main.insert(hash, loc);
+        }
+        let cap = self.spill_capacity();
+        let spill = self
+            .spill
+            .get_or_insert_with(|| Box::new(Table::with_capacity(cap)));
+        debug_assert!(spill.room() > 0, "an insert without room");
+        self.main.capacity() + spill.insert(hash, loc)
+    }
+
+    pub fn set_loc(&mut self, pos: usize, loc: u32) {
+        let (table, at) = self.table_mut(pos);
+        debug_assert!(table.frags[at] > FRAG_TOMBSTONE);
+        table.locs[at] = loc;
+    }
+
+    pub fn remove(&mut self, pos: usize) {
+        let (table, at) = self.table_mut(pos);
+        table.remove(at);
+    }
+
+    /// Live slot at `pos`: its location.
+    pub fn live_at(&self, pos: usize) -> Option<u32> {
+        let (table, at) = self.table(pos);
+        (table.frags[at] > FRAG_TOMBSTONE).then(|| table.locs[at])
+    }
+
+    /// The fragment at `pos`.
+    pub fn frag_at(&self, pos: usize) -> u16 {
+        let (table, at) = self.table(pos);
+        table.frags[at]
+    }
+
+    /// Locations of every live key whose hash order is in `[from, end)` — and of some others
+    /// (each table's slots from the home of `from` to that of `end - 1`, and the chains that
+    /// run past them): SCAN reads their keys and keeps those in range.
+    pub fn locs_for_orders(&self, from: u32, end: u64, out: &mut Vec<u32>) {
+        self.main.locs_for_orders(from, end, out);
+        if let Some(spill) = &self.spill {
+            spill.locs_for_orders(from, end, out);
+        }
+    }
+
+    fn spill_capacity(&self) -> usize {
+        (self.capacity() / SPILL_DIVISOR).max(CAPACITY_MIN)
+    }
+
+    fn table(&self, pos: usize) -> (&Table, usize) {
+        let cap = self.capacity();
+        match (pos.checked_sub(cap), &self.spill) {
+            (None, _) => (&self.main, pos),
+            (Some(at), Some(spill)) => (spill, at),
+            (Some(_), None) => panic!("index position {pos} past a table of {cap} slots"),
+        }
+    }
+
+    fn table_mut(&mut self, pos: usize) -> (&mut Table, usize) {
+        let cap = self.capacity();
+        match (pos.checked_sub(cap), &mut self.spill) {
+            (None, _) => (&mut self.main, pos),
+            (Some(at), Some(spill)) => (spill, at),
+            (Some(_), None) => panic!("index position {pos} past a table of {cap} slots"),
+        }
+    }
+}
+
+impl Table {
+    fn with_capacity(cap: usize) -> Table {
+        assert!(cap >= 1 && cap <= u32::MAX as usize);
+        Table {
+            frags: zeroed_huge(cap),
+            locs: zeroed_huge(cap),
+            live: 0,
+            tombstones: 0,
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        self.frags.len()
+    }
+
+    /// Slots taken: live and tombstones.
+    fn used(&self) -> usize {
+        self.live + self.tombstones
+    }
+
+    /// Inserts that fit under `LOAD_HARD_MAX`.
+    fn room(&self) -> usize {
+        Table::room_of(self.capacity(), self.used())
+    }
+
+    fn room_of(capacity: usize, used: usize) -> usize {
+        ((LOAD_HARD_MAX * capacity as f64) as usize).saturating_sub(used)
+    }
+
+    #[inline]
+    fn home(&self, hash: KeyHash) -> usize {
+        self.home_of_order(hash.order() as u64)
+    }
+
+    #[inline]
+    fn home_of_order(&self, order: u64) -> usize {
+        ((order * self.capacity() as u64) >> 32) as usize
+    }
+
+    #[inline]
+    fn next_candidate(&self, frag: u16, probe: &mut Probe) -> Option<(usize, u32)> {
         let cap = self.capacity();
         while probe.steps < cap {
             let pos = probe.pos;
@@ -166,21 +368,8 @@ impl Index {
         None
     }
 
-    /// Slot holding exactly `loc` in `hash`'s chain, if any (compaction liveness test).
-    pub fn find_loc(&self, hash: KeyHash, loc: u32) -> Option<usize> {
-        let frag = hash.fragment();
-        let mut probe = self.probe(hash);
-        while let Some((pos, l)) = self.next_candidate(frag, &mut probe) {
-            if l == loc {
-                return Some(pos);
-            }
-        }
-        None
-    }
-
-    /// Inserts a key known to be absent; returns its slot.
-    pub fn insert(&mut self, hash: KeyHash, loc: u32) -> usize {
-        debug_assert!(self.live + self.tombstones < self.capacity());
+    fn insert(&mut self, hash: KeyHash, loc: u32) -> usize {
+        debug_assert!(self.used() < self.capacity());
         let cap = self.capacity();
         let mut pos = self.home(hash);
         loop {
@@ -198,25 +387,32 @@ impl Index {
         }
     }
 
-    pub fn set_loc(&mut self, pos: usize, loc: u32) {
-        debug_assert!(self.frags[pos] > FRAG_TOMBSTONE);
-        self.locs[pos] = loc;
-    }
-
-    pub fn remove(&mut self, pos: usize) {
+    fn remove(&mut self, pos: usize) {
         debug_assert!(self.frags[pos] > FRAG_TOMBSTONE);
         self.frags[pos] = FRAG_TOMBSTONE;
         self.live -= 1;
         self.tombstones += 1;
     }
 
-    /// Live slot at `pos`: its location.
-    pub fn live_at(&self, pos: usize) -> Option<u32> {
-        (self.frags[pos] > FRAG_TOMBSTONE).then(|| self.locs[pos])
-    }
-
-    pub fn is_empty_at(&self, pos: usize) -> bool {
-        self.frags[pos] == FRAG_EMPTY
+    /// See [`Index::locs_for_orders`]: the slots from the home of `from` to that of
+    /// `end - 1`, then on to the next empty slot (wrapping past the table's end), never
+    /// reaching the first slot again.
+    fn locs_for_orders(&self, from: u32, end: u64, out: &mut Vec<u32>) {
+        if end <= from as u64 {
+            return;
+        }
+        let cap = self.capacity();
+        // Homes are monotonic in the order: `start <= last`.
+        let (start, last) = (self.home_of_order(from as u64), self.home_of_order(end - 1));
+        let live = |pos: usize| (self.frags[pos] > FRAG_TOMBSTONE).then(|| self.locs[pos]);
+        out.extend((start..=last).filter_map(live));
+        let mut pos = (last + 1) % cap;
+        let mut steps = last + 1 - start;
+        while steps < cap && pos != start && self.frags[pos] != FRAG_EMPTY {
+            out.extend(live(pos));
+            pos = (pos + 1) % cap;
+            steps += 1;
+        }
     }
 }
 
@@ -292,6 +488,91 @@ mod tests {
             assert_eq!(ix.home(KeyHash(o)), slot);
             if o > 0 {
                 assert_eq!(ix.home(KeyHash(o - 1)), slot - 1);
+            }
+        }
+    }
+
+    fn hashes(n: u32) -> Vec<KeyHash> {
+        (0..n).map(|i| KeyHash::of(&i.to_le_bytes())).collect()
+    }
+
+    #[test]
+    fn a_full_main_table_spills_and_every_key_stays_found() {
+        let mut ix = Index::with_capacity(CAPACITY_MIN);
+        let main_max = (LOAD_HARD_MAX * CAPACITY_MIN as f64) as usize;
+        let hs = hashes(main_max as u32 + 300);
+        for (i, h) in hs.iter().enumerate() {
+            assert!(ix.has_room(1), "key {i}");
+            let pos = ix.insert(*h, i as u32);
+            assert_eq!(pos >= ix.capacity(), i >= main_max, "key {i} at {pos}");
+        }
+        assert!(ix.has_spill() && ix.wants_growth());
+        assert_eq!((ix.live(), ix.spilled()), (hs.len(), 300));
+        assert_eq!(
+            ix.slots(),
+            CAPACITY_MIN + (CAPACITY_MIN / SPILL_DIVISOR).max(CAPACITY_MIN)
+        );
+        assert_eq!(ix.bytes(), ix.slots() * SLOT_BYTES);
+        for (i, h) in hs.iter().enumerate() {
+            let pos = ix
+                .find_loc(*h, i as u32)
+                .unwrap_or_else(|| panic!("key {i}"));
+            assert_eq!(ix.live_at(pos), Some(i as u32));
+            assert_eq!(ix.frag_at(pos), h.fragment());
+        }
+        // Updates and removals of spilled keys.
+        let last = hs.len() - 1;
+        let pos = ix.find_loc(hs[last], last as u32).unwrap();
+        ix.set_loc(pos, 7_000_000);
+        assert_eq!(ix.find_loc(hs[last], 7_000_000), Some(pos));
+        ix.remove(pos);
+        assert_eq!(ix.find_loc(hs[last], 7_000_000), None);
+        assert_eq!(ix.spilled(), 299);
+        // Both tables full: no room, and exactly as many inserts as fit are allowed.
+        let spill_cap = (CAPACITY_MIN / SPILL_DIVISOR).max(CAPACITY_MIN);
+        let spill_max = (LOAD_HARD_MAX * spill_cap as f64) as usize;
+        let left = main_max + spill_max - ix.live() - 1; // one tombstone in the spill
+        assert!(ix.has_room(left) && !ix.has_room(left + 1));
+    }
+
+    #[test]
+    fn a_probe_goes_through_the_main_chain_into_the_spill() {
+        let mut ix = Index::with_capacity(CAPACITY_MIN);
+        let main_max = (LOAD_HARD_MAX * CAPACITY_MIN as f64) as usize;
+        let hs = hashes(main_max as u32 + 50);
+        for (i, h) in hs.iter().enumerate() {
+            ix.insert(*h, i as u32);
+        }
+        // A spilled key's probe passes its whole chain in the main table (candidates of the
+        // same fragment included) before the spill's.
+        let spilled = hs.len() - 1;
+        let mut probe = ix.probe(hs[spilled]);
+        let mut seen = Vec::new();
+        while let Some((pos, loc)) = ix.next_candidate(hs[spilled].fragment(), &mut probe) {
+            seen.push((pos >= ix.capacity(), loc));
+        }
+        assert_eq!(seen.last(), Some(&(true, spilled as u32)), "{seen:?}");
+    }
+
+    #[test]
+    fn locs_for_orders_holds_every_key_in_the_range_from_both_tables() {
+        let mut ix = Index::with_capacity(CAPACITY_MIN);
+        let hs = hashes(1200);
+        for (i, h) in hs.iter().enumerate() {
+            ix.insert(*h, i as u32);
+        }
+        assert!(ix.has_spill());
+        let bounds = [0u64, 1, 1 << 20, 1 << 31, (1 << 32) - 5, 1 << 32];
+        for &from in &bounds[..bounds.len() - 1] {
+            for &end in bounds.iter().filter(|&&e| e > from) {
+                let mut locs = Vec::new();
+                ix.locs_for_orders(from as u32, end, &mut locs);
+                for (i, h) in hs.iter().enumerate() {
+                    let order = h.order() as u64;
+                    if from <= order && order < end {
+                        assert!(locs.contains(&(i as u32)), "key {i} in [{from}, {end})");
+                    }
+                }
             }
         }
     }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use crate::builder::IndexBuilder;
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
-use crate::index::{CAPACITY_MIN, LOAD_GROW};
+use crate::index::CAPACITY_MIN;
 use crate::log::format::{self, RecordHeader, SEGMENT_HEADER_LEN};
 use crate::log::reader::{Scanner, Step};
 use crate::log::segment::Segment;
@@ -60,7 +60,7 @@ impl MaintenanceReport {
 /// Whether the partition's index should be resized now.
 pub(crate) fn wants_resize(st: &PartState) -> bool {
     let cap = st.index.capacity();
-    st.index.load() > LOAD_GROW
+    st.index.wants_growth()
         || (cap > 2 * CAPACITY_MIN && (st.index.live() as f64) < LOAD_SHRINK * cap as f64)
 }
 

@@ -441,6 +441,9 @@ pub(crate) struct MaintenanceState {
     /// what the sweep dropped so far.
     pub sweep_cursor: Option<u64>,
     pub sweep_dropped: u64,
+    /// Keys the writers inserted while the last index resize ran, per key it rebuilt: the
+    /// next resize makes room for as many more (a bulk load's pace; see `resize`).
+    pub resize_pace: f64,
 }
 
 pub use crate::layout::partition_dir;

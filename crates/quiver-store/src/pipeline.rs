@@ -15,7 +15,6 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
-use crate::index::LOAD_GROW;
 use crate::inner::{owns, StoreInner};
 use crate::options::Durability;
 use crate::partition::Partition;
@@ -259,7 +258,7 @@ fn apply_share(
             }
         };
         let done = write::apply_plain(ctx, part, &mut st, plan, &ops);
-        let (lsn, grow) = (st.appended_lsn, st.index.load() > LOAD_GROW);
+        let (lsn, grow) = (st.appended_lsn, st.index.wants_growth());
         drop(st);
         return finish_share(share, steps, values, done, lsn, grow, answers);
     }

@@ -8,13 +8,17 @@
 //!    round reads what writers appended during the one before), then, under the lock, the
 //!    last few records, and swap the indexes. Writers wait only for that last round.
 //!
+//! The new index is sized for the live keys and for those writers are expected to insert
+//! while it is built (the last resize's pace): meanwhile they go to the old index, its spill
+//! once its main table is full (`index`), and the catch-up brings them over.
+//!
 //! The log and the counters are untouched: resizing changes no record.
 
 use crate::builder::IndexBuilder;
 use crate::error::{Error, Result};
-use crate::index::Index;
+use crate::index::{Index, LOAD_AFTER_GROWTH};
 use crate::maintenance::{self, LogPos, ScanMode};
-use crate::partition::{Partition, StoreCtx};
+use crate::partition::{MaintenanceState, Partition, StoreCtx};
 
 /// Rebuilds tried before giving up, each sized for what outran the previous one: writers can
 /// insert keys faster than a rebuild catches up only so many times in a row.
@@ -29,12 +33,26 @@ const CATCH_UP_ROUNDS_MAX: usize = 16;
 /// Appended bytes (in the same segment) few enough to replay under the lock: ~1K records.
 const CATCH_UP_LOCKED_BYTES: u64 = 64 << 10;
 
-/// Rebuilds the partition's index with room for `extra_keys` keys beyond the live ones.
-/// The caller holds the partition's maintenance lock.
-pub(crate) fn resize(ctx: &StoreCtx, part: &Partition, extra_keys: usize) -> Result<()> {
+/// The most a resize sizes for beyond the live keys, per live key, whatever the writers' pace:
+/// the RAM an index may hold for keys still to come (a load of 0.375 if none come: 16 bytes a
+/// key).
+const RESIZE_PACE_MAX: f64 = 1.0;
+// An index sized at the most is not at once too empty, and rebuilt smaller.
+const _: () = assert!(LOAD_AFTER_GROWTH / (1.0 + RESIZE_PACE_MAX) > maintenance::LOAD_SHRINK);
+
+/// Rebuilds the partition's index with room for `extra_keys` keys beyond the live ones (and
+/// for those the writers are expected to insert meanwhile). The caller holds the partition's
+/// maintenance lock, `m`.
+pub(crate) fn resize(
+    ctx: &StoreCtx,
+    part: &Partition,
+    m: &mut MaintenanceState,
+    extra_keys: usize,
+) -> Result<()> {
     let mut extra = extra_keys;
     for _ in 0..RESIZE_ATTEMPTS_MAX {
-        if attempt(ctx, part, extra)? {
+        if let Some(pace) = attempt(ctx, part, extra, m.resize_pace)? {
+            m.resize_pace = pace;
             ctx.maintenance_runs
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Ok(());
@@ -47,10 +65,11 @@ pub(crate) fn resize(ctx: &StoreCtx, part: &Partition, extra_keys: usize) -> Res
     })
 }
 
-/// One rebuild; `Ok(false)` if writers inserted more keys meanwhile than it has room for, or
-/// a split changed the partition's range.
-fn attempt(ctx: &StoreCtx, part: &Partition, extra_keys: usize) -> Result<bool> {
-    let (segs, end, live, range) = {
+/// One rebuild, sized for the live keys, `extra_keys` and the keys expected meanwhile at
+/// `pace`; returns the pace it saw. `Ok(None)` if writers inserted more keys meanwhile than
+/// it has room for, or a split changed the partition's range.
+fn attempt(ctx: &StoreCtx, part: &Partition, extra_keys: usize, pace: f64) -> Result<Option<f64>> {
+    let (segs, end, live, spilled, range) = {
         let mut st = part.state.write();
         let _stall = ctx.stalls.hold("index resize snapshot");
         st.appender.flush()?;
@@ -58,11 +77,17 @@ fn attempt(ctx: &StoreCtx, part: &Partition, extra_keys: usize) -> Result<bool> 
             st.segs.ordered.clone(),
             LogPos::end_of(&st),
             st.index.live(),
+            st.index.spilled(),
             st.range,
         )
     };
     // Keys live at the snapshot whose record precedes it are at most `live`: no overflow here.
-    let mut index = Index::for_keys(live + extra_keys);
+    // The keys writers insert during this rebuild are sized for too, at the pace of the last
+    // one (or as many as spilled since): else they fill the new table's room before it
+    // replaces the old one, the rest spill, and the next resize starts with a spill half
+    // full — writers would wait for it (BENCHMARKS §35).
+    let expected = (live as f64 * pace.min(RESIZE_PACE_MAX)) as usize;
+    let mut index = Index::for_keys(live + expected.max(spilled) + extra_keys);
     let mode = ScanMode {
         keep_bytes: false,
         // A damaged value is the reader's to report; the index only needs the key.
@@ -91,6 +116,10 @@ fn attempt(ctx: &StoreCtx, part: &Partition, extra_keys: usize) -> Result<bool> 
         // The records up to `to` stay where they are: the maintenance lock keeps compaction
         // away, and appends only add after them.
         maintenance::replay_between(&segs, from, to, &mut b)?;
+        if b.too_full() {
+            // Writers outran the size chosen: a larger one is tried at once.
+            return Ok(None);
+        }
         from = to;
     }
 
@@ -98,14 +127,17 @@ fn attempt(ctx: &StoreCtx, part: &Partition, extra_keys: usize) -> Result<bool> 
     let _stall = ctx.stalls.hold("index resize catch-up");
     if st.range != range {
         // A split moved keys out meanwhile: what was replayed may hold them. Start again.
-        return Ok(false);
+        return Ok(None);
     }
     st.appender.flush()?;
     maintenance::catch_up(&st, from, &mut b)?;
     if b.too_full() {
-        return Ok(false);
+        return Ok(None);
     }
+    // Keys that spilled before the snapshot came in while writers waited for room, or
+    // during the last resize: the pace counts them too.
+    let inserted = b.index.live().saturating_sub(live).max(spilled);
     st.index = b.index;
     st.dirty = true;
-    Ok(true)
+    Ok(Some(inserted as f64 / live.max(1) as f64))
 }

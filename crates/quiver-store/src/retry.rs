@@ -75,8 +75,8 @@ impl<'s> WriteRetry<'s> {
             return Ok(());
         };
         if !self.background {
-            let _m = part.maintenance.lock();
-            return resize::resize(&inner.ctx, part, keys);
+            let mut m = part.maintenance.lock();
+            return resize::resize(&inner.ctx, part, &mut m, keys);
         }
         part.room_wanted.fetch_max(keys, Ordering::Relaxed);
         inner

@@ -78,33 +78,22 @@ fn scan_partition(
     let ix = &st.index;
     let cap = ix.capacity();
     let start = ix.home(KeyHash(from as u64));
-    // Phase 1: `budget` live slots from the start slot; the end slot bounds the order range.
-    let mut locs: Vec<u32> = Vec::new();
+    // `budget` live slots of the main table from the start slot: the end slot bounds the
+    // order range; the keys in it are in those slots and the chains running past them, in
+    // the main table or its spill.
     let mut pos = start;
     let mut live_seen = 0;
     while pos < cap && live_seen < budget {
-        if let Some(loc) = ix.live_at(pos) {
-            locs.push(loc);
-            live_seen += 1;
-        }
+        live_seen += usize::from(ix.live_at(pos).is_some());
         pos += 1;
     }
-    let end_slot = pos;
-    let end_order: u64 = if end_slot >= cap {
+    let end_order: u64 = if pos >= cap {
         1 << 32
     } else {
-        ix.first_order_of_slot(end_slot)
+        ix.first_order_of_slot(pos)
     };
-    // Phase 2: keys whose home is before the end slot may sit after it, up to the next empty
-    // slot (wrapping around the table end), but never past the start slot again.
-    let mut p2 = end_slot % cap;
-    let whole_table = end_slot == cap && start == 0;
-    while !whole_table && p2 != start && !ix.is_empty_at(p2) {
-        if let Some(loc) = ix.live_at(p2) {
-            locs.push(loc);
-        }
-        p2 = (p2 + 1) % cap;
-    }
+    let mut locs: Vec<u32> = Vec::new();
+    ix.locs_for_orders(from, end_order, &mut locs);
     // Read the candidates' keys as one vector and keep those in [from, end_order).
     let mut reqs: Vec<ReadRequest<'_>> = Vec::with_capacity(locs.len());
     let now = ctx.now_ms();

@@ -359,8 +359,8 @@ fn write_items(ctx: &StoreCtx, new: &Partition, items: &[NsItem]) -> Result<()> 
         .filter(|(_, i)| matches!(i, migrate::RangeItem::Put { .. }))
         .count();
     if !new.state.read().index.has_room(puts) {
-        let _m = new.maintenance.lock();
-        resize::resize(ctx, new, puts)?;
+        let mut m = new.maintenance.lock();
+        resize::resize(ctx, new, &mut m, puts)?;
     }
     let mut st = new.state.write();
     write_items_locked(ctx, new, &mut st, items)

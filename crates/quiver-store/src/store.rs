@@ -23,7 +23,6 @@ use crate::compact;
 use crate::durable::{self, SyncWait};
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
-use crate::index::LOAD_GROW;
 use crate::inner::StoreInner;
 use crate::maintenance::MaintenanceReport;
 use crate::options::{Durability, Options, KEY_LEN_MAX};
@@ -66,7 +65,11 @@ pub struct Stats {
     pub avg_ttl_ms: u64,
     /// RAM held by the hash indexes.
     pub index_bytes: u64,
+    /// Slots of the indexes' main tables.
     pub index_capacity: u64,
+    /// Keys in index spills: inserted while a main table was full, until the resize under
+    /// way folds them in (`index`).
+    pub index_spilled_keys: u64,
     pub segments: u64,
     /// Disk space the segment files occupy (allocated blocks).
     pub disk_bytes: u64,
@@ -302,7 +305,7 @@ impl Store {
                 }
                 wrote |= done.wrote;
                 lsns.push((part, st.appended_lsn));
-                grow |= st.index.load() > LOAD_GROW;
+                grow |= st.index.wants_growth();
                 failure = done.error;
             }
             drop(guards);
@@ -423,7 +426,15 @@ impl Store {
             hashed = hash_all(&st.dbs);
         }
         let guard_of: Vec<usize> = routed.of_key.iter().map(|&(g, _)| g).collect();
-        commit::try_batch(&self.inner.ctx, &parts, guards, batch, &hashed, &guard_of)
+        commit::try_batch(
+            &self.inner.ctx,
+            &self.inner.background,
+            &parts,
+            guards,
+            batch,
+            &hashed,
+            &guard_of,
+        )
     }
 
     // ---- iteration and figures ----
@@ -474,6 +485,7 @@ impl Store {
             let st = part.state.read();
             s.index_bytes += st.index.bytes() as u64;
             s.index_capacity += st.index.capacity() as u64;
+            s.index_spilled_keys += st.index.spilled() as u64;
             s.segments += st.segs.ordered.len() as u64;
             s.records += st.counters.records;
             s.dead_records += st.counters.dead;

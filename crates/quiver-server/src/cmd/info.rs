@@ -158,6 +158,10 @@ pub fn report(
             l("index_bytes", store_stats.index_bytes.to_string()),
             l("index_capacity", store_stats.index_capacity.to_string()),
             l(
+                "index_spilled_keys",
+                store_stats.index_spilled_keys.to_string(),
+            ),
+            l(
                 "index_bytes_per_key",
                 format!(
                     "{:.2}",

@@ -2,6 +2,7 @@
 //! during its scan in rounds without the partition's lock, then the last records under it
 //! (`resize`). No key written meanwhile may be missing from, or stale in, the new index.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use quiver_store::{BackendKind, Options, Store};
@@ -63,4 +64,84 @@ fn indexes_grow_while_writers_insert_and_overwrite() {
     assert!(store.stats().maintenance_runs > 0, "no index was resized");
     drop(store);
     verify(&Store::open(dir.path(), opts).unwrap());
+}
+
+/// A partition whose main index table is full takes keys in its spill: without a background
+/// thread nothing resizes it until the spill is full too, when the writer resizes. Reads,
+/// overwrites, deletes, SCAN, compaction, checkpoints and reopening see every spilled key,
+/// and the writer's resize folds the spill back into one table.
+#[test]
+fn keys_in_an_index_spill_are_read_scanned_compacted_and_reopened() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        partitions: 1,
+        ..small_options(BackendKind::Mmap)
+    };
+    let store = Store::open(dir.path(), opts.clone()).unwrap();
+    let mut n = 0u64;
+    while store.stats().index_spilled_keys < 200 {
+        assert!(n < 100_000, "no spill after {n} keys");
+        store.put(&key(n), &value(n, 0)).unwrap();
+        n += 1;
+    }
+    for i in (0..n).step_by(3) {
+        store.put(&key(i), &value(i, 1)).unwrap();
+    }
+    for i in (0..n).step_by(7) {
+        assert!(store.delete(&key(i)).unwrap());
+    }
+    // Keys up to `first` were overwritten (every third) and deleted (every seventh).
+    let first = n;
+    let verify = |store: &Store, n: u64| {
+        for i in 0..n {
+            let deleted = i % 7 == 0 && i < first;
+            let round = u64::from(i % 3 == 0 && i < first);
+            let want = (!deleted).then(|| value(i, round));
+            let got = store.get(&key(i)).unwrap();
+            assert_eq!(got.as_deref(), want.as_deref(), "key {i}");
+        }
+        let mut seen = HashSet::new();
+        let mut cursor = 0;
+        for _ in 0..=n {
+            let page = store.scan(cursor, None, 50).unwrap();
+            seen.extend(page.keys.iter().map(|k| k.to_vec()));
+            cursor = page.cursor;
+            if cursor == 0 {
+                break;
+            }
+        }
+        let want: HashSet<Vec<u8>> = (0..n)
+            .filter(|i| i % 7 != 0 || *i >= first)
+            .map(key)
+            .collect();
+        assert_eq!(seen, want);
+        let check = store.check().unwrap();
+        assert!(check.is_ok(), "{check:?}");
+    };
+    verify(&store, n);
+    // A checkpoint leaves the spilled partition to the log; compaction moves records of both
+    // tables.
+    store.checkpoint().unwrap();
+    store.compact().unwrap();
+    assert!(store.stats().index_spilled_keys > 0);
+    verify(&store, n);
+    drop(store);
+    let store = Store::open(dir.path(), opts.clone()).unwrap();
+    verify(&store, n);
+    drop(store);
+
+    // Spilling again until the writer must resize: one table after it.
+    let store = Store::open(dir.path(), opts).unwrap();
+    let mut spilled = false;
+    for _ in 0..100_000 {
+        store.put(&key(n), &value(n, 0)).unwrap();
+        n += 1;
+        let now = store.stats().index_spilled_keys;
+        if spilled && now == 0 {
+            break;
+        }
+        spilled |= now > 0;
+    }
+    assert!(spilled && store.stats().index_spilled_keys == 0);
+    verify(&store, n);
 }
