@@ -496,16 +496,25 @@ mod tests {
         (0..n).map(|i| KeyHash::of(&i.to_le_bytes())).collect()
     }
 
-    #[test]
-    fn a_full_main_table_spills_and_every_key_stays_found() {
+    /// Keys a main table of `CAPACITY_MIN` slots holds at most.
+    const MAIN_MAX: usize = (LOAD_HARD_MAX * CAPACITY_MIN as f64) as usize;
+
+    /// An index of `CAPACITY_MIN` slots holding its most and `spilled` keys more (key `i` at
+    /// location `i`), and the keys' hashes.
+    fn spilled_index(spilled: usize) -> (Index, Vec<KeyHash>) {
         let mut ix = Index::with_capacity(CAPACITY_MIN);
-        let main_max = (LOAD_HARD_MAX * CAPACITY_MIN as f64) as usize;
-        let hs = hashes(main_max as u32 + 300);
+        let hs = hashes((MAIN_MAX + spilled) as u32);
         for (i, h) in hs.iter().enumerate() {
             assert!(ix.has_room(1), "key {i}");
             let pos = ix.insert(*h, i as u32);
-            assert_eq!(pos >= ix.capacity(), i >= main_max, "key {i} at {pos}");
+            assert_eq!(pos >= ix.capacity(), i >= MAIN_MAX, "key {i} at {pos}");
         }
+        (ix, hs)
+    }
+
+    #[test]
+    fn a_full_main_table_spills_and_every_key_stays_found() {
+        let (mut ix, hs) = spilled_index(300);
         assert!(ix.has_spill() && ix.wants_growth());
         assert_eq!((ix.live(), ix.spilled()), (hs.len(), 300));
         assert_eq!(
@@ -531,18 +540,13 @@ mod tests {
         // Both tables full: no room, and exactly as many inserts as fit are allowed.
         let spill_cap = (CAPACITY_MIN / SPILL_DIVISOR).max(CAPACITY_MIN);
         let spill_max = (LOAD_HARD_MAX * spill_cap as f64) as usize;
-        let left = main_max + spill_max - ix.live() - 1; // one tombstone in the spill
+        let left = MAIN_MAX + spill_max - ix.live() - 1; // one tombstone in the spill
         assert!(ix.has_room(left) && !ix.has_room(left + 1));
     }
 
     #[test]
     fn a_probe_goes_through_the_main_chain_into_the_spill() {
-        let mut ix = Index::with_capacity(CAPACITY_MIN);
-        let main_max = (LOAD_HARD_MAX * CAPACITY_MIN as f64) as usize;
-        let hs = hashes(main_max as u32 + 50);
-        for (i, h) in hs.iter().enumerate() {
-            ix.insert(*h, i as u32);
-        }
+        let (ix, hs) = spilled_index(50);
         // A spilled key's probe passes its whole chain in the main table (candidates of the
         // same fragment included) before the spill's.
         let spilled = hs.len() - 1;
@@ -556,12 +560,7 @@ mod tests {
 
     #[test]
     fn locs_for_orders_holds_every_key_in_the_range_from_both_tables() {
-        let mut ix = Index::with_capacity(CAPACITY_MIN);
-        let hs = hashes(1200);
-        for (i, h) in hs.iter().enumerate() {
-            ix.insert(*h, i as u32);
-        }
-        assert!(ix.has_spill());
+        let (ix, hs) = spilled_index(200);
         let bounds = [0u64, 1, 1 << 20, 1 << 31, (1 << 32) - 5, 1 << 32];
         for &from in &bounds[..bounds.len() - 1] {
             for &end in bounds.iter().filter(|&&e| e > from) {

@@ -11,7 +11,7 @@ use std::thread;
 
 use quiver_store::{BackendKind, Batch, Durability, Options, Store};
 
-use crate::common::{checkpoint_files, small_options, value, Rng};
+use crate::common::{checkpoint_files, scan_all, small_options, value, Rng};
 
 const WRITERS: u64 = 3;
 const ROUNDS: u64 = 2000;
@@ -83,19 +83,13 @@ fn write_mix(store: &Store, w: u64) -> BTreeMap<Vec<u8>, Vec<u8>> {
 
 /// Every key of the store with its value, and the store's record counters.
 fn contents(store: &Store) -> (BTreeMap<Vec<u8>, Vec<u8>>, u64, u64) {
-    let mut all = BTreeMap::new();
-    let mut cursor = 0;
-    loop {
-        let page = store.scan(cursor, None, 256).unwrap();
-        for k in page.keys {
-            let v = store.get(&k).unwrap().unwrap();
-            all.insert(k.to_vec(), v.to_vec());
-        }
-        cursor = page.cursor;
-        if cursor == 0 {
-            break;
-        }
-    }
+    let all: BTreeMap<Vec<u8>, Vec<u8>> = scan_all(store, 256)
+        .into_iter()
+        .map(|k| {
+            let v = store.get(&k).unwrap().unwrap().to_vec();
+            (k, v)
+        })
+        .collect();
     let stats = store.stats();
     assert_eq!(stats.keys, all.len() as u64);
     (all, stats.records, stats.dead_records)

@@ -1,6 +1,8 @@
 //! Helpers shared by the engine tests.
 
-use quiver_store::{BackendKind, Durability, Options};
+use std::collections::BTreeSet;
+
+use quiver_store::{BackendKind, Durability, Options, Store};
 
 /// Small segments and partitions so tests exercise rotation, growth and compaction.
 pub fn small_options(backend: BackendKind) -> Options {
@@ -17,6 +19,24 @@ pub fn small_options(backend: BackendKind) -> Options {
         disk_reserve_bytes: 1 << 20,
         ..Options::default()
     }
+}
+
+/// The keys a whole SCAN of the store returns, `count` a page.
+#[allow(dead_code)]
+pub fn scan_all(store: &Store, count: usize) -> BTreeSet<Vec<u8>> {
+    /// Pages a scan of a test's store takes at most.
+    const PAGES_MAX: usize = 1 << 20;
+    let mut keys = BTreeSet::new();
+    let mut cursor = 0;
+    for _ in 0..PAGES_MAX {
+        let page = store.scan(cursor, None, count).unwrap();
+        keys.extend(page.keys.iter().map(|k| k.to_vec()));
+        cursor = page.cursor;
+        if cursor == 0 {
+            return keys;
+        }
+    }
+    panic!("a scan did not end in {PAGES_MAX} pages");
 }
 
 pub fn key(i: u64) -> Vec<u8> {

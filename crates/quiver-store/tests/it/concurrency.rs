@@ -22,7 +22,7 @@ use quiver_store::{
     BackendKind, Batch, BatchAction, BatchOutcome, Durability, Entry, Options, Precondition, Store,
 };
 
-use crate::common::small_options;
+use crate::common::{scan_all, small_options};
 
 const WRITERS: usize = 2;
 /// Keys each writer puts, overwrites and deletes one or a few at a time.
@@ -664,16 +664,7 @@ fn verify_final(store: &Store, model: &BTreeMap<Vec<u8>, Vec<u8>>, groups: &[Vec
         );
     }
     assert_eq!(store.len(), model.len() as u64);
-    let mut scanned = BTreeSet::new();
-    let mut cursor = 0;
-    loop {
-        let page = store.scan(cursor, None, 97).unwrap();
-        scanned.extend(page.keys.into_iter().map(|k| k.to_vec()));
-        cursor = page.cursor;
-        if cursor == 0 {
-            break;
-        }
-    }
+    let scanned = scan_all(store, 97);
     assert!(
         scanned.iter().eq(model.keys()),
         "a final scan returns exactly the model's keys"
