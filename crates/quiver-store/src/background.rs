@@ -136,24 +136,23 @@ fn growth_due(inner: &StoreInner) -> bool {
 /// Resizes every index that a writer waits for, or that is too full or too empty.
 fn resize_where_needed(inner: &StoreInner) {
     for part in inner.table().parts.iter() {
-        let urgent = part.room_wanted.load(Ordering::Relaxed) > 0;
-        let (wanted, room) = {
+        let asked = part.room_wanted.load(Ordering::Relaxed);
+        let (due, room) = {
             let st = part.state.read();
-            let wanted = part.room_wanted.load(Ordering::Relaxed);
-            (maintenance::wants_resize(&st), st.index.has_room(wanted))
+            (maintenance::wants_resize(&st), st.index.has_room(asked))
         };
-        if urgent && !wanted && room {
+        if asked > 0 && !due && room {
             // Asked for before the last resize made the room: the writer tries again.
             part.room_wanted.store(0, Ordering::Relaxed);
             inner.background.resized(part);
             continue;
         }
-        if !urgent && !wanted {
+        if asked == 0 && !due {
             continue;
         }
         let mut m = part.maintenance.lock();
         if !ready(&m) {
-            if urgent {
+            if asked > 0 {
                 // Let the waiting writer see that no room is coming (it gives up after a
                 // bounded number of tries).
                 part.room_wanted.store(0, Ordering::Relaxed);

@@ -13,8 +13,8 @@
 //! A growth takes time in proportion to the partition, and the room left between
 //! `LOAD_GROW` and `LOAD_HARD_MAX` lasts a writer time in the same proportion, but 3-4x
 //! shorter (BENCHMARKS §34): in a bulk load, writers would wait for every growth. So an index
-//! whose main table is full takes further keys in a **spill**, a second table of half its
-//! size, probed after the main one, until the resize under way replaces both with one table.
+//! whose main table is full takes further keys in a **spill**, a second table as large,
+//! probed after the main one, until the resize under way replaces both with one table.
 //! Positions `0..capacity` are the main table's slots, the spill's follow them.
 
 use crate::hash::{KeyHash, FRAG_EMPTY, FRAG_TOMBSTONE};
@@ -30,10 +30,6 @@ pub const LOAD_AFTER_GROWTH: f64 = 0.75;
 pub const LOAD_AFTER_REBUILD: f64 = 0.80;
 /// Smallest capacity of a partition's index.
 pub const CAPACITY_MIN: usize = 1024;
-/// A spill has the main table's capacity divided by this: room for what writers insert
-/// while the main table is rebuilt (a rebuild is the resize's scan of the log, ~0.4 µs a
-/// live key, against ~1.5 µs a key inserted by a writer on the same core).
-pub const SPILL_DIVISOR: usize = 1;
 /// RAM per slot: u16 fragment + u32 location.
 pub const SLOT_BYTES: usize = 6;
 /// How far ahead of its probe a loop over many keys prefetches a key's home slot (compaction's
@@ -153,7 +149,7 @@ impl Index {
     pub fn has_room(&self, more: usize) -> bool {
         let spill = match &self.spill {
             Some(s) => s.room(),
-            None => Table::room_of(self.spill_capacity(), 0),
+            None => Table::room_of(self.capacity(), 0),
         };
         more <= self.main.room() + spill
     }
@@ -247,7 +243,9 @@ impl Index {
         if self.main.room() > 0 {
             return self.main.insert(hash, loc);
         }
-        let cap = self.spill_capacity();
+        // As large as the main table: a spill of half its size filled while a resize ran, on
+        // a core the writers shared with it (BENCHMARKS §35).
+        let cap = self.capacity();
         let spill = self
             .spill
             .get_or_insert_with(|| Box::new(Table::with_capacity(cap)));
@@ -286,10 +284,6 @@ impl Index {
         if let Some(spill) = &self.spill {
             spill.locs_for_orders(from, end, out);
         }
-    }
-
-    fn spill_capacity(&self) -> usize {
-        (self.capacity() / SPILL_DIVISOR).max(CAPACITY_MIN)
     }
 
     fn table(&self, pos: usize) -> (&Table, usize) {
@@ -517,10 +511,7 @@ mod tests {
         let (mut ix, hs) = spilled_index(300);
         assert!(ix.has_spill() && ix.wants_growth());
         assert_eq!((ix.live(), ix.spilled()), (hs.len(), 300));
-        assert_eq!(
-            ix.slots(),
-            CAPACITY_MIN + (CAPACITY_MIN / SPILL_DIVISOR).max(CAPACITY_MIN)
-        );
+        assert_eq!(ix.slots(), 2 * CAPACITY_MIN);
         assert_eq!(ix.bytes(), ix.slots() * SLOT_BYTES);
         for (i, h) in hs.iter().enumerate() {
             let pos = ix
@@ -538,9 +529,7 @@ mod tests {
         assert_eq!(ix.find_loc(hs[last], 7_000_000), None);
         assert_eq!(ix.spilled(), 299);
         // Both tables full: no room, and exactly as many inserts as fit are allowed.
-        let spill_cap = (CAPACITY_MIN / SPILL_DIVISOR).max(CAPACITY_MIN);
-        let spill_max = (LOAD_HARD_MAX * spill_cap as f64) as usize;
-        let left = MAIN_MAX + spill_max - ix.live() - 1; // one tombstone in the spill
+        let left = 2 * MAIN_MAX - ix.live() - 1; // one tombstone in the spill
         assert!(ix.has_room(left) && !ix.has_room(left + 1));
     }
 
