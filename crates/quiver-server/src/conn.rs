@@ -23,15 +23,25 @@ use tokio::sync::watch;
 
 use crate::clients::ClientInfo;
 use crate::exec::RunEnd;
-use crate::frame::RequestParser;
+use crate::frame::{RequestParser, Run, RunSize};
 use crate::output::Output;
 use crate::ratelog::LogLimiter;
 use crate::reply::Reply;
 use crate::service::Service;
 use crate::session::Session;
 
-/// Requests executed as one run at most; more stay buffered for the next run.
-pub const RUN_REQUESTS_MAX: usize = 1024;
+/// What a connection executes in one turn at most before its thread turns to its other
+/// connections (one run, or several when its requests arrive in several reads); the rest
+/// stays buffered for its next turn. Requests bound the turns of small commands (a pipeline
+/// of GETs), arguments those of wide ones (a backlog of 256-pair MSETs: 16 of them to a turn,
+/// a few milliseconds of work), bytes those of large values.
+pub const TURN_BOUND: RunSize = RunSize {
+    requests: 1024,
+    args: 8192,
+    bytes: 4 << 20,
+};
+/// Before it authenticates, a client's requests run one at a time.
+const TURN_BOUND_UNAUTHENTICATED: RunSize = RunSize::requests(1);
 /// Bytes read per call at least, and at most (a large value arrives in chunks this big).
 const READ_CHUNK_MIN: usize = 16 * 1024;
 const READ_CHUNK_MAX: usize = 1 << 20;
@@ -107,17 +117,26 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
     let mut out = Output::new(&core.output_budget, &core.stats);
     let idle = (config.timeout > 0).then(|| Duration::from_secs(config.timeout));
     let info = session.info.clone();
+    // What has run since this connection's thread last turned to the others. A read that
+    // waits for the client yields the thread too, uncounted here: then the next explicit
+    // yield comes early, which costs one turn of the event loop.
+    let mut turn = RunSize::default();
     loop {
         // Until the client authenticates, one request at a time under Redis's tighter limits:
         // an AUTH early in a pipeline lifts them for what follows it.
-        let run_max = if session.authenticated {
-            RUN_REQUESTS_MAX
+        let bound = if session.authenticated {
+            TURN_BOUND
         } else {
-            1
+            TURN_BOUND_UNAUTHENTICATED
         };
         parser.set_unauthenticated(!session.authenticated);
-        let (mut requests, error) = parser.parse_run(&mut inbuf, run_max);
-        let full_run = requests.len() == run_max;
+        let Run {
+            mut requests,
+            size,
+            error,
+            bounded,
+        } = parser.parse_run(&mut inbuf, bound.less(turn));
+        turn = turn.plus(size);
         // What comes before an HTTP line runs, as it would have one by one; nothing after.
         let http = requests.iter().position(|r| is_http_line(r));
         if let Some(at) = http {
@@ -184,7 +203,12 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
         if core.is_shutting_down() {
             return End::Shutdown;
         }
-        if full_run {
+        if bounded {
+            // The turn is over: the rest of the backlog waits for the connections that are
+            // ready now. (Reads of data already arrived do not yield, so without this one
+            // client's backlog would hold the thread until it is used up.)
+            tokio::task::yield_now().await;
+            turn = RunSize::default();
             continue;
         }
         if inbuf.len() >= config.client_query_buffer_limit {
@@ -226,4 +250,112 @@ fn is_http_line(args: &[bytes::Bytes]) -> bool {
     args.first().is_some_and(|name| {
         name.eq_ignore_ascii_case(b"post") || name.eq_ignore_ascii_case(b"host:")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use tokio::io::AsyncWriteExt;
+
+    use super::*;
+    use crate::acl::Users;
+    use crate::config::Config;
+    use crate::output::Output;
+    use crate::service::{Core, RunEnd};
+
+    /// A service that answers OK to everything and logs each run: (client id, requests).
+    struct Logger {
+        core: Core,
+        runs: Mutex<Vec<(u64, usize)>>,
+    }
+
+    impl Service for Logger {
+        type Conn = ();
+
+        fn core(&self) -> &Core {
+            &self.core
+        }
+
+        async fn execute_run(
+            &self,
+            session: &mut Session,
+            _conn: &mut (),
+            requests: &[Vec<bytes::Bytes>],
+            out: &mut Output<'_>,
+        ) -> RunEnd {
+            self.runs
+                .lock()
+                .unwrap()
+                .push((session.info.id, requests.len()));
+            for _ in requests {
+                out.reply(&Reply::OK, false);
+            }
+            RunEnd::Complete
+        }
+
+        fn disconnected(&self, _session: &mut Session, _conn: ()) {}
+
+        fn render_metrics(&self) -> String {
+            String::new()
+        }
+    }
+
+    /// One connection's backlog of wide MSETs, already received in full, runs a bounded run
+    /// at a time, and a connection of the same thread that is ready too runs between two of
+    /// them — not after the whole backlog.
+    #[test]
+    fn a_backlog_runs_in_bounded_turns_with_the_threads_other_connections() {
+        const MSETS: usize = 100;
+        const PAIRS: usize = 256;
+        let mut backlog = Vec::new();
+        for m in 0..MSETS {
+            backlog.extend_from_slice(format!("*{}\r\n$4\r\nMSET\r\n", 1 + 2 * PAIRS).as_bytes());
+            for p in 0..PAIRS {
+                let key = format!("{m}:{p}");
+                backlog.extend_from_slice(
+                    format!("${}\r\n{key}\r\n$1\r\nv\r\n", key.len()).as_bytes(),
+                );
+            }
+        }
+        let config = Config::default();
+        let users = Users::at_start(None, None).unwrap();
+        let service = Arc::new(Logger {
+            core: Core::new(config, 0, users),
+            runs: Mutex::default(),
+        });
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (busy, other) = runtime.block_on(async {
+            let (_stop, shutdown) = watch::channel(false);
+            let mut ends = Vec::new();
+            let mut ids = Vec::new();
+            for input in [&backlog[..], b"PING\r\n"] {
+                let (mut client, server) = tokio::io::duplex(backlog.len() * 2);
+                client.write_all(input).await.unwrap();
+                let info = service.core.clients.register("test".into(), "test".into());
+                ids.push(info.id);
+                tokio::spawn(serve(service.clone(), server, info, shutdown.clone()));
+                ends.push(client);
+            }
+            // Both connections are served until the backlog is answered.
+            let mut replies = vec![0; MSETS * b"+OK\r\n".len()];
+            ends[0].read_exact(&mut replies).await.unwrap();
+            (ids[0], ids[1])
+        });
+        let runs = service.runs.lock().unwrap().clone();
+        let busy_runs: Vec<usize> = runs.iter().filter(|r| r.0 == busy).map(|r| r.1).collect();
+        assert_eq!(busy_runs.iter().sum::<usize>(), MSETS);
+        // A run stops at the request that reaches its bound on arguments.
+        let per_run = TURN_BOUND.args.div_ceil(1 + 2 * PAIRS);
+        assert!(busy_runs.iter().all(|&n| n <= per_run), "{runs:?}");
+        let other_at = runs.iter().position(|r| r.0 == other);
+        let busy_last = runs.iter().rposition(|r| r.0 == busy).unwrap();
+        assert!(
+            other_at.is_some_and(|at| at < busy_last),
+            "the other connection ran after the whole backlog: {runs:?}"
+        );
+    }
 }

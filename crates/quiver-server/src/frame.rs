@@ -157,15 +157,76 @@ pub fn parse_request(
     RequestParser::new(*limits).parse(buf)
 }
 
-/// Parses up to `max_requests` complete requests from the front of `buf` (a
-/// pipelined run). Stops at the first protocol error and returns it alongside
-/// the requests before it, which Redis executes before closing.
-pub fn parse_run(
-    buf: &mut BytesMut,
-    limits: &Limits,
-    max_requests: usize,
-) -> (Vec<Vec<Bytes>>, Option<ProtocolError>) {
-    RequestParser::new(*limits).parse_run(buf, max_requests)
+/// The size of a run of requests, or a bound on it: a run ends at whichever bound it reaches
+/// first, so the bound of a connection's turn caps its work however its requests are shaped
+/// (many small ones, a few with many keys, a few with large values).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunSize {
+    pub requests: usize,
+    /// Arguments of all the run's requests (a run's work grows with its keys).
+    pub args: usize,
+    /// Bytes of all the run's arguments (its copies and checksums grow with them).
+    pub bytes: usize,
+}
+
+impl RunSize {
+    pub const UNBOUNDED: RunSize = RunSize::requests(usize::MAX);
+
+    /// At most `n` requests, of any size.
+    pub const fn requests(n: usize) -> RunSize {
+        RunSize {
+            requests: n,
+            args: usize::MAX,
+            bytes: usize::MAX,
+        }
+    }
+
+    /// What is left of this bound once `used` has run.
+    pub fn less(self, used: RunSize) -> RunSize {
+        RunSize {
+            requests: self.requests.saturating_sub(used.requests),
+            args: self.args.saturating_sub(used.args),
+            bytes: self.bytes.saturating_sub(used.bytes),
+        }
+    }
+
+    /// The size of this run and `other` together.
+    pub fn plus(self, other: RunSize) -> RunSize {
+        RunSize {
+            requests: self.requests + other.requests,
+            args: self.args + other.args,
+            bytes: self.bytes + other.bytes,
+        }
+    }
+
+    fn add(&mut self, request: &[Bytes]) {
+        self.requests += 1;
+        self.args += request.len();
+        self.bytes += request.iter().map(Bytes::len).sum::<usize>();
+    }
+
+    /// Whether a run of this size has reached `bound`.
+    fn reached(&self, bound: RunSize) -> bool {
+        self.requests >= bound.requests || self.args >= bound.args || self.bytes >= bound.bytes
+    }
+}
+
+/// A run of pipelined requests parsed from the front of a buffer.
+#[derive(Debug, Default)]
+pub struct Run {
+    pub requests: Vec<Vec<Bytes>>,
+    pub size: RunSize,
+    /// The protocol error that ended the run: the requests before it are executed (as Redis
+    /// does), then the connection is closed.
+    pub error: Option<ProtocolError>,
+    /// The run ended at its bound: more complete requests may be buffered.
+    pub bounded: bool,
+}
+
+/// Parses the complete requests at the front of `buf` up to `bound` (a pipelined run). Stops
+/// at the first protocol error and returns it alongside the requests before it.
+pub fn parse_run(buf: &mut BytesMut, limits: &Limits, bound: RunSize) -> Run {
+    RequestParser::new(*limits).parse_run(buf, bound)
 }
 
 /// Incremental request parser for one connection.
@@ -280,21 +341,24 @@ impl RequestParser {
         }
     }
 
-    /// See [`parse_run`].
-    pub fn parse_run(
-        &mut self,
-        buf: &mut BytesMut,
-        max_requests: usize,
-    ) -> (Vec<Vec<Bytes>>, Option<ProtocolError>) {
-        let mut run = Vec::new();
-        while run.len() < max_requests {
+    /// See [`parse_run`]. A bound already reached gives an empty run.
+    pub fn parse_run(&mut self, buf: &mut BytesMut, bound: RunSize) -> Run {
+        let mut run = Run::default();
+        while !run.size.reached(bound) {
             match self.parse(buf) {
-                Ok(Some(args)) => run.push(args),
-                Ok(None) => break,
-                Err(e) => return (run, Some(e)),
+                Ok(Some(request)) => {
+                    run.size.add(&request);
+                    run.requests.push(request);
+                }
+                Ok(None) => return run,
+                Err(e) => {
+                    run.error = Some(e);
+                    return run;
+                }
             }
         }
-        (run, None)
+        run.bounded = true;
+        run
     }
 
     fn step(&mut self, buf: &[u8]) -> Result<Step, ProtocolError> {

@@ -54,6 +54,6 @@ pub mod txn;
 pub mod watch;
 
 pub use config::Config;
-pub use frame::{parse_request, parse_run, Limits, ProtocolError, RequestParser};
+pub use frame::{parse_request, parse_run, Limits, ProtocolError, RequestParser, Run, RunSize};
 pub use reply::Reply;
 pub use server::{Server, ServerError, ShutdownHandle};

@@ -193,9 +193,9 @@ pub struct Stats {
 }
 
 /// How long serving threads (`serving`) were held from their other connections, two ways:
-/// - **runs**: the time each connection's run (executing it, up to `RUN_REQUESTS_MAX`
-///   requests; not the waits for its fdatasyncs or replication after it) held its thread —
-///   what one connection can make the others wait;
+/// - **runs**: the time each connection's run (executing it; not the waits for its
+///   fdatasyncs or replication after it) held its thread — what one connection can make the
+///   others wait (a turn of a connection, bounded by `conn::TURN_BOUND`, is one run or a few);
 /// - **wakes**: each thread's meter asks to be woken every millisecond and records how late
 ///   the wake came — what a connection made ready waits for its thread: runs of the
 ///   connections queued before it, or the thread kept off its core.

@@ -14,8 +14,8 @@ use crate::error::{Error, Result};
 use crate::inner::{Background, StoreInner, Table};
 use crate::io;
 use crate::lockfile::DirLock;
+use crate::log::ahead::PagesAhead;
 use crate::log::format::{SegmentOrder, SEGMENT_HEADER_LEN};
-use crate::log::writer::Appender;
 use crate::meta::{self, Layout};
 use crate::options::{DamagePolicy, Durability, Options};
 use crate::partition::{new_segment, partition_dir, PartState, Partition, StoreCtx};
@@ -46,6 +46,12 @@ pub(crate) fn open(
     }
     let lock = DirLock::acquire(&dir)?;
     let layout = meta::load_or_create(&dir, &mut opts)?;
+    let pages_ahead = match opts.durability == Durability::Os && !read_only {
+        true => Some(Arc::new(PagesAhead::start().map_err(|e| {
+            Error::io("spawn the thread faulting in log pages", &dir, e)
+        })?)),
+        false => None,
+    };
     let ctx = StoreCtx {
         id: crate::partition::new_store_id(),
         backend: io::backend(opts.backend)?,
@@ -59,6 +65,7 @@ pub(crate) fn open(
         stalls: Default::default(),
         space_short: Arc::new(AtomicBool::new(false)),
         unsealed: Mutex::new(Vec::new()),
+        pages_ahead,
     };
     let (mut recovered, mut report) = recover_partitions(&ctx, &dir, &layout, progress)?;
     if ctx.opts.on_damage == DamagePolicy::Refuse && !report.damage.is_empty() {
@@ -97,13 +104,7 @@ pub(crate) fn open(
             segs.push(Arc::new(new_segment(&ctx, p, &pdir, 0, FIRST_ORDER)?));
         }
         let end = rec.end_offset.unwrap_or(SEGMENT_HEADER_LEN as u64);
-        let appender = Appender::new(
-            segs.active().clone(),
-            end,
-            ctx.opts.durability == Durability::None,
-            ctx.opts.write_buffer_bytes_max,
-            ctx.space_short.clone(),
-        );
+        let appender = ctx.log_appender(segs.active().clone(), end);
         let mut st = PartState {
             index: b.index,
             segs,

@@ -22,6 +22,7 @@ use crate::expiry::Expiries;
 use crate::group_commit::GroupCommit;
 use crate::index::Index;
 use crate::io::ReadBackend;
+use crate::log::ahead::PagesAhead;
 use crate::log::format::{
     SegmentHeader, SegmentOrder, FORMAT_VERSION, RECORD_ALIGN, SEGMENT_HEADER_LEN,
 };
@@ -72,9 +73,24 @@ pub(crate) struct StoreCtx {
     /// Partitions whose log holds batch parts ended by a BatchEnd and not yet sealed (see
     /// `commit::seal_parts`).
     pub unsealed: Mutex<Vec<Arc<Partition>>>,
+    /// Faults in the pages of the partitions' reserved log blocks ahead of their appends
+    /// (`log::ahead`); `os` durability, writable stores.
+    pub pages_ahead: Option<Arc<PagesAhead>>,
 }
 
 impl StoreCtx {
+    /// The appender of a partition's log, in `segment` from `end`.
+    pub fn log_appender(&self, segment: Arc<Segment>, end: u64) -> Appender {
+        Appender::new(
+            segment,
+            end,
+            self.opts.durability == Durability::None,
+            self.opts.write_buffer_bytes_max,
+            self.space_short.clone(),
+            self.pages_ahead.clone(),
+        )
+    }
+
     pub fn alloc_file_id(&self) -> u64 {
         self.next_file_id.fetch_add(1, Ordering::Relaxed)
     }
@@ -580,13 +596,7 @@ impl PartState {
         seg.holds_no_batches_yet();
         let seg = Arc::new(seg);
         self.segs.push(seg.clone());
-        let next = Appender::new(
-            seg,
-            SEGMENT_HEADER_LEN as u64,
-            ctx.opts.durability == Durability::None,
-            ctx.opts.write_buffer_bytes_max,
-            ctx.space_short.clone(),
-        );
+        let next = ctx.log_appender(seg, SEGMENT_HEADER_LEN as u64);
         Ok(std::mem::replace(&mut self.appender, next))
     }
 

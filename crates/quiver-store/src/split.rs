@@ -32,12 +32,10 @@ use crate::hash::KeyHash;
 use crate::index::Index;
 use crate::inner::Table;
 use crate::log::format::{SegmentOrder, SEGMENT_HEADER_LEN};
-use crate::log::writer::Appender;
 use crate::lookup::{self, Found};
 use crate::maintenance::{self, LogPos};
 use crate::meta::{self, Partitioner};
 use crate::migrate::{self, keys_written_since, NsItem};
-use crate::options::Durability;
 use crate::partition::{new_segment, partition_dir, PartState, Partition, StoreCtx};
 use crate::resize;
 use crate::slot::SlotRange;
@@ -298,13 +296,7 @@ fn create_partition(
     let first = SegmentOrder { major: 1, minor: 0 };
     segs.push(Arc::new(new_segment(ctx, id, &dir, 0, first)?));
     crate::log::segment::sync_dir(&dir)?;
-    let appender = Appender::new(
-        segs.active().clone(),
-        SEGMENT_HEADER_LEN as u64,
-        ctx.opts.durability == Durability::None,
-        ctx.opts.write_buffer_bytes_max,
-        ctx.space_short.clone(),
-    );
+    let appender = ctx.log_appender(segs.active().clone(), SEGMENT_HEADER_LEN as u64);
     Ok(Partition {
         id,
         dir,

@@ -2,7 +2,7 @@ use bytes::{Bytes, BytesMut};
 use quiver_server::frame::{
     ARGV_PREALLOC, PROTO_INLINE_MAX_SIZE, PROTO_MAX_BULK_LEN, PROTO_MULTIBULK_MAX_LEN,
 };
-use quiver_server::{parse_request, parse_run, Limits, RequestParser};
+use quiver_server::{parse_request, parse_run, Limits, RequestParser, RunSize};
 
 use crate::{parse_all, parse_every_way, Outcome};
 
@@ -314,32 +314,82 @@ fn pipelined_run_of_1000() {
     }
     input.extend_from_slice(b"*2\r\n$3\r\nGET"); // a partial request follows
     let mut buf = BytesMut::from(&input[..]);
-    let (run, err) = parse_run(&mut buf, &Limits::default(), usize::MAX);
-    assert!(err.is_none());
+    let run = parse_run(&mut buf, &Limits::default(), RunSize::UNBOUNDED);
+    assert!(run.error.is_none() && !run.bounded);
     let run: Vec<Vec<Vec<u8>>> = run
+        .requests
         .iter()
         .map(|r| r.iter().map(|a| a.to_vec()).collect())
         .collect();
     assert_eq!(run, expected);
     assert_eq!(&buf[..], b"*2\r\n$3\r\nGET");
 
-    // max_requests bounds a run; the rest stays buffered.
+    // A bound on requests ends a run; the rest stays buffered.
     let mut buf = BytesMut::from(&input[..]);
     let mut parser = RequestParser::new(Limits::default());
-    let (first, err) = parser.parse_run(&mut buf, 10);
-    assert!(err.is_none());
-    assert_eq!(first.len(), 10);
-    let (rest, err) = parser.parse_run(&mut buf, usize::MAX);
-    assert!(err.is_none());
-    assert_eq!(rest.len(), 990);
+    let first = parser.parse_run(&mut buf, RunSize::requests(10));
+    assert!(first.error.is_none() && first.bounded);
+    assert_eq!(first.requests.len(), 10);
+    let rest = parser.parse_run(&mut buf, RunSize::UNBOUNDED);
+    assert!(rest.error.is_none() && !rest.bounded);
+    assert_eq!(rest.requests.len(), 990);
+}
+
+/// Runs of `bound` over `input` until it is used up: the number of requests in each.
+fn run_lengths(input: &[u8], bound: RunSize) -> Vec<usize> {
+    let mut buf = BytesMut::from(input);
+    let mut parser = RequestParser::new(Limits::default());
+    let mut lengths = Vec::new();
+    loop {
+        let run = parser.parse_run(&mut buf, bound);
+        assert!(run.error.is_none());
+        lengths.push(run.requests.len());
+        if !run.bounded {
+            return lengths;
+        }
+    }
+}
+
+#[test]
+fn a_run_ends_at_its_bound_on_arguments_or_bytes_and_holds_one_request_at_least() {
+    // Ten MSETs of 4 pairs (9 arguments, 4 x 10 value bytes + 4 x 2 key bytes + 4 = 52 bytes).
+    let mut input = Vec::new();
+    for i in 0..10u8 {
+        let mut args: Vec<Vec<u8>> = vec![b"MSET".to_vec()];
+        for k in 0..4u8 {
+            args.push(vec![b'a' + i, b'0' + k]);
+            args.push(vec![b'v'; 10]);
+        }
+        let args: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+        input.extend_from_slice(&crate::encode_multibulk(&args));
+    }
+    let args = |n| RunSize {
+        args: n,
+        ..RunSize::UNBOUNDED
+    };
+    let bytes = |n| RunSize {
+        bytes: n,
+        ..RunSize::UNBOUNDED
+    };
+    // The request that reaches the bound is the run's last.
+    assert_eq!(run_lengths(&input, args(27)), [3, 3, 3, 1]);
+    assert_eq!(run_lengths(&input, args(28)), [4, 4, 2]);
+    assert_eq!(run_lengths(&input, bytes(104)), [2, 2, 2, 2, 2, 0]);
+    assert_eq!(run_lengths(&input, bytes(105)), [3, 3, 3, 1]);
+    // A request larger than the bound still runs, alone.
+    assert_eq!(
+        run_lengths(&input, args(1)),
+        [1; 10].iter().chain(&[0]).copied().collect::<Vec<_>>()
+    );
+    assert_eq!(run_lengths(&input, bytes(1)).len(), 11);
 }
 
 #[test]
 fn run_returns_requests_before_the_error() {
     let mut buf = BytesMut::from(&b"PING\r\n*1\r\n$4\r\nPING\r\n*1\r\n$x\r\nPING\r\n"[..]);
-    let (run, err) = parse_run(&mut buf, &Limits::default(), usize::MAX);
-    assert_eq!(run.len(), 2);
-    assert_eq!(&err.unwrap().message[..], INVALID_BULK.as_bytes());
+    let run = parse_run(&mut buf, &Limits::default(), RunSize::UNBOUNDED);
+    assert_eq!(run.requests.len(), 2);
+    assert_eq!(&run.error.unwrap().message[..], INVALID_BULK.as_bytes());
 }
 
 #[test]

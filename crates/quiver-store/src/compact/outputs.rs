@@ -107,6 +107,7 @@ impl Outputs {
             true,
             COMPACTION_WRITE_BYTES,
             ctx.space_short.clone(),
+            None,
         )))
     }
 

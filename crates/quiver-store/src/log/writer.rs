@@ -9,10 +9,14 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::faults::{self, FileOp};
+use crate::log::ahead::{PagesAhead, Region};
 use crate::log::format::{self, RECORD_HEADER_LEN};
 use crate::log::segment::Segment;
 
 /// Disk blocks allocated ahead of the log end at a time: one fallocate serves many appends.
+/// The next are allocated once the end comes within half of it of the allocated end, so
+/// there are always blocks ahead whose pages can be faulted in before the appender reaches
+/// them (`log::ahead`).
 const RESERVE_AHEAD_BYTES: u64 = 1 << 20;
 /// Appended bytes the writable mapping keeps mapped behind the log end at most: past it, the
 /// pages behind are unmapped (they stay in the page cache, dirty ones written out as usual),
@@ -32,8 +36,11 @@ pub struct Appender {
     /// cannot be mapped). Appends are copied into it: into the page cache, as a write puts
     /// them (a kill -9 after it loses nothing; fdatasync writes them out), without a system
     /// call — a pwrite per append was a tenth of a write-heavy server's time. Unmapped with
-    /// the appender, when the segment is sealed.
-    map: Option<Option<memmap2::MmapRaw>>,
+    /// the appender (and `ahead`'s hold on it), when the segment is sealed.
+    map: Option<Option<Arc<Region>>>,
+    /// Where the pages of the blocks reserved ahead are faulted in before appends reach them
+    /// (`os` durability only: see `log::ahead`).
+    ahead: Option<Arc<PagesAhead>>,
     /// Below this offset the mapping's pages have been unmapped (`MAPPED_BEHIND_BYTES_MAX`).
     unmapped_to: u64,
     /// Set while the store is short of disk space: no blocks are allocated ahead of need.
@@ -79,6 +86,7 @@ impl Appender {
         buffered: bool,
         buffer_bytes_max: usize,
         frugal: Arc<AtomicBool>,
+        ahead: Option<Arc<PagesAhead>>,
     ) -> Appender {
         Appender {
             segment,
@@ -86,6 +94,7 @@ impl Appender {
             allocated: end,
             blocks_known: true,
             map: None,
+            ahead,
             unmapped_to: 0,
             frugal,
             written: end,
@@ -117,23 +126,30 @@ impl Appender {
     pub fn reserve(&mut self, len: u64) -> Result<()> {
         let need_end = self.end + len;
         debug_assert!(need_end <= self.capacity());
-        if need_end <= self.allocated {
-            return Ok(());
-        }
-        let from = self.allocated.max(self.end);
         let ahead = if self.frugal.load(Ordering::Relaxed) {
             0
         } else {
             RESERVE_AHEAD_BYTES
         };
-        let ahead_end = (self.end + len.max(ahead)).min(self.capacity());
+        if need_end + ahead / 2 <= self.allocated.max(self.end) {
+            return Ok(());
+        }
+        let from = self.allocated.max(self.end);
+        let ahead_end = (need_end + ahead).min(self.capacity());
+        if ahead_end <= from {
+            // Allocated to the segment's end already.
+            return Ok(());
+        }
         let allocated = match self.segment.reserve(from, ahead_end - from) {
             Ok(allocated) => {
                 self.allocated = ahead_end;
                 allocated
             }
+            // The margin does not fit: what is needed may be allocated already, or fit.
             Err(e) if e.is_no_space() && ahead_end > need_end => {
-                // The margin does not fit: the bytes themselves may.
+                if need_end <= from {
+                    return Ok(());
+                }
                 let allocated = self.segment.reserve(from, need_end - from)?;
                 self.allocated = need_end;
                 allocated
@@ -141,6 +157,11 @@ impl Appender {
             Err(e) => return Err(e),
         };
         self.blocks_known &= allocated;
+        if let (Some(ahead), Some(Some(region))) = (&self.ahead, &self.map) {
+            if self.blocks_known {
+                ahead.want(region, self.allocated);
+            }
+        }
         Ok(())
     }
 
@@ -262,11 +283,15 @@ impl Appender {
         if !aligned || !self.blocks_known || at + bytes.len() as u64 > self.allocated {
             return None;
         }
-        let segment = &self.segment;
+        let (segment, end) = (&self.segment, self.end);
         let map = self
             .map
-            .get_or_insert_with(|| segment.map_for_appends())
-            .as_ref()?;
+            .get_or_insert_with(|| {
+                let map = segment.map_for_appends()?;
+                Some(Arc::new(Region::new(map, end)))
+            })
+            .as_ref()?
+            .map();
         assert!(
             at as usize + bytes.len() <= map.len(),
             "an append past the segment's capacity"
@@ -285,7 +310,8 @@ impl Appender {
         if to < self.unmapped_to + MAPPED_BEHIND_BYTES_MAX {
             return;
         }
-        if let Some(Some(map)) = &self.map {
+        if let Some(Some(region)) = &self.map {
+            let map = region.map();
             // SAFETY: MADV_DONTNEED on a shared file mapping only drops this process's page
             // table entries for `unmapped_to..to` (a page-aligned range inside the mapping):
             // the pages, dirty or not, stay in the page cache, and a later access would map
@@ -305,6 +331,10 @@ impl Appender {
     /// will be appended there). Best effort: a file system that cannot punch holes keeps them.
     pub fn release_unused(&mut self) -> Result<()> {
         self.flush()?;
+        // No page past the end may be faulted in (made dirty) once its blocks are released.
+        if let Some(Some(region)) = &self.map {
+            region.close();
+        }
         if self.allocated > self.end {
             self.segment.release(self.end, self.allocated - self.end);
             self.allocated = self.end;
