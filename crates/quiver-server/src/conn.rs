@@ -310,13 +310,12 @@ mod tests {
         const PAIRS: usize = 256;
         let mut backlog = Vec::new();
         for m in 0..MSETS {
-            backlog.extend_from_slice(format!("*{}\r\n$4\r\nMSET\r\n", 1 + 2 * PAIRS).as_bytes());
-            for p in 0..PAIRS {
-                let key = format!("{m}:{p}");
-                backlog.extend_from_slice(
-                    format!("${}\r\n{key}\r\n$1\r\nv\r\n", key.len()).as_bytes(),
-                );
+            let keys: Vec<String> = (0..PAIRS).map(|p| format!("{m}:{p}")).collect();
+            let mut args: Vec<&[u8]> = vec![b"MSET"];
+            for key in &keys {
+                args.extend([key.as_bytes(), b"v"]);
             }
+            quiver_resp::encode_command(&mut backlog, &args);
         }
         let config = Config::default();
         let users = Users::at_start(None, None).unwrap();

@@ -199,10 +199,13 @@ impl RunSize {
         }
     }
 
-    fn add(&mut self, request: &[Bytes]) {
-        self.requests += 1;
-        self.args += request.len();
-        self.bytes += request.iter().map(Bytes::len).sum::<usize>();
+    /// The size of one request.
+    fn of(request: &[Bytes]) -> RunSize {
+        RunSize {
+            requests: 1,
+            args: request.len(),
+            bytes: request.iter().map(Bytes::len).sum(),
+        }
     }
 
     /// Whether a run of this size has reached `bound`.
@@ -347,7 +350,7 @@ impl RequestParser {
         while !run.size.reached(bound) {
             match self.parse(buf) {
                 Ok(Some(request)) => {
-                    run.size.add(&request);
+                    run.size = run.size.plus(RunSize::of(&request));
                     run.requests.push(request);
                 }
                 Ok(None) => return run,

@@ -29,7 +29,8 @@ use parking_lot::{Condvar, Mutex};
 /// is there to take away (BENCHMARKS §36). A step is also the longest a sealing appender
 /// waits for the region's lock.
 const STEP_BYTES: u64 = 64 << 10;
-const PAGE: u64 = 4096;
+/// The page size the log's mappings are handled in (x86-64 and arm64 with 4 KiB pages).
+pub(crate) const PAGE: u64 = 4096;
 
 /// The thread and its queue of regions with pages to fault in.
 pub struct PagesAhead {

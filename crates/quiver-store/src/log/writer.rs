@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::faults::{self, FileOp};
-use crate::log::ahead::{PagesAhead, Region};
+use crate::log::ahead::{PagesAhead, Region, PAGE};
 use crate::log::format::{self, RECORD_HEADER_LEN};
 use crate::log::segment::Segment;
 
@@ -131,10 +131,10 @@ impl Appender {
         } else {
             RESERVE_AHEAD_BYTES
         };
-        if need_end + ahead / 2 <= self.allocated.max(self.end) {
+        let from = self.allocated.max(self.end);
+        if need_end + ahead / 2 <= from {
             return Ok(());
         }
-        let from = self.allocated.max(self.end);
         let ahead_end = (need_end + ahead).min(self.capacity());
         if ahead_end <= from {
             // Allocated to the segment's end already.
@@ -305,7 +305,6 @@ impl Appender {
     /// Unmaps the mapping's pages well behind `end` once there are `MAPPED_BEHIND_BYTES_MAX`
     /// of them (the page holding `end` stays: the next append writes there).
     fn unmap_behind(&mut self, end: u64) {
-        const PAGE: u64 = 4096;
         let to = end / PAGE * PAGE;
         if to < self.unmapped_to + MAPPED_BEHIND_BYTES_MAX {
             return;
