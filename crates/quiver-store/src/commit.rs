@@ -27,7 +27,7 @@ use crate::lookup::{self, Found, LookupKey};
 use crate::options::Durability;
 use crate::partition::{PartState, Partition, StoreCtx, WriteHold};
 use crate::seal;
-use crate::write::{append_run, check_found, encode, update_index, Framing, Run, WriteOp};
+use crate::write::{append_run, check_found, encode_part, update_index, Framing, Run, WriteOp};
 
 /// How one try of a batch ended.
 pub(crate) enum Attempt {
@@ -44,17 +44,79 @@ pub(crate) enum Attempt {
     NoSpace(Error),
 }
 
-/// One try of a batch. `guards[i]` is the write lock of `parts[i]` (ascending ids; they hold
-/// the partition of every op); op `i` has namespace and hash `hashed[i]` and its partition is
-/// `parts[guard_of[i]]`. Every index must have room for the batch's puts, every precondition
-/// must hold against the state before the batch; then the batch is written and indexed, the
-/// locks are released and, in `fsync` mode, the try waits for group commit.
+/// A batch's writes grouped by partition and encoded before any lock is taken ([`prepare`]):
+/// its holder then only appends them. Encoding was a sixth of a batch's hold, and a batch holds
+/// every partition it touches (BENCHMARKS §37).
+pub(crate) struct Prepared<'a> {
+    /// The batch's identity, in every record of it.
+    seq: u64,
+    /// Per partition of the try (guard order): its share's writes; `None` where it has none.
+    parts: Vec<Option<PreparedPart<'a>>>,
+}
+
+struct PreparedPart<'a> {
+    /// Each write's place in the batch.
+    at: Vec<usize>,
+    ops: Vec<WriteOp<'a>>,
+    /// The part's member records, without its end record.
+    run: Run,
+}
+
+/// Groups `batch`'s writes by the partition of the try they fall in (op `i` has namespace and
+/// hash `hashed[i]` and lies in partition `guard_of[i]` of `parts`) and encodes each group as
+/// a part of batch `seq`.
+pub(crate) fn prepare<'a>(
+    ctx: &StoreCtx,
+    batch: &'a Batch,
+    hashed: &[(u32, KeyHash)],
+    guard_of: &[usize],
+    parts: usize,
+) -> Prepared<'a> {
+    let seq = ctx.alloc_seq();
+    let mut grouped: Vec<(Vec<usize>, Vec<WriteOp<'a>>)> = vec![(Vec::new(), Vec::new()); parts];
+    for (i, op) in batch.ops.iter().enumerate() {
+        let value = match &op.action {
+            BatchAction::Put(v) => Some(&v[..]),
+            BatchAction::Delete => None,
+            BatchAction::Check => continue,
+        };
+        let (at, ops) = &mut grouped[guard_of[i]];
+        at.push(i);
+        ops.push(WriteOp {
+            ns: hashed[i].0,
+            key: &op.key,
+            hash: hashed[i].1,
+            value,
+            expire_at: op.expire_at,
+        });
+    }
+    let parts = grouped
+        .into_iter()
+        .map(|(at, ops)| {
+            (!ops.is_empty()).then(|| PreparedPart {
+                run: encode_part(ctx, &ops, seq),
+                at,
+                ops,
+            })
+        })
+        .collect();
+    Prepared { seq, parts }
+}
+
+/// One try of a batch, prepared by [`prepare`]. `guards[i]` is the write lock of `parts[i]`
+/// (ascending ids; they hold the partition of every op); op `i` has namespace and hash
+/// `hashed[i]` and its partition is `parts[guard_of[i]]`. Every index must have room for the
+/// batch's puts, every precondition must hold against the state before the batch; then the
+/// batch is written and indexed, the locks are released and, in `fsync` mode, the try waits
+/// for group commit.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn try_batch(
     ctx: &StoreCtx,
     background: &Background,
     parts: &[&Arc<Partition>],
     mut guards: Vec<WriteHold<'_>>,
     batch: &Batch,
+    prepared: Prepared<'_>,
     hashed: &[(u32, KeyHash)],
     guard_of: &[usize],
 ) -> Attempt {
@@ -115,37 +177,23 @@ pub(crate) fn try_batch(
 
     // Each partition's share of the writes.
     let mut shares: Vec<Share<'_>> = Vec::new();
-    for (gi, &part) in parts.iter().enumerate() {
-        let mut ops = Vec::new();
-        let mut f = Vec::new();
-        for (i, op) in batch.ops.iter().enumerate() {
-            if guard_of[i] != gi {
-                continue;
-            }
-            let value = match &op.action {
-                BatchAction::Put(v) => Some(&v[..]),
-                BatchAction::Delete => None,
-                BatchAction::Check => continue,
-            };
-            ops.push(WriteOp {
-                ns: hashed[i].0,
-                key: &op.key,
-                hash: hashed[i].1,
-                value,
-                expire_at: op.expire_at,
-            });
-            f.push(std::mem::replace(&mut found[i], Found::Absent));
-        }
-        if !ops.is_empty() {
-            shares.push(Share {
-                guard: gi,
-                partition: part,
-                ops,
-                found: f,
-            });
-        }
+    let mut runs: Vec<Run> = Vec::new();
+    for (gi, part) in prepared.parts.into_iter().enumerate() {
+        let Some(part) = part else { continue };
+        let found = part
+            .at
+            .iter()
+            .map(|&i| std::mem::replace(&mut found[i], Found::Absent))
+            .collect();
+        shares.push(Share {
+            guard: gi,
+            partition: parts[gi],
+            ops: part.ops,
+            found,
+        });
+        runs.push(part.run);
     }
-    let result = write_batch(ctx, parts, &mut guards, &shares);
+    let result = write_batch(ctx, parts, &mut guards, &shares, runs, prepared.seq);
     let lsns: Vec<(&Arc<Partition>, u64)> = shares
         .iter()
         .map(|s| (parts[s.guard], guards[s.guard].appended_lsn))
@@ -155,6 +203,7 @@ pub(crate) fn try_batch(
     if grow {
         background.wake();
     }
+    ctx.help_pages_ahead();
     match result {
         Ok(()) => {}
         Err(e) if e.is_no_space() => return Attempt::NoSpace(e),
@@ -182,20 +231,17 @@ struct Share<'a> {
 }
 
 /// Writes a compound batch whose preconditions hold, every partition of it locked: one
-/// append per partition, the part with the commit record last (see [`write_parts`]). `Err`:
-/// nothing was applied. Durability (`fsync` mode) is the caller's wait, after the locks.
+/// append per partition, the part with the commit record last (see [`write_parts`]); `runs[s]`
+/// holds share `s`'s members, encoded as batch `seq`. `Err`: nothing was applied. Durability
+/// (`fsync` mode) is the caller's wait, after the locks.
 fn write_batch(
     ctx: &StoreCtx,
     parts: &[&Arc<Partition>],
     guards: &mut [WriteHold<'_>],
     shares: &[Share<'_>],
+    mut runs: Vec<Run>,
+    seq: u64,
 ) -> Result<()> {
-    let seq = ctx.alloc_seq();
-    let framing = Framing::Batch { seq };
-    let mut runs: Vec<Run> = shares
-        .iter()
-        .map(|s| encode(ctx, &s.ops, &s.found, framing))
-        .collect();
     let mut writing: Vec<usize> = (0..shares.len()).filter(|&s| runs[s].members > 0).collect();
     // The commit record goes to a partition that no merge is about to delete, if the batch
     // has one: a merge seals the parts whose proof lies in its sources once, before its
@@ -220,7 +266,7 @@ fn write_batch(
         }
     }
     let mut all_locs = Vec::with_capacity(writing.len());
-    write_parts(ctx, guards, shares, &runs, &writing, framing, &mut all_locs)?;
+    write_parts(ctx, guards, shares, &runs, &writing, &mut all_locs)?;
     let carrier = shares[last].guard;
     let commit_at = (
         parts[carrier],
@@ -278,7 +324,6 @@ fn write_parts(
     shares: &[Share<'_>],
     runs: &[Run],
     writing: &[usize],
-    framing: Framing,
     all_locs: &mut Vec<Vec<Option<u32>>>,
 ) -> Result<()> {
     let fsync = ctx.opts.durability == Durability::Fsync;
@@ -306,7 +351,7 @@ fn write_parts(
         let st = &mut guards[share.guard];
         let start = st.appender.end();
         let (locs, res) = match res {
-            Ok(()) => append_run(ctx, share.partition, st, &runs[s], framing),
+            Ok(()) => append_run(ctx, share.partition, st, &runs[s], Framing::Batch),
             Err(e) => (Vec::new(), Err(e)),
         };
         // A lone part needs no flush here: the tail buffer (`none` mode) keeps its order.

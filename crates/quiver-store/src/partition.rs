@@ -91,6 +91,14 @@ impl StoreCtx {
         )
     }
 
+    /// After a write has let go of its partition locks: a step of the log pages the
+    /// `quiver-pages` thread has left queued (`PagesAhead::help`).
+    pub fn help_pages_ahead(&self) {
+        if let Some(ahead) = &self.pages_ahead {
+            ahead.help();
+        }
+    }
+
     pub fn alloc_file_id(&self) -> u64 {
         self.next_file_id.fetch_add(1, Ordering::Relaxed)
     }

@@ -169,6 +169,7 @@ pub(crate) fn run(
     if grow {
         inner.background.wake();
     }
+    inner.ctx.help_pages_ahead();
     if fsync {
         let waits: Vec<(&std::sync::Arc<Partition>, u64)> =
             durable.iter().map(|(p, lsn, _)| (p, *lsn)).collect();

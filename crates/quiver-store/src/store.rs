@@ -312,6 +312,7 @@ impl Store {
             if grow {
                 self.inner.background.wake();
             }
+            ctx.help_pages_ahead();
             if let Some(e) = failure {
                 return Ok((
                     values,
@@ -414,24 +415,28 @@ impl Store {
             .map(|(op, &(_, h))| (&op.key[..], h));
         let routed = Routed::new(table, keys);
         let parts: Vec<&Arc<Partition>> = routed.parts().collect();
+        let guard_of: Vec<usize> = routed.of_key.iter().map(|&(g, _)| g).collect();
+        let ctx = &self.inner.ctx;
+        let mut prepared = commit::prepare(ctx, batch, &hashed, &guard_of, parts.len());
         let guards: Vec<WriteHold<'_>> = parts.iter().map(|p| p.write_serving()).collect();
         if !routed.owned(&guards) {
             return Attempt::Rerouted;
         }
-        // The mapping as of now (see `inner::Table::dbs`).
+        // The mapping as of now (see `inner::Table::dbs`): the records name the namespaces.
         if let Some(st) = guards
             .first()
             .filter(|st| !Arc::ptr_eq(&st.dbs, &routed.table.dbs))
         {
             hashed = hash_all(&st.dbs);
+            prepared = commit::prepare(ctx, batch, &hashed, &guard_of, parts.len());
         }
-        let guard_of: Vec<usize> = routed.of_key.iter().map(|&(g, _)| g).collect();
         commit::try_batch(
-            &self.inner.ctx,
+            ctx,
             &self.inner.background,
             &parts,
             guards,
             batch,
+            prepared,
             &hashed,
             &guard_of,
         )

@@ -69,7 +69,7 @@ pub(crate) fn sweep_partition(ctx: &StoreCtx, part: &Partition, max: usize) -> R
     if ops.is_empty() {
         return Ok(0);
     }
-    let run = write::encode(ctx, &ops, &still, Framing::Plain);
+    let run = write::encode(ctx, &ops, &still);
     st.prepare_append(ctx, part.id, &part.dir, run.bytes.len() as u64)?;
     let (locs, res) = write::append_run(ctx, part, &mut st, &run, Framing::Plain);
     write::update_index(&mut st, &ops, &still, &locs);

@@ -93,9 +93,9 @@ pub(crate) fn settle_failed_run(
 pub(crate) enum Framing {
     /// Independent Put / Delete records; the run may be split across segments.
     Plain,
-    /// The members of batch `seq` in one partition, contiguous in one segment, one write (the
-    /// caller ends the run with the part's end record: see `commit::write_batch`).
-    Batch { seq: u64 },
+    /// A batch's members in one partition (`encode_part`), contiguous in one segment, one
+    /// write (the caller ends the run with the part's end record: see `commit::write_batch`).
+    Batch,
 }
 
 /// A run of encoded records.
@@ -103,32 +103,22 @@ pub(crate) struct Run {
     pub bytes: Vec<u8>,
     /// Per op: (offset in `bytes`, length) of its record, if it has one.
     pub records: Vec<Option<(usize, usize)>>,
-    /// Per op: whether the key existed just before the op (earlier ops of the run included).
+    /// Per op: whether the key existed just before the op (earlier ops of the run included);
+    /// empty for a batch's part (`encode_part`).
     pub existed: Vec<bool>,
     /// Member records in the run (batch framing).
     pub members: u32,
 }
 
-/// Encodes `ops`. `found` is each key's lookup before the run. Deletes of keys without a
-/// record write nothing; a delete of an expired key writes its tombstone (but the key did not
-/// exist).
-pub(crate) fn encode(
-    ctx: &StoreCtx,
-    ops: &[WriteOp<'_>],
-    found: &[Found],
-    framing: Framing,
-) -> Run {
-    let mut bytes = Vec::with_capacity(
-        ops.iter()
-            .map(|o| format::record_len_ext(8, o.key.len(), o.value.map_or(0, |v| v.len())))
-            .sum::<usize>()
-            + format::COMMIT_RECORD_LEN, // a batch part's end record, appended by the caller
-    );
+/// Encodes `ops` as plain records. `found` is each key's lookup before the run. Deletes of
+/// keys without a record write nothing; a delete of an expired key writes its tombstone (but
+/// the key did not exist).
+pub(crate) fn encode(ctx: &StoreCtx, ops: &[WriteOp<'_>], found: &[Found]) -> Run {
+    let mut bytes = Vec::with_capacity(run_len(ops));
     let mut records = Vec::with_capacity(ops.len());
     let mut existed = Vec::with_capacity(ops.len());
     // Per key written earlier in the run: (exists, has a record).
     let mut latest: RunMap<'_, (bool, bool)> = run_map(ops.len());
-    let mut members = 0;
     for (i, op) in ops.iter().enumerate() {
         let (before, has_record) = match latest.get(&RunKey::of(op)) {
             Some(&e) => e,
@@ -145,32 +135,72 @@ pub(crate) fn encode(
         if ops.len() > 1 {
             latest.insert(RunKey::of(op), (op.value.is_some(), op.value.is_some()));
         }
-        let (ty, seq) = match (framing, op.value.is_some()) {
-            (Framing::Plain, true) => (RecordType::Put, ctx.plain_seq()),
-            (Framing::Plain, false) => (RecordType::Delete, ctx.plain_seq()),
-            (Framing::Batch { seq }, true) => (RecordType::BatchPut, seq),
-            (Framing::Batch { seq }, false) => (RecordType::BatchDelete, seq),
+        let ty = match op.value {
+            Some(_) => RecordType::Put,
+            None => RecordType::Delete,
         };
-        if let Some(v) = op.value {
-            ctx.observe_value_len(v.len());
-        }
-        let at = bytes.len();
-        let ext = RecordExt {
-            expire_at: op.value.and(op.expire_at),
-            namespace: op.ns,
-        };
-        format::encode_record(&mut bytes, ty, seq, ext, op.key, op.value.unwrap_or(b""));
-        records.push(Some((at, bytes.len() - at)));
-        if matches!(framing, Framing::Batch { .. }) {
-            members += 1;
-        }
+        records.push(Some(push_record(ctx, &mut bytes, op, ty, ctx.plain_seq())));
     }
     Run {
         bytes,
         records,
         existed,
-        members,
+        members: 0,
     }
+}
+
+/// Encodes `ops` as the members of batch `seq`'s part in one partition, before its lock is
+/// taken: every op gets a record, a delete its tombstone even where its key turns out to have
+/// none (harmless: it shadows nothing, and is dead from the start). The records then depend on
+/// nothing the lock guards, and the part costs its holder only the append. `existed` is left
+/// empty: what a batch's ops found is its lookup's, under the locks.
+pub(crate) fn encode_part(ctx: &StoreCtx, ops: &[WriteOp<'_>], seq: u64) -> Run {
+    let mut bytes = Vec::with_capacity(run_len(ops));
+    let records = ops
+        .iter()
+        .map(|op| {
+            let ty = match op.value {
+                Some(_) => RecordType::BatchPut,
+                None => RecordType::BatchDelete,
+            };
+            Some(push_record(ctx, &mut bytes, op, ty, seq))
+        })
+        .collect();
+    Run {
+        bytes,
+        records,
+        existed: Vec::new(),
+        members: ops.len() as u32,
+    }
+}
+
+/// The bytes a run of `ops` may take: every record, and room for a batch part's end record
+/// (appended by `commit::write_batch`).
+fn run_len(ops: &[WriteOp<'_>]) -> usize {
+    ops.iter()
+        .map(|o| format::record_len_ext(8, o.key.len(), o.value.map_or(0, |v| v.len())))
+        .sum::<usize>()
+        + format::COMMIT_RECORD_LEN
+}
+
+/// Appends `op`'s record of type `ty` and seq `seq` to `bytes`: (offset, length) of it.
+fn push_record(
+    ctx: &StoreCtx,
+    bytes: &mut Vec<u8>,
+    op: &WriteOp<'_>,
+    ty: RecordType,
+    seq: u64,
+) -> (usize, usize) {
+    if let Some(v) = op.value {
+        ctx.observe_value_len(v.len());
+    }
+    let at = bytes.len();
+    let ext = RecordExt {
+        expire_at: op.value.and(op.expire_at),
+        namespace: op.ns,
+    };
+    format::encode_record(bytes, ty, seq, ext, op.key, op.value.unwrap_or(b""));
+    (at, bytes.len() - at)
 }
 
 /// Appends a run and returns each op's index location. Plain runs are cut at segment ends;
@@ -200,7 +230,7 @@ fn append_run_into(
         return Ok(());
     }
     match framing {
-        Framing::Batch { .. } => {
+        Framing::Batch => {
             st.ensure_room(ctx, part.id, &part.dir, run.bytes.len() as u64)?;
             st.appender.segment.note_batch();
             let base = st.append(&run.bytes)?;
@@ -336,7 +366,7 @@ pub(crate) fn plan_plain(
     let keys: Vec<(u32, &[u8], KeyHash)> = ops.iter().map(|o| (o.ns, o.key, o.hash)).collect();
     let mut found = crate::lookup::lookup_one_partition(ctx, st, &keys, false);
     check_found(&mut found)?;
-    let run = encode(ctx, ops, &found, Framing::Plain);
+    let run = encode(ctx, ops, &found);
     st.prepare_append(ctx, part.id, &part.dir, run.bytes.len() as u64)?;
     Ok(PlainPlan { found, run })
 }

@@ -295,3 +295,30 @@ fn a_part_resolved_at_opening_fits_in_the_index_of_an_older_checkpoint() {
     );
     s.close().unwrap();
 }
+
+/// A part is encoded before its partition is locked, so a delete gets its tombstone even where
+/// the key turns out to have no record: the tombstone shadows nothing and is dead from the
+/// start. The batch applies whole, its tombstones count as dead records, and a crash and the
+/// checker find the store as the batch left it.
+#[test]
+fn a_batch_deleting_an_absent_key_writes_a_dead_tombstone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, gone) = (key_in(0, 0), key_in(1, 0), key_in(1, 1));
+    let s = open_with_old(dir.path(), &[&a]);
+    let dead_before = s.stats().dead_records;
+    let mut batch = batch_of(&[(&a, b"new"), (&b, b"new")]);
+    batch.delete(gone.clone());
+    assert!(s.apply(&batch).unwrap().is_applied());
+    // a's old record, the tombstone, and the two parts' end records.
+    assert_eq!(s.stats().dead_records, dead_before + 4);
+    assert_eq!(s.stats().keys, 2);
+    assert_eq!(s.get(&gone).unwrap(), None);
+    s.simulate_crash();
+
+    let s = reopen_and_check(dir.path(), &[(&a, b"new"), (&b, b"new")]);
+    assert_eq!(s.get(&gone).unwrap(), None);
+    assert_eq!(s.stats().keys, 2);
+    let report = s.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    s.close().unwrap();
+}

@@ -11,13 +11,19 @@
 //! store takes, large folios and all, without touching the bytes), so the appender finds them
 //! mapped writable, and the cost lands on a thread the scheduler can preempt.
 //!
+//! The thread shares its cores with the serving threads, and when they keep every core busy it
+//! falls behind, so a writer helps: having let go of its locks, it faults in one step of a
+//! queued region itself (`PagesAhead::help`). The cost is the same, but it is paid outside
+//! the partition locks, which a batch holds on every partition it touches (the faults were a
+//! third of an MSET's hold on one core, BENCHMARKS §37).
+//!
 //! Best effort: where the kernel lacks the call (before 5.14) or it fails, the appender
 //! faults the pages in itself, as without this. Only in `os` durability: a page faulted in
 //! ahead is dirty at once, and in `fsync` mode each fdatasync would write the zeros ahead
 //! of the end too, then the same pages again once records fill them.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -29,6 +35,11 @@ use parking_lot::{Condvar, Mutex};
 /// is there to take away (BENCHMARKS §36). A step is also the longest a sealing appender
 /// waits for the region's lock.
 const STEP_BYTES: u64 = 64 << 10;
+/// Bytes a writer faults in when it helps (`PagesAhead::help`): far more than a write vector
+/// appends (an MSET of 32 small pairs: ~2.5 KiB), so helpers keep ahead, and a few pages, so
+/// that a helper pays about what its own appends' faults would have cost it (a fault's
+/// read-around may still fill more at once, as the appender's own fault would).
+const HELP_BYTES: u64 = 16 << 10;
 /// The page size the log's mappings are handled in (x86-64 and arm64 with 4 KiB pages).
 pub(crate) const PAGE: u64 = 4096;
 
@@ -42,6 +53,9 @@ struct Shared {
     /// Regions with pages wanted; a region is queued once at a time (`Region::queued`), so
     /// the queue holds at most one entry per active segment.
     queue: Mutex<VecDeque<Arc<Region>>>,
+    /// The queue's length, read by writers without the lock (`help`): a line written only
+    /// when a region is queued or taken, once per megabyte or so of a partition's appends.
+    queued: AtomicUsize,
     wake: Condvar,
     stop: AtomicBool,
 }
@@ -83,56 +97,68 @@ impl Region {
 
     /// Faults in the wanted pages, a step at a time.
     fn fault_in(&self) {
-        loop {
-            let mut closed = self.closed.lock();
-            if *closed {
-                return;
-            }
-            let from = self.done.load(Ordering::Relaxed);
-            let wanted = self.wanted.load(Ordering::SeqCst) / PAGE * PAGE;
-            let to = wanted.min(from + STEP_BYTES).min(self.map.len() as u64);
-            if to <= from {
-                return;
-            }
-            // SAFETY: `from..to` is a page-aligned range inside the mapping (which lives as
-            // long as `self`). MADV_POPULATE_WRITE only faults the pages in writable; it
-            // changes no byte, so the appender may be storing into the same pages meanwhile.
-            // The range lies in blocks the appender reserved, so no fault there allocates.
-            let r = unsafe {
-                libc::madvise(
-                    self.map.as_mut_ptr().add(from as usize).cast(),
-                    (to - from) as usize,
-                    libc::MADV_POPULATE_WRITE,
-                )
-            };
-            if r != 0 {
-                // An old kernel (EINVAL), or a page that could not be made writable: the
-                // appender's own stores fault them in, as without this.
-                *closed = true;
-                return;
-            }
-            self.done.store(to, Ordering::Relaxed);
-            drop(closed);
+        while self.fault_step(STEP_BYTES) {
             std::thread::yield_now();
         }
+    }
+
+    /// Faults in the next `step` bytes of the wanted pages; whether more are wanted after them.
+    fn fault_step(&self, step: u64) -> bool {
+        let mut closed = self.closed.lock();
+        if *closed {
+            return false;
+        }
+        let from = self.done.load(Ordering::Relaxed);
+        let wanted = self.wanted.load(Ordering::SeqCst) / PAGE * PAGE;
+        let to = wanted.min(from + step).min(self.map.len() as u64);
+        if to <= from {
+            return false;
+        }
+        // SAFETY: `from..to` is a page-aligned range inside the mapping (which lives as long
+        // as `self`). MADV_POPULATE_WRITE only faults the pages in writable; it changes no
+        // byte, so the appender may be storing into the same pages meanwhile. The range lies
+        // in blocks the appender reserved, so no fault there allocates.
+        let r = unsafe {
+            libc::madvise(
+                self.map.as_mut_ptr().add(from as usize).cast(),
+                (to - from) as usize,
+                libc::MADV_POPULATE_WRITE,
+            )
+        };
+        if r != 0 {
+            // An old kernel (EINVAL), or a page that could not be made writable: the
+            // appender's own stores fault them in, as without this.
+            *closed = true;
+            return false;
+        }
+        self.done.store(to, Ordering::Relaxed);
+        to < wanted.min(self.map.len() as u64)
     }
 }
 
 impl PagesAhead {
     pub fn start() -> std::io::Result<PagesAhead> {
-        let shared = Arc::new(Shared {
-            queue: Mutex::new(VecDeque::new()),
-            wake: Condvar::new(),
-            stop: AtomicBool::new(false),
-        });
-        let s = shared.clone();
+        let mut ahead = PagesAhead::idle();
+        let s = ahead.shared.clone();
         let thread = std::thread::Builder::new()
             .name("quiver-pages".into())
             .spawn(move || run(&s))?;
-        Ok(PagesAhead {
-            shared,
-            thread: Some(thread),
-        })
+        ahead.thread = Some(thread);
+        Ok(ahead)
+    }
+
+    /// The queue without its thread: only helpers fault pages in (the thread is started by
+    /// `start`; tests use it alone).
+    fn idle() -> PagesAhead {
+        PagesAhead {
+            shared: Arc::new(Shared {
+                queue: Mutex::new(VecDeque::new()),
+                queued: AtomicUsize::new(0),
+                wake: Condvar::new(),
+                stop: AtomicBool::new(false),
+            }),
+            thread: None,
+        }
     }
 
     /// The appender has reserved `region`'s blocks up to `to`: fault their pages in.
@@ -143,8 +169,38 @@ impl PagesAhead {
         if region.queued.swap(true, Ordering::SeqCst) {
             return;
         }
-        self.shared.queue.lock().push_back(region.clone());
+        let mut queue = self.shared.queue.lock();
+        queue.push_back(region.clone());
+        self.shared.queued.store(queue.len(), Ordering::Relaxed);
+        drop(queue);
         self.shared.wake.notify_one();
+    }
+
+    /// A writer that has let go of its locks faults in one step of a queued region, if the
+    /// thread has left one (it falls behind when the serving threads keep every core busy).
+    /// Costs a read of a line that is rarely written when nothing is queued.
+    pub fn help(&self) {
+        if self.shared.queued.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let Some(region) = self.shared.take() else {
+            return;
+        };
+        // As in `run`: cleared first, so that a request made meanwhile queues it again.
+        region.queued.store(false, Ordering::SeqCst);
+        if region.fault_step(HELP_BYTES) {
+            self.want(&region, region.wanted.load(Ordering::SeqCst));
+        }
+    }
+}
+
+impl Shared {
+    /// The region first in the queue, if any.
+    fn take(&self) -> Option<Arc<Region>> {
+        let mut queue = self.queue.lock();
+        let region = queue.pop_front();
+        self.queued.store(queue.len(), Ordering::Relaxed);
+        region
     }
 }
 
@@ -167,6 +223,7 @@ fn run(shared: &Shared) {
                     return;
                 }
                 if let Some(r) = queue.pop_front() {
+                    shared.queued.store(queue.len(), Ordering::Relaxed);
                     break r;
                 }
                 shared.wake.wait(&mut queue);
@@ -186,6 +243,22 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
 
+    /// A mapped file of `len` zero bytes.
+    fn mapped(dir: &std::path::Path, len: u64) -> (std::fs::File, memmap2::MmapRaw) {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(dir.join("segment"))
+            .unwrap();
+        file.set_len(len).unwrap();
+        let map = memmap2::MmapOptions::new()
+            .len(len as usize)
+            .map_raw(&file)
+            .unwrap();
+        (file, map)
+    }
+
     /// Which pages of `map`'s first `len` bytes are in the page cache.
     fn resident(map: &memmap2::MmapRaw, len: u64) -> Vec<bool> {
         let mut vec = vec![0u8; (len / PAGE) as usize];
@@ -200,19 +273,9 @@ mod tests {
     #[test]
     fn wanted_pages_are_faulted_in_unchanged_and_none_once_closed() {
         let dir = tempfile::tempdir().unwrap();
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(dir.path().join("segment"))
-            .unwrap();
-        file.set_len(4 * MIB).unwrap();
+        let (file, map) = mapped(dir.path(), 4 * MIB);
         let head: Vec<u8> = (0..PAGE).map(|i| (i % 251) as u8 + 1).collect();
         std::os::unix::fs::FileExt::write_all_at(&file, &head, 0).unwrap();
-        let map = memmap2::MmapOptions::new()
-            .len(4 * MIB as usize)
-            .map_raw(&file)
-            .unwrap();
         let region = Arc::new(Region::new(map, 100));
         let ahead = PagesAhead::start().unwrap();
         ahead.want(&region, MIB + 10);
@@ -244,5 +307,44 @@ mod tests {
         region.wanted.store(3 * MIB, Ordering::SeqCst);
         region.fault_in();
         assert_eq!(region.done.load(Ordering::Relaxed), MIB);
+    }
+
+    /// Without the thread, writers' help faults the wanted pages in, a small step per call,
+    /// the region queued again while pages are still wanted; with nothing queued, help does
+    /// nothing.
+    #[test]
+    fn helpers_fault_in_a_step_each_until_nothing_is_wanted() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_file, map) = mapped(dir.path(), MIB);
+        let region = Arc::new(Region::new(map, 0));
+        let ahead = PagesAhead::idle();
+        ahead.help();
+        assert_eq!(region.done.load(Ordering::Relaxed), 0);
+        let wanted = 3 * HELP_BYTES + PAGE;
+        ahead.want(&region, wanted + 10);
+        ahead.help();
+        if *region.closed.lock() {
+            eprintln!("MADV_POPULATE_WRITE failed (a kernel before 5.14?): appends fault pages in themselves");
+            return;
+        }
+        assert_eq!(region.done.load(Ordering::Relaxed), HELP_BYTES);
+        assert!(
+            region.queued.load(Ordering::SeqCst),
+            "more is wanted: queued again"
+        );
+        let mut helps = 1;
+        while ahead.shared.queued.load(Ordering::Relaxed) > 0 {
+            ahead.help();
+            helps += 1;
+            assert!(
+                helps <= 4,
+                "a step each: four steps fault in three and a page"
+            );
+        }
+        assert_eq!(helps, 4);
+        assert_eq!(region.done.load(Ordering::Relaxed), wanted);
+        assert!(!region.queued.load(Ordering::SeqCst));
+        let pages = resident(region.map(), MIB);
+        assert!(pages[..(wanted / PAGE) as usize].iter().all(|&r| r));
     }
 }
