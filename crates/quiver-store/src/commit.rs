@@ -25,7 +25,7 @@ use crate::log::format;
 use crate::log::segment::{Segment, SyncFirst};
 use crate::lookup::{self, Found, LookupKey};
 use crate::options::Durability;
-use crate::partition::{PartState, Partition, StoreCtx, WriteHold};
+use crate::partition::{release_all, PartState, Partition, StoreCtx, WriteHold};
 use crate::seal;
 use crate::write::{append_run, check_found, encode_part, update_index, Framing, Run, WriteOp};
 
@@ -199,7 +199,7 @@ pub(crate) fn try_batch(
         .map(|s| (parts[s.guard], guards[s.guard].appended_lsn))
         .collect();
     let grow = guards.iter().any(|g| g.index.wants_growth());
-    drop(guards);
+    release_all(guards);
     if grow {
         background.wake();
     }

@@ -16,7 +16,7 @@ use crate::hash::KeyHash;
 use crate::inner::{owns, Table};
 use crate::lookup::{self, Found, LookupKey};
 use crate::meta;
-use crate::partition::PartState;
+use crate::partition::{release_all, PartState};
 use crate::pipeline::{PipelineOutcome, Step};
 use crate::route::{RouteTries, Routed};
 use crate::scan::{self, ScanPage};
@@ -183,7 +183,10 @@ impl<'s> Db<'s> {
                     hash,
                 })
                 .collect();
-            return Ok(lookup::lookup(&inner.ctx, &states, &items, verify_values));
+            let found = lookup::lookup(&inner.ctx, &states, &items, verify_values);
+            drop(states);
+            release_all(guards);
+            return Ok(found);
         }
     }
 

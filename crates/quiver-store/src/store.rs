@@ -26,7 +26,7 @@ use crate::hash::KeyHash;
 use crate::inner::StoreInner;
 use crate::maintenance::MaintenanceReport;
 use crate::options::{Durability, Options, KEY_LEN_MAX};
-use crate::partition::{LockStats, PartState, Partition, WriteHold};
+use crate::partition::{release_all, LockStats, PartState, Partition, WriteHold};
 use crate::pipeline;
 use crate::recovery::{RecoveryProgress, RecoveryReport};
 use crate::retry::WriteRetry;
@@ -308,7 +308,7 @@ impl Store {
                 grow |= st.index.wants_growth();
                 failure = done.error;
             }
-            drop(guards);
+            release_all(guards);
             if grow {
                 self.inner.background.wake();
             }
