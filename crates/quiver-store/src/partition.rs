@@ -421,7 +421,7 @@ impl Drop for WriteHold<'_> {
 /// A writer that wants the same partitions waits on the first, so it is woken once, with the
 /// others free; let go of in ascending order, each wake found the next lock still held, and a
 /// waiter slept and was woken once per partition, holding the ones before (on 2 threads, an
-/// MSET-32's hold per lock went from 31-34 to 28-29 µs, BENCHMARKS §37).
+/// MSET-32's hold per lock went from 31-35 to 27-29 µs, BENCHMARKS §37).
 pub(crate) fn release_all<G>(mut guards: Vec<G>) {
     while let Some(g) = guards.pop() {
         drop(g);
