@@ -27,7 +27,9 @@ use crate::lookup::{self, Found, LookupKey};
 use crate::options::Durability;
 use crate::partition::{release_all, PartState, Partition, StoreCtx, WriteHold};
 use crate::seal;
-use crate::write::{append_run, check_found, encode_part, update_index, Framing, Run, WriteOp};
+use crate::write::{
+    append_run, check_found, encode_part, inserts_needed, update_index, Framing, Run, WriteOp,
+};
 
 /// How one try of a batch ended.
 pub(crate) enum Attempt {
@@ -121,16 +123,11 @@ pub(crate) fn try_batch(
     guard_of: &[usize],
 ) -> Attempt {
     // Room in every index for the puts.
-    for (gi, p) in parts.iter().map(|p| p.id).enumerate() {
-        let puts = batch
-            .ops
-            .iter()
-            .zip(guard_of)
-            .filter(|&(op, &g)| g == gi && matches!(op.action, BatchAction::Put(_)))
-            .count();
+    for (gi, part) in prepared.parts.iter().enumerate() {
+        let puts = part.as_ref().map_or(0, |part| inserts_needed(&part.ops));
         if !guards[gi].index.has_room(puts) {
             return Attempt::NeedRoom {
-                partition: p,
+                partition: parts[gi].id,
                 keys: puts,
             };
         }

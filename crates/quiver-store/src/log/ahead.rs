@@ -197,7 +197,11 @@ impl PagesAhead {
 impl Shared {
     /// The region first in the queue, if any.
     fn take(&self) -> Option<Arc<Region>> {
-        let mut queue = self.queue.lock();
+        self.pop(&mut self.queue.lock())
+    }
+
+    /// The region first in `queue` (this queue, locked), keeping `queued` its length.
+    fn pop(&self, queue: &mut VecDeque<Arc<Region>>) -> Option<Arc<Region>> {
         let region = queue.pop_front();
         self.queued.store(queue.len(), Ordering::Relaxed);
         region
@@ -222,8 +226,7 @@ fn run(shared: &Shared) {
                 if shared.stop.load(Ordering::Acquire) {
                     return;
                 }
-                if let Some(r) = queue.pop_front() {
-                    shared.queued.store(queue.len(), Ordering::Relaxed);
+                if let Some(r) = shared.pop(&mut queue) {
                     break r;
                 }
                 shared.wake.wait(&mut queue);
