@@ -42,6 +42,16 @@ pub const PREFETCH_AHEAD: usize = 16;
 pub struct Index {
     main: Table,
     spill: Option<Box<Table>>,
+    /// Unique among the indexes of a process: a position found in an index means the same
+    /// slot later only in the same index (see `commit::foresee`).
+    id: u64,
+}
+
+/// The next index's `id`.
+static NEXT_INDEX_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn next_index_id() -> u64 {
+    NEXT_INDEX_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// One linear-probing table; positions are its own.
@@ -80,6 +90,7 @@ impl Index {
         Index {
             main: Table::with_capacity(cap),
             spill: None,
+            id: next_index_id(),
         }
     }
 
@@ -96,7 +107,20 @@ impl Index {
                 tombstones,
             },
             spill: None,
+            id: next_index_id(),
         }
+    }
+
+    /// This index's identity (unique in the process).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Whether `hash` has no candidate slot (no live slot with its fragment): the key is
+    /// certainly absent, without a read of the log.
+    pub fn surely_absent(&self, hash: KeyHash) -> bool {
+        self.next_candidate(hash.fragment(), &mut self.probe(hash))
+            .is_none()
     }
 
     /// The main table's fragments (a checkpoint saves only an index without a spill).

@@ -80,6 +80,7 @@ impl Found {
 }
 
 /// One key of a lookup vector.
+#[derive(Clone, Copy)]
 pub(crate) struct LookupKey<'k> {
     /// Index into the `states` slice given to [`lookup`].
     pub state: usize,

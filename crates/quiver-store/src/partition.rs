@@ -173,6 +173,9 @@ pub(crate) struct SegmentSet {
     /// 8-byte units per slot: `segment_bytes / 8`.
     span: u64,
     slots_max: u64,
+    /// Slots let go of so far (`unregister`): a location names the same record later only
+    /// while no slot was let go of (a slot is taken again by a new segment).
+    released: u64,
 }
 
 impl SegmentSet {
@@ -183,6 +186,7 @@ impl SegmentSet {
             by_slot: Vec::new(),
             span,
             slots_max: (1u64 << 32) / span,
+            released: 0,
         }
     }
 
@@ -256,8 +260,15 @@ impl SegmentSet {
 
     pub fn unregister(&mut self, slot: u32) {
         if let Some(s) = self.by_slot.get_mut(slot as usize) {
-            *s = None;
+            if s.take().is_some() {
+                self.released += 1;
+            }
         }
+    }
+
+    /// Slots let go of so far.
+    pub fn released(&self) -> u64 {
+        self.released
     }
 
     /// Registers and appends to log order.
@@ -431,15 +442,21 @@ pub(crate) fn release_all<G>(mut guards: Vec<G>) {
 impl Partition {
     /// `state` for a serving write (a plain vector, a pipeline's share, a batch), timed.
     pub fn write_serving(&self) -> WriteHold<'_> {
-        let f = &self.locks;
-        let guard = self.state.try_write().unwrap_or_else(|| {
+        let guard = self.state.try_write();
+        guard.map(|g| self.timed(g)).unwrap_or_else(|| {
+            let f = &self.locks;
             let t = Instant::now();
             let g = self.state.write();
             f.write_waits.fetch_add(1, Ordering::Relaxed);
             let waited = t.elapsed().as_nanos() as u64;
             f.write_wait_ns.fetch_add(waited, Ordering::Relaxed);
-            g
-        });
+            self.timed(g)
+        })
+    }
+
+    /// [`Partition::write_serving`] from a write lock of `state` already taken.
+    pub fn timed<'a>(&'a self, guard: RwLockWriteGuard<'a, PartState>) -> WriteHold<'a> {
+        let f = &self.locks;
         let n = f.write_locks.fetch_add(1, Ordering::Relaxed);
         WriteHold {
             guard,
@@ -483,7 +500,25 @@ pub(crate) struct MaintenanceState {
 
 pub use crate::layout::partition_dir;
 
+/// What the index positions and log locations found in a partition mean. While its shape is
+/// the same, a position that still holds the location it held holds the same key's record: a
+/// location names one record until its segment's slot is let go of, and a position one slot
+/// until the index is replaced (a resize, a split). Removals and inserts keep the shape.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Shape {
+    index: u64,
+    released: u64,
+}
+
 impl PartState {
+    /// The partition's shape now.
+    pub fn shape(&self) -> Shape {
+        Shape {
+            index: self.index.id(),
+            released: self.segs.released(),
+        }
+    }
+
     /// Live keys of namespace `ns` at `now`: its index entries but those whose expiry time
     /// has come (swept or not).
     pub fn live_keys(&self, ns: u32, now: u64) -> u64 {

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use crate::background::BackgroundThread;
 use crate::batch::{Batch, BatchAction, BatchOutcome};
 use crate::checkpoint;
-use crate::commit::{self, Attempt};
+use crate::commit::{self, Attempt, LookFirst};
 use crate::compact;
 use crate::durable::{self, SyncWait};
 use crate::error::{Error, Result};
@@ -384,7 +384,7 @@ impl Store {
         let mut retry = WriteRetry::new(&self.inner, self.background.is_running(), frees_space);
         let mut tries = RouteTries::default();
         loop {
-            match self.try_apply(batch) {
+            match self.try_apply(batch, LookFirst::IfContended) {
                 Attempt::Done(r) => return r,
                 Attempt::Rerouted => tries.again()?,
                 Attempt::NeedRoom { partition, keys } => retry.make_room(partition, keys)?,
@@ -393,9 +393,10 @@ impl Store {
         }
     }
 
-    /// One try of [`Store::apply`]: the involved partitions locked (ascending ids), then the
-    /// batch's preconditions and commit protocol (`commit::try_batch`).
-    fn try_apply(&self, batch: &Batch) -> Attempt {
+    /// One try of [`Store::apply`]: the involved partitions locked (ascending ids; the batch's
+    /// keys looked up before as `look_first` says), then the batch's preconditions and commit
+    /// protocol (`commit::try_batch`).
+    pub(crate) fn try_apply(&self, batch: &Batch, look_first: LookFirst<'_>) -> Attempt {
         let table = self.inner.table();
         let hash_all = |dbs: &crate::dbs::DbMap| -> Vec<(u32, KeyHash)> {
             batch
@@ -418,7 +419,8 @@ impl Store {
         let guard_of: Vec<usize> = routed.of_key.iter().map(|&(g, _)| g).collect();
         let ctx = &self.inner.ctx;
         let mut prepared = commit::prepare(ctx, batch, &hashed, &guard_of, parts.len());
-        let guards: Vec<WriteHold<'_>> = parts.iter().map(|p| p.write_serving()).collect();
+        let (guards, mut foreseen) =
+            commit::lock_parts(ctx, &parts, batch, &hashed, &guard_of, look_first);
         if !routed.owned(&guards) {
             return Attempt::Rerouted;
         }
@@ -429,6 +431,7 @@ impl Store {
         {
             hashed = hash_all(&st.dbs);
             prepared = commit::prepare(ctx, batch, &hashed, &guard_of, parts.len());
+            foreseen = None; // the keys' hashes changed
         }
         commit::try_batch(
             ctx,
@@ -437,6 +440,7 @@ impl Store {
             guards,
             batch,
             prepared,
+            foreseen,
             &hashed,
             &guard_of,
         )

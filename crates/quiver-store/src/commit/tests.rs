@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::commit::{Attempt, LookFirst};
 use crate::compact::Pass;
 use crate::faults::{Fault, FileOp};
 use crate::log::format::{self, RecordType, COMMIT_RECORD_LEN};
@@ -320,5 +321,90 @@ fn a_batch_deleting_an_absent_key_writes_a_dead_tombstone() {
     assert_eq!(s.stats().keys, 2);
     let report = s.check().unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
+    s.close().unwrap();
+}
+
+/// One try of batch `pairs`, with `meanwhile` run between its lookups and its write locks; it
+/// must be applied.
+fn apply_with(s: &Store, pairs: &[(&[u8], &[u8])], mut meanwhile: impl FnMut()) {
+    match s.try_apply(&batch_of(pairs), LookFirst::Always(&mut meanwhile)) {
+        Attempt::Done(Ok(outcome)) => assert!(outcome.is_applied()),
+        _ => panic!("the batch was not applied"),
+    }
+}
+
+/// Every key of `keys` holds `value`, the store counts them and no other, and deleting them
+/// leaves nothing behind (an index entry the batch left stale would bring an old value back).
+fn check_then_delete(s: &Store, keys: &[&[u8]], value: &[u8]) {
+    for k in keys {
+        assert_eq!(s.get(k).unwrap().as_deref(), Some(value), "{k:?}");
+    }
+    assert_eq!(s.len(), keys.len() as u64);
+    for k in keys {
+        assert!(s.delete(k).unwrap(), "{k:?}");
+        assert_eq!(s.get(k).unwrap(), None, "{k:?}");
+    }
+    assert_eq!(s.len(), 0);
+}
+
+/// A batch's lookups before its locks (`commit::foresee`) are kept only where nothing changed
+/// since. Between them and the locks: a key the batch found absent is inserted, one it found
+/// is rewritten (its slot holds a new location), one deleted (its slot emptied), one left
+/// alone. Under the locks the batch must see each as it is then: one index entry per key,
+/// the batch's values, and after a reopen the same.
+#[test]
+fn a_batch_looks_again_at_keys_written_since_it_looked() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c, d) = (key_in(0, 0), key_in(1, 0), key_in(0, 1), key_in(1, 1));
+    let s = open_with_old(dir.path(), &[&a, &c, &d]);
+    let pairs: [(&[u8], &[u8]); 4] = [(&a, b"new"), (&b, b"new"), (&c, b"new"), (&d, b"new")];
+    apply_with(&s, &pairs, || {
+        s.put(&b, b"mid").unwrap();
+        s.put(&a, b"mid").unwrap();
+        assert!(s.delete(&c).unwrap());
+    });
+    s.close().unwrap();
+    let s = reopen_and_check(dir.path(), &pairs);
+    check_then_delete(&s, &[&a, &b, &c, &d], b"new");
+    s.close().unwrap();
+}
+
+/// The same, where between the lookups and the locks partition 0 is compacted (its records
+/// move, its old segments' slots are let go of) and partition 1's index is rebuilt (its
+/// positions change): the batch looks every key up again.
+#[test]
+fn a_batch_looks_again_after_a_compaction_or_resize_since_it_looked() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c) = (key_in(0, 0), key_in(1, 0), key_in(1, 1));
+    let s = open_with_old(dir.path(), &[&a, &b]);
+    for n in 0..200 {
+        s.put(&key_in(0, 100 + n), b"garbage").unwrap();
+        assert!(s.delete(&key_in(0, 100 + n)).unwrap());
+    }
+    let pairs: [(&[u8], &[u8]); 3] = [(&a, b"new"), (&b, b"new"), (&c, b"new")];
+    apply_with(&s, &pairs, || {
+        let p0 = part(&s, 0);
+        let released = p0.state.read().segs.released();
+        let _m = p0.maintenance.lock();
+        let pass = Pass::WHOLE;
+        crate::compact::compact(&s.inner().ctx, &p0, pass, crate::stalls::Pacer::new(None))
+            .unwrap();
+        assert!(
+            p0.state.read().segs.released() > released,
+            "no segment let go of"
+        );
+        let p1 = part(&s, 1);
+        let index = p1.state.read().index.id();
+        let mut m = p1.maintenance.lock();
+        crate::resize::resize(&s.inner().ctx, &p1, &mut m, 10_000).unwrap();
+        assert_ne!(
+            p1.state.read().index.id(),
+            index,
+            "the index was not rebuilt"
+        );
+    });
+    s.close().unwrap();
+    let s = reopen_and_check(dir.path(), &pairs);
+    check_then_delete(&s, &[&a, &b, &c], b"new");
     s.close().unwrap();
 }
