@@ -15,6 +15,8 @@
 #   mget32       MGET of 32 keys, C x 4 pipelined
 #   mset32       MSET of 32 pairs, C x 4 pipelined
 #   mixed-50-50  GET / SET half and half, C x 32 pipelined
+#   mixed32-50-50  MGET-32 / MSET-32 half and half, C x 4 pipelined (readers beside batches;
+#                not in the default list)
 #   get-unpipelined  GET, U connections per client, one request outstanding each (a web tier)
 #   set-unpipelined  SET, the same
 #
@@ -105,6 +107,7 @@ declare -A LOAD=(
   [mget32]="--width 32 --get-ratio 1 --connections $CONNECTIONS --depth 4"
   [mset32]="--width 32 --get-ratio 0 --connections $CONNECTIONS --depth 4"
   [mixed-50-50]="--width 1 --get-ratio 0.5 --connections $CONNECTIONS --depth 32"
+  [mixed32-50-50]="--width 32 --get-ratio 0.5 --connections $CONNECTIONS --depth 4"
   [get-unpipelined]="--width 1 --get-ratio 1 --connections $UNPIPELINED --depth 1"
   [set-unpipelined]="--width 1 --get-ratio 0 --connections $UNPIPELINED --depth 1"
 )
