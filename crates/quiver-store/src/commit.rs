@@ -23,9 +23,10 @@ use crate::hash::KeyHash;
 use crate::inner::Background;
 use crate::log::format;
 use crate::log::segment::{Segment, SyncFirst};
-use crate::lookup::{self, Found, LookupKey};
+use crate::lookup::foresee::{self, foresee, Foreseen};
+use crate::lookup::{Found, LookupKey};
 use crate::options::Durability;
-use crate::partition::{release_all, PartState, Partition, Shape, StoreCtx, WriteHold};
+use crate::partition::{release_all, PartState, Partition, StoreCtx, WriteHold};
 use crate::seal;
 use crate::write::{
     append_run, check_found, encode_part, inserts_needed, update_index, Framing, Run, WriteOp,
@@ -105,55 +106,7 @@ pub(crate) fn prepare<'a>(
     Prepared { seq, parts }
 }
 
-/// A batch's lookups made before its write locks are taken ([`foresee`]), under read locks.
-/// Under the write locks [`confirm`] keeps every result that nothing has changed since, and
-/// looks up only the others: the lookups' cache misses were two thirds of what a batch does
-/// while it holds every partition it touches (BENCHMARKS §38), and under read locks other
-/// batches' lookups and every reader go on meanwhile.
-pub(crate) struct Foreseen {
-    /// Per op of the batch: what its lookup found, and the location its index slot held then.
-    seen: Vec<Seen>,
-    /// Per partition of the try (guard order): its shape when its keys were looked up.
-    shapes: Vec<Shape>,
-}
-
-struct Seen {
-    found: Found,
-    /// The location at the found position (`None` where the key was absent).
-    loc: Option<u32>,
-}
-
-/// Looks up every key of `batch` (op `i` has namespace and hash `hashed[i]` and lies in
-/// partition `guard_of[i]` of `parts`) under the read locks of `parts`, all taken at once
-/// (ascending, as a multi-get takes them): one lookup of every partition's keys overlaps
-/// their cache misses.
-fn foresee(
-    ctx: &StoreCtx,
-    parts: &[&Arc<Partition>],
-    batch: &Batch,
-    hashed: &[(u32, KeyHash)],
-    guard_of: &[usize],
-) -> Foreseen {
-    let items = lookup_keys(batch, hashed, guard_of);
-    let guards: Vec<_> = parts.iter().map(|p| p.read_serving()).collect();
-    let states: Vec<&PartState> = guards.iter().map(|g| &**g).collect();
-    let found = lookup::lookup(ctx, &states, &items, needs_values(batch));
-    let shapes = states.iter().map(|st| st.shape()).collect();
-    let seen = found
-        .into_iter()
-        .zip(&items)
-        .map(|(found, item)| Seen {
-            loc: found
-                .pos()
-                .and_then(|pos| states[item.state].index.live_at(pos)),
-            found,
-        })
-        .collect();
-    release_all(guards);
-    Foreseen { seen, shapes }
-}
-
-/// When a batch looks its keys up before it takes its write locks ([`foresee`]).
+/// When a batch looks its keys up before it takes its write locks (`lookup::foresee`).
 pub(crate) enum LookFirst<'a> {
     /// Only if another holds one of its partitions: then it would wait anyway, and every
     /// microsecond it holds them others wait. Where no one does (one serving thread), the
@@ -190,7 +143,8 @@ pub(crate) fn lock_parts<'p>(
         }
         release_all(free);
     }
-    let foreseen = foresee(ctx, parts, batch, hashed, guard_of);
+    let items = lookup_keys(batch, hashed, guard_of);
+    let foreseen = foresee(ctx, parts, &items, needs_values(batch));
     if let LookFirst::Always(meanwhile) = look_first {
         meanwhile();
     }
@@ -227,69 +181,6 @@ fn needs_values(batch: &Batch) -> bool {
         .any(|op| op.condition.as_ref().is_some_and(batch::needs_value))
 }
 
-/// Each of `items`' lookup on the write-locked `states`: its foreseen result where that still
-/// holds, a lookup now for the others. A foreseen result holds if its partition has the same
-/// shape, and a key found still has the location it had at its position (it was not written
-/// since), a key absent still has no candidate in the index (none was inserted). A live key
-/// whose expiry time has come since is expired.
-fn confirm(
-    ctx: &StoreCtx,
-    states: &[&PartState],
-    foreseen: Option<Foreseen>,
-    items: &[LookupKey<'_>],
-    needs_value: bool,
-) -> Vec<Found> {
-    let Some(Foreseen { seen, shapes }) = foreseen else {
-        return lookup::lookup(ctx, states, items, needs_value);
-    };
-    let same_shape: Vec<bool> = states
-        .iter()
-        .zip(&shapes)
-        .map(|(st, &shape)| st.shape() == shape)
-        .collect();
-    let mut now: Option<u64> = None;
-    let mut again: Vec<usize> = Vec::new();
-    let mut found: Vec<Found> = seen
-        .into_iter()
-        .zip(items)
-        .enumerate()
-        .map(|(i, (seen, item))| {
-            if !same_shape[item.state] || !still_holds(states[item.state], &seen, item.hash) {
-                again.push(i);
-                return Found::Absent;
-            }
-            match seen.found {
-                Found::Live {
-                    pos,
-                    expire_at: Some(at),
-                    ..
-                } if at <= *now.get_or_insert_with(|| ctx.now_ms()) => Found::Expired { pos },
-                found => found,
-            }
-        })
-        .collect();
-    if !again.is_empty() {
-        let keys: Vec<LookupKey<'_>> = again.iter().map(|&i| items[i]).collect();
-        for (i, f) in again
-            .into_iter()
-            .zip(lookup::lookup(ctx, states, &keys, needs_value))
-        {
-            found[i] = f;
-        }
-    }
-    found
-}
-
-/// Whether what a lookup of a key of hash `hash` saw in `st` (of the same shape) is still so:
-/// its position still holds the location it held, or, absent, it still has no candidate.
-fn still_holds(st: &PartState, seen: &Seen, hash: KeyHash) -> bool {
-    match seen.found {
-        Found::Live { pos, .. } | Found::Expired { pos } => st.index.live_at(pos) == seen.loc,
-        Found::Absent => st.index.surely_absent(hash),
-        Found::Failed(_) => false,
-    }
-}
-
 /// One try of a batch, prepared by [`prepare`]. `guards[i]` is the write lock of `parts[i]`
 /// (ascending ids; they hold the partition of every op); op `i` has namespace and hash
 /// `hashed[i]` and its partition is `parts[guard_of[i]]`. Every index must have room for the
@@ -323,7 +214,7 @@ pub(crate) fn try_batch(
     let items = lookup_keys(batch, hashed, guard_of);
     let mut found = {
         let states: Vec<&PartState> = guards.iter().map(|g| &**g).collect();
-        confirm(ctx, &states, foreseen, &items, needs_value)
+        foresee::confirm(ctx, &states, foreseen, &items, needs_value)
     };
     for (i, op) in batch.ops.iter().enumerate() {
         if let Some(cond) = &op.condition {

@@ -43,7 +43,7 @@ pub struct Index {
     main: Table,
     spill: Option<Box<Table>>,
     /// Unique among the indexes of a process: a position found in an index means the same
-    /// slot later only in the same index (see `commit::foresee`).
+    /// slot later only in the same index (see `lookup::foresee`).
     id: u64,
 }
 

@@ -2,6 +2,8 @@
 //! them, read every candidate record as one batch, verify full keys, and retry only the
 //! fragment collisions from where their probe stopped.
 
+pub(crate) mod foresee;
+
 use bytes::Bytes;
 
 use crate::error::{Error, Result};

@@ -11,13 +11,16 @@
 //! its own: the outcome says which accesses failed, and why. A share whose partition a split
 //! or merge took away is routed again on the new layout (`RouteTries`).
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::inner::{owns, StoreInner};
+use crate::lookup::foresee::{foresee, Foreseen};
 use crate::options::Durability;
-use crate::partition::Partition;
+use crate::partition::{Partition, StoreCtx, WriteHold};
 use crate::retry::WriteRetry;
 use crate::route::{RouteTries, Routed};
 use crate::write::{self, ReadAt, WriteOp};
@@ -192,7 +195,7 @@ pub(crate) fn run(
 fn apply_share(
     inner: &StoreInner,
     retry: &mut WriteRetry<'_>,
-    part: &Partition,
+    part: &Arc<Partition>,
     db: u32,
     steps: &mut [Step<'_>],
     share: &[(usize, u16)],
@@ -206,7 +209,7 @@ fn apply_share(
         return read_share(inner, part, db, steps, share, answers);
     }
     loop {
-        let mut st = part.write_serving();
+        let (mut st, mut foreseen) = lock_share(ctx, part, steps, share);
         if !share.iter().all(|&(_, slot)| owns(&st, slot)) {
             return Share::Rerouted;
         }
@@ -220,6 +223,7 @@ fn apply_share(
                     if op.ns != ns {
                         op.ns = ns;
                         op.hash = KeyHash::of_ns(ns, op.key);
+                        foreseen = None; // looked up under another namespace
                     }
                     ops.push(*op);
                 }
@@ -237,7 +241,7 @@ fn apply_share(
                 Err(e) => return Share::Failed(e),
             }
         }
-        let plan = match write::plan_plain(ctx, part, &mut st, &ops) {
+        let plan = match write::plan_plain(ctx, part, &mut st, &ops, foreseen) {
             Ok(plan) => plan,
             Err(e) => {
                 drop(st);
@@ -263,6 +267,30 @@ fn apply_share(
         drop(st);
         return finish_share(share, steps, values, done, lsn, grow, answers);
     }
+}
+
+/// The write lock of a share's partition. If another holds it (the share would wait anyway,
+/// and what it holds makes others wait), the share's writes' keys are looked up first, under
+/// the read lock (`lookup::foresee`), for `write::plan_plain` to keep what still holds; on one
+/// serving thread no one does, and the lookups stay under the write lock.
+fn lock_share<'p>(
+    ctx: &StoreCtx,
+    part: &'p Arc<Partition>,
+    steps: &[Step<'_>],
+    share: &[(usize, u16)],
+) -> (WriteHold<'p>, Option<Foreseen>) {
+    if let Some(g) = part.state.try_write() {
+        return (part.timed(g), None);
+    }
+    let ops: Vec<WriteOp<'_>> = share
+        .iter()
+        .filter_map(|&(i, _)| match steps[i] {
+            Step::Write(op) => Some(op),
+            Step::Read(_) => None,
+        })
+        .collect();
+    let foreseen = foresee(ctx, &[part], &write::lookup_keys(&ops), false);
+    (part.write_serving(), Some(foreseen))
 }
 
 /// A share of gets only: under the partition's read lock.

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use crate::error::Result;
 use crate::hash::KeyHash;
 use crate::log::format::{self, RecordExt, RecordType};
+use crate::lookup::foresee::{self, Foreseen};
 use crate::lookup::{self, Found, LookupKey};
 use crate::partition::{PartState, Partition, StoreCtx};
 
@@ -331,6 +332,18 @@ pub(crate) fn update_index(
     }
 }
 
+/// The lookups of `ops`, all in one partition.
+pub(crate) fn lookup_keys<'a>(ops: &[WriteOp<'a>]) -> Vec<LookupKey<'a>> {
+    ops.iter()
+        .map(|o| LookupKey {
+            state: 0,
+            ns: o.ns,
+            key: o.key,
+            hash: o.hash,
+        })
+        .collect()
+}
+
 /// Number of index slots `ops` may need.
 pub(crate) fn inserts_needed(ops: &[WriteOp<'_>]) -> usize {
     ops.iter().filter(|o| o.value.is_some()).count()
@@ -355,16 +368,18 @@ pub(crate) struct PlainPlan {
     pub run: Run,
 }
 
-/// Phase 1 of a plain vector on one exclusively locked partition: look the keys up, encode
-/// the run and make sure appending it cannot fail for space. Nothing is written.
+/// Phase 1 of a plain vector on one exclusively locked partition: look the keys up (keeping
+/// what `foreseen`, the lookups of `ops` before the lock, still holds), encode the run and make
+/// sure appending it cannot fail for space. Nothing is written.
 pub(crate) fn plan_plain(
     ctx: &StoreCtx,
     part: &Partition,
     st: &mut PartState,
     ops: &[WriteOp<'_>],
+    foreseen: Option<Foreseen>,
 ) -> Result<PlainPlan> {
-    let keys: Vec<(u32, &[u8], KeyHash)> = ops.iter().map(|o| (o.ns, o.key, o.hash)).collect();
-    let mut found = crate::lookup::lookup_one_partition(ctx, st, &keys, false);
+    let keys = lookup_keys(ops);
+    let mut found = foresee::confirm(ctx, &[st], foreseen, &keys, false);
     check_found(&mut found)?;
     let run = encode(ctx, ops, &found);
     st.prepare_append(ctx, part.id, &part.dir, run.bytes.len() as u64)?;

@@ -1,16 +1,20 @@
 //! The commit protocol's failure paths, which need the engine's insides: an injected write
 //! error in the middle of a batch, a compaction of the commit record's partition alone, and the
-//! choice of the commit record's partition during a merge.
+//! choice of the commit record's partition during a merge; and the lookups a batch or a plain
+//! write makes before its write locks (`lookup::foresee`), with the store changed in between.
 
 use std::sync::Arc;
 
 use crate::commit::{Attempt, LookFirst};
 use crate::compact::Pass;
 use crate::faults::{Fault, FileOp};
+use crate::hash::KeyHash;
 use crate::log::format::{self, RecordType, COMMIT_RECORD_LEN};
+use crate::lookup::foresee::foresee;
 use crate::options::{Durability, Options};
 use crate::partition::Partition;
 use crate::slot::even_layout_partition;
+use crate::write::{self, WriteOp};
 use crate::{BackendKind, Batch, Store};
 
 const PARTITIONS: u32 = 2;
@@ -347,7 +351,7 @@ fn check_then_delete(s: &Store, keys: &[&[u8]], value: &[u8]) {
     assert_eq!(s.len(), 0);
 }
 
-/// A batch's lookups before its locks (`commit::foresee`) are kept only where nothing changed
+/// A batch's lookups before its locks (`lookup::foresee`) are kept only where nothing changed
 /// since. Between them and the locks: a key the batch found absent is inserted, one it found
 /// is rewritten (its slot holds a new location), one deleted (its slot emptied), one left
 /// alone. Under the locks the batch must see each as it is then: one index entry per key,
@@ -406,5 +410,47 @@ fn a_batch_looks_again_after_a_compaction_or_resize_since_it_looked() {
     s.close().unwrap();
     let s = reopen_and_check(dir.path(), &pairs);
     check_then_delete(&s, &[&a, &b, &c], b"new");
+    s.close().unwrap();
+}
+
+/// A pipeline's share that found its partition held looks its keys up first
+/// (`pipeline::lock_share`), then plans its writes under the write lock from what still holds
+/// (`write::plan_plain`). Between the two, one of its keys is inserted, one rewritten, one
+/// deleted: the share writes over what is there then, one index entry per key.
+#[test]
+fn a_plain_write_looks_again_at_keys_written_since_it_looked() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys: Vec<Vec<u8>> = (0..4).map(|n| key_in(0, n)).collect();
+    let [a, b, c, d] = [&keys[0], &keys[1], &keys[2], &keys[3]];
+    let s = open_with_old(dir.path(), &[a, c, d]);
+    let ctx = &s.inner().ctx;
+    let p0 = part(&s, 0);
+    let ns = p0.state.read().dbs.ns(0);
+    let ops: Vec<WriteOp<'_>> = keys
+        .iter()
+        .map(|k| WriteOp {
+            ns,
+            key: k,
+            hash: KeyHash::of_ns(ns, k),
+            value: Some(b"new"),
+            expire_at: None,
+        })
+        .collect();
+    let foreseen = foresee(ctx, &[&p0], &write::lookup_keys(&ops), false);
+    s.put(b, b"mid").unwrap();
+    s.put(a, b"mid").unwrap();
+    assert!(s.delete(c).unwrap());
+    {
+        let mut st = p0.write_serving();
+        let plan = write::plan_plain(ctx, &p0, &mut st, &ops, Some(foreseen)).unwrap();
+        let done = write::apply_plain(ctx, &p0, &mut st, plan, &ops);
+        assert!(done.error.is_none() && done.applied.iter().all(|&a| a));
+        assert_eq!(done.existed, [true, true, false, true]);
+    }
+    drop(p0);
+    let pairs: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (&k[..], &b"new"[..])).collect();
+    s.close().unwrap();
+    let s = reopen_and_check(dir.path(), &pairs);
+    check_then_delete(&s, &[a, b, c, d], b"new");
     s.close().unwrap();
 }
