@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use quiver_store::slot::{SlotRange, SLOTS};
+use quiver_resp::slot::{SlotRange, SLOTS};
 use serde::{Deserialize, Serialize};
 
 /// Longest node id (Redis Cluster's ids are 40 hex characters).
@@ -677,7 +677,7 @@ impl fmt::Display for Topology {
 
 /// A slot range as Redis writes one, `lo-hi`.
 mod range_text {
-    use quiver_store::slot::SlotRange;
+    use quiver_resp::slot::SlotRange;
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(r: &SlotRange, s: S) -> Result<S::Ok, S::Error> {

@@ -15,8 +15,8 @@
 //! * [`limits`] — the bounds: Redis's bulk and multibulk limits, line length, nesting depth,
 //!   preallocation ([`ReplyLimits`] for the scanner);
 //! * [`slot`] — Redis Cluster hash slots: [`key_slot`] (CRC16-XMODEM of the key or its
-//!   `{hashtag}`, mod [`SLOTS`]), the one computation the engine, the server and the cluster
-//!   client share.
+//!   `{hashtag}`, mod [`SLOTS`]) and ranges of them ([`SlotRange`]), which the engine, the
+//!   server, the cluster's metadata and the cluster client share.
 //!
 //! The server's request parser (Redis 7's exact quirks) stays in `quiver-server`; it takes its
 //! limits and [`string2ll`] from here.
@@ -31,4 +31,4 @@ pub use int::{decimal_len, header_len, parse_integer, string2ll, Header};
 pub use limits::ReplyLimits;
 pub use request::{command_len, encode_command, put_bulk, put_header, Buffer};
 pub use scan::{AggregateType, BlobType, Event, LineType, ScanError, Scanner, Step};
-pub use slot::{key_slot, SLOTS};
+pub use slot::{key_slot, SlotRange, SLOTS};
