@@ -13,6 +13,7 @@
 
 use std::fmt;
 
+use quiver_resp::redirect::split_addr;
 use quiver_resp::slot::{SlotRange, SLOTS};
 use serde::{Deserialize, Serialize};
 
@@ -61,15 +62,6 @@ impl Node {
     pub fn host_port(&self) -> (&str, u16) {
         split_addr(&self.addr).unwrap_or((&self.addr, 0))
     }
-}
-
-/// `host:port` split at the last colon (so an IPv6 host keeps its colons).
-pub fn split_addr(addr: &str) -> Option<(&str, u16)> {
-    let (host, port) = addr.rsplit_once(':')?;
-    Some((
-        host.trim_matches(|c| c == '[' || c == ']'),
-        port.parse().ok()?,
-    ))
 }
 
 /// Whether `id` can name a node: 1 to [`NODE_ID_MAX`] of `[0-9A-Za-z_-]` (it appears in

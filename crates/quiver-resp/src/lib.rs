@@ -14,6 +14,8 @@
 //!   values on it, the load generator counts replies without keeping their bytes;
 //! * [`limits`] — the bounds: Redis's bulk and multibulk limits, line length, nesting depth,
 //!   preallocation ([`ReplyLimits`] for the scanner);
+//! * [`redirect`] — a cluster's steering errors ([`Redirect`]: `MOVED`, `ASK`, `TRYAGAIN`,
+//!   `CLUSTERDOWN`, `CROSSSLOT`) and the `host:port` addresses they name;
 //! * [`slot`] — Redis Cluster hash slots: [`key_slot`] (CRC16-XMODEM of the key or its
 //!   `{hashtag}`, mod [`SLOTS`]) and ranges of them ([`SlotRange`]), which the engine, the
 //!   server, the cluster's metadata and the cluster client share.
@@ -23,12 +25,14 @@
 
 pub mod int;
 pub mod limits;
+pub mod redirect;
 pub mod request;
 pub mod scan;
 pub mod slot;
 
 pub use int::{decimal_len, header_len, parse_integer, string2ll, Header};
 pub use limits::ReplyLimits;
+pub use redirect::Redirect;
 pub use request::{command_len, encode_command, put_bulk, put_header, Buffer};
 pub use scan::{AggregateType, BlobType, Event, LineType, ScanError, Scanner, Step};
 pub use slot::{key_slot, SlotRange, SLOTS};

@@ -300,7 +300,7 @@ impl Config {
                 }
             }
             if let Some(a) = &self.cluster_announce {
-                if quiver_cluster::topology::split_addr(a).is_none() {
+                if quiver_resp::redirect::split_addr(a).is_none() {
                     return bad(format!("cluster-announce {a:?}: host:port"));
                 }
             } else if self.bind.is_unspecified() {

@@ -3,8 +3,8 @@
 //!
 //! * `table` — the slot table (slot → master and replicas) and the reading of `CLUSTER
 //!   SLOTS`;
-//! * `redirect` — the error replies that steer a request: `MOVED`, `ASK`, `TRYAGAIN`,
-//!   `CLUSTERDOWN`, `CROSSSLOT`;
+//! * the error replies that steer a request (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`,
+//!   `CROSSSLOT`) are parsed by `quiver_resp::redirect`, shared with the router;
 //! * `router` — one lazily opened connection per node, the table's refresh, and single-key
 //!   routing through redirects and retries;
 //! * `multi` — multi-key calls: one pipelined request per node (per slot for a node that
@@ -35,7 +35,6 @@
 
 mod multi;
 mod options;
-mod redirect;
 mod router;
 mod table;
 

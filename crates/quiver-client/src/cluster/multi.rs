@@ -28,11 +28,11 @@ use bytes::{Bytes, BytesMut};
 use quiver_resp::key_slot;
 
 use crate::cluster::options::{NODE_FAILURES_MAX, REDIRECTS_MAX};
-use crate::cluster::redirect::Redirect;
 use crate::cluster::router::{exhausted, is_unreachable, sent_back, Router};
 use crate::conn::{count, expect_ok, optional_bulk, unexpected};
 use crate::error::{Error, Result};
 use crate::resp::{encode_command, Value};
+use quiver_resp::redirect::Redirect;
 
 /// The command of a multi-key call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

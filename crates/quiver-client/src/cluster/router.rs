@@ -14,11 +14,12 @@ use quiver_plan::Planner;
 use quiver_resp::key_slot;
 
 use crate::cluster::options::{ClusterOptions, ClusterStats, NODE_FAILURES_MAX, REDIRECTS_MAX};
-use crate::cluster::redirect::Redirect;
-use crate::cluster::table::{host_of, join_addr, parse_cluster_slots, SlotTable, SlotsRange};
+use crate::cluster::table::{host_of, parse_cluster_slots, SlotTable, SlotsRange};
 use crate::conn::{Connection, SendFailure};
 use crate::error::{Error, Result};
 use crate::resp::{encode_command, Value};
+use quiver_resp::redirect::join_addr;
+use quiver_resp::redirect::Redirect;
 
 /// A node of the cluster, as the client knows it.
 pub(crate) struct Node {

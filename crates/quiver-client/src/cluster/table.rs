@@ -2,6 +2,7 @@
 //! master) and of its replicas, and the reading of a `CLUSTER SLOTS` reply into the ranges it
 //! installs. No I/O.
 
+use quiver_resp::redirect::join_addr;
 use quiver_resp::SLOTS;
 
 use crate::error::{Error, Result};
@@ -196,15 +197,6 @@ fn node_addr(host: &str, port: u16, queried: &str) -> String {
     join_addr(host, port)
 }
 
-/// `host:port`, with an IPv6 host in brackets so that it resolves.
-pub(crate) fn join_addr(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
-
 /// The host part of `host:port` (brackets of an IPv6 host removed).
 pub(crate) fn host_of(addr: &str) -> &str {
     let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
@@ -395,6 +387,5 @@ mod tests {
         assert_eq!(table.owner(16384), None);
         assert_eq!(host_of("[::1]:7000"), "::1");
         assert_eq!(host_of("h:1"), "h");
-        assert_eq!(join_addr("::1", 7), "[::1]:7");
     }
 }

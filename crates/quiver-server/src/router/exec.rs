@@ -26,7 +26,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::future::join_all;
 
 use super::plan::{self, limits, one_node, Forward, Shape, REROUTES_MAX, TOPOLOGY_WAIT};
-use super::reply::{redirect, Assembled, Redirect};
+use super::reply::{reroute, Assembled, Reroute};
 use super::table::SlotTable;
 use super::txn::{RouterConn, CROSS_NODE_TXN};
 use super::Router;
@@ -284,7 +284,7 @@ async fn execute(
 
     // Each part's reply; the redirected ones are routed again below.
     let mut parts: Vec<Vec<Assembled>> = Vec::with_capacity(items.len());
-    let mut again: Vec<(usize, usize, Redirect)> = Vec::new();
+    let mut again: Vec<(usize, usize, Reroute)> = Vec::new();
     let mut at = place.iter();
     for (i, item) in items.iter().enumerate() {
         let mut replies = Vec::with_capacity(item.parts.len());
@@ -295,7 +295,7 @@ async fn execute(
                 Err(e) => Assembled::reply(&Reply::error(format!("ERR router: {e}")), resp3),
             };
             if depth < REROUTES_MAX {
-                if let Some(to) = a.error().and_then(redirect) {
+                if let Some(to) = a.error().and_then(reroute) {
                     again.push((i, p, to));
                 }
             }
@@ -305,7 +305,7 @@ async fn execute(
     }
     if !again.is_empty() {
         stats.redirects.fetch_add(again.len() as u64, Relaxed);
-        let table = if again.iter().all(|(_, _, r)| matches!(r, Redirect::Ask(_))) {
+        let table = if again.iter().all(|(_, _, r)| matches!(r, Reroute::Ask(_))) {
             router.tables.current()
         } else {
             router.tables.newer_than(epoch, TOPOLOGY_WAIT).await
@@ -319,9 +319,9 @@ async fn execute(
         for ((i, p, to), args) in again.iter().zip(&args) {
             let spec = items[*i].spec;
             let routed = match to {
-                Redirect::Ask(addr) => Ok(Forward::to(spec, args, addr.clone(), true)),
+                Reroute::Ask(addr) => Ok(Forward::to(spec, args, addr.clone(), true)),
                 // The node knows better than the table the router has: follow it.
-                Redirect::Moved(addr) if table.epoch <= epoch => {
+                Reroute::Moved(addr) if table.epoch <= epoch => {
                     Ok(Forward::to(spec, args, addr.clone(), false))
                 }
                 _ => plan::plan(spec, args, &table, &limits()),

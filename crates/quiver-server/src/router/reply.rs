@@ -5,6 +5,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use quiver_resp::redirect::{join_addr, Redirect};
 
 use super::backend::Replies;
 use crate::reply::Reply;
@@ -48,8 +49,8 @@ impl Assembled {
     }
 }
 
-/// What the router learns from a node's error about where a part must go.
-pub enum Redirect {
+/// What the router does about a node's error that steers a part elsewhere.
+pub enum Reroute {
     /// MOVED: the node at this address owns the keys now.
     Moved(Arc<str>),
     /// ASK: this one request goes to the address, after ASKING.
@@ -58,18 +59,14 @@ pub enum Redirect {
     Replan,
 }
 
-pub fn redirect(error: &[u8]) -> Option<Redirect> {
-    let addr = |e: &[u8]| {
-        let text = std::str::from_utf8(e).ok()?;
-        text.split(' ').nth(2).map(Arc::from)
-    };
-    if error.starts_with(b"MOVED ") {
-        addr(error).map(Redirect::Moved)
-    } else if error.starts_with(b"ASK ") {
-        addr(error).map(Redirect::Ask)
-    } else if error.starts_with(b"CROSSSLOT") {
-        Some(Redirect::Replan)
-    } else {
-        None
+/// The reroute a node's error (without its `-`) asks for (`quiver_resp::redirect`); `None`
+/// for any other error (TRYAGAIN and CLUSTERDOWN among them: they reach the client).
+pub fn reroute(error: &[u8]) -> Option<Reroute> {
+    let text = std::str::from_utf8(error).ok()?;
+    match Redirect::parse(text)? {
+        Redirect::Moved { host, port, .. } => Some(Reroute::Moved(join_addr(&host, port).into())),
+        Redirect::Ask { host, port, .. } => Some(Reroute::Ask(join_addr(&host, port).into())),
+        Redirect::CrossSlot => Some(Reroute::Replan),
+        Redirect::TryAgain | Redirect::ClusterDown => None,
     }
 }

@@ -10,7 +10,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::backend::BackendConn;
 use super::plan::{self, limits, one_node, REROUTES_MAX, TOPOLOGY_WAIT};
-use super::reply::{redirect, Assembled};
+use super::reply::{reroute, Assembled};
 use super::Router;
 use crate::errors::{self, err};
 use crate::exec::cluster::keys_of;
@@ -77,7 +77,7 @@ pub async fn watch(
             }
         };
         let a = Assembled::of(&replies, 0);
-        match a.error().and_then(redirect) {
+        match a.error().and_then(reroute) {
             // The keys moved: a new pin follows them; keys watched before stay where they are.
             Some(_) if !had_pin => {
                 router.stats.redirects.fetch_add(1, Relaxed);
@@ -179,7 +179,7 @@ pub async fn exec(router: &Router, session: &mut Session, conn: &mut RouterConn)
             }
         };
         // The node answered EXECABORT when it refused a queued command as not its own.
-        let moved = (1..n - 1).any(|i| replies.error(i).and_then(redirect).is_some());
+        let moved = (1..n - 1).any(|i| replies.error(i).and_then(reroute).is_some());
         router.pool.put(backend);
         if !moved {
             return Assembled::of(&replies, n - 1);

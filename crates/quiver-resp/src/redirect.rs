@@ -1,10 +1,11 @@
 //! The error replies of a cluster that steer a request instead of failing it — `MOVED`, `ASK`,
-//! `TRYAGAIN`, `CLUSTERDOWN`, `CROSSSLOT` — parsed from the text after `-`. Anything else is an
-//! ordinary error reply, returned to the caller.
+//! `TRYAGAIN`, `CLUSTERDOWN`, `CROSSSLOT` — parsed from the text after `-` (anything else is an
+//! ordinary error reply), and the `host:port` addresses they name. One home for the cluster
+//! client, the router and the cluster's metadata.
 
 /// What a node's error reply asks of the client.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Redirect {
+pub enum Redirect {
     /// `MOVED <slot> <host>:<port>`: that node serves the slot from now on. An empty host
     /// (Redis 7's unknown endpoint) means the host of the node that replied.
     Moved { slot: u16, host: String, port: u16 },
@@ -24,13 +25,13 @@ pub(crate) enum Redirect {
 impl Redirect {
     /// The redirect in `text` (an error reply without its `-`), or `None` for an ordinary
     /// error or a malformed `MOVED`/`ASK`.
-    pub(crate) fn parse(text: &str) -> Option<Redirect> {
+    pub fn parse(text: &str) -> Option<Redirect> {
         let mut words = text.split(' ');
         match words.next()? {
             "MOVED" | "ASK" => {
                 let slot = words.next()?.parse().ok()?;
                 let (host, port) = split_addr(words.next()?)?;
-                if words.next().is_some() || u32::from(slot) >= quiver_resp::SLOTS {
+                if words.next().is_some() || u32::from(slot) >= crate::SLOTS {
                     return None;
                 }
                 let host = host.to_owned();
@@ -50,13 +51,22 @@ impl Redirect {
 
 /// `host:port` split at its last colon (Redis writes IPv6 hosts without brackets:
 /// `::1:6379`); brackets, if a server sends them, are removed.
-fn split_addr(addr: &str) -> Option<(&str, u16)> {
+pub fn split_addr(addr: &str) -> Option<(&str, u16)> {
     let (host, port) = addr.rsplit_once(':')?;
     let host = host
         .strip_prefix('[')
         .and_then(|h| h.strip_suffix(']'))
         .unwrap_or(host);
     Some((host, port.parse().ok()?))
+}
+
+/// `host:port`, with an IPv6 host in brackets so that it resolves.
+pub fn join_addr(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
 }
 
 #[cfg(test)]
@@ -119,5 +129,16 @@ mod tests {
         ] {
             assert_eq!(Redirect::parse(text), None, "{text}");
         }
+    }
+
+    #[test]
+    fn addresses_split_and_join() {
+        assert_eq!(split_addr("127.0.0.1:6379"), Some(("127.0.0.1", 6379)));
+        assert_eq!(split_addr("::1:7000"), Some(("::1", 7000)));
+        assert_eq!(split_addr("[::1]:7000"), Some(("::1", 7000)));
+        assert_eq!(split_addr("host"), None);
+        assert_eq!(split_addr("host:99999"), None);
+        assert_eq!(join_addr("::1", 7), "[::1]:7");
+        assert_eq!(join_addr("h", 7), "h:7");
     }
 }
