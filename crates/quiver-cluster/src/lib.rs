@@ -5,8 +5,11 @@
 //!   orders every version;
 //! * [`meta`] — that document in etcd: read, changed by one transaction per epoch, watched;
 //!   nodes' registrations and leases, the managers' election;
-//! * [`manager`] — the process that repairs chains when nodes die, stall or restart.
+//! * [`manager`] — the process that repairs chains when nodes die, stall or restart;
+//! * [`follow`] — sessions with etcd one after another through its outages (the waits between
+//!   them, what is logged), for nodes, routers and managers alike.
 
+pub mod follow;
 pub mod manager;
 pub mod meta;
 pub mod topology;

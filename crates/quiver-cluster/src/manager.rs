@@ -20,15 +20,12 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::follow::follow;
 use crate::meta::{Alive, LeaseCheck, Meta, MetaError, Result};
 use crate::topology::{Finding, Repair, Topology, EXPELLED};
 
 /// How often the elected manager reads the leases and the topology.
 pub const CHECK_EVERY: Duration = Duration::from_millis(200);
-/// First wait after losing etcd (or the lease); doubled up to [`RETRY_DELAY_MAX`].
-const RETRY_DELAY_MIN: Duration = Duration::from_millis(100);
-const RETRY_DELAY_MAX: Duration = Duration::from_secs(2);
-
 /// A manager's settings.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -44,22 +41,12 @@ pub struct Settings {
 /// Runs until `shutdown` completes: connect, take a lease, campaign, repair while elected;
 /// on any failure wait and start again.
 pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) {
-    tokio::pin!(shutdown);
-    let mut delay = RETRY_DELAY_MIN;
-    loop {
-        let outcome = tokio::select! {
-            r = session(&settings) => r,
-            _ = &mut shutdown => return,
-        };
+    let ended = |_, outcome: Result<()>| {
         if let Err(e) = outcome {
             tracing::warn!(name = %settings.name, error = %e, "manager: lost etcd or its lease; campaigning again");
         }
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
-            _ = &mut shutdown => return,
-        }
-        delay = (delay * 2).min(RETRY_DELAY_MAX);
-    }
+    };
+    follow(|| session(&settings), ended, shutdown).await;
 }
 
 /// One lease's life: campaign, then repair while the lease holds.

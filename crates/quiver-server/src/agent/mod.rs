@@ -27,15 +27,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use quiver_cluster::follow::{self, worth_logging};
 use quiver_cluster::meta::{Meta, MetaError, TopologyWatch, Versioned};
 use tokio::sync::watch;
 
 use crate::cluster::ClusterNode;
 use crate::state::SharedState;
 
-/// First wait after a failed attempt to reach etcd; doubled up to [`RETRY_DELAY_MAX`].
-const RETRY_DELAY_MIN: Duration = Duration::from_millis(100);
-const RETRY_DELAY_MAX: Duration = Duration::from_secs(2);
 /// How often the node is reconciled with its topology without a new version (a move that
 /// failed is started again, a drop that failed is tried again).
 pub const RECONCILE_EVERY: Duration = Duration::from_secs(1);
@@ -55,30 +53,21 @@ pub async fn run(state: SharedState, etcd: EtcdSettings, mut shutdown: watch::Re
         return;
     };
     let dropping = Arc::new(AtomicBool::new(false));
-    let mut delay = RETRY_DELAY_MIN;
-    let mut failures: u64 = 0;
-    loop {
-        let outcome = tokio::select! {
-            r = session(&state, &node, &etcd, &dropping) => r,
-            _ = shutdown.wait_for(|&s| s) => return,
-        };
+    let (state, node, etcd, dropping) = (&state, &node, &etcd, &dropping);
+    let ended = |n, outcome: Result<(), MetaError>| {
         node.set_etcd_connected(false);
-        failures += 1;
         match outcome {
-            // Logged on the first failure and then every 16th, so a long outage does not
-            // flood the log.
-            Err(e) if failures == 1 || failures % 16 == 0 => {
-                tracing::warn!(error = %e, failures, "cluster: etcd unreachable; serving the last topology")
+            Err(e) if worth_logging(n) => {
+                tracing::warn!(error = %e, failures = n, "cluster: etcd unreachable; serving the last topology")
             }
             Err(_) => {}
             Ok(()) => tracing::warn!("cluster: the topology watch ended; reconnecting"),
         }
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
-            _ = shutdown.wait_for(|&s| s) => return,
-        }
-        delay = (delay * 2).min(RETRY_DELAY_MAX);
-    }
+    };
+    let shutdown = async move {
+        let _ = shutdown.wait_for(|&s| s).await;
+    };
+    follow::follow(|| session(state, node, etcd, dropping), ended, shutdown).await;
 }
 
 /// One connection's life: returns when the watch ends (Ok) or etcd fails (Err).

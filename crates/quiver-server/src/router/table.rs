@@ -6,14 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::RwLock;
+use quiver_cluster::follow::{self, worth_logging};
 use quiver_cluster::topology::UNASSIGNED;
 use quiver_cluster::{Meta, MetaError, Topology};
 use quiver_resp::slot::{key_slot, SLOTS};
 use tokio::sync::{watch, Notify};
-
-/// Waits between attempts to reach etcd, doubling from the first to the last.
-const RETRY_DELAY_MIN: Duration = Duration::from_millis(100);
-const RETRY_DELAY_MAX: Duration = Duration::from_secs(2);
 
 /// One topology as the router routes by it.
 #[derive(Debug, Default)]
@@ -142,28 +139,23 @@ pub async fn follow(
     on_change: impl Fn(&SlotTable) + Send + Sync + 'static,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut delay = RETRY_DELAY_MIN;
-    let mut failures: u64 = 0;
-    loop {
-        let outcome = tokio::select! {
-            r = session(&tables, &endpoints, &prefix, &on_change) => r,
-            _ = shutdown.wait_for(|&s| s) => return,
-        };
-        failures += 1;
-        match outcome {
-            // The first failure and every 16th: a long outage does not flood the log.
-            Err(e) if failures == 1 || failures % 16 == 0 => {
-                tracing::warn!(error = %e, failures, "router: etcd unreachable; routing by the last topology")
-            }
-            Err(_) => {}
-            Ok(()) => tracing::warn!("router: the topology watch ended; reconnecting"),
+    let ended = |n, outcome: Result<(), MetaError>| match outcome {
+        Err(e) if worth_logging(n) => {
+            tracing::warn!(error = %e, failures = n, "router: etcd unreachable; routing by the last topology")
         }
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
-            _ = shutdown.wait_for(|&s| s) => return,
-        }
-        delay = (delay * 2).min(RETRY_DELAY_MAX);
-    }
+        Err(_) => {}
+        Ok(()) => tracing::warn!("router: the topology watch ended; reconnecting"),
+    };
+    let shutdown = async move {
+        let _ = shutdown.wait_for(|&s| s).await;
+    };
+    let (tables, endpoints, prefix, on_change) = (&tables, &endpoints, &prefix, &on_change);
+    follow::follow(
+        || session(tables, endpoints, prefix, on_change),
+        ended,
+        shutdown,
+    )
+    .await;
 }
 
 async fn session(
