@@ -305,6 +305,15 @@ impl Topology {
         table
     }
 
+    /// Per slot, the index in [`Topology::shards`] of the shard holding it, or [`UNASSIGNED`].
+    pub fn shard_table(&self) -> Vec<u16> {
+        let mut table = vec![UNASSIGNED; SLOTS as usize];
+        for (i, s) in self.shards.iter().enumerate() {
+            table[s.slots.lo as usize..=s.slots.hi as usize].fill(i as u16);
+        }
+        table
+    }
+
     /// Slots some node owns.
     pub fn assigned_slots(&self) -> u32 {
         self.shards.iter().map(|s| s.slots.len()).sum()

@@ -39,6 +39,12 @@ fn create_splits_slots_evenly_and_round_trips_as_json() {
     assert_eq!(table[0], 0);
     assert_eq!(table[5461], 1);
     assert_eq!(table[16383], 2);
+    // Each slot's shard: here shard i is node i's range.
+    let shards = t.shard_table();
+    assert_eq!(
+        (shards[0], shards[5460], shards[5461], shards[16383]),
+        (0, 0, 1, 2)
+    );
 }
 
 #[test]

@@ -108,17 +108,19 @@ impl View {
         let admitted = topology
             .as_ref()
             .is_some_and(|t| t.replicas <= 1 || t.node(my_id).is_some_and(|n| n.run == my_run));
-        let mut shard = Vec::new();
+        let shard = topology
+            .as_ref()
+            .map(Topology::shard_table)
+            .unwrap_or_default();
         let mut replica = Vec::new();
         if let Some(t) = &topology {
-            shard = vec![UNASSIGNED; SLOTS as usize];
             replica = vec![false; SLOTS as usize];
-            for (i, s) in t.shards.iter().enumerate() {
-                let slots = s.slots.lo as usize..=s.slots.hi as usize;
-                shard[slots.clone()].fill(i as u16);
-                if s.position(my_id).is_some_and(|p| p > 0) {
-                    replica[slots].fill(true);
-                }
+            for s in t
+                .shards
+                .iter()
+                .filter(|s| s.position(my_id).is_some_and(|p| p > 0))
+            {
+                replica[s.slots.lo as usize..=s.slots.hi as usize].fill(true);
             }
         }
         View {

@@ -9,7 +9,7 @@ use parking_lot::RwLock;
 use quiver_cluster::follow::{self, worth_logging};
 use quiver_cluster::topology::UNASSIGNED;
 use quiver_cluster::{Meta, MetaError, Topology};
-use quiver_resp::slot::{key_slot, SLOTS};
+use quiver_resp::slot::key_slot;
 use tokio::sync::{watch, Notify};
 
 /// One topology as the router routes by it.
@@ -21,11 +21,12 @@ pub struct SlotTable {
     pub addrs: Vec<Arc<str>>,
     /// Per slot, the index of its node (the chain's head) in `addrs`, or [`UNASSIGNED`].
     slots: Vec<u16>,
-    /// With replicas: per slot, the index of its chain in `chains` ([`UNASSIGNED`]: none).
+    /// With replicas: per slot, the index of its chain in `chains` (its shard's in the
+    /// topology; [`UNASSIGNED`]: none).
     chain_of: Vec<u16>,
-    /// Per chain, its members' indices in `addrs`, tail first: where a read goes when its
-    /// planner has a choice among the nodes it contacts (the tail's copy is always committed:
-    /// a CRAQ read there never waits).
+    /// With replicas, per shard of the topology, its chain's members' indices in `addrs`,
+    /// tail first: where a read goes when its planner has a choice among the nodes it contacts
+    /// (the tail's copy is always committed: a CRAQ read there never waits).
     chains: Vec<Vec<u16>>,
 }
 
@@ -39,19 +40,20 @@ impl SlotTable {
             chains: Vec::new(),
         };
         if t.replicas > 1 {
-            table.chain_of = vec![UNASSIGNED; SLOTS as usize];
-            for shard in &t.shards {
-                let members: Vec<u16> = shard
-                    .chain
-                    .iter()
-                    .rev()
-                    .filter_map(|id| t.nodes.iter().position(|n| &n.id == id))
-                    .map(|i| i as u16)
-                    .collect();
-                table.chain_of[shard.slots.lo as usize..=shard.slots.hi as usize]
-                    .fill(table.chains.len() as u16);
-                table.chains.push(members);
-            }
+            table.chain_of = t.shard_table();
+            table.chains = t
+                .shards
+                .iter()
+                .map(|shard| {
+                    shard
+                        .chain
+                        .iter()
+                        .rev()
+                        .filter_map(|id| t.nodes.iter().position(|n| &n.id == id))
+                        .map(|i| i as u16)
+                        .collect()
+                })
+                .collect();
         }
         table
     }
