@@ -26,6 +26,7 @@ use crate::topology::{Finding, Repair, Topology, EXPELLED};
 
 /// How often the elected manager reads the leases and the topology.
 pub const CHECK_EVERY: Duration = Duration::from_millis(200);
+
 /// A manager's settings.
 #[derive(Clone, Debug)]
 pub struct Settings {
