@@ -89,13 +89,7 @@ trap cleanup EXIT
     --durability os --backend io_uring
 ) >"$RUN/server.out" 2>"$RUN/server.log" &
 PID=$!
-PORT=
-for _ in $(seq 1 600); do
-  PORT=$(grep -o '[0-9]*$' "$RUN/server.out" 2>/dev/null || true)
-  [ -n "$PORT" ] && break
-  sleep 0.1
-done
-[ -n "$PORT" ] || { echo "bench_device.sh: the server did not start" >&2; exit 1; }
+PORT=$(served_port "$RUN/server.out")
 
 net() {
   taskset -c "$CLIENT_CORE" "$Q" bench net --port "$PORT" --server-pid "$PID" --system quiver \
@@ -114,7 +108,6 @@ FIO=(taskset -c "$SERVER_CORE" fio --name=randread --filename="$RUN/fio.dat" --s
   --output-format=json)
 "${FIO[@]}" --runtime=1 --iodepth=1 >/dev/null 2>&1 # lays the file out
 
-put() { printf '%s\t%s\t%s\n' "$round" "$1" "$2" >>"$RESULTS"; }
 for ((round = 1; round <= ROUNDS; round++)); do
   for n in $IN_FLIGHT; do
     echo "== round $round/$ROUNDS: $n MGET-32 in flight, then fio at depth $((32 * n))" >&2
@@ -127,11 +120,6 @@ for ((round = 1; round <= ROUNDS; round++)); do
   done
 done
 
-mean() { awk -F'\t' -v n="$1" '$2 == n { s += $3; c++ } END { if (c) printf "%.0f", s / c; else print 0 }' "$RESULTS"; }
-ratios() {
-  awk -F'\t' -v a="$1" -v b="$2" '$2 == a { A[$1] = $3 } $2 == b { B[$1] = $3 }
-    END { for (r = 1; r in A; r++) if (B[r] > 0) printf "%.2f ", A[r] / B[r] }' "$RESULTS"
-}
 echo
 echo "keys=$KEYS value_size=$VALUE_SIZE data=${DATA_MB}MiB memory_limit=${MEMORY_MB}MiB duration=${DURATION}s rounds=$ROUNDS $(date -u +%FT%TZ)"
 printf '%-10s %-14s %14s %12s %16s\n' "in flight" "device depth" "quiver keys/s" "fio IOPS" "keys/server-cpu-s"

@@ -103,10 +103,9 @@ pin "$DB_BENCH" "${DB_COMMON[@]}" --benchmarks=fillseq,flush,compact >"$LOGS/roc
 pin "$QUIVER" bench local --dir "$QDB" --keys "$KEYS" --key-size "$KEY_SIZE" \
   --value-size "$VALUE_SIZE" --width 32 --backend mmap --duration-s 1 >"$LOGS/quiver-load.json" 2>"$LOGS/quiver-load.err"
 
-# Every figure goes to $RESULTS as "round<TAB>name<TAB>value".
+# Every figure goes to $RESULTS as "round<TAB>name<TAB>value" (lib.sh `put`, `mean`, `ratios`).
 RESULTS="$LOGS/results.tsv"
 : >"$RESULTS"
-put() { printf '%s\t%s\t%s\n' "$round" "$1" "$2" >>"$RESULTS"; }
 
 if [ -z "${FIO_SIZE:-}" ]; then
   FIO_SIZE=$(du -sm "$QDB" | awk '{ m = $1 < 64 ? 64 : ($1 > 4096 ? 4096 : $1); print m "M" }')
@@ -173,19 +172,6 @@ pin "$DB_BENCH" "${DB_READ[@]}" --use_direct_reads=1 --cache_size=1048576 --mult
 put rocksdb_direct_multiread_batched "$(db_ops "$LOGS/rocksdb-direct-batched.log" multireadrandom)"
 
 # ---- summary ----
-# mean NAME: mean over rounds; ratios A B: "r1 r2 ... (mean m)" of per-round A/B.
-mean() { awk -F'\t' -v n="$1" '$2 == n { s += $3; c++ } END { if (c) printf "%.0f", s / c; else print 0 }' "$RESULTS"; }
-ratios() {
-  awk -F'\t' -v a="$1" -v b="$2" -v c="${3:-}" '
-    $2 == a { A[$1] = $3 } $2 == b { B[$1] = $3 } c != "" && $2 == c { C[$1] = $3 }
-    END {
-      for (r = 1; r in A; r++) {
-        d = B[r]; if (c != "" && C[r] > d) d = C[r]
-        if (d > 0) { x = A[r] / d; printf "%.2f ", x; s += x; k++ }
-      }
-      if (k) printf "(mean %.2f)", s / k
-    }' "$RESULTS"
-}
 row() { printf '%-50s %14s\n' "$1" "$(mean "$2")"; }
 
 echo

@@ -51,12 +51,7 @@ for s in paced unpaced; do
   taskset -c "$SERVER_CORE" "$Q" --dir "$RUN/$s/data" serve --config "$RUN/$s/quiver.toml" \
     --port 0 --threads 1 --durability os >"$RUN/$s/out" 2>"$RUN/$s/log" &
   PID[$s]=$!
-  for _ in $(seq 1 600); do
-    PORT[$s]=$(grep -o '[0-9]*$' "$RUN/$s/out" 2>/dev/null || true)
-    [ -n "${PORT[$s]}" ] && break
-    sleep 0.1
-  done
-  [ -n "${PORT[$s]}" ] || { echo "bench_pacing.sh: the $s server did not start" >&2; exit 1; }
+  PORT[$s]=$(served_port "$RUN/$s/out")
 done
 
 bench() { # $1 server, then bench net arguments

@@ -102,6 +102,24 @@ served_port() {
   return 1
 }
 
+# Figures of a benchmark whose rounds alternate systems: each goes to $RESULTS as
+# "round<TAB>name<TAB>value". `put NAME VALUE` records one (the caller's $round); `mean NAME`
+# is its mean over the rounds (0 if none); `ratios A B [C]` prints each round's A / B — over
+# the larger of B and C when C is given — then "(mean m)".
+put() { printf '%s\t%s\t%s\n' "$round" "$1" "$2" >>"$RESULTS"; }
+mean() { awk -F'\t' -v n="$1" '$2 == n { s += $3; c++ } END { if (c) printf "%.0f", s / c; else print 0 }' "$RESULTS"; }
+ratios() {
+  awk -F'\t' -v a="$1" -v b="$2" -v c="${3:-}" '
+    $2 == a { A[$1] = $3 } $2 == b { B[$1] = $3 } c != "" && $2 == c { C[$1] = $3 }
+    END {
+      for (r = 1; r in A; r++) {
+        d = B[r]; if (c != "" && C[r] > d) d = C[r]
+        if (d > 0) { x = A[r] / d; printf "%.2f ", x; s += x; k++ }
+      }
+      if (k) printf "(mean %.2f)", s / k
+    }' "$RESULTS"
+}
+
 # quick_or_help "$@": the arguments of a script that takes only --quick (sets QUICK to 0 or 1)
 # and -h / --help (prints its usage and exits); anything else is refused with its usage.
 quick_or_help() {

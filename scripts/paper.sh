@@ -70,14 +70,7 @@ start() { # quiver serve flags
   taskset -c "$SERVER_CORE" "$Q" --dir "$DIR/store" serve --port 0 --threads 1 "$@" \
     >"$DIR/server.out" 2>>"$DIR/server.log" &
   SERVER=$!
-  local i
-  for i in $(seq 1 600); do
-    PORT=$(grep -o '[0-9]*$' "$DIR/server.out" 2>/dev/null || true)
-    [ -n "$PORT" ] && return 0
-    sleep 0.1
-  done
-  echo "paper.sh: the server did not start" >&2
-  return 1
+  PORT=$(served_port "$DIR/server.out")
 }
 stop() { kill "$SERVER" && wait "$SERVER" || true; SERVER=; }
 

@@ -102,13 +102,7 @@ printf 'compaction-cpu-share = %s\n' "$COMPACTION_CPU_SHARE" >"$RUN/quiver.toml"
 taskset -c "$SERVER_CORE" "$Q" --dir "$RUN/data" serve --config "$RUN/quiver.toml" --port 0 \
   --threads 1 --durability os >"$RUN/server.out" 2>"$RUN/server.log" &
 PID=$!
-PORT=
-for _ in $(seq 1 600); do
-  PORT=$(grep -o '[0-9]*$' "$RUN/server.out" 2>/dev/null || true)
-  [ -n "$PORT" ] && break
-  sleep 0.1
-done
-[ -n "$PORT" ] || { echo "soak.sh: the server did not start" >&2; exit 1; }
+PORT=$(served_port "$RUN/server.out")
 
 net() {
   taskset -c "$CLIENT_CORE" "$Q" bench net --port "$PORT" --server-pid "$PID" --system quiver \
