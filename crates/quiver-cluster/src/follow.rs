@@ -1,7 +1,7 @@
 //! Following etcd through its outages: a node's agent, a router and a manager each run
 //! sessions with etcd (one connection's life: connect, read, watch or campaign), one after
 //! another until they are shut down, with the same waits between them ([`follow`]) and the
-//! same restraint in their logs ([`worth_logging`]).
+//! same restraint in their logs ([`log_end`]).
 
 use std::future::Future;
 use std::time::Duration;
@@ -48,8 +48,20 @@ pub async fn follow<F>(
 
 /// Whether the `n`th end of a run of sessions is worth a log line: the first and every 16th,
 /// so that a long outage does not flood the log.
-pub fn worth_logging(n: u64) -> bool {
+fn worth_logging(n: u64) -> bool {
     n == 1 || n % LOG_EVERY == 0
+}
+
+/// Logs the `n`th end of a watching follower's sessions (`who`: "cluster", "router"), if
+/// worth it: etcd unreachable, and what goes on meanwhile (`meanwhile`), or the watch ended.
+pub fn log_end(who: &str, meanwhile: &str, n: u64, outcome: Result<()>) {
+    match outcome {
+        Err(e) if worth_logging(n) => {
+            tracing::warn!(error = %e, failures = n, "{who}: etcd unreachable; {meanwhile}")
+        }
+        Err(_) => {}
+        Ok(()) => tracing::warn!("{who}: the topology watch ended; reconnecting"),
+    }
 }
 
 #[cfg(test)]

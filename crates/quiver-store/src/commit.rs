@@ -118,15 +118,14 @@ pub(crate) enum LookFirst<'a> {
     Always(&'a mut dyn FnMut()),
 }
 
-/// The write locks of `parts` (ascending ids, as they come) for `batch` (op `i` has namespace
-/// and hash `hashed[i]` and lies in partition `guard_of[i]`), with its lookups made before them
-/// as `look_first` says.
+/// The write locks of `parts` (ascending ids, as they come) for `batch`, whose ops' lookups
+/// are `items` ([`lookup_keys`]), with those lookups made before the locks as `look_first`
+/// says.
 pub(crate) fn lock_parts<'p>(
     ctx: &StoreCtx,
     parts: &[&'p Arc<Partition>],
     batch: &Batch,
-    hashed: &[(u32, KeyHash)],
-    guard_of: &[usize],
+    items: &[LookupKey<'_>],
     look_first: LookFirst<'_>,
 ) -> (Vec<WriteHold<'p>>, Option<Foreseen>) {
     if let LookFirst::IfContended = look_first {
@@ -143,8 +142,7 @@ pub(crate) fn lock_parts<'p>(
         }
         release_all(free);
     }
-    let items = lookup_keys(batch, hashed, guard_of);
-    let foreseen = foresee(ctx, parts, &items, needs_values(batch));
+    let foreseen = foresee(ctx, parts, items, needs_values(batch));
     if let LookFirst::Always(meanwhile) = look_first {
         meanwhile();
     }
@@ -154,7 +152,7 @@ pub(crate) fn lock_parts<'p>(
 
 /// The lookup of each op of `batch` (op `i` has namespace and hash `hashed[i]` and lies in
 /// the partition at `guard_of[i]`).
-fn lookup_keys<'b>(
+pub(crate) fn lookup_keys<'b>(
     batch: &'b Batch,
     hashed: &[(u32, KeyHash)],
     guard_of: &[usize],
@@ -182,11 +180,12 @@ fn needs_values(batch: &Batch) -> bool {
 }
 
 /// One try of a batch, prepared by [`prepare`]. `guards[i]` is the write lock of `parts[i]`
-/// (ascending ids; they hold the partition of every op); op `i` has namespace and hash
-/// `hashed[i]` and its partition is `parts[guard_of[i]]`. Every index must have room for the
-/// batch's puts, every precondition must hold against the state before the batch; then the
-/// batch is written and indexed, the locks are released and, in `fsync` mode, the try waits
-/// for group commit.
+/// (ascending ids; they hold the partition of every op); op `i`'s lookup is `items[i]`
+/// ([`lookup_keys`]: its namespace, hash and place in `parts`), and `foreseen` what
+/// [`lock_parts`] found of them before the locks. Every index must have room for the batch's
+/// puts, every precondition must hold against the state before the batch; then the batch is
+/// written and indexed, the locks are released and, in `fsync` mode, the try waits for group
+/// commit.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn try_batch(
     ctx: &StoreCtx,
@@ -196,8 +195,7 @@ pub(crate) fn try_batch(
     batch: &Batch,
     prepared: Prepared<'_>,
     foreseen: Option<Foreseen>,
-    hashed: &[(u32, KeyHash)],
-    guard_of: &[usize],
+    items: &[LookupKey<'_>],
 ) -> Attempt {
     // Room in every index for the puts.
     for (gi, part) in prepared.parts.iter().enumerate() {
@@ -211,10 +209,9 @@ pub(crate) fn try_batch(
     }
     // Preconditions, against the state before the batch.
     let needs_value = needs_values(batch);
-    let items = lookup_keys(batch, hashed, guard_of);
     let mut found = {
         let states: Vec<&PartState> = guards.iter().map(|g| &**g).collect();
-        foresee::confirm(ctx, &states, foreseen, &items, needs_value)
+        foresee::confirm(ctx, &states, foreseen, items, needs_value)
     };
     for (i, op) in batch.ops.iter().enumerate() {
         if let Some(cond) = &op.condition {

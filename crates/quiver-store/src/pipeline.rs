@@ -282,14 +282,14 @@ fn lock_share<'p>(
     if let Some(g) = part.state.try_write() {
         return (part.timed(g), None);
     }
-    let ops: Vec<WriteOp<'_>> = share
+    let items: Vec<_> = share
         .iter()
-        .filter_map(|&(i, _)| match steps[i] {
-            Step::Write(op) => Some(op),
+        .filter_map(|&(i, _)| match &steps[i] {
+            Step::Write(op) => Some(op.lookup_key()),
             Step::Read(_) => None,
         })
         .collect();
-    let foreseen = foresee(ctx, &[part], &write::lookup_keys(&ops), false);
+    let foreseen = foresee(ctx, &[part], &items, false);
     (part.write_serving(), Some(foreseen))
 }
 

@@ -419,8 +419,8 @@ impl Store {
         let guard_of: Vec<usize> = routed.of_key.iter().map(|&(g, _)| g).collect();
         let ctx = &self.inner.ctx;
         let mut prepared = commit::prepare(ctx, batch, &hashed, &guard_of, parts.len());
-        let (guards, mut foreseen) =
-            commit::lock_parts(ctx, &parts, batch, &hashed, &guard_of, look_first);
+        let mut items = commit::lookup_keys(batch, &hashed, &guard_of);
+        let (guards, mut foreseen) = commit::lock_parts(ctx, &parts, batch, &items, look_first);
         if !routed.owned(&guards) {
             return Attempt::Rerouted;
         }
@@ -431,6 +431,7 @@ impl Store {
         {
             hashed = hash_all(&st.dbs);
             prepared = commit::prepare(ctx, batch, &hashed, &guard_of, parts.len());
+            items = commit::lookup_keys(batch, &hashed, &guard_of);
             foreseen = None; // the keys' hashes changed
         }
         commit::try_batch(
@@ -441,8 +442,7 @@ impl Store {
             batch,
             prepared,
             foreseen,
-            &hashed,
-            &guard_of,
+            &items,
         )
     }
 

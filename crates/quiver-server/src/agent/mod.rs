@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quiver_cluster::follow::{self, worth_logging};
+use quiver_cluster::follow;
 use quiver_cluster::meta::{Meta, MetaError, TopologyWatch, Versioned};
 use tokio::sync::watch;
 
@@ -54,15 +54,9 @@ pub async fn run(state: SharedState, etcd: EtcdSettings, mut shutdown: watch::Re
     };
     let dropping = Arc::new(AtomicBool::new(false));
     let (state, node, etcd, dropping) = (&state, &node, &etcd, &dropping);
-    let ended = |n, outcome: Result<(), MetaError>| {
+    let ended = |n, outcome| {
         node.set_etcd_connected(false);
-        match outcome {
-            Err(e) if worth_logging(n) => {
-                tracing::warn!(error = %e, failures = n, "cluster: etcd unreachable; serving the last topology")
-            }
-            Err(_) => {}
-            Ok(()) => tracing::warn!("cluster: the topology watch ended; reconnecting"),
-        }
+        follow::log_end("cluster", "serving the last topology", n, outcome);
     };
     let shutdown = async move {
         let _ = shutdown.wait_for(|&s| s).await;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::RwLock;
-use quiver_cluster::follow::{self, worth_logging};
+use quiver_cluster::follow;
 use quiver_cluster::topology::UNASSIGNED;
 use quiver_cluster::{Meta, MetaError, Topology};
 use quiver_resp::slot::key_slot;
@@ -141,13 +141,7 @@ pub async fn follow(
     on_change: impl Fn(&SlotTable) + Send + Sync + 'static,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let ended = |n, outcome: Result<(), MetaError>| match outcome {
-        Err(e) if worth_logging(n) => {
-            tracing::warn!(error = %e, failures = n, "router: etcd unreachable; routing by the last topology")
-        }
-        Err(_) => {}
-        Ok(()) => tracing::warn!("router: the topology watch ended; reconnecting"),
-    };
+    let ended = |n, outcome| follow::log_end("router", "routing by the last topology", n, outcome);
     let shutdown = async move {
         let _ = shutdown.wait_for(|&s| s).await;
     };
