@@ -12,6 +12,8 @@
 //!   byte, allocating nothing while it scans. It reports items ([`Event`]: a line value, a bulk,
 //!   a null, an aggregate's start and end) with their byte geometry; the client builds its
 //!   values on it, the load generator counts replies without keeping their bytes;
+//! * [`glob`] — Redis's glob patterns ([`glob_match`]: KEYS, SCAN MATCH, CONFIG GET, ACL key
+//!   patterns);
 //! * [`limits`] — the bounds: Redis's bulk and multibulk limits, line length, nesting depth,
 //!   preallocation ([`ReplyLimits`] for the scanner);
 //! * [`redirect`] — a cluster's steering errors ([`Redirect`]: `MOVED`, `ASK`, `TRYAGAIN`,
@@ -23,6 +25,7 @@
 //! The server's request parser (Redis 7's exact quirks) stays in `quiver-server`; it takes its
 //! limits and [`string2ll`] from here.
 
+pub mod glob;
 pub mod int;
 pub mod limits;
 pub mod redirect;
@@ -30,6 +33,7 @@ pub mod request;
 pub mod scan;
 pub mod slot;
 
+pub use glob::glob_match;
 pub use int::{decimal_len, header_len, parse_integer, string2ll, Header};
 pub use limits::ReplyLimits;
 pub use redirect::Redirect;

@@ -11,9 +11,10 @@ use parking_lot::{Condvar, Mutex};
 use quiver_store::Store;
 use tokio::sync::oneshot;
 
-use crate::errors::{err, store_error};
+use crate::errors::err;
 use crate::reply::Reply;
 use crate::stats::Stats;
+use crate::store_errors::store_error;
 
 /// Requests the queue holds at most. Each connection waits for its own before sending another,
 /// so `maxclients` bounds the queue already; this bound says so, and refuses rather than grows

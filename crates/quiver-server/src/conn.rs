@@ -22,12 +22,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
 use crate::clients::ClientInfo;
-use crate::exec::RunEnd;
+
 use crate::frame::{RequestParser, Run, RunSize};
 use crate::output::Output;
 use crate::ratelog::LogLimiter;
 use crate::reply::Reply;
-use crate::service::Service;
+use crate::service::{RunEnd, Service};
 use crate::session::Session;
 
 /// What a connection executes in one turn at most before its thread turns to its other

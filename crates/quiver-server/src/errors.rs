@@ -3,20 +3,12 @@
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, BytesMut};
-use quiver_store::Error as StoreError;
 
 use crate::ratelog::LogLimiter;
 use crate::reply::Reply;
 
 /// At most one log line per this interval for each kind of repeated refusal below.
 pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(1);
-/// Writes refused because the disk is full.
-static NO_SPACE_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);
-/// A partition that refuses writes (a failed fdatasync, bytes a failed write left) refuses
-/// every write to it until the restart: logged at most once per interval too.
-static REFUSING_PARTITION_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);
-/// Commands and EXECs given up after too many conflicting attempts.
-static CONFLICTS_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);
 /// Replies refused at `client-output-buffer-total-limit`.
 static TOTAL_OUTPUT_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);
 
@@ -90,23 +82,6 @@ pub fn refusal(reply: &Reply) -> Option<Refusal> {
         .then_some(Refusal::SubcommandArity)
 }
 
-/// A command or EXEC that was run `attempts` times, each time conflicting with concurrent
-/// writes to a key it read, and given up: nothing of it was applied. `what` is "command" or
-/// "transaction".
-pub fn not_applied_after_conflicts(what: &str, attempts: u32) -> Reply {
-    if let Some(n) = CONFLICTS_LOG.event(Instant::now()) {
-        tracing::warn!(
-            attempts,
-            given_up = n,
-            "commands given up: concurrent writes kept changing the keys they read"
-        );
-    }
-    Reply::error(format!(
-        "ERR the {what} was not applied: concurrent writes changed the keys it read {attempts} \
-         times in a row"
-    ))
-}
-
 /// A reply of `len` bytes not sent because the buffered replies of all connections would
 /// have passed `client-output-buffer-total-limit` (`limit` bytes).
 pub fn reply_over_total_limit(len: usize, limit: usize) -> Reply {
@@ -122,14 +97,6 @@ pub fn reply_over_total_limit(len: usize, limit: usize) -> Reply {
         "ERR reply of {len} bytes not sent: the server's buffered replies would exceed \
          client-output-buffer-total-limit ({limit} bytes)"
     ))
-}
-
-/// A command some of whose writes took effect before `e` stopped the rest.
-pub fn partly_applied(e: &StoreError) -> Reply {
-    tracing::error!(error = %e, "storage error: a write was partly applied");
-    Reply::Error(sanitize(BytesMut::from(
-        format!("ERR storage error: {e}; the command was partly applied").as_bytes(),
-    )))
 }
 
 /// A command refused because MULTI already queued `max` commands.
@@ -168,59 +135,6 @@ pub fn sanitize(mut m: BytesMut) -> bytes::Bytes {
     m.freeze()
 }
 
-/// The reply for an engine error. Limits get their own words; anything else is a storage
-/// failure, logged with its details.
-pub fn store_error(e: &StoreError) -> Reply {
-    match e {
-        StoreError::KeyLength { len, max } => Reply::error(format!(
-            "ERR key is too long ({len} bytes; the maximum is {max})"
-        )),
-        StoreError::ValueTooLarge { len, max } => Reply::error(format!(
-            "ERR value is too large ({len} bytes; the maximum is {max})"
-        )),
-        StoreError::BatchTooLarge { bytes, max } => Reply::error(format!(
-            "ERR the write is too large ({bytes} bytes; one partition takes at most {max} at once)"
-        )),
-        StoreError::NoSpace { path } => {
-            if let Some(n) = NO_SPACE_LOG.event(Instant::now()) {
-                tracing::warn!(
-                    path = %path.display(),
-                    refused = n,
-                    "no space left on device: writes refused (count since the last such line)"
-                );
-            }
-            err("ERR no space left on device: the write was not applied")
-        }
-        StoreError::IndexFull { partition, keys } => Reply::error(format!(
-            "ERR the write was not applied: partition {partition}'s index has no room for {keys} \
-             more keys yet (its maintenance is behind; retry)"
-        )),
-        StoreError::PartlyApplied { source, .. } => partly_applied(source),
-        StoreError::PartitionFailed { .. } | StoreError::SyncFailed { .. } => {
-            if let Some(n) = REFUSING_PARTITION_LOG.event(Instant::now()) {
-                tracing::error!(
-                    error = %e,
-                    refused = n,
-                    "a partition refuses writes until the server restarts (count since the \
-                     last such line)"
-                );
-            }
-            storage_error(e)
-        }
-        e => {
-            tracing::error!(error = %e, "storage error");
-            storage_error(e)
-        }
-    }
-}
-
-/// `ERR storage error: ...`, the engine's message on one line.
-fn storage_error(e: &StoreError) -> Reply {
-    Reply::Error(sanitize(BytesMut::from(
-        format!("ERR storage error: {e}").as_bytes(),
-    )))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,13 +157,6 @@ mod tests {
 
     #[test]
     fn error_texts() {
-        assert_eq!(
-            not_applied_after_conflicts("command", 1000),
-            Reply::error(
-                "ERR the command was not applied: concurrent writes changed the keys it read \
-                 1000 times in a row"
-            )
-        );
         assert_eq!(
             reply_over_total_limit(5000, 4096),
             Reply::error(

@@ -23,6 +23,7 @@
 //! * [`testing`] starts an in-process server for tests.
 
 pub mod acl;
+pub mod admission;
 pub mod agent;
 pub mod chain;
 pub mod clients;
@@ -47,6 +48,7 @@ pub mod serving;
 pub mod session;
 pub mod state;
 pub mod stats;
+pub mod store_errors;
 pub mod table;
 pub mod testing;
 pub mod tls;

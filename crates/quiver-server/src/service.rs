@@ -16,8 +16,10 @@ use crate::acl::Users;
 use crate::clients::Clients;
 use crate::config::Config;
 use crate::output::{Output, OutputBudget};
+use crate::reply::Reply;
 use crate::session::Session;
 use crate::stats::Stats;
+use crate::table::CommandSpec;
 
 /// Why a run stopped early.
 #[derive(Debug, PartialEq, Eq)]
@@ -57,7 +59,7 @@ impl Core {
             config,
             stats: Stats::default(),
             clients: Clients::default(),
-            run_id: crate::cluster::new_id(),
+            run_id: new_id(),
             port,
             shutting_down: AtomicBool::new(false),
         }
@@ -89,4 +91,33 @@ pub trait Service: Send + Sync + 'static {
 
     /// The Prometheus text of `GET /metrics`.
     fn render_metrics(&self) -> String;
+
+    /// A refusal of a request that only this service's commands know of (an unknown
+    /// subcommand, a subcommand's arity), given before authentication and MULTI queueing as
+    /// Redis gives it (`admission::check`). None by default.
+    fn refusal(&self, _spec: &CommandSpec, _args: &[Bytes]) -> Option<Reply> {
+        None
+    }
+
+    /// The keys of a request that the ACL user's key patterns are checked against: those the
+    /// command table's row names, unless this service's commands know more (BATCH's
+    /// operations).
+    fn acl_keys(&self, spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
+        spec.keys(args).cloned().collect()
+    }
+}
+
+/// A new 40-hex-character id, like Redis's node and run ids.
+pub fn new_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::time::Instant;
+    let mut id = String::with_capacity(48);
+    while id.len() < 40 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(Instant::now().elapsed().as_nanos());
+        h.write_u32(std::process::id());
+        id.push_str(&format!("{:016x}", h.finish()));
+    }
+    id.truncate(40);
+    id
 }

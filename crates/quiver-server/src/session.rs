@@ -1,14 +1,14 @@
-//! Per-connection state: protocol version, authentication, the transaction being queued and
-//! the watched keys.
+//! Per-connection state of any RESP service: protocol version, authentication, the
+//! transaction being queued, the selected database. What a service keeps beyond it is its own
+//! (`Service::Conn`).
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::acl::User;
 use crate::clients::ClientInfo;
-use crate::watch::{DbKey, Watches};
 
 /// Commands queued between MULTI and EXEC.
 #[derive(Default)]
@@ -29,22 +29,10 @@ pub struct Session {
     pub multi: Option<Multi>,
     /// The selected database (SELECT; 0 at first).
     pub db: u32,
-    /// Watched keys (each in the database selected when WATCH ran) and their values then.
-    pub watched: Vec<(DbKey, Option<quiver_store::Entry>)>,
-    /// Set by any write to a watched key.
-    pub watch_dirty: Arc<AtomicBool>,
     /// QUIT: close once the replies so far are written.
     pub closing: bool,
     /// READONLY (cluster mode): reads may be served by a replica.
     pub readonly: bool,
-    /// The keys of the run's commands on chains this node replicates (`chain`): the run's
-    /// replies wait for the commit of their last writes here.
-    pub chain_keys: Vec<Bytes>,
-    /// Other commits the run's replies wait for (CHAIN APPLY's).
-    pub barrier: crate::chain::Barrier,
-    /// What the run's writes wait for before its replies go out (`fsync` mode on serving
-    /// threads: `exec::thread::on_thread`).
-    pub durable: quiver_store::SyncWait,
     /// Clients the command just run killed (CLIENT KILL): what follows waits until they are
     /// disconnected (`Clients::wait_gone`).
     pub killed: Vec<u64>,
@@ -62,28 +50,14 @@ impl Session {
             user_version,
             multi: None,
             db: 0,
-            watched: Vec::new(),
-            watch_dirty: Arc::new(AtomicBool::new(false)),
             closing: false,
             readonly: false,
-            chain_keys: Vec::new(),
-            barrier: crate::chain::Barrier::default(),
-            durable: quiver_store::SyncWait::default(),
             killed: Vec::new(),
         }
     }
 
     pub fn id(&self) -> u64 {
         self.info.id
-    }
-
-    /// Forgets every watched key (UNWATCH, EXEC, DISCARD, RESET, disconnect).
-    pub fn unwatch(&mut self, watches: &Watches) {
-        if !self.watched.is_empty() {
-            watches.remove(self.info.id, self.watched.iter().map(|(k, _)| k));
-            self.watched.clear();
-        }
-        self.watch_dirty.store(false, Relaxed);
     }
 
     pub fn set_multi(&mut self, multi: Option<Multi>) {

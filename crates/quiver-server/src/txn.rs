@@ -22,10 +22,10 @@ use bytes::Bytes;
 use quiver_store::{Batch, BatchAction, BatchOutcome, Db, Entry, Precondition, RangeItem, Store};
 
 use crate::chain::{Chains, Took};
-use crate::errors;
 use crate::reply::Reply;
 use crate::state::ServerState;
 use crate::stats::Stats;
+use crate::store_errors;
 use crate::watch::{DbKey, Watches};
 
 /// Attempts of one optimistic command or EXEC before it is given up. Each failed attempt means
@@ -68,7 +68,10 @@ pub fn retry_on_conflict<T>(
         }
     }
     stats.transactions_abandoned.fetch_add(1, Relaxed);
-    Err(errors::not_applied_after_conflicts(what, attempts_max))
+    Err(store_errors::not_applied_after_conflicts(
+        what,
+        attempts_max,
+    ))
 }
 
 /// What [`Txn::commit`] found.

@@ -120,7 +120,7 @@ impl User {
             || self
                 .key_patterns
                 .iter()
-                .any(|p| quiver_store::scan::glob_match(p, key))
+                .any(|p| quiver_resp::glob_match(p, key))
     }
 
     /// Whether `password` is one of the user's (any password when `nopass`).

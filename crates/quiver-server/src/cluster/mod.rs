@@ -290,7 +290,7 @@ impl ClusterNode {
             }
             (Some(given), _) => given.to_string(),
             (None, Some(s)) => s.node_id.clone(),
-            (None, None) => new_id(),
+            (None, None) => crate::service::new_id(),
         };
         if !valid_node_id(&id) {
             return Err(ClusterError::BadId(id));
@@ -588,23 +588,9 @@ impl ClusterNode {
     }
 }
 
-/// A new 40-hex-character id, like Redis's node and run ids.
-pub fn new_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut id = String::with_capacity(48);
-    while id.len() < 40 {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(Instant::now().elapsed().as_nanos());
-        h.write_u32(std::process::id());
-        id.push_str(&format!("{:016x}", h.finish()));
-    }
-    id.truncate(40);
-    id
-}
-
 /// A new run number: random, never 0 (0 is "no run known" in an older topology).
 fn new_run() -> u64 {
-    let id = new_id();
+    let id = crate::service::new_id();
     u64::from_str_radix(&id[..16], 16).unwrap_or(1).max(1)
 }
 

@@ -40,7 +40,7 @@ pub fn run(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
                 apply.slots,
                 apply.version,
                 apply.msg,
-                &mut ctx.session.barrier,
+                &mut ctx.conn.barrier,
             );
             match received {
                 Ok(()) => Reply::OK,

@@ -3,10 +3,11 @@
 
 use bytes::Bytes;
 
-use crate::errors::{self, err, store_error};
+use crate::errors::{self, err};
 use crate::frame::string2ll;
 use crate::reply::Reply;
 use crate::state::ServerState;
+use crate::store_errors::store_error;
 use crate::txn::{valid_key, Txn};
 
 /// A parsed command on keys: it reads through the transaction and buffers its writes there,
@@ -28,6 +29,13 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// No bound: what key extraction parses with (a value too long is refused when the
+    /// command runs).
+    pub const UNBOUNDED: Limits = Limits {
+        value_len_max: usize::MAX,
+        databases: u32::MAX,
+    };
+
     pub fn of(state: &ServerState) -> Limits {
         Limits {
             value_len_max: state.store.options().value_len_max,

@@ -1,7 +1,7 @@
 //! CONFIG GET: the settings by their Redis names.
 
 use bytes::Bytes;
-use quiver_store::scan::glob_match;
+use quiver_resp::glob_match;
 
 use crate::errors::{err, unknown_subcommand, wrong_arity};
 use crate::reply::Reply;

@@ -3,7 +3,7 @@
 
 use crate::service::Core;
 use crate::session::Session;
-use crate::state::ServerState;
+use crate::state::{NodeConn, ServerState};
 
 /// A connection command's view of its RESP server and of its connection.
 pub struct ConnCtx<'a> {
@@ -15,11 +15,13 @@ pub struct ConnCtx<'a> {
 pub struct Ctx<'a> {
     pub state: &'a ServerState,
     pub session: &'a mut Session,
+    /// What the node keeps of the connection.
+    pub conn: &'a mut NodeConn,
 }
 
 impl Ctx<'_> {
     /// The view of a command about the connection alone.
-    pub fn conn(&mut self) -> ConnCtx<'_> {
+    pub fn conn_ctx(&mut self) -> ConnCtx<'_> {
         ConnCtx {
             core: &self.state.core,
             session: self.session,

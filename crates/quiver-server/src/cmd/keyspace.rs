@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use bytes::Bytes;
-use quiver_store::scan::glob_match;
+use quiver_resp::glob_match;
 use quiver_store::Db;
 
 use crate::cmd::common::TxnCommand;

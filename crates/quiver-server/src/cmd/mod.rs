@@ -176,10 +176,10 @@ fn vector(op: vector::VectorOp<'_>) -> Command<'_> {
 /// Runs a command about the connection or the server ([`Command::Server`]).
 pub fn run_server(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
     match cmd {
-        Cmd::Client => client::run(&mut ctx.conn(), args),
+        Cmd::Client => client::run(&mut ctx.conn_ctx(), args),
         Cmd::Command => command::run(&ctx.state.core.config.rename_command, args),
         Cmd::Config => config::run(&ctx.state.core, args),
-        Cmd::Acl => acl::run(&mut ctx.conn(), args),
+        Cmd::Acl => acl::run(&mut ctx.conn_ctx(), args),
         Cmd::Info => info::run(ctx.state, args),
         Cmd::Multi | Cmd::Discard | Cmd::Watch | Cmd::Unwatch => transactions::run(ctx, cmd, args),
         Cmd::Cluster => topology::run_cluster(ctx, args),
@@ -187,10 +187,10 @@ pub fn run_server(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
         Cmd::RangeImport => rangeimport::run(ctx, args),
         Cmd::Chain => chain::run(ctx, args),
         Cmd::Reset => {
-            ctx.session.unwatch(&ctx.state.watches);
-            connection::run(&mut ctx.conn(), cmd, args)
+            ctx.conn.unwatch(ctx.session.id(), &ctx.state.watches);
+            connection::run(&mut ctx.conn_ctx(), cmd, args)
         }
-        _ => connection::run(&mut ctx.conn(), cmd, args),
+        _ => connection::run(&mut ctx.conn_ctx(), cmd, args),
     }
 }
 

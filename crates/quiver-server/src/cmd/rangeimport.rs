@@ -25,9 +25,10 @@ use bytes::Bytes;
 use quiver_store::slot::SlotRange;
 
 use crate::cmd::ctx::Ctx;
-use crate::errors::{self, err, store_error};
+use crate::errors::{self, err};
 use crate::frame::string2ll;
 use crate::reply::Reply;
+use crate::store_errors::store_error;
 
 /// Longest wait of RANGEIMPORT END for this node to adopt the hand-over's epoch, and how
 /// often it looks.

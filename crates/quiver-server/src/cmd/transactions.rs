@@ -10,9 +10,10 @@
 use bytes::Bytes;
 
 use crate::cmd::ctx::Ctx;
-use crate::errors::{self, err, store_error};
+use crate::errors::{self, err};
 use crate::reply::Reply;
 use crate::session::Multi;
+use crate::store_errors::store_error;
 use crate::table::Cmd;
 use crate::txn::{read_all, valid_key};
 
@@ -30,7 +31,7 @@ pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
                 return err(errors::DISCARD_WITHOUT_MULTI);
             }
             ctx.session.set_multi(None);
-            ctx.session.unwatch(&ctx.state.watches);
+            ctx.conn.unwatch(ctx.session.id(), &ctx.state.watches);
             Reply::OK
         }
         Cmd::Watch => {
@@ -40,7 +41,7 @@ pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
             watch(ctx, &args[1..])
         }
         Cmd::Unwatch => {
-            ctx.session.unwatch(&ctx.state.watches);
+            ctx.conn.unwatch(ctx.session.id(), &ctx.state.watches);
             Reply::OK
         }
         other => Reply::error(format!(
@@ -54,7 +55,7 @@ fn watch(ctx: &mut Ctx<'_>, keys: &[Bytes]) -> Reply {
     let new: Vec<&Bytes> = keys
         .iter()
         .filter(|k| {
-            !ctx.session
+            !ctx.conn
                 .watched
                 .iter()
                 .any(|((d, w), _)| *d == db && w == *k)
@@ -63,11 +64,9 @@ fn watch(ctx: &mut Ctx<'_>, keys: &[Bytes]) -> Reply {
     // Register first, then read: a write that lands in between marks the client, so the
     // value read can never be newer than the registration.
     for k in &new {
-        ctx.state.watches.add(
-            ctx.session.id(),
-            (db, (*k).clone()),
-            &ctx.session.watch_dirty,
-        );
+        ctx.state
+            .watches
+            .add(ctx.session.id(), (db, (*k).clone()), &ctx.conn.watch_dirty);
     }
     let readable: Vec<&Bytes> = new.iter().copied().filter(|k| valid_key(k)).collect();
     let width_max = ctx.state.core.config.max_multikey_width;
@@ -81,7 +80,7 @@ fn watch(ctx: &mut Ctx<'_>, keys: &[Bytes]) -> Reply {
         } else {
             None
         };
-        ctx.session.watched.push(((db, k.clone()), v));
+        ctx.conn.watched.push(((db, k.clone()), v));
     }
     Reply::OK
 }

@@ -24,9 +24,10 @@ use crate::cmd::connection;
 use crate::cmd::ctx::Ctx;
 use crate::cmd::parsed::Command;
 use crate::cmd::{self};
-use crate::errors::{self, err, store_error};
+use crate::errors::{self, err};
 use crate::reply::Reply;
 use crate::state::ServerState;
+use crate::store_errors::store_error;
 use crate::table::{Cmd, CommandSpec, Flags, COMMANDS};
 use crate::txn::{read_all, retry_on_conflict, valid_key, Attempt, Commit, Txn, TXN_ATTEMPTS_MAX};
 use crate::watch::DbKey;
@@ -109,7 +110,7 @@ pub fn exec(ctx: &mut Ctx<'_>) -> Reply {
     } else {
         exec_queued(ctx, &multi.queued)
     };
-    ctx.session.unwatch(&ctx.state.watches);
+    ctx.conn.unwatch(ctx.session.id(), &ctx.state.watches);
     reply
 }
 
@@ -146,13 +147,13 @@ fn exec_queued(ctx: &mut Ctx<'_>, queued: &[(usize, Vec<Bytes>)]) -> Reply {
         .collect();
     // Watched keys that cannot exist are no preconditions for the engine.
     let watched: Vec<(DbKey, Option<Entry>)> = ctx
-        .session
+        .conn
         .watched
         .iter()
         .filter(|((_, k), _)| valid_key(k))
         .cloned()
         .collect();
-    let dirty = ctx.session.watch_dirty.clone();
+    let dirty = ctx.conn.watch_dirty.clone();
     let db = ctx.session.db;
     let run_server = |spec: &CommandSpec, args: &[Bytes]| cmd::run_server(ctx, spec.cmd, args);
     let replies = match run_txn(state, db, &steps, Some((&watched, &dirty)), run_server) {

@@ -12,6 +12,7 @@ use crate::cmd::common::Limits;
 use crate::errors::err;
 use crate::reply::Reply;
 use crate::session::Session;
+use crate::state::NodeConn;
 use crate::table::{Cmd, CommandSpec, Flags, COMMANDS};
 
 pub const FLUSH_REPLICATED: &str =
@@ -27,11 +28,12 @@ pub enum Check {
 }
 
 /// Checks a request (see the module documentation). On a member of replicated chains the
-/// keys of a request that runs are kept in the session: the run's replies wait for the
+/// keys of a request that runs are kept in the connection's `NodeConn`: the run's replies wait for the
 /// commit of what it read or wrote of them (`chain`).
 pub fn check(
     node: &ClusterNode,
-    session: &mut Session,
+    session: &Session,
+    conn: &mut NodeConn,
     spec: &CommandSpec,
     args: &[Bytes],
     limits: &Limits,
@@ -61,7 +63,7 @@ pub fn check(
             let read = session.readonly && !write;
             let route = route_keys(node, keys.iter().map(|k| &k[..]), write, read);
             if replicated && route == Route::Local {
-                session.chain_keys.extend(keys);
+                conn.chain_keys.extend(keys);
             }
             route
         }
@@ -69,7 +71,7 @@ pub fn check(
             let read = session.readonly && !write;
             let route = route_keys(node, spec.keys(args).map(|k| &k[..]), write, read);
             if replicated && route == Route::Local {
-                session.chain_keys.extend(spec.keys(args).cloned());
+                conn.chain_keys.extend(spec.keys(args).cloned());
             }
             route
         }

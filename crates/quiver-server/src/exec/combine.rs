@@ -25,9 +25,10 @@ use bytes::Bytes;
 use quiver_store::{Batch, BatchAction, SyncWait};
 use tokio::sync::oneshot;
 
-use crate::errors::{err, store_error};
+use crate::errors::err;
 use crate::reply::Reply;
 use crate::state::ServerState;
+use crate::store_errors::store_error;
 
 /// Most keys of one combined batch: it holds its partitions' locks for its whole commit (about
 /// a microsecond a key on one core), so about a millisecond at most. A group wider than this

@@ -26,11 +26,11 @@ pub mod thread;
 pub mod vector;
 
 use std::future::Future;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use crate::admission::{check, flag_transaction, queue};
 use crate::cmd::common::Limits;
 use crate::cmd::ctx::Ctx;
 use crate::cmd::parsed::Command;
@@ -40,13 +40,9 @@ use crate::output::Output;
 use crate::reply::Reply;
 use crate::service::{Core, Service};
 use crate::session::Session;
-use crate::state::ServerState;
-use crate::table::{Cmd, CommandSpec, Flags, Vector};
+use crate::state::{NodeConn, ServerState};
+use crate::table::{Cmd, CommandSpec, Vector};
 use thread::on_thread;
-
-/// Commands a MULTI may queue (each holds its arguments until EXEC). Past it the transaction
-/// is aborted: EXEC answers EXECABORT, as after any refused command.
-pub const MULTI_QUEUED_MAX: usize = 1 << 20;
 
 pub use crate::service::RunEnd;
 
@@ -78,6 +74,7 @@ enum Prepared<'a> {
 pub async fn execute_run(
     state: &ServerState,
     session: &mut Session,
+    conn: &mut NodeConn,
     requests: &[Vec<Bytes>],
     out: &mut Output<'_>,
 ) -> RunEnd {
@@ -99,7 +96,7 @@ pub async fn execute_run(
     while i < requests.len() && !session.closing {
         let prepared = match next.take() {
             Some(p) => p,
-            None => prepare(state, session, &limits, &requests[i]),
+            None => prepare(state, session, conn, &limits, &requests[i]),
         };
         let n = match prepared {
             Prepared::Answered(reply) => {
@@ -136,7 +133,7 @@ pub async fn execute_run(
                 group.push(op);
                 let mut j = i + 1;
                 while j < requests.len() {
-                    match prepare(state, session, &limits, &requests[j]) {
+                    match prepare(state, session, conn, &limits, &requests[j]) {
                         Prepared::Run {
                             command: Command::Vector(more),
                             ..
@@ -153,7 +150,7 @@ pub async fn execute_run(
                         }
                     }
                 }
-                vector::run(state, session, &group, out).await;
+                vector::run(state, session, conn, &group, out).await;
                 j - i
             }
             Prepared::Run {
@@ -161,8 +158,17 @@ pub async fn execute_run(
                 args,
                 command,
             } => {
-                let reply = on_thread(state, session, |session| {
-                    run_one(&mut Ctx { state, session }, spec, args, command)
+                let reply = on_thread(state, conn, |conn| {
+                    run_one(
+                        &mut Ctx {
+                            state,
+                            session,
+                            conn,
+                        },
+                        spec,
+                        args,
+                        command,
+                    )
                 });
                 // CLIENT KILL: what follows it runs once its victims are gone.
                 state.core.clients.wait_gone(&mut session.killed).await;
@@ -208,137 +214,27 @@ fn joins(first: Vector, more: Vector, mix: bool) -> bool {
     first == more || (mix && reads_or_puts(first) && reads_or_puts(more))
 }
 
-/// Why the session's ACL user may not run the request (Redis's NOPERM), after bringing the
-/// session's copy of the user up to date; `None` if it may.
-fn acl_refusal(
-    core: &Core,
-    session: &mut Session,
-    spec: &CommandSpec,
-    args: &[Bytes],
-) -> Option<Reply> {
-    if core
-        .users
-        .refresh(&mut session.user, &mut session.user_version)
-        .is_none()
-    {
-        // ACL DELUSER closes the user's connections; one caught between the two is refused.
-        session.info.kill();
-        return Some(errors::err(
-            "NOPERM the user of this connection was deleted",
-        ));
-    }
-    // The commands a client may send before logging in (AUTH, HELLO, QUIT, RESET) are
-    // never refused by ACL rules, as in Redis.
-    if session.user.unrestricted() || spec.flags.contains(Flags::NO_AUTH) {
-        return None;
-    }
-    let keys: Vec<Bytes> = match spec.cmd {
-        // OBJECT's subcommands take one key, which its table row (a container's) does not
-        // name; any other request's keys are what the cluster routes by (BATCH's among its
-        // operations), read without the value limit: a value too long is refused when it runs.
-        Cmd::Object => args.get(2).cloned().into_iter().collect(),
-        _ => cluster::keys_of(
-            spec,
-            args,
-            &Limits {
-                value_len_max: usize::MAX,
-                databases: u32::MAX,
-            },
-        ),
-    };
-    crate::acl::refusal(&session.user, spec, args, keys.iter().map(|k| &k[..]))
-}
-
-/// A request answered without running, by [`check`].
-pub struct Refused {
-    pub reply: Reply,
-    /// A refused EXEC: the caller discards the transaction and forgets its watched keys.
-    pub discard: bool,
-}
-
-/// Looks a request up and checks it as Redis does before running or queueing it (known,
-/// arity, subcommand, authentication). Refusals are counted here.
-pub fn check(
-    core: &Core,
-    session: &mut Session,
-    args: &[Bytes],
-) -> Result<&'static CommandSpec, Refused> {
-    let Some(spec) = core.config.rename_command.lookup(&args[0]) else {
-        core.stats.unknown_commands.fetch_add(1, Relaxed);
-        flag_transaction(session);
-        return Err(Refused {
-            reply: errors::unknown_command(args),
-            discard: false,
-        });
-    };
-    let refused = if !spec.arity_ok(args.len()) {
-        Some(errors::wrong_arity(spec.name))
-    } else if let Some(reply) = cmd::refusal(spec.cmd, args) {
-        Some(reply)
-    } else if !session.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
-        Some(errors::err(errors::NOAUTH))
-    } else {
-        acl_refusal(core, session, spec, args)
-    };
-    let Some(reply) = refused else {
-        return Ok(spec);
-    };
-    // Redis finds no command to count an unknown subcommand against.
-    if errors::refusal(&reply) != Some(Refusal::UnknownSubcommand) {
-        core.stats.rejected(spec.cmd.index());
-    }
-    flag_transaction(session);
-    if spec.cmd == Cmd::Exec {
-        // Redis's execCommandAbort: a refused EXEC discards the transaction.
-        session.set_multi(None);
-        return Err(Refused {
-            reply: errors::exec_abort(&reply),
-            discard: true,
-        });
-    }
-    Err(Refused {
-        reply,
-        discard: false,
-    })
-}
-
-/// Inside MULTI, queues a request that does not run at once: its reply (QUEUED, or the
-/// error that aborts the transaction past [`MULTI_QUEUED_MAX`]). `None`: run it now.
-pub fn queue(session: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> Option<Reply> {
-    let multi = session.multi.as_mut()?;
-    if spec.flags.contains(Flags::NOT_QUEUED) {
-        return None;
-    }
-    if multi.queued.len() >= MULTI_QUEUED_MAX {
-        multi.aborted = true;
-        return Some(errors::multi_queue_full(MULTI_QUEUED_MAX));
-    }
-    multi.queued.push((spec.cmd.index(), args.to_vec()));
-    let queued = multi.queued.len() as u64;
-    session.info.multi.store(queued, Relaxed);
-    Some(Reply::simple("QUEUED"))
-}
-
 /// Looks a request up, checks it ([`check`]), queues it inside MULTI, and parses it.
 /// Refusals are counted here; nothing runs.
 fn prepare<'a>(
     state: &ServerState,
     session: &mut Session,
+    conn: &mut NodeConn,
     limits: &Limits,
     args: &'a [Bytes],
 ) -> Prepared<'a> {
-    let spec = match check(&state.core, session, args) {
+    let spec = match check(state, session, args) {
         Ok(spec) => spec,
         Err(refused) => {
             if refused.discard {
-                session.unwatch(&state.watches);
+                conn.unwatch(session.id(), &state.watches);
             }
             return Prepared::Answered(refused.reply);
         }
     };
     let index = spec.cmd.index();
     if let Some(node) = &state.cluster {
-        let check = cluster::check(node, session, spec, args, limits);
+        let check = cluster::check(node, session, conn, spec, args, limits);
         if matches!(check, cluster::Check::Wait) {
             return Prepared::Frozen;
         }
@@ -346,7 +242,7 @@ fn prepare<'a>(
             if spec.cmd == Cmd::Exec {
                 // Redis discards a transaction whose EXEC is redirected.
                 session.set_multi(None);
-                session.unwatch(&state.watches);
+                conn.unwatch(session.id(), &state.watches);
             } else {
                 flag_transaction(session);
             }
@@ -371,13 +267,6 @@ fn prepare<'a>(
             state.core.stats.failed(index, 1);
             Prepared::Answered(reply)
         }
-    }
-}
-
-/// A refused command inside MULTI makes EXEC fail (Redis's `flagTransaction`).
-pub fn flag_transaction(session: &mut Session) {
-    if let Some(m) = &mut session.multi {
-        m.aborted = true;
     }
 }
 
@@ -420,18 +309,19 @@ fn run_one(
 async fn run_and_settle(
     state: &ServerState,
     session: &mut Session,
+    conn: &mut NodeConn,
     requests: &[Vec<Bytes>],
     out: &mut Output<'_>,
 ) -> RunEnd {
-    let (end, held) = held_for(execute_run(state, session, requests, out)).await;
+    let (end, held) = held_for(execute_run(state, session, conn, requests, out)).await;
     // How long the run held its thread: its awaits (a combined batch's leader committing,
     // the intermediate queue) and the waits below do not.
     state.core.stats.stalls.run(held);
-    if !session.durable.is_empty() {
+    if !conn.durable.is_empty() {
         // `fsync` mode: the replies wait for the run's writes to be on stable storage. If an
         // fdatasync failed they were applied but may be lost: their outcome is unknown, and
         // the connection closes without replies, as any lost connection.
-        if let Err(e) = std::mem::take(&mut session.durable).settle().await {
+        if let Err(e) = std::mem::take(&mut conn.durable).settle().await {
             tracing::warn!(client = session.id(), error = %e, "an fdatasync failed: the run's outcome is unknown");
             return RunEnd::Unresolved;
         }
@@ -439,12 +329,12 @@ async fn run_and_settle(
     let Some(node) = &state.cluster else {
         return end;
     };
-    if session.chain_keys.is_empty() && session.barrier.is_empty() {
+    if conn.chain_keys.is_empty() && conn.barrier.is_empty() {
         return end;
     }
-    let keys = std::mem::take(&mut session.chain_keys);
-    node.chains.read_barrier(&keys, &mut session.barrier);
-    if !session.barrier.settle().await {
+    let keys = std::mem::take(&mut conn.chain_keys);
+    node.chains.read_barrier(&keys, &mut conn.barrier);
+    if !conn.barrier.settle().await {
         return RunEnd::Unresolved;
     }
     // What the run read was current if the node still held its lease after reading it (a
@@ -472,7 +362,7 @@ async fn held_for<F: Future>(fut: F) -> (F::Output, Duration) {
 
 /// A node executes its connections' runs on its store ([`crate::exec`]).
 impl Service for ServerState {
-    type Conn = ();
+    type Conn = NodeConn;
 
     fn core(&self) -> &Core {
         &self.core
@@ -481,18 +371,26 @@ impl Service for ServerState {
     fn execute_run<'a>(
         &'a self,
         session: &'a mut Session,
-        _conn: &'a mut (),
+        conn: &'a mut NodeConn,
         requests: &'a [Vec<Bytes>],
         out: &'a mut Output<'_>,
     ) -> impl Future<Output = RunEnd> + Send + 'a {
-        run_and_settle(self, session, requests, out)
+        run_and_settle(self, session, conn, requests, out)
     }
 
-    fn disconnected(&self, session: &mut Session, _conn: ()) {
-        session.unwatch(&self.watches);
+    fn disconnected(&self, session: &mut Session, mut conn: NodeConn) {
+        conn.unwatch(session.id(), &self.watches);
     }
 
     fn render_metrics(&self) -> String {
-        crate::metrics::render(self)
+        crate::state::metrics::render(self)
+    }
+
+    fn refusal(&self, spec: &CommandSpec, args: &[Bytes]) -> Option<Reply> {
+        cmd::refusal(spec.cmd, args)
+    }
+
+    fn acl_keys(&self, spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
+        cluster::keys_of(spec, args, &Limits::UNBOUNDED)
     }
 }

@@ -13,12 +13,13 @@ use quiver_store::{Access, Answer, RangeItem};
 use super::combine;
 use crate::chain::Took;
 use crate::cmd::vector::{Results, Shape, VectorOp};
-use crate::errors::{self, store_error};
+use crate::errors;
 use crate::exec::thread::on_thread;
 use crate::output::Output;
 use crate::reply::Reply;
 use crate::session::Session;
-use crate::state::ServerState;
+use crate::state::{NodeConn, ServerState};
+use crate::store_errors::{self, store_error};
 use crate::table::Vector;
 
 /// Runs `group` (non-empty, all of one kind, keys the engine accepts) and appends each
@@ -26,6 +27,7 @@ use crate::table::Vector;
 pub async fn run(
     state: &ServerState,
     session: &mut Session,
+    conn: &mut NodeConn,
     group: &[VectorOp<'_>],
     out: &mut Output<'_>,
 ) {
@@ -36,12 +38,12 @@ pub async fn run(
     let resp3 = session.resp3;
     let db = session.db;
     if pipelining(state, db, group) {
-        on_thread(state, session, |_| pipelined(state, db, group, out, resp3));
+        on_thread(state, conn, |_| pipelined(state, db, group, out, resp3));
         account(state, session, group, started);
         return;
     }
     if group.iter().any(|op| op.kind != first.kind) {
-        on_thread(state, session, |_| mixed(state, db, group, out, resp3));
+        on_thread(state, conn, |_| mixed(state, db, group, out, resp3));
         account(state, session, group, started);
         return;
     }
@@ -59,7 +61,7 @@ pub async fn run(
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             let outcome = combine::commit(state, db, pairs).await;
-            session.durable.merge(outcome.durable);
+            conn.durable.merge(outcome.durable);
             match outcome.result {
                 Ok(()) => {
                     let keys: Vec<&Bytes> = group.iter().flat_map(|op| op.keys()).collect();
@@ -69,7 +71,7 @@ pub async fn run(
                 Err(refused) => failed_all(state, group, &refused, out, resp3),
             }
         }
-        _ => on_thread(state, session, |_| on_engine(state, db, group, out, resp3)),
+        _ => on_thread(state, conn, |_| on_engine(state, db, group, out, resp3)),
     }
     account(state, session, group, started);
 }
@@ -492,7 +494,7 @@ fn write_reply_list(
                 Some(err) if !a.iter().all(|&x| x) => {
                     state.core.stats.failed(op.cmd.index(), 1);
                     if a.iter().any(|&x| x) {
-                        errors::partly_applied(err)
+                        store_errors::partly_applied(err)
                     } else {
                         store_error(err)
                     }

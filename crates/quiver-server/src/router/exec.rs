@@ -1,6 +1,6 @@
 //! Executing a client's pipelined run through the router.
 //!
-//! Each request is checked as a node checks it (`exec::check`: known, arity, AUTH; queued
+//! Each request is checked as a node checks it (`admission::check`: known, arity, AUTH; queued
 //! inside MULTI). Consecutive commands on keys form a *segment*: every part of every command
 //! of the segment goes into its node's batch ([`plan`]), each node gets its batch as one
 //! write, all nodes at once, and the replies are put back in the caller's order — pipelined
@@ -31,12 +31,14 @@ use super::table::SlotTable;
 use super::txn::{RouterConn, CROSS_NODE_TXN};
 use super::Router;
 use super::{broadcast, txn};
+use crate::admission;
 use crate::cmd::ctx::ConnCtx;
 use crate::cmd::{client, command, config, connection, info};
 use crate::errors::{self, err};
-use crate::exec::{self, cluster::keys_of, RunEnd};
+use crate::exec::{self, cluster::keys_of};
 use crate::output::Output;
 use crate::reply::Reply;
+use crate::service::RunEnd;
 use crate::session::{Multi, Session};
 use crate::table::{Cmd, CommandSpec, Flags, COMMANDS};
 
@@ -141,7 +143,7 @@ fn prepare<'a>(
     table: &SlotTable,
     args: &'a [Bytes],
 ) -> Prepared<'a> {
-    let spec = match exec::check(&router.core, session, args) {
+    let spec = match admission::check(router, session, args) {
         Ok(spec) => spec,
         Err(refused) => {
             if refused.discard {
@@ -156,7 +158,7 @@ fn prepare<'a>(
         other => exec::cluster::forbidden(other, args),
     };
     if let Some(text) = refusal {
-        exec::flag_transaction(session);
+        admission::flag_transaction(session);
         router.core.stats.rejected(spec.cmd.index());
         return Prepared::Answered(err(text));
     }
@@ -164,7 +166,7 @@ fn prepare<'a>(
         // A transaction runs on one node: what the router answers from every node would
         // answer for one only (a FLUSHALL that flushes a third of the keys).
         if broadcast::spans_every_node(spec.cmd) {
-            exec::flag_transaction(session);
+            admission::flag_transaction(session);
             return Prepared::Answered(Reply::error(format!(
                 "ERR {} inside MULTI is not supported by the router: it spans every node",
                 spec.name.to_ascii_uppercase()
@@ -179,19 +181,19 @@ fn prepare<'a>(
                 let addr = &table.addrs[n];
                 match &conn.multi_node {
                     Some(a) if a != addr => {
-                        exec::flag_transaction(session);
+                        admission::flag_transaction(session);
                         return Prepared::Answered(err(CROSS_NODE_TXN));
                     }
                     _ => conn.multi_node = Some(addr.clone()),
                 }
             }
             Err(e) => {
-                exec::flag_transaction(session);
+                admission::flag_transaction(session);
                 return Prepared::Answered(e);
             }
         }
     }
-    if let Some(reply) = exec::queue(session, spec, args) {
+    if let Some(reply) = admission::queue(session, spec, args) {
         return Prepared::Answered(reply);
     }
     if runs_on_router(spec.cmd) {

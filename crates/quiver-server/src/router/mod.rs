@@ -27,13 +27,16 @@ use bytes::Bytes;
 use tokio::sync::watch;
 
 use crate::agent::EtcdSettings;
+use crate::cmd::common::Limits;
 use crate::config::Config;
-use crate::exec::RunEnd;
+use crate::exec::cluster::keys_of;
 use crate::output::Output;
+use crate::reply::Reply;
 use crate::server::{self, Listeners, ServerError, ShutdownHandle};
-use crate::service::{Core, Service};
+use crate::service::{Core, RunEnd, Service};
 use crate::serving::Serving;
 use crate::session::Session;
+use crate::table::CommandSpec;
 use backend::{BackendError, Pool, Replies};
 use table::Tables;
 use txn::RouterConn;
@@ -195,6 +198,16 @@ impl Service for Router {
         );
         crate::metrics::render_core(&self.core, &mut o);
         o
+    }
+
+    /// The router refuses what the node refuses before running a request (CLUSTER's
+    /// subcommands).
+    fn refusal(&self, spec: &CommandSpec, args: &[Bytes]) -> Option<Reply> {
+        crate::cmd::refusal(spec.cmd, args)
+    }
+
+    fn acl_keys(&self, spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
+        keys_of(spec, args, &Limits::UNBOUNDED)
     }
 }
 

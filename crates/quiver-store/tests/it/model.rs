@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::Bytes;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
-use quiver_store::scan::glob_match;
+use quiver_resp::glob_match;
 use quiver_store::{
     Access, Answer, BackendKind, Batch, BatchAction, BatchOutcome, Durability, Entry, Options,
     Precondition, Store,

@@ -1,12 +1,16 @@
 //! What every connection shares: the store, the settings, the statistics and the registries.
 
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use quiver_store::Store;
 
 use crate::cluster::ClusterNode;
 use crate::service::Core;
-use crate::watch::Watches;
+use crate::watch::{DbKey, Watches};
+
+pub mod metrics;
 
 pub struct ServerState {
     /// What every RESP server has: settings, statistics, clients, output budget.
@@ -49,6 +53,35 @@ impl ServerState {
 }
 
 pub type SharedState = Arc<ServerState>;
+
+/// What a node keeps of a connection beyond the service's `Session` (the service's
+/// `Service::Conn`): its watched keys, and what its run's replies wait for.
+#[derive(Default)]
+pub struct NodeConn {
+    /// Watched keys (each in the database selected when WATCH ran) and their values then.
+    pub watched: Vec<(DbKey, Option<quiver_store::Entry>)>,
+    /// Set by any write to a watched key.
+    pub watch_dirty: Arc<AtomicBool>,
+    /// The keys of the run's commands on chains this node replicates (`chain`): the run's
+    /// replies wait for the commit of their last writes here.
+    pub chain_keys: Vec<Bytes>,
+    /// Other commits the run's replies wait for (CHAIN APPLY's).
+    pub barrier: crate::chain::Barrier,
+    /// What the run's writes wait for before its replies go out (`fsync` mode on serving
+    /// threads: `exec::thread::on_thread`).
+    pub durable: quiver_store::SyncWait,
+}
+
+impl NodeConn {
+    /// Forgets every key connection `id` watches (UNWATCH, EXEC, DISCARD, RESET, disconnect).
+    pub fn unwatch(&mut self, id: u64, watches: &Watches) {
+        if !self.watched.is_empty() {
+            watches.remove(id, self.watched.iter().map(|(k, _)| k));
+            self.watched.clear();
+        }
+        self.watch_dirty.store(false, Relaxed);
+    }
+}
 
 #[cfg(test)]
 impl ServerState {

@@ -1,0 +1,131 @@
+//! Admission: what every RESP service checks of a request before it runs or queues it, as
+//! Redis does — a known command (by its name after `rename-command`), its arity, what only the
+//! service's commands know (`Service::refusal`: a subcommand), authentication, the ACL user's
+//! rules — and MULTI's queue. Refusals are counted here.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use bytes::Bytes;
+
+use crate::errors::{self, Refusal};
+use crate::reply::Reply;
+use crate::service::Service;
+use crate::session::Session;
+use crate::table::{Cmd, CommandSpec, Flags};
+
+/// Commands a MULTI may queue (each holds its arguments until EXEC). Past it the transaction
+/// is aborted: EXEC answers EXECABORT, as after any refused command.
+pub const MULTI_QUEUED_MAX: usize = 1 << 20;
+
+/// Why the session's ACL user may not run the request (Redis's NOPERM), after bringing the
+/// session's copy of the user up to date; `None` if it may.
+fn acl_refusal<S: Service>(
+    service: &S,
+    session: &mut Session,
+    spec: &CommandSpec,
+    args: &[Bytes],
+) -> Option<Reply> {
+    if service
+        .core()
+        .users
+        .refresh(&mut session.user, &mut session.user_version)
+        .is_none()
+    {
+        // ACL DELUSER closes the user's connections; one caught between the two is refused.
+        session.info.kill();
+        return Some(errors::err(
+            "NOPERM the user of this connection was deleted",
+        ));
+    }
+    // The commands a client may send before logging in (AUTH, HELLO, QUIT, RESET) are
+    // never refused by ACL rules, as in Redis.
+    if session.user.unrestricted() || spec.flags.contains(Flags::NO_AUTH) {
+        return None;
+    }
+    let keys: Vec<Bytes> = match spec.cmd {
+        // OBJECT's subcommands take one key, which its table row (a container's) does not
+        // name; any other request's keys are what the cluster routes by (BATCH's among its
+        // operations), read without the value limit: a value too long is refused when it runs.
+        Cmd::Object => args.get(2).cloned().into_iter().collect(),
+        _ => service.acl_keys(spec, args),
+    };
+    crate::acl::refusal(&session.user, spec, args, keys.iter().map(|k| &k[..]))
+}
+
+/// A request answered without running, by [`check`].
+pub struct Refused {
+    pub reply: Reply,
+    /// A refused EXEC: the caller discards the transaction and forgets its watched keys.
+    pub discard: bool,
+}
+
+/// Looks a request up and checks it as Redis does before running or queueing it (known,
+/// arity, subcommand, authentication). Refusals are counted here.
+pub fn check<S: Service>(
+    service: &S,
+    session: &mut Session,
+    args: &[Bytes],
+) -> Result<&'static CommandSpec, Refused> {
+    let core = service.core();
+    let Some(spec) = core.config.rename_command.lookup(&args[0]) else {
+        core.stats.unknown_commands.fetch_add(1, Relaxed);
+        flag_transaction(session);
+        return Err(Refused {
+            reply: errors::unknown_command(args),
+            discard: false,
+        });
+    };
+    let refused = if !spec.arity_ok(args.len()) {
+        Some(errors::wrong_arity(spec.name))
+    } else if let Some(reply) = service.refusal(spec, args) {
+        Some(reply)
+    } else if !session.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
+        Some(errors::err(errors::NOAUTH))
+    } else {
+        acl_refusal(service, session, spec, args)
+    };
+    let Some(reply) = refused else {
+        return Ok(spec);
+    };
+    // Redis finds no command to count an unknown subcommand against.
+    if errors::refusal(&reply) != Some(Refusal::UnknownSubcommand) {
+        core.stats.rejected(spec.cmd.index());
+    }
+    flag_transaction(session);
+    if spec.cmd == Cmd::Exec {
+        // Redis's execCommandAbort: a refused EXEC discards the transaction.
+        session.set_multi(None);
+        return Err(Refused {
+            reply: errors::exec_abort(&reply),
+            discard: true,
+        });
+    }
+    Err(Refused {
+        reply,
+        discard: false,
+    })
+}
+
+/// Inside MULTI, queues a request that does not run at once: its reply (QUEUED, or the
+/// error that aborts the transaction past [`MULTI_QUEUED_MAX`]). `None`: run it now.
+pub fn queue(session: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) -> Option<Reply> {
+    let multi = session.multi.as_mut()?;
+    if spec.flags.contains(Flags::NOT_QUEUED) {
+        return None;
+    }
+    if multi.queued.len() >= MULTI_QUEUED_MAX {
+        multi.aborted = true;
+        return Some(errors::multi_queue_full(MULTI_QUEUED_MAX));
+    }
+    multi.queued.push((spec.cmd.index(), args.to_vec()));
+    let queued = multi.queued.len() as u64;
+    session.info.multi.store(queued, Relaxed);
+    Some(Reply::simple("QUEUED"))
+}
+
+/// A refused command inside MULTI makes EXEC fail (Redis's `flagTransaction`).
+pub fn flag_transaction(session: &mut Session) {
+    if let Some(m) = &mut session.multi {
+        m.aborted = true;
+    }
+}
