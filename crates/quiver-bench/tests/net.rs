@@ -166,7 +166,7 @@ fn a_refused_connection_is_a_clear_error() {
 
 #[test]
 fn a_wrong_password_is_a_clear_error() {
-    let server = TestServer::start_with(|c| c.requirepass = Some("sesame".into()));
+    let server = TestServer::start_with(|c| c.service.requirepass = Some("sesame".into()));
     let mut cfg = config(&server);
     cfg.password = Some("wrong".into());
     let msg = net::run(&cfg, &mut Collect::default())
@@ -183,7 +183,7 @@ fn a_wrong_password_is_a_clear_error() {
 #[test]
 fn error_replies_are_counted_not_hidden() {
     // A password is required and none is given: every command is answered NOAUTH.
-    let server = TestServer::start_with(|c| c.requirepass = Some("sesame".into()));
+    let server = TestServer::start_with(|c| c.service.requirepass = Some("sesame".into()));
     let mut cfg = config(&server);
     cfg.system = Some("quiver".into());
     cfg.duration_s = 0.2;
@@ -211,7 +211,7 @@ fn error_replies_are_counted_not_hidden() {
 fn broken_connections_are_counted_as_disconnects() {
     // Requests longer than the server's multibulk limit: it answers with an error and closes
     // the connection.
-    let server = TestServer::start_with(|c| c.proto_max_multibulk_len = 4);
+    let server = TestServer::start_with(|c| c.service.proto_max_multibulk_len = 4);
     let mut cfg = config(&server);
     cfg.width = 8;
     cfg.get_ratio = 1.0;

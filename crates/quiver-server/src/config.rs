@@ -1,28 +1,24 @@
-//! Server settings: a TOML file (`quiver serve --config`) whose keys use Redis's names
-//! (`maxclients`, `proto-max-bulk-len`, `client-query-buffer-limit`, `requirepass`, ...), with
-//! Redis's defaults, plus Quiver's own (`durability`, `backend`, `coalesce`, `max-vector-width`,
-//! `max-multikey-width`).
-//! Command-line flags override the file.
+//! The settings of any RESP service (`quiver serve`, `quiver router`): listening, limits,
+//! clients, TLS, ACL, renamed commands — keys of a TOML file (`--config`) with Redis's names
+//! (`maxclients`, `proto-max-bulk-len`, `client-query-buffer-limit`, `requirepass`, ...) and
+//! Redis's defaults. What serves reads its own keys from the same file
+//! ([`from_toml_with`]: a node's store and cluster settings, `node_config`); a key that
+//! neither knows is refused. Command-line flags override the file.
 
+use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::time::Duration;
 
-use quiver_store::log::format::{record_len, SEGMENT_HEADER_LEN};
-use quiver_store::options::{KEY_LEN_MAX, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
-use quiver_store::DATABASES_MAX;
-use quiver_store::{BackendKind, Durability, Options};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
 use crate::frame::{self, Limits};
-use crate::names::{Renames, PEER_COMMANDS};
+use crate::names::Renames;
 use crate::tls::AuthClients;
 
 /// Default TCP port (Redis uses 6379; Quiver sits next to it so both can run side by side).
 pub const DEFAULT_PORT: u16 = 7379;
-/// Default data directory.
-pub const DEFAULT_DIR: &str = "./quiver-data";
 /// Redis `maxclients` default.
 pub const MAXCLIENTS_DEFAULT: usize = 10_000;
 /// Redis `client-query-buffer-limit` default: 1 GiB.
@@ -36,53 +32,8 @@ pub const CLIENT_OUTPUT_BUFFER_LIMIT_DEFAULT: usize = 1 << 30;
 /// replaced by an error). Each connection may hold up to `client-output-buffer-limit`; without
 /// this, a few clients reading huge MGETs at once could together take many gigabytes.
 pub const CLIENT_OUTPUT_BUFFER_TOTAL_LIMIT_DEFAULT: usize = 4 << 30;
-/// Fewest partitions of a store the server creates when `partitions` is 0 (the default: one
-/// per server thread) in `os` and `none` durability. Each partition is its own log, so a
-/// vector of writes costs one append per partition it touches: with 16 a pipelined run of 32
-/// SETs made about 14 writes; with 4, pipelined SET and MSET-32 ran 16-28% faster on a 2-core
-/// machine (docs/BENCHMARKS.md §12). But a partition is also the unit of parallel writing
-/// (its lock serializes its writers) and of maintenance (an index resize or a checkpoint
-/// works on one partition's index at a time): with one partition of 2M keys, SET ran 30%
-/// slower than with 4 and a serving thread waited up to 0.5 s (§32). In `fsync` mode there
-/// is no floor (see [`Config::partitions`]).
-pub const PARTITIONS_MIN_DEFAULT: u32 = 4;
-/// Default widest engine vector built from a pipelined run of single-key commands (the paper's
-/// storage vector width R). One command with more keys (an MGET of 100) is a vector of its own.
-pub const MAX_VECTOR_WIDTH_DEFAULT: usize = 64;
-/// Default widest engine read or delete call for one command: an MGET, EXISTS or DEL with more
-/// keys is split into several calls (an MGET's reads are then checked unchanged before it is
-/// answered, so its reply is still one state of the store).
-pub const MAX_MULTIKEY_WIDTH_DEFAULT: usize = 4096;
-/// Most keys of one engine call of any kind. A compound batch (an MSET, an EXEC) cannot be
-/// split without losing its atomicity, so this bounds them: a wider one is refused whole.
-pub const ENGINE_VECTOR_WIDTH_MAX: usize = 1 << 20;
-
 /// Redis's default `databases`: real applications and client test suites SELECT 0..15.
 pub const DATABASES_DEFAULT: u32 = 16;
-
-/// Whether single GETs from different connections are coalesced into one engine vector.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Coalesce {
-    /// Each connection's pipelined run is its own vector (the direct pattern).
-    #[default]
-    Off,
-    /// GETs that arrive while the engine is busy wait in one queue and go together; the width
-    /// follows the load, up to `max-vector-width` (the paper's intermediate queue).
-    Adaptive,
-}
-
-impl FromStr for Coalesce {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "off" => Ok(Coalesce::Off),
-            "adaptive" => Ok(Coalesce::Adaptive),
-            _ => Err(format!(
-                "unknown coalesce mode {s:?} (expected off or adaptive)"
-            )),
-        }
-    }
-}
 
 /// Log line format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -103,9 +54,9 @@ impl FromStr for LogFormat {
     }
 }
 
-/// Every server setting. Field names map to kebab-case TOML keys.
+/// The settings of any RESP service. Field names map to kebab-case TOML keys.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+#[serde(rename_all = "kebab-case", default)]
 pub struct Config {
     /// Address to listen on (one address).
     #[serde(deserialize_with = "parse_str")]
@@ -114,27 +65,7 @@ pub struct Config {
     pub port: u16,
     /// Also listen on this Unix socket.
     pub unixsocket: Option<PathBuf>,
-    /// Data directory.
-    pub dir: PathBuf,
-    #[serde(deserialize_with = "parse_str")]
-    pub durability: Durability,
-    #[serde(deserialize_with = "parse_str")]
-    pub backend: BackendKind,
-    /// Partitions of a new store (an existing store keeps its own); 0: one per server thread,
-    /// at least `PARTITIONS_MIN_DEFAULT` outside `fsync` mode ([`Config::partitions`]).
-    pub partitions: u32,
-    /// Segment file size of a new store (an existing store keeps its own): a power of two,
-    /// and the unit compaction frees space in. A value of `proto-max-bulk-len` must fit.
-    #[serde(deserialize_with = "byte_size")]
-    pub segment_size: usize,
-    /// Disk space held in reserve (the store's `RESERVE` file) so that deletes and
-    /// compaction still run on a full disk; capped at 1/32 of the file system; 0: none.
-    #[serde(deserialize_with = "byte_size")]
-    pub disk_reserve: usize,
-    /// The share of a core background compaction takes while it is not urgent (the store's
-    /// `compact_cpu_share`): the serving threads on that core keep the rest. 1: unpaced.
-    pub compaction_cpu_share: f64,
-    /// Worker threads (0 = one per core).
+    /// Serving threads (0 = one per core).
     pub threads: usize,
     /// Databases SELECT can choose from (`0..databases`), as Redis's `databases`.
     pub databases: u32,
@@ -158,30 +89,10 @@ pub struct Config {
     /// Bound on the sum of all connections' buffered replies (0 = no limit).
     #[serde(deserialize_with = "byte_size")]
     pub client_output_buffer_total_limit: usize,
-    #[serde(deserialize_with = "parse_str")]
-    pub coalesce: Coalesce,
-    pub max_vector_width: usize,
-    pub max_multikey_width: usize,
     /// Serve Prometheus metrics over HTTP here (off when unset).
     pub metrics_addr: Option<SocketAddr>,
     #[serde(deserialize_with = "parse_str")]
     pub log_format: LogFormat,
-    /// Cluster mode (Redis's `cluster-enabled`): serve the hash slots the cluster's topology
-    /// in etcd gives this node, and redirect the rest.
-    #[serde(deserialize_with = "yes_no")]
-    pub cluster_enabled: bool,
-    /// etcd endpoints of the cluster (comma-separated URLs), in cluster mode.
-    pub cluster_etcd: Option<String>,
-    /// Prefix of the cluster's keys in etcd.
-    pub cluster_etcd_prefix: String,
-    /// This node's id (kept in the data directory's `CLUSTER` file; a new one when unset).
-    pub cluster_node_id: Option<String>,
-    /// `host:port` clients are sent to (MOVED, CLUSTER SLOTS); the bound address when unset.
-    pub cluster_announce: Option<String>,
-    /// Milliseconds a node may go without renewing its lease in etcd before the manager takes
-    /// it out of its chains (Redis's `cluster-node-timeout`; etcd leases are whole seconds,
-    /// at least 2).
-    pub cluster_node_timeout: u64,
     /// TLS port (unset: none; 0: a free one, printed at start), beside the plain `port`.
     pub tls_port: Option<u16>,
     /// The server's certificate chain (PEM) on the TLS port.
@@ -206,13 +117,6 @@ impl Default for Config {
             bind: IpAddr::from([127, 0, 0, 1]),
             port: DEFAULT_PORT,
             unixsocket: None,
-            dir: PathBuf::from(DEFAULT_DIR),
-            durability: Durability::Os,
-            backend: BackendKind::Mmap,
-            partitions: 0,
-            segment_size: Options::default().segment_bytes as usize,
-            disk_reserve: Options::default().disk_reserve_bytes as usize,
-            compaction_cpu_share: Options::default().compact_cpu_share,
             threads: 0,
             databases: DATABASES_DEFAULT,
             requirepass: None,
@@ -224,17 +128,8 @@ impl Default for Config {
             client_query_buffer_limit: CLIENT_QUERY_BUFFER_LIMIT_DEFAULT,
             client_output_buffer_limit: CLIENT_OUTPUT_BUFFER_LIMIT_DEFAULT,
             client_output_buffer_total_limit: CLIENT_OUTPUT_BUFFER_TOTAL_LIMIT_DEFAULT,
-            coalesce: Coalesce::Off,
-            max_vector_width: MAX_VECTOR_WIDTH_DEFAULT,
-            max_multikey_width: MAX_MULTIKEY_WIDTH_DEFAULT,
             metrics_addr: None,
             log_format: LogFormat::Text,
-            cluster_enabled: false,
-            cluster_etcd: None,
-            cluster_etcd_prefix: quiver_cluster::meta::DEFAULT_PREFIX.to_string(),
-            cluster_node_id: None,
-            cluster_announce: None,
-            cluster_node_timeout: CLUSTER_NODE_TIMEOUT_DEFAULT,
             tls_port: None,
             tls_cert_file: None,
             tls_key_file: None,
@@ -251,25 +146,16 @@ impl Default for Config {
 #[error("{0}")]
 pub struct ConfigError(pub String);
 
-/// Default of `cluster-node-timeout`, in milliseconds (Redis's is 15 s; a shorter one fails
-/// over sooner, a longer one survives longer stalls).
-pub const CLUSTER_NODE_TIMEOUT_DEFAULT: u64 = 5000;
-
 impl Config {
-    /// `cluster-node-timeout` as the TTL of the node's lease.
-    pub fn cluster_node_timeout(&self) -> Duration {
-        Duration::from_millis(self.cluster_node_timeout)
-    }
-
-    /// Reads a TOML file; keys it does not set keep their defaults.
+    /// Reads a TOML file of the service's settings alone; keys it does not set keep their
+    /// defaults.
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
-        Config::from_toml(&text).map_err(|e| ConfigError(format!("{}: {}", path.display(), e.0)))
+        Ok(from_file_with::<NoMore>(path)?.0)
     }
 
+    /// [`Config::from_file`] from the file's text.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError(e.to_string()))
+        Ok(from_toml_with::<NoMore>(text)?.0)
     }
 
     /// The `tls-*` settings.
@@ -285,100 +171,24 @@ impl Config {
 
     /// Checks the settings against each other; called before anything is opened.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let bad = |m: String| Err(ConfigError(m));
-        if self.cluster_enabled {
-            if self
-                .cluster_etcd
-                .as_deref()
-                .is_none_or(|e| e.trim().is_empty())
-            {
-                return bad("cluster-enabled needs cluster-etcd (the etcd endpoints)".into());
-            }
-            if let Some(id) = &self.cluster_node_id {
-                if !quiver_cluster::topology::valid_node_id(id) {
-                    return bad(format!("cluster-node-id {id:?}: 1 to 40 of [0-9A-Za-z_-]"));
-                }
-            }
-            if let Some(a) = &self.cluster_announce {
-                if quiver_resp::redirect::split_addr(a).is_none() {
-                    return bad(format!("cluster-announce {a:?}: host:port"));
-                }
-            } else if self.bind.is_unspecified() {
-                return bad(format!(
-                    "bind {} in cluster mode needs cluster-announce (the host:port clients reach)",
-                    self.bind
-                ));
-            }
-        }
+        let bad = |m: &str| Err(ConfigError(m.into()));
         self.tls().validate().map_err(ConfigError)?;
-        if self.cluster_enabled {
-            if let Some(cmd) = PEER_COMMANDS.iter().find(|&&c| {
-                self.rename_command
-                    .lookup(c.spec().name.as_bytes())
-                    .is_none()
-            }) {
-                return bad(format!(
-                    "rename-command {:?}: the cluster's nodes and routers send it to each other by \
-                     this name",
-                    cmd.spec().name
-                ));
-            }
-        }
-        if self.cluster_node_timeout < quiver_cluster::meta::LEASE_TTL_MIN.as_millis() as u64 {
-            return bad(format!(
-                "cluster-node-timeout {}: at least {} ms (etcd's shortest lease)",
-                self.cluster_node_timeout,
-                quiver_cluster::meta::LEASE_TTL_MIN.as_millis()
-            ));
-        }
         if self.maxclients == 0 {
-            return bad("maxclients must be at least 1".into());
-        }
-        if !(1..=DATABASES_MAX).contains(&self.databases) {
-            return bad(format!("databases must be between 1 and {DATABASES_MAX}"));
-        }
-        if self.max_vector_width == 0 {
-            return bad("max-vector-width must be at least 1".into());
-        }
-        if !(1..=ENGINE_VECTOR_WIDTH_MAX).contains(&self.max_multikey_width) {
-            return bad(format!(
-                "max-multikey-width must be between 1 and {ENGINE_VECTOR_WIDTH_MAX}"
-            ));
+            return bad("maxclients must be at least 1");
         }
         if self.proto_max_bulk_len < 1024 * 1024 {
             // Redis's own floor for this setting.
-            return bad("proto-max-bulk-len must be at least 1mb".into());
+            return bad("proto-max-bulk-len must be at least 1mb");
         }
         if self.proto_max_multibulk_len == 0 {
-            return bad("proto-max-multibulk-len must be at least 1".into());
+            return bad("proto-max-multibulk-len must be at least 1");
         }
         if self.client_query_buffer_limit < 1024 * 1024 {
             // Redis's own floor for this setting.
-            return bad("client-query-buffer-limit must be at least 1mb".into());
-        }
-        if !(self.compaction_cpu_share > 0.0 && self.compaction_cpu_share <= 1.0) {
-            return bad(format!(
-                "compaction-cpu-share must be above 0 and at most 1 (got {})",
-                self.compaction_cpu_share
-            ));
+            return bad("client-query-buffer-limit must be at least 1mb");
         }
         if self.requirepass.as_deref() == Some("") {
-            return bad("requirepass must not be empty (leave it unset for no password)".into());
-        }
-        let segment = self.segment_size as u64;
-        if !segment.is_power_of_two() || !(SEGMENT_BYTES_MIN..=SEGMENT_BYTES_MAX).contains(&segment)
-        {
-            return bad(format!(
-                "segment-size must be a power of two from {SEGMENT_BYTES_MIN} to {SEGMENT_BYTES_MAX} bytes"
-            ));
-        }
-        let record_max = record_len(KEY_LEN_MAX, self.proto_max_bulk_len) + SEGMENT_HEADER_LEN;
-        if record_max as u64 > segment {
-            return bad(format!(
-                "segment-size {segment} cannot hold a value of proto-max-bulk-len {} (a record \
-                 must fit in one segment: raise segment-size or lower proto-max-bulk-len)",
-                self.proto_max_bulk_len
-            ));
+            return bad("requirepass must not be empty (leave it unset for no password)");
         }
         Ok(())
     }
@@ -392,39 +202,7 @@ impl Config {
         }
     }
 
-    /// The engine's options for this server.
-    pub fn store_options(&self) -> Options {
-        Options {
-            partitions: self.partitions(),
-            segment_bytes: self.segment_size as u64,
-            disk_reserve_bytes: self.disk_reserve as u64,
-            compact_cpu_share: self.compaction_cpu_share,
-            value_len_max: self.proto_max_bulk_len,
-            durability: self.durability,
-            backend: self.backend,
-            databases: self.databases,
-            // Reads and deletes come split at `max-multikey-width`; compound batches (MSET,
-            // EXEC) cannot be split, and this bounds them.
-            vector_width_max: ENGINE_VECTOR_WIDTH_MAX,
-            ..Options::default()
-        }
-    }
-
-    /// Partitions of a new store: `partitions`, or one per server thread when it is 0 — at
-    /// least `PARTITIONS_MIN_DEFAULT`, except in `fsync` mode: there every partition a round
-    /// of writes touches is one more write to the disk and fdatasync before the replies
-    /// (four files' fdatasyncs at once took 1.6-2.4 times one's here), and a batch over
-    /// one partition is one part, synced once (§32: one server thread, one partition against
-    /// four, SET 2.1-2.7x, MSET-32 1.7-2.8x).
-    pub fn partitions(&self) -> u32 {
-        let threads = self.threads() as u32;
-        match self.partitions {
-            0 if self.durability == Durability::Fsync => threads,
-            0 => threads.max(PARTITIONS_MIN_DEFAULT),
-            n => n,
-        }
-    }
-
+    /// Serving threads: `threads`, or one per core when it is 0.
     pub fn threads(&self) -> usize {
         if self.threads > 0 {
             self.threads
@@ -434,7 +212,51 @@ impl Config {
     }
 }
 
-fn parse_str<'de, D, T>(d: D) -> Result<T, D::Error>
+/// The settings of a service that reads nothing beyond [`Config`]'s.
+#[derive(Deserialize)]
+struct NoMore {}
+
+/// Reads a TOML file's settings into the service's [`Config`] and `T`, the settings of what
+/// serves ([`from_toml_with`]); the error names the file.
+pub fn from_file_with<T: DeserializeOwned>(path: &Path) -> Result<(Config, T), ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
+    from_toml_with(&text).map_err(|e| ConfigError(format!("{}: {}", path.display(), e.0)))
+}
+
+/// Reads the settings of `text` into the service's [`Config`] and `T` (each reads the keys it
+/// knows and keeps its defaults for the rest). A key that neither knows is refused, named:
+/// a misspelt setting must not be silently ignored. (Each is read on its own, not flattened
+/// into one: serde cannot refuse unknown keys across a flattened struct.)
+pub fn from_toml_with<T: DeserializeOwned>(text: &str) -> Result<(Config, T), ConfigError> {
+    let mut unknown = BTreeSet::new();
+    let config: Config = read_noting_ignored(text, &mut unknown)?;
+    let mut unknown_to_both = BTreeSet::new();
+    let more: T = read_noting_ignored(text, &mut unknown_to_both)?;
+    match unknown.intersection(&unknown_to_both).next() {
+        Some(key) => Err(ConfigError(format!("unknown setting `{key}`"))),
+        None => Ok((config, more)),
+    }
+}
+
+/// Deserializes `text`, adding the top-level keys it ignored to `ignored`.
+fn read_noting_ignored<T: DeserializeOwned>(
+    text: &str,
+    ignored: &mut BTreeSet<String>,
+) -> Result<T, ConfigError> {
+    let de = toml::Deserializer::parse(text).map_err(|e| ConfigError(e.to_string()))?;
+    serde_ignored::deserialize(de, |path| {
+        // A key inside a known table (`[rename-command]`) is that table's to judge.
+        if let serde_ignored::Path::Map { parent, key } = path {
+            if matches!(parent, serde_ignored::Path::Root) {
+                ignored.insert(key);
+            }
+        }
+    })
+    .map_err(|e| ConfigError(e.to_string()))
+}
+
+pub fn parse_str<'de, D, T>(d: D) -> Result<T, D::Error>
 where
     D: Deserializer<'de>,
     T: FromStr,
@@ -445,7 +267,7 @@ where
 }
 
 /// Redis's `yes` / `no`, or a TOML boolean.
-fn yes_no<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+pub fn yes_no<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum B {
@@ -467,7 +289,7 @@ pub fn parse_yes_no(s: &str) -> Result<bool, String> {
 }
 
 /// A byte count as an integer or a string with Redis's units (`512mb`, `1gb`, `64k`).
-fn byte_size<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+pub fn byte_size<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum N {
@@ -519,71 +341,30 @@ mod tests {
         c.validate().unwrap();
     }
 
+    /// What only the service knows is read, what neither knows refused; a table's keys are
+    /// its own to judge.
     #[test]
-    fn partitions_follow_threads_with_a_floor_outside_fsync_mode() {
-        let with = |threads, durability, partitions| Config {
-            threads,
-            durability,
-            partitions,
-            ..Config::default()
-        };
-        assert_eq!(
-            with(1, Durability::Os, 0).partitions(),
-            PARTITIONS_MIN_DEFAULT
-        );
-        assert_eq!(with(8, Durability::None, 0).partitions(), 8);
-        assert_eq!(with(1, Durability::Fsync, 0).partitions(), 1);
-        assert_eq!(with(2, Durability::Fsync, 0).partitions(), 2);
-        assert_eq!(with(1, Durability::Fsync, 16).partitions(), 16);
-        assert_eq!(with(2, Durability::Os, 3).partitions(), 3);
-    }
-
-    #[test]
-    fn toml_with_redis_names_and_units() {
-        let c = Config::from_toml(
-            "port = 0\nmaxclients = 5\nproto-max-bulk-len = \"2mb\"\nprotected-mode = \"no\"\n\
-             bind = \"0.0.0.0\"\ndurability = \"fsync\"\ncoalesce = \"adaptive\"\n\
-             client-output-buffer-total-limit = \"64mb\"\n",
+    fn a_key_neither_part_knows_is_refused() {
+        #[derive(Debug, Deserialize, Default)]
+        #[serde(default)]
+        struct Node {
+            dir: String,
+        }
+        let (c, node) = from_toml_with::<Node>(
+            "dir = \"d\"\nmaxclients = 5\n[rename-command]\nFLUSHALL = \"\"\n",
         )
         .unwrap();
-        assert_eq!(c.port, 0);
-        assert_eq!(c.maxclients, 5);
-        assert_eq!(c.proto_max_bulk_len, 2 << 20);
-        assert!(!c.protected_mode);
-        assert_eq!(c.durability, Durability::Fsync);
-        assert_eq!(c.coalesce, Coalesce::Adaptive);
-        assert_eq!(c.client_output_buffer_total_limit, 64 << 20);
-        c.validate().unwrap();
-        let c = Config::from_toml("client-output-buffer-total-limit = 0").unwrap();
-        assert_eq!(c.client_output_buffer_total_limit, 0, "0: no limit");
-        let c = Config::from_toml("compaction-cpu-share = 0.5").unwrap();
-        c.validate().unwrap();
-        assert_eq!(c.store_options().compact_cpu_share, 0.5);
-    }
-
-    #[test]
-    fn the_readme_example_is_valid() {
-        let readme = include_str!("../../../README.md");
-        let start = readme.find("```toml\n").expect("README has a toml block") + 8;
-        let end = start + readme[start..].find("```").expect("closed block");
-        let c = Config::from_toml(&readme[start..end]).unwrap();
-        assert_eq!(c, Config::default());
-    }
-
-    #[test]
-    fn bad_settings_are_named() {
-        let e = Config::from_toml("maxclientz = 5").unwrap_err();
+        assert_eq!((c.maxclients, node.dir.as_str()), (5, "d"));
+        let e = from_toml_with::<Node>("dir = \"d\"\nmaxclientz = 5\n").unwrap_err();
         assert!(e.0.contains("maxclientz"), "{e}");
-        let e = Config::from_toml("durability = \"sometimes\"").unwrap_err();
-        assert!(e.0.contains("sometimes"), "{e}");
-        // Protected mode is decided per connection (`server`), not at start.
-        let c = Config::from_toml("bind = \"0.0.0.0\"").unwrap();
-        c.validate().unwrap();
-        for share in ["0", "1.5", "-0.25"] {
-            let c = Config::from_toml(&format!("compaction-cpu-share = {share}")).unwrap();
-            let e = c.validate().unwrap_err();
-            assert!(e.0.contains("compaction-cpu-share"), "{e}");
-        }
+        let e = Config::from_toml("dir = \"d\"").unwrap_err();
+        assert!(e.0.contains("dir"), "{e}");
+        let e = Config::from_toml("[bogus]\na = 1\n").unwrap_err();
+        assert!(e.0.contains("bogus"), "{e}");
+    }
+
+    #[test]
+    fn byte_sizes_take_redis_units() {
         assert_eq!(parse_byte_size("1gb"), Ok(1 << 30));
         assert_eq!(parse_byte_size("64k"), Ok(64_000));
         assert!(parse_byte_size("12xb").is_err());

@@ -38,6 +38,7 @@ pub mod float80;
 pub mod frame;
 pub mod metrics;
 pub mod names;
+pub mod node_config;
 pub mod output;
 pub mod ratelog;
 pub mod reply;

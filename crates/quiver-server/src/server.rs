@@ -18,8 +18,9 @@ use crate::acl::Users;
 use crate::agent;
 use crate::cluster::ClusterNode;
 use crate::coalesce::Coalescer;
-use crate::config::{Coalesce, Config, ConfigError};
+use crate::config::{Config, ConfigError};
 use crate::conn;
+use crate::node_config::{Coalesce, ServeConfig};
 use crate::ratelog::LogLimiter;
 use crate::service::{Core, Service};
 use crate::serving::Serving;
@@ -199,40 +200,47 @@ pub struct Server {
 
 impl Server {
     /// Validates `config`, opens the store (recovering it if needed) and binds the sockets.
-    pub fn bind(config: Config) -> Result<Server, ServerError> {
+    pub fn bind(config: ServeConfig) -> Result<Server, ServerError> {
         Server::bind_with_clock(config, Clock::system())
     }
 
     /// [`Server::bind`] with the store measuring key expiry on `clock` (tests move a manual
     /// clock by hand instead of waiting).
-    pub fn bind_with_clock(config: Config, clock: Clock) -> Result<Server, ServerError> {
+    pub fn bind_with_clock(config: ServeConfig, clock: Clock) -> Result<Server, ServerError> {
         config.validate().map_err(ServerError::Config)?;
-        let users = Users::at_start(config.requirepass.as_deref(), config.aclfile.as_deref())
+        let ServeConfig {
+            service,
+            node: node_config,
+        } = config;
+        let users = Users::at_start(service.requirepass.as_deref(), service.aclfile.as_deref())
             .map_err(ServerError::Acl)?;
-        let listeners = Listeners::bind(&config)?;
+        let listeners = Listeners::bind(&service)?;
         let started = Instant::now();
         let options = quiver_store::Options {
             clock,
-            ..config.store_options()
+            ..node_config.store_options(&service)
         };
-        let store = Store::open(&config.dir, options).map_err(ServerError::OpenStore)?;
+        let store = Store::open(&node_config.dir, options).map_err(ServerError::OpenStore)?;
         log_recovery(store.recovery_report());
         tracing::info!(
-            dir = %config.dir.display(),
+            dir = %node_config.dir.display(),
             keys = store.len(),
             seconds = started.elapsed().as_secs_f64(),
             "store open"
         );
-        let runtime = runtime(&config)?;
+        let runtime = runtime(&service)?;
         let port = listeners.local_addr().port();
-        let config_coalesce = config.coalesce;
-        let cluster = if config.cluster_enabled {
-            let addr = match &config.cluster_announce {
+        let cluster = if node_config.cluster_enabled {
+            let addr = match &node_config.cluster_announce {
                 Some(a) => a.clone(),
-                None => SocketAddr::new(config.bind, port).to_string(),
+                None => SocketAddr::new(service.bind, port).to_string(),
             };
-            let node = ClusterNode::open(&config.dir, config.cluster_node_id.as_deref(), addr)
-                .map_err(ServerError::Cluster)?;
+            let node = ClusterNode::open(
+                &node_config.dir,
+                node_config.cluster_node_id.as_deref(),
+                addr,
+            )
+            .map_err(ServerError::Cluster)?;
             tracing::info!(id = %node.id, addr = %node.addr, epoch = node.view().epoch(), "cluster node");
             Some(Arc::new(node))
         } else {
@@ -240,9 +248,10 @@ impl Server {
         };
         let state = Arc::new(ServerState {
             store,
-            core: Core::new(config, port, users),
+            core: Core::new(service, port, users),
             watches: Watches::default(),
-            coalescer: (config_coalesce == Coalesce::Adaptive).then(Coalescer::default),
+            coalescer: (node_config.coalesce == Coalesce::Adaptive).then(Coalescer::default),
+            config: node_config,
             cluster,
         });
         let (shutdown, _) = watch::channel(false);
@@ -289,7 +298,7 @@ impl Server {
                             c.serve(
                                 &state.store,
                                 &state.core.stats,
-                                state.core.config.max_vector_width,
+                                state.config.max_vector_width,
                             );
                         }
                     })
@@ -300,10 +309,10 @@ impl Server {
         };
         let result = runtime.block_on(async {
             let mut background = Vec::new();
-            if let (Some(_), Some(endpoints)) = (&state.cluster, &state.core.config.cluster_etcd) {
+            if let (Some(_), Some(endpoints)) = (&state.cluster, &state.config.cluster_etcd) {
                 let etcd = agent::EtcdSettings {
                     endpoints: endpoints.clone(),
-                    prefix: state.core.config.cluster_etcd_prefix.clone(),
+                    prefix: state.config.cluster_etcd_prefix.clone(),
                 };
                 background.push(tokio::spawn(agent::run(
                     state.clone(),

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 
 use quiver_store::Clock;
 
-use crate::config::Config;
+use crate::node_config::{NodeConfig, ServeConfig};
 use crate::server::{Server, ShutdownHandle};
 
 /// A running server; see the module documentation.
@@ -19,7 +19,7 @@ pub struct TestServer {
     pub addr: SocketAddr,
     /// The TLS port's address, when the settings give a `tls-port`.
     pub tls_addr: Option<SocketAddr>,
-    config: Config,
+    config: ServeConfig,
     dir: PathBuf,
     /// Whether `dir` was made here (and is removed on drop).
     owns_dir: bool,
@@ -36,23 +36,28 @@ impl TestServer {
 
     /// Like [`TestServer::start`], with settings changed by `configure` first (the data
     /// directory and port are set before, and may be overridden).
-    pub fn start_with(configure: impl FnOnce(&mut Config)) -> TestServer {
+    pub fn start_with(configure: impl FnOnce(&mut ServeConfig)) -> TestServer {
         TestServer::start_with_clock(Clock::system(), configure)
     }
 
     /// Like [`TestServer::start_with`], with the store measuring key expiry on `clock`
     /// (a [`Clock::manual`] that the test moves: expiry without waiting).
-    pub fn start_with_clock(clock: Clock, configure: impl FnOnce(&mut Config)) -> TestServer {
+    pub fn start_with_clock(clock: Clock, configure: impl FnOnce(&mut ServeConfig)) -> TestServer {
         let dir = unique_temp_dir();
         std::fs::create_dir_all(&dir).expect("create the test data directory");
-        let mut config = Config {
-            dir: dir.clone(),
-            port: 0,
-            threads: 2,
-            ..Config::default()
+        let mut config = ServeConfig {
+            service: crate::Config {
+                port: 0,
+                threads: 2,
+                ..crate::Config::default()
+            },
+            node: NodeConfig {
+                dir: dir.clone(),
+                ..NodeConfig::default()
+            },
         };
         configure(&mut config);
-        let owns_dir = config.dir == dir;
+        let owns_dir = config.node.dir == dir;
         let mut server = TestServer {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             tls_addr: None,
@@ -84,7 +89,7 @@ impl TestServer {
     }
 
     pub fn dir(&self) -> &Path {
-        &self.config.dir
+        &self.config.node.dir
     }
 
     /// Stops the server gracefully (checkpointing the store) and returns how `run` ended.
@@ -101,9 +106,9 @@ impl TestServer {
     /// Stops the server and starts it again on the same port and data directory.
     pub fn restart(&mut self) {
         self.stop().expect("clean shutdown");
-        self.config.port = self.addr.port();
+        self.config.service.port = self.addr.port();
         if let Some(tls) = self.tls_addr {
-            self.config.tls_port = Some(tls.port());
+            self.config.service.tls_port = Some(tls.port());
         }
         self.launch();
     }

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use quiver_server::config::{Config, LogFormat};
+use quiver_server::node_config::ServeConfig;
 use quiver_server::router::RouterServer;
 use quiver_server::Server;
 
@@ -13,14 +14,22 @@ use crate::cli::{ListenArgs, ManagerArgs, RouterArgs, ServeArgs};
 use crate::error::CliError;
 
 pub fn serve(dir: Option<PathBuf>, a: &ServeArgs) -> Result<(), CliError> {
-    let mut config = listen_config(&a.listen, Config::default())?;
+    let mut serve = match &a.listen.config {
+        Some(path) => ServeConfig::from_file(path).map_err(|e| CliError::Usage(e.to_string()))?,
+        None => ServeConfig::default(),
+    };
+    listen_flags(&a.listen, &mut serve.service);
+    if let Some(n) = a.databases {
+        serve.service.databases = n;
+    }
+    let config = &mut serve.node;
     if let Some(d) = dir {
         config.dir = d;
     }
     macro_rules! flag {
         ($($field:ident),*) => { $( if let Some(v) = a.$field.clone() { config.$field = v.into(); } )* };
     }
-    flag!(durability, backend, databases, max_vector_width, coalesce);
+    flag!(durability, backend, max_vector_width, coalesce);
     if a.cluster {
         config.cluster_enabled = true;
     }
@@ -39,8 +48,8 @@ pub fn serve(dir: Option<PathBuf>, a: &ServeArgs) -> Result<(), CliError> {
     if let Some(ms) = a.node_timeout {
         config.cluster_node_timeout = ms;
     }
-    init_logging(config.log_format);
-    let server = Server::bind(config).map_err(CliError::Server)?;
+    init_logging(serve.service.log_format);
+    let server = Server::bind(serve).map_err(CliError::Server)?;
     let mut out = std::io::stdout();
     writeln!(out, "quiver listening on {}", server.local_addr())?;
     if let Some(t) = server.tls_addr() {
@@ -57,11 +66,14 @@ pub fn serve(dir: Option<PathBuf>, a: &ServeArgs) -> Result<(), CliError> {
 pub const ROUTER_DEFAULT_PORT: u16 = 7380;
 
 pub fn router(a: &RouterArgs) -> Result<(), CliError> {
-    let defaults = Config {
-        port: ROUTER_DEFAULT_PORT,
-        ..Config::default()
+    let mut config = match &a.listen.config {
+        Some(path) => Config::from_file(path).map_err(|e| CliError::Usage(e.to_string()))?,
+        None => Config {
+            port: ROUTER_DEFAULT_PORT,
+            ..Config::default()
+        },
     };
-    let config = listen_config(&a.listen, defaults)?;
+    listen_flags(&a.listen, &mut config);
     let etcd = quiver_server::agent::EtcdSettings {
         endpoints: a.etcd.clone(),
         prefix: a
@@ -83,13 +95,8 @@ pub fn router(a: &RouterArgs) -> Result<(), CliError> {
     router.run(true).map_err(CliError::Server)
 }
 
-/// The settings of the --config file (else `defaults`), overridden by the flags of any RESP
-/// server.
-fn listen_config(a: &ListenArgs, defaults: Config) -> Result<Config, CliError> {
-    let mut config = match &a.config {
-        Some(path) => Config::from_file(path).map_err(|e| CliError::Usage(e.to_string()))?,
-        None => defaults,
-    };
+/// Overrides the service's settings with the flags of any RESP server.
+fn listen_flags(a: &ListenArgs, config: &mut Config) {
     macro_rules! flag {
         ($($field:ident),*) => { $( if let Some(v) = a.$field.clone() { config.$field = v.into(); } )* };
     }
@@ -103,7 +110,6 @@ fn listen_config(a: &ListenArgs, defaults: Config) -> Result<Config, CliError> {
     if let Some(m) = a.metrics_addr {
         config.metrics_addr = Some(m);
     }
-    Ok(config)
 }
 
 /// Structured logs on stderr; `RUST_LOG` filters them (default `info`).

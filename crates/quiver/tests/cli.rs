@@ -325,7 +325,7 @@ fn error_replies_and_passwords() {
         "{err}"
     );
 
-    let s = TestServer::start_with(|c| c.requirepass = Some("sesame".into()));
+    let s = TestServer::start_with(|c| c.service.requirepass = Some("sesame".into()));
     let err = fails(remote(&s, &["get", "k"]));
     assert!(err.starts_with("quiver: server error: NOAUTH"), "{err}");
     assert!(err.contains("--password"), "{err}");

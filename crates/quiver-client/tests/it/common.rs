@@ -35,7 +35,7 @@ impl TestServer {
     fn start_with(password: Option<String>) -> TestServer {
         let requirepass = password.clone();
         let server =
-            quiver_server::testing::TestServer::start_with(|c| c.requirepass = requirepass);
+            quiver_server::testing::TestServer::start_with(|c| c.service.requirepass = requirepass);
         TestServer {
             addr: server.addr.to_string(),
             password,

@@ -73,7 +73,7 @@ async fn session(
 ) -> Result<(), MetaError> {
     let meta = Meta::connect(&etcd.endpoints, &etcd.prefix).await?;
     let asked = Instant::now();
-    let lease = meta.grant(state.core.config.cluster_node_timeout()).await?;
+    let lease = meta.grant(state.config.cluster_node_timeout()).await?;
     meta.register(&node.me()).await?;
     meta.announce(&node.me(), lease).await?;
     let mut current = meta.topology().await?;
@@ -105,7 +105,7 @@ async fn session(
         node.lease_renewed(r.sent, r.ttl, r.topology_revision);
     });
     let follow = follow(state, node, etcd, dropping, &meta, &mut watch);
-    let probe = probe::run(node, &meta, lease, state.core.config.cluster_node_timeout());
+    let probe = probe::run(node, &meta, lease, state.config.cluster_node_timeout());
     tokio::select! {
         e = keep => Err(e),
         r = follow => r,

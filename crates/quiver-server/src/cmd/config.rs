@@ -7,22 +7,23 @@ use crate::errors::{err, unknown_subcommand, wrong_arity};
 use crate::reply::Reply;
 use crate::service::Core;
 
-pub fn run(core: &Core, args: &[Bytes]) -> Reply {
-    config(core, args)
+/// CONFIG for a service on `core`, whose own settings beyond the service's are `more` (a
+/// node's: `NodeConfig::values`).
+pub fn run(core: &Core, more: Vec<(&'static str, String)>, args: &[Bytes]) -> Reply {
+    config(core, more, args)
 }
 
 fn bulk(s: &str) -> Reply {
     Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()))
 }
 
-/// The settings CONFIG GET reports, by Redis name.
+/// The service's settings CONFIG GET reports, by Redis name.
 fn config_values(core: &Core) -> Vec<(&'static str, String)> {
     let c = &core.config;
     vec![
         ("bind", c.bind.to_string()),
         ("port", core.port.to_string()),
         ("unixsocket", path_or_empty(&c.unixsocket)),
-        ("dir", c.dir.display().to_string()),
         ("databases", c.databases.to_string()),
         ("maxclients", c.maxclients.to_string()),
         ("timeout", c.timeout.to_string()),
@@ -54,14 +55,6 @@ fn config_values(core: &Core) -> Vec<(&'static str, String)> {
         ("appendonly", "no".into()),
         ("maxmemory", "0".into()),
         ("maxmemory-policy", "noeviction".into()),
-        ("durability", c.durability.to_string()),
-        ("segment-size", c.segment_size.to_string()),
-        ("disk-reserve", c.disk_reserve.to_string()),
-        ("compaction-cpu-share", c.compaction_cpu_share.to_string()),
-        ("backend", c.backend.to_string()),
-        ("coalesce", format!("{:?}", c.coalesce).to_ascii_lowercase()),
-        ("max-vector-width", c.max_vector_width.to_string()),
-        ("max-multikey-width", c.max_multikey_width.to_string()),
     ]
 }
 
@@ -72,14 +65,15 @@ fn path_or_empty(p: &Option<std::path::PathBuf>) -> String {
 }
 
 /// CONFIG GET pattern [pattern ...]; CONFIG SET is refused (settings are fixed at start).
-fn config(core: &Core, args: &[Bytes]) -> Reply {
+fn config(core: &Core, more: Vec<(&'static str, String)>, args: &[Bytes]) -> Reply {
     let sub = args[1].to_ascii_lowercase();
     match &sub[..] {
         b"get" => {
             if args.len() < 3 {
                 return wrong_arity("config|get");
             }
-            let values = config_values(core);
+            let mut values = config_values(core);
+            values.extend(more);
             let mut found = Vec::new();
             for (name, value) in &values {
                 let matched = args[2..]

@@ -176,14 +176,14 @@ pub fn report(
         l("mem_allocator", "libc".into()),
     ]);
     section("memory", "Memory", memory);
-    if let Some(store_stats) = &store_stats {
+    if let (Some(store_stats), Some(node)) = (&store_stats, node) {
         section(
             "persistence",
             "Persistence",
             vec![
                 l("loading", "0".into()),
-                l("durability", core.config.durability.to_string()),
-                l("backend", core.config.backend.to_string()),
+                l("durability", node.config.durability.to_string()),
+                l("backend", node.config.backend.to_string()),
                 l("partitions", store_stats.partitions.to_string()),
                 l("segments", store_stats.segments.to_string()),
                 l("disk_bytes", store_stats.disk_bytes.to_string()),
@@ -358,8 +358,13 @@ pub fn report(
             "vector_width_mean",
             format!("{:.2}", widths.sum() as f64 / widths.count().max(1) as f64),
         ),
-        l("max_vector_width", core.config.max_vector_width.to_string()),
     ];
+    if let Some(node) = node {
+        vector_lines.push(l(
+            "max_vector_width",
+            node.config.max_vector_width.to_string(),
+        ));
+    }
     for (bound, count) in widths.buckets() {
         if count > 0 {
             let name = if bound == u64::MAX {

@@ -178,7 +178,7 @@ pub fn run_server(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
     match cmd {
         Cmd::Client => client::run(&mut ctx.conn_ctx(), args),
         Cmd::Command => command::run(&ctx.state.core.config.rename_command, args),
-        Cmd::Config => config::run(&ctx.state.core, args),
+        Cmd::Config => config::run(&ctx.state.core, ctx.state.config.values(), args),
         Cmd::Acl => acl::run(&mut ctx.conn_ctx(), args),
         Cmd::Info => info::run(ctx.state, args),
         Cmd::Multi | Cmd::Discard | Cmd::Watch | Cmd::Unwatch => transactions::run(ctx, cmd, args),

@@ -123,7 +123,7 @@ pub async fn execute_run(
             Prepared::Run {
                 command: Command::Vector(op),
                 ..
-            } if op.width() <= state.core.config.max_multikey_width => {
+            } if op.width() <= state.config.max_multikey_width => {
                 // Requests prepared here cannot change the session (only a command that is
                 // no vector operation can, and it ends the group), so preparing ahead is safe.
                 group.clear();
@@ -198,7 +198,7 @@ pub async fn execute_run(
 /// one compound batch — two rounds of fdatasyncs per batch — as many as a combined batch
 /// takes (`combine::COMBINED_KEYS_MAX`).
 fn group_width_max_of(state: &ServerState, kind: Vector) -> usize {
-    let max_vector_width = state.core.config.max_vector_width;
+    let max_vector_width = state.config.max_vector_width;
     match kind {
         Vector::AtomicPut if state.fsync() => max_vector_width.max(combine::COMBINED_KEYS_MAX),
         _ => max_vector_width,

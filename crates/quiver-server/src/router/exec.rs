@@ -413,7 +413,7 @@ async fn run_local(
             reply
         }
         Cmd::Command => command::run(&core.config.rename_command, args),
-        Cmd::Config => config::run(core, args),
+        Cmd::Config => config::run(core, Vec::new(), args),
         Cmd::Acl => crate::cmd::acl::run(&mut ConnCtx { core, session }, args),
         Cmd::Asking | Cmd::ReadWrite => Reply::OK,
         Cmd::ReadOnly => {

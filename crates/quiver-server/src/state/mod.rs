@@ -7,6 +7,7 @@ use bytes::Bytes;
 use quiver_store::Store;
 
 use crate::cluster::ClusterNode;
+use crate::node_config::NodeConfig;
 use crate::service::Core;
 use crate::watch::{DbKey, Watches};
 
@@ -15,6 +16,8 @@ pub mod metrics;
 pub struct ServerState {
     /// What every RESP server has: settings, statistics, clients, output budget.
     pub core: Core,
+    /// The node's own settings (`node_config`).
+    pub config: NodeConfig,
     pub store: Store,
     pub watches: Watches,
     /// The intermediate queue, when `coalesce = "adaptive"`.
@@ -34,8 +37,7 @@ impl ServerState {
     /// serves its connections on the work-stealing runtime, inside `block_in_place`
     /// (`serving`, `exec::thread`).
     pub fn blocking(&self) -> bool {
-        let config = &self.core.config;
-        config.backend == quiver_store::BackendKind::Uring
+        self.config.backend == quiver_store::BackendKind::Uring
             || (self.fsync() && self.cluster.is_some())
     }
 
@@ -48,7 +50,7 @@ impl ServerState {
 
     /// Whether every write waits for an fdatasync before it is acknowledged (`fsync` mode).
     pub fn fsync(&self) -> bool {
-        self.core.config.durability == quiver_store::Durability::Fsync
+        self.config.durability == quiver_store::Durability::Fsync
     }
 }
 
@@ -92,20 +94,24 @@ impl ServerState {
 
     /// [`ServerState::for_tests`] with the store measuring key expiry on `clock`.
     pub fn for_tests_with_clock(dir: &std::path::Path, clock: quiver_store::Clock) -> ServerState {
-        let config = crate::config::Config {
-            dir: dir.to_path_buf(),
-            ..crate::config::Config::default()
+        let config = crate::node_config::ServeConfig {
+            node: NodeConfig {
+                dir: dir.to_path_buf(),
+                ..NodeConfig::default()
+            },
+            ..crate::node_config::ServeConfig::default()
         };
         let options = quiver_store::Options {
             clock,
             ..config.store_options()
         };
-        let users = crate::acl::Users::new(config.requirepass.as_deref());
-        let mut core = Core::new(config, 0, users);
+        let users = crate::acl::Users::new(config.service.requirepass.as_deref());
+        let mut core = Core::new(config.service, 0, users);
         core.output_budget = crate::output::OutputBudget::new(0);
         ServerState {
             store: Store::open(dir, options).unwrap(),
             core,
+            config: config.node,
             watches: Watches::default(),
             coalescer: None,
             cluster: None,

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::process::Command;
 
+use quiver_server::node_config::{NodeConfig, ServeConfig};
 use quiver_server::testing::TestServer;
 use quiver_server::{Config, Server};
 
@@ -212,7 +213,7 @@ fn a_user_runs_only_its_commands_on_its_keys() {
 
 #[test]
 fn requirepass_is_the_default_users_password() {
-    let server = TestServer::start_with(|c| c.requirepass = Some("secret".into()));
+    let server = TestServer::start_with(|c| c.service.requirepass = Some("secret".into()));
     let mut s = raw(server.addr);
     send(&mut s, &[b"GET", b"k"]);
     send(&mut s, &[b"AUTH", b"default", b"secret"]);
@@ -275,7 +276,7 @@ fn the_acl_file_is_read_at_start_by_acl_load_and_written_by_acl_save() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("users.acl");
     std::fs::write(&file, format!("user bob on #{PW_HASH} ~app:* +@read\n")).unwrap();
-    let server = TestServer::start_with(|c| c.aclfile = Some(file.clone()));
+    let server = TestServer::start_with(|c| c.service.aclfile = Some(file.clone()));
     let mut bob = raw(server.addr);
     send(&mut bob, &[b"AUTH", b"bob", b"pw"]);
     send(&mut bob, &[b"SET", b"app:1", b"x"]);
@@ -330,11 +331,16 @@ fn a_bad_acl_file_stops_the_start() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("users.acl");
     std::fs::write(&file, "user a on\nnot a user line\n").unwrap();
-    let config = |aclfile: std::path::PathBuf| Config {
-        dir: tmp.path().join("store"),
-        port: 0,
-        aclfile: Some(aclfile),
-        ..Config::default()
+    let config = |aclfile: std::path::PathBuf| ServeConfig {
+        service: Config {
+            port: 0,
+            aclfile: Some(aclfile),
+            ..Config::default()
+        },
+        node: NodeConfig {
+            dir: tmp.path().join("store"),
+            ..NodeConfig::default()
+        },
     };
     let err = match Server::bind(config(file.clone())) {
         Ok(_) => panic!("started with a bad ACL file"),

@@ -549,7 +549,7 @@ fn huge_declared_lengths_allocate_nothing() {
 #[test]
 fn values_over_proto_max_bulk_len_are_protocol_errors() {
     const LIMIT: usize = 1 << 20;
-    let server = TestServer::start_with(|c| c.proto_max_bulk_len = LIMIT);
+    let server = TestServer::start_with(|c| c.service.proto_max_bulk_len = LIMIT);
     let canary = Canary::start(server.addr);
 
     // One byte over: refused at the header, before any payload is read.

@@ -140,7 +140,7 @@ fn check_slots(c: &mut Connection, by_slot: &BySlot) {
 #[test]
 fn slots_of_keys_with_and_without_hash_tags() {
     for partitions in [4, 7, 1] {
-        let server = TestServer::start_with(|c| c.partitions = partitions);
+        let server = TestServer::start_with(|c| c.node.partitions = partitions);
         let mut c = client(server.addr);
         let keys = test_keys();
         for k in &keys {
@@ -281,7 +281,7 @@ fn help_lists_what_quiver_answers_and_the_rest_is_disabled() {
 /// authentication; a known subcommand needs it.
 #[test]
 fn subcommands_are_looked_up_before_authentication() {
-    let server = TestServer::start_with(|c| c.requirepass = Some("pw".into()));
+    let server = TestServer::start_with(|c| c.service.requirepass = Some("pw".into()));
     let mut c = client(server.addr);
     assert_eq!(
         error(&mut c, &[b"CLUSTER", b"foo"]),

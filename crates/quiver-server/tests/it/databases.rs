@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread;
 
 use quiver_client::{Connection, Value};
-use quiver_server::config::Coalesce;
+use quiver_server::node_config::Coalesce;
 use quiver_server::testing::TestServer;
 
 fn connect(server: &TestServer) -> Connection {
@@ -161,7 +161,7 @@ fn databases_survive_a_restart() {
 /// `databases` sets how many SELECT may choose from; CONFIG GET reports it.
 #[test]
 fn the_databases_setting_bounds_select() {
-    let server = TestServer::start_with(|c| c.databases = 4);
+    let server = TestServer::start_with(|c| c.service.databases = 4);
     let mut c = connect(&server);
     select(&mut c, 3);
     for args in [
@@ -185,7 +185,7 @@ fn the_databases_setting_bounds_select() {
 /// own database (the queue serves database 0).
 #[test]
 fn the_intermediate_queue_reads_the_selected_database() {
-    let server = TestServer::start_with(|c| c.coalesce = Coalesce::Adaptive);
+    let server = TestServer::start_with(|c| c.node.coalesce = Coalesce::Adaptive);
     let mut c0 = connect(&server);
     let mut c5 = connect(&server);
     select(&mut c5, 5);

@@ -277,8 +277,8 @@ fn rss_bytes() -> u64 {
 
 fn run(frames: u64, seed: u64) {
     let server = TestServer::start_with(|c| {
-        c.proto_max_bulk_len = 1 << 20;
-        c.databases = 4;
+        c.service.proto_max_bulk_len = 1 << 20;
+        c.service.databases = 4;
     });
     let mut rng = WyRand::new(seed);
     let (mut sent, mut replies, mut errors, mut mutated) = (0u64, 0u64, 0u64, 0u64);
@@ -367,8 +367,8 @@ fn reply_kind(v: &Value) -> String {
 /// `tests/corpus/requests/`.
 fn write_corpus(seed: u64) {
     let server = TestServer::start_with(|c| {
-        c.proto_max_bulk_len = 1 << 20;
-        c.databases = 4;
+        c.service.proto_max_bulk_len = 1 << 20;
+        c.service.databases = 4;
     });
     let mut rng = WyRand::new(seed);
     let mut chosen: BTreeMap<String, Vec<u8>> = BTreeMap::new();
@@ -418,8 +418,8 @@ fn write_corpus(seed: u64) {
 /// replies are RESP and the server lives on.
 fn replay_corpus(seed: u64) -> usize {
     let server = TestServer::start_with(|c| {
-        c.proto_max_bulk_len = 1 << 20;
-        c.databases = 4;
+        c.service.proto_max_bulk_len = 1 << 20;
+        c.service.databases = 4;
     });
     let mut rng = WyRand::new(seed);
     let mut paths: Vec<PathBuf> = std::fs::read_dir(corpus_dir())

@@ -18,7 +18,7 @@ use crate::bad_input::{
 
 #[test]
 fn maxclients_refuses_the_extra_connection_until_one_leaves() {
-    let server = TestServer::start_with(|c| c.maxclients = 5);
+    let server = TestServer::start_with(|c| c.service.maxclients = 5);
     let mut admitted: Vec<_> = (0..5)
         .map(|_| {
             let mut s = raw(server.addr);
@@ -78,7 +78,7 @@ fn maxclients_refuses_the_extra_connection_until_one_leaves() {
 
 #[test]
 fn idle_connections_are_closed_after_the_timeout() {
-    let server = TestServer::start_with(|c| c.timeout = 1);
+    let server = TestServer::start_with(|c| c.service.timeout = 1);
     let mut idle = raw(server.addr);
     idle.write_all(b"PING\r\n").unwrap();
     expect_reply(&mut idle, b"+PONG\r\n");
@@ -104,8 +104,8 @@ fn idle_connections_are_closed_after_the_timeout() {
 fn query_buffer_limit_closes_the_flooding_connection() {
     const MIB: usize = 1 << 20;
     let server = TestServer::start_with(|c| {
-        c.client_query_buffer_limit = MIB;
-        c.proto_max_bulk_len = MIB;
+        c.service.client_query_buffer_limit = MIB;
+        c.service.proto_max_bulk_len = MIB;
     });
     let canary = Canary::start(server.addr);
 
@@ -163,7 +163,7 @@ fn query_buffer_limit_closes_the_flooding_connection() {
 fn output_buffer_limit_closes_the_greedy_connection() {
     const LIMIT: usize = 1 << 20;
     const VALUE: usize = 256 << 10;
-    let server = TestServer::start_with(|c| c.client_output_buffer_limit = LIMIT);
+    let server = TestServer::start_with(|c| c.service.client_output_buffer_limit = LIMIT);
     let canary = Canary::start(server.addr);
     let mut c = client(server.addr);
     let value = vec![b'o'; VALUE];
@@ -221,7 +221,7 @@ fn bulk_reply_len(len: usize) -> usize {
 fn output_total_limit_replaces_a_reply_too_large_and_the_connection_goes_on() {
     const LIMIT: usize = 64 << 10;
     const VALUE: usize = 256 << 10;
-    let server = TestServer::start_with(|c| c.client_output_buffer_total_limit = LIMIT);
+    let server = TestServer::start_with(|c| c.service.client_output_buffer_total_limit = LIMIT);
     let mut c = client(server.addr);
     c.set("big", vec![b'b'; VALUE]).unwrap();
     c.set("small", "s").unwrap();
@@ -290,7 +290,7 @@ fn output_total_limit_counts_every_connection_and_closed_ones_give_their_bytes_b
     // Far more than the socket buffers can take, so an unread reply stays in the server.
     const VALUE: usize = 16 << 20;
     const LIMIT: usize = 24 << 20;
-    let server = TestServer::start_with(|c| c.client_output_buffer_total_limit = LIMIT);
+    let server = TestServer::start_with(|c| c.service.client_output_buffer_total_limit = LIMIT);
     let mut c = client(server.addr);
     c.set("big", vec![b'b'; VALUE]).unwrap();
     let get_big = multibulk(&[b"GET", b"big"]);

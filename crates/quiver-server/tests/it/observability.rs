@@ -5,6 +5,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::thread::JoinHandle;
 
+use quiver_server::node_config::{NodeConfig, ServeConfig};
 use quiver_server::testing::TestServer;
 use quiver_server::{Config, Server, ShutdownHandle};
 
@@ -210,12 +211,17 @@ struct MetricsServer {
 impl MetricsServer {
     fn start() -> MetricsServer {
         let dir = tempfile::tempdir().unwrap();
-        let server = Server::bind(Config {
-            port: 0,
-            dir: dir.path().to_path_buf(),
-            threads: 2,
-            metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
-            ..Config::default()
+        let server = Server::bind(ServeConfig {
+            service: Config {
+                port: 0,
+                threads: 2,
+                metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
+                ..Config::default()
+            },
+            node: NodeConfig {
+                dir: dir.path().to_path_buf(),
+                ..NodeConfig::default()
+            },
         })
         .expect("start the server");
         let metrics = server.metrics_addr().expect("a metrics listener");

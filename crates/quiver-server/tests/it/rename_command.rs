@@ -5,6 +5,7 @@
 use std::io::Write;
 use std::process::Command;
 
+use quiver_server::node_config::ServeConfig;
 use quiver_server::table::COMMANDS;
 use quiver_server::testing::TestServer;
 use quiver_server::Config;
@@ -19,7 +20,7 @@ config = "Cfg-7c1e"
 
 fn server() -> TestServer {
     let renames = Config::from_toml(SETTINGS).unwrap().rename_command;
-    TestServer::start_with(|c| c.rename_command = renames)
+    TestServer::start_with(|c| c.service.rename_command = renames)
 }
 
 #[test]
@@ -125,12 +126,12 @@ fn a_setting_redis_refuses_stops_the_start() {
         assert!(err.contains(expected), "{toml:?}: {err}");
     }
     // A cluster node may not rename what the cluster's members send each other.
-    let mut config = Config::from_toml("[rename-command]\nCHAIN = \"\"\n").unwrap();
-    config.cluster_enabled = true;
-    config.cluster_etcd = Some("127.0.0.1:2379".into());
+    let mut config = ServeConfig::from_toml("[rename-command]\nCHAIN = \"\"\n").unwrap();
+    config.node.cluster_enabled = true;
+    config.node.cluster_etcd = Some("127.0.0.1:2379".into());
     let err = config.validate().unwrap_err().to_string();
     assert!(err.contains("\"chain\""), "{err}");
     // The same rename on a standalone server is fine.
-    config.cluster_enabled = false;
+    config.node.cluster_enabled = false;
     config.validate().unwrap();
 }

@@ -8,9 +8,9 @@
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr};
 
+use quiver_server::node_config::ServeConfig;
 use quiver_server::table::{Flags, COMMANDS};
 use quiver_server::testing::TestServer;
-use quiver_server::Config;
 
 use crate::bad_input::{
     client, client_with, expect_closed, expect_error_and_close, expect_reply, multibulk, raw,
@@ -22,7 +22,7 @@ const NOAUTH: &[u8] = b"-NOAUTH Authentication required.\r\n";
 const WRONGPASS: &[u8] = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n";
 
 fn server_with_password() -> TestServer {
-    TestServer::start_with(|c| c.requirepass = Some(PASSWORD.into()))
+    TestServer::start_with(|c| c.service.requirepass = Some(PASSWORD.into()))
 }
 
 /// The commands a client may run before authenticating (Redis 7's `no_auth` flag).
@@ -328,9 +328,9 @@ fn expect_served(ip: IpAddr, server: &TestServer, expect: &[u8]) {
     expect_reply(&mut s, expect);
 }
 
-fn public_server(configure: impl FnOnce(&mut Config)) -> TestServer {
+fn public_server(configure: impl FnOnce(&mut ServeConfig)) -> TestServer {
     TestServer::start_with(|c| {
-        c.bind = "0.0.0.0".parse().unwrap();
+        c.service.bind = "0.0.0.0".parse().unwrap();
         configure(c);
     })
 }
@@ -348,7 +348,7 @@ fn protected_mode_is_decided_per_connection() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let sock = tmp.path().join("q.sock");
-    let server = public_server(|c| c.unixsocket = Some(sock.clone()));
+    let server = public_server(|c| c.service.unixsocket = Some(sock.clone()));
     expect_denied(outside, &server);
     expect_served(LOCAL, &server, b"+PONG\r\n");
     let mut unix = std::os::unix::net::UnixStream::connect(&sock).unwrap();
@@ -392,21 +392,21 @@ fn protected_mode_follows_the_aclfile_and_can_be_turned_off() {
     let tmp = tempfile::tempdir().unwrap();
     let with_password = tmp.path().join("with.acl");
     std::fs::write(&with_password, "user default on >secret ~* &* +@all\n").unwrap();
-    let server = public_server(|c| c.aclfile = Some(with_password.clone()));
+    let server = public_server(|c| c.service.aclfile = Some(with_password.clone()));
     expect_served(outside, &server, NOAUTH);
     drop(server);
 
     let without = tmp.path().join("without.acl");
     std::fs::write(&without, "user default on nopass ~* &* +@all\n").unwrap();
     let server = public_server(|c| {
-        c.aclfile = Some(without.clone());
-        c.requirepass = Some(PASSWORD.into());
+        c.service.aclfile = Some(without.clone());
+        c.service.requirepass = Some(PASSWORD.into());
     });
     expect_denied(outside, &server);
     expect_served(LOCAL, &server, b"+PONG\r\n");
     drop(server);
 
-    let server = public_server(|c| c.protected_mode = false);
+    let server = public_server(|c| c.service.protected_mode = false);
     expect_served(outside, &server, b"+PONG\r\n");
 }
 

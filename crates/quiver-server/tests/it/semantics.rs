@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::thread;
 
 use quiver_client::{Batch, BatchOutcome, Condition, Connection, Value};
-use quiver_server::config::Coalesce;
+use quiver_server::node_config::Coalesce;
 use quiver_server::testing::TestServer;
 
 use crate::encode_multibulk;
@@ -62,7 +62,7 @@ fn a_pipelined_run_keeps_order_and_reads_its_own_writes() {
 /// could if a vector ran its GETs before its SETs or let another client in between.
 #[test]
 fn mixed_get_set_pipelines_run_as_if_one_by_one() {
-    let server = TestServer::start_with(|c| c.threads = 2);
+    let server = TestServer::start_with(|c| c.service.threads = 2);
     const ROUNDS: usize = 400;
     let barrier = Arc::new(std::sync::Barrier::new(2));
     let side = |mine: &'static str, theirs: &'static str| {
@@ -93,7 +93,7 @@ fn mixed_get_set_pipelines_run_as_if_one_by_one() {
 
 #[test]
 fn wide_pipelines_are_split_at_the_vector_width() {
-    let server = TestServer::start_with(|c| c.max_vector_width = 4);
+    let server = TestServer::start_with(|c| c.node.max_vector_width = 4);
     let mut conn = connect(&server);
     let mut p = conn.pipeline();
     for i in 0..50 {
@@ -331,8 +331,8 @@ fn batch_applies_all_or_nothing() {
 #[test]
 fn the_intermediate_queue_answers_every_get() {
     let server = TestServer::start_with(|c| {
-        c.coalesce = Coalesce::Adaptive;
-        c.max_vector_width = 8;
+        c.node.coalesce = Coalesce::Adaptive;
+        c.node.max_vector_width = 8;
     });
     let mut w = connect(&server);
     let pairs: Vec<(String, String)> = (0..200)
@@ -372,7 +372,7 @@ fn unix_socket_serves_the_same_protocol() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("quiver.sock");
     let sock = path.clone();
-    let mut server = TestServer::start_with(move |c| c.unixsocket = Some(sock));
+    let mut server = TestServer::start_with(move |c| c.service.unixsocket = Some(sock));
     let mut s = std::os::unix::net::UnixStream::connect(&path).unwrap();
     s.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nu\r\n$1\r\nx\r\nHELLO 3\r\nGET nothing\r\n")
         .unwrap();
@@ -398,7 +398,7 @@ fn unix_socket_serves_the_same_protocol() {
 /// (its reads are checked unchanged before it answers).
 #[test]
 fn commands_wider_than_an_engine_call_are_split_and_mget_stays_one_state() {
-    let server = TestServer::start_with(|c| c.max_multikey_width = 3);
+    let server = TestServer::start_with(|c| c.node.max_multikey_width = 3);
     let keys: Vec<String> = (0..16).map(|i| format!("wide:{i}")).collect();
     let mut c = connect(&server);
     let pairs: Vec<(&String, &String)> = keys.iter().map(|k| (k, k)).collect();
@@ -489,7 +489,7 @@ fn grouped_commands_are_counted_under_their_own_names() {
 fn readers_never_see_half_a_batch_and_pipelines_apply_in_order() {
     const WRITES: usize = 400;
     const GROUP: usize = 8;
-    let server = TestServer::start_with(|c| c.threads = 2);
+    let server = TestServer::start_with(|c| c.service.threads = 2);
     let group: Vec<String> = (0..GROUP).map(|i| format!("litmus:{i}")).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let writer = |w: usize| {

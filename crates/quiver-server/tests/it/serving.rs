@@ -13,7 +13,7 @@ use crate::bad_input::{expect_closed, expect_reply, info_u64, raw, read_bulk, re
 /// CLIENT LIST no longer shows it, and the victim reads the end of its stream.
 #[test]
 fn client_kill_of_a_connection_on_the_killers_thread_answers_once_it_is_gone() {
-    let server = TestServer::start_with(|c| c.threads = 1);
+    let server = TestServer::start_with(|c| c.service.threads = 1);
     for round in 0..20 {
         let mut victim = raw(server.addr);
         victim.write_all(b"CLIENT ID\r\n").unwrap();
@@ -37,7 +37,7 @@ fn client_kill_of_a_connection_on_the_killers_thread_answers_once_it_is_gone() {
 /// longest, and the same of their wake meters.
 #[test]
 fn info_shows_the_serving_threads_delays() {
-    let server = TestServer::start_with(|c| c.threads = 1);
+    let server = TestServer::start_with(|c| c.service.threads = 1);
     let mut conn = crate::bad_input::client(server.addr);
     // Runs on the thread, so that its wake meter ticks.
     for _ in 0..20 {
@@ -71,8 +71,8 @@ fn msets_of_many_connections_on_one_thread_are_committed_together() {
     const WRITERS: usize = 8;
     const ROUNDS: usize = 100;
     let mut server = TestServer::start_with(|c| {
-        c.threads = 1;
-        c.durability = quiver_store::Durability::Fsync;
+        c.service.threads = 1;
+        c.node.durability = quiver_store::Durability::Fsync;
     });
     let start = std::sync::Arc::new(std::sync::Barrier::new(WRITERS + 1));
     let writers: Vec<_> = (0..WRITERS)
@@ -162,8 +162,8 @@ fn msets_of_many_connections_on_one_thread_are_committed_together() {
 #[test]
 fn fsync_writes_from_many_connections_on_one_thread_are_answered_and_kept() {
     let mut server = TestServer::start_with(|c| {
-        c.threads = 1;
-        c.durability = quiver_store::Durability::Fsync;
+        c.service.threads = 1;
+        c.node.durability = quiver_store::Durability::Fsync;
     });
     let writers: Vec<_> = (0..6)
         .map(|w| {
@@ -236,9 +236,9 @@ fn fsync_writes_from_many_connections_on_one_thread_are_answered_and_kept() {
 fn a_failed_fdatasync_leaves_the_outcome_unknown_and_stops_the_partitions_writes() {
     use quiver_store::faults::{self, Fault, FileOp};
     let mut server = TestServer::start_with(|c| {
-        c.threads = 1;
-        c.durability = quiver_store::Durability::Fsync;
-        c.partitions = 4;
+        c.service.threads = 1;
+        c.node.durability = quiver_store::Durability::Fsync;
+        c.node.partitions = 4;
     });
     let in_partition = |p: u32, n: usize| {
         (0..)

@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use quiver_server::node_config::{NodeConfig, ServeConfig};
 use quiver_server::testing::TestServer;
 use quiver_server::tls::AuthClients;
 use quiver_server::{Config, Server};
@@ -87,7 +88,8 @@ impl Certs {
         }
     }
 
-    fn configure(&self, c: &mut Config, auth: AuthClients) {
+    fn configure(&self, c: &mut ServeConfig, auth: AuthClients) {
+        let c = &mut c.service;
         c.tls_port = Some(0);
         c.tls_cert_file = Some(self.server_cert.clone());
         c.tls_key_file = Some(self.server_key.clone());
@@ -208,41 +210,46 @@ fn bad_tls_settings_stop_the_start() {
     let certs = Certs::new();
     let tmp = tempfile::tempdir().unwrap();
     let base = || {
-        let mut c = Config {
-            dir: tmp.path().join("store"),
-            port: 0,
-            ..Config::default()
+        let mut c = ServeConfig {
+            service: Config {
+                port: 0,
+                ..Config::default()
+            },
+            node: NodeConfig {
+                dir: tmp.path().join("store"),
+                ..NodeConfig::default()
+            },
         };
         certs.configure(&mut c, AuthClients::Yes);
         c
     };
-    let start = |c: Config| match Server::bind(c) {
+    let start = |c: ServeConfig| match Server::bind(c) {
         Ok(_) => panic!("the server started"),
         Err(e) => e.to_string(),
     };
 
     let mut c = base();
-    c.tls_key_file = None;
+    c.service.tls_key_file = None;
     assert!(start(c).contains("tls-port needs tls-cert-file and tls-key-file"));
     let mut c = base();
-    c.tls_ca_cert_file = None;
+    c.service.tls_ca_cert_file = None;
     assert!(start(c).contains("tls-auth-clients yes needs tls-ca-cert-file"));
     let mut c = base();
-    c.tls_cert_file = Some(tmp.path().join("missing.pem"));
+    c.service.tls_cert_file = Some(tmp.path().join("missing.pem"));
     let e = start(c);
     assert!(
         e.contains("tls-cert-file") && e.contains("missing.pem"),
         "{e}"
     );
     let mut c = base();
-    c.tls_key_file = Some(certs.client_key.clone());
+    c.service.tls_key_file = Some(certs.client_key.clone());
     let e = start(c);
     assert!(
         e.contains("tls-key-file"),
         "a key of another certificate: {e}"
     );
     let mut c = base();
-    c.tls_ca_cert_file = Some(certs.server_key.clone());
+    c.service.tls_ca_cert_file = Some(certs.server_key.clone());
     let e = start(c);
     assert!(
         e.contains("tls-ca-cert-file"),
