@@ -11,10 +11,10 @@ use parking_lot::{Condvar, Mutex};
 use quiver_store::Store;
 use tokio::sync::oneshot;
 
-use crate::errors::err;
-use crate::reply::Reply;
-use crate::stats::Stats;
 use crate::store_errors::store_error;
+use quiver_service::errors::err;
+use quiver_service::reply::Reply;
+use quiver_service::stats::Stats;
 
 /// Requests the queue holds at most. Each connection waits for its own before sending another,
 /// so `maxclients` bounds the queue already; this bound says so, and refuses rather than grows

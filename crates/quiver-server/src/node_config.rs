@@ -13,8 +13,8 @@ use quiver_store::DATABASES_MAX;
 use quiver_store::{BackendKind, Durability, Options};
 use serde::Deserialize;
 
-use crate::config::{byte_size, parse_str, yes_no, Config, ConfigError};
-use crate::names::PEER_COMMANDS;
+use quiver_service::config::{byte_size, parse_str, yes_no, Config, ConfigError};
+use quiver_service::names::PEER_COMMANDS;
 
 /// Default data directory.
 pub const DEFAULT_DIR: &str = "./quiver-data";
@@ -300,13 +300,13 @@ impl ServeConfig {
     /// Reads a TOML file; keys it does not set keep their defaults, a key neither the service
     /// nor the node knows is refused.
     pub fn from_file(path: &Path) -> Result<ServeConfig, ConfigError> {
-        let (service, node) = crate::config::from_file_with(path)?;
+        let (service, node) = quiver_service::config::from_file_with(path)?;
         Ok(ServeConfig { service, node })
     }
 
     /// [`ServeConfig::from_file`] from the file's text.
     pub fn from_toml(text: &str) -> Result<ServeConfig, ConfigError> {
-        let (service, node) = crate::config::from_toml_with(text)?;
+        let (service, node) = quiver_service::config::from_toml_with(text)?;
         Ok(ServeConfig { service, node })
     }
 
@@ -325,7 +325,7 @@ impl ServeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::parse_byte_size;
+    use quiver_service::config::parse_byte_size;
 
     #[test]
     fn defaults_are_valid() {

@@ -8,9 +8,9 @@ use std::time::Instant;
 use bytes::BytesMut;
 use quiver_store::Error as StoreError;
 
-use crate::errors::{err, sanitize, REFUSAL_LOG_INTERVAL};
-use crate::ratelog::LogLimiter;
-use crate::reply::Reply;
+use quiver_service::errors::{err, sanitize, REFUSAL_LOG_INTERVAL};
+use quiver_service::ratelog::LogLimiter;
+use quiver_service::reply::Reply;
 
 /// Writes refused because the disk is full.
 static NO_SPACE_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);

@@ -11,8 +11,9 @@ use std::thread::JoinHandle;
 
 use quiver_store::Clock;
 
+use crate::node::Server;
 use crate::node_config::{NodeConfig, ServeConfig};
-use crate::server::{Server, ShutdownHandle};
+use quiver_service::server::ShutdownHandle;
 
 /// A running server; see the module documentation.
 pub struct TestServer {
@@ -25,7 +26,7 @@ pub struct TestServer {
     owns_dir: bool,
     /// What the store measures key expiry on (kept across restarts).
     clock: Clock,
-    handle: Option<(ShutdownHandle, JoinHandle<Result<(), crate::ServerError>>)>,
+    handle: Option<(ShutdownHandle, JoinHandle<Result<(), crate::NodeError>>)>,
 }
 
 impl TestServer {
@@ -46,10 +47,10 @@ impl TestServer {
         let dir = unique_temp_dir();
         std::fs::create_dir_all(&dir).expect("create the test data directory");
         let mut config = ServeConfig {
-            service: crate::Config {
+            service: quiver_service::Config {
                 port: 0,
                 threads: 2,
-                ..crate::Config::default()
+                ..quiver_service::Config::default()
             },
             node: NodeConfig {
                 dir: dir.clone(),
@@ -93,7 +94,7 @@ impl TestServer {
     }
 
     /// Stops the server gracefully (checkpointing the store) and returns how `run` ended.
-    pub fn stop(&mut self) -> Result<(), crate::ServerError> {
+    pub fn stop(&mut self) -> Result<(), crate::NodeError> {
         match self.handle.take() {
             Some((shutdown, thread)) => {
                 shutdown.shutdown();

@@ -22,11 +22,11 @@ use bytes::Bytes;
 use quiver_store::{Batch, BatchAction, BatchOutcome, Db, Entry, Precondition, RangeItem, Store};
 
 use crate::chain::{Chains, Took};
-use crate::reply::Reply;
 use crate::state::ServerState;
-use crate::stats::Stats;
 use crate::store_errors;
 use crate::watch::{DbKey, Watches};
+use quiver_service::reply::Reply;
+use quiver_service::stats::Stats;
 
 /// Attempts of one optimistic command or EXEC before it is given up. Each failed attempt means
 /// another client's write to a key it read landed in between (so the others made progress);
@@ -643,7 +643,7 @@ mod tests {
     use super::*;
     use crate::cmd::common::TxnCommand;
     use crate::cmd::incr::IncrBy;
-    use crate::table::Cmd;
+    use quiver_service::table::Cmd;
 
     /// INCR through a transaction, exactly as a command runs, except that another client's
     /// write lands between every attempt's read and its commit: every attempt conflicts.

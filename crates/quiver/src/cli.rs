@@ -167,7 +167,7 @@ pub struct ConnArgs {
     #[arg(long, value_name = "HOST", default_value = "127.0.0.1")]
     pub host: String,
     /// Server port.
-    #[arg(long, value_name = "PORT", default_value_t = quiver_server::config::DEFAULT_PORT)]
+    #[arg(long, value_name = "PORT", default_value_t = quiver_service::config::DEFAULT_PORT)]
     pub port: u16,
     /// Password sent with AUTH (the server's requirepass).
     #[arg(
@@ -313,7 +313,7 @@ pub struct ListenArgs {
     pub requirepass: Option<String>,
     /// yes: while the default user has no password, serve only loopback clients [default:
     /// yes].
-    #[arg(long, value_name = "YES|NO", value_parser = quiver_server::config::parse_yes_no)]
+    #[arg(long, value_name = "YES|NO", value_parser = quiver_service::config::parse_yes_no)]
     pub protected_mode: Option<bool>,
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9121).
     #[arg(long, value_name = "ADDR")]
@@ -323,7 +323,7 @@ pub struct ListenArgs {
     pub threads: Option<usize>,
     /// Log format: text or json.
     #[arg(long, value_name = "FORMAT")]
-    pub log_format: Option<quiver_server::config::LogFormat>,
+    pub log_format: Option<quiver_service::config::LogFormat>,
 }
 
 /// `quiver serve` flags; each overrides the same setting of the --config file.

@@ -8,7 +8,10 @@ use std::time::Duration;
 #[derive(Debug)]
 pub enum CliError {
     Store(quiver_store::Error),
-    Server(quiver_server::ServerError),
+    /// A RESP service (the router) could not start or stopped uncleanly.
+    Server(quiver_service::ServerError),
+    /// A node could not start (its store, its cluster identity) or stopped uncleanly.
+    Node(quiver_server::NodeError),
     Bench(quiver_bench::Error),
     Report(quiver_report::Error),
     /// The cluster's metadata in etcd: unreachable, refused the change, or no cluster.
@@ -27,9 +30,10 @@ impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CliError::Store(e) => write!(f, "error: {e}{}", damage_hint(e)),
-            CliError::Server(e) => {
+            CliError::Server(e) => write!(f, "error: {e}"),
+            CliError::Node(e) => {
                 let hint = match e {
-                    quiver_server::ServerError::OpenStore(e) => damage_hint(e),
+                    quiver_server::NodeError::OpenStore(e) => damage_hint(e),
                     _ => "",
                 };
                 write!(f, "error: {e}{hint}")

@@ -5,10 +5,10 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use quiver_server::config::{Config, LogFormat};
 use quiver_server::node_config::ServeConfig;
 use quiver_server::router::RouterServer;
 use quiver_server::Server;
+use quiver_service::config::{Config, LogFormat};
 
 use crate::cli::{ListenArgs, ManagerArgs, RouterArgs, ServeArgs};
 use crate::error::CliError;
@@ -49,7 +49,7 @@ pub fn serve(dir: Option<PathBuf>, a: &ServeArgs) -> Result<(), CliError> {
         config.cluster_node_timeout = ms;
     }
     init_logging(serve.service.log_format);
-    let server = Server::bind(serve).map_err(CliError::Server)?;
+    let server = Server::bind(serve).map_err(CliError::Node)?;
     let mut out = std::io::stdout();
     writeln!(out, "quiver listening on {}", server.local_addr())?;
     if let Some(t) = server.tls_addr() {
@@ -59,7 +59,7 @@ pub fn serve(dir: Option<PathBuf>, a: &ServeArgs) -> Result<(), CliError> {
         writeln!(out, "quiver metrics on http://{m}/metrics")?;
     }
     out.flush()?;
-    server.run(true).map_err(CliError::Server)
+    server.run(true).map_err(CliError::Node)
 }
 
 /// The router's default port: beside a node's default (7379) on the same host.

@@ -14,9 +14,9 @@ use quiver_store::slot::{key_slot, SlotRange};
 use quiver_store::RangeItem;
 
 use crate::chain::Msg;
-use crate::errors::err;
-use crate::frame::string2ll;
-use crate::reply::Reply;
+use quiver_service::errors::err;
+use quiver_service::frame::string2ll;
+use quiver_service::reply::Reply;
 
 /// Appends `items` as triples to `args`.
 pub fn push_items(args: &mut Vec<Bytes>, items: &[RangeItem]) {
@@ -45,7 +45,7 @@ pub fn push_items(args: &mut Vec<Bytes>, items: &[RangeItem]) {
 /// `key expire value` triples, every key in `range`.
 pub fn parse_items(range: SlotRange, args: &[Bytes]) -> Result<Vec<RangeItem>, Reply> {
     if args.len() % 3 != 0 {
-        return Err(err(crate::errors::SYNTAX));
+        return Err(err(quiver_service::errors::SYNTAX));
     }
     args.chunks_exact(3)
         .map(|c| {
@@ -101,7 +101,7 @@ pub struct Apply {
 
 pub fn parse_apply(args: &[Bytes]) -> Result<Apply, Reply> {
     if args.len() < 4 {
-        return Err(err(crate::errors::SYNTAX));
+        return Err(err(quiver_service::errors::SYNTAX));
     }
     let Some(slots) = std::str::from_utf8(&args[0])
         .ok()
@@ -125,7 +125,7 @@ pub fn parse_apply(args: &[Bytes]) -> Result<Apply, Reply> {
     let atomic = match &args[3].to_ascii_uppercase()[..] {
         b"ATOMIC" => true,
         b"PLAIN" => false,
-        _ => return Err(err(crate::errors::SYNTAX)),
+        _ => return Err(err(quiver_service::errors::SYNTAX)),
     };
     let items = parse_items(slots, &args[4..])?;
     Ok(Apply {

@@ -290,7 +290,7 @@ impl ClusterNode {
             }
             (Some(given), _) => given.to_string(),
             (None, Some(s)) => s.node_id.clone(),
-            (None, None) => crate::service::new_id(),
+            (None, None) => quiver_service::service::new_id(),
         };
         if !valid_node_id(&id) {
             return Err(ClusterError::BadId(id));
@@ -590,7 +590,7 @@ impl ClusterNode {
 
 /// A new run number: random, never 0 (0 is "no run known" in an older topology).
 fn new_run() -> u64 {
-    let id = crate::service::new_id();
+    let id = quiver_service::service::new_id();
     u64::from_str_radix(&id[..16], 16).unwrap_or(1).max(1)
 }
 

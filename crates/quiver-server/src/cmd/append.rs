@@ -3,8 +3,8 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::cmd::common::{check_new_key, TxnCommand};
-use crate::reply::Reply;
 use crate::txn::Txn;
+use quiver_service::reply::Reply;
 
 /// APPEND key value: the new length.
 pub struct Append<'a> {

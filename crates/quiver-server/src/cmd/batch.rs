@@ -10,9 +10,9 @@
 use bytes::Bytes;
 
 use crate::cmd::common::{check_new_key, check_value, Limits, TxnCommand};
-use crate::errors::{self, err};
-use crate::reply::Reply;
 use crate::txn::Txn;
+use quiver_service::errors::{self, err};
+use quiver_service::reply::Reply;
 
 /// A condition of a BATCH operation.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -15,8 +15,8 @@ use bytes::Bytes;
 
 use crate::chain::{wire, ReceiveError, Refusal};
 use crate::cmd::ctx::Ctx;
-use crate::errors::{self, err};
-use crate::reply::Reply;
+use quiver_service::errors::{self, err};
+use quiver_service::reply::Reply;
 
 pub fn run(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let Some(node) = &ctx.state.cluster else {

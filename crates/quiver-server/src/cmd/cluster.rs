@@ -24,10 +24,10 @@ use bytes::Bytes;
 use quiver_store::slot::{key_slot, SLOTS};
 
 use crate::cmd::common::TxnCommand;
-use crate::errors::{err, unknown_subcommand, wrong_arity, NOT_INTEGER};
-use crate::frame::string2ll;
-use crate::reply::Reply;
 use crate::txn::Txn;
+use quiver_service::errors::{err, unknown_subcommand, wrong_arity, NOT_INTEGER};
+use quiver_service::frame::string2ll;
+use quiver_service::reply::Reply;
 
 /// A standalone Redis's answer to any CLUSTER subcommand.
 pub const DISABLED: &str = "ERR This instance has cluster support disabled";

@@ -3,12 +3,10 @@
 
 use bytes::Bytes;
 
-use crate::errors::{self, err};
-use crate::frame::string2ll;
-use crate::reply::Reply;
 use crate::state::ServerState;
 use crate::store_errors::store_error;
 use crate::txn::{valid_key, Txn};
+use quiver_service::reply::Reply;
 
 /// A parsed command on keys: it reads through the transaction and buffers its writes there,
 /// so the executor decides whether it commits alone (an atomic read-modify-write) or with the
@@ -73,28 +71,6 @@ pub fn key_value<'a>(args: &'a [Bytes], limits: &Limits) -> Result<(&'a Bytes, &
     check_new_key(&args[1])?;
     check_value(limits, &args[2])?;
     Ok((&args[1], &args[2]))
-}
-
-/// An argument that must be a 32-bit integer (Redis's `getIntFromObjectOrReply`): `msg` is
-/// the error for anything else, or, without one, Redis's own texts.
-pub fn int_arg(arg: &[u8], msg: Option<&'static str>) -> Result<i64, Reply> {
-    match (string2ll(arg), msg) {
-        (Some(n), _) if i32::try_from(n).is_ok() => Ok(n),
-        (_, Some(msg)) => Err(err(msg)),
-        (None, None) => Err(err(errors::NOT_INTEGER)),
-        (Some(_), None) => Err(err(
-            "ERR value is out of range, value must between -2147483648 and 2147483647",
-        )),
-    }
-}
-
-/// A database number (SELECT, MOVE, SWAPDB, COPY ... DB) as Redis's `selectDb` checks it:
-/// `0..databases`.
-pub fn db_index(n: i64, databases: u32) -> Result<u32, Reply> {
-    u32::try_from(n)
-        .ok()
-        .filter(|&db| db < databases)
-        .ok_or_else(|| err(errors::DB_OUT_OF_RANGE))
 }
 
 pub fn bulk_or_null(v: Option<Bytes>) -> Reply {

@@ -1,15 +1,9 @@
-//! [`Ctx`]: what a command about the connection or the server sees; [`ConnCtx`]: what a
-//! command about the connection alone sees (those the router answers too).
+//! [`Ctx`]: what a command about the connection or the node sees (a command about the
+//! connection alone sees a `quiver_service::cmd::ConnCtx`).
 
-use crate::service::Core;
-use crate::session::Session;
 use crate::state::{NodeConn, ServerState};
-
-/// A connection command's view of its RESP server and of its connection.
-pub struct ConnCtx<'a> {
-    pub core: &'a Core,
-    pub session: &'a mut Session,
-}
+use quiver_service::cmd::ConnCtx;
+use quiver_service::session::Session;
 
 /// A command's view of the server and of its connection.
 pub struct Ctx<'a> {

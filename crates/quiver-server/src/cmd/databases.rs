@@ -5,11 +5,12 @@
 
 use bytes::Bytes;
 
-use crate::cmd::common::{db_index, int_arg, Limits, TxnCommand};
+use crate::cmd::common::{Limits, TxnCommand};
 use crate::cmd::rename::SAME_OBJECT;
-use crate::errors::err;
-use crate::reply::Reply;
 use crate::txn::Txn;
+use quiver_service::cmd::{db_index, int_arg};
+use quiver_service::errors::err;
+use quiver_service::reply::Reply;
 
 /// MOVE key db: 1 if moved (with its expiry), 0 if the key is absent here or exists there.
 pub struct Move<'a> {

@@ -5,9 +5,9 @@ use bytes::Bytes;
 
 use crate::cmd::common::{bulk_or_null, TxnCommand};
 use crate::cmd::vector::{Shape, VectorOp};
-use crate::reply::Reply;
-use crate::table::Cmd;
 use crate::txn::Txn;
+use quiver_service::reply::Reply;
+use quiver_service::table::Cmd;
 
 /// DEL / UNLINK key [key ...]: how many of the keys existed.
 pub fn del(cmd: Cmd, args: &[Bytes]) -> VectorOp<'_> {

@@ -5,9 +5,9 @@ use bytes::Bytes;
 
 use crate::cmd::common::TxnCommand;
 use crate::cmd::vector::{Shape, VectorOp};
-use crate::reply::Reply;
-use crate::table::Cmd;
 use crate::txn::Txn;
+use quiver_service::reply::Reply;
+use quiver_service::table::Cmd;
 
 /// EXISTS / TOUCH key [key ...]: how many of the keys exist (a key named twice counts twice).
 pub fn exists(cmd: Cmd, args: &[Bytes]) -> VectorOp<'_> {

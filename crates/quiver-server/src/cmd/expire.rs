@@ -11,11 +11,11 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::cmd::common::TxnCommand;
 use crate::cmd::set::{invalid_expire_time, ExpireTime, ExpiryOption, StringOptions};
-use crate::errors::{self, err, sanitize};
-use crate::frame::string2ll;
-use crate::reply::Reply;
-use crate::table::Cmd;
 use crate::txn::Txn;
+use quiver_service::errors::{self, err, sanitize};
+use quiver_service::frame::string2ll;
+use quiver_service::reply::Reply;
+use quiver_service::table::Cmd;
 
 /// EXPIRE's conditions on the key's current expiry.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -5,10 +5,10 @@
 use bytes::Bytes;
 
 use crate::cmd::common::{check_new_key, TxnCommand};
-use crate::errors::err;
 use crate::float80::{self, Float80, Parsed};
-use crate::reply::Reply;
 use crate::txn::Txn;
+use quiver_service::errors::err;
+use quiver_service::reply::Reply;
 
 const NOT_A_FLOAT: &str = "ERR value is not a valid float";
 const NAN_OR_INFINITY: &str = "ERR increment would produce NaN or Infinity";

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use crate::cmd::vector::{Shape, VectorOp};
-use crate::table::Cmd;
+use quiver_service::table::Cmd;
 
 /// GET key.
 pub fn get(args: &[Bytes]) -> VectorOp<'_> {

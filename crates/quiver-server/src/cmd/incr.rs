@@ -4,11 +4,11 @@
 use bytes::Bytes;
 
 use crate::cmd::common::{check_new_key, TxnCommand};
-use crate::errors::{self, err};
-use crate::frame::string2ll;
-use crate::reply::Reply;
-use crate::table::Cmd;
 use crate::txn::Txn;
+use quiver_service::errors::{self, err};
+use quiver_service::frame::string2ll;
+use quiver_service::reply::Reply;
+use quiver_service::table::Cmd;
 
 /// Adds `delta` to the integer at `key`.
 pub struct IncrBy<'a> {

@@ -5,11 +5,11 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::Bytes;
 
-use crate::cmd::connection::REDIS_COMPAT_VERSION;
-use crate::reply::Reply;
-use crate::service::Core;
 use crate::state::ServerState;
-use crate::table::COMMANDS;
+use quiver_service::cmd::connection::REDIS_COMPAT_VERSION;
+use quiver_service::reply::Reply;
+use quiver_service::service::Core;
+use quiver_service::table::COMMANDS;
 
 pub fn run(state: &ServerState, args: &[Bytes]) -> Reply {
     let sections = asked_sections(args);
@@ -151,7 +151,7 @@ pub fn report(
             ),
         ],
     );
-    let rss = crate::metrics::process_rss_bytes();
+    let rss = quiver_service::metrics::process_rss_bytes();
     let mut memory = vec![l("used_memory_rss", rss.to_string())];
     if let Some(store_stats) = &store_stats {
         memory.extend([
@@ -431,7 +431,7 @@ fn lock_lines(locks: &quiver_store::LockStats) -> Vec<(String, String)> {
 
 /// The serving threads' delays (`stats::Stalls`): runs that held a thread, and wakes of its
 /// meter, over 5 ms and over 25 ms, and the longest of each since start.
-fn stall_lines(stalls: &crate::stats::Stalls) -> Vec<(String, String)> {
+fn stall_lines(stalls: &quiver_service::stats::Stalls) -> Vec<(String, String)> {
     let (runs, wakes) = (&stalls.runs, &stalls.wakes);
     [
         ("serving_runs_over_5ms", &runs.over_5ms),

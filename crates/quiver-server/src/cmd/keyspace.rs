@@ -10,11 +10,11 @@ use quiver_resp::glob_match;
 use quiver_store::Db;
 
 use crate::cmd::common::TxnCommand;
-use crate::errors::{self, err};
-use crate::frame::string2ll;
-use crate::reply::Reply;
-use crate::table::Cmd;
 use crate::txn::{Txn, WALK_PAGE};
+use quiver_service::errors::{self, err};
+use quiver_service::frame::string2ll;
+use quiver_service::reply::Reply;
+use quiver_service::table::Cmd;
 
 /// SCAN's COUNT when none is given (Redis's default).
 const SCAN_COUNT_DEFAULT: usize = 10;

@@ -6,10 +6,10 @@
 use bytes::Bytes;
 
 use crate::cmd::common::{Limits, TxnCommand};
-use crate::errors::{self, err};
-use crate::frame::string2ll;
-use crate::reply::Reply;
 use crate::txn::Txn;
+use quiver_service::errors::{self, err};
+use quiver_service::frame::string2ll;
+use quiver_service::reply::Reply;
 
 /// Bytes of one cell of the table (Redis's `uint32_t`).
 const CELL_BYTES: u64 = 4;

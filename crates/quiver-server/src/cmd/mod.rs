@@ -27,16 +27,11 @@
 //!   [`client`], [`transactions`] (MULTI, DISCARD, WATCH, UNWATCH), [`command`], [`config`],
 //!   [`info`].
 
-pub mod acl;
 pub mod append;
 pub mod batch;
 pub mod chain;
-pub mod client;
 pub mod cluster;
-pub mod command;
 pub mod common;
-pub mod config;
-pub mod connection;
 pub mod ctx;
 pub mod databases;
 pub mod del;
@@ -61,11 +56,12 @@ pub mod vector;
 
 use bytes::Bytes;
 
-use crate::reply::Reply;
-use crate::table::{Cmd, CommandSpec};
 use common::Limits;
 use ctx::Ctx;
 use parsed::Command;
+use quiver_service::cmd::{acl, client, command, config, connection};
+use quiver_service::reply::Reply;
+use quiver_service::table::{Cmd, CommandSpec};
 
 /// Parses a request whose arity was checked into what runs it; a syntax error is the reply.
 pub fn parse<'a>(
@@ -197,7 +193,7 @@ pub fn run_server(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::COMMANDS;
+    use quiver_service::table::COMMANDS;
 
     /// `parse`'s last arm is for a command the table has and nothing parses: none may reach it
     /// (a new row needs a parser here, or `is_server_command`).

@@ -7,10 +7,10 @@ use bytes::Bytes;
 
 use crate::cmd::common::{check_new_key, check_value, Limits, TxnCommand};
 use crate::cmd::vector::{Shape, VectorOp};
-use crate::errors;
-use crate::reply::Reply;
-use crate::table::Cmd;
 use crate::txn::Txn;
+use quiver_service::errors;
+use quiver_service::reply::Reply;
+use quiver_service::table::Cmd;
 
 /// MSET / MSETNX key value [key value ...].
 pub struct MSet<'a> {

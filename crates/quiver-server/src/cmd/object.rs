@@ -13,10 +13,10 @@
 use bytes::Bytes;
 
 use crate::cmd::common::TxnCommand;
-use crate::errors::{err, unknown_subcommand, wrong_arity};
-use crate::frame::string2ll;
-use crate::reply::Reply;
 use crate::txn::Txn;
+use quiver_service::errors::{err, unknown_subcommand, wrong_arity};
+use quiver_service::frame::string2ll;
+use quiver_service::reply::Reply;
 
 /// Redis's `OBJ_ENCODING_EMBSTR_SIZE_LIMIT`: longer strings are `raw`.
 const EMBSTR_LEN_MAX: usize = 44;

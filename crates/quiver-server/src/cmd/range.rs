@@ -4,10 +4,10 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::cmd::common::{check_new_key, Limits, TxnCommand};
-use crate::errors::{self, err};
-use crate::frame::string2ll;
-use crate::reply::Reply;
 use crate::txn::Txn;
+use quiver_service::errors::{self, err};
+use quiver_service::frame::string2ll;
+use quiver_service::reply::Reply;
 
 /// GETRANGE key start end: bytes `start..=end` of the value; negative offsets count from the
 /// end; an absent key is the empty string.

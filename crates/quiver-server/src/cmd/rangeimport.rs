@@ -25,10 +25,10 @@ use bytes::Bytes;
 use quiver_store::slot::SlotRange;
 
 use crate::cmd::ctx::Ctx;
-use crate::errors::{self, err};
-use crate::frame::string2ll;
-use crate::reply::Reply;
 use crate::store_errors::store_error;
+use quiver_service::errors::{self, err};
+use quiver_service::frame::string2ll;
+use quiver_service::reply::Reply;
 
 /// Longest wait of RANGEIMPORT END for this node to adopt the hand-over's epoch, and how
 /// often it looks.

@@ -4,11 +4,12 @@
 
 use bytes::Bytes;
 
-use crate::cmd::common::{check_new_key, db_index, int_arg, Limits, TxnCommand};
-use crate::errors::{self, err};
-use crate::reply::Reply;
-use crate::table::Cmd;
+use crate::cmd::common::{check_new_key, Limits, TxnCommand};
 use crate::txn::Txn;
+use quiver_service::cmd::{db_index, int_arg};
+use quiver_service::errors::{self, err};
+use quiver_service::reply::Reply;
+use quiver_service::table::Cmd;
 
 const NO_SUCH_KEY: &str = "ERR no such key";
 /// COPY or MOVE of a key onto itself.

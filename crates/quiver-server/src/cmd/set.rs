@@ -8,11 +8,11 @@ use bytes::Bytes;
 use crate::cmd::common::{bulk_or_null, check_new_key, check_value, key_value, Limits, TxnCommand};
 use crate::cmd::parsed::Command;
 use crate::cmd::vector::{Shape, VectorOp};
-use crate::errors::{self, err};
-use crate::frame::string2ll;
-use crate::reply::Reply;
-use crate::table::Cmd;
 use crate::txn::Txn;
+use quiver_service::errors::{self, err};
+use quiver_service::frame::string2ll;
+use quiver_service::reply::Reply;
+use quiver_service::table::Cmd;
 
 /// `ERR invalid expire time in '<name>' command` (Redis's `addReplyErrorExpireTime`).
 pub fn invalid_expire_time(name: &str) -> Reply {

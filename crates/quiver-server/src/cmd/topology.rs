@@ -17,9 +17,9 @@ use quiver_cluster::topology::Topology;
 use crate::cluster::{ClusterNode, View};
 use crate::cmd::cluster::DISABLED;
 use crate::cmd::ctx::Ctx;
-use crate::errors::err;
-use crate::reply::Reply;
-use crate::table::Cmd;
+use quiver_service::errors::err;
+use quiver_service::reply::Reply;
+use quiver_service::table::Cmd;
 
 /// CLUSTER subcommands answered from the topology (the rest are KEYSLOT, COUNTKEYSINSLOT,
 /// GETKEYSINSLOT, HELP, which read the store: `cmd::cluster`).

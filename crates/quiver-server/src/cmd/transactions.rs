@@ -10,12 +10,12 @@
 use bytes::Bytes;
 
 use crate::cmd::ctx::Ctx;
-use crate::errors::{self, err};
-use crate::reply::Reply;
-use crate::session::Multi;
 use crate::store_errors::store_error;
-use crate::table::Cmd;
 use crate::txn::{read_all, valid_key};
+use quiver_service::errors::{self, err};
+use quiver_service::reply::Reply;
+use quiver_service::session::Multi;
+use quiver_service::table::Cmd;
 
 pub fn run(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
     match cmd {

@@ -7,9 +7,9 @@
 use bytes::Bytes;
 
 use crate::cmd::common::{bulk_or_null, TxnCommand};
-use crate::reply::Reply;
-use crate::table::{Cmd, Vector};
 use crate::txn::{valid_key, Txn};
+use quiver_service::reply::Reply;
+use quiver_service::table::{Cmd, Vector};
 
 /// How a vector command's per-key results become its reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,17 +20,17 @@ use bytes::Bytes;
 use quiver_store::Entry;
 
 use crate::cmd::common::{Limits, TxnCommand};
-use crate::cmd::connection;
 use crate::cmd::ctx::Ctx;
 use crate::cmd::parsed::Command;
 use crate::cmd::{self};
-use crate::errors::{self, err};
-use crate::reply::Reply;
 use crate::state::ServerState;
 use crate::store_errors::store_error;
-use crate::table::{Cmd, CommandSpec, Flags, COMMANDS};
 use crate::txn::{read_all, retry_on_conflict, valid_key, Attempt, Commit, Txn, TXN_ATTEMPTS_MAX};
 use crate::watch::DbKey;
+use quiver_service::cmd::connection;
+use quiver_service::errors::{self, err};
+use quiver_service::reply::Reply;
+use quiver_service::table::{Cmd, CommandSpec, Flags, COMMANDS};
 
 /// One command of a transaction.
 enum Step<'a> {

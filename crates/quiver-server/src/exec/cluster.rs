@@ -9,11 +9,11 @@ use bytes::Bytes;
 use crate::cluster::{ClusterNode, Route, CROSSSLOT};
 use crate::cmd::batch;
 use crate::cmd::common::Limits;
-use crate::errors::err;
-use crate::reply::Reply;
-use crate::session::Session;
 use crate::state::NodeConn;
-use crate::table::{Cmd, CommandSpec, Flags, COMMANDS};
+use quiver_service::errors::err;
+use quiver_service::reply::Reply;
+use quiver_service::session::Session;
+use quiver_service::table::{Cmd, CommandSpec, Flags, COMMANDS};
 
 pub const FLUSH_REPLICATED: &str =
     "ERR FLUSHALL and FLUSHDB are not supported yet on a cluster with replicas (delete the keys instead)";

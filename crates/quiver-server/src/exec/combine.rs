@@ -25,10 +25,10 @@ use bytes::Bytes;
 use quiver_store::{Batch, BatchAction, SyncWait};
 use tokio::sync::oneshot;
 
-use crate::errors::err;
-use crate::reply::Reply;
 use crate::state::ServerState;
 use crate::store_errors::store_error;
+use quiver_service::errors::err;
+use quiver_service::reply::Reply;
 
 /// Most keys of one combined batch: it holds its partitions' locks for its whole commit (about
 /// a microsecond a key on one core), so about a millisecond at most. A group wider than this
@@ -67,7 +67,7 @@ thread_local! {
 /// no member of a cluster (a cluster node checks and replicates each connection's writes
 /// itself).
 pub fn applies(state: &ServerState) -> bool {
-    state.defers_sync() && crate::serving::on_serving_thread() && state.cluster.is_none()
+    state.defers_sync() && quiver_service::serving::on_serving_thread() && state.cluster.is_none()
 }
 
 /// Commits `pairs` (a group of MSETs of database `db`) with the groups the thread's other

@@ -30,21 +30,21 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::admission::{check, flag_transaction, queue};
 use crate::cmd::common::Limits;
 use crate::cmd::ctx::Ctx;
 use crate::cmd::parsed::Command;
 use crate::cmd::{self};
-use crate::errors::{self, Refusal};
-use crate::output::Output;
-use crate::reply::Reply;
-use crate::service::{Core, Service};
-use crate::session::Session;
 use crate::state::{NodeConn, ServerState};
-use crate::table::{Cmd, CommandSpec, Vector};
+use quiver_service::admission::{check, flag_transaction, queue};
+use quiver_service::errors::{self, Refusal};
+use quiver_service::output::Output;
+use quiver_service::reply::Reply;
+use quiver_service::service::{Core, Service};
+use quiver_service::session::Session;
+use quiver_service::table::{Cmd, CommandSpec, Vector};
 use thread::on_thread;
 
-pub use crate::service::RunEnd;
+pub use quiver_service::service::RunEnd;
 
 /// Longest time a write waits for its range's hand-over to be decided (cluster mode) before
 /// it is answered TRYAGAIN.

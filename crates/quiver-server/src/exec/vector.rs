@@ -13,14 +13,14 @@ use quiver_store::{Access, Answer, RangeItem};
 use super::combine;
 use crate::chain::Took;
 use crate::cmd::vector::{Results, Shape, VectorOp};
-use crate::errors;
 use crate::exec::thread::on_thread;
-use crate::output::Output;
-use crate::reply::Reply;
-use crate::session::Session;
 use crate::state::{NodeConn, ServerState};
 use crate::store_errors::{self, store_error};
-use crate::table::Vector;
+use quiver_service::errors;
+use quiver_service::output::Output;
+use quiver_service::reply::Reply;
+use quiver_service::session::Session;
+use quiver_service::table::Vector;
 
 /// Runs `group` (non-empty, all of one kind, keys the engine accepts) and appends each
 /// command's reply to `out`, in order.
@@ -511,8 +511,8 @@ mod tests {
 
     use super::*;
 
-    use crate::stats::Stats;
-    use crate::table::Cmd;
+    use quiver_service::stats::Stats;
+    use quiver_service::table::Cmd;
 
     fn request(args: &[&str]) -> Vec<Bytes> {
         args.iter().map(|a| Bytes::from(a.to_string())).collect()

@@ -11,9 +11,9 @@ use quiver_client::{Parser, Value};
 use super::plan;
 use super::table::SlotTable;
 use super::Router;
-use crate::errors::err;
-use crate::reply::Reply;
-use crate::table::Cmd;
+use quiver_service::errors::err;
+use quiver_service::reply::Reply;
+use quiver_service::table::Cmd;
 
 /// The commands the router answers from every node.
 pub fn spans_every_node(cmd: Cmd) -> bool {

@@ -31,16 +31,17 @@ use super::table::SlotTable;
 use super::txn::{RouterConn, CROSS_NODE_TXN};
 use super::Router;
 use super::{broadcast, txn};
-use crate::admission;
-use crate::cmd::ctx::ConnCtx;
-use crate::cmd::{client, command, config, connection, info};
-use crate::errors::{self, err};
+use crate::cmd::info;
 use crate::exec::{self, cluster::keys_of};
-use crate::output::Output;
-use crate::reply::Reply;
-use crate::service::RunEnd;
-use crate::session::{Multi, Session};
-use crate::table::{Cmd, CommandSpec, Flags, COMMANDS};
+use quiver_service::admission;
+use quiver_service::cmd::ConnCtx;
+use quiver_service::cmd::{client, command, config, connection};
+use quiver_service::errors::{self, err};
+use quiver_service::output::Output;
+use quiver_service::reply::Reply;
+use quiver_service::service::RunEnd;
+use quiver_service::session::{Multi, Session};
+use quiver_service::table::{Cmd, CommandSpec, Flags, COMMANDS};
 
 enum Prepared<'a> {
     /// Answered without running (refused, queued).
@@ -414,7 +415,7 @@ async fn run_local(
         }
         Cmd::Command => command::run(&core.config.rename_command, args),
         Cmd::Config => config::run(core, Vec::new(), args),
-        Cmd::Acl => crate::cmd::acl::run(&mut ConnCtx { core, session }, args),
+        Cmd::Acl => quiver_service::cmd::acl::run(&mut ConnCtx { core, session }, args),
         Cmd::Asking | Cmd::ReadWrite => Reply::OK,
         Cmd::ReadOnly => {
             session.readonly = true;

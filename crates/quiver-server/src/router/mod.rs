@@ -1,7 +1,7 @@
 //! `quiver router`: FAWN-KV's front-end for clients that know nothing of clusters.
 //!
 //! A RESP server like a node (the same connection loop, limits, AUTH, INFO and metrics:
-//! [`crate::service`]) that stores nothing: it routes every command by hash slot to the node
+//! [`quiver_service::service`]) that stores nothing: it routes every command by hash slot to the node
 //! owning it, by the topology in etcd ([`table`]), over pooled connections ([`backend`]).
 //! Multi-key commands are split into one command per node and pipelined commands grouped
 //! into one batch per node ([`plan`], [`exec`]); redirects during moves are followed here.
@@ -28,16 +28,16 @@ use tokio::sync::watch;
 
 use crate::agent::EtcdSettings;
 use crate::cmd::common::Limits;
-use crate::config::Config;
 use crate::exec::cluster::keys_of;
-use crate::output::Output;
-use crate::reply::Reply;
-use crate::server::{self, Listeners, ServerError, ShutdownHandle};
-use crate::service::{Core, RunEnd, Service};
-use crate::serving::Serving;
-use crate::session::Session;
-use crate::table::CommandSpec;
 use backend::{BackendError, Pool, Replies};
+use quiver_service::config::Config;
+use quiver_service::output::Output;
+use quiver_service::reply::Reply;
+use quiver_service::server::{self, Listeners, ServerError, ShutdownHandle};
+use quiver_service::service::{Core, RunEnd, Service};
+use quiver_service::serving::Serving;
+use quiver_service::session::Session;
+use quiver_service::table::CommandSpec;
 use table::Tables;
 use txn::RouterConn;
 
@@ -187,16 +187,22 @@ impl Service for Router {
     fn render_metrics(&self) -> String {
         let mut o = String::new();
         for c in self.stats.counters() {
-            crate::metrics::gauge(&mut o, c.metric, c.help, "counter", c.value.to_string());
+            quiver_service::metrics::gauge(
+                &mut o,
+                c.metric,
+                c.help,
+                "counter",
+                c.value.to_string(),
+            );
         }
-        crate::metrics::gauge(
+        quiver_service::metrics::gauge(
             &mut o,
             "quiver_router_epoch",
             "Epoch of the topology the router routes by.",
             "gauge",
             self.tables.current().epoch.to_string(),
         );
-        crate::metrics::render_core(&self.core, &mut o);
+        quiver_service::metrics::render_core(&self.core, &mut o);
         o
     }
 
@@ -224,9 +230,11 @@ impl RouterServer {
     /// Validates `config` and binds the sockets; the topology is read from etcd once serving.
     pub fn bind(config: Config, etcd: EtcdSettings) -> Result<RouterServer, ServerError> {
         config.validate().map_err(ServerError::Config)?;
-        let users =
-            crate::acl::Users::at_start(config.requirepass.as_deref(), config.aclfile.as_deref())
-                .map_err(ServerError::Acl)?;
+        let users = quiver_service::acl::Users::at_start(
+            config.requirepass.as_deref(),
+            config.aclfile.as_deref(),
+        )
+        .map_err(ServerError::Acl)?;
         let listeners = Listeners::bind(&config)?;
         let runtime = server::runtime(&config)?;
         let port = listeners.local_addr().port();

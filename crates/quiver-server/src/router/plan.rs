@@ -21,10 +21,10 @@ use bytes::{Bytes, BytesMut};
 
 use crate::cmd::batch;
 use crate::cmd::common::Limits;
-use crate::errors::err;
-use crate::reply::Reply;
 use crate::router::table::SlotTable;
-use crate::table::{Cmd, CommandSpec};
+use quiver_service::errors::err;
+use quiver_service::reply::Reply;
+use quiver_service::table::{Cmd, CommandSpec};
 
 pub const NO_TOPOLOGY: &str = "CLUSTERDOWN the router has no topology yet (is etcd reachable?)";
 pub const UNSERVED: &str = "CLUSTERDOWN Hash slot not served";

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use quiver_resp::redirect::{join_addr, Redirect};
 
 use super::backend::Replies;
-use crate::reply::Reply;
+use quiver_service::reply::Reply;
 
 /// A reply on its way to the client: its bytes (a node's, or the router's own) and, for an
 /// array of scalars, each element's bytes.

@@ -10,8 +10,8 @@ use super::backend::BackendConn;
 use super::plan::{plan, Shape};
 use super::table::SlotTable;
 use crate::cmd::common::Limits;
-use crate::reply::Reply;
-use crate::table::lookup;
+use quiver_service::reply::Reply;
+use quiver_service::table::lookup;
 
 fn table(n: usize) -> SlotTable {
     table_replicated(n, 1)

@@ -12,11 +12,11 @@ use super::backend::BackendConn;
 use super::plan::{self, limits, one_node, REROUTES_MAX, TOPOLOGY_WAIT};
 use super::reply::{reroute, Assembled};
 use super::Router;
-use crate::errors::{self, err};
 use crate::exec::cluster::keys_of;
-use crate::reply::Reply;
-use crate::session::Session;
-use crate::table::{CommandSpec, COMMANDS};
+use quiver_service::errors::{self, err};
+use quiver_service::reply::Reply;
+use quiver_service::session::Session;
+use quiver_service::table::{CommandSpec, COMMANDS};
 
 pub const CROSS_NODE_TXN: &str =
     "CROSSSLOT the keys of a transaction (WATCH, MULTI ... EXEC) must live on one node";

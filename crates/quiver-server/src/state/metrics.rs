@@ -1,8 +1,8 @@
 //! A node's Prometheus figures (`GET /metrics` on `metrics-addr`): its store's, then those
-//! every RESP server has (`crate::metrics::render_core`).
+//! every RESP server has (`quiver_service::metrics::render_core`).
 
-use crate::metrics::{gauge, render_core};
 use crate::state::ServerState;
+use quiver_service::metrics::{gauge, render_core};
 
 /// A node's metrics in Prometheus's text exposition format: its store's, then [`render_core`]'s.
 pub fn render(state: &ServerState) -> String {

@@ -8,8 +8,8 @@ use quiver_store::Store;
 
 use crate::cluster::ClusterNode;
 use crate::node_config::NodeConfig;
-use crate::service::Core;
 use crate::watch::{DbKey, Watches};
+use quiver_service::service::Core;
 
 pub mod metrics;
 
@@ -105,9 +105,9 @@ impl ServerState {
             clock,
             ..config.store_options()
         };
-        let users = crate::acl::Users::new(config.service.requirepass.as_deref());
+        let users = quiver_service::acl::Users::new(config.service.requirepass.as_deref());
         let mut core = Core::new(config.service, 0, users);
-        core.output_budget = crate::output::OutputBudget::new(0);
+        core.output_budget = quiver_service::output::OutputBudget::new(0);
         ServerState {
             store: Store::open(dir, options).unwrap(),
             core,

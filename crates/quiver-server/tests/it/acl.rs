@@ -8,7 +8,8 @@ use std::process::Command;
 
 use quiver_server::node_config::{NodeConfig, ServeConfig};
 use quiver_server::testing::TestServer;
-use quiver_server::{Config, Server};
+use quiver_server::Server;
+use quiver_service::Config;
 
 use crate::bad_input::{expect_closed, expect_reply, multibulk, raw};
 

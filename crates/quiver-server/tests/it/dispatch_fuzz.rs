@@ -27,8 +27,8 @@ use std::time::Duration;
 use bytes::BytesMut;
 use quiver_client::{encode_command, Parser, Value};
 use quiver_plan::rng::WyRand;
-use quiver_server::table::COMMANDS;
 use quiver_server::testing::TestServer;
+use quiver_service::table::COMMANDS;
 
 /// Frames in CI's run.
 const FRAMES_CI: u64 = 200_000;

@@ -1,8 +1,8 @@
 use bytes::{Bytes, BytesMut};
-use quiver_server::frame::{
+use quiver_service::frame::{
     ARGV_PREALLOC, PROTO_INLINE_MAX_SIZE, PROTO_MAX_BULK_LEN, PROTO_MULTIBULK_MAX_LEN,
 };
-use quiver_server::{parse_request, parse_run, Limits, RequestParser, RunSize};
+use quiver_service::{parse_request, parse_run, Limits, RequestParser, RunSize};
 
 use crate::{parse_all, parse_every_way, Outcome};
 

@@ -1,5 +1,5 @@
-use quiver_server::frame::split_args;
-use quiver_server::Limits;
+use quiver_service::frame::split_args;
+use quiver_service::Limits;
 
 use crate::{parse_every_way, Outcome};
 

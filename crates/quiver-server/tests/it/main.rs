@@ -23,7 +23,7 @@ mod serving;
 mod tls;
 
 use bytes::BytesMut;
-use quiver_server::{parse_request, Limits, RequestParser};
+use quiver_service::{parse_request, Limits, RequestParser};
 
 /// What a byte stream parses to: the requests, then the error (if any).
 #[derive(Debug, PartialEq, Eq)]

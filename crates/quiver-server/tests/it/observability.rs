@@ -7,7 +7,8 @@ use std::thread::JoinHandle;
 
 use quiver_server::node_config::{NodeConfig, ServeConfig};
 use quiver_server::testing::TestServer;
-use quiver_server::{Config, Server, ShutdownHandle};
+use quiver_server::Server;
+use quiver_service::{Config, ShutdownHandle};
 
 use crate::bad_input::{client, expect_reply, info_field, info_u64, multibulk, raw, WAIT};
 
@@ -204,7 +205,7 @@ struct MetricsServer {
     addr: SocketAddr,
     metrics: SocketAddr,
     shutdown: ShutdownHandle,
-    thread: Option<JoinHandle<Result<(), quiver_server::ServerError>>>,
+    thread: Option<JoinHandle<Result<(), quiver_server::NodeError>>>,
     _dir: tempfile::TempDir,
 }
 
@@ -526,7 +527,7 @@ fn commandstats_count_rejected_and_failed_calls_like_redis() {
 #[test]
 fn the_metrics_endpoint_closes_stalled_requests_and_caps_connections() {
     let server = MetricsServer::start();
-    let stalled: Vec<TcpStream> = (0..quiver_server::metrics::CONNECTIONS_MAX)
+    let stalled: Vec<TcpStream> = (0..quiver_service::metrics::CONNECTIONS_MAX)
         .map(|_| {
             let mut s = TcpStream::connect(server.metrics).unwrap();
             s.set_read_timeout(Some(WAIT)).unwrap();

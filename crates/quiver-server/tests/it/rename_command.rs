@@ -6,9 +6,9 @@ use std::io::Write;
 use std::process::Command;
 
 use quiver_server::node_config::ServeConfig;
-use quiver_server::table::COMMANDS;
 use quiver_server::testing::TestServer;
-use quiver_server::Config;
+use quiver_service::table::COMMANDS;
+use quiver_service::Config;
 
 use crate::bad_input::{expect_reply, multibulk, raw, read_line, show};
 

@@ -1,5 +1,5 @@
 use bytes::{Bytes, BytesMut};
-use quiver_server::{parse_request, Limits, Reply};
+use quiver_service::{parse_request, Limits, Reply};
 
 fn enc(r: &Reply, resp3: bool) -> Vec<u8> {
     let mut out = BytesMut::new();
@@ -132,7 +132,7 @@ fn encode_bulks_matches_an_array_of_bulks() {
     ];
     for resp3 in [false, true] {
         let mut direct = BytesMut::new();
-        quiver_server::reply::encode_bulks(&mut direct, &values, resp3);
+        quiver_service::reply::encode_bulks(&mut direct, &values, resp3);
         let tree = Reply::Array(
             values
                 .iter()
@@ -140,7 +140,7 @@ fn encode_bulks_matches_an_array_of_bulks() {
                 .collect(),
         );
         assert_eq!(
-            quiver_server::reply::bulks_encoded_len(&values, resp3),
+            quiver_service::reply::bulks_encoded_len(&values, resp3),
             direct.len()
         );
         assert_eq!(direct.freeze(), tree.to_bytes(resp3));

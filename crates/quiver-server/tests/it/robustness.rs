@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use quiver_server::Limits;
+use quiver_service::Limits;
 
 use crate::{parse_all, parse_every_way};
 

@@ -9,8 +9,8 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr};
 
 use quiver_server::node_config::ServeConfig;
-use quiver_server::table::{Flags, COMMANDS};
 use quiver_server::testing::TestServer;
+use quiver_service::table::{Flags, COMMANDS};
 
 use crate::bad_input::{
     client, client_with, expect_closed, expect_error_and_close, expect_reply, multibulk, raw,

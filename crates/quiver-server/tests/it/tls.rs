@@ -9,8 +9,9 @@ use std::process::{Command, Output};
 
 use quiver_server::node_config::{NodeConfig, ServeConfig};
 use quiver_server::testing::TestServer;
-use quiver_server::tls::AuthClients;
-use quiver_server::{Config, Server};
+use quiver_server::Server;
+use quiver_service::tls::AuthClients;
+use quiver_service::Config;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
     KeyUsagePurpose,

@@ -1044,7 +1044,7 @@ fn router_refuses_http_requests_and_outside_clients_and_bounds_metrics() {
 
     // Metrics: the bound's worth of stalled requests, one more closed at once; the stalled
     // ones closed without an answer; then a scrape works.
-    let stalled: Vec<TcpStream> = (0..quiver_server::metrics::CONNECTIONS_MAX)
+    let stalled: Vec<TcpStream> = (0..quiver_service::metrics::CONNECTIONS_MAX)
         .map(|_| {
             let mut s = TcpStream::connect(&metrics).unwrap();
             s.set_read_timeout(Some(WAIT)).unwrap();

@@ -4,8 +4,8 @@ use bytes::Bytes;
 
 use crate::acl::DEFAULT_USER;
 use crate::cmd::client::{check_client_name, set_name};
-use crate::cmd::common::{db_index, int_arg};
-use crate::cmd::ctx::ConnCtx;
+use crate::cmd::ConnCtx;
+use crate::cmd::{db_index, int_arg};
 use crate::errors::{self, err, wrong_arity};
 use crate::frame::string2ll;
 use crate::reply::Reply;

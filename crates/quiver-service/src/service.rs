@@ -1,11 +1,10 @@
-//! What a RESP server is, whatever answers its commands: `quiver serve` (a node: [`ServerState`]
+//! What a RESP server is, whatever answers its commands: `quiver serve` (a node: `ServerState`
 //! executes runs on its store) and `quiver router` (a front-end: `router::Router` forwards them
 //! to the nodes). Both accept connections the same way (`server::serve_clients`), read and
 //! parse them with the same limits, hold replies under the same output budget, count the same
 //! statistics and answer the connection commands (AUTH, HELLO, CLIENT, ...) with the same code
-//! ([`conn`](crate::conn)); only [`Service::execute_run`] differs.
-//!
-//! [`ServerState`]: crate::state::ServerState
+//! ([`conn`](crate::conn)); only [`Service::execute_run`] differs. The service knows nothing of
+//! what serves: a node's per-connection state is its own ([`Service::Conn`]).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use crate::acl::user::{commands_in, hex, CATEGORIES};
-use crate::cmd::ctx::ConnCtx;
+use crate::cmd::ConnCtx;
 use crate::errors::{err, unknown_subcommand, wrong_arity};
 use crate::reply::Reply;
 

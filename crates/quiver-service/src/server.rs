@@ -1,6 +1,6 @@
-//! Starting and stopping the server: open the store, bind the listeners, accept connections
-//! (up to `maxclients`), and on shutdown stop accepting, let connections finish the run they
-//! are executing, close the store (which checkpoints every partition) and return.
+//! Serving any RESP service: bind the listeners, accept connections (up to `maxclients`), and
+//! on shutdown stop accepting and let connections finish the run they are executing. A node's
+//! start and stop around it (its store, its cluster agent) are `node`'s.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -8,25 +8,17 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quiver_store::{Clock, RecoveryReport, Store};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
-use crate::acl::Users;
-use crate::agent;
-use crate::cluster::ClusterNode;
-use crate::coalesce::Coalescer;
 use crate::config::{Config, ConfigError};
 use crate::conn;
-use crate::node_config::{Coalesce, ServeConfig};
 use crate::ratelog::LogLimiter;
 use crate::service::{Core, Service};
 use crate::serving::Serving;
-use crate::state::{ServerState, SharedState};
 use crate::tls;
-use crate::watch::Watches;
 
 /// How long shutdown waits for connections to finish their current run.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -35,19 +27,12 @@ const RESERVED_FDS: u64 = 128;
 /// A refused connection's error reply is written within this, or the connection is dropped.
 const REFUSAL_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Why the server could not start, or did not stop cleanly. Each variant names the operation
+/// Why a RESP service could not start, or did not stop cleanly. Each variant names the operation
 /// that failed (no `From` conversions: every `?` says which one it is).
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     #[error("configuration: {0}")]
     Config(#[source] ConfigError),
-    #[error("cluster: {0}")]
-    Cluster(#[source] crate::cluster::ClusterError),
-    #[error("cannot open the store: {0}")]
-    OpenStore(#[source] quiver_store::Error),
-    /// At shutdown: flushing or checkpointing the store failed (a full disk, say).
-    #[error("closing the store failed: {0}")]
-    CloseStore(#[source] quiver_store::Error),
     /// The TLS settings' files could not be used (unreadable, not PEM, key and certificate
     /// not a pair); the message names the setting and the file.
     #[error("TLS: {0}")]
@@ -71,7 +56,7 @@ pub enum ServerError {
 }
 
 /// Maps an I/O error to [`ServerError::Io`] naming `op`.
-fn io_error(op: &'static str) -> impl FnOnce(std::io::Error) -> ServerError {
+pub fn io_error(op: &'static str) -> impl FnOnce(std::io::Error) -> ServerError {
     move |source| ServerError::Io { op, source }
 }
 
@@ -188,208 +173,6 @@ pub fn runtime(config: &Config) -> Result<tokio::runtime::Runtime, ServerError> 
         .enable_all()
         .build()
         .map_err(io_error("cannot start the runtime"))
-}
-
-/// A server whose store is open and whose sockets are bound; [`Server::run`] serves.
-pub struct Server {
-    state: SharedState,
-    runtime: tokio::runtime::Runtime,
-    listeners: Listeners,
-    shutdown: Arc<watch::Sender<bool>>,
-}
-
-impl Server {
-    /// Validates `config`, opens the store (recovering it if needed) and binds the sockets.
-    pub fn bind(config: ServeConfig) -> Result<Server, ServerError> {
-        Server::bind_with_clock(config, Clock::system())
-    }
-
-    /// [`Server::bind`] with the store measuring key expiry on `clock` (tests move a manual
-    /// clock by hand instead of waiting).
-    pub fn bind_with_clock(config: ServeConfig, clock: Clock) -> Result<Server, ServerError> {
-        config.validate().map_err(ServerError::Config)?;
-        let ServeConfig {
-            service,
-            node: node_config,
-        } = config;
-        let users = Users::at_start(service.requirepass.as_deref(), service.aclfile.as_deref())
-            .map_err(ServerError::Acl)?;
-        let listeners = Listeners::bind(&service)?;
-        let started = Instant::now();
-        let options = quiver_store::Options {
-            clock,
-            ..node_config.store_options(&service)
-        };
-        let store = Store::open(&node_config.dir, options).map_err(ServerError::OpenStore)?;
-        log_recovery(store.recovery_report());
-        tracing::info!(
-            dir = %node_config.dir.display(),
-            keys = store.len(),
-            seconds = started.elapsed().as_secs_f64(),
-            "store open"
-        );
-        let runtime = runtime(&service)?;
-        let port = listeners.local_addr().port();
-        let cluster = if node_config.cluster_enabled {
-            let addr = match &node_config.cluster_announce {
-                Some(a) => a.clone(),
-                None => SocketAddr::new(service.bind, port).to_string(),
-            };
-            let node = ClusterNode::open(
-                &node_config.dir,
-                node_config.cluster_node_id.as_deref(),
-                addr,
-            )
-            .map_err(ServerError::Cluster)?;
-            tracing::info!(id = %node.id, addr = %node.addr, epoch = node.view().epoch(), "cluster node");
-            Some(Arc::new(node))
-        } else {
-            None
-        };
-        let state = Arc::new(ServerState {
-            store,
-            core: Core::new(service, port, users),
-            watches: Watches::default(),
-            coalescer: (node_config.coalesce == Coalesce::Adaptive).then(Coalescer::default),
-            config: node_config,
-            cluster,
-        });
-        let (shutdown, _) = watch::channel(false);
-        Ok(Server {
-            state,
-            runtime,
-            listeners,
-            shutdown: Arc::new(shutdown),
-        })
-    }
-
-    pub fn local_addr(&self) -> SocketAddr {
-        self.listeners.local_addr()
-    }
-
-    pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.listeners.metrics_addr()
-    }
-
-    pub fn tls_addr(&self) -> Option<SocketAddr> {
-        self.listeners.tls_addr()
-    }
-
-    pub fn shutdown_handle(&self) -> ShutdownHandle {
-        ShutdownHandle(self.shutdown.clone())
-    }
-
-    /// Serves until the shutdown handle fires (or, with `handle_signals`, SIGINT / SIGTERM),
-    /// then shuts down gracefully and closes the store.
-    pub fn run(self, handle_signals: bool) -> Result<(), ServerError> {
-        let Server {
-            state,
-            runtime,
-            listeners,
-            shutdown,
-        } = self;
-        let storage = match state.coalescer {
-            Some(_) => {
-                let state = state.clone();
-                let thread = std::thread::Builder::new()
-                    .name("quiver-storage".into())
-                    .spawn(move || {
-                        if let Some(c) = &state.coalescer {
-                            c.serve(
-                                &state.store,
-                                &state.core.stats,
-                                state.config.max_vector_width,
-                            );
-                        }
-                    })
-                    .map_err(io_error("cannot start the storage thread"))?;
-                Some(thread)
-            }
-            None => None,
-        };
-        let result = runtime.block_on(async {
-            let mut background = Vec::new();
-            if let (Some(_), Some(endpoints)) = (&state.cluster, &state.config.cluster_etcd) {
-                let etcd = agent::EtcdSettings {
-                    endpoints: endpoints.clone(),
-                    prefix: state.config.cluster_etcd_prefix.clone(),
-                };
-                background.push(tokio::spawn(agent::run(
-                    state.clone(),
-                    etcd,
-                    shutdown.subscribe(),
-                )));
-            }
-            // Engine calls that may block on the disk need the shared runtime's
-            // `block_in_place` (see `serving`).
-            let serving = match state.blocking() {
-                true => Serving::Shared(tokio::runtime::Handle::current()),
-                false => Serving::start(state.core.config.threads(), &state.core.stats.stalls)
-                    .map_err(io_error("cannot start the serving threads"))?,
-            };
-            let serving = Arc::new(serving);
-            let served = serve_clients(
-                state.clone(),
-                serving.clone(),
-                listeners,
-                shutdown,
-                handle_signals,
-                background,
-            )
-            .await;
-            serving.stop();
-            served
-        });
-        runtime.shutdown_timeout(Duration::from_secs(1));
-        if let (Some(c), Some(thread)) = (&state.coalescer, storage) {
-            c.close();
-            let _ = thread.join();
-        }
-        let close = match Arc::try_unwrap(state) {
-            Ok(state) => state.store.close(),
-            // A task outlived the runtime's shutdown: make the store durable without closing.
-            Err(state) => state.store.flush().and_then(|()| state.store.checkpoint()),
-        };
-        match (result, close) {
-            (Ok(()), Ok(())) => {
-                tracing::info!("store closed; exiting");
-                Ok(())
-            }
-            (Ok(()), Err(e)) => Err(ServerError::CloseStore(e)),
-            (Err(e), close) => {
-                // Serving failed first; the close failure would be lost with it.
-                if let Err(c) = close {
-                    tracing::error!(error = %c, "closing the store failed");
-                }
-                Err(e)
-            }
-        }
-    }
-}
-
-/// Logs what recovery found when the store was opened: damage at ERROR (records were lost or
-/// are unreadable), what was repaired or skipped at WARN, the counts at INFO.
-fn log_recovery(report: &RecoveryReport) {
-    for damage in &report.damage {
-        tracing::error!(%damage, "recovery found damage in the store");
-    }
-    for tail in &report.torn_tails {
-        tracing::warn!(%tail, "recovery truncated a torn log tail (an interrupted write)");
-    }
-    for reason in &report.checkpoints_ignored {
-        tracing::warn!(%reason, "recovery ignored an index checkpoint and replayed the log");
-    }
-    tracing::info!(
-        partitions_from_checkpoint = report.partitions_from_checkpoint,
-        partitions_rebuilt = report.partitions_rebuilt,
-        records_replayed = report.records_replayed,
-        torn_tails = report.torn_tails.len(),
-        damage = report.damage.len(),
-        checkpoints_ignored = report.checkpoints_ignored.len(),
-        batches_repaired = report.batches_repaired,
-        batches_aborted = report.batches_aborted,
-        "recovery"
-    );
 }
 
 /// Accepts connections on `listeners` for `service` (and serves its metrics) until `shutdown`
@@ -768,17 +551,8 @@ fn raise_fd_limit(wanted: u64) {
 mod tests {
     use super::*;
 
-    /// A failed close at shutdown (SIGTERM on a full disk) must not read as a failed open.
     #[test]
     fn errors_name_the_operation_that_failed() {
-        let no_space = || quiver_store::Error::NoSpace {
-            path: PathBuf::from("/data/p0/00000001.seg"),
-        };
-        let close = ServerError::CloseStore(no_space()).to_string();
-        assert!(close.starts_with("closing the store failed: "), "{close}");
-        assert!(!close.contains("open"), "{close}");
-        let open = ServerError::OpenStore(no_space()).to_string();
-        assert!(open.starts_with("cannot open the store: "), "{open}");
         let io = io_error("cannot start the runtime")(std::io::Error::other("no threads"));
         assert_eq!(io.to_string(), "cannot start the runtime: no threads");
     }

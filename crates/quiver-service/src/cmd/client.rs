@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use crate::cmd::ctx::ConnCtx;
+use crate::cmd::ConnCtx;
 use crate::errors::{self, err, unknown_subcommand, wrong_arity};
 use crate::frame::string2ll;
 use crate::reply::Reply;

@@ -1,0 +1,44 @@
+//! `quiver-service`: the RESP service any Quiver process runs (layer 2 of DESIGN.md), whatever
+//! executes its commands — a data node (`quiver-server`'s `ServerState`) or the router. It
+//! knows nothing of stores, chains or routers: what serves implements [`service::Service`].
+//!
+//! * [`frame`] parses requests exactly as Redis 7 does; [`reply`] encodes replies; [`errors`]
+//!   holds Redis's error texts;
+//! * [`config`] holds the service's settings (Redis's names and defaults) and reads a settings
+//!   file beside what serves reads of it;
+//! * [`server`] binds the listeners, accepts and shuts down; [`serving`] runs connections on
+//!   serving threads; [`conn`] runs one connection; [`output`] holds a connection's replies
+//!   under the per-connection and server-wide limits; [`tls`] is the TLS port;
+//! * [`admission`] checks a request before it runs or is queued in MULTI (known, arity, AUTH,
+//!   ACL); [`session`] is a connection's state; [`acl`] the users and their rules;
+//! * [`table`] is the command table (data only); [`names`] the commands' names
+//!   (`rename-command`); [`cmd`] the commands about the connection (AUTH, HELLO, CLIENT, ACL,
+//!   COMMAND, CONFIG GET, ...);
+//! * [`stats`] and [`clients`] are shared registries; [`metrics`] the Prometheus endpoint;
+//!   [`ratelog`] keeps repeated warnings to one line a second.
+
+pub mod acl;
+pub mod admission;
+pub mod clients;
+pub mod cmd;
+pub mod config;
+pub mod conn;
+pub mod errors;
+pub mod frame;
+pub mod metrics;
+pub mod names;
+pub mod output;
+pub mod ratelog;
+pub mod reply;
+pub mod server;
+pub mod service;
+pub mod serving;
+pub mod session;
+pub mod stats;
+pub mod table;
+pub mod tls;
+
+pub use config::Config;
+pub use frame::{parse_request, parse_run, Limits, ProtocolError, RequestParser, Run, RunSize};
+pub use reply::Reply;
+pub use server::{ServerError, ShutdownHandle};
