@@ -21,6 +21,13 @@
 //!    moving what both sides need into a module of their own, or by passing it in (a
 //!    parameter, a trait, a callback).
 //!
+//! 3. **Crates depend only on lower layers** (`architecture/layers.rs`, `CRATE_LAYERS`): the
+//!    protocol and the planning maths; the parts (engine, RESP service, peer transport,
+//!    cluster metadata, client); what is built of them (node and router, load generators,
+//!    reports); the binary. Read from each crate's `[dependencies]`.
+//! 4. **Sealed modules** (`SEALED`): no module of the crate outside them imports them (the
+//!    node never calls into the router).
+//!
 //! Cycles between crates need no check: Cargo refuses them. `src/bin/` files (crate roots of
 //! their own) count for the line limit but are not module nodes.
 //!
@@ -34,6 +41,8 @@
 // The crate root of a test is `tests/architecture.rs`: its modules sit beside it by name.
 #[path = "architecture/graph.rs"]
 mod graph;
+#[path = "architecture/layers.rs"]
+mod layers;
 #[path = "architecture/scan.rs"]
 mod scan;
 
@@ -45,10 +54,13 @@ use crate::scan::{analyse, SourceFile};
 /// The most lines a non-test source file may have.
 const MAX_LINES: usize = 800;
 
-/// A crate's `src/` directory: its name in messages (`crates/x/src`) and its `.rs` files.
+/// A crate's `src/` directory: its name in messages (`crates/x/src`) and its `.rs` files; its
+/// package name and the workspace crates its `[dependencies]` name.
 struct CrateSources {
     dir: String,
     files: Vec<SourceFile>,
+    name: String,
+    deps: Vec<String>,
 }
 
 fn read_workspace() -> Vec<CrateSources> {
@@ -72,9 +84,13 @@ fn read_workspace() -> Vec<CrateSources> {
         let mut files = Vec::new();
         collect_rs(&src, "", &mut files);
         files.sort_by(|a, b| a.rel.cmp(&b.rel));
+        let manifest = std::fs::read_to_string(root.join("crates").join(&name).join("Cargo.toml"))
+            .expect("a crate's Cargo.toml is readable");
         crates.push(CrateSources {
             dir: format!("crates/{name}/src"),
             files,
+            deps: layers::manifest_deps(&manifest),
+            name,
         });
     }
     assert!(
@@ -142,6 +158,34 @@ fn no_import_cycle_between_modules() {
         count == 0,
         "{count} import cycle(s) between modules (move what both sides need into a module of \
          its own, or pass it in):\n{report}"
+    );
+}
+
+#[test]
+fn crates_depend_only_on_lower_layers() {
+    let crates: Vec<(String, Vec<String>)> = read_workspace()
+        .into_iter()
+        .map(|c| (c.name, c.deps))
+        .collect();
+    let found = layers::crate_violations(&crates);
+    assert!(
+        found.is_empty(),
+        "crate dependencies against CRATE_LAYERS (tests/architecture/layers.rs):\n  {}",
+        found.join("\n  ")
+    );
+}
+
+#[test]
+fn sealed_modules_are_imported_only_from_inside() {
+    let mut found = Vec::new();
+    for c in read_workspace() {
+        let graph = module_graph(&c.dir, &analyse(&c.files));
+        found.extend(layers::sealed_violations(&c.dir, &graph));
+    }
+    assert!(
+        found.is_empty(),
+        "imports of sealed modules (SEALED, tests/architecture/layers.rs):\n  {}",
+        found.join("\n  ")
     );
 }
 

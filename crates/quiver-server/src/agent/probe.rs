@@ -14,20 +14,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quiver_cluster::meta::{Lease, Meta, MetaError};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use quiver_peer::{PeerConn, PeerError};
 
 use crate::cluster::ClusterNode;
 
 /// Probes per node timeout.
 const PROBE_DIVISOR: u32 = 4;
-/// Bound on a reply's bytes read (a PING's reply is a line).
-const REPLY_BYTES_MAX: usize = 512;
+/// The probe: one PING.
+const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
 
 /// One successor's link, as probed.
 struct Link {
-    addr: String,
-    conn: Option<TcpStream>,
+    addr: Arc<str>,
+    conn: Option<PeerConn>,
     /// The last reply (or when probing began).
     answered: Instant,
 }
@@ -48,10 +47,10 @@ pub async fn run(
     loop {
         tick.tick().await;
         let successors = successors(node);
-        links.retain(|id, l| successors.get(id).is_some_and(|a| *a == l.addr));
+        links.retain(|id, l| successors.get(id).is_some_and(|a| **a == *l.addr));
         for (id, addr) in successors {
             links.entry(id).or_insert_with(|| Link {
-                addr,
+                addr: addr.into(),
                 conn: None,
                 answered: Instant::now(),
             });
@@ -96,29 +95,18 @@ fn successors(node: &ClusterNode) -> BTreeMap<String, String> {
 }
 
 /// One PING on `link`'s connection (made first if need be), bounded by `within`; a reply
-/// marks the link answered, a failure drops the connection.
+/// (an error included) marks the link answered, a failure drops the connection.
 async fn ping(link: &mut Link, within: Duration) {
     let round = async {
-        if link.conn.is_none() {
-            link.conn = Some(TcpStream::connect(&link.addr).await?);
-        }
-        let Some(conn) = link.conn.as_mut() else {
-            return Ok::<bool, std::io::Error>(false);
+        let conn = match &mut link.conn {
+            Some(conn) => conn,
+            None => link.conn.insert(PeerConn::open(link.addr.clone()).await?),
         };
-        conn.write_all(b"*1\r\n$4\r\nPING\r\n").await?;
-        let mut reply = Vec::new();
-        let mut buf = [0u8; 64];
-        while !reply.ends_with(b"\r\n") && reply.len() < REPLY_BYTES_MAX {
-            let n = conn.read(&mut buf).await?;
-            if n == 0 {
-                return Ok(false);
-            }
-            reply.extend_from_slice(&buf[..n]);
-        }
-        Ok(reply.ends_with(b"\r\n"))
+        conn.send(PING, 1).await?;
+        Ok::<(), PeerError>(())
     };
     match tokio::time::timeout(within, round).await {
-        Ok(Ok(true)) => link.answered = Instant::now(),
+        Ok(Ok(())) => link.answered = Instant::now(),
         _ => link.conn = None,
     }
 }

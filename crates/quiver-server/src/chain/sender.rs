@@ -15,11 +15,10 @@ use std::time::Duration;
 use bytes::BytesMut;
 use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 use crate::chain::wire::encode_apply;
 use crate::chain::Stream;
-use crate::router::backend::{read_replies, BackendError, CONNECT_TIMEOUT};
+use quiver_peer::{PeerConn, PeerError};
 
 /// Messages written at once at most.
 const SEND_BATCH_MAX: usize = 256;
@@ -31,14 +30,12 @@ const RETRY_DELAY_MAX: Duration = Duration::from_millis(500);
 
 #[derive(Debug, thiserror::Error)]
 enum SendError {
-    #[error("cannot connect: {0}")]
-    Connect(std::io::Error),
-    #[error("connecting timed out")]
-    ConnectTimeout,
+    #[error("{0}")]
+    Connect(PeerError),
     #[error("{0}")]
     Write(std::io::Error),
     #[error("{0}")]
-    Read(BackendError),
+    Read(PeerError),
     #[error("the successor refused: {0}")]
     Refused(String),
 }
@@ -82,21 +79,15 @@ async fn session(
     addr: &str,
     password: Option<&str>,
 ) -> Result<(), SendError> {
-    let tcp = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
-        Err(_) => return Err(SendError::ConnectTimeout),
-        Ok(r) => r.map_err(SendError::Connect)?,
-    };
-    let _ = tcp.set_nodelay(true);
-    let (mut rd, mut wr) = tcp.into_split();
-    let peer: Arc<str> = addr.into();
+    let conn = PeerConn::open(addr.into())
+        .await
+        .map_err(SendError::Connect)?;
+    let (mut rd, mut wr) = conn.into_split();
     // Per request written and not yet answered, the message it carries (0: AUTH).
     let in_flight: Mutex<VecDeque<u64>> = Mutex::new(VecDeque::new());
     let reader = async {
-        let mut buf = BytesMut::new();
         loop {
-            let replies = read_replies(&mut rd, &mut buf, 1, &peer)
-                .await
-                .map_err(SendError::Read)?;
+            let replies = rd.next(1).await.map_err(SendError::Read)?;
             let seq = in_flight.lock().pop_front().unwrap_or(0);
             if let Some(text) = replies.error(0) {
                 return Err(SendError::Refused(

@@ -2,11 +2,10 @@
 //!
 //! A RESP server like a node (the same connection loop, limits, AUTH, INFO and metrics:
 //! [`quiver_service::service`]) that stores nothing: it routes every command by hash slot to the node
-//! owning it, by the topology in etcd ([`table`]), over pooled connections ([`backend`]).
+//! owning it, by the topology in etcd ([`table`]), over pooled connections (`quiver_peer`).
 //! Multi-key commands are split into one command per node and pipelined commands grouped
 //! into one batch per node ([`plan`], [`exec`]); redirects during moves are followed here.
 
-pub mod backend;
 pub mod broadcast;
 pub mod exec;
 pub mod plan;
@@ -29,7 +28,7 @@ use tokio::sync::watch;
 use crate::agent::EtcdSettings;
 use crate::cmd::common::Limits;
 use crate::exec::cluster::keys_of;
-use backend::{BackendError, Pool, Replies};
+use quiver_peer::{PeerError, Pool, Replies};
 use quiver_service::config::Config;
 use quiver_service::output::Output;
 use quiver_service::reply::Reply;
@@ -131,7 +130,7 @@ impl Router {
         resp3: bool,
         request: &[u8],
         n: usize,
-    ) -> Result<Replies, BackendError> {
+    ) -> Result<Replies, PeerError> {
         let result = async {
             let mut conn = self.pool.get(addr, resp3).await?;
             let replies = conn.send(request, n).await?;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use quiver_resp::redirect::{join_addr, Redirect};
 
-use super::backend::Replies;
+use quiver_peer::Replies;
 use quiver_service::reply::Reply;
 
 /// A reply on its way to the client: its bytes (a node's, or the router's own) and, for an

@@ -6,10 +6,10 @@ use quiver_cluster::Topology;
 use quiver_resp::slot::key_slot;
 use tokio::io::AsyncWriteExt;
 
-use super::backend::BackendConn;
 use super::plan::{plan, Shape};
 use super::table::SlotTable;
 use crate::cmd::common::Limits;
+use quiver_peer::PeerConn;
 use quiver_service::reply::Reply;
 use quiver_service::table::lookup;
 
@@ -229,7 +229,7 @@ async fn replies_are_framed_whatever_the_chunks() {
         }
         s
     });
-    let mut conn = BackendConn::connect(addr, false).await.unwrap();
+    let mut conn = PeerConn::connect(addr, false).await.unwrap();
     let r = conn.send(b"", 6).await.unwrap();
     let _keep_open = server.await.unwrap();
     assert_eq!(r.replies.len(), 6);

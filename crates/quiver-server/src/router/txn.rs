@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
-use super::backend::BackendConn;
 use super::plan::{self, limits, one_node, REROUTES_MAX, TOPOLOGY_WAIT};
 use super::reply::{reroute, Assembled};
 use super::Router;
 use crate::exec::cluster::keys_of;
+use quiver_peer::PeerConn;
 use quiver_service::errors::{self, err};
 use quiver_service::reply::Reply;
 use quiver_service::session::Session;
@@ -24,7 +24,7 @@ pub const CROSS_NODE_TXN: &str =
 #[derive(Default)]
 pub struct RouterConn {
     /// After WATCH: the connection to the node that holds the watched keys.
-    pub pinned: Option<BackendConn>,
+    pub pinned: Option<PeerConn>,
     /// Inside MULTI: the node the queued commands' keys live on, once one named a key.
     pub multi_node: Option<Arc<str>>,
 }

@@ -1,4 +1,5 @@
-//! The router's connections to the nodes: a pool per node address, and a batch of commands
+//! `quiver-peer`: how a Quiver process talks RESP to its peers (the router to the nodes, a
+//! chain's member to the next): connections pooled per node address, and a batch of commands
 //! sent on one connection as one write whose replies are framed as they arrive (kept as the
 //! node's bytes, never decoded and encoded again).
 
@@ -12,12 +13,13 @@ use parking_lot::Mutex;
 use quiver_resp::limits::ReplyLimits;
 use quiver_resp::scan::{Event, ScanError, Scanner};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
 /// Longest wait for a node to accept a connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Longest wait for a batch's replies. A node holds a write to a range being handed over for
-/// up to 10 s (`exec::FROZEN_WAIT_MAX`) before it answers TRYAGAIN, so this is longer.
+/// up to 10 s (`quiver_server::exec::FROZEN_WAIT_MAX`) before it answers TRYAGAIN, so this is longer.
 pub const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Idle connections kept per node and protocol; more are closed when given back.
 pub const IDLE_PER_NODE_MAX: usize = 64;
@@ -28,7 +30,7 @@ const READ_CHUNK: usize = 64 * 1024;
 /// commands of the batch get an error naming the node (a write among them may or may not
 /// have been applied, as when a client loses its own connection).
 #[derive(Debug, thiserror::Error)]
-pub enum BackendError {
+pub enum PeerError {
     #[error("cannot connect to node {addr}: {source}")]
     Connect {
         addr: Arc<str>,
@@ -98,7 +100,7 @@ impl Replies {
 }
 
 /// A connection to one node.
-pub struct BackendConn {
+pub struct PeerConn {
     pub addr: Arc<str>,
     resp3: bool,
     stream: TcpStream,
@@ -106,23 +108,30 @@ pub struct BackendConn {
     buf: BytesMut,
 }
 
-impl BackendConn {
-    /// Connects to `addr` as a READONLY connection (a node that is a replica of a key's chain
-    /// serves its reads: the multiget planner sends keys to replicas); with `resp3`, switches
-    /// it to RESP3 (HELLO 3) so that replies come in the protocol the router's client speaks.
-    pub async fn connect(addr: Arc<str>, resp3: bool) -> Result<BackendConn, BackendError> {
+impl PeerConn {
+    /// Connects to `addr` with nothing sent: the caller's commands are the first (a chain's
+    /// sender authenticates first; a probe's PING counts whatever the answer).
+    pub async fn open(addr: Arc<str>) -> Result<PeerConn, PeerError> {
         let stream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&*addr)).await {
-            Err(_) => return Err(BackendError::ConnectTimeout { addr }),
-            Ok(Err(source)) => return Err(BackendError::Connect { addr, source }),
+            Err(_) => return Err(PeerError::ConnectTimeout { addr }),
+            Ok(Err(source)) => return Err(PeerError::Connect { addr, source }),
             Ok(Ok(s)) => s,
         };
         let _ = stream.set_nodelay(true);
-        let mut conn = BackendConn {
+        Ok(PeerConn {
             addr,
-            resp3,
+            resp3: false,
             stream,
             buf: BytesMut::with_capacity(READ_CHUNK),
-        };
+        })
+    }
+
+    /// Connects to `addr` as a READONLY connection (a node that is a replica of a key's chain
+    /// serves its reads: the multiget planner sends keys to replicas); with `resp3`, switches
+    /// it to RESP3 (HELLO 3) so that replies come in the protocol the router's client speaks.
+    pub async fn connect(addr: Arc<str>, resp3: bool) -> Result<PeerConn, PeerError> {
+        let mut conn = PeerConn::open(addr).await?;
+        conn.resp3 = resp3;
         let mut hello = BytesMut::new();
         quiver_resp::request::encode_command(&mut hello, &[b"READONLY"]);
         if resp3 {
@@ -131,7 +140,7 @@ impl BackendConn {
         let n = 1 + usize::from(resp3);
         let r = conn.send(&hello, n).await?;
         if let Some(text) = (0..n).find_map(|i| r.error(i)) {
-            return Err(BackendError::Setup {
+            return Err(PeerError::Setup {
                 addr: conn.addr.clone(),
                 text: String::from_utf8_lossy(text).into_owned(),
             });
@@ -139,38 +148,62 @@ impl BackendConn {
         Ok(conn)
     }
 
+    /// The connection's two halves, for a caller that writes and reads on schedules of its
+    /// own (a chain's sender streams its messages and reads their answers as they come).
+    pub fn into_split(self) -> (PeerReader, OwnedWriteHalf) {
+        let (rd, wr) = self.stream.into_split();
+        let reader = PeerReader {
+            addr: self.addr,
+            rd,
+            buf: self.buf,
+        };
+        (reader, wr)
+    }
+
     /// Writes `request` (`n` encoded commands) and reads their `n` replies. Writing and
     /// reading go on together: a node answering a long batch writes replies before it has
     /// read all of it, and would stop reading once its replies fill the socket.
-    pub async fn send(&mut self, request: &[u8], n: usize) -> Result<Replies, BackendError> {
+    pub async fn send(&mut self, request: &[u8], n: usize) -> Result<Replies, PeerError> {
         let addr = self.addr.clone();
         let (mut rd, mut wr) = self.stream.split();
         let buf = &mut self.buf;
         let write = async {
-            wr.write_all(request)
-                .await
-                .map_err(|source| BackendError::Io {
-                    addr: addr.clone(),
-                    source,
-                })
+            wr.write_all(request).await.map_err(|source| PeerError::Io {
+                addr: addr.clone(),
+                source,
+            })
         };
         let read = read_replies(&mut rd, buf, n, &addr);
         match tokio::time::timeout(REPLY_TIMEOUT, async { tokio::try_join!(write, read) }).await {
-            Err(_) => Err(BackendError::Timeout { addr }),
+            Err(_) => Err(PeerError::Timeout { addr }),
             Ok(Err(e)) => Err(e),
             Ok(Ok(((), replies))) => Ok(replies),
         }
     }
 }
 
-/// Reads until `n` complete replies are in `buf`, then takes them out of it (the router's
-/// batches, and a chain's sender, which reads its successor's answers one at a time).
-pub async fn read_replies<R: AsyncReadExt + Unpin>(
+/// The reading half of a [`PeerConn`] ([`PeerConn::into_split`]), with the bytes read ahead.
+pub struct PeerReader {
+    addr: Arc<str>,
+    rd: OwnedReadHalf,
+    buf: BytesMut,
+}
+
+impl PeerReader {
+    /// The next `n` replies, as they arrive (no time bound: the caller sets its own).
+    pub async fn next(&mut self, n: usize) -> Result<Replies, PeerError> {
+        read_replies(&mut self.rd, &mut self.buf, n, &self.addr).await
+    }
+}
+
+/// Reads until `n` complete replies are in `buf`, then takes them out of it (a batch's
+/// replies, and a [`PeerReader`]'s).
+async fn read_replies<R: AsyncReadExt + Unpin>(
     rd: &mut R,
     buf: &mut BytesMut,
     n: usize,
     addr: &Arc<str>,
-) -> Result<Replies, BackendError> {
+) -> Result<Replies, PeerError> {
     let mut scanner = Scanner::new(ReplyLimits::default());
     let mut replies = Vec::with_capacity(n);
     let mut elements = Vec::new();
@@ -184,7 +217,7 @@ pub async fn read_replies<R: AsyncReadExt + Unpin>(
         while replies.len() < n {
             let step = scanner
                 .step(&buf[pos..])
-                .map_err(|source| BackendError::Protocol {
+                .map_err(|source| PeerError::Protocol {
                     addr: addr.clone(),
                     source,
                 })?;
@@ -225,10 +258,10 @@ pub async fn read_replies<R: AsyncReadExt + Unpin>(
         }
         buf.reserve(READ_CHUNK);
         match rd.read_buf(buf).await {
-            Ok(0) => return Err(BackendError::Closed { addr: addr.clone() }),
+            Ok(0) => return Err(PeerError::Closed { addr: addr.clone() }),
             Ok(_) => {}
             Err(source) => {
-                return Err(BackendError::Io {
+                return Err(PeerError::Io {
                     addr: addr.clone(),
                     source,
                 })
@@ -249,12 +282,12 @@ type PoolKey = (Arc<str>, bool);
 /// Idle connections by node address and protocol.
 #[derive(Default)]
 pub struct Pool {
-    idle: Mutex<HashMap<PoolKey, Vec<BackendConn>>>,
+    idle: Mutex<HashMap<PoolKey, Vec<PeerConn>>>,
 }
 
 impl Pool {
     /// An idle connection to `addr`, or a new one.
-    pub async fn get(&self, addr: &Arc<str>, resp3: bool) -> Result<BackendConn, BackendError> {
+    pub async fn get(&self, addr: &Arc<str>, resp3: bool) -> Result<PeerConn, PeerError> {
         let idle = self
             .idle
             .lock()
@@ -262,12 +295,12 @@ impl Pool {
             .and_then(Vec::pop);
         match idle {
             Some(c) => Ok(c),
-            None => BackendConn::connect(addr.clone(), resp3).await,
+            None => PeerConn::connect(addr.clone(), resp3).await,
         }
     }
 
     /// Gives back a connection whose batch completed (one that failed is dropped instead).
-    pub fn put(&self, conn: BackendConn) {
+    pub fn put(&self, conn: PeerConn) {
         let mut idle = self.idle.lock();
         let list = idle.entry((conn.addr.clone(), conn.resp3)).or_default();
         if list.len() < IDLE_PER_NODE_MAX {
