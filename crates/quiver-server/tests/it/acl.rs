@@ -8,6 +8,7 @@ use std::process::Command;
 
 use quiver_server::testing::TestServer;
 use quiver_server::{Config, Server};
+use quiver_testkit::tool;
 
 use crate::bad_input::{expect_closed, expect_reply, multibulk, raw};
 
@@ -257,7 +258,7 @@ try:
 except redis.exceptions.NoPermissionError as e:
     print("refused:", e)
 "#;
-    let out = Command::new("python3")
+    let out = Command::new(tool::require("python3"))
         .arg("-c")
         .arg(script)
         .arg(server.port().to_string())
