@@ -36,16 +36,14 @@ impl Etcd {
             peer_port: 0,
             process: None,
         };
-        let started = start_retrying("etcd", START_ATTEMPTS_MAX, Duration::ZERO, || {
+        let log = etcd.log();
+        start_retrying("etcd", START_ATTEMPTS_MAX, Duration::ZERO, &log, || {
             etcd.client_port = free_port();
             etcd.peer_port = free_port();
             // A new member's data names its ports: each attempt starts afresh.
             let _ = std::fs::remove_dir_all(etcd.dir.join("data"));
             etcd.spawn()
         });
-        if !started {
-            panic!("etcd: every port tried was taken:\n{}", tail(&etcd.log()));
-        }
         etcd
     }
 
@@ -66,15 +64,14 @@ impl Etcd {
     /// Starts etcd again on the same ports and data directory, and waits until it is healthy.
     pub fn restart(&mut self) {
         assert!(self.process.is_none(), "etcd is running");
-        let restarted = start_retrying("etcd restart", REBIND_ATTEMPTS_MAX, REBIND_PAUSE, || {
-            self.spawn()
-        });
-        if !restarted {
-            panic!(
-                "etcd: its ports stayed taken for {REBIND_ATTEMPTS_MAX} attempts:\n{}",
-                tail(&self.log())
-            );
-        }
+        let log = self.log();
+        start_retrying(
+            "etcd restart",
+            REBIND_ATTEMPTS_MAX,
+            REBIND_PAUSE,
+            &log,
+            || self.spawn(),
+        );
     }
 
     /// Spawns etcd and waits until it is healthy (or has exited).

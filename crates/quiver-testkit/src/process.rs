@@ -38,11 +38,11 @@ impl Guard {
         &mut self.child
     }
 
-    /// Sends `signal` to the process, which must not have been reaped yet.
+    /// Sends `signal` to the process, which must not have been reaped yet (a reaped child's pid
+    /// may be another process's by now).
     pub fn signal(&self, signal: libc::c_int) {
         let pid = self.pid();
-        // SAFETY: kill(2) on our own child, which has not been reaped (a reaped child is only
-        // reaped through `self`, which then no longer signals it).
+        // SAFETY: kill(2) touches no memory of ours; the pid is our child's.
         let rc = unsafe { libc::kill(pid, signal) };
         assert_eq!(rc, 0, "kill({pid}, {signal})");
     }
@@ -259,23 +259,27 @@ pub const REBIND_ATTEMPTS_MAX: usize = 50;
 /// ... with this pause between two of them.
 pub const REBIND_PAUSE: Duration = Duration::from_millis(50);
 
-/// Calls `start` (one start of server `what`, on ports it chooses or keeps) until it is not
-/// refused a port, at most `attempts` times, `pause` between two; whether it started. Any other
-/// failure fails the test.
+/// Calls `start` (one start of server `what`, on ports it chooses or keeps, logging to `log`)
+/// until it is not refused a port, at most `attempts` times, `pause` between two. Any other
+/// failure, or a port refused every time, fails the test.
 pub fn start_retrying(
     what: &str,
     attempts: usize,
     pause: Duration,
+    log: &Path,
     mut start: impl FnMut() -> Result<(), StartFailure>,
-) -> bool {
+) {
     for _ in 0..attempts {
         match start() {
-            Ok(()) => return true,
+            Ok(()) => return,
             Err(StartFailure::PortInUse) => std::thread::sleep(pause),
             Err(StartFailure::Other(e)) => panic!("{what}: {e}"),
         }
     }
-    false
+    panic!(
+        "{what}: the ports tried were taken, {attempts} times:\n{}",
+        tail(log)
+    );
 }
 
 #[cfg(test)]

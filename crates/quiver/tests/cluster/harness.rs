@@ -96,13 +96,11 @@ impl Node {
             process: None,
             _stdout: None,
         };
-        let started = start_retrying(id, START_ATTEMPTS_MAX, Duration::ZERO, || {
+        let log = node.log();
+        start_retrying(id, START_ATTEMPTS_MAX, Duration::ZERO, &log, || {
             node.port = free_port();
             node.spawn()
         });
-        if !started {
-            panic!("{id}: every port tried was taken:\n{}", tail(&node.log()));
-        }
         node
     }
 
@@ -184,16 +182,10 @@ impl Node {
     /// Starts the node again on the same directory and port; returns once it listens.
     pub fn restart(&mut self) {
         assert!(self.process.is_none(), "{} is running", self.id);
-        let what = format!("{} restart", self.id);
-        if start_retrying(&what, REBIND_ATTEMPTS_MAX, REBIND_PAUSE, || self.spawn()) {
-            return;
-        }
-        panic!(
-            "{}: port {} stayed taken for {REBIND_ATTEMPTS_MAX} attempts:\n{}",
-            self.id,
-            self.port,
-            tail(&self.log())
-        );
+        let (what, log) = (format!("{} restart", self.id), self.log());
+        start_retrying(&what, REBIND_ATTEMPTS_MAX, REBIND_PAUSE, &log, || {
+            self.spawn()
+        });
     }
 
     /// Spawns `quiver --dir DIR serve --port PORT [--cluster ...] ARGS...` and reads its
@@ -296,16 +288,11 @@ impl Router {
             process: None,
             _stdout: None,
         };
-        let started = start_retrying(name, START_ATTEMPTS_MAX, Duration::ZERO, || {
+        let log = router.log();
+        start_retrying(name, START_ATTEMPTS_MAX, Duration::ZERO, &log, || {
             router.port = free_port();
             router.spawn()
         });
-        if !started {
-            panic!(
-                "{name}: every port tried was taken:\n{}",
-                tail(&router.log())
-            );
-        }
         router
     }
 
@@ -376,16 +363,10 @@ impl Router {
     /// Starts the router again on the same port; returns once it listens.
     pub fn restart(&mut self) {
         assert!(self.process.is_none(), "{} is running", self.name);
-        let what = format!("{} restart", self.name);
-        if start_retrying(&what, REBIND_ATTEMPTS_MAX, REBIND_PAUSE, || self.spawn()) {
-            return;
-        }
-        panic!(
-            "{}: port {} stayed taken for {REBIND_ATTEMPTS_MAX} attempts:\n{}",
-            self.name,
-            self.port,
-            tail(&self.log())
-        );
+        let (what, log) = (format!("{} restart", self.name), self.log());
+        start_retrying(&what, REBIND_ATTEMPTS_MAX, REBIND_PAUSE, &log, || {
+            self.spawn()
+        });
     }
 
     /// Spawns `quiver router --etcd URL --port PORT ARGS...` and reads its listening line.
