@@ -155,26 +155,12 @@ cleanup() {
   local rc=$?
   stop_quiver
   stop_redis
-  if ((rc != 0)); then
-    echo "bench_cluster.sh failed (exit $rc); the ends of the server logs:" >&2
-    tail -n 5 "$RUN"/*.log "$RUN"/q*/node-*.log "$RUN"/q*/router.log >&2 2>/dev/null || true
-  fi
-  if ((KEEP || rc != 0)); then echo "kept $RUN" >&2; else rm -rf "$RUN"; fi
+  # A failed run is kept, to be looked into.
+  ((rc == 0)) || KEEP=1
+  end_run "$rc" "$RUN" "$RUN"/*.log "$RUN"/q*/node-*.log "$RUN"/q*/router.log
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# free_ports N: N distinct free loopback ports (bound together, so distinct).
-free_ports() {
-  python3 -c '
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
-}
 
 # wait_for WHAT COMMAND...: runs COMMAND until it succeeds, at most WAIT_S seconds.
 wait_for() {

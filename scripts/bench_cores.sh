@@ -94,8 +94,7 @@ OUT=${OUT:-$RUN/bench_cores.jsonl}
 : >"$OUT"
 SERVER_PID=""
 cleanup() {
-  [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null || true
-  wait 2>/dev/null || true
+  stop_pids "$SERVER_PID"
   rm -rf "$RUN/data"
 }
 trap cleanup EXIT

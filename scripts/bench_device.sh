@@ -68,16 +68,9 @@ fi
 PID=
 cleanup() {
   local rc=$?
-  if [ -n "$PID" ]; then
-    kill "$PID" 2>/dev/null || true
-    wait "$PID" 2>/dev/null || true
-  fi
+  stop_pids "$PID"
   as_root rmdir "$CG" 2>/dev/null || true
-  if ((rc != 0)); then
-    echo "bench_device.sh failed (exit $rc); server log:" >&2
-    tail -n 5 "$RUN/server.log" >&2 2>/dev/null || true
-  fi
-  if ((KEEP)); then echo "kept $RUN" >&2; else rm -rf "$RUN"; fi
+  end_run "$rc" "$RUN" "$RUN/server.log"
 }
 trap cleanup EXIT
 

@@ -37,9 +37,9 @@ Q=target/release/quiver
 RUN=$(mktemp -d /tmp/quiver-pacing.XXXXXX)
 declare -A PORT PID
 cleanup() {
-  for s in "${!PID[@]}"; do kill "${PID[$s]}" 2>/dev/null || true; done
-  for s in "${!PID[@]}"; do wait "${PID[$s]}" 2>/dev/null || true; done
-  rm -rf "$RUN"
+  local rc=$?
+  stop_pids "${PID[@]}"
+  end_run "$rc" "$RUN"
 }
 trap cleanup EXIT
 

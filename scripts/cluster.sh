@@ -37,7 +37,7 @@
 # that is no longer one of ours (its command line does not name D) is left alone. Data and
 # logs stay in D.
 #
-# Needs python3 (free ports, etcd's health, CLUSTER INFO, the router's INFO) and, to build,
+# Needs python3 (etcd's health, CLUSTER INFO, the router's INFO) and, to build,
 # cargo.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -55,22 +55,14 @@ die() {
   exit 1
 }
 
-# The network chores bash cannot do well alone: free ports (bound together, so distinct),
-# etcd's /health, a node's CLUSTER INFO or the router's PING and INFO (one RESP request and its
+# The network chores bash cannot do well alone: etcd's /health, a node's CLUSTER INFO or the router's PING and INFO (one RESP request and its
 # reply, printed), the PIDs of a state file.
 PY=$(
   cat <<'EOF'
 import json, socket, sys, urllib.request
 
 cmd, arg = sys.argv[1], sys.argv[2]
-if cmd == "free-ports":
-    socks = []
-    for _ in range(int(arg)):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    print(" ".join(str(s.getsockname()[1]) for s in socks))
-elif cmd == "etcd-health":
+if cmd == "etcd-health":
     try:
         with urllib.request.urlopen(arg + "/health", timeout=2) as r:
             sys.exit(0 if json.load(r).get("health") == "true" else 1)
@@ -292,7 +284,7 @@ up() {
   # Every port chosen now, the nodes' too: a node keeps its address when restarted by hand
   # with the command line its log directory names (the topology records nodes by address).
   local ports client_port peer_port
-  ports=$(py free-ports $((node_count + 3)))
+  ports=$(free_ports $((node_count + 3)))
   read -r client_port peer_port router_port ports <<<"$ports"
   read -r -a node_ports <<<"$ports"
   etcd_url=http://127.0.0.1:$client_port

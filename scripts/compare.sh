@@ -103,13 +103,8 @@ OUT=${OUT:-$RUN/results.jsonl}
 PIDS=()
 cleanup() {
   local rc=$?
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  if ((rc != 0)); then
-    echo "compare.sh failed (exit $rc); server logs:" >&2
-    tail -n 5 "$RUN"/*.log >&2 2>/dev/null || true
-  fi
-  if ((KEEP)); then echo "kept $RUN" >&2; else rm -rf "$RUN"; fi
+  stop_pids "${PIDS[@]}"
+  end_run "$rc" "$RUN" "$RUN"/*.log
 }
 trap cleanup EXIT
 

@@ -64,17 +64,44 @@ settle() {
   awk -v a="$start" -v b="$(cpu_seconds "$pid")" 'BEGIN { printf "%.2f\n", b - a }'
 }
 
-# A loopback port nothing listens on.
-free_port() {
-  local p
-  for p in $(shuf -i 20000-60000 -n 50); do
-    if ! (: <>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      return
+# free_ports N: N distinct loopback ports nothing listens on now, on one line (the one home of
+# free ports: bash alone, no python). Candidates are drawn without repetition, so distinct.
+free_ports() {
+  local p found=()
+  for p in $(shuf -i 20000-60000 -n $(($1 + 100))); do
+    (: <>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
+    found+=("$p")
+    if ((${#found[@]} == $1)); then
+      echo "${found[*]}"
+      return 0
     fi
   done
-  echo "no free port found" >&2
+  echo "free_ports: not $1 free ports found" >&2
   return 1
+}
+
+# A loopback port nothing listens on.
+free_port() { free_ports 1; }
+
+# stop_pids PID...: the cleanup of the processes a script started: SIGTERM to each, then waits
+# for each. Empty arguments (a server not started yet) are skipped; never fails.
+stop_pids() {
+  local pid
+  for pid in "$@"; do if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi; done
+  for pid in "$@"; do if [ -n "$pid" ]; then wait "$pid" 2>/dev/null || true; fi; done
+}
+
+# end_run RC DIR [LOG...]: the end of a script's EXIT trap. When RC (the script's exit status)
+# is not 0, says the script failed and prints the last lines of each LOG that exists; then
+# removes DIR, unless KEEP is 1 (then it says where DIR is kept).
+end_run() {
+  local rc=$1 dir=$2
+  shift 2
+  if ((rc != 0)); then
+    echo "$(basename "$0") failed (exit $rc); the ends of the logs:" >&2
+    if (($#)); then tail -n 5 "$@" >&2 2>/dev/null || true; fi
+  fi
+  if ((${KEEP:-0})); then echo "kept $dir" >&2; else rm -rf "$dir"; fi
 }
 
 # wait_listening PORT: waits until something accepts connections on loopback port PORT (at

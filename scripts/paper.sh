@@ -58,9 +58,8 @@ mkdir -p "$DIR" "$(dirname "$OUT")" "$PLOTS"
 SERVER=
 cleanup() {
   local rc=$?
-  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
-  ((rc != 0)) && tail -n 5 "$DIR/server.log" >&2 2>/dev/null
-  if ((KEEP)); then echo "kept $DIR" >&2; else rm -rf "$DIR"; fi
+  stop_pids "$SERVER"
+  end_run "$rc" "$DIR" "$DIR/server.log"
 }
 trap cleanup EXIT
 

@@ -86,15 +86,8 @@ RUN=$(mktemp -d /tmp/quiver-soak.XXXXXX)
 PID=
 cleanup() {
   local rc=$?
-  if [ -n "$PID" ]; then
-    kill "$PID" 2>/dev/null || true
-    wait "$PID" 2>/dev/null || true
-  fi
-  if ((rc != 0)); then
-    echo "soak.sh failed (exit $rc); server log:" >&2
-    tail -n 5 "$RUN/server.log" >&2 2>/dev/null || true
-  fi
-  if ((KEEP)); then echo "kept $RUN" >&2; else rm -rf "$RUN"; fi
+  stop_pids "$PID"
+  end_run "$rc" "$RUN" "$RUN/server.log"
 }
 trap cleanup EXIT
 

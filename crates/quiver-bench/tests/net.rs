@@ -9,6 +9,7 @@ use quiver_bench::keys::{key_for, value_for};
 use quiver_bench::net::record::CSV_COLUMNS;
 use quiver_bench::net::{self, Mode, NetConfig, NetLoadReport, NetObserver, NetRecord};
 use quiver_server::testing::TestServer;
+use quiver_testkit::port::free_port;
 use serde_json::Value;
 
 const KEYS: u64 = 2000;
@@ -153,10 +154,7 @@ fn open_loop_sweeps_rates() {
 
 #[test]
 fn a_refused_connection_is_a_clear_error() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let cfg = NetConfig::new("127.0.0.1", port);
     let err = net::run(&cfg, &mut Collect::default()).unwrap_err();
     let msg = err.to_string();

@@ -6,6 +6,7 @@
 use std::process::{Command, Output};
 
 use quiver_server::testing::TestServer;
+use quiver_testkit::port::free_port;
 use serde_json::Value;
 
 fn quiver(args: &[&str]) -> Output {
@@ -125,10 +126,7 @@ fn json_lines_and_csv_rows() {
 
 #[test]
 fn a_refused_connection_exits_1_with_a_message() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port().to_string()
-    };
+    let port = free_port().to_string();
     let out = quiver(&["bench", "net", "--port", &port, "--duration-s", "0.1"]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);

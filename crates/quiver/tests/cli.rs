@@ -12,6 +12,7 @@ use std::process::{Command, Output};
 use quiver_bench::keys::{key_for, value_for};
 use quiver_client::{Connection, Value};
 use quiver_server::testing::TestServer;
+use quiver_testkit::port::free_port;
 use serde_json::Value as Json;
 
 /// Runs `quiver` with `args` as given (no `--dir`, no connection flags).
@@ -72,12 +73,6 @@ fn fails(o: Output) -> String {
     assert!(!err.trim().is_empty(), "failed without a message");
     assert!(!err.contains("panicked"), "panicked: {err}");
     err
-}
-
-/// A loopback port nothing listens on: bound, then released.
-fn closed_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
 }
 
 fn client(server: &TestServer) -> Connection {
@@ -262,7 +257,7 @@ fn load_writes_the_deterministic_keys() {
 #[test]
 fn load_rejects_bad_parameters_before_connecting() {
     // Nothing listens: a parameter error must be reported, not the connection.
-    let port = closed_port();
+    let port = free_port();
     for args in [
         &["load", "--count", "10", "--key-size", "4"][..],
         &["load", "--count", "1000", "--key-size", "8", "--width", "0"],
@@ -286,7 +281,7 @@ fn load_rejects_bad_parameters_before_connecting() {
 
 #[test]
 fn an_unreachable_server_is_a_clear_error() {
-    let port = closed_port();
+    let port = free_port();
     for args in [
         &["get", "k"][..],
         &["set", "k", "v"],

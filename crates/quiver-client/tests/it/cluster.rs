@@ -4,72 +4,27 @@
 //! also cover the client's one-request-per-slot fallback; a slot is migrated by hand to
 //! exercise `ASK`, `TRYAGAIN` and `MOVED` as Redis sends them.
 
-use std::collections::HashSet;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::process::Command;
 use std::thread;
 use std::time::Duration;
 
 use bytes::Bytes;
 use quiver_client::cluster::{key_slot, ClusterClient, ClusterOptions};
 use quiver_client::{ClientOptions, Connection, Error, Value};
+use quiver_testkit::redis::{cluster_port, RedisServer};
+use quiver_testkit::tool;
 
 use crate::common::TEST_READ_TIMEOUT;
 
-/// Redis listens on its port and on port + 10000 (the cluster bus).
-const BUS_PORT_OFFSET: u16 = 10000;
-/// Tries at finding a port whose bus port is free too.
-const PORT_TRIES_MAX: usize = 200;
-/// Polls (every `POLL_INTERVAL`) for a node to answer and for the cluster to be ok.
+/// Polls (every `POLL_INTERVAL`) for the cluster to be ok.
 const POLLS_MAX: usize = 600;
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
-
-/// Ports handed out by this process: the tests run in parallel, and a port just probed free
-/// is free for all of them.
-static PORTS_TAKEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
-
-/// A loopback port that is free, whose bus port (+10000) is free, and that no other test of
-/// this process was given.
-fn cluster_port() -> u16 {
-    for _ in 0..PORT_TRIES_MAX {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let Some(bus) = port.checked_add(BUS_PORT_OFFSET) else {
-            continue;
-        };
-        if TcpListener::bind(("127.0.0.1", bus)).is_err() {
-            continue;
-        }
-        let mut taken = PORTS_TAKEN.lock().unwrap();
-        let taken = taken.get_or_insert_with(HashSet::new);
-        if taken.contains(&port) || taken.contains(&bus) {
-            continue;
-        }
-        taken.extend([port, bus]);
-        return port;
-    }
-    panic!("no free port with a free bus port after {PORT_TRIES_MAX} tries");
-}
-
-/// Fails the test (never skips it) when a tool is missing.
-fn require(tool: &str) {
-    let found = Command::new(tool)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "`{tool}` is not installed: the Redis Cluster tests need redis-server and redis-cli \
-         (Debian/Ubuntu: apt-get install redis-server redis-tools; scripts/test_deps.sh)"
-    );
-}
 
 /// Three Redis Cluster masters (and their replicas, if asked for), killed on drop.
 struct RedisCluster {
     addrs: Vec<String>,
     ids: Vec<String>,
-    children: Vec<Child>,
+    servers: Vec<RedisServer>,
     dir: tempfile::TempDir,
 }
 
@@ -82,42 +37,37 @@ impl RedisCluster {
     /// --cluster-replicas`).
     fn start_with_replicas(replicas: usize) -> RedisCluster {
         let nodes = 3 * (1 + replicas);
-        require("redis-server");
-        require("redis-cli");
+        // Fails the test (never skips it) when a tool is missing.
+        let cli = tool::require("redis-cli");
         let dir = tempfile::tempdir().unwrap();
         let mut cluster = RedisCluster {
             addrs: Vec::new(),
             ids: Vec::new(),
-            children: Vec::new(),
+            servers: Vec::new(),
             dir,
         };
         for n in 0..nodes {
             let port = cluster_port();
             let dir = cluster.dir.path();
-            let log = std::fs::File::create(dir.join(format!("redis-{n}.log"))).unwrap();
             // A directory per node: a replica's full sync writes the master's snapshot to
             // `dump.rdb` in its directory and loads it; in a shared one, replicas syncing at
             // once load each other's masters' data.
             let node_dir = dir.join(format!("node-{n}"));
             std::fs::create_dir_all(&node_dir).unwrap();
-            let child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--cluster-enabled", "yes", "--cluster-config-file"])
-                .arg(dir.join(format!("nodes-{n}.conf")))
-                .args(["--save", "", "--appendonly", "no", "--dir"])
-                .arg(&node_dir)
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .expect("spawn redis-server");
-            cluster.children.push(child);
-            cluster.addrs.push(format!("127.0.0.1:{port}"));
+            let log = dir.join(format!("redis-{n}.log"));
+            let server = RedisServer::spawn(port, &log, |cmd| {
+                cmd.args(["--cluster-enabled", "yes", "--cluster-config-file"])
+                    .arg(dir.join(format!("nodes-{n}.conf")))
+                    .args(["--save", "", "--appendonly", "no", "--dir"])
+                    .arg(&node_dir);
+            });
+            cluster.addrs.push(server.addr());
+            cluster.servers.push(server);
         }
-        for n in 0..nodes {
-            cluster.wait_for_node(n);
+        for server in &mut cluster.servers {
+            server.wait_ready();
         }
-        let created = Command::new("redis-cli")
+        let created = Command::new(cli)
             .args(["--cluster", "create"])
             .args(&cluster.addrs)
             .args(["--cluster-replicas", &replicas.to_string()])
@@ -148,23 +98,7 @@ impl RedisCluster {
     }
 
     fn log(&self, n: usize) -> String {
-        let path = self.dir.path().join(format!("redis-{n}.log"));
-        std::fs::read_to_string(path).unwrap_or_default()
-    }
-
-    fn wait_for_node(&mut self, n: usize) {
-        for _ in 0..POLLS_MAX {
-            if let Some(status) = self.children[n].try_wait().unwrap() {
-                panic!("redis-server {n} exited ({status}):\n{}", self.log(n));
-            }
-            let mut options = ClientOptions::new(self.addrs[n].clone());
-            options.read_timeout = Some(TEST_READ_TIMEOUT);
-            if Connection::connect_with(options).is_ok_and(|mut c| c.ping().is_ok()) {
-                return;
-            }
-            thread::sleep(POLL_INTERVAL);
-        }
-        panic!("redis-server {n} never answered PING:\n{}", self.log(n));
+        self.servers[n].log_text()
     }
 
     fn wait_until_ok(&self, n: usize) {
@@ -198,15 +132,6 @@ impl RedisCluster {
         match self.node(n).command(&[b"DBSIZE"]).unwrap() {
             Value::Integer(n) => n,
             other => panic!("DBSIZE: {other:?}"),
-        }
-    }
-}
-
-impl Drop for RedisCluster {
-    fn drop(&mut self) {
-        for child in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
         }
     }
 }

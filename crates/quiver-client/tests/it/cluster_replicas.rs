@@ -8,8 +8,9 @@ use std::sync::mpsc;
 use bytes::Bytes;
 use quiver_client::cluster::{key_slot, ClusterClient};
 use quiver_client::{ClientOptions, Connection, Error};
+use quiver_testkit::port::free_port;
 
-use crate::common::{free_port, read_exactly, FakeServer, TEST_READ_TIMEOUT};
+use crate::common::{read_exactly, FakeServer, TEST_READ_TIMEOUT};
 use crate::fake_cluster::FakeCluster;
 
 /// `READONLY` as a request.

@@ -5,8 +5,8 @@
 use bytes::Bytes;
 use quiver_client::cluster::{key_slot, ClusterClient, ClusterOptions, REDIRECTS_MAX};
 use quiver_client::Error;
+use quiver_testkit::port::free_port;
 
-use crate::common::free_port;
 use crate::fake_cluster::FakeCluster;
 
 fn keys(prefix: &str, n: usize) -> Vec<Vec<u8>> {

@@ -69,12 +69,6 @@ impl TestServer {
     }
 }
 
-/// A loopback port nobody listens on (right now).
-pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().unwrap().port()
-}
-
 /// A scripted server: a listener whose accepted connections are handed, in
 /// order, to `handler` on a background thread.
 pub struct FakeServer {

@@ -5,8 +5,9 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use quiver_client::{ClientOptions, Connection, Error};
+use quiver_testkit::port::free_port;
 
-use crate::common::{free_port, read_exactly, FakeServer, TestServer};
+use crate::common::{read_exactly, FakeServer, TestServer};
 
 #[test]
 fn an_unknown_command_is_a_server_error_with_its_full_text() {

@@ -10,6 +10,7 @@ use quiver_server::node_config::{NodeConfig, ServeConfig};
 use quiver_server::testing::TestServer;
 use quiver_server::Server;
 use quiver_service::Config;
+use quiver_testkit::tool;
 
 use crate::bad_input::{expect_closed, expect_reply, multibulk, raw};
 
@@ -259,7 +260,7 @@ try:
 except redis.exceptions.NoPermissionError as e:
     print("refused:", e)
 "#;
-    let out = Command::new("python3")
+    let out = Command::new(tool::require("python3"))
         .arg("-c")
         .arg(script)
         .arg(server.port().to_string())

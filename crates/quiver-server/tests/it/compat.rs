@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use quiver_server::testing::TestServer;
+use quiver_testkit::tool;
 
 fn compat_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/compat")
@@ -14,7 +15,7 @@ fn compat_dir() -> PathBuf {
 /// Runs `program args...` in the compat folder; fails the test with its output unless it
 /// exits 0.
 fn run(program: &str, args: &[&str]) -> String {
-    let out = Command::new(program)
+    let out = Command::new(tool::require(program))
         .args(args)
         .current_dir(compat_dir())
         .output()

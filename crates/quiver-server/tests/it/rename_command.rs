@@ -9,6 +9,7 @@ use quiver_server::node_config::ServeConfig;
 use quiver_server::testing::TestServer;
 use quiver_service::table::COMMANDS;
 use quiver_service::Config;
+use quiver_testkit::tool;
 
 use crate::bad_input::{expect_reply, multibulk, raw, read_line, show};
 
@@ -89,7 +90,7 @@ fn command_leaves_out_a_disabled_command_and_finds_a_renamed_one() {
 fn redis_cli_runs_the_new_name() {
     let server = server();
     let cli = |args: &[&str]| {
-        let out = Command::new("redis-cli")
+        let out = Command::new(tool::require("redis-cli"))
             .args(["-p", &server.port().to_string()])
             .args(args)
             .output()

@@ -12,6 +12,7 @@ use quiver_server::testing::TestServer;
 use quiver_server::Server;
 use quiver_service::tls::AuthClients;
 use quiver_service::Config;
+use quiver_testkit::tool;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
     KeyUsagePurpose,
@@ -102,7 +103,7 @@ impl Certs {
 /// redis-cli over TLS to `server`, trusting the test CA, with `cert` as its client certificate.
 fn cli(server: &TestServer, certs: &Certs, cert: Option<(&Path, &Path)>, args: &[&str]) -> Output {
     let port = server.tls_addr.unwrap().port().to_string();
-    let mut c = Command::new("redis-cli");
+    let mut c = Command::new(tool::require("redis-cli"));
     c.args(["-h", "127.0.0.1", "-p", &port, "--tls", "--cacert"])
         .arg(&certs.ca);
     if let Some((cert, key)) = cert {
@@ -159,7 +160,7 @@ r = redis.Redis(host="127.0.0.1", port=int(sys.argv[1]), ssl=True, ssl_ca_certs=
 r.set("from-python", "42")
 print(r.get("greeting").decode(), r.incr("from-python"))
 "#;
-    let py = Command::new("python3")
+    let py = Command::new(tool::require("python3"))
         .arg("-c")
         .arg(script)
         .arg(server.tls_addr.unwrap().port().to_string())

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::thread;
 
 use quiver_store::{BackendKind, Batch, Durability, Options, Store};
+use quiver_testkit::rng::Rng;
 
-use crate::common::{checkpoint_files, scan_all, small_options, value, Rng};
+use crate::common::{checkpoint_files, scan_all, small_options, value};
 
 const WRITERS: u64 = 3;
 const ROUNDS: u64 = 2000;

@@ -50,57 +50,6 @@ pub fn value(i: u64, round: u64) -> Vec<u8> {
     v
 }
 
-/// A small deterministic random generator (SplitMix64) for tests that print their seed.
-#[allow(dead_code)]
-pub struct Rng(u64);
-
-#[allow(dead_code)]
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        mix64(self.0)
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    /// Uniform in `lo..hi`.
-    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo)
-    }
-}
-
-/// SplitMix64's finaliser: a good 64-bit mix.
-#[allow(dead_code)]
-pub fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// A seed from the environment variable `var` if set, else from the clock.
-#[allow(dead_code)]
-pub fn seed_from_env(var: &str) -> u64 {
-    match std::env::var(var) {
-        Ok(s) => s
-            .parse()
-            .unwrap_or_else(|_| panic!("{var}={s:?} is not a u64")),
-        Err(_) => mix64(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                ^ std::process::id() as u64,
-        ),
-    }
-}
-
 /// Segment files of partition `p` of the store in `dir`, sorted by file id (= creation order).
 #[allow(dead_code)]
 pub fn segment_files(dir: &std::path::Path, p: u32) -> Vec<std::path::PathBuf> {

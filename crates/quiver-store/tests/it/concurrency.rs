@@ -21,6 +21,7 @@ use quiver_store::hash::KeyHash;
 use quiver_store::{
     BackendKind, Batch, BatchAction, BatchOutcome, Durability, Entry, Options, Precondition, Store,
 };
+use quiver_testkit::rng::Rng;
 
 use crate::common::{scan_all, small_options};
 
@@ -51,24 +52,6 @@ const PAD_MAX: u64 = 400;
 const TAG_PLAIN: u8 = b'P';
 const TAG_BATCH: u8 = b'B';
 const TAG_POISON: u8 = b'X';
-
-/// A small xorshift generator: deterministic per thread, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn plain_key(w: usize, i: u64) -> Vec<u8> {
     format!("w{w}:p{i}").into_bytes()
@@ -104,7 +87,7 @@ fn value_for(key: &[u8], version: u64, tag: u8) -> Vec<u8> {
     v.push(b'|');
     let mut rng = Rng::new(KeyHash::of(key).0 ^ version);
     let pad = rng.below(PAD_MAX);
-    v.extend((0..pad).map(|_| rng.next() as u8));
+    v.extend((0..pad).map(|_| rng.next_u64() as u8));
     v
 }
 

@@ -30,16 +30,17 @@ mod model;
 mod verify;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use quiver_store::clock::system_now_ms;
 use quiver_store::slot::{key_slot, SlotRange};
 use quiver_store::{BackendKind, Batch, Durability, Options, Store};
+use quiver_testkit::process::{lines_of, Guard};
+use quiver_testkit::rng::{mix64, seed_from_env, Rng};
 
-use crate::common::{mix64, seed_from_env, Rng};
 use model::{format_ranges, parse_ranges, Model, ReadTime, Tally, Target};
 
 const CHILD_DIR_ENV: &str = "QUIVER_CRASH_CHILD_DIR";
@@ -412,16 +413,6 @@ fn child_writer() {
 // ---------------------------------------------------------------------------------------------
 // The parent.
 
-/// Kills and reaps the child however the test ends.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The crash loop with CI's bounded number of cycles.
 #[test]
 fn kill_9_at_random_moments() {
@@ -437,7 +428,7 @@ fn kill_9_a_thousand_cycles() {
 
 fn crash_loop(cycles: u64) {
     let seed = seed_from_env(SEED_ENV);
-    println!("crash test seed {seed} (rerun with {SEED_ENV}={seed}), {cycles} cycles");
+    println!("crash test: {cycles} cycles");
     let started = Instant::now();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
@@ -532,17 +523,9 @@ fn run_child(
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    let mut child = ChildGuard(child);
-    let stdout = child.0.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel::<String>();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    // Killed and reaped however the test ends.
+    let mut child = Guard::new(child);
+    let rx = lines_of(child.child().stdout.take().unwrap());
 
     let by_time = rng.below(4) == 0;
     let delay = Duration::from_micros(match (by_time, rng.below(3)) {
@@ -590,10 +573,9 @@ fn run_child(
             }
         }
     }
-    let _ = child.0.kill();
-    let status = child.0.wait().unwrap();
-    reader.join().unwrap();
-    lines.extend(rx.try_iter());
+    let status = child.kill9();
+    // The lines still in the pipe: the reader ends at its end.
+    lines.extend(rx.iter());
     (lines, status)
 }
 

@@ -8,8 +8,9 @@ use std::path::Path;
 
 use quiver_store::layout::{partition_dir, CHECKPOINT_FILE};
 use quiver_store::{BackendKind, Batch, Clock, Entry, Error, Options, Precondition, Store, Ttl};
+use quiver_testkit::rng::Rng;
 
-use crate::common::{key, small_options, value, Rng};
+use crate::common::{key, small_options, value};
 
 const T0: u64 = 1_700_000_000_000;
 

@@ -30,8 +30,9 @@ use std::sync::{Arc, Mutex};
 use quiver_plan::rng::WyRand;
 use quiver_store::faults::{self, Fault, FileOp, Injection};
 use quiver_store::{BackendKind, Batch, Durability, Error, Options, Store};
+use quiver_testkit::rng::seed_from_env;
 
-use crate::common::{seed_from_env, small_options};
+use crate::common::small_options;
 
 /// Keys `k0`..: a small key space, so operations overwrite and delete each other's keys.
 const SMALL_KEYS: u64 = 24;
@@ -791,8 +792,8 @@ fn run_sequence(backend: BackendKind, durability: Durability, seed: u64) -> Resu
 /// Runs `cases` sequences per configuration from consecutive seeds, on `threads` threads;
 /// the tally of all. Panics with the first failure's message.
 fn run_configurations(configs: &[(BackendKind, Durability)], cases: u64, threads: u64) -> Tally {
+    // The first of the consecutive seeds run.
     let first_seed = seed_from_env("QUIVER_FAULT_SEED");
-    println!("fault model: first seed {first_seed} (rerun with QUIVER_FAULT_SEED={first_seed})");
     let jobs = configs.len() as u64 * cases;
     let next = AtomicU64::new(0);
     let total = Mutex::new(Tally::default());

@@ -7,61 +7,15 @@
 //! passes without running).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use quiver_store::{BackendKind, Batch, Error, Options, Store};
-
-use crate::common::{mix64, Rng};
+use quiver_testkit::rng::{mix64, Rng};
+use quiver_testkit::tmpfs::Tmpfs;
 
 const TMPFS_SIZE: &str = "8m";
 /// A file of this size is written before the store fills the rest (removed to free space).
 const FILLER_BYTES: usize = 512 << 10;
-
-/// A tmpfs mounted on a fresh directory; unmounted (and the directory removed) on drop, also
-/// when the test panics. Declare it before the store so the store is dropped first.
-struct Tmpfs {
-    path: PathBuf,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Option<Tmpfs> {
-        let path = tempfile::tempdir().unwrap().keep();
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&path)
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(Tmpfs { path }),
-            other => {
-                let why = match other {
-                    Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
-                    Err(e) => e.to_string(),
-                };
-                eprintln!(
-                    "SKIPPED full-disk test: cannot mount a tmpfs on {} ({why}); it needs root",
-                    path.display()
-                );
-                let _ = std::fs::remove_dir(&path);
-                None
-            }
-        }
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let ok = Command::new("umount")
-            .arg(&self.path)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            // Something still holds a file open (a leaked store): detach lazily.
-            let _ = Command::new("umount").arg("-l").arg(&self.path).status();
-        }
-        let _ = std::fs::remove_dir(&self.path);
-    }
-}
 
 fn options(backend: BackendKind) -> Options {
     Options {
@@ -204,8 +158,8 @@ fn assert_all_or_none(s: &Store, keys: &[Vec<u8>], what: &str) -> bool {
 
 fn full_disk_scenario(tmpfs: &Tmpfs, backend: BackendKind) {
     println!("full disk with the {backend} backend");
-    let dir = tmpfs.path.join("store");
-    let filler = tmpfs.path.join("filler");
+    let dir = tmpfs.path().join("store");
+    let filler = tmpfs.path().join("filler");
     write_filler(&filler);
     let mut acked = Acked::new();
     let mut failed: Vec<Vec<u8>> = Vec::new();
@@ -354,8 +308,8 @@ fn full_disk_refuses_a_vector_whole() {
         disk_reserve_bytes: 0,
         ..options(BackendKind::Mmap)
     };
-    let dir = tmpfs.path.join("store");
-    write_filler(&tmpfs.path.join("filler"));
+    let dir = tmpfs.path().join("store");
+    write_filler(&tmpfs.path().join("filler"));
     let s = Store::open(&dir, opts.clone()).unwrap();
     let (mut acked, mut failed, mut next) = (Acked::new(), Vec::new(), 0u64);
     fill(&s, &mut acked, &mut failed, &mut next, 0, "fill");
@@ -409,8 +363,8 @@ fn full_disk_recovers_by_itself_after_deletes() {
         compact_garbage_ratio: 0.5,
         ..options(BackendKind::Mmap)
     };
-    let dir = tmpfs.path.join("store");
-    write_filler(&tmpfs.path.join("filler"));
+    let dir = tmpfs.path().join("store");
+    write_filler(&tmpfs.path().join("filler"));
     let s = Store::open(&dir, opts).unwrap();
     let (mut acked, mut failed, mut next) = (Acked::new(), Vec::new(), 0u64);
     fill(&s, &mut acked, &mut failed, &mut next, 0, "fill");

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 
 use quiver_store::{BackendKind, Options, Store};
+use quiver_testkit::rng::Rng;
 
-use crate::common::{key, small_options, value, Rng};
+use crate::common::{key, small_options, value};
 
 const KEYS: u64 = 4000;
 /// Overwrites after the load: ten times the keys, uniform over them.

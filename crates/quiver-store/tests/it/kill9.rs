@@ -11,8 +11,11 @@ use std::sync::Arc;
 
 use quiver_store::layout::CHECKPOINT_FILE;
 use quiver_store::Store;
+use quiver_testkit::acked::check_version;
+use quiver_testkit::process::Guard;
+use quiver_testkit::rng::Rng;
 
-use crate::common::{key, Rng};
+use crate::common::key;
 
 /// Where a child works (set only in children).
 const DIR_ENV: &str = "QUIVER_KILL9_DIR";
@@ -57,7 +60,7 @@ pub fn child_env() -> Option<(PathBuf, u64)> {
 /// child working in `dir`, and kills it (SIGKILL) after `min_ms` to `max_ms`. The child must
 /// still be running then: one that ended early (a panic) fails the test.
 pub fn run_and_kill(test: &str, dir: &Path, cycle: u64, rng: &mut Rng, min_ms: u64, max_ms: u64) {
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--ignored", "--exact", test, "--nocapture"])
         .env(DIR_ENV, dir)
         .env(CYCLE_ENV, cycle.to_string())
@@ -65,12 +68,12 @@ pub fn run_and_kill(test: &str, dir: &Path, cycle: u64, rng: &mut Rng, min_ms: u
         .stderr(std::process::Stdio::inherit())
         .spawn()
         .unwrap();
+    let mut child = Guard::new(child);
     std::thread::sleep(std::time::Duration::from_millis(rng.range(min_ms, max_ms)));
-    if let Some(status) = child.try_wait().unwrap() {
+    if let Some(status) = child.child().try_wait().unwrap() {
         panic!("cycle {cycle}: the child {test} ended before the kill: {status}");
     }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    child.kill9();
 }
 
 /// A file of acknowledgements, one line each. A line is one `write` of an `O_APPEND` file
@@ -139,19 +142,16 @@ pub fn spawn_acked_writer(
 }
 
 /// Every key of `keys` is present with a version at least its last acknowledged one (0: the
-/// parent's initial load); returns how many had acknowledged writes.
+/// parent's initial load; a later one was in flight); returns how many had acknowledged writes.
 pub fn check_acked(store: &Store, keys: &[u64], acked: &HashMap<u64, u64>, when: &str) -> u64 {
     let mut checked = 0;
     for &i in keys {
-        let v = store
-            .get(&key(i))
-            .unwrap()
-            .unwrap_or_else(|| panic!("{when}: key {i} lost"));
+        let version = store.get(&key(i)).unwrap().map(|v| version_of(&v));
         let want = acked.get(&i).copied().unwrap_or(0);
-        let version = version_of(&v);
+        let verdict = check_version(version, want);
         assert!(
-            version >= want,
-            "{when}: key {i} has version {version}, acknowledged {want}"
+            verdict.is_ok(),
+            "{when}: key {i} {verdict:?}: version {version:?}, acknowledged {want}"
         );
         checked += acked.contains_key(&i) as u64;
     }

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use quiver_store::slot::{key_slot, SlotRange};
 use quiver_store::{BackendKind, Batch, Clock, Options, RangeItem, Store};
+use quiver_testkit::rng::Rng;
 
-use crate::common::{key, small_options, value, Rng};
+use crate::common::{key, small_options, value};
 
 const KEYS: u64 = 3000;
 

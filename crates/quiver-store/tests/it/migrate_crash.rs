@@ -19,8 +19,9 @@ use std::sync::Arc;
 
 use quiver_store::slot::key_slot;
 use quiver_store::{BackendKind, Durability, Entry, Options, RangeItem, Store};
+use quiver_testkit::rng::Rng;
 
-use crate::common::{key, small_options, Rng};
+use crate::common::{key, small_options};
 use crate::kill9::{self, value_of, version_of, AckLog};
 use crate::migrate::range;
 

@@ -15,8 +15,9 @@ use std::sync::Arc;
 use std::collections::BTreeMap;
 
 use quiver_store::{Access, Answer, BackendKind, Batch, Options, Store};
+use quiver_testkit::rng::{seed_from_env, Rng};
 
-use crate::common::{seed_from_env, small_options, Rng};
+use crate::common::small_options;
 
 /// Pipelines per pipeline writer; batches per batch writer.
 const ROUNDS: u64 = 400;
@@ -230,7 +231,6 @@ fn shared_contents(store: &Store) -> BTreeMap<u64, Vec<u8>> {
 #[test]
 fn batches_racing_pipelines_on_the_same_keys_keep_one_entry_per_key() {
     let seed = seed_from_env("QUIVER_RACE_SEED");
-    eprintln!("seed {seed} (set QUIVER_RACE_SEED to repeat)");
     let tmp = tempfile::tempdir().unwrap();
     let opts = Options {
         partitions: 8,

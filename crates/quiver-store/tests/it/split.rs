@@ -10,8 +10,9 @@ use parking_lot::Mutex;
 use quiver_store::layout::partition_dir;
 use quiver_store::slot::SlotRange;
 use quiver_store::{BackendKind, Options, Store};
+use quiver_testkit::rng::Rng;
 
-use crate::common::{key, small_options, Rng};
+use crate::common::{key, small_options};
 use crate::kill9::{self, drop_checkpoints, value_of};
 
 const KEYS: u64 = 20_000;

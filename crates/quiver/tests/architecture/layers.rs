@@ -12,13 +12,14 @@ pub const CRATE_LAYERS: &[&[&str]] = &[
     // The protocol's codec and slots; the planning maths (PRNG, set cover, simulations).
     &["quiver-resp", "quiver-plan"],
     // The parts, each on its own: the engine, the RESP service, the peer transport, the
-    // cluster's metadata, the client.
+    // cluster's metadata, the client; and the tests' kit (a dev-dependency only).
     &[
         "quiver-store",
         "quiver-service",
         "quiver-peer",
         "quiver-cluster",
         "quiver-client",
+        "quiver-testkit",
     ],
     // What is built of the parts: the node and the router, the load generators, the reports.
     &["quiver-server", "quiver-bench", "quiver-report"],

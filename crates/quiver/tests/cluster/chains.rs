@@ -8,8 +8,9 @@ use std::sync::mpsc;
 use bytes::Bytes;
 use quiver_client::cluster::{key_slot, ClusterClient};
 use quiver_client::{Connection, Value};
+use quiver_testkit::wait_until;
 
-use crate::harness::{cluster_options, text, wait_until, Cluster, Node};
+use crate::harness::{cluster_options, text, Cluster, Node};
 use crate::slots::cluster_slots;
 use crate::{error_text, keyslot};
 
@@ -282,9 +283,9 @@ fn a_stopped_tail_holds_writes_and_dirty_reads_until_it_answers() {
     );
 
     cluster.nodes[tail].pause(false);
-    let answer = written.recv_timeout(crate::harness::WAIT).unwrap();
+    let answer = written.recv_timeout(quiver_testkit::WAIT).unwrap();
     assert_eq!(answer.unwrap(), "Simple(\"OK\")");
-    let value = got.recv_timeout(crate::harness::WAIT).unwrap().unwrap();
+    let value = got.recv_timeout(quiver_testkit::WAIT).unwrap().unwrap();
     assert_eq!(value.as_deref(), Some(&b"d1"[..]));
     writer.join().unwrap();
     reader.join().unwrap();
@@ -302,13 +303,13 @@ fn redis_py_reads_from_replicas() {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/cluster/redis_py_cluster.py"
     );
-    let (status, out, err) = crate::harness::run(
-        std::process::Command::new(crate::harness::program("python3"))
+    let (status, out, err) = quiver_testkit::process::run(
+        std::process::Command::new(quiver_testkit::tool::require("python3"))
             .arg(script)
             .arg(cluster.nodes[0].port.to_string())
             .arg("3"),
         "redis_py_cluster.py",
-        crate::harness::WAIT * 3,
+        quiver_testkit::WAIT * 3,
     );
     assert!(
         status.success(),

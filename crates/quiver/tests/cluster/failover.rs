@@ -10,8 +10,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use quiver_client::{ClusterClient, Connection, Value};
+use quiver_testkit::wait_until;
 
-use crate::harness::{cluster_options, connect, connect_options, wait_until, Cluster, Placement};
+use crate::harness::{cluster_options, connect, connect_options, Cluster, Placement};
 use crate::history::{
     assert_linearizable, run_clients, Client, KeySpace, Kind, Load, Op, Outcome, Recorder,
 };

@@ -1,314 +1,33 @@
-//! Real processes for the cluster tests: an etcd ([`Etcd`]), `quiver serve --cluster` nodes
-//! ([`Node`]), `quiver router` front-ends ([`Router`]) and all of them together with a topology
-//! ([`Cluster`]).
+//! Real processes for the cluster tests: `quiver serve --cluster` nodes ([`Node`]), `quiver
+//! router` front-ends ([`Router`]) and all of them together with an etcd
+//! (`quiver_testkit::etcd`) and a topology ([`Cluster`]).
 //!
-//! Every process started here is stopped here, by its PID (`Child::kill`, SIGKILL), when its
-//! handle is dropped — a failing test leaves nothing running. Ports are picked free on
-//! loopback ([`free_port`]) and kept by the handle, so that a process restarted with
+//! Every process started here is stopped here, by its PID (SIGKILL, `quiver_testkit::process`),
+//! when its handle is dropped — a failing test leaves nothing running. Ports are picked free on
+//! loopback (`quiver_testkit::port`) and kept by the handle, so that a process restarted with
 //! `restart()` comes back at the same address (the topology records nodes by address). Every
 //! wait is bounded by [`WAIT`] and its failure prints the processes' log tails. A node may be
 //! given extra environment variables (a test-only fault), kept across its restarts.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{mpsc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::mpsc;
+use std::time::Duration;
 
 use quiver_client::{ClientOptions, ClusterClient, ClusterOptions, Connection, Value};
+use quiver_testkit::etcd::Etcd;
+use quiver_testkit::port::free_port;
+use quiver_testkit::process::{
+    append, first_line, log_len, run, start_retrying, tail, Guard, StartFailure,
+    REBIND_ATTEMPTS_MAX, REBIND_PAUSE, START_ATTEMPTS_MAX,
+};
+use quiver_testkit::serve::serve_command;
+use quiver_testkit::{wait_until, WAIT};
 
-/// Generous bound on anything a process should do soon (liveness, not timing).
-pub const WAIT: Duration = Duration::from_secs(60);
-/// Pause between two checks of a condition being waited for.
-const POLL: Duration = Duration::from_millis(50);
-/// How often `wait_stopped` asks whether a SIGSTOP took effect (it does in milliseconds).
-const STOP_POLL: Duration = Duration::from_millis(1);
-/// Lines of a log printed with a failure.
-const LOG_TAIL_LINES: usize = 40;
-/// Fresh ports tried for a node whose chosen port was taken meanwhile by another process.
-const START_ATTEMPTS_MAX: usize = 3;
-/// Binds tried when a node restarts on its port, which a connection may briefly hold.
-const REBIND_ATTEMPTS_MAX: usize = 50;
-/// Ports asked of the kernel before giving up on one we have not handed out yet.
-const PORT_ATTEMPTS_MAX: usize = 100;
 /// The settings file of every node: a small disk reserve (the default, 1 GiB, is taken on disk
 /// by each node: a few clusters at once would fill a shared disk).
 pub const NODE_CONFIG: &str = "disk-reserve = \"32mb\"\n";
-/// Bound on one probe of etcd's health (a connection, a request, its answer).
-const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Every port handed out by [`free_port`] in this test process: tests run in parallel, and two
-/// of them must not be given the same port between its release and its use.
-static PORTS_TAKEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
-
-/// A loopback port nothing listens on now, and never returned before in this process.
-pub fn free_port() -> u16 {
-    for _ in 0..PORT_ATTEMPTS_MAX {
-        let l = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-        let port = l.local_addr().unwrap().port();
-        if PORTS_TAKEN.lock().unwrap().insert(port) {
-            return port;
-        }
-    }
-    panic!("no fresh loopback port in {PORT_ATTEMPTS_MAX} attempts");
-}
-
-/// The last [`LOG_TAIL_LINES`] lines of a log file.
-pub fn tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
-}
-
-/// Waits until child `pid` is stopped (waitpid's WUNTRACED report). kill(2) only starts a
-/// SIGSTOP: the thread the kernel picks to take it stops the others once it runs, and on busy
-/// cores the rest of the process may serve for some milliseconds before that (a test that
-/// wrote to a "stopped" node saw its write committed).
-fn wait_stopped(pid: i32) {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let mut status = 0;
-        // SAFETY: waitpid(2) on our own child, writing only the local `status`; WNOHANG: it
-        // does not block, WUNTRACED: a stop is reported (and the child is not reaped).
-        let rc = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED | libc::WNOHANG) };
-        assert!(
-            rc >= 0,
-            "waitpid({pid}): {}",
-            std::io::Error::last_os_error()
-        );
-        if rc == pid {
-            assert!(
-                libc::WIFSTOPPED(status),
-                "pid {pid} ended while stopping: {status:#x}"
-            );
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "pid {pid} not stopped within {WAIT:?}"
-        );
-        std::thread::sleep(STOP_POLL);
-    }
-}
-
-/// Calls `check` until it succeeds, at most [`WAIT`]; then panics with `what`, the last
-/// failure and `logs()`.
-pub fn wait_until(
-    what: &str,
-    logs: impl Fn() -> String,
-    mut check: impl FnMut() -> Result<(), String>,
-) {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        match check() {
-            Ok(()) => return,
-            Err(last) if Instant::now() > deadline => {
-                panic!("{what}: not within {WAIT:?} (last: {last})\n{}", logs())
-            }
-            Err(_) => std::thread::sleep(POLL),
-        }
-    }
-}
-
-/// Runs a program to its end (a hang past `limit` kills it and fails the test); returns its
-/// exit status, stdout and stderr.
-pub fn run(cmd: &mut Command, what: &str, limit: Duration) -> (ExitStatus, String, String) {
-    crate::process::run(cmd, what, limit)
-}
-
-/// `name` on the PATH, or a panic naming the script that installs it.
-pub fn program(name: &str) -> PathBuf {
-    crate::process::find_program(name)
-        .unwrap_or_else(|| panic!("{name} is not installed: run scripts/test_deps.sh"))
-}
-
-/// Kills (SIGKILL, by PID) and reaps a child that may still run.
-pub fn kill_child(child: &mut Option<Child>) {
-    if let Some(mut c) = child.take() {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
-}
-
-/// A log file opened for appending: a restarted process adds to its predecessor's log.
-pub fn append(path: &Path) -> File {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .unwrap()
-}
-
-/// Why a process did not start.
-pub enum StartFailure {
-    /// A port was taken (by another process, or a connection still holding it).
-    PortInUse,
-    Other(String),
-}
-
-/// The length of a log file now: what a start writes comes after it.
-pub fn log_len(path: &Path) -> usize {
-    std::fs::metadata(path).map_or(0, |m| m.len() as usize)
-}
-
-/// A start that failed with `what`: [`StartFailure::PortInUse`] when its own part of the log
-/// (after `from`) says a port was taken, else `what` with the log's tail.
-fn start_failure(log: &Path, from: usize, what: String) -> StartFailure {
-    let written = std::fs::read(log).unwrap_or_default();
-    let this_start = String::from_utf8_lossy(written.get(from..).unwrap_or(&[]));
-    if this_start
-        .to_ascii_lowercase()
-        .contains("address already in use")
-    {
-        StartFailure::PortInUse
-    } else {
-        StartFailure::Other(format!("{what}; log:\n{}", tail(log)))
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// etcd
-
-/// One etcd member on loopback, its data in `DIR/data`, its log in `DIR/etcd.log`.
-pub struct Etcd {
-    dir: PathBuf,
-    client_port: u16,
-    peer_port: u16,
-    child: Option<Child>,
-}
-
-impl Etcd {
-    /// Starts etcd on two free ports and waits until it is healthy.
-    pub fn start(dir: &Path) -> Etcd {
-        std::fs::create_dir_all(dir).unwrap();
-        let mut etcd = Etcd {
-            dir: dir.to_path_buf(),
-            client_port: 0,
-            peer_port: 0,
-            child: None,
-        };
-        for _ in 0..START_ATTEMPTS_MAX {
-            etcd.client_port = free_port();
-            etcd.peer_port = free_port();
-            match etcd.spawn() {
-                Ok(()) => return etcd,
-                // A new member's data names its ports: the next attempt starts afresh.
-                Err(StartFailure::PortInUse) => {
-                    let _ = std::fs::remove_dir_all(etcd.dir.join("data"));
-                }
-                Err(StartFailure::Other(e)) => panic!("etcd: {e}"),
-            }
-        }
-        panic!("etcd: every port tried was taken:\n{}", tail(&etcd.log()));
-    }
-
-    /// `http://127.0.0.1:PORT`, the client URL.
-    pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
-    }
-
-    pub fn log(&self) -> PathBuf {
-        self.dir.join("etcd.log")
-    }
-
-    /// kill -9 (etcd syncs its WAL before it acknowledges: nothing acknowledged is lost).
-    pub fn stop(&mut self) {
-        assert!(self.child.is_some(), "etcd is not running");
-        kill_child(&mut self.child);
-    }
-
-    /// Starts etcd again on the same ports and data directory, and waits until it is healthy.
-    pub fn restart(&mut self) {
-        assert!(self.child.is_none(), "etcd is running");
-        for _ in 0..REBIND_ATTEMPTS_MAX {
-            match self.spawn() {
-                Ok(()) => return,
-                Err(StartFailure::PortInUse) => std::thread::sleep(POLL),
-                Err(StartFailure::Other(e)) => panic!("etcd restart: {e}"),
-            }
-        }
-        panic!(
-            "etcd: its ports stayed taken for {REBIND_ATTEMPTS_MAX} attempts:\n{}",
-            tail(&self.log())
-        );
-    }
-
-    /// Spawns etcd and waits until it is healthy (or has exited).
-    fn spawn(&mut self) -> Result<(), StartFailure> {
-        let client = self.url();
-        let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        let log_path = self.log();
-        let log_start = log_len(&log_path);
-        let log = append(&log_path);
-        let child = Command::new(program("etcd"))
-            .args(["--name", "quiver-test", "--data-dir"])
-            .arg(self.dir.join("data"))
-            .args(["--listen-client-urls", &client])
-            .args(["--advertise-client-urls", &client])
-            .args(["--listen-peer-urls", &peer])
-            .args(["--initial-advertise-peer-urls", &peer])
-            .args(["--initial-cluster", &format!("quiver-test={peer}")])
-            .args(["--logger", "zap"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("etcd starts");
-        // Kept in `self` while waiting: a failed wait unwinds through `Drop`, which kills it.
-        self.child = Some(child);
-        let port = self.client_port;
-        let mut exited = None;
-        wait_until(
-            "etcd healthy",
-            || tail(&log_path),
-            || {
-                let child = self.child.as_mut().unwrap();
-                if let Some(status) = child.try_wait().unwrap() {
-                    exited = Some(status);
-                    return Ok(());
-                }
-                etcd_healthy(port)
-            },
-        );
-        match exited {
-            None => Ok(()),
-            Some(status) => {
-                self.child = None;
-                Err(start_failure(
-                    &log_path,
-                    log_start,
-                    format!("etcd exited ({status})"),
-                ))
-            }
-        }
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        kill_child(&mut self.child);
-    }
-}
-
-/// `GET /health` on etcd's client port answers `"health":"true"`.
-fn etcd_healthy(port: u16) -> Result<(), String> {
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let mut s = TcpStream::connect_timeout(&addr, PROBE_TIMEOUT).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(PROBE_TIMEOUT)).unwrap();
-    s.set_write_timeout(Some(PROBE_TIMEOUT)).unwrap();
-    s.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .map_err(|e| e.to_string())?;
-    let mut response = String::new();
-    let _ = s.read_to_string(&mut response);
-    if response.contains(r#""health":"true""#) {
-        Ok(())
-    } else {
-        Err(format!("/health: {response:?}"))
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // nodes
@@ -345,7 +64,7 @@ pub struct Node {
     env: Env,
     /// Extra arguments of `serve` (and of its restarts), e.g. `--durability fsync`.
     args: Vec<String>,
-    child: Option<Child>,
+    process: Option<Guard>,
     /// Lines printed after the first (kept so the reading thread keeps draining the pipe).
     _stdout: Option<mpsc::Receiver<String>>,
 }
@@ -374,18 +93,15 @@ impl Node {
             cgroup: place.cgroup,
             env,
             args: args.iter().map(|a| a.to_string()).collect(),
-            child: None,
+            process: None,
             _stdout: None,
         };
-        for _ in 0..START_ATTEMPTS_MAX {
+        let log = node.log();
+        start_retrying(id, START_ATTEMPTS_MAX, Duration::ZERO, &log, || {
             node.port = free_port();
-            match node.spawn() {
-                Ok(()) => return node,
-                Err(StartFailure::PortInUse) => continue,
-                Err(StartFailure::Other(e)) => panic!("{id}: {e}"),
-            }
-        }
-        panic!("{id}: every port tried was taken:\n{}", tail(&node.log()));
+            node.spawn()
+        });
+        node
     }
 
     /// `127.0.0.1:PORT`.
@@ -447,45 +163,34 @@ impl Node {
     /// SIGSTOP (`stop: true`) or SIGCONT: the process stays, frozen or running again. A stop
     /// returns once every thread of the node has stopped.
     pub fn pause(&self, stop: bool) {
-        let child = self.child.as_ref().expect("a running node");
-        let signal = if stop { libc::SIGSTOP } else { libc::SIGCONT };
-        let pid = i32::try_from(child.id()).expect("a pid");
-        // SAFETY: kill(2) on our own child's pid; no memory is involved.
-        let rc = unsafe { libc::kill(pid, signal) };
-        assert_eq!(rc, 0, "kill({pid}, {signal})");
+        let process = self.process.as_ref().expect("a running node");
         if stop {
-            wait_stopped(pid);
+            process.freeze();
+        } else {
+            process.thaw();
         }
     }
 
     /// kill -9.
     pub fn kill9(&mut self) {
-        assert!(self.child.is_some(), "{} is not running", self.id);
-        kill_child(&mut self.child);
+        self.process
+            .take()
+            .unwrap_or_else(|| panic!("{} is not running", self.id))
+            .kill9();
     }
 
     /// Starts the node again on the same directory and port; returns once it listens.
     pub fn restart(&mut self) {
-        assert!(self.child.is_none(), "{} is running", self.id);
-        for _ in 0..REBIND_ATTEMPTS_MAX {
-            match self.spawn() {
-                Ok(()) => return,
-                Err(StartFailure::PortInUse) => std::thread::sleep(POLL),
-                Err(StartFailure::Other(e)) => panic!("{} restart: {e}", self.id),
-            }
-        }
-        panic!(
-            "{}: port {} stayed taken for {REBIND_ATTEMPTS_MAX} attempts:\n{}",
-            self.id,
-            self.port,
-            tail(&self.log())
-        );
+        assert!(self.process.is_none(), "{} is running", self.id);
+        let (what, log) = (format!("{} restart", self.id), self.log());
+        start_retrying(&what, REBIND_ATTEMPTS_MAX, REBIND_PAUSE, &log, || {
+            self.spawn()
+        });
     }
 
     /// Spawns `quiver --dir DIR serve --port PORT [--cluster ...] ARGS...` and reads its
     /// listening line.
     fn spawn(&mut self) -> Result<(), StartFailure> {
-        let port = self.port.to_string();
         let log_start = log_len(&self.log());
         let config = self.dir.with_extension("toml");
         std::fs::write(&config, NODE_CONFIG).unwrap();
@@ -502,10 +207,7 @@ impl Node {
             }
             None => Command::new(quiver),
         };
-        command
-            .arg("--dir")
-            .arg(&self.dir)
-            .args(["serve", "--port", &port]);
+        serve_command(&mut command, &self.dir, self.port);
         if let Some(etcd_url) = &self.etcd_url {
             command
                 .args(["--cluster", "--etcd", etcd_url])
@@ -515,16 +217,13 @@ impl Node {
             .args(&self.args)
             .arg("--config")
             .arg(&config)
-            .env("RUST_LOG", "info")
             .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
             .stderr(append(&self.log()))
             .spawn()
             .expect("the quiver binary starts");
         let expected = format!("quiver listening on {}", self.addr());
-        let (child, rx) = await_listening(child, &expected, &self.log(), log_start)?;
-        self.child = Some(child);
+        let (process, rx) = await_listening(child, &expected, &self.log(), log_start)?;
+        self.process = Some(process);
         self._stdout = Some(rx);
         Ok(())
     }
@@ -533,30 +232,22 @@ impl Node {
 /// Waits for a started server's first stdout line, `expected` (it is listening); otherwise
 /// kills it and says why, with the end of its log from `log_start`.
 pub fn await_listening(
-    mut child: Child,
+    child: Child,
     expected: &str,
     log: &Path,
     log_start: usize,
-) -> Result<(Child, mpsc::Receiver<String>), StartFailure> {
-    let rx = crate::process::lines_of(child.stdout.take().unwrap());
-    match rx.recv_timeout(WAIT) {
-        Ok(line) if line.trim() == expected => Ok((child, rx)),
-        other => {
-            let _ = child.kill();
-            let status = child.wait().unwrap();
-            Err(start_failure(
-                log,
-                log_start,
-                format!("no `{expected}` line ({other:?}; {status})"),
-            ))
-        }
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        kill_child(&mut self.child);
-    }
+) -> Result<(Guard, mpsc::Receiver<String>), StartFailure> {
+    let why = match first_line(child) {
+        Ok((process, line, rx)) if line.trim() == expected => return Ok((process, rx)),
+        // Dropping the process kills it.
+        Ok((_process, line, _)) => format!("{line:?} first"),
+        Err(e) => e,
+    };
+    Err(StartFailure::from_log(
+        log,
+        log_start,
+        format!("no `{expected}` line ({why})"),
+    ))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -573,7 +264,7 @@ pub struct Router {
     args: Vec<String>,
     /// The `--requirepass` among `args`: [`Router::conn`] authenticates with it.
     password: Option<String>,
-    child: Option<Child>,
+    process: Option<Guard>,
     /// Lines printed after the first (kept so the reading thread keeps draining the pipe).
     _stdout: Option<mpsc::Receiver<String>>,
 }
@@ -594,21 +285,15 @@ impl Router {
             etcd_url: etcd_url.to_string(),
             args: args.iter().map(|a| a.to_string()).collect(),
             password,
-            child: None,
+            process: None,
             _stdout: None,
         };
-        for _ in 0..START_ATTEMPTS_MAX {
+        let log = router.log();
+        start_retrying(name, START_ATTEMPTS_MAX, Duration::ZERO, &log, || {
             router.port = free_port();
-            match router.spawn() {
-                Ok(()) => return router,
-                Err(StartFailure::PortInUse) => continue,
-                Err(StartFailure::Other(e)) => panic!("{name}: {e}"),
-            }
-        }
-        panic!(
-            "{name}: every port tried was taken:\n{}",
-            tail(&router.log())
-        );
+            router.spawn()
+        });
+        router
     }
 
     /// `127.0.0.1:PORT`.
@@ -658,38 +343,30 @@ impl Router {
 
     /// kill -9.
     pub fn kill9(&mut self) {
-        assert!(self.child.is_some(), "{} is not running", self.name);
-        kill_child(&mut self.child);
+        self.running().kill9();
     }
 
     /// SIGTERM, and its exit within [`WAIT`] (a router that ignores it fails the test); the
     /// exit status.
     pub fn stop(&mut self) -> ExitStatus {
-        let mut child = self
-            .child
+        let what = format!("{} after SIGTERM", self.name);
+        self.running().terminate(&what, WAIT)
+    }
+
+    /// The process, which must be running; no longer the router's (it is stopped next).
+    fn running(&mut self) -> Guard {
+        self.process
             .take()
-            .unwrap_or_else(|| panic!("{} is not running", self.name));
-        // SAFETY: kill(2) of a child this handle started and has not reaped.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-        crate::process::wait_exit(&mut child, &format!("{} after SIGTERM", self.name), WAIT)
+            .unwrap_or_else(|| panic!("{} is not running", self.name))
     }
 
     /// Starts the router again on the same port; returns once it listens.
     pub fn restart(&mut self) {
-        assert!(self.child.is_none(), "{} is running", self.name);
-        for _ in 0..REBIND_ATTEMPTS_MAX {
-            match self.spawn() {
-                Ok(()) => return,
-                Err(StartFailure::PortInUse) => std::thread::sleep(POLL),
-                Err(StartFailure::Other(e)) => panic!("{} restart: {e}", self.name),
-            }
-        }
-        panic!(
-            "{}: port {} stayed taken for {REBIND_ATTEMPTS_MAX} attempts:\n{}",
-            self.name,
-            self.port,
-            tail(&self.log())
-        );
+        assert!(self.process.is_none(), "{} is running", self.name);
+        let (what, log) = (format!("{} restart", self.name), self.log());
+        start_retrying(&what, REBIND_ATTEMPTS_MAX, REBIND_PAUSE, &log, || {
+            self.spawn()
+        });
     }
 
     /// Spawns `quiver router --etcd URL --port PORT ARGS...` and reads its listening line.
@@ -713,16 +390,10 @@ impl Router {
             .and_then(|i| self.args.get(i + 1))
             .map_or("127.0.0.1", |b| b.as_str());
         let expected = format!("quiver router listening on {bind}:{port}");
-        let (child, rx) = await_listening(child, &expected, &self.log(), log_start)?;
-        self.child = Some(child);
+        let (process, rx) = await_listening(child, &expected, &self.log(), log_start)?;
+        self.process = Some(process);
         self._stdout = Some(rx);
         Ok(())
-    }
-}
-
-impl Drop for Router {
-    fn drop(&mut self) {
-        kill_child(&mut self.child);
     }
 }
 

@@ -28,10 +28,10 @@ use std::time::{Duration, Instant};
 
 use quiver_bench::rng::WyRand;
 use quiver_client::{ClusterClient, Connection, Error, Value};
+use quiver_testkit::process::run;
+use quiver_testkit::WAIT;
 use serde::Deserialize;
 use serde_json::json;
-
-use crate::harness::{run, WAIT};
 
 /// Bound on the operations one recorder keeps (porcupine's search grows with the history; a
 /// client stops before invoking one more).

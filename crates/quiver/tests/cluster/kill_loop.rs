@@ -31,18 +31,18 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use quiver_bench::rng::WyRand;
 use quiver_client::{ClusterClient, Connection, Error, Value};
 use quiver_store::slot::key_slot;
+use quiver_testkit::acked::{Finding, Verdict};
+use quiver_testkit::rng::{seed_from_env_or, Rng};
+use quiver_testkit::wait_until;
 
-use crate::harness::{cluster_client, connect, wait_until, Cluster};
+use crate::harness::{cluster_client, connect, Cluster};
 use crate::history::{outcome_of_error, Outcome as Recorded, REFUSALS};
 
 mod model;
 
-use model::{
-    mset_whole, value, Finding, FindingKind, KeyKind, KeyModel, MsetInFlight, Outcome, Write,
-};
+use model::{mset_whole, value, KeyKind, KeyModel, MsetInFlight, Outcome, Write};
 
 /// Nodes, chain length, managers: every node in every chain, a manager to take over.
 const NODES: usize = 3;
@@ -105,7 +105,7 @@ fn chain_crash_loop_long() {
 /// they may hold, and this cycle's outcomes.
 struct Writer {
     id: usize,
-    rng: WyRand,
+    rng: Rng,
     next_op: u64,
     keys: Vec<KeyModel>,
     /// The MSETs in flight this cycle (checked whole, then forgotten).
@@ -142,7 +142,7 @@ impl Writer {
         }
         Writer {
             id,
-            rng: WyRand::new(seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            rng: Rng::new(seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
             next_op: 1,
             keys,
             msets: Vec::new(),
@@ -205,7 +205,7 @@ impl Writer {
             Err(found) => {
                 let key = &self.keys[keys[0]];
                 self.finding = Some(Finding {
-                    kind: FindingKind::Wrong,
+                    verdict: Verdict::Wrong,
                     key: key.name.clone(),
                     member: format!("the reply to {name} (write {op})"),
                     expected: key.expected(),
@@ -398,18 +398,15 @@ impl Tally {
 /// `cycles` kill cycles; prints the tally.
 fn run(cycles: usize) {
     let started = Instant::now();
-    let seed = std::env::var(SEED_ENV)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(SEED);
+    let seed = seed_from_env_or(SEED_ENV, SEED);
     let mut cluster = Cluster::start_failover(NODES, REPLICAS as u8, MANAGERS);
     let first = chains(&cluster);
     let mut writers: Vec<Writer> = (0..WRITERS)
         .map(|id| Writer::new(id, seed, &tags(&first, id)))
         .collect();
-    let mut rng = WyRand::new(seed);
+    let mut rng = Rng::new(seed);
     let mut tally = Tally::default();
-    eprintln!("chain crash loop: {cycles} cycles, seed {seed}");
+    eprintln!("chain crash loop: {cycles} cycles");
     for cycle in 0..cycles {
         kill_cycle(&mut cluster, &mut writers, &mut rng, cycle, &mut tally);
         tally.cycles += 1;
@@ -430,7 +427,7 @@ fn run(cycles: usize) {
 fn kill_cycle(
     cluster: &mut Cluster,
     writers: &mut [Writer],
-    rng: &mut WyRand,
+    rng: &mut Rng,
     cycle: usize,
     tally: &mut Tally,
 ) {
@@ -592,7 +589,7 @@ fn verify(cluster: &Cluster, writers: &mut [Writer]) -> Result<(), Finding> {
             }
             if seen.windows(2).any(|pair| pair[0].1 != pair[1].1) {
                 return Err(Finding {
-                    kind: FindingKind::Wrong,
+                    verdict: Verdict::Wrong,
                     key: key.name.clone(),
                     member: "its chain".to_string(),
                     expected: "one value on every member".to_string(),

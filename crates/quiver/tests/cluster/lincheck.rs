@@ -6,7 +6,10 @@
 
 use std::time::Duration;
 
-use crate::harness::{connect, tail, wait_until, Node};
+use quiver_testkit::process::tail;
+use quiver_testkit::wait_until;
+
+use crate::harness::{connect, Node};
 use crate::history::{
     assert_linearizable, check, run_clients, write_history, Counts, KeySpace, Kind, Load, Op,
     Outcome, Recorder, Returned, Verdict,

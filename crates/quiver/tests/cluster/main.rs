@@ -41,8 +41,6 @@ mod manager;
 mod moves;
 mod outage;
 mod partition;
-#[path = "../common/process.rs"]
-mod process;
 mod proxy;
 mod router;
 mod script;
@@ -52,8 +50,10 @@ use std::collections::BTreeSet;
 use std::process::Command;
 
 use quiver_client::{ClusterClient, Connection, Error, Value};
+use quiver_testkit::process::run;
+use quiver_testkit::{tool, WAIT};
 
-use harness::{program, run, text, Cluster, WAIT};
+use harness::{text, Cluster};
 use slots::cluster_slots;
 
 /// The index of the node owning `key` in `cluster`, as `client`'s slot table says.
@@ -88,7 +88,7 @@ fn error_text(reply: quiver_client::Result<Value>) -> String {
 #[test]
 fn redis_cli_follows_moved() {
     let cluster = Cluster::start(3);
-    let cli = program("redis-cli");
+    let cli = tool::require("redis-cli");
     let port1 = cluster.nodes[0].port.to_string();
     let client = cluster.client();
     let keys: Vec<String> = (0..30).map(|i| format!("cli:{i}")).collect();
@@ -146,7 +146,7 @@ fn redis_py_cluster() {
         "/tests/cluster/redis_py_cluster.py"
     );
     let (status, out, err) = run(
-        Command::new(program("python3"))
+        Command::new(tool::require("python3"))
             .arg(script)
             .arg(cluster.nodes[0].port.to_string()),
         "redis_py_cluster.py",
@@ -164,7 +164,7 @@ fn redis_benchmark_cluster() {
     let cluster = Cluster::start(3);
     let port1 = cluster.nodes[0].port.to_string();
     let (status, out, err) = run(
-        Command::new(program("redis-benchmark"))
+        Command::new(tool::require("redis-benchmark"))
             .args(["--cluster", "-h", "127.0.0.1", "-p", &port1])
             .args(["-t", "set,get", "-n", "20000", "-q"]),
         "redis-benchmark --cluster",
@@ -172,7 +172,7 @@ fn redis_benchmark_cluster() {
     );
     let output = out + &err;
     assert!(status.success(), "redis-benchmark: {status}\n{output}");
-    let lines = process::benchmark_lines(&output);
+    let lines = quiver_testkit::redis::benchmark_lines(&output);
     for line in &lines {
         assert!(
             !line.to_ascii_lowercase().contains("error") && !line.contains("ERR"),

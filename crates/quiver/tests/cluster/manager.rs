@@ -2,13 +2,14 @@
 //! nodes hold short leases, with managers that repair its chains.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::harness::{
-    append, await_listening, kill_child, log_len, wait_until, Cluster, Env, Placement, StartFailure,
-};
+use quiver_testkit::process::{append, log_len, Guard, StartFailure};
+use quiver_testkit::wait_until;
+
+use crate::harness::{await_listening, Cluster, Env, Placement};
 
 /// Lease of the failover tests' nodes and managers, in milliseconds: etcd's shortest, so a
 /// failover takes a few seconds.
@@ -19,7 +20,7 @@ pub struct Manager {
     pub name: String,
     dir: PathBuf,
     etcd_url: String,
-    child: Option<Child>,
+    process: Option<Guard>,
     /// Kept so the reading thread keeps draining the pipe.
     _stdout: Option<mpsc::Receiver<String>>,
 }
@@ -32,7 +33,7 @@ impl Manager {
             name: name.to_string(),
             dir: dir.to_path_buf(),
             etcd_url: etcd_url.to_string(),
-            child: None,
+            process: None,
             _stdout: None,
         };
         manager.spawn();
@@ -49,13 +50,15 @@ impl Manager {
 
     /// kill -9.
     pub fn kill9(&mut self) {
-        assert!(self.child.is_some(), "{} is not running", self.name);
-        kill_child(&mut self.child);
+        self.process
+            .take()
+            .unwrap_or_else(|| panic!("{} is not running", self.name))
+            .kill9();
     }
 
     /// Starts the manager again under the same name; returns once it runs.
     pub fn restart(&mut self) {
-        assert!(self.child.is_none(), "{} is running", self.name);
+        assert!(self.process.is_none(), "{} is running", self.name);
         self.spawn();
     }
 
@@ -72,19 +75,13 @@ impl Manager {
             .expect("the quiver binary starts");
         let expected = format!("quiver manager {} running", self.name);
         match await_listening(child, &expected, &self.log(), log_start) {
-            Ok((child, rx)) => {
-                self.child = Some(child);
+            Ok((process, rx)) => {
+                self.process = Some(process);
                 self._stdout = Some(rx);
             }
             Err(StartFailure::PortInUse) => unreachable!("a manager listens on no port"),
             Err(StartFailure::Other(e)) => panic!("{}: {e}", self.name),
         }
-    }
-}
-
-impl Drop for Manager {
-    fn drop(&mut self) {
-        kill_child(&mut self.child);
     }
 }
 
@@ -202,7 +199,7 @@ impl Cluster {
         let name = status["manager"].as_str()?;
         self.managers
             .iter()
-            .position(|m| m.name == name && m.child.is_some())
+            .position(|m| m.name == name && m.process.is_some())
     }
 
     /// The chains in etcd now.

@@ -11,13 +11,15 @@ pub mod load;
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Arc;
 
 use quiver_client::Value;
 use quiver_store::slot::key_slot;
+use quiver_testkit::process::{tail, Guard};
+use quiver_testkit::wait_until;
 
-use crate::harness::{cluster_client, tail, wait_until, Cluster, Env, Node};
+use crate::harness::{cluster_client, Cluster, Env, Node};
 use load::{Known, Kv, Load, Report};
 
 /// Keys per MSET while loading, and per MGET while reading back.
@@ -193,7 +195,7 @@ fn count_lines(text: &str, what: &str) -> usize {
 /// `quiver cluster move-slots` in the background, its output in a file of the cluster's
 /// directory; killed (by PID) if the test ends before it does.
 struct Mover {
-    child: Option<Child>,
+    process: Option<Guard>,
     log: PathBuf,
 }
 
@@ -210,14 +212,14 @@ impl Mover {
             .spawn()
             .expect("quiver cluster move-slots starts");
         Mover {
-            child: Some(child),
+            process: Some(Guard::new(child)),
             log,
         }
     }
 
-    /// Waits for its exit (bounded by [`crate::harness::WAIT`]).
+    /// Waits for its exit (bounded by [`quiver_testkit::WAIT`]).
     fn wait(&mut self, cluster: &Cluster) -> ExitStatus {
-        let child = self.child.as_mut().expect("the mover runs");
+        let child = self.process.as_mut().expect("the mover runs").child();
         let mut exited = None;
         wait_until(
             "the mover's exit",
@@ -230,21 +232,12 @@ impl Mover {
                 None => Err("still running".into()),
             },
         );
-        self.child = None;
+        self.process = None;
         exited.unwrap()
     }
 
     fn output(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Mover {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
     }
 }
 

@@ -8,8 +8,9 @@ use std::thread::JoinHandle;
 
 use quiver_client::Error;
 use quiver_store::slot::key_slot;
+use quiver_testkit::wait_until;
 
-use crate::harness::{cluster_client, wait_until, Cluster};
+use crate::harness::{cluster_client, Cluster};
 use crate::slots::parse_moved;
 
 /// Failures of the load kept for the report (all are counted).

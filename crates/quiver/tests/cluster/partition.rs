@@ -20,8 +20,11 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use quiver_testkit::process::run;
+use quiver_testkit::{wait_until, WAIT};
+
 use crate::failover::{acknowledged_writes_after, key_space, record_keys, RECORD_FOR};
-use crate::harness::{run, wait_until, Cluster, Placement, WAIT};
+use crate::harness::{Cluster, Placement};
 
 /// How long the partition stays after node-2 is out of its chains (it rejoins, as tail,
 /// where the link works).
@@ -51,7 +54,7 @@ impl Netfilter {
         if unsafe { libc::geteuid() } != 0 {
             return skip("iptables and cgroups need root");
         }
-        let Some(iptables) = crate::process::find_program("iptables") else {
+        let Some(iptables) = quiver_testkit::tool::find("iptables") else {
             return skip("iptables is not installed (scripts/test_deps.sh installs it)");
         };
         let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();

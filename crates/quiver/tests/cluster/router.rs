@@ -16,8 +16,10 @@ use std::process::Command;
 use std::sync::Arc;
 
 use quiver_client::{Connection, Error, Value};
+use quiver_testkit::process::run;
+use quiver_testkit::{tool, wait_until, WAIT};
 
-use crate::harness::{connect, connect_options, program, run, wait_until, Cluster, WAIT};
+use crate::harness::{connect, connect_options, Cluster};
 use crate::moves::load::{Kv, Load};
 use crate::moves::{
     assert_no_failures, expected_after, owners, pairs_in, range, read_back, read_back_via,
@@ -243,7 +245,7 @@ fn resp(args: &[&str]) -> String {
 fn redis_cli_through_router() {
     let mut cluster = Cluster::start(3);
     let r = cluster.start_router();
-    let cli = program("redis-cli");
+    let cli = tool::require("redis-cli");
     let port = cluster.routers[r].port.to_string();
     let redis_cli = |args: &[&str]| -> String {
         let (status, out, err) = run(
@@ -289,7 +291,7 @@ fn redis_cli_through_router() {
     for (i, k) in pipe_keys.iter().enumerate() {
         input.push_str(&resp(&["SET", k, &format!("piped-{i}")]));
     }
-    let (status, out, err) = crate::process::run_with_input(
+    let (status, out, err) = quiver_testkit::process::run_with_input(
         Command::new(&cli).args(["-p", &port, "--pipe"]),
         input.into_bytes(),
         "redis-cli --pipe",
@@ -315,7 +317,7 @@ fn redis_cli_through_router() {
     for (i, k) in pipe_keys.iter().take(100).enumerate() {
         lines.push_str(&format!("GET {k}\nAPPEND {k} +{i}\n"));
     }
-    let (status, out, err) = crate::process::run_with_input(
+    let (status, out, err) = quiver_testkit::process::run_with_input(
         Command::new(&cli).args(["-p", &port]),
         lines.into_bytes(),
         "redis-cli reading commands from stdin",
@@ -356,7 +358,7 @@ fn redis_py_through_router() {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/cluster/redis_py_router.py"
     );
-    let mut cmd = Command::new(program("python3"));
+    let mut cmd = Command::new(tool::require("python3"));
     cmd.arg(script).arg(cluster.routers[r].port.to_string());
     cmd.args(cluster.nodes.iter().map(|n| n.port.to_string()));
     let (status, out, err) = run(&mut cmd, "redis_py_router.py", WAIT * 3);
@@ -1005,7 +1007,7 @@ fn mget_width_over_replicas_next_to_the_simulation() {
 #[test]
 fn router_refuses_http_requests_and_outside_clients_and_bounds_metrics() {
     let mut cluster = Cluster::start(1);
-    let metrics = format!("127.0.0.1:{}", crate::harness::free_port());
+    let metrics = format!("127.0.0.1:{}", quiver_testkit::port::free_port());
     let r = cluster.start_router_with(&["--bind", "0.0.0.0", "--metrics-addr", &metrics]);
     let addr = cluster.routers[r].addr();
 

@@ -5,8 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use quiver_store::slot::key_slot;
+use quiver_testkit::process::{run, tail};
+use quiver_testkit::{tool, WAIT};
 
-use crate::harness::{cluster_client, connect, info_number, program, run, tail, NODE_CONFIG, WAIT};
+use crate::harness::{cluster_client, connect, info_number, NODE_CONFIG};
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/cluster.sh");
 
@@ -189,7 +191,7 @@ fn scripts_cluster_sh() {
         "{info}"
     );
     assert_eq!(info_number(&info, "router_backends"), Some(3), "{info}");
-    let cli = program("redis-cli");
+    let cli = tool::require("redis-cli");
     let port = router_port.to_string();
     let redis_cli = |args: &[&str]| -> String {
         let (status, out, err) = run(

@@ -24,7 +24,7 @@ fn cmd(name: &str, rest: Vec<String>) -> Vec<String> {
 
 #[test]
 fn msets_after_mass_deletes_are_answered() {
-    if process::find_program("redis-cli").is_none() {
+    if tool::find("redis-cli").is_none() {
         eprintln!("SKIPPED: redis-cli is not installed (scripts/test_deps.sh installs it)");
         return;
     }

@@ -11,45 +11,12 @@
 
 use super::*;
 
+use quiver_testkit::tmpfs::Tmpfs;
+
 /// The report's disk.
 const TMPFS_SIZE: &str = "64m";
 /// Value of key `i`: 4 KiB, derived from `i`.
 const VALUE_BYTES: usize = 4096;
-
-/// A tmpfs mounted on a fresh directory, unmounted on drop (declare it before any server).
-struct Tmpfs {
-    path: PathBuf,
-}
-
-impl Tmpfs {
-    fn mount() -> Option<Tmpfs> {
-        let path = tempfile::tempdir().unwrap().keep();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={TMPFS_SIZE}"), "tmpfs"])
-            .arg(&path)
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !ok {
-            eprintln!("SKIPPED full-disk test: cannot mount a tmpfs (it needs root)");
-            let _ = std::fs::remove_dir(&path);
-            return None;
-        }
-        Some(Tmpfs { path })
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let ok = Command::new("umount")
-            .arg(&self.path)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            let _ = Command::new("umount").arg("-l").arg(&self.path).status();
-        }
-        let _ = std::fs::remove_dir(&self.path);
-    }
-}
 
 fn key(i: u64) -> String {
     format!("k{i}")
@@ -68,7 +35,7 @@ fn is_no_space(e: &quiver_client::Error) -> bool {
 /// Starts a server on `fs` with small segments (the unit compaction frees space in) and the
 /// given disk reserve.
 fn serve_on(fs: &Tmpfs, disk_reserve: &str) -> Served {
-    let config = fs.path.join("quiver.toml");
+    let config = fs.path().join("quiver.toml");
     std::fs::write(
         &config,
         format!(
@@ -77,8 +44,8 @@ fn serve_on(fs: &Tmpfs, disk_reserve: &str) -> Served {
     )
     .unwrap();
     serve(
-        &fs.path.join("store"),
-        &fs.path.join("logs"),
+        &fs.path().join("store"),
+        &fs.path().join("logs"),
         &["--config", config.to_str().unwrap()],
     )
 }
@@ -132,7 +99,10 @@ fn verify(c: &mut Connection, acked: &[u64], what: &str) {
 /// The index checkpoints of the store under `fs`, byte for byte.
 fn checkpoints(fs: &Tmpfs) -> Vec<(PathBuf, Vec<u8>)> {
     let mut v = Vec::new();
-    for entry in std::fs::read_dir(fs.path.join("store")).unwrap().flatten() {
+    for entry in std::fs::read_dir(fs.path().join("store"))
+        .unwrap()
+        .flatten()
+    {
         let ckpt = entry.path().join("index.ckpt");
         if let Ok(bytes) = std::fs::read(&ckpt) {
             v.push((ckpt, bytes));
@@ -144,7 +114,9 @@ fn checkpoints(fs: &Tmpfs) -> Vec<(PathBuf, Vec<u8>)> {
 
 #[test]
 fn full_disk_deletes_go_through_and_writes_resume_without_a_restart() {
-    let Some(fs) = Tmpfs::mount() else { return };
+    let Some(fs) = Tmpfs::mount(TMPFS_SIZE) else {
+        return;
+    };
     let server = serve_on(&fs, "1gb"); // capped at 1/32 of the disk: 2 MiB
     let mut c = server.client();
     let (mut next, mut acked) = (0u64, Vec::new());
@@ -211,7 +183,7 @@ fn full_disk_deletes_go_through_and_writes_resume_without_a_restart() {
     // The offline commands only read: they work on the full disk and change no file.
     let before = checkpoints(&fs);
     assert!(!before.is_empty());
-    let dir = fs.path.join("store");
+    let dir = fs.path().join("store");
     let (status, out, err) = quiver(&dir, &["stats"]);
     assert!(
         status.success(),
@@ -243,7 +215,9 @@ fn full_disk_deletes_go_through_and_writes_resume_without_a_restart() {
 /// Without a reserve, a DEL that does not fit is refused whole, and says so.
 #[test]
 fn full_disk_refuses_a_multi_key_del_whole() {
-    let Some(fs) = Tmpfs::mount() else { return };
+    let Some(fs) = Tmpfs::mount(TMPFS_SIZE) else {
+        return;
+    };
     let server = serve_on(&fs, "0");
     let mut c = server.client();
     let (mut next, mut acked) = (0u64, Vec::new());

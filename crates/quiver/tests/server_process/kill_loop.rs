@@ -31,12 +31,14 @@ use std::sync::atomic::AtomicBool;
 
 use bytes::BytesMut;
 use quiver_client::{encode_command, Parser};
+use quiver_testkit::acked::Verdict;
+use quiver_testkit::process::tail_text;
 
 mod model;
 
 use model::{
     initial, key_name, now_ms, read_keys, render, resolve, Expect, Expiry, Op, State, Step, Ttl,
-    Unit, Verdict, COUNTERS, LONG_TTL_S, REGISTERS, UNITS_IN_FLIGHT_MAX,
+    Unit, COUNTERS, LONG_TTL_S, REGISTERS, UNITS_IN_FLIGHT_MAX,
 };
 
 /// Client connections writing at once, each on keys of its own.
@@ -68,8 +70,6 @@ const CYCLES_ENV: &str = "QUIVER_SERVER_KILL_CYCLES";
 const LONG_CYCLES_DEFAULT: usize = 1_000;
 /// The long run reports progress every this many cycles.
 const PROGRESS_EVERY: usize = 50;
-/// Lines of a server's stderr shown with a failure.
-const STDERR_TAIL_LINES: usize = 40;
 const READ_CHUNK: usize = 64 * 1024;
 
 /// The kinds of operation in the load, with their weights.
@@ -447,11 +447,6 @@ impl Tally {
     }
 }
 
-fn tail(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join("\n")
-}
-
 /// Checks every key of every thread on `server`, after the kill that ended cycle `cycle`
 /// (whose server logged to `killed_log`); each thread then starts from what was found.
 fn check_all(
@@ -479,15 +474,11 @@ fn check_all(
                 }
                 let cycle = cycle.map_or("before any kill".into(), |c| format!("cycle {c}"));
                 panic!(
-                    "{cycle}: {:?}: key {}: expected {}, found {}\n{}\nstderr of the killed \
-                     server (tail):\n{}\nstderr of the restarted server (tail):\n{}",
-                    f.verdict,
-                    f.key,
-                    f.expected,
-                    f.found,
+                    "{cycle}: {f}\n{}\nstderr of the killed server (tail):\n{}\nstderr of the \
+                     restarted server (tail):\n{}",
                     tally.line(),
-                    tail(&killed_log.map(read_log).unwrap_or_default()),
-                    tail(&server.stderr())
+                    tail_text(&killed_log.map(read_log).unwrap_or_default()),
+                    tail_text(&server.stderr())
                 );
             }
         }
@@ -499,9 +490,9 @@ fn check_all(
 fn crash_loop(cycles: usize) -> Tally {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, logs) = (tmp.path().join("store"), tmp.path().join("logs"));
-    let mut rng = Rng::from_time();
+    let mut rng = Rng::new(seed_from_env(SEED_ENV));
     let mut writers: Vec<Writer> = (0..LOAD_THREADS)
-        .map(|t| Writer::new(t, Rng(rng.below(u64::MAX))))
+        .map(|t| Writer::new(t, Rng::new(rng.next_u64())))
         .collect();
     let mut tally = Tally::default();
     let mut killed_log: Option<PathBuf> = None;
@@ -538,7 +529,7 @@ fn crash_loop(cycles: usize) -> Tally {
             assert!(
                 Instant::now() < deadline,
                 "cycle {cycle}: the load made no progress; stderr:\n{}",
-                tail(&server.stderr())
+                tail_text(&server.stderr())
             );
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -550,7 +541,7 @@ fn crash_loop(cycles: usize) -> Tally {
             if let Err(message) = result {
                 panic!(
                     "cycle {cycle} ({durability}): {message}\nstderr (tail):\n{}",
-                    tail(&server.stderr())
+                    tail_text(&server.stderr())
                 );
             }
             tally.in_flight += w.in_flight();

@@ -14,27 +14,29 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use quiver_client::{ClientOptions, Connection, Value};
-
-#[path = "../common/process.rs"]
-mod process;
+use quiver_testkit::acked::Writes;
+use quiver_testkit::process::{self, Guard};
+use quiver_testkit::rng::{seed_from_env, Rng};
+use quiver_testkit::serve::{self, serve_command};
+use quiver_testkit::{tool, WAIT};
 
 mod damage;
 mod deletes;
 mod full_disk;
 mod kill_loop;
 
-/// Generous bound for anything a process should do soon (liveness, not timing).
-const WAIT: Duration = Duration::from_secs(60);
+/// The seed of the kill tests' timing (the kill loop's mix too).
+const SEED_ENV: &str = "QUIVER_SERVER_KILL_SEED";
 
-/// A running `quiver serve`.
+/// A running `quiver serve`, killed when dropped.
 struct Served {
-    child: Child,
+    process: Guard,
     /// `127.0.0.1:PORT`.
     addr: String,
     stderr_path: PathBuf,
@@ -56,29 +58,18 @@ fn serve_logging_to(
     stderr_path: PathBuf,
     extra: &[&str],
 ) -> Served {
-    let (mut child, stdout) = spawn_serve_to(dir, stderr, extra);
-    let first = match stdout.recv_timeout(WAIT) {
-        Ok(line) => line,
-        Err(e) => {
-            let _ = child.kill();
-            let status = child.wait().unwrap();
-            panic!(
-                "quiver serve printed no address ({e}; {status}); stderr:\n{}",
-                read_log(&stderr_path)
-            );
-        }
-    };
-    let addr = first
-        .strip_prefix("quiver listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-        .trim()
-        .to_string();
-    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+    let served = serve::start(serve_quiver(dir, extra).stderr(stderr)).unwrap_or_else(|e| {
+        panic!(
+            "quiver serve printed no address ({e}); stderr:\n{}",
+            read_log(&stderr_path)
+        )
+    });
+    assert!(served.addr.starts_with("127.0.0.1:"), "{}", served.addr);
     Served {
-        child,
-        addr,
+        process: served.process,
+        addr: served.addr,
         stderr_path,
-        _stdout: stdout,
+        _stdout: served.stdout,
     }
 }
 
@@ -90,7 +81,11 @@ fn spawn_serve(
     extra: &[&str],
 ) -> (Child, PathBuf, mpsc::Receiver<String>) {
     let (stderr, stderr_path) = stderr_file(logs);
-    let (child, rx) = spawn_serve_to(dir, stderr, extra);
+    let mut child = serve_quiver(dir, extra)
+        .stderr(stderr)
+        .spawn()
+        .expect("the quiver binary starts");
+    let rx = process::lines_of(child.stdout.take().unwrap());
     (child, stderr_path, rx)
 }
 
@@ -106,25 +101,11 @@ fn stderr_file(logs: &Path) -> (std::fs::File, PathBuf) {
     (stderr, stderr_path)
 }
 
-/// [`spawn_serve`] with stderr on `stderr`.
-fn spawn_serve_to(
-    dir: &Path,
-    stderr: std::fs::File,
-    extra: &[&str],
-) -> (Child, mpsc::Receiver<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
-        .arg("--dir")
-        .arg(dir)
-        .args(["serve", "--port", "0"])
-        .args(extra)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .expect("the quiver binary starts");
-    let rx = process::lines_of(child.stdout.take().unwrap());
-    (child, rx)
+/// `quiver --dir DIR serve --port 0 EXTRA...`, to be given its stderr and spawned.
+fn serve_quiver(dir: &Path, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_quiver"));
+    serve_command(&mut cmd, dir, 0).args(extra);
+    cmd
 }
 
 fn read_log(path: &Path) -> String {
@@ -156,7 +137,7 @@ fn quiver(dir: &Path, args: &[&str]) -> (ExitStatus, String, String) {
 /// `redis-cli -p PORT ARGS...` against a served address; its stdout. `None` when redis-cli is
 /// not installed (scripts/test_deps.sh installs it).
 fn redis_cli(addr: &str, args: &[String]) -> Option<String> {
-    let cli = process::find_program("redis-cli")?;
+    let cli = tool::find("redis-cli")?;
     let port = addr.rsplit(':').next().unwrap();
     let (status, out, err) = run(
         Command::new(cli).args(["-p", port]).args(args),
@@ -181,22 +162,18 @@ impl Served {
     }
 
     fn signal(&self, signal: libc::c_int) {
-        let pid = libc::pid_t::try_from(self.child.id()).unwrap();
-        // SAFETY: kill(2) on our own child, which has not been reaped yet.
-        let rc = unsafe { libc::kill(pid, signal) };
-        assert_eq!(rc, 0, "kill({pid}, {signal})");
+        self.process.signal(signal);
     }
 
     /// SIGKILL, then reap.
     fn kill_9(&mut self) {
-        self.child.kill().expect("kill -9 the server");
-        self.child.wait().unwrap();
+        self.process.kill9();
     }
 
     /// Sends `signal` and expects a clean exit (code 0).
     fn stop_with(mut self, signal: libc::c_int) -> String {
         self.signal(signal);
-        let status = wait_exit(&mut self.child, "shutdown");
+        let status = self.process.wait_exit("shutdown", WAIT);
         let log = self.stderr();
         assert_eq!(
             status.code(),
@@ -208,35 +185,6 @@ impl Served {
 
     fn stderr(&self) -> String {
         read_log(&self.stderr_path)
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// wyrand: enough randomness for kill timing, reproducible from the printed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn from_time() -> Rng {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64;
-        eprintln!("rng seed {seed}");
-        Rng(seed)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0xa076_1d64_78bd_642f);
-        let t = u128::from(self.0) * u128::from(self.0 ^ 0xe703_7ed1_a0b4_28db);
-        (((t >> 64) as u64) ^ (t as u64)) % n
     }
 }
 
@@ -270,10 +218,7 @@ impl Batch {
 
 /// What one writer saw: the batches acknowledged with +OK, and those in flight when the
 /// server died (each applied or not, but never in part).
-struct WriterLog {
-    acked: Vec<Batch>,
-    in_flight: Vec<Batch>,
-}
+type WriterLog = Writes<Batch>;
 
 /// MSETs in flight per writer: several, so the kill often lands while the server has
 /// unanswered MSETs in hand.
@@ -290,10 +235,7 @@ fn writer(
 ) -> WriterLog {
     stream.set_read_timeout(Some(WAIT)).unwrap();
     stream.set_write_timeout(Some(WAIT)).unwrap();
-    let mut log = WriterLog {
-        acked: Vec::new(),
-        in_flight: Vec::new(),
-    };
+    let mut log = WriterLog::default();
     let mut next = 0;
     loop {
         let batches: Vec<Batch> = (next..next + PIPELINE)
@@ -396,7 +338,7 @@ fn verify(conn: &mut Connection, acked: &[Batch], in_flight: &[Vec<Batch>]) {
 fn kill_9_loses_no_acknowledged_mset() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, logs) = (tmp.path().join("store"), tmp.path().join("logs"));
-    let mut rng = Rng::from_time();
+    let mut rng = Rng::new(seed_from_env(SEED_ENV));
     let mut acked: Vec<Batch> = Vec::new();
     let mut in_flight: Vec<Vec<Batch>> = Vec::new();
     for cycle in 0..CYCLES {
@@ -553,7 +495,9 @@ fn sigterm_with_a_failing_close_names_the_close() {
     drop(c);
     std::fs::remove_dir_all(&dir).unwrap();
     server.signal(libc::SIGTERM);
-    let status = wait_exit(&mut server.child, "shutdown with a failing close");
+    let status = server
+        .process
+        .wait_exit("shutdown with a failing close", WAIT);
     let log = server.stderr();
     assert_eq!(status.code(), Some(1), "{status}; stderr:\n{log}");
     assert!(
@@ -650,12 +594,7 @@ fn config_file_settings_and_flag_overrides() {
 
 #[test]
 fn redis_benchmark_runs_without_errors() {
-    let Some(benchmark) = process::find_program("redis-benchmark") else {
-        panic!(
-            "redis-benchmark is not installed (Debian package redis-tools): run \
-             scripts/test_deps.sh"
-        );
-    };
+    let benchmark = tool::require("redis-benchmark");
     let tmp = tempfile::tempdir().unwrap();
     let server = serve(&tmp.path().join("store"), &tmp.path().join("logs"), &[]);
     let port = server.addr.rsplit(':').next().unwrap().to_string();
@@ -667,7 +606,7 @@ fn redis_benchmark_runs_without_errors() {
     );
     let output = out + &err;
     assert!(status.success(), "redis-benchmark: {status}\n{output}");
-    let lines = process::benchmark_lines(&output);
+    let lines = quiver_testkit::redis::benchmark_lines(&output);
     for line in &lines {
         let lower = line.to_ascii_lowercase();
         assert!(

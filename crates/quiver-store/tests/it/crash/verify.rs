@@ -5,10 +5,10 @@ use std::path::Path;
 
 use quiver_store::clock::system_now_ms;
 use quiver_store::{Entry, Store, Ttl};
+use quiver_testkit::rng::Rng;
 
 use super::model::{Model, Observed, ReadTime, Tally};
 use super::{crash_options, decode_value, show, single_key, GROUPS, SINGLE_KEYS};
-use crate::common::Rng;
 
 /// Single keys read again one by one (get_entry and ttl), to compare with the vector read.
 const SAMPLE_READS: usize = 30;

@@ -11,7 +11,7 @@
 //! otherwise (a value never written, a counter past its bound, members that disagree, an MSET
 //! in flight seen on some of its keys only, a reply that no state explains).
 
-use std::fmt;
+use quiver_testkit::acked::{Finding, Verdict};
 
 /// A key's kind: registers take SET, MSET and DEL; counters INCR and DEL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,34 +51,6 @@ pub struct Origin {
     pub op: u64,
     pub value: Option<String>,
     pub acked: bool,
-}
-
-/// Lost or wrong (see the module's doc).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FindingKind {
-    Lost,
-    Wrong,
-}
-
-/// What the check found wrong with a key.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finding {
-    pub kind: FindingKind,
-    pub key: String,
-    /// The member read, or the reply that disagreed with the model.
-    pub member: String,
-    pub expected: String,
-    pub found: String,
-}
-
-impl fmt::Display for Finding {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{:?}: key {} on {}: expected {}, found {}",
-            self.kind, self.key, self.member, self.expected, self.found
-        )
-    }
 }
 
 /// The value of write `op` of writer `writer`, `pad` filler bytes long after its name (values
@@ -173,9 +145,9 @@ impl KeyModel {
     }
 
     /// A finding about this key, seen on `member`.
-    fn finding(&self, kind: FindingKind, member: &str, found: String) -> Finding {
+    fn finding(&self, verdict: Verdict, member: &str, found: String) -> Finding {
         Finding {
-            kind,
+            verdict,
             key: self.name.clone(),
             member: member.to_string(),
             expected: self.expected(),
@@ -209,7 +181,7 @@ impl KeyModel {
                     .any(|o| i64::from(o.value.is_some()) == *n);
                 if !fits {
                     let found = format!("DEL answering {n}");
-                    return Err(self.finding(FindingKind::Wrong, &reply("DEL"), found));
+                    return Err(self.finding(Verdict::Wrong, &reply("DEL"), found));
                 }
                 None
             }
@@ -220,14 +192,10 @@ impl KeyModel {
                     .filter_map(|o| number(&o.value))
                     .collect();
                 if !before.iter().any(|b| b + 1 == *n) {
+                    // Short of every possible count: an acknowledged INCR is missing.
                     let short = before.iter().all(|b| *n <= *b);
-                    let kind = if short {
-                        FindingKind::Lost
-                    } else {
-                        FindingKind::Wrong
-                    };
                     let found = format!("INCR answering {n}");
-                    return Err(self.finding(kind, &reply("INCR"), found));
+                    return Err(self.finding(Verdict::of(false, short), &reply("INCR"), found));
                 }
                 Some(n.to_string())
             }
@@ -247,20 +215,16 @@ impl KeyModel {
         if let Some(o) = self.possible.iter().find(|o| &o.value == found) {
             return Ok(o.op);
         }
-        let lost = match (self.kind, found) {
-            (_, None) => true,
+        let older = match (self.kind, found) {
+            (_, None) => false,
             (KeyKind::Register, Some(v)) => op_of(v).is_some_and(|op| op < self.acked_op),
             (KeyKind::Counter, found) => {
                 let least = self.possible.iter().filter_map(|o| number(&o.value)).min();
                 matches!((number(found), least), (Some(n), Some(least)) if n < least)
             }
         };
-        let kind = if lost {
-            FindingKind::Lost
-        } else {
-            FindingKind::Wrong
-        };
-        Err(self.finding(kind, member, show(found)))
+        let verdict = Verdict::of(found.is_none(), older);
+        Err(self.finding(verdict, member, show(found)))
     }
 
     /// The check saw `found`, given by write `op`: the state the next cycle starts from.
@@ -289,7 +253,7 @@ pub fn mset_whole(mset: &MsetInFlight, keys: &[KeyModel], origins: &[u64]) -> Re
     let older = mset.keys.iter().find(|&&k| origins[k] < mset.op);
     match (shows, older) {
         (Some(&with), Some(&without)) => Err(Finding {
-            kind: FindingKind::Wrong,
+            verdict: Verdict::Wrong,
             key: keys[without].name.clone(),
             member: "every member".to_string(),
             expected: format!(
@@ -323,10 +287,10 @@ mod tests {
         assert_eq!(k.explain("n", &Some(v2)), Ok(2));
         for older in [Some(v1), None] {
             let f = k.explain("node-2", &older).unwrap_err();
-            assert_eq!(f.kind, FindingKind::Lost, "{f}");
+            assert_eq!(f.verdict, Verdict::Lost, "{f}");
         }
         let f = k.explain("node-2", &Some(value(0, 7, 0))).unwrap_err();
-        assert_eq!(f.kind, FindingKind::Wrong, "a value never written: {f}");
+        assert_eq!(f.verdict, Verdict::Wrong, "a value never written: {f}");
     }
 
     #[test]
@@ -343,12 +307,12 @@ mod tests {
         assert_eq!(k.explain("n", &Some(vs[1].clone())), Ok(2));
         assert_eq!(k.explain("n", &None), Ok(3));
         let f = k.explain("n", &Some(vs[0].clone())).unwrap_err();
-        assert_eq!(f.kind, FindingKind::Lost, "older than acknowledged: {f}");
+        assert_eq!(f.verdict, Verdict::Lost, "older than acknowledged: {f}");
         let f = k.explain("n", &Some(vs[3].clone())).unwrap_err();
-        assert_eq!(f.kind, FindingKind::Wrong, "a refused write: {f}");
+        assert_eq!(f.verdict, Verdict::Wrong, "a refused write: {f}");
         k.settle(3, None);
         let f = k.explain("n", &Some(vs[1].clone())).unwrap_err();
-        assert_eq!(f.kind, FindingKind::Lost, "older than what was seen: {f}");
+        assert_eq!(f.verdict, Verdict::Lost, "older than what was seen: {f}");
     }
 
     #[test]
@@ -361,9 +325,9 @@ mod tests {
             assert!(k.explain("n", &Some(n.to_string())).is_ok(), "{n}");
         }
         let f = k.explain("n", &Some("4".into())).unwrap_err();
-        assert_eq!(f.kind, FindingKind::Wrong, "past the bound: {f}");
+        assert_eq!(f.verdict, Verdict::Wrong, "past the bound: {f}");
         let f = k.explain("n", &None).unwrap_err();
-        assert_eq!(f.kind, FindingKind::Lost, "short of it: {f}");
+        assert_eq!(f.verdict, Verdict::Lost, "short of it: {f}");
         // A reply must follow a possible state: 3 or 4 now, not 5 nor 1.
         k.clone()
             .apply(4, &Write::Incr, &Outcome::Incremented(4))
@@ -372,11 +336,11 @@ mod tests {
             .clone()
             .apply(4, &Write::Incr, &Outcome::Incremented(5))
             .unwrap_err();
-        assert_eq!(f.kind, FindingKind::Wrong, "{f}");
+        assert_eq!(f.verdict, Verdict::Wrong, "{f}");
         let f = k
             .apply(4, &Write::Incr, &Outcome::Incremented(1))
             .unwrap_err();
-        assert_eq!(f.kind, FindingKind::Lost, "{f}");
+        assert_eq!(f.verdict, Verdict::Lost, "{f}");
     }
 
     #[test]
@@ -387,7 +351,7 @@ mod tests {
             .clone()
             .apply(2, &Write::Del, &Outcome::Deleted(0))
             .unwrap_err();
-        assert_eq!(f.kind, FindingKind::Wrong, "{f}");
+        assert_eq!(f.verdict, Verdict::Wrong, "{f}");
         k.apply(2, &Write::Del, &Outcome::Unknown).unwrap();
         k.apply(3, &Write::Incr, &Outcome::Incremented(1)).unwrap();
         assert_eq!(k.explain("n", &Some("1".into())), Ok(3));
@@ -409,6 +373,6 @@ mod tests {
         assert!(mset_whole(&mset, &keys, &[2, 2]).is_ok());
         assert!(mset_whole(&mset, &keys, &[1, 1]).is_ok());
         let f = mset_whole(&mset, &keys, &[2, 1]).unwrap_err();
-        assert_eq!(f.kind, FindingKind::Wrong, "{f}");
+        assert_eq!(f.verdict, Verdict::Wrong, "{f}");
     }
 }

@@ -18,8 +18,10 @@ use std::thread::JoinHandle;
 use bytes::Bytes;
 use quiver_client::{ClusterClient, ClusterStats, Connection, Error, Result, Value};
 use quiver_store::slot::key_slot;
+use quiver_testkit::rng::Rng;
+use quiver_testkit::wait_until;
 
-use crate::harness::{cluster_client, wait_until, Cluster};
+use crate::harness::{cluster_client, Cluster};
 
 /// Keys of each writer: even ones hold strings (SET, DEL), odd ones counters (INCR, DEL).
 pub const WRITER_KEYS: usize = 400;
@@ -140,18 +142,6 @@ impl Report {
     }
 }
 
-/// A small deterministic generator (xorshift64*), one per thread.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n
-    }
-}
-
 /// The load threads, stopped together; `ops[i]` counts thread `i`'s iterations.
 pub struct Load {
     stop: Arc<AtomicBool>,
@@ -258,11 +248,11 @@ fn writer(
             .collect(),
         ..Report::default()
     };
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (t as u64 + 1));
+    let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15 ^ (t as u64 + 1));
     let mut seq = 0u64;
     while !stop.load(Ordering::SeqCst) {
-        let j = rng.below(WRITER_KEYS);
-        let delete = rng.below(10) as u64 >= WRITES_NOT_DEL;
+        let j = rng.index(WRITER_KEYS);
+        let delete = rng.below(10) >= WRITES_NOT_DEL;
         let (key, known) = &report.model[j];
         let (key, known) = (key.clone(), known.clone());
         let outcome = if delete {
@@ -284,7 +274,7 @@ fn writer(
                 after.unwrap_or(known)
             }
         };
-        let r = rng.below(WRITER_KEYS);
+        let r = rng.index(WRITER_KEYS);
         if let Err(failure) = read_one(client.as_mut(), &report.model[r]) {
             report.fail(failure);
         }

@@ -5,6 +5,7 @@
 use super::super::*;
 
 use bytes::Bytes;
+use quiver_testkit::acked::{Finding, Verdict};
 
 /// Registers (string values) each load thread owns.
 pub(super) const REGISTERS: usize = 48;
@@ -341,19 +342,8 @@ fn search(
     }
 }
 
-#[derive(Debug, PartialEq)]
-pub(super) enum Verdict {
-    Lost,
-    Wrong,
-}
-
-/// The first thing the check found wrong.
-pub(super) struct Failure {
-    pub(super) verdict: Verdict,
-    pub(super) key: String,
-    pub(super) expected: String,
-    pub(super) found: String,
-}
+/// Where the check reads every key.
+const MEMBER: &str = "the restarted server";
 
 fn describe(thread: usize, state: &State) -> String {
     match *state {
@@ -404,7 +394,7 @@ fn key_failure(
     key: usize,
     expected: &[State],
     reading: &Reading,
-) -> Failure {
+) -> Finding {
     let obs = &reading.obs[key];
     let mut state = base[key];
     let mut older = vec![state];
@@ -415,11 +405,12 @@ fn key_failure(
         }
     }
     older.pop();
-    let lost = obs.value.is_none() || older.iter().any(|s| fits(thread, s, obs, reading));
+    let older = older.iter().any(|s| fits(thread, s, obs, reading));
     let shown: Vec<String> = expected.iter().map(|s| describe(thread, s)).collect();
-    Failure {
-        verdict: if lost { Verdict::Lost } else { Verdict::Wrong },
+    Finding {
+        verdict: Verdict::of(obs.value.is_none(), older),
         key: key_name(thread, key),
+        member: MEMBER.to_string(),
         expected: shown.join(" or "),
         found: describe_obs(obs, reading),
     }
@@ -439,7 +430,7 @@ pub(super) fn resolve(
     base: &[State],
     ops: &[Op],
     reading: &Reading,
-) -> Result<Explained, Failure> {
+) -> Result<Explained, Finding> {
     let fit = |key: usize, state: &State| fits(thread, state, &reading.obs[key], reading);
     let acked_count = ops.iter().take_while(|o| o.acked).count();
     let (acked_ops, in_flight) = ops.split_at(acked_count);
@@ -509,9 +500,10 @@ pub(super) fn resolve(
         .zip(&names)
         .map(|(&k, name)| format!("{name}: {}", describe_obs(&reading.obs[k], reading)))
         .collect();
-    Err(Failure {
+    Err(Finding {
         verdict: Verdict::Wrong,
         key: names.join(" "),
+        member: MEMBER.to_string(),
         expected: format!(
             "the operations in flight taking effect all or nothing, in order on each key: {}",
             whats.join(" | ")
