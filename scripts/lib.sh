@@ -65,10 +65,15 @@ settle() {
 }
 
 # free_ports N: N distinct loopback ports nothing listens on now, on one line (the one home of
-# free ports: bash alone, no python). Candidates are drawn without repetition, so distinct.
+# free ports: bash alone, no python). Candidates are drawn without repetition (so distinct)
+# from below the kernel's ephemeral range: a port in it may be taken by any outgoing
+# connection (a node's to etcd, say) between this check and the server's bind.
 free_ports() {
-  local p found=()
-  for p in $(shuf -i 20000-60000 -n $(($1 + 100))); do
+  local p found=() low=10000 high=32767
+  if read -r ephemeral _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null && ((ephemeral > low + 1000)); then
+    high=$((ephemeral - 1))
+  fi
+  for p in $(shuf -i "$low-$high" -n $(($1 + 100))); do
     (: <>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
     found+=("$p")
     if ((${#found[@]} == $1)); then

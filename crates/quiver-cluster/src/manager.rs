@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::follow::follow;
-use crate::meta::{Alive, LeaseCheck, Meta, MetaError, Result};
+use crate::meta::{Alive, EtcdSettings, LeaseCheck, Meta, MetaError, Result};
 use crate::topology::{Finding, Repair, Topology, EXPELLED};
 
 /// How often the elected manager reads the leases and the topology.
@@ -30,9 +30,7 @@ pub const CHECK_EVERY: Duration = Duration::from_millis(200);
 /// A manager's settings.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    /// Comma-separated etcd URLs.
-    pub endpoints: String,
-    pub prefix: String,
+    pub etcd: EtcdSettings,
     /// Its name in the election (and the logs).
     pub name: String,
     /// Its lease's TTL: how long a dead leader keeps the others waiting.
@@ -52,7 +50,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) {
 
 /// One lease's life: campaign, then repair while the lease holds.
 async fn session(settings: &Settings) -> Result<()> {
-    let meta = Meta::connect(&settings.endpoints, &settings.prefix).await?;
+    let meta = settings.etcd.connect().await?;
     let asked = Instant::now();
     let lease = meta.grant(settings.lease_ttl).await?;
     // Until when this manager surely holds its lease (renewals push it on).
@@ -70,7 +68,7 @@ async fn session(settings: &Settings) -> Result<()> {
             if Instant::now() >= *holds.lock() {
                 // Another manager may be elected by now: stand down and campaign again.
                 return Err(MetaError::LeaseExpired {
-                    endpoints: settings.endpoints.clone(),
+                    endpoints: settings.etcd.endpoints.clone(),
                     id: lease.id,
                 });
             }

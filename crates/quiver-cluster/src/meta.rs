@@ -141,6 +141,22 @@ pub struct Versioned {
     pub revision: i64,
 }
 
+/// Where a cluster lives in etcd: what every node, router and manager connects to.
+#[derive(Clone, Debug)]
+pub struct EtcdSettings {
+    /// Comma-separated URLs (`http://host:port`).
+    pub endpoints: String,
+    /// The prefix of the cluster's keys ([`DEFAULT_PREFIX`] unless told).
+    pub prefix: String,
+}
+
+impl EtcdSettings {
+    /// A connection to the cluster's metadata ([`Meta::connect`]).
+    pub async fn connect(&self) -> Result<Meta> {
+        Meta::connect(&self.endpoints, &self.prefix).await
+    }
+}
+
 /// A connection to the cluster's metadata.
 #[derive(Clone)]
 pub struct Meta {

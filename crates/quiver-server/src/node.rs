@@ -162,7 +162,7 @@ impl Server {
         let result = runtime.block_on(async {
             let mut background = Vec::new();
             if let (Some(_), Some(endpoints)) = (&state.cluster, &state.config.cluster_etcd) {
-                let etcd = agent::EtcdSettings {
+                let etcd = quiver_cluster::meta::EtcdSettings {
                     endpoints: endpoints.clone(),
                     prefix: state.config.cluster_etcd_prefix.clone(),
                 };

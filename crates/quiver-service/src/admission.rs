@@ -1,6 +1,6 @@
 //! Admission: what every RESP service checks of a request before it runs or queues it, as
 //! Redis does — a known command (by its name after `rename-command`), its arity, what only the
-//! service's commands know (`Service::refusal`: a subcommand), authentication, the ACL user's
+//! table knows of subcommands (`subcommands`), authentication, the ACL user's
 //! rules — and MULTI's queue. Refusals are counted here.
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -47,7 +47,7 @@ fn acl_refusal<S: Service>(
         // name; any other request's keys are what the cluster routes by (BATCH's among its
         // operations), read without the value limit: a value too long is refused when it runs.
         Cmd::Object => args.get(2).cloned().into_iter().collect(),
-        _ => service.acl_keys(spec, args),
+        _ => keys_of(spec, args),
     };
     crate::acl::refusal(&session.user, spec, args, keys.iter().map(|k| &k[..]))
 }
@@ -77,7 +77,7 @@ pub fn check<S: Service>(
     };
     let refused = if !spec.arity_ok(args.len()) {
         Some(errors::wrong_arity(spec.name))
-    } else if let Some(reply) = service.refusal(spec, args) {
+    } else if let Some(reply) = crate::subcommands::refusal(spec.cmd, args) {
         Some(reply)
     } else if !session.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
         Some(errors::err(errors::NOAUTH))
@@ -127,5 +127,28 @@ pub fn queue(session: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) 
 pub fn flag_transaction(session: &mut Session) {
     if let Some(m) = &mut session.multi {
         m.aborted = true;
+    }
+}
+
+/// The keys of a request: those its table row names, or a BATCH's among its operations (none
+/// when it does not parse). What ACL key patterns are checked against, and what a cluster
+/// routes by.
+pub fn keys_of(spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
+    match spec.cmd {
+        Cmd::Batch => crate::batch::keys(args),
+        _ => spec.keys(args).cloned().collect(),
+    }
+}
+
+/// Redis Cluster has one database: what addresses another is refused, with Redis's texts.
+pub fn forbidden_in_cluster(cmd: Cmd, args: &[Bytes]) -> Option<&'static str> {
+    match cmd {
+        Cmd::Select if &args[1][..] != b"0" => Some("ERR SELECT is not allowed in cluster mode"),
+        Cmd::Move => Some("ERR MOVE is not allowed in cluster mode"),
+        Cmd::SwapDb => Some("ERR SWAPDB is not allowed in cluster mode"),
+        Cmd::Copy if args[3..].iter().any(|a| a.eq_ignore_ascii_case(b"db")) => {
+            Some("ERR Copying to another database is not allowed in cluster mode")
+        }
+        _ => None,
     }
 }

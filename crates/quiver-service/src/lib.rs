@@ -11,7 +11,7 @@
 //!   under the per-connection and server-wide limits; [`tls`] is the TLS port;
 //! * [`admission`] checks a request before it runs or is queued in MULTI (known, arity, AUTH,
 //!   ACL); [`session`] is a connection's state; [`acl`] the users and their rules;
-//! * [`table`] is the command table (data only); [`names`] the commands' names
+//! * [`table`] is the command table (data only), [`subcommands`] CLUSTER's subcommands; [`names`] the commands' names
 //!   (`rename-command`); [`cmd`] the commands about the connection (AUTH, HELLO, CLIENT, ACL,
 //!   COMMAND, CONFIG GET, ...);
 //! * [`stats`] and [`clients`] are shared registries; [`metrics`] the Prometheus endpoint;
@@ -19,6 +19,7 @@
 
 pub mod acl;
 pub mod admission;
+pub mod batch;
 pub mod clients;
 pub mod cmd;
 pub mod config;
@@ -35,6 +36,7 @@ pub mod service;
 pub mod serving;
 pub mod session;
 pub mod stats;
+pub mod subcommands;
 pub mod table;
 pub mod tls;
 

@@ -15,10 +15,8 @@ use crate::acl::Users;
 use crate::clients::Clients;
 use crate::config::Config;
 use crate::output::{Output, OutputBudget};
-use crate::reply::Reply;
 use crate::session::Session;
 use crate::stats::Stats;
-use crate::table::CommandSpec;
 
 /// Why a run stopped early.
 #[derive(Debug, PartialEq, Eq)]
@@ -90,20 +88,6 @@ pub trait Service: Send + Sync + 'static {
 
     /// The Prometheus text of `GET /metrics`.
     fn render_metrics(&self) -> String;
-
-    /// A refusal of a request that only this service's commands know of (an unknown
-    /// subcommand, a subcommand's arity), given before authentication and MULTI queueing as
-    /// Redis gives it (`admission::check`). None by default.
-    fn refusal(&self, _spec: &CommandSpec, _args: &[Bytes]) -> Option<Reply> {
-        None
-    }
-
-    /// The keys of a request that the ACL user's key patterns are checked against: those the
-    /// command table's row names, unless this service's commands know more (BATCH's
-    /// operations).
-    fn acl_keys(&self, spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
-        spec.keys(args).cloned().collect()
-    }
 }
 
 /// A new 40-hex-character id, like Redis's node and run ids.

@@ -459,6 +459,34 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
         .find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
 }
 
+/// Commands about the connection or the server: they touch no key (a node runs them with `cmd::run_server`; the router answers them itself).
+pub fn is_server_command(cmd: Cmd) -> bool {
+    matches!(
+        cmd,
+        Cmd::Ping
+            | Cmd::Echo
+            | Cmd::Hello
+            | Cmd::Auth
+            | Cmd::Select
+            | Cmd::Quit
+            | Cmd::Reset
+            | Cmd::Client
+            | Cmd::Command
+            | Cmd::Config
+            | Cmd::Info
+            | Cmd::Acl
+            | Cmd::Multi
+            | Cmd::Discard
+            | Cmd::Watch
+            | Cmd::Unwatch
+            | Cmd::Asking
+            | Cmd::ReadOnly
+            | Cmd::ReadWrite
+            | Cmd::RangeImport
+            | Cmd::Chain
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

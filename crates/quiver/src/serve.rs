@@ -74,7 +74,7 @@ pub fn router(a: &RouterArgs) -> Result<(), CliError> {
         },
     };
     listen_flags(&a.listen, &mut config);
-    let etcd = quiver_server::agent::EtcdSettings {
+    let etcd = quiver_cluster::meta::EtcdSettings {
         endpoints: a.etcd.clone(),
         prefix: a
             .etcd_prefix
@@ -143,8 +143,10 @@ pub fn manager(a: &ManagerArgs) -> Result<(), CliError> {
     }
     init_logging(LogFormat::Text);
     let settings = quiver_cluster::manager::Settings {
-        endpoints: a.etcd.etcd.clone(),
-        prefix: a.etcd.etcd_prefix.clone(),
+        etcd: quiver_cluster::meta::EtcdSettings {
+            endpoints: a.etcd.etcd.clone(),
+            prefix: a.etcd.etcd_prefix.clone(),
+        },
         name: name.clone(),
         lease_ttl: std::time::Duration::from_millis(a.lease_ms),
     };

@@ -18,12 +18,11 @@
 //! chain's acknowledged writes are all on T, which stays a member throughout: a crash of T, N
 //! or the manager at any step loses none of them.
 
-use quiver_cluster::meta::Meta;
 use quiver_store::slot::SlotRange;
 
 use crate::agent::moves::{copy, decide, MoveError, Sender, Target};
-use crate::agent::EtcdSettings;
 use crate::state::SharedState;
+use quiver_cluster::meta::EtcdSettings;
 
 /// Starts the join of node `to` to the chain of `slots` (this node is its tail) on a thread of
 /// its own; it removes itself from the node's running joins when it ends.
@@ -63,7 +62,7 @@ fn drive(
     let Some(node) = state.cluster.as_ref() else {
         return Ok(false);
     };
-    let meta = rt.block_on(Meta::connect(&etcd.endpoints, &etcd.prefix))?;
+    let meta = rt.block_on(etcd.connect())?;
     let view = node.view();
     let addr = view
         .topology
@@ -110,7 +109,7 @@ fn drive(
 /// reached the join stays, and the agent starts it again).
 fn end(etcd: &EtcdSettings, slots: SlotRange, to: &str, rt: &tokio::runtime::Handle) {
     let ended = rt.block_on(async {
-        let meta = Meta::connect(&etcd.endpoints, &etcd.prefix).await?;
+        let meta = etcd.connect().await?;
         meta.update(|t| t.with_join_ended(slots, to, false)).await
     });
     if let Err(e) = ended {

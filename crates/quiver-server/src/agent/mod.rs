@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quiver_cluster::follow;
-use quiver_cluster::meta::{Meta, MetaError, TopologyWatch, Versioned};
+use quiver_cluster::meta::{EtcdSettings, Meta, MetaError, TopologyWatch, Versioned};
 use tokio::sync::watch;
 
 use crate::cluster::ClusterNode;
@@ -37,14 +37,6 @@ use crate::state::SharedState;
 /// How often the node is reconciled with its topology without a new version (a move that
 /// failed is started again, a drop that failed is tried again).
 pub const RECONCILE_EVERY: Duration = Duration::from_secs(1);
-
-/// Where the node's cluster lives in etcd.
-#[derive(Clone, Debug)]
-pub struct EtcdSettings {
-    /// Comma-separated URLs.
-    pub endpoints: String,
-    pub prefix: String,
-}
 
 /// Runs until `shutdown` fires: connect, register, read, watch; on any failure wait and start
 /// again.
@@ -71,7 +63,7 @@ async fn session(
     etcd: &EtcdSettings,
     dropping: &Arc<AtomicBool>,
 ) -> Result<(), MetaError> {
-    let meta = Meta::connect(&etcd.endpoints, &etcd.prefix).await?;
+    let meta = etcd.connect().await?;
     let asked = Instant::now();
     let lease = meta.grant(state.config.cluster_node_timeout()).await?;
     meta.register(&node.me()).await?;

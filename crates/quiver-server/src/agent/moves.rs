@@ -32,8 +32,8 @@ use quiver_cluster::{Migration, Topology};
 use quiver_store::slot::SlotRange;
 use quiver_store::{RangeExport, RangeItem};
 
-use crate::agent::EtcdSettings;
 use crate::state::SharedState;
+use quiver_cluster::meta::EtcdSettings;
 
 /// Rounds of "send the keys written since the last round" before the range is frozen
 /// anyway.
@@ -108,7 +108,7 @@ fn drive(
     let Some(node) = state.cluster.as_ref() else {
         return Ok(false);
     };
-    let meta = rt.block_on(Meta::connect(&etcd.endpoints, &etcd.prefix))?;
+    let meta = rt.block_on(etcd.connect())?;
     // 1. Attempt.
     let t = match rt.block_on(meta.update(|t| t.with_migration_attempt(m.slots))) {
         Ok(t) => t,
@@ -253,7 +253,7 @@ pub(crate) fn decide(
 /// reached the migration stays, and the agent starts it again).
 fn abort(etcd: &EtcdSettings, m: &Migration, rt: &tokio::runtime::Handle) {
     let ended = rt.block_on(async {
-        let meta = Meta::connect(&etcd.endpoints, &etcd.prefix).await?;
+        let meta = etcd.connect().await?;
         meta.update(|t| t.with_migration_ended(m.slots, false))
             .await
     });

@@ -9,7 +9,7 @@
 //! and answered from its topology (`cmd::topology`; on a standalone server what a standalone
 //! Redis answers, `ERR This instance has cluster support disabled`). An unknown subcommand,
 //! or a wrong number of arguments for a known one, is refused as Redis refuses it, before the
-//! command runs or is queued in MULTI ([`refusal`]).
+//! command runs or is queued in MULTI (`quiver_service::subcommands`).
 //!
 //! Inside MULTI/EXEC, COUNTKEYSINSLOT and GETKEYSINSLOT see the store combined with the
 //! transaction's own pending writes (as DBSIZE and KEYS do); as with those, the slot's other
@@ -25,47 +25,15 @@ use quiver_store::slot::{key_slot, SLOTS};
 
 use crate::cmd::common::TxnCommand;
 use crate::txn::Txn;
-use quiver_service::errors::{err, unknown_subcommand, wrong_arity, NOT_INTEGER};
+use quiver_service::errors::{err, NOT_INTEGER};
 use quiver_service::frame::string2ll;
 use quiver_service::reply::Reply;
+use quiver_service::table::Cmd;
 
 /// A standalone Redis's answer to any CLUSTER subcommand.
 pub const DISABLED: &str = "ERR This instance has cluster support disabled";
 const INVALID_SLOT: &str = "ERR Invalid slot";
 const INVALID_SLOT_OR_COUNT: &str = "ERR Invalid slot or number of keys";
-
-/// Redis 7.0's CLUSTER subcommands and their arities (`COMMAND INFO cluster`), in Redis's
-/// convention: `n > 0` exactly n arguments (CLUSTER and the subcommand included), `n < 0` at
-/// least -n.
-const SUBCOMMANDS: &[(&str, i32)] = &[
-    ("addslots", -3),
-    ("addslotsrange", -4),
-    ("bumpepoch", 2),
-    ("count-failure-reports", 3),
-    ("countkeysinslot", 3),
-    ("delslots", -3),
-    ("delslotsrange", -4),
-    ("failover", -2),
-    ("flushslots", 2),
-    ("forget", 3),
-    ("getkeysinslot", 4),
-    ("help", 2),
-    ("info", 2),
-    ("keyslot", 3),
-    ("links", 2),
-    ("meet", -4),
-    ("myid", 2),
-    ("nodes", 2),
-    ("replicas", 3),
-    ("replicate", 3),
-    ("reset", -2),
-    ("saveconfig", 2),
-    ("set-config-epoch", 3),
-    ("setslot", -4),
-    ("shards", 2),
-    ("slaves", 3),
-    ("slots", 2),
-];
 
 /// What Quiver answers; Redis's texts for these entries.
 const HELP: &[&str] = &[
@@ -82,26 +50,6 @@ const HELP: &[&str] = &[
     "support is disabled.)",
 ];
 
-/// The refusal Redis gives a CLUSTER request before running or queueing it: an unknown
-/// subcommand, or a wrong number of arguments for a known one (`args[1]` exists: CLUSTER's
-/// own arity was checked).
-pub fn refusal(args: &[Bytes]) -> Option<Reply> {
-    let Some(&(name, arity)) = SUBCOMMANDS
-        .iter()
-        .find(|(name, _)| args[1].eq_ignore_ascii_case(name.as_bytes()))
-    else {
-        return Some(unknown_subcommand(&args[1], "CLUSTER"));
-    };
-    let argc = args.len() as i64;
-    let arity = i64::from(arity);
-    let ok = if arity >= 0 {
-        argc == arity
-    } else {
-        argc >= -arity
-    };
-    (!ok).then(|| wrong_arity(&format!("cluster|{name}")))
-}
-
 /// A parsed CLUSTER request.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Cluster {
@@ -117,7 +65,7 @@ pub enum Cluster {
 
 impl Cluster {
     pub fn parse(args: &[Bytes]) -> Result<Cluster, Reply> {
-        if let Some(refused) = refusal(args) {
+        if let Some(refused) = quiver_service::subcommands::refusal(Cmd::Cluster, args) {
             return Err(refused);
         }
         let sub = args[1].to_ascii_lowercase();
@@ -303,36 +251,5 @@ mod tests {
             error(parse(&["CLUSTER", "GETKEYSINSLOT", "1", "-1"])),
             "ERR Invalid slot or number of keys"
         );
-    }
-
-    #[test]
-    fn refusals_name_the_subcommand() {
-        let refused = |w: &[&str]| match refusal(&args(w)) {
-            Some(Reply::Error(t)) => String::from_utf8(t.to_vec()).unwrap_or_default(),
-            other => panic!("{w:?}: {other:?}"),
-        };
-        assert_eq!(
-            refused(&["CLUSTER", "KEYSLOT"]),
-            "ERR wrong number of arguments for 'cluster|keyslot' command"
-        );
-        assert_eq!(
-            refused(&["CLUSTER", "GetKeysInSlot", "1"]),
-            "ERR wrong number of arguments for 'cluster|getkeysinslot' command"
-        );
-        assert_eq!(
-            refused(&["CLUSTER", "SLOTS", "x"]),
-            "ERR wrong number of arguments for 'cluster|slots' command"
-        );
-        assert_eq!(
-            refused(&["CLUSTER", "foo", "bar"]),
-            "ERR unknown subcommand 'foo'. Try CLUSTER HELP."
-        );
-        assert_eq!(
-            refused(&["CLUSTER", "myshardid"]),
-            "ERR unknown subcommand 'myshardid'. Try CLUSTER HELP."
-        );
-        assert!(refusal(&args(&["CLUSTER", "ADDSLOTS", "1", "2", "3"])).is_none());
-        assert!(refusal(&args(&["CLUSTER", "FAILOVER"])).is_none());
-        assert!(SUBCOMMANDS.windows(2).all(|w| w[0].0 < w[1].0));
     }
 }

@@ -27,13 +27,6 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// No bound: what key extraction parses with (a value too long is refused when the
-    /// command runs).
-    pub const UNBOUNDED: Limits = Limits {
-        value_len_max: usize::MAX,
-        databases: u32::MAX,
-    };
-
     pub fn of(state: &ServerState) -> Limits {
         Limits {
             value_len_max: state.store.options().value_len_max,

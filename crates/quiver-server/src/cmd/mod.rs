@@ -61,7 +61,7 @@ use ctx::Ctx;
 use parsed::Command;
 use quiver_service::cmd::{acl, client, command, config, connection};
 use quiver_service::reply::Reply;
-use quiver_service::table::{Cmd, CommandSpec};
+use quiver_service::table::{is_server_command, Cmd, CommandSpec};
 
 /// Parses a request whose arity was checked into what runs it; a syntax error is the reply.
 pub fn parse<'a>(
@@ -117,45 +117,6 @@ pub fn parse<'a>(
         other => Err(Reply::error(format!(
             "ERR internal error: {other:?} has no parser"
         ))),
-    }
-}
-
-/// Commands about the connection or the server: they touch no key ([`run_server`]).
-pub fn is_server_command(cmd: Cmd) -> bool {
-    matches!(
-        cmd,
-        Cmd::Ping
-            | Cmd::Echo
-            | Cmd::Hello
-            | Cmd::Auth
-            | Cmd::Select
-            | Cmd::Quit
-            | Cmd::Reset
-            | Cmd::Client
-            | Cmd::Command
-            | Cmd::Config
-            | Cmd::Info
-            | Cmd::Acl
-            | Cmd::Multi
-            | Cmd::Discard
-            | Cmd::Watch
-            | Cmd::Unwatch
-            | Cmd::Asking
-            | Cmd::ReadOnly
-            | Cmd::ReadWrite
-            | Cmd::RangeImport
-            | Cmd::Chain
-    )
-}
-
-/// The refusal Redis gives a request before running or queueing it when it names an unknown
-/// subcommand of a container command, or a known one with a wrong number of arguments. Only
-/// CLUSTER's subcommands are checked here, ahead of authentication and MULTI queueing as in
-/// Redis; OBJECT, CLIENT, CONFIG and COMMAND check theirs when they run.
-pub fn refusal(cmd: Cmd, args: &[Bytes]) -> Option<Reply> {
-    match cmd {
-        Cmd::Cluster => cluster::refusal(args),
-        _ => None,
     }
 }
 

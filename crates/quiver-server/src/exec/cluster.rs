@@ -7,9 +7,8 @@
 use bytes::Bytes;
 
 use crate::cluster::{ClusterNode, Route, CROSSSLOT};
-use crate::cmd::batch;
-use crate::cmd::common::Limits;
 use crate::state::NodeConn;
+use quiver_service::admission::{forbidden_in_cluster, keys_of};
 use quiver_service::errors::err;
 use quiver_service::reply::Reply;
 use quiver_service::session::Session;
@@ -36,9 +35,8 @@ pub fn check(
     conn: &mut NodeConn,
     spec: &CommandSpec,
     args: &[Bytes],
-    limits: &Limits,
 ) -> Check {
-    if let Some(text) = forbidden(spec.cmd, args) {
+    if let Some(text) = forbidden_in_cluster(spec.cmd, args) {
         return Check::Refuse(err(text));
     }
     let replicated = node.chains.is_replicated();
@@ -54,11 +52,11 @@ pub fn check(
                 Some(multi) if spec.cmd == Cmd::Exec => {
                     let specs = multi.queued.iter().map(|(i, a)| (&COMMANDS[*i], a));
                     let write = specs.clone().any(|(s, _)| s.flags.contains(Flags::WRITE));
-                    let keys: Vec<Bytes> = specs.flat_map(|(s, a)| keys_of(s, a, limits)).collect();
+                    let keys: Vec<Bytes> = specs.flat_map(|(s, a)| keys_of(s, a)).collect();
                     (keys, write)
                 }
                 None if spec.cmd == Cmd::Exec => return Check::Run,
-                _ => (batch::keys(args, limits), write),
+                _ => (keys_of(spec, args), write),
             };
             let read = session.readonly && !write;
             let route = route_keys(node, keys.iter().map(|k| &k[..]), write, read);
@@ -97,25 +95,4 @@ fn route_keys<'k>(
         return Route::Local;
     }
     node.route(keys, write, replica_read)
-}
-
-/// The keys of a queued request (owned: EXEC gathers them from several).
-pub fn keys_of(spec: &CommandSpec, args: &[Bytes], limits: &Limits) -> Vec<Bytes> {
-    match spec.cmd {
-        Cmd::Batch => batch::keys(args, limits),
-        _ => spec.keys(args).cloned().collect(),
-    }
-}
-
-/// Redis Cluster has one database: what addresses another is refused, with Redis's texts.
-pub fn forbidden(cmd: Cmd, args: &[Bytes]) -> Option<&'static str> {
-    match cmd {
-        Cmd::Select if &args[1][..] != b"0" => Some("ERR SELECT is not allowed in cluster mode"),
-        Cmd::Move => Some("ERR MOVE is not allowed in cluster mode"),
-        Cmd::SwapDb => Some("ERR SWAPDB is not allowed in cluster mode"),
-        Cmd::Copy if args[3..].iter().any(|a| a.eq_ignore_ascii_case(b"db")) => {
-            Some("ERR Copying to another database is not allowed in cluster mode")
-        }
-        _ => None,
-    }
 }

@@ -234,7 +234,7 @@ fn prepare<'a>(
     };
     let index = spec.cmd.index();
     if let Some(node) = &state.cluster {
-        let check = cluster::check(node, session, conn, spec, args, limits);
+        let check = cluster::check(node, session, conn, spec, args);
         if matches!(check, cluster::Check::Wait) {
             return Prepared::Frozen;
         }
@@ -384,13 +384,5 @@ impl Service for ServerState {
 
     fn render_metrics(&self) -> String {
         crate::state::metrics::render(self)
-    }
-
-    fn refusal(&self, spec: &CommandSpec, args: &[Bytes]) -> Option<Reply> {
-        cmd::refusal(spec.cmd, args)
-    }
-
-    fn acl_keys(&self, spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
-        cluster::keys_of(spec, args, &Limits::UNBOUNDED)
     }
 }

@@ -25,15 +25,15 @@ use std::time::Instant;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::future::join_all;
 
-use super::plan::{self, limits, one_node, Forward, Shape, REROUTES_MAX, TOPOLOGY_WAIT};
+use super::plan::{self, one_node, Forward, Shape, REROUTES_MAX, TOPOLOGY_WAIT};
 use super::reply::{reroute, Assembled, Reroute};
 use super::table::SlotTable;
 use super::txn::{RouterConn, CROSS_NODE_TXN};
 use super::Router;
 use super::{broadcast, txn};
 use crate::cmd::info;
-use crate::exec::{self, cluster::keys_of};
 use quiver_service::admission;
+use quiver_service::admission::{forbidden_in_cluster, keys_of};
 use quiver_service::cmd::ConnCtx;
 use quiver_service::cmd::{client, command, config, connection};
 use quiver_service::errors::{self, err};
@@ -156,7 +156,7 @@ fn prepare<'a>(
     };
     let refusal = match spec.cmd {
         Cmd::RangeImport | Cmd::Chain => Some(NOT_FOR_ROUTER),
-        other => exec::cluster::forbidden(other, args),
+        other => forbidden_in_cluster(other, args),
     };
     if let Some(text) = refusal {
         admission::flag_transaction(session);
@@ -175,7 +175,7 @@ fn prepare<'a>(
         }
         // Every queued command must live on the transaction's node: refused now, as Redis
         // Cluster refuses a command on another slot.
-        let keys = keys_of(spec, args, &limits());
+        let keys = keys_of(spec, args);
         match one_node(table, keys.iter().map(|k| &k[..])) {
             Ok(None) => {}
             Ok(Some(n)) => {
@@ -200,7 +200,7 @@ fn prepare<'a>(
     if runs_on_router(spec.cmd) {
         return Prepared::Local(spec, args);
     }
-    match plan::plan(spec, args, table, &limits()) {
+    match plan::plan(spec, args, table) {
         Ok(f) => {
             if spec.cmd == Cmd::MGet {
                 router
@@ -224,7 +224,7 @@ fn prepare<'a>(
 /// Commands the router answers itself (a node's server commands, EXEC, CLUSTER), or by asking
 /// every node.
 fn runs_on_router(cmd: Cmd) -> bool {
-    crate::cmd::is_server_command(cmd)
+    quiver_service::table::is_server_command(cmd)
         || matches!(cmd, Cmd::Exec | Cmd::Cluster)
         || broadcast::spans_every_node(cmd)
 }
@@ -327,7 +327,7 @@ async fn execute(
                 Reroute::Moved(addr) if table.epoch <= epoch => {
                     Ok(Forward::to(spec, args, addr.clone(), false))
                 }
-                _ => plan::plan(spec, args, &table, &limits()),
+                _ => plan::plan(spec, args, &table),
             };
             match routed {
                 Ok(f) => {

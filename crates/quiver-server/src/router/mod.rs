@@ -25,18 +25,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use crate::agent::EtcdSettings;
-use crate::cmd::common::Limits;
-use crate::exec::cluster::keys_of;
+use quiver_cluster::meta::EtcdSettings;
 use quiver_peer::{PeerError, Pool, Replies};
 use quiver_service::config::Config;
 use quiver_service::output::Output;
-use quiver_service::reply::Reply;
 use quiver_service::server::{self, Listeners, ServerError, ShutdownHandle};
 use quiver_service::service::{Core, RunEnd, Service};
 use quiver_service::serving::Serving;
 use quiver_service::session::Session;
-use quiver_service::table::CommandSpec;
 use table::Tables;
 use txn::RouterConn;
 
@@ -204,16 +200,6 @@ impl Service for Router {
         quiver_service::metrics::render_core(&self.core, &mut o);
         o
     }
-
-    /// The router refuses what the node refuses before running a request (CLUSTER's
-    /// subcommands).
-    fn refusal(&self, spec: &CommandSpec, args: &[Bytes]) -> Option<Reply> {
-        crate::cmd::refusal(spec.cmd, args)
-    }
-
-    fn acl_keys(&self, spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
-        keys_of(spec, args, &Limits::UNBOUNDED)
-    }
 }
 
 /// A router whose sockets are bound; [`RouterServer::run`] serves.
@@ -282,8 +268,7 @@ impl RouterServer {
             let pool = router.pool.clone();
             let follower = tokio::spawn(table::follow(
                 router.tables.clone(),
-                etcd.endpoints,
-                etcd.prefix,
+                etcd,
                 move |t| pool.retain(&t.addrs),
                 shutdown.subscribe(),
             ));

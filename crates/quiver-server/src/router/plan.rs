@@ -19,8 +19,6 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::cmd::batch;
-use crate::cmd::common::Limits;
 use crate::router::table::SlotTable;
 use quiver_service::errors::err;
 use quiver_service::reply::Reply;
@@ -36,15 +34,6 @@ pub const CROSS_NODE: &str = "CROSSSLOT Keys in request don't hash to the same n
 pub const REROUTES_MAX: u32 = 5;
 /// Longest wait for a newer topology once a node has said the router's is old.
 pub const TOPOLOGY_WAIT: Duration = Duration::from_millis(1000);
-
-/// The limits the router checks BATCH's arguments against (it stores nothing itself; the
-/// nodes check values against their own settings). A constant: `plan` runs per request.
-pub const fn limits() -> Limits {
-    Limits {
-        value_len_max: quiver_store::options::VALUE_LEN_MAX_DEFAULT,
-        databases: 1,
-    }
-}
 
 /// How the replies of a command's parts make its reply.
 #[derive(Debug)]
@@ -169,7 +158,6 @@ pub fn plan<'a>(
     spec: &'static CommandSpec,
     args: &'a [Bytes],
     table: &SlotTable,
-    limits: &Limits,
 ) -> Result<Forward<'a>, Reply> {
     if table.epoch == 0 || table.addrs.is_empty() {
         return Err(err(NO_TOPOLOGY));
@@ -177,7 +165,7 @@ pub fn plan<'a>(
     let positions: Vec<usize> = spec.key_positions(args.len()).collect();
     let first = if spec.cmd == Cmd::Batch {
         // BATCH names its keys among its operations: they must share a node.
-        let keys = batch::keys(args, limits);
+        let keys = quiver_service::batch::keys(args);
         Some(one_node(table, keys.iter().map(|k| &k[..]))?.unwrap_or(0))
     } else if positions.is_empty() {
         // No key: any node answers (OBJECT HELP, ...).

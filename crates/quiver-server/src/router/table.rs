@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use parking_lot::RwLock;
 use quiver_cluster::follow;
+use quiver_cluster::meta::EtcdSettings;
 use quiver_cluster::topology::UNASSIGNED;
-use quiver_cluster::{Meta, MetaError, Topology};
+use quiver_cluster::{MetaError, Topology};
 use quiver_resp::slot::key_slot;
 use tokio::sync::{watch, Notify};
 
@@ -136,8 +137,7 @@ impl Tables {
 /// any failure, wait and start again (the table in use stays).
 pub async fn follow(
     tables: Arc<Tables>,
-    endpoints: String,
-    prefix: String,
+    etcd: EtcdSettings,
     on_change: impl Fn(&SlotTable) + Send + Sync + 'static,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -145,22 +145,16 @@ pub async fn follow(
     let shutdown = async move {
         let _ = shutdown.wait_for(|&s| s).await;
     };
-    let (tables, endpoints, prefix, on_change) = (&tables, &endpoints, &prefix, &on_change);
-    follow::follow(
-        || session(tables, endpoints, prefix, on_change),
-        ended,
-        shutdown,
-    )
-    .await;
+    let (tables, etcd, on_change) = (&tables, &etcd, &on_change);
+    follow::follow(|| session(tables, etcd, on_change), ended, shutdown).await;
 }
 
 async fn session(
     tables: &Tables,
-    endpoints: &str,
-    prefix: &str,
+    etcd: &EtcdSettings,
     on_change: &(impl Fn(&SlotTable) + Send + Sync),
 ) -> Result<(), MetaError> {
-    let meta = Meta::connect(endpoints, prefix).await?;
+    let meta = etcd.connect().await?;
     let adopt = |t: &Topology| {
         if tables.adopt(t) {
             let table = tables.current();
@@ -179,7 +173,7 @@ async fn session(
     }
     let mut watch = meta.watch(after).await?;
     tracing::info!(
-        endpoints,
+        endpoints = %etcd.endpoints,
         epoch = tables.current().epoch,
         "router: watching etcd"
     );

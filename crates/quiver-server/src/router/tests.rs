@@ -8,7 +8,6 @@ use tokio::io::AsyncWriteExt;
 
 use super::plan::{plan, Shape};
 use super::table::SlotTable;
-use crate::cmd::common::Limits;
 use quiver_peer::PeerConn;
 use quiver_service::reply::Reply;
 use quiver_service::table::lookup;
@@ -43,13 +42,6 @@ fn mget_args(keys: &[String]) -> Vec<Bytes> {
     args(&words)
 }
 
-fn limits() -> Limits {
-    Limits {
-        value_len_max: 1 << 20,
-        databases: 1,
-    }
-}
-
 /// A key the 3-node table gives to `node` (slots split evenly in order).
 fn key_on(t: &SlotTable, node: usize, i: usize) -> String {
     (0..)
@@ -81,7 +73,7 @@ fn an_mget_over_three_nodes_is_one_command_per_node_in_key_order() {
         key_on(&t, 0, 1),
     ];
     let a = mget_args(&keys);
-    let f = plan(lookup(b"mget").unwrap(), &a, &t, &limits()).unwrap();
+    let f = plan(lookup(b"mget").unwrap(), &a, &t).unwrap();
     assert_eq!(f.parts.len(), 3);
     // Parts in the order their nodes first appear; each carries its keys in the caller's order.
     let addrs: Vec<&str> = f.parts.iter().map(|p| &*p.addr).collect();
@@ -124,7 +116,7 @@ fn an_mget_over_replicas_asks_the_fewest_nodes() {
         key_on(&t, 0, 1),
     ];
     let a = mget_args(&keys);
-    let f = plan(lookup(b"mget").unwrap(), &a, &t, &limits()).unwrap();
+    let f = plan(lookup(b"mget").unwrap(), &a, &t).unwrap();
     assert_eq!(f.parts.len(), 1, "one node holds them all");
     assert_eq!(f.parts[0].keys.as_deref(), Some(&[1, 2, 3, 4][..]));
     let Shape::Values(order) = &f.shape else {
@@ -136,7 +128,7 @@ fn an_mget_over_replicas_asks_the_fewest_nodes() {
     let t = table_replicated(3, 2);
     let keys = [key_on(&t, 0, 0), key_on(&t, 1, 0), key_on(&t, 2, 0)];
     let a = mget_args(&keys);
-    let f = plan(lookup(b"mget").unwrap(), &a, &t, &limits()).unwrap();
+    let f = plan(lookup(b"mget").unwrap(), &a, &t).unwrap();
     assert_eq!(f.parts.len(), 2);
     let Shape::Values(order) = &f.shape else {
         panic!("{:?}", f.shape)
@@ -157,7 +149,7 @@ fn an_mget_over_replicas_asks_the_fewest_nodes() {
 
     // A GET goes to the head; keys of one head go whole.
     let get = args(&["GET", &keys[1]]);
-    let f = plan(lookup(b"get").unwrap(), &get, &t, &limits()).unwrap();
+    let f = plan(lookup(b"get").unwrap(), &get, &t).unwrap();
     assert_eq!(&*f.parts[0].addr, "127.0.0.1:7001");
 }
 
@@ -166,14 +158,14 @@ fn an_mset_splits_pairs_and_del_sums() {
     let t = table(2);
     let (a0, b1) = (key_on(&t, 0, 0), key_on(&t, 1, 0));
     let a = args(&["MSET", &b1, "v1", &a0, "v0"]);
-    let f = plan(lookup(b"mset").unwrap(), &a, &t, &limits()).unwrap();
+    let f = plan(lookup(b"mset").unwrap(), &a, &t).unwrap();
     assert!(matches!(f.shape, Shape::AllOk));
     let mut want = BytesMut::new();
     quiver_resp::request::encode_command(&mut want, &[b"MSET", b1.as_bytes(), b"v1"]);
     assert_eq!(encoded(&f)[0], want);
     assert_eq!(f.parts[1].to_args(true), args(&["MSET", &a0, "v0"]));
     let d = args(&["DEL", &a0, &b1]);
-    let f = plan(lookup(b"del").unwrap(), &d, &t, &limits()).unwrap();
+    let f = plan(lookup(b"del").unwrap(), &d, &t).unwrap();
     assert!(matches!(f.shape, Shape::Sum));
 }
 
@@ -182,18 +174,18 @@ fn keys_of_one_node_go_whole_and_other_commands_across_nodes_are_refused() {
     let t = table(3);
     let (a, b) = (key_on(&t, 1, 0), key_on(&t, 1, 1));
     let same = args(&["RENAME", &a, &b]);
-    let f = plan(lookup(b"rename").unwrap(), &same, &t, &limits()).unwrap();
+    let f = plan(lookup(b"rename").unwrap(), &same, &t).unwrap();
     assert!(matches!(f.shape, Shape::Whole));
     assert_eq!(&*f.parts[0].addr, "127.0.0.1:7001");
     assert!(f.parts[0].keys.is_none());
     let across = args(&["RENAME", &a, &key_on(&t, 2, 0)]);
-    let e = plan(lookup(b"rename").unwrap(), &across, &t, &limits()).unwrap_err();
+    let e = plan(lookup(b"rename").unwrap(), &across, &t).unwrap_err();
     assert!(
         matches!(&e, Reply::Error(t) if t.starts_with(b"CROSSSLOT")),
         "{e:?}"
     );
     let batch = args(&["BATCH", "PUT", &a, "1", "PUT", &key_on(&t, 0, 0), "2"]);
-    let e = plan(lookup(b"batch").unwrap(), &batch, &t, &limits()).unwrap_err();
+    let e = plan(lookup(b"batch").unwrap(), &batch, &t).unwrap_err();
     assert!(
         matches!(&e, Reply::Error(t) if t.starts_with(b"CROSSSLOT")),
         "{e:?}"
@@ -204,7 +196,7 @@ fn keys_of_one_node_go_whole_and_other_commands_across_nodes_are_refused() {
 fn without_a_topology_keyed_commands_are_clusterdown() {
     let t = SlotTable::default();
     let a = args(&["GET", "x"]);
-    let e = plan(lookup(b"get").unwrap(), &a, &t, &limits()).unwrap_err();
+    let e = plan(lookup(b"get").unwrap(), &a, &t).unwrap_err();
     assert!(
         matches!(&e, Reply::Error(t) if t.starts_with(b"CLUSTERDOWN")),
         "{e:?}"

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
-use super::plan::{self, limits, one_node, REROUTES_MAX, TOPOLOGY_WAIT};
+use super::plan::{self, one_node, REROUTES_MAX, TOPOLOGY_WAIT};
 use super::reply::{reroute, Assembled};
 use super::Router;
-use crate::exec::cluster::keys_of;
 use quiver_peer::PeerConn;
+use quiver_service::admission::keys_of;
 use quiver_service::errors::{self, err};
 use quiver_service::reply::Reply;
 use quiver_service::session::Session;
@@ -128,10 +128,7 @@ pub async fn exec(router: &Router, session: &mut Session, conn: &mut RouterConn)
         .iter()
         .map(|(i, a)| (&COMMANDS[*i], &a[..]))
         .collect();
-    let keys: Vec<Bytes> = queued
-        .iter()
-        .flat_map(|(s, a)| keys_of(s, a, &limits()))
-        .collect();
+    let keys: Vec<Bytes> = queued.iter().flat_map(|(s, a)| keys_of(s, a)).collect();
     let mut request = BytesMut::new();
     quiver_resp::request::encode_command(&mut request, &[b"MULTI"]);
     for (_, args) in &queued {
