@@ -18,7 +18,6 @@
 //!   routing rule (local, MOVED, CROSSSLOT, CLUSTERDOWN, a frozen range's wait); [`chain`] is
 //!   chain replication; [`agent`] its link to etcd and the work the topology gives it (moves
 //!   of ranges away, drops);
-//! * [`router`] is the front-end for plain clients (`quiver router`);
 //! * [`testing`] starts an in-process node for tests.
 
 pub mod agent;
@@ -30,7 +29,6 @@ pub mod exec;
 pub mod float80;
 pub mod node;
 pub mod node_config;
-pub mod router;
 pub mod state;
 pub mod store_errors;
 pub mod testing;

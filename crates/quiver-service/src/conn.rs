@@ -299,6 +299,10 @@ mod tests {
         fn render_metrics(&self) -> String {
             String::new()
         }
+
+        fn info_parts(&self) -> crate::service::InfoParts {
+            crate::service::InfoParts::default()
+        }
     }
 
     /// One connection's backlog of wide MSETs, already received in full, runs a bounded run

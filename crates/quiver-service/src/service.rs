@@ -67,6 +67,31 @@ impl Core {
     }
 }
 
+/// A line of INFO: `name:value`.
+pub type Line = (String, String);
+
+/// A section a RESP server adds to the common ones: (name, title, lines).
+pub type Section = (&'static str, &'static str, Vec<Line>);
+
+/// What a service adds to INFO's common sections, each where Redis (or Quiver) prints it.
+#[derive(Default)]
+pub struct InfoParts {
+    /// Cluster mode (`redis_mode`, `cluster_enabled`).
+    pub cluster_enabled: bool,
+    /// `# Memory`, after `used_memory_rss`.
+    pub memory: Vec<Line>,
+    /// `# Persistence`, whole (a service that stores nothing has none).
+    pub persistence: Option<Vec<Line>>,
+    /// `# Stats`, after the service's own.
+    pub stats: Vec<Line>,
+    /// Sections of its own, after `# Cluster`.
+    pub sections: Vec<Section>,
+    /// `# Keyspace`: one line per database with keys.
+    pub keyspace: Vec<Line>,
+    /// `# Vectors`, after `vector_width_mean`.
+    pub vectors: Vec<Line>,
+}
+
 /// What executes the requests of a RESP server's connections.
 pub trait Service: Send + Sync + 'static {
     /// A connection's state beyond its [`Session`] that only this service knows.
@@ -88,6 +113,9 @@ pub trait Service: Send + Sync + 'static {
 
     /// The Prometheus text of `GET /metrics`.
     fn render_metrics(&self) -> String;
+
+    /// What this service adds to INFO (`cmd::info`).
+    fn info_parts(&self) -> InfoParts;
 }
 
 /// A new 40-hex-character id, like Redis's node and run ids.

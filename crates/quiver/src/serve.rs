@@ -5,8 +5,8 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use quiver_router::RouterServer;
 use quiver_server::node_config::ServeConfig;
-use quiver_server::router::RouterServer;
 use quiver_server::Server;
 use quiver_service::config::{Config, LogFormat};
 

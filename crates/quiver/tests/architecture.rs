@@ -23,10 +23,10 @@
 //!
 //! 3. **Crates depend only on lower layers** (`architecture/layers.rs`, `CRATE_LAYERS`): the
 //!    protocol and the planning maths; the parts (engine, RESP service, peer transport,
-//!    cluster metadata, client); what is built of them (node and router, load generators,
-//!    reports); the binary. Read from each crate's `[dependencies]`.
+//!    cluster metadata, client, test kit); what is built of them (node, router, load
+//!    generators, reports); the binary. Read from each crate's `[dependencies]`.
 //! 4. **Sealed modules** (`SEALED`): no module of the crate outside them imports them (the
-//!    node never calls into the router).
+//!    node's in-process test server).
 //!
 //! Cycles between crates need no check: Cargo refuses them. `src/bin/` files (crate roots of
 //! their own) count for the line limit but are not module nodes.

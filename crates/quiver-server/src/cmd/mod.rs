@@ -40,7 +40,6 @@ pub mod expire;
 pub mod float;
 pub mod get;
 pub mod incr;
-pub mod info;
 pub mod keyspace;
 pub mod lcs;
 pub mod mset;
@@ -59,7 +58,7 @@ use bytes::Bytes;
 use common::Limits;
 use ctx::Ctx;
 use parsed::Command;
-use quiver_service::cmd::{acl, client, command, config, connection};
+use quiver_service::cmd::{acl, client, command, config, connection, info};
 use quiver_service::reply::Reply;
 use quiver_service::table::{is_server_command, Cmd, CommandSpec};
 

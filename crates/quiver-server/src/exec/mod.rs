@@ -39,6 +39,7 @@ use quiver_service::admission::{check, flag_transaction, queue};
 use quiver_service::errors::{self, Refusal};
 use quiver_service::output::Output;
 use quiver_service::reply::Reply;
+use quiver_service::service::InfoParts;
 use quiver_service::service::{Core, Service};
 use quiver_service::session::Session;
 use quiver_service::table::{Cmd, CommandSpec, Vector};
@@ -384,5 +385,9 @@ impl Service for ServerState {
 
     fn render_metrics(&self) -> String {
         crate::state::metrics::render(self)
+    }
+
+    fn info_parts(&self) -> InfoParts {
+        crate::state::info::parts(self)
     }
 }

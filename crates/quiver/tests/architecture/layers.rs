@@ -21,16 +21,22 @@ pub const CRATE_LAYERS: &[&[&str]] = &[
         "quiver-client",
         "quiver-testkit",
     ],
-    // What is built of the parts: the node and the router, the load generators, the reports.
-    &["quiver-server", "quiver-bench", "quiver-report"],
+    // What is built of the parts: the data node, the router, the load generators, the
+    // reports.
+    &[
+        "quiver-server",
+        "quiver-router",
+        "quiver-bench",
+        "quiver-report",
+    ],
     // The binary.
     &["quiver"],
 ];
 
 /// Modules no other module of their crate may import (`mod` declarations aside): (the crate's
-/// `src` directory, the top-level module). The router runs on the service and the peer
-/// transport; the node never calls into it.
-pub const SEALED: &[(&str, &str)] = &[("crates/quiver-server/src", "router")];
+/// `src` directory, the top-level module). The node's in-process test server is for tests
+/// (of this crate and others) alone: no module of the node runs on it.
+pub const SEALED: &[(&str, &str)] = &[("crates/quiver-server/src", "testing")];
 
 /// The workspace crates a `Cargo.toml` names under `[dependencies]`.
 pub fn manifest_deps(toml: &str) -> Vec<String> {
@@ -131,18 +137,18 @@ mod tests {
     fn an_import_of_a_sealed_module_from_outside_is_refused() {
         let dir = "crates/quiver-server/src";
         let mut graph = Graph::new();
-        graph.insert(("router::exec".into(), "router".into()), vec!["a:1".into()]);
-        graph.insert(("crate".into(), "router".into()), vec!["lib.rs:2".into()]);
-        graph.insert(("router".into(), "exec".into()), vec!["b:3".into()]);
+        graph.insert(("testing::x".into(), "testing".into()), vec!["a:1".into()]);
+        graph.insert(("crate".into(), "testing".into()), vec!["lib.rs:2".into()]);
+        graph.insert(("testing".into(), "node".into()), vec!["b:3".into()]);
         assert_eq!(sealed_violations(dir, &graph), Vec::<String>::new());
-        // Planted: the node's executor calling into the router.
+        // Planted: the node's executor calling into the test server.
         graph.insert(
-            ("exec::vector".into(), "router::plan".into()),
+            ("exec::vector".into(), "testing::helper".into()),
             vec!["exec/vector.rs:9".into()],
         );
         assert_eq!(
             sealed_violations(dir, &graph),
-            ["exec::vector imports router::plan (exec/vector.rs:9)"]
+            ["exec::vector imports testing::helper (exec/vector.rs:9)"]
         );
         assert_eq!(
             sealed_violations("crates/other/src", &graph),

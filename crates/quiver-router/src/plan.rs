@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::router::table::SlotTable;
+use crate::table::SlotTable;
 use quiver_service::errors::err;
 use quiver_service::reply::Reply;
 use quiver_service::table::{Cmd, CommandSpec};

@@ -31,11 +31,10 @@ use super::table::SlotTable;
 use super::txn::{RouterConn, CROSS_NODE_TXN};
 use super::Router;
 use super::{broadcast, txn};
-use crate::cmd::info;
 use quiver_service::admission;
 use quiver_service::admission::{forbidden_in_cluster, keys_of};
 use quiver_service::cmd::ConnCtx;
-use quiver_service::cmd::{client, command, config, connection};
+use quiver_service::cmd::{client, command, config, connection, info};
 use quiver_service::errors::{self, err};
 use quiver_service::output::Output;
 use quiver_service::reply::Reply;
@@ -399,15 +398,7 @@ async fn run_local(
     let resp3 = session.resp3;
     let core = &router.core;
     let reply = match spec.cmd {
-        Cmd::Info => Reply::Verbatim {
-            format: *b"txt",
-            text: Bytes::from(info::report(
-                core,
-                None,
-                vec![router.info_section()],
-                &info::asked_sections(args),
-            )),
-        },
+        Cmd::Info => info::run(router, args),
         Cmd::Client => {
             let reply = client::run(&mut ConnCtx { core, session }, args);
             core.clients.wait_gone(&mut session.killed).await;

@@ -1,21 +1,23 @@
-//! INFO [section ...]: the server's state and statistics in Redis's format.
+//! INFO [section ...]: the state and statistics of a RESP service in Redis's format. The
+//! service's own figures come from its `Core`; what serves adds its lines and sections
+//! (`InfoParts`, from `Service::info_parts`: a node's store, a router's routing).
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::Bytes;
 
-use crate::state::ServerState;
-use quiver_service::cmd::connection::REDIS_COMPAT_VERSION;
-use quiver_service::reply::Reply;
-use quiver_service::service::Core;
-use quiver_service::table::COMMANDS;
+use crate::cmd::connection::REDIS_COMPAT_VERSION;
+use crate::reply::Reply;
+use crate::service::{Core, InfoParts, Service};
+use crate::table::COMMANDS;
 
-pub fn run(state: &ServerState, args: &[Bytes]) -> Reply {
-    let sections = asked_sections(args);
+/// INFO for `service`.
+pub fn run<S: Service>(service: &S, args: &[Bytes]) -> Reply {
+    let asked = asked_sections(args);
     Reply::Verbatim {
         format: *b"txt",
-        text: Bytes::from(info(state, &sections)),
+        text: Bytes::from(report(service.core(), service.info_parts(), &asked)),
     }
 }
 
@@ -26,9 +28,6 @@ pub fn asked_sections(args: &[Bytes]) -> Vec<String> {
         .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
         .collect()
 }
-
-/// A section a RESP server adds to the common ones: (name, title, lines).
-pub type Section = (&'static str, &'static str, Vec<(String, String)>);
 
 /// Sections INFO prints without arguments (and with `default`): Redis 7's defaults that Quiver
 /// has, plus `vectors`. `commandstats` comes only with `all` / `everything` or by name.
@@ -62,19 +61,9 @@ fn cpu_seconds(who: libc::c_int) -> (String, String) {
     (seconds(usage.ru_stime), seconds(usage.ru_utime))
 }
 
-/// A node's INFO text.
-pub fn info(state: &ServerState, asked: &[String]) -> String {
-    report(&state.core, Some(state), Vec::new(), asked)
-}
-
-/// INFO text, Redis's format: `# Section` headers and `name:value` lines, CRLF ends. The
-/// sections about the store come with a `node`; `extra` sections follow the cluster section.
-pub fn report(
-    core: &Core,
-    node: Option<&ServerState>,
-    extra: Vec<Section>,
-    asked: &[String],
-) -> String {
+/// INFO text, Redis's format: `# Section` headers and `name:value` lines, CRLF ends: the
+/// service's figures with `parts` where they belong.
+pub fn report(core: &Core, parts: InfoParts, asked: &[String]) -> String {
     let everything = asked.iter().any(|s| s == "all" || s == "everything");
     let wants = |name: &str| {
         everything
@@ -85,8 +74,7 @@ pub fn report(
     };
     let mut out = String::new();
     let stats = &core.stats;
-    let store_stats = node.map(|n| n.store.stats());
-    let cluster_enabled = node.is_some_and(|n| n.cluster.is_some());
+    let cluster_enabled = parts.cluster_enabled;
     let mut section = |name: &str, title: &str, lines: Vec<(String, String)>| {
         if !wants(name) {
             return;
@@ -151,99 +139,17 @@ pub fn report(
             ),
         ],
     );
-    let rss = quiver_service::metrics::process_rss_bytes();
+    let rss = crate::metrics::process_rss_bytes();
     let mut memory = vec![l("used_memory_rss", rss.to_string())];
-    if let Some(store_stats) = &store_stats {
-        memory.extend([
-            l("index_bytes", store_stats.index_bytes.to_string()),
-            l("index_capacity", store_stats.index_capacity.to_string()),
-            l(
-                "index_spilled_keys",
-                store_stats.index_spilled_keys.to_string(),
-            ),
-            l(
-                "index_bytes_per_key",
-                format!(
-                    "{:.2}",
-                    store_stats.index_bytes as f64 / store_stats.keys.max(1) as f64
-                ),
-            ),
-        ]);
-    }
+    memory.extend(parts.memory);
     memory.extend([
         l("maxmemory", "0".into()),
         // Quiver uses Rust's default, the system allocator (Redis prints "libc" for it).
         l("mem_allocator", "libc".into()),
     ]);
     section("memory", "Memory", memory);
-    if let (Some(store_stats), Some(node)) = (&store_stats, node) {
-        section(
-            "persistence",
-            "Persistence",
-            vec![
-                l("loading", "0".into()),
-                l("durability", node.config.durability.to_string()),
-                l("backend", node.config.backend.to_string()),
-                l("partitions", store_stats.partitions.to_string()),
-                l("segments", store_stats.segments.to_string()),
-                l("disk_bytes", store_stats.disk_bytes.to_string()),
-                l("records", store_stats.records.to_string()),
-                l("dead_records", store_stats.dead_records.to_string()),
-                l("garbage_ratio", format!("{:.4}", store_stats.garbage_ratio)),
-                l(
-                    "compaction_copied_records",
-                    store_stats.compaction_copied_records.to_string(),
-                ),
-                l(
-                    "compaction_dropped_records",
-                    store_stats.compaction_dropped_records.to_string(),
-                ),
-                l(
-                    "disk_reserve_bytes",
-                    store_stats.disk_reserve_bytes.to_string(),
-                ),
-                l(
-                    "short_of_space",
-                    (store_stats.short_of_space as u8).to_string(),
-                ),
-                l(
-                    "partitions_refusing_writes",
-                    store_stats.partitions_refusing_writes.to_string(),
-                ),
-                l(
-                    "refusing_writes_because",
-                    store_stats
-                        .refusing_writes_because
-                        .clone()
-                        .unwrap_or_default(),
-                ),
-                l(
-                    "last_background_error",
-                    store_stats
-                        .last_background_error
-                        .clone()
-                        .unwrap_or_default(),
-                ),
-                l(
-                    "maintenance_stall_max_us",
-                    store_stats.maintenance_stall_max_us.to_string(),
-                ),
-                l(
-                    "maintenance_stall_max_by",
-                    store_stats.maintenance_stall_max_by.replace(' ', "_"),
-                ),
-                l(
-                    "maintenance_stall_total_us",
-                    store_stats.maintenance_stall_total_us.to_string(),
-                ),
-                l(
-                    "maintenance_stalls",
-                    store_stats.maintenance_stalls.to_string(),
-                ),
-                l("rdb_changes_since_last_save", "0".into()),
-                l("aof_enabled", "0".into()),
-            ],
-        );
+    if let Some(lines) = parts.persistence {
+        section("persistence", "Persistence", lines);
     }
     section(
         "stats",
@@ -302,7 +208,7 @@ pub fn report(
         ]
         .into_iter()
         .chain(stall_lines(&stats.stalls))
-        .chain(store_stats.iter().flat_map(|s| lock_lines(&s.locks)))
+        .chain(parts.stats)
         .collect(),
     );
     let (sys, user) = cpu_seconds(libc::RUSAGE_SELF);
@@ -327,29 +233,10 @@ pub fn report(
         "Cluster",
         vec![l("cluster_enabled", u8::from(cluster_enabled).to_string())],
     );
-    for (name, title, lines) in extra {
+    for (name, title, lines) in parts.sections {
         section(name, title, lines);
     }
-    // Live keys only (those whose expiry time has come are not counted, swept or not);
-    // avg_ttl is the exact mean time to live of the keys with an expiry, in ms. One line per
-    // database with keys, as Redis.
-    section(
-        "keyspace",
-        "Keyspace",
-        node.map(|n| n.store.db_stats())
-            .unwrap_or_default()
-            .into_iter()
-            .map(|d| {
-                l(
-                    &format!("db{}", d.db),
-                    format!(
-                        "keys={},expires={},avg_ttl={}",
-                        d.keys, d.expiring_keys, d.avg_ttl_ms
-                    ),
-                )
-            })
-            .collect(),
-    );
+    section("keyspace", "Keyspace", parts.keyspace);
     let widths = &stats.vector_widths();
     let mut vector_lines = vec![
         l("vectors", widths.count().to_string()),
@@ -359,12 +246,7 @@ pub fn report(
             format!("{:.2}", widths.sum() as f64 / widths.count().max(1) as f64),
         ),
     ];
-    if let Some(node) = node {
-        vector_lines.push(l(
-            "max_vector_width",
-            node.config.max_vector_width.to_string(),
-        ));
-    }
+    vector_lines.extend(parts.vectors);
     for (bound, count) in widths.buckets() {
         if count > 0 {
             let name = if bound == u64::MAX {
@@ -413,25 +295,9 @@ pub fn report(
     out
 }
 
-/// The serving paths' partition lock figures (a node's `# Stats`): writers' locks, waits,
-/// wait and hold times; readers' waits and wait time.
-fn lock_lines(locks: &quiver_store::LockStats) -> Vec<(String, String)> {
-    [
-        ("partition_write_locks", locks.write_locks),
-        ("partition_write_lock_waits", locks.write_waits),
-        ("partition_write_lock_wait_us", locks.write_wait_us),
-        ("partition_write_lock_hold_us", locks.write_hold_us),
-        ("partition_read_lock_waits", locks.read_waits),
-        ("partition_read_lock_wait_us", locks.read_wait_us),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
-}
-
 /// The serving threads' delays (`stats::Stalls`): runs that held a thread, and wakes of its
 /// meter, over 5 ms and over 25 ms, and the longest of each since start.
-fn stall_lines(stalls: &quiver_service::stats::Stalls) -> Vec<(String, String)> {
+fn stall_lines(stalls: &crate::stats::Stalls) -> Vec<(String, String)> {
     let (runs, wakes) = (&stalls.runs, &stalls.wakes);
     [
         ("serving_runs_over_5ms", &runs.over_5ms),

@@ -1,8 +1,10 @@
-//! `quiver router`: FAWN-KV's front-end for clients that know nothing of clusters.
+//! `quiver-router`: `quiver router`, FAWN-KV's front-end for clients that know nothing of
+//! clusters.
 //!
-//! A RESP server like a node (the same connection loop, limits, AUTH, INFO and metrics:
-//! [`quiver_service::service`]) that stores nothing: it routes every command by hash slot to the node
-//! owning it, by the topology in etcd ([`table`]), over pooled connections (`quiver_peer`).
+//! A RESP service like a node (the same connection loop, limits, AUTH, INFO and metrics:
+//! `quiver_service`) that stores nothing and knows nothing of the node's code: it routes every
+//! command by hash slot to the node owning it, by the topology in etcd ([`table`]), over the
+//! peer transport's pooled connections (`quiver_peer`).
 //! Multi-key commands are split into one command per node and pipelined commands grouped
 //! into one batch per node ([`plan`], [`exec`]); redirects during moves are followed here.
 
@@ -31,6 +33,7 @@ use quiver_service::config::Config;
 use quiver_service::output::Output;
 use quiver_service::server::{self, Listeners, ServerError, ShutdownHandle};
 use quiver_service::service::{Core, RunEnd, Service};
+use quiver_service::service::{InfoParts, Section};
 use quiver_service::serving::Serving;
 use quiver_service::session::Session;
 use table::Tables;
@@ -142,7 +145,7 @@ impl Router {
     }
 
     /// INFO's `# Router` section.
-    pub fn info_section(&self) -> crate::cmd::info::Section {
+    fn info_section(&self) -> Section {
         let table = self.tables.current();
         let mut fields = vec![
             ("router_epoch".to_string(), table.epoch.to_string()),
@@ -199,6 +202,13 @@ impl Service for Router {
         );
         quiver_service::metrics::render_core(&self.core, &mut o);
         o
+    }
+
+    fn info_parts(&self) -> InfoParts {
+        InfoParts {
+            sections: vec![self.info_section()],
+            ..InfoParts::default()
+        }
     }
 }
 
