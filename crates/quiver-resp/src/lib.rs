@@ -22,8 +22,8 @@
 //!   `{hashtag}`, mod [`SLOTS`]) and ranges of them ([`SlotRange`]), which the engine, the
 //!   server, the cluster's metadata and the cluster client share.
 //!
-//! The server's request parser (Redis 7's exact quirks) stays in `quiver-server`; it takes its
-//! limits and [`string2ll`] from here.
+//! The services' request parser (Redis 7's exact quirks) is `quiver-service`'s `frame`; it takes
+//! its limits and [`string2ll`] from here.
 
 pub mod glob;
 pub mod int;

@@ -143,7 +143,7 @@ fn prepare<'a>(
     table: &SlotTable,
     args: &'a [Bytes],
 ) -> Prepared<'a> {
-    let spec = match admission::check(router, session, args) {
+    let spec = match admission::check(&router.core, session, args) {
         Ok(spec) => spec,
         Err(refused) => {
             if refused.discard {

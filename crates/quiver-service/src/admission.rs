@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use crate::errors::{self, Refusal};
 use crate::reply::Reply;
-use crate::service::Service;
+use crate::service::Core;
 use crate::session::Session;
 use crate::table::{Cmd, CommandSpec, Flags};
 
@@ -19,14 +19,13 @@ pub const MULTI_QUEUED_MAX: usize = 1 << 20;
 
 /// Why the session's ACL user may not run the request (Redis's NOPERM), after bringing the
 /// session's copy of the user up to date; `None` if it may.
-fn acl_refusal<S: Service>(
-    service: &S,
+fn acl_refusal(
+    core: &Core,
     session: &mut Session,
     spec: &CommandSpec,
     args: &[Bytes],
 ) -> Option<Reply> {
-    if service
-        .core()
+    if core
         .users
         .refresh(&mut session.user, &mut session.user_version)
         .is_none()
@@ -61,12 +60,11 @@ pub struct Refused {
 
 /// Looks a request up and checks it as Redis does before running or queueing it (known,
 /// arity, subcommand, authentication). Refusals are counted here.
-pub fn check<S: Service>(
-    service: &S,
+pub fn check(
+    core: &Core,
     session: &mut Session,
     args: &[Bytes],
 ) -> Result<&'static CommandSpec, Refused> {
-    let core = service.core();
     let Some(spec) = core.config.rename_command.lookup(&args[0]) else {
         core.stats.unknown_commands.fetch_add(1, Relaxed);
         flag_transaction(session);
@@ -82,7 +80,7 @@ pub fn check<S: Service>(
     } else if !session.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
         Some(errors::err(errors::NOAUTH))
     } else {
-        acl_refusal(service, session, spec, args)
+        acl_refusal(core, session, spec, args)
     };
     let Some(reply) = refused else {
         return Ok(spec);

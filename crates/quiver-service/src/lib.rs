@@ -1,4 +1,4 @@
-//! `quiver-service`: the RESP service any Quiver process runs (layer 2 of DESIGN.md), whatever
+//! `quiver-service`: the RESP service any Quiver process runs (ARCHITECTURE.md), whatever
 //! executes its commands — a data node (`quiver-server`'s `ServerState`) or the router. It
 //! knows nothing of stores, chains or routers: what serves implements [`service::Service`].
 //!

@@ -1,4 +1,4 @@
-//! Quiver's storage engine (layer 1 of DESIGN.md): FAWN-DS partitions — append-only segment
+//! Quiver's storage engine (ARCHITECTURE.md): FAWN-DS partitions — append-only segment
 //! logs plus a compact in-RAM hash index — with vector get/put, compound batches and
 //! crash-safe recovery. `ARCHITECTURE.md` at the repository root is the map.
 //!

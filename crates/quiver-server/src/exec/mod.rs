@@ -224,7 +224,7 @@ fn prepare<'a>(
     limits: &Limits,
     args: &'a [Bytes],
 ) -> Prepared<'a> {
-    let spec = match check(state, session, args) {
+    let spec = match check(&state.core, session, args) {
         Ok(spec) => spec,
         Err(refused) => {
             if refused.discard {
