@@ -308,26 +308,8 @@ impl Scanner {
         while i < input.len() {
             match self.state {
                 State::Type => {
-                    let b = input[i];
+                    self.state = type_state(input[i])?;
                     i += 1;
-                    self.state = match b {
-                        b'+' => State::Line(LineType::Simple),
-                        b'-' => State::Line(LineType::Error),
-                        b':' => State::Line(LineType::Integer),
-                        b',' => State::Line(LineType::Double),
-                        b'#' => State::Line(LineType::Boolean),
-                        b'(' => State::Line(LineType::BigNumber),
-                        b'_' => State::Line(LineType::Null),
-                        b'$' => number(Prefixed::Blob(BlobType::Bulk)),
-                        b'!' => number(Prefixed::Blob(BlobType::Error)),
-                        b'=' => number(Prefixed::Blob(BlobType::Verbatim)),
-                        b'*' => number(Prefixed::Aggregate(AggregateType::Array)),
-                        b'%' => number(Prefixed::Aggregate(AggregateType::Map)),
-                        b'~' => number(Prefixed::Aggregate(AggregateType::Set)),
-                        b'|' => number(Prefixed::Aggregate(AggregateType::Attribute)),
-                        b'>' => number(Prefixed::Aggregate(AggregateType::Push)),
-                        other => return Err(ScanError::UnknownType(other)),
-                    };
                 }
                 State::Line(ty) => {
                     let rest = &input[i..];
@@ -370,30 +352,7 @@ impl Scanner {
                 } => {
                     let b = input[i];
                     i += 1;
-                    self.state = match b {
-                        b'-' if digits == 0 && !negative => State::Number {
-                            kind,
-                            negative: true,
-                            digits,
-                            value,
-                        },
-                        b'0'..=b'9' if usize::from(digits) < MAX_LENGTH_DIGITS => State::Number {
-                            kind,
-                            negative,
-                            digits: digits + 1,
-                            value: value * 10 + u64::from(b - b'0'),
-                        },
-                        // `-0` is no length.
-                        b'\r' if digits > 0 && !(negative && value == 0) => {
-                            // 19 digits may exceed i64::MAX: the length checks reject those.
-                            let v = i64::try_from(value).unwrap_or(i64::MAX);
-                            State::NumberLf {
-                                kind,
-                                value: if negative { -v } else { v },
-                            }
-                        }
-                        _ => return Err(ScanError::BadNumber),
-                    };
+                    self.state = number_state(kind, negative, digits, value, b)?;
                     // Type byte, sign and digits (the CR not counted).
                     if self.item + i - usize::from(b == b'\r') > self.limits.max_line_len {
                         return Err(ScanError::LineTooLong(self.limits.max_line_len));
@@ -404,39 +363,8 @@ impl Scanner {
                         return Err(ScanError::BadLineEnd);
                     }
                     i += 1;
-                    match kind {
-                        Prefixed::Blob(ty) => {
-                            if value == -1 && ty == BlobType::Bulk {
-                                return Ok(self.null(i, error_text));
-                            }
-                            let len = checked_len(value, self.limits.max_bulk_len)?;
-                            self.state = State::Payload {
-                                ty,
-                                len,
-                                remaining: len,
-                            };
-                        }
-                        Prefixed::Aggregate(ty) => {
-                            if value == -1 && ty == AggregateType::Array {
-                                return Ok(self.null(i, error_text));
-                            }
-                            let count = checked_len(value, self.limits.max_aggregate_len)?;
-                            if self.frames.len() >= self.limits.max_depth {
-                                return Err(ScanError::TooDeep);
-                            }
-                            let values = count.saturating_mul(ty.values_per_element());
-                            let header = self.item_done(i);
-                            self.frames.push(Frame {
-                                ty,
-                                remaining: values,
-                            });
-                            self.closing = values == 0;
-                            return Ok(Step {
-                                consumed: i,
-                                event: Some(Event::Start { ty, header, values }),
-                                error_text,
-                            });
-                        }
+                    if let Some(step) = self.length_read(kind, value, i, &error_text)? {
+                        return Ok(step);
                     }
                 }
                 State::Payload { ty, len, remaining } => {
@@ -489,6 +417,53 @@ impl Scanner {
         })
     }
 
+    /// A length read (`$`, `*`, ...: its line ended at `input[..i]`): a blob's payload comes
+    /// next, or a null or an aggregate's start is the step's event.
+    #[inline]
+    fn length_read(
+        &mut self,
+        kind: Prefixed,
+        value: i64,
+        i: usize,
+        error_text: &Range<usize>,
+    ) -> Result<Option<Step>, ScanError> {
+        match kind {
+            Prefixed::Blob(ty) => {
+                if value == -1 && ty == BlobType::Bulk {
+                    return Ok(Some(self.null(i, error_text.clone())));
+                }
+                let len = checked_len(value, self.limits.max_bulk_len)?;
+                self.state = State::Payload {
+                    ty,
+                    len,
+                    remaining: len,
+                };
+                Ok(None)
+            }
+            Prefixed::Aggregate(ty) => {
+                if value == -1 && ty == AggregateType::Array {
+                    return Ok(Some(self.null(i, error_text.clone())));
+                }
+                let count = checked_len(value, self.limits.max_aggregate_len)?;
+                if self.frames.len() >= self.limits.max_depth {
+                    return Err(ScanError::TooDeep);
+                }
+                let values = count.saturating_mul(ty.values_per_element());
+                let header = self.item_done(i);
+                self.frames.push(Frame {
+                    ty,
+                    remaining: values,
+                });
+                self.closing = values == 0;
+                Ok(Some(Step {
+                    consumed: i,
+                    event: Some(Event::Start { ty, header, values }),
+                    error_text: error_text.clone(),
+                }))
+            }
+        }
+    }
+
     /// The item ends at `input[..end]`: its length, and the scanner ready for the next one.
     #[inline]
     fn item_done(&mut self, end: usize) -> usize {
@@ -527,6 +502,64 @@ fn number(kind: Prefixed) -> State {
         digits: 0,
         value: 0,
     }
+}
+
+/// The state a reply's type byte starts.
+#[inline]
+fn type_state(b: u8) -> Result<State, ScanError> {
+    Ok(match b {
+        b'+' => State::Line(LineType::Simple),
+        b'-' => State::Line(LineType::Error),
+        b':' => State::Line(LineType::Integer),
+        b',' => State::Line(LineType::Double),
+        b'#' => State::Line(LineType::Boolean),
+        b'(' => State::Line(LineType::BigNumber),
+        b'_' => State::Line(LineType::Null),
+        b'$' => number(Prefixed::Blob(BlobType::Bulk)),
+        b'!' => number(Prefixed::Blob(BlobType::Error)),
+        b'=' => number(Prefixed::Blob(BlobType::Verbatim)),
+        b'*' => number(Prefixed::Aggregate(AggregateType::Array)),
+        b'%' => number(Prefixed::Aggregate(AggregateType::Map)),
+        b'~' => number(Prefixed::Aggregate(AggregateType::Set)),
+        b'|' => number(Prefixed::Aggregate(AggregateType::Attribute)),
+        b'>' => number(Prefixed::Aggregate(AggregateType::Push)),
+        other => return Err(ScanError::UnknownType(other)),
+    })
+}
+
+/// The state after byte `b` of a length (a sign, a digit, or the CR that ends it).
+#[inline]
+fn number_state(
+    kind: Prefixed,
+    negative: bool,
+    digits: u8,
+    value: u64,
+    b: u8,
+) -> Result<State, ScanError> {
+    Ok(match b {
+        b'-' if digits == 0 && !negative => State::Number {
+            kind,
+            negative: true,
+            digits,
+            value,
+        },
+        b'0'..=b'9' if usize::from(digits) < MAX_LENGTH_DIGITS => State::Number {
+            kind,
+            negative,
+            digits: digits + 1,
+            value: value * 10 + u64::from(b - b'0'),
+        },
+        // `-0` is no length.
+        b'\r' if digits > 0 && !(negative && value == 0) => {
+            // 19 digits may exceed i64::MAX: the length checks reject those.
+            let v = i64::try_from(value).unwrap_or(i64::MAX);
+            State::NumberLf {
+                kind,
+                value: if negative { -v } else { v },
+            }
+        }
+        _ => return Err(ScanError::BadNumber),
+    })
 }
 
 /// A declared length within `0..=max`.

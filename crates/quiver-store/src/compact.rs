@@ -47,22 +47,25 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use crate::checkpoint;
-use crate::error::{show_key, Error, Result};
+use crate::dbs::DbMap;
+use crate::error::{Error, Result};
 use crate::hash::KeyHash;
-use crate::log::format::{self, CompactionManifest, RecordExt, RecordType, SEGMENT_HEADER_LEN};
+use crate::log::format::{self, CompactionManifest, SEGMENT_HEADER_LEN};
 use crate::log::reader::{Scanner, Step};
 use crate::log::segment::{
     segment_file_name, sync_dir, tmp_segment_file_name, Segment, SEGMENT_SUFFIX, SEGMENT_TMP_SUFFIX,
 };
 use crate::maintenance::{self, MaintenanceReport, ScanMode};
-use crate::options::DamagePolicy;
-use crate::partition::{MaintenanceState, PartState, Partition, StoreCtx};
+use crate::partition::{MaintenanceState, PartState, Partition, SegmentSet, StoreCtx};
 use crate::reserve::DiskReserve;
 use crate::stalls::Pacer;
 
 mod choose;
+mod copy;
 mod outputs;
+use choose::Choice;
 pub(crate) use choose::Pass;
+use copy::{Copied, Copy};
 use outputs::Outputs;
 
 const MANIFEST_FILE: &str = "COMPACT";
@@ -151,27 +154,12 @@ pub(crate) fn compact(
     mut pacer: Pacer,
 ) -> Result<PassOutcome> {
     // 1. The range.
-    let mut was_active = None;
-    let (snapshot, inputs, choice, dbs) = {
-        let mut st = part.state.write();
-        let _stall = ctx.stalls.hold("compaction range");
-        // Bytes of a failed write may lie past the log's end: sealing the active segment must
-        // not make them part of the log (reopening cuts them off); and after a failed
-        // fdatasync nothing new is to be made to look durable.
-        st.writable()?;
-        st.appender.flush()?;
-        let c = choose::choose(ctx, &st, pass);
-        if c.seal_active {
-            was_active = Some(st.rotate(ctx, part.id, &part.dir)?);
-        }
-        let inputs = st.segs.ordered[c.start..c.start + c.len].to_vec();
-        (st.segs.clone(), inputs, c, st.dbs.clone())
-    };
-    let prefix = choice.start == 0;
-    // Its unused tail given back without the lock (see `PartState::rotate`).
-    if let Some(mut appender) = was_active {
-        appender.release_unused()?;
-    }
+    let Taken {
+        snapshot,
+        inputs,
+        choice,
+        dbs,
+    } = take_range(ctx, part, pass)?;
     let mut outcome = PassOutcome {
         report: MaintenanceReport {
             segments_compacted: inputs.len(),
@@ -189,135 +177,36 @@ pub(crate) fn compact(
     // 2. Copy what survives.
     let resolved = resolved_batches(&inputs, &mut pacer)?;
     let mut out = Outputs::new(&snapshot, last_input);
-    let mut remaps: Vec<Remap> = Vec::new();
-    // Live records whose value is damaged (salvage only): dropped from the index at the swap.
-    let mut lost: Vec<(u32, KeyHash, u32)> = Vec::new();
-    // Live records whose expiry time had come: dropped from the index at the swap (if no
-    // writer replaced them meanwhile); `tombstones` of them left a tombstone in the output.
-    let mut expired: Vec<(u32, KeyHash, u32)> = Vec::new();
-    // Records the index still holds whose namespace was flushed (FLUSHDB, which counted them
-    // dead): dropped from the index at the swap.
-    let mut flushed: Vec<(KeyHash, u32)> = Vec::new();
-    let mut tombstones = 0u64;
-    let now = ctx.now_ms();
-    let (mut dropped, mut kept_dead) = (0u64, 0u64);
     let mode = ScanMode {
         keep_bytes: true,
         verify_values: true,
         on_damage: ctx.opts.on_damage,
     };
+    let mut copy = Copy {
+        ctx,
+        part,
+        out: &mut out,
+        report,
+        dbs: &dbs,
+        resolved: &resolved,
+        prefix: choice.start == 0,
+        now: ctx.now_ms(),
+        copied: Copied::default(),
+    };
     let scanned = maintenance::scan_records(ctx, part, &inputs, None, mode, |r| {
-        // No lock is held here (`scan_records` calls back outside its liveness tests).
         pacer.done(1);
-        let ty = r.header.ty;
-        // Some(whole part in range) for a member or commit record of a resolved batch.
-        let resolved_batch = resolved
-            .get(&r.header.seq)
-            .filter(|_| ty.is_batch_member() || ty.ends_part());
-        let resolved_member = ty.is_batch_member() && resolved_batch.is_some();
-        if r.live {
-            if !r.value_ok {
-                let what = "record value checksum mismatch";
-                return match ctx.opts.on_damage {
-                    DamagePolicy::Refuse => Err(Error::corruption(&r.segment.path, r.offset, what)),
-                    DamagePolicy::Salvage => {
-                        lost.push((r.header.ext(r.bytes).namespace, r.hash, r.loc));
-                        report.damage.push(format!(
-                            "{} at offset {}: {what}; key {} dropped",
-                            r.segment.path.display(),
-                            r.offset,
-                            show_key(format::record_key(r.bytes))
-                        ));
-                        Ok(())
-                    }
-                };
-            }
-            let ext = r.header.ext(r.bytes);
-            let resolved = !ty.is_batch_member() || resolved_member;
-            if resolved && !dbs.is_live(ext.namespace) {
-                // No database reads its namespace, and none ever will: nothing to shadow.
-                flushed.push((r.hash, r.loc));
-                return Ok(());
-            }
-            if ext.expired_at(now) && resolved {
-                expired.push((ext.namespace, r.hash, r.loc));
-                if !prefix {
-                    let mut tomb = Vec::new();
-                    let key = &r.bytes[r.header.key_range()];
-                    let ext = RecordExt {
-                        expire_at: None,
-                        ..ext
-                    };
-                    format::encode_record(
-                        &mut tomb,
-                        RecordType::Delete,
-                        r.header.seq,
-                        ext,
-                        key,
-                        b"",
-                    );
-                    out.append(ctx, part, &tomb, (RecordType::Delete, None), true)?;
-                    tombstones += 1;
-                }
-                return Ok(());
-            }
-            let retype = resolved_member.then_some(RecordType::Put);
-            let to = out.append(ctx, part, r.bytes, (ty, retype), false)?;
-            remaps.push(Remap {
-                hash: r.hash,
-                from: r.loc,
-                to,
-            });
-            return Ok(());
-        }
-        // Dead puts, tombstones, commit records: dropped, or kept (`Some`), retyped or not.
-        let flushed = !dbs.is_live(r.header.ext(r.bytes).namespace);
-        let keep: Option<Option<RecordType>> = match ty {
-            RecordType::Put => None,
-            // A tombstone of a flushed namespace shadows only records that are dead anyway.
-            RecordType::Delete if flushed => None,
-            RecordType::Delete | RecordType::Truncate => (!prefix).then_some(None),
-            RecordType::BatchPut | RecordType::BatchCommit | RecordType::BatchEnd
-                if resolved_batch.is_some() =>
-            {
-                None
-            }
-            // A seal (no member) before which everything is resolved in a prefix range.
-            RecordType::BatchCommit
-                if prefix && format::commit_count(&r.bytes[r.header.value_range()]) == 0 =>
-            {
-                None
-            }
-            // A delete of a batch that was applied keeps shadowing older copies.
-            RecordType::BatchDelete if resolved_member => {
-                (!prefix && resolved_batch == Some(&true)).then_some(Some(RecordType::Delete))
-            }
-            // A part (or commit) that replay must find as it is.
-            RecordType::BatchPut
-            | RecordType::BatchDelete
-            | RecordType::BatchCommit
-            | RecordType::BatchEnd => Some(None),
-        };
-        match keep {
-            Some(retype) => {
-                out.append(ctx, part, r.bytes, (ty, retype), true)?;
-                kept_dead += 1;
-            }
-            None => dropped += 1,
-        }
-        Ok(())
-    })
-    .and_then(|skipped| out.finish().map(|()| skipped));
-    let skipped = match scanned {
+        copy.record(r)
+    });
+    let copied = copy.copied;
+    let skipped = match scanned.and_then(|skipped| out.finish().map(|()| skipped)) {
         Ok(s) => s,
         Err(e) => {
             out.abandon(part);
             return Err(e);
         }
     };
-    report.records_copied = remaps.len() as u64 + kept_dead + tombstones;
-    report.records_dropped =
-        dropped + lost.len() as u64 + expired.len() as u64 + flushed.len() as u64;
+    report.records_copied = copied.remaps.len() as u64 + copied.kept_dead + copied.tombstones;
+    report.records_dropped = copied.gone();
     report.damage.extend(skipped);
 
     // 3. Commit on disk (batch parts whose commit record the pass drops sealed first).
@@ -340,7 +229,71 @@ pub(crate) fn compact(
     report.segments_written = outputs.len();
 
     // 4. Move the index entries, then the segment list.
-    let mut chunks = remaps.chunks(REMAP_CHUNK_ENTRIES).peekable();
+    move_index(ctx, part, &copied, &mut pacer, &inputs, &outputs);
+
+    // 5. Retire the inputs.
+    for seg in &inputs {
+        let _ = fs::remove_file(&seg.path);
+    }
+    let _ = fs::remove_file(part.dir.join(MANIFEST_FILE));
+    sync_dir(&part.dir)?;
+    Ok(outcome)
+}
+
+/// What a pass works from (step 1).
+struct Taken {
+    /// The partition's segment list when the range was chosen.
+    snapshot: SegmentSet,
+    /// The range's segments.
+    inputs: Vec<Arc<Segment>>,
+    choice: Choice,
+    /// Which namespaces the databases read then.
+    dbs: Arc<DbMap>,
+}
+
+/// Step 1: the range, chosen under the partition's write lock (the active segment sealed into
+/// it when the choice says so), and what the pass works from.
+fn take_range(ctx: &StoreCtx, part: &Partition, pass: Pass) -> Result<Taken> {
+    let mut was_active = None;
+    let taken = {
+        let mut st = part.state.write();
+        let _stall = ctx.stalls.hold("compaction range");
+        // Bytes of a failed write may lie past the log's end: sealing the active segment must
+        // not make them part of the log (reopening cuts them off); and after a failed
+        // fdatasync nothing new is to be made to look durable.
+        st.writable()?;
+        st.appender.flush()?;
+        let c = choose::choose(ctx, &st, pass);
+        if c.seal_active {
+            was_active = Some(st.rotate(ctx, part.id, &part.dir)?);
+        }
+        Taken {
+            snapshot: st.segs.clone(),
+            inputs: st.segs.ordered[c.start..c.start + c.len].to_vec(),
+            choice: c,
+            dbs: st.dbs.clone(),
+        }
+    };
+    // Its unused tail given back without the lock (see `PartState::rotate`).
+    if let Some(mut appender) = was_active {
+        appender.release_unused()?;
+    }
+    Ok(taken)
+}
+
+/// Step 4: the copied records' index entries moved to their copies, in chunks of
+/// `REMAP_CHUNK_ENTRIES` under the write lock (a paced pass sleeps between them); with the
+/// last chunk, what the pass drops taken out of the index and the counters, and the outputs
+/// swapped in for the inputs.
+fn move_index(
+    ctx: &StoreCtx,
+    part: &Partition,
+    copied: &Copied,
+    pacer: &mut Pacer,
+    inputs: &[Arc<Segment>],
+    outputs: &[Arc<Segment>],
+) {
+    let mut chunks = copied.remaps.chunks(REMAP_CHUNK_ENTRIES).peekable();
     loop {
         let chunk = chunks.next().unwrap_or(&[]);
         pacer.done(chunk.len()); // before the lock: a paced pass sleeps between chunks
@@ -360,43 +313,37 @@ pub(crate) fn compact(
             }
         }
         st.dirty = true;
-        if chunks.peek().is_some() {
-            continue;
+        if chunks.peek().is_none() {
+            drop_gone(&mut st, copied);
+            swap_segments(&mut st, inputs, outputs);
+            return;
         }
-        // The dropped records leave the log; all were dead (counted in `dead` when they
-        // died) but the damaged live ones dropped here.
-        let mut gone_dead = dropped + flushed.len() as u64;
-        for &(hash, loc) in &flushed {
-            if let Some(pos) = st.index.find_loc(hash, loc) {
+    }
+}
+
+/// The records the pass drops leave the index and the counters. All were dead (counted in
+/// `dead` when they died) but the damaged, expired and flushed live ones dropped here.
+fn drop_gone(st: &mut PartState, copied: &Copied) {
+    let mut gone_dead = copied.dropped + copied.flushed.len() as u64;
+    for &(hash, loc) in &copied.flushed {
+        if let Some(pos) = st.index.find_loc(hash, loc) {
+            st.index.remove(pos);
+            st.expiries.remove(hash.0);
+        }
+    }
+    for &(ns, hash, loc) in copied.lost.iter().chain(&copied.expired) {
+        match st.index.find_loc(hash, loc) {
+            Some(pos) => {
                 st.index.remove(pos);
+                st.ns_keys.sub(ns, 1);
                 st.expiries.remove(hash.0);
             }
+            None => gone_dead += 1,
         }
-        for &(ns, hash, loc) in lost.iter().chain(&expired) {
-            match st.index.find_loc(hash, loc) {
-                Some(pos) => {
-                    st.index.remove(pos);
-                    st.ns_keys.sub(ns, 1);
-                    st.expiries.remove(hash.0);
-                }
-                None => gone_dead += 1,
-            }
-        }
-        let c = &mut st.counters;
-        let gone = dropped + lost.len() as u64 + expired.len() as u64 + flushed.len() as u64;
-        c.records = c.records.saturating_sub(gone) + tombstones;
-        c.dead = c.dead.saturating_sub(gone_dead) + tombstones;
-        swap_segments(&mut st, &inputs, &outputs);
-        break;
     }
-
-    // 5. Retire the inputs.
-    for seg in &inputs {
-        let _ = fs::remove_file(&seg.path);
-    }
-    let _ = fs::remove_file(part.dir.join(MANIFEST_FILE));
-    sync_dir(&part.dir)?;
-    Ok(outcome)
+    let c = &mut st.counters;
+    c.records = c.records.saturating_sub(copied.gone()) + copied.tombstones;
+    c.dead = c.dead.saturating_sub(gone_dead) + copied.tombstones;
 }
 
 /// One compaction pass — over the whole log (`budget_bytes: None`, the active segment sealed

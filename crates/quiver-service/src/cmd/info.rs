@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use crate::cmd::connection::REDIS_COMPAT_VERSION;
 use crate::reply::Reply;
-use crate::service::{Core, InfoParts, Service};
+use crate::service::{Core, InfoParts, Line, Section, Service};
 use crate::table::COMMANDS;
 
 /// INFO for `service`.
@@ -62,7 +62,7 @@ fn cpu_seconds(who: libc::c_int) -> (String, String) {
 }
 
 /// INFO text, Redis's format: `# Section` headers and `name:value` lines, CRLF ends: the
-/// service's figures with `parts` where they belong.
+/// service's figures with `parts` where they belong, the sections `asked` for.
 pub fn report(core: &Core, parts: InfoParts, asked: &[String]) -> String {
     let everything = asked.iter().any(|s| s == "all" || s == "everything");
     let wants = |name: &str| {
@@ -73,11 +73,9 @@ pub fn report(core: &Core, parts: InfoParts, asked: &[String]) -> String {
                 .any(|s| s == name || s == "default" && DEFAULT_SECTIONS.contains(&name))
     };
     let mut out = String::new();
-    let stats = &core.stats;
-    let cluster_enabled = parts.cluster_enabled;
-    let mut section = |name: &str, title: &str, lines: Vec<(String, String)>| {
+    for (name, title, lines) in sections(core, parts) {
         if !wants(name) {
-            return;
+            continue;
         }
         if !out.is_empty() {
             out.push_str("\r\n");
@@ -86,167 +84,176 @@ pub fn report(core: &Core, parts: InfoParts, asked: &[String]) -> String {
         for (k, v) in lines {
             let _ = write!(out, "{k}:{v}\r\n");
         }
-    };
-    let uptime = stats.started.elapsed().as_secs();
-    let l = |k: &str, v: String| (k.to_string(), v);
-    section(
-        "server",
-        "Server",
-        vec![
-            l("redis_version", REDIS_COMPAT_VERSION.into()),
-            l("quiver_version", env!("CARGO_PKG_VERSION").into()),
-            l(
-                "redis_mode",
-                if cluster_enabled {
-                    "cluster"
-                } else {
-                    "standalone"
-                }
-                .into(),
-            ),
-            l("os", std::env::consts::OS.into()),
-            l("arch_bits", (usize::BITS).to_string()),
-            l("process_id", std::process::id().to_string()),
-            l("run_id", core.run_id.clone()),
-            l("tcp_port", core.port.to_string()),
-            l("uptime_in_seconds", uptime.to_string()),
-            l("uptime_in_days", (uptime / 86_400).to_string()),
-            l(
-                "executable",
-                std::env::current_exe()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default(),
-            ),
-        ],
-    );
-    section(
-        "clients",
-        "Clients",
-        vec![
-            l(
-                "connected_clients",
-                stats.connected_clients.load(Relaxed).to_string(),
-            ),
-            l("maxclients", core.config.maxclients.to_string()),
-            l("blocked_clients", "0".into()),
-            l(
-                "client_output_buffer_total_bytes",
-                core.stats.output_buffered_bytes().to_string(),
-            ),
-            l(
-                "client_output_buffer_total_limit",
-                core.output_budget.limit_bytes().to_string(),
-            ),
-        ],
-    );
-    let rss = crate::metrics::process_rss_bytes();
-    let mut memory = vec![l("used_memory_rss", rss.to_string())];
-    memory.extend(parts.memory);
-    memory.extend([
-        l("maxmemory", "0".into()),
-        // Quiver uses Rust's default, the system allocator (Redis prints "libc" for it).
-        l("mem_allocator", "libc".into()),
-    ]);
-    section("memory", "Memory", memory);
-    if let Some(lines) = parts.persistence {
-        section("persistence", "Persistence", lines);
     }
-    section(
-        "stats",
-        "Stats",
-        vec![
-            l(
-                "total_connections_received",
-                stats.connections_received.load(Relaxed).to_string(),
-            ),
-            l(
-                "total_commands_processed",
-                stats.total_commands().to_string(),
-            ),
-            l("total_net_input_bytes", stats.net_input_bytes().to_string()),
-            l(
-                "total_net_output_bytes",
-                stats.net_output_bytes().to_string(),
-            ),
-            l(
-                "rejected_connections",
-                stats.rejected_connections.load(Relaxed).to_string(),
-            ),
-            l("keyspace_hits", stats.keyspace_hits().to_string()),
-            l("keyspace_misses", stats.keyspace_misses().to_string()),
-            l(
-                "total_error_replies",
-                stats.error_replies.load(Relaxed).to_string(),
-            ),
-            l(
-                "total_error_replies_protocol",
-                stats.protocol_errors.load(Relaxed).to_string(),
-            ),
-            l(
-                "unknown_commands",
-                stats.unknown_commands.load(Relaxed).to_string(),
-            ),
-            l(
-                "transaction_retries",
-                stats.transaction_retries.load(Relaxed).to_string(),
-            ),
-            l(
-                "transactions_abandoned",
-                stats.transactions_abandoned.load(Relaxed).to_string(),
-            ),
-            l(
-                "clients_closed_by_limit",
-                stats.clients_closed_by_limit.load(Relaxed).to_string(),
-            ),
-            l(
-                "replies_refused_by_total_limit",
-                stats
-                    .replies_refused_by_total_limit
-                    .load(Relaxed)
-                    .to_string(),
-            ),
-        ]
-        .into_iter()
-        .chain(stall_lines(&stats.stalls))
-        .chain(parts.stats)
-        .collect(),
-    );
+    out
+}
+
+/// Every section, in Redis's order (Quiver's and what serves adds where they belong).
+fn sections(core: &Core, parts: InfoParts) -> Vec<Section> {
+    let stats = &core.stats;
+    let mut all = vec![
+        ("server", "Server", server(core, parts.cluster_enabled)),
+        ("clients", "Clients", clients(core)),
+        ("memory", "Memory", memory(parts.memory)),
+    ];
+    if let Some(lines) = parts.persistence {
+        all.push(("persistence", "Persistence", lines));
+    }
+    let mut stat_lines = stat_lines(stats);
+    stat_lines.extend(parts.stats);
+    all.push(("stats", "Stats", stat_lines));
+    all.push(("cpu", "CPU", cpu()));
+    let cluster = u8::from(parts.cluster_enabled).to_string();
+    all.push(("cluster", "Cluster", vec![line("cluster_enabled", cluster)]));
+    all.extend(parts.sections);
+    all.push(("keyspace", "Keyspace", parts.keyspace));
+    all.push(("vectors", "Vectors", vectors(stats, parts.vectors)));
+    all.push(("commandstats", "Commandstats", command_stats(stats)));
+    let errors = stats
+        .error_codes
+        .lock()
+        .iter()
+        .map(|(code, count)| (format!("errorstat_{code}"), format!("count={count}")))
+        .collect();
+    all.push(("errorstats", "Errorstats", errors));
+    all
+}
+
+fn line(name: &str, value: String) -> Line {
+    (name.to_string(), value)
+}
+
+fn server(core: &Core, cluster_enabled: bool) -> Vec<Line> {
+    let uptime = core.stats.started.elapsed().as_secs();
+    let mode = if cluster_enabled {
+        "cluster"
+    } else {
+        "standalone"
+    };
+    let executable = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    vec![
+        line("redis_version", REDIS_COMPAT_VERSION.into()),
+        line("quiver_version", env!("CARGO_PKG_VERSION").into()),
+        line("redis_mode", mode.into()),
+        line("os", std::env::consts::OS.into()),
+        line("arch_bits", (usize::BITS).to_string()),
+        line("process_id", std::process::id().to_string()),
+        line("run_id", core.run_id.clone()),
+        line("tcp_port", core.port.to_string()),
+        line("uptime_in_seconds", uptime.to_string()),
+        line("uptime_in_days", (uptime / 86_400).to_string()),
+        line("executable", executable),
+    ]
+}
+
+fn clients(core: &Core) -> Vec<Line> {
+    let stats = &core.stats;
+    vec![
+        line(
+            "connected_clients",
+            stats.connected_clients.load(Relaxed).to_string(),
+        ),
+        line("maxclients", core.config.maxclients.to_string()),
+        line("blocked_clients", "0".into()),
+        line(
+            "client_output_buffer_total_bytes",
+            stats.output_buffered_bytes().to_string(),
+        ),
+        line(
+            "client_output_buffer_total_limit",
+            core.output_budget.limit_bytes().to_string(),
+        ),
+    ]
+}
+
+/// The process's memory, with what serves adds (`more`) after its resident set.
+fn memory(more: Vec<Line>) -> Vec<Line> {
+    let rss = crate::metrics::process_rss_bytes();
+    let mut lines = vec![line("used_memory_rss", rss.to_string())];
+    lines.extend(more);
+    lines.extend([
+        line("maxmemory", "0".into()),
+        // Quiver uses Rust's default, the system allocator (Redis prints "libc" for it).
+        line("mem_allocator", "libc".into()),
+    ]);
+    lines
+}
+
+/// The service's `# Stats`: connections, commands, bytes, refusals, the serving threads'
+/// delays.
+fn stat_lines(stats: &crate::stats::Stats) -> Vec<Line> {
+    let count = |n: &std::sync::atomic::AtomicU64| n.load(Relaxed).to_string();
+    let mut lines = vec![
+        line(
+            "total_connections_received",
+            count(&stats.connections_received),
+        ),
+        line(
+            "total_commands_processed",
+            stats.total_commands().to_string(),
+        ),
+        line("total_net_input_bytes", stats.net_input_bytes().to_string()),
+        line(
+            "total_net_output_bytes",
+            stats.net_output_bytes().to_string(),
+        ),
+        line("rejected_connections", count(&stats.rejected_connections)),
+        line("keyspace_hits", stats.keyspace_hits().to_string()),
+        line("keyspace_misses", stats.keyspace_misses().to_string()),
+        line("total_error_replies", count(&stats.error_replies)),
+        line(
+            "total_error_replies_protocol",
+            count(&stats.protocol_errors),
+        ),
+        line("unknown_commands", count(&stats.unknown_commands)),
+        line("transaction_retries", count(&stats.transaction_retries)),
+        line(
+            "transactions_abandoned",
+            count(&stats.transactions_abandoned),
+        ),
+        line(
+            "clients_closed_by_limit",
+            count(&stats.clients_closed_by_limit),
+        ),
+        line(
+            "replies_refused_by_total_limit",
+            count(&stats.replies_refused_by_total_limit),
+        ),
+    ];
+    lines.extend(stall_lines(&stats.stalls));
+    lines
+}
+
+fn cpu() -> Vec<Line> {
     let (sys, user) = cpu_seconds(libc::RUSAGE_SELF);
     let (sys_children, user_children) = cpu_seconds(libc::RUSAGE_CHILDREN);
     // Redis's main thread executes every command; Quiver's worker threads all do, so this is
     // the worker thread answering this INFO.
     let (sys_thread, user_thread) = cpu_seconds(libc::RUSAGE_THREAD);
-    section(
-        "cpu",
-        "CPU",
-        vec![
-            l("used_cpu_sys", sys),
-            l("used_cpu_user", user),
-            l("used_cpu_sys_children", sys_children),
-            l("used_cpu_user_children", user_children),
-            l("used_cpu_sys_main_thread", sys_thread),
-            l("used_cpu_user_main_thread", user_thread),
-        ],
-    );
-    section(
-        "cluster",
-        "Cluster",
-        vec![l("cluster_enabled", u8::from(cluster_enabled).to_string())],
-    );
-    for (name, title, lines) in parts.sections {
-        section(name, title, lines);
-    }
-    section("keyspace", "Keyspace", parts.keyspace);
+    vec![
+        line("used_cpu_sys", sys),
+        line("used_cpu_user", user),
+        line("used_cpu_sys_children", sys_children),
+        line("used_cpu_user_children", user_children),
+        line("used_cpu_sys_main_thread", sys_thread),
+        line("used_cpu_user_main_thread", user_thread),
+    ]
+}
+
+/// The widths of the engine vectors run, with what serves adds (`more`) after their mean.
+fn vectors(stats: &crate::stats::Stats, more: Vec<Line>) -> Vec<Line> {
     let widths = &stats.vector_widths();
-    let mut vector_lines = vec![
-        l("vectors", widths.count().to_string()),
-        l("vector_keys", widths.sum().to_string()),
-        l(
+    let mut lines = vec![
+        line("vectors", widths.count().to_string()),
+        line("vector_keys", widths.sum().to_string()),
+        line(
             "vector_width_mean",
             format!("{:.2}", widths.sum() as f64 / widths.count().max(1) as f64),
         ),
     ];
-    vector_lines.extend(parts.vectors);
+    lines.extend(more);
     for (bound, count) in widths.buckets() {
         if count > 0 {
             let name = if bound == u64::MAX {
@@ -254,12 +261,15 @@ pub fn report(core: &Core, parts: InfoParts, asked: &[String]) -> String {
             } else {
                 format!("vector_width_le_{bound}")
             };
-            vector_lines.push((name, count.to_string()));
+            lines.push((name, count.to_string()));
         }
     }
-    section("vectors", "Vectors", vector_lines);
-    // Redis 7 lists a command once it was called, rejected or failed.
-    let command_lines = COMMANDS
+    lines
+}
+
+/// Redis 7 lists a command once it was called, rejected or failed.
+fn command_stats(stats: &crate::stats::Stats) -> Vec<Line> {
+    COMMANDS
         .iter()
         .zip(&stats.commands)
         .enumerate()
@@ -283,21 +293,12 @@ pub fn report(core: &Core, parts: InfoParts, asked: &[String]) -> String {
                 ),
             ))
         })
-        .collect();
-    section("commandstats", "Commandstats", command_lines);
-    let error_lines = stats
-        .error_codes
-        .lock()
-        .iter()
-        .map(|(code, count)| (format!("errorstat_{code}"), format!("count={count}")))
-        .collect();
-    section("errorstats", "Errorstats", error_lines);
-    out
+        .collect()
 }
 
 /// The serving threads' delays (`stats::Stalls`): runs that held a thread, and wakes of its
 /// meter, over 5 ms and over 25 ms, and the longest of each since start.
-fn stall_lines(stalls: &crate::stats::Stalls) -> Vec<(String, String)> {
+fn stall_lines(stalls: &crate::stats::Stalls) -> Vec<Line> {
     let (runs, wakes) = (&stalls.runs, &stalls.wakes);
     [
         ("serving_runs_over_5ms", &runs.over_5ms),

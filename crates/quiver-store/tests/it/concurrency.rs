@@ -682,89 +682,9 @@ fn run_concurrently(backend: BackendKind, durability: Durability, rounds: u64) {
         .flat_map(|w| (0..GROUPS).map(move |g| group_keys(w, g, partitions)))
         .collect();
 
-    // The keys that are never deleted exist before anyone reads.
-    let mut writers = Vec::new();
-    for w in 0..WRITERS {
-        let mut writer = Writer {
-            w,
-            shared: shared.clone(),
-            model: BTreeMap::new(),
-            rng: Rng::new(w as u64 + 1),
-            groups: groups[w * GROUPS as usize..(w + 1) * GROUPS as usize].to_vec(),
-            bulk_next: 0,
-            bulk_deleted: 0,
-            churned: 0,
-            rounds,
-        };
-        writer
-            .multi_put((0..STABLE_KEYS).map(|i| stable_key(w, i)).collect())
-            .unwrap();
-        writers.push(writer);
-    }
-
-    let writer_threads: Vec<_> = writers
-        .into_iter()
-        .map(|wr| {
-            thread::Builder::new()
-                .name(format!("writer{}", wr.w))
-                .spawn(move || wr.run())
-                .unwrap()
-        })
-        .collect();
-    let reader_threads: Vec<_> = (0..2)
-        .map(|r| {
-            let reader = Reader {
-                shared: shared.clone(),
-                rng: Rng::new(100 + r),
-                seen: HashMap::new(),
-                groups: groups.clone(),
-                stats: ReadStats::default(),
-            };
-            thread::Builder::new()
-                .name(format!("reader{r}"))
-                .spawn(move || reader.run())
-                .unwrap()
-        })
-        .collect();
-    let compactor = {
-        let shared = shared.clone();
-        thread::Builder::new()
-            .name("compactor".into())
-            .spawn(move || -> Result<u64, String> {
-                let run = || {
-                    let mut passes = 0;
-                    while !shared.done.load(Ordering::SeqCst) {
-                        shared.compactions_started.fetch_add(1, Ordering::SeqCst);
-                        if passes % 2 == 0 {
-                            shared
-                                .store
-                                .compact()
-                                .map_err(|e| format!("compact: {e}"))?;
-                        } else {
-                            shared
-                                .store
-                                .compact_step(64 << 10)
-                                .map_err(|e| format!("compact_step: {e}"))?;
-                        }
-                        passes += 1;
-                        if passes % 4 == 0 {
-                            shared
-                                .store
-                                .checkpoint()
-                                .map_err(|e| format!("checkpoint: {e}"))?;
-                        }
-                        thread::sleep(Duration::from_millis(2));
-                    }
-                    Ok(passes)
-                };
-                let res = run();
-                if res.is_err() {
-                    shared.compactor_failed.store(true, Ordering::SeqCst);
-                }
-                res
-            })
-            .unwrap()
-    };
+    let writer_threads = start_writers(&shared, &groups, rounds);
+    let reader_threads = start_readers(&shared, &groups);
+    let compactor = start_compactor(shared.clone());
 
     let mut model = BTreeMap::new();
     let mut failures = Vec::new();
@@ -803,17 +723,125 @@ fn run_concurrently(backend: BackendKind, durability: Durability, rounds: u64) {
     verify_final(&shared.store, &model, &groups);
     let shared = Arc::into_inner(shared).expect("every thread is done");
     drop(shared.store);
-    // After a clean reopen, and after a crash (everything acknowledged was flushed first).
+    verify_reopened(dir.path(), opts, &model, &groups);
+}
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// The writers, each with its keys that are never deleted written first (they exist before
+/// anyone reads), on threads of their own.
+fn start_writers(
+    shared: &Arc<Shared>,
+    groups: &[Vec<Vec<u8>>],
+    rounds: u64,
+) -> Vec<thread::JoinHandle<Result<Model, String>>> {
+    // The keys that are never deleted exist before anyone reads.
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let mut writer = Writer {
+            w,
+            shared: shared.clone(),
+            model: BTreeMap::new(),
+            rng: Rng::new(w as u64 + 1),
+            groups: groups[w * GROUPS as usize..(w + 1) * GROUPS as usize].to_vec(),
+            bulk_next: 0,
+            bulk_deleted: 0,
+            churned: 0,
+            rounds,
+        };
+        writer
+            .multi_put((0..STABLE_KEYS).map(|i| stable_key(w, i)).collect())
+            .unwrap();
+        writers.push(writer);
+    }
+
+    writers
+        .into_iter()
+        .map(|wr| {
+            thread::Builder::new()
+                .name(format!("writer{}", wr.w))
+                .spawn(move || wr.run())
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Two readers, checking what they see against the writers' rules.
+fn start_readers(
+    shared: &Arc<Shared>,
+    groups: &[Vec<Vec<u8>>],
+) -> Vec<thread::JoinHandle<Result<ReadStats, String>>> {
+    (0..2)
+        .map(|r| {
+            let reader = Reader {
+                shared: shared.clone(),
+                rng: Rng::new(100 + r),
+                seen: HashMap::new(),
+                groups: groups.to_vec(),
+                stats: ReadStats::default(),
+            };
+            thread::Builder::new()
+                .name(format!("reader{r}"))
+                .spawn(move || reader.run())
+                .unwrap()
+        })
+        .collect()
+}
+
+/// A thread running compaction passes (whole and stepwise) and checkpoints until the writers
+/// are done.
+fn start_compactor(shared: Arc<Shared>) -> thread::JoinHandle<Result<u64, String>> {
+    thread::Builder::new()
+        .name("compactor".into())
+        .spawn(move || -> Result<u64, String> {
+            let run = || {
+                let mut passes = 0;
+                while !shared.done.load(Ordering::SeqCst) {
+                    shared.compactions_started.fetch_add(1, Ordering::SeqCst);
+                    if passes % 2 == 0 {
+                        shared
+                            .store
+                            .compact()
+                            .map_err(|e| format!("compact: {e}"))?;
+                    } else {
+                        shared
+                            .store
+                            .compact_step(64 << 10)
+                            .map_err(|e| format!("compact_step: {e}"))?;
+                    }
+                    passes += 1;
+                    if passes % 4 == 0 {
+                        shared
+                            .store
+                            .checkpoint()
+                            .map_err(|e| format!("checkpoint: {e}"))?;
+                    }
+                    thread::sleep(Duration::from_millis(2));
+                }
+                Ok(passes)
+            };
+            let res = run();
+            if res.is_err() {
+                shared.compactor_failed.store(true, Ordering::SeqCst);
+            }
+            res
+        })
+        .unwrap()
+}
+
+/// The store reopened cleanly, then after a crash (everything acknowledged was flushed
+/// first), holds what the writers acknowledged.
+fn verify_reopened(dir: &std::path::Path, opts: Options, model: &Model, groups: &[Vec<Vec<u8>>]) {
     let reopen = Options {
         background: false,
         ..opts
     };
-    let store = Store::open(dir.path(), reopen.clone()).unwrap();
-    verify_final(&store, &model, &groups);
+    let store = Store::open(dir, reopen.clone()).unwrap();
+    verify_final(&store, model, groups);
     store.flush().unwrap();
     store.simulate_crash();
-    let store = Store::open(dir.path(), reopen).unwrap();
-    verify_final(&store, &model, &groups);
+    let store = Store::open(dir, reopen).unwrap();
+    verify_final(&store, model, groups);
 }
 
 #[test]

@@ -373,37 +373,7 @@ impl Harness {
                 let keys: Vec<Vec<u8>> = keys.iter().map(|&k| small_key(k)).collect();
                 self.check_multi_get(&keys)?;
             }
-            Op::GetPut(accesses) => {
-                let owned: Vec<(Vec<u8>, Option<Vec<u8>>)> = accesses
-                    .iter()
-                    .map(|(k, v)| (small_key(*k), v.map(Val::bytes)))
-                    .collect();
-                let vector: Vec<Access<'_>> = owned
-                    .iter()
-                    .map(|(k, v)| match v {
-                        Some(v) => Access::Put(k, v),
-                        None => Access::Get(k),
-                    })
-                    .collect();
-                let db = ok("db", self.store().db(0))?;
-                let (got, written) = ok("multi_get_put", db.multi_get_put(&vector))?;
-                ok("multi_get_put's puts", written)?;
-                let mut want = Vec::new();
-                for (k, v) in owned {
-                    match v {
-                        Some(v) => {
-                            self.model.insert(k, v);
-                        }
-                        None => want.push(self.model.get(&k).cloned()),
-                    }
-                }
-                let got: Vec<Option<Vec<u8>>> =
-                    got.into_iter().map(|v| v.map(|b| b.to_vec())).collect();
-                ensure!(
-                    got == want,
-                    "multi_get_put {accesses:?}: got {got:?}, model says {want:?}"
-                );
-            }
+            Op::GetPut(accesses) => self.get_put(accesses)?,
             Op::Pipeline(accesses) => self.pipeline(accesses)?,
             Op::Exists(k) => {
                 let k = small_key(*k);
@@ -425,19 +395,7 @@ impl Harness {
             }
             Op::Apply(bops) => self.apply(bops)?,
             Op::Scan { count, pattern } => self.check_scan(*count, pattern.map(str::as_bytes))?,
-            Op::BulkFresh { n, seed } => {
-                let pairs: Vec<(Vec<u8>, Vec<u8>)> = (0..*n)
-                    .map(|j| {
-                        (
-                            fresh_key(self.next_fresh + j as u64),
-                            Val::bulk(*seed, j).bytes(),
-                        )
-                    })
-                    .collect();
-                self.next_fresh += *n as u64;
-                ok("bulk multi_put", self.store().multi_put(&pairs))?;
-                self.model.extend(pairs);
-            }
+            Op::BulkFresh { n, seed } => self.bulk_fresh(*n, *seed)?,
             Op::BulkDeleteFresh { n, seed } => {
                 // Mostly keys written before, some never written (up to 10% beyond the counter).
                 let range = self.next_fresh + self.next_fresh / 10 + 1;
@@ -446,23 +404,7 @@ impl Harness {
                     .collect();
                 self.multi_delete(&keys)?;
             }
-            Op::Churn { n, seed } => {
-                let keys: Vec<Vec<u8>> = (0..*n as u64)
-                    .map(|j| fresh_key(self.next_fresh + j))
-                    .collect();
-                self.next_fresh += *n as u64;
-                let pairs: Vec<(&Vec<u8>, Vec<u8>)> = keys
-                    .iter()
-                    .enumerate()
-                    .map(|(j, k)| (k, Val::bulk(*seed, j).bytes()))
-                    .collect();
-                ok("churn multi_put", self.store().multi_put(&pairs))?;
-                let existed = ok("churn multi_delete", self.store().multi_delete(&keys))?;
-                ensure!(
-                    existed.iter().all(|&e| e),
-                    "churn: a key just written did not exist"
-                );
-            }
+            Op::Churn { n, seed } => self.churn(*n, *seed)?,
             Op::Compact => {
                 ok("compact", self.store().compact())?;
                 self.verify_all()?;
@@ -480,15 +422,7 @@ impl Harness {
                 self.reopen()?;
                 self.verify_all()?;
             }
-            Op::ReopenOtherBackend => {
-                drop(self.store.take());
-                let i = BackendKind::ALL
-                    .iter()
-                    .position(|&b| b == self.opts.backend);
-                self.opts.backend = BackendKind::ALL[(i.unwrap_or(0) + 1) % BackendKind::ALL.len()];
-                self.reopen()?;
-                self.verify_all()?;
-            }
+            Op::ReopenOtherBackend => self.reopen_other_backend()?,
             Op::Crash => self.crash(false)?,
             Op::CrashLosingCheckpoints => self.crash(true)?,
         }
@@ -498,6 +432,87 @@ impl Harness {
             "len() is {len}, the model holds {}",
             self.model.len()
         );
+        Ok(())
+    }
+
+    /// GETs and SETs as one vector (`Db::multi_get_put`), run as if one by one.
+    fn get_put(&mut self, accesses: &[(u8, Option<Val>)]) -> Result<(), TestCaseError> {
+        let owned: Vec<(Vec<u8>, Option<Vec<u8>>)> = accesses
+            .iter()
+            .map(|(k, v)| (small_key(*k), v.map(Val::bytes)))
+            .collect();
+        let vector: Vec<Access<'_>> = owned
+            .iter()
+            .map(|(k, v)| match v {
+                Some(v) => Access::Put(k, v),
+                None => Access::Get(k),
+            })
+            .collect();
+        let db = ok("db", self.store().db(0))?;
+        let (got, written) = ok("multi_get_put", db.multi_get_put(&vector))?;
+        ok("multi_get_put's puts", written)?;
+        let mut want = Vec::new();
+        for (k, v) in owned {
+            match v {
+                Some(v) => {
+                    self.model.insert(k, v);
+                }
+                None => want.push(self.model.get(&k).cloned()),
+            }
+        }
+        let got: Vec<Option<Vec<u8>>> = got.into_iter().map(|v| v.map(|b| b.to_vec())).collect();
+        ensure!(
+            got == want,
+            "multi_get_put {accesses:?}: got {got:?}, model says {want:?}"
+        );
+        Ok(())
+    }
+
+    /// `n` keys never written before, in one multi-put.
+    fn bulk_fresh(&mut self, n: usize, seed: u32) -> Result<(), TestCaseError> {
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> = (0..n)
+            .map(|j| {
+                (
+                    fresh_key(self.next_fresh + j as u64),
+                    Val::bulk(seed, j).bytes(),
+                )
+            })
+            .collect();
+        self.next_fresh += n as u64;
+        ok("bulk multi_put", self.store().multi_put(&pairs))?;
+        self.model.extend(pairs);
+        Ok(())
+    }
+
+    /// `n` fresh keys written, then deleted at once: garbage that no model key shadows.
+    fn churn(&mut self, n: usize, seed: u32) -> Result<(), TestCaseError> {
+        let keys: Vec<Vec<u8>> = (0..n as u64)
+            .map(|j| fresh_key(self.next_fresh + j))
+            .collect();
+        self.next_fresh += n as u64;
+        let pairs: Vec<(&Vec<u8>, Vec<u8>)> = keys
+            .iter()
+            .enumerate()
+            .map(|(j, k)| (k, Val::bulk(seed, j).bytes()))
+            .collect();
+        ok("churn multi_put", self.store().multi_put(&pairs))?;
+        let existed = ok("churn multi_delete", self.store().multi_delete(&keys))?;
+        ensure!(
+            existed.iter().all(|&e| e),
+            "churn: a key just written did not exist"
+        );
+        Ok(())
+    }
+
+    /// The store reopened with the next read backend.
+    fn reopen_other_backend(&mut self) -> Result<(), TestCaseError> {
+        drop(self.store.take());
+        let i = BackendKind::ALL
+            .iter()
+            .position(|&b| b == self.opts.backend);
+        self.opts.backend = BackendKind::ALL[(i.unwrap_or(0) + 1) % BackendKind::ALL.len()];
+        self.reopen()?;
+        self.verify_all()?;
         Ok(())
     }
 

@@ -683,19 +683,39 @@ fn router_transactions_and_keyless_commands() {
     };
     let (mine, other) = (on(0), on(1));
     let (a, a2, b) = (mine[0], mine[1], other[0]);
-    let ok = || Value::Simple("OK".into());
     let mut c = cluster.routers[r].conn();
     let pairs: Vec<(&str, &str)> = keys.iter().map(|k| (k.as_str(), k.as_str())).collect();
     c.multi_set(&pairs).unwrap();
 
-    // A pipeline of 100 GETs over the 3 nodes: one batch per back-end, the replies in order.
-    let before = backend_counts(&cluster, r);
+    pipelined_gets_one_batch_per_node(&cluster, r, &mut c, &keys);
+    let fresh0 = multi_key_commands_across_nodes(&cluster, &mut c, (a, a2, b));
+    transactions_on_one_node(&mut c, (a, a2, b), fresh0[2].as_bytes());
+    watches_on_one_node(&cluster, r, &mut c, (a, a2, b));
+    commands_the_router_answers(&mut c);
+    keyless_commands_over_every_node(&cluster, &mut c, &keys);
+}
+
+/// The error prefix of a command refused across nodes.
+const CROSSSLOT_ERROR: &str = "CROSSSLOT";
+
+fn ok() -> Value {
+    Value::Simple("OK".into())
+}
+
+/// A pipeline of 100 GETs over the 3 nodes: one batch per back-end, the replies in order.
+fn pipelined_gets_one_batch_per_node(
+    cluster: &Cluster,
+    r: usize,
+    c: &mut Connection,
+    keys: &[String],
+) {
+    let before = backend_counts(cluster, r);
     let mut p = c.pipeline();
     for i in 0..100 {
         p.command(&[b"GET", keys[i % keys.len()].as_bytes()]);
     }
     let replies = p.execute().unwrap();
-    let after = backend_counts(&cluster, r);
+    let after = backend_counts(cluster, r);
     for (i, reply) in replies.into_iter().enumerate() {
         let want = keys[i % keys.len()].as_str();
         assert_eq!(reply_text(reply, "a pipelined GET"), want);
@@ -705,30 +725,35 @@ fn router_transactions_and_keyless_commands() {
         (3, 100),
         "(backend requests, backend commands) of a pipeline of 100 GETs over 3 nodes"
     );
+}
 
-    // Multi-key commands other than the split ones: on one node they run, across nodes they
-    // are refused with CROSSSLOT and change nothing.
-    let crossslot = "CROSSSLOT";
+/// Multi-key commands other than the split ones: on one node they run, across nodes they are
+/// refused with CROSSSLOT and change nothing. Returns three fresh keys of node 0 (two written).
+fn multi_key_commands_across_nodes(
+    cluster: &Cluster,
+    c: &mut Connection,
+    (a, a2, b): (&str, &str, &str),
+) -> Vec<String> {
     assert_error(
         c.command(&[b"RENAME", a.as_bytes(), b.as_bytes()]),
-        crossslot,
+        CROSSSLOT_ERROR,
         "RENAME",
     );
     assert_error(
         c.command(&[b"COPY", a.as_bytes(), b.as_bytes()]),
-        crossslot,
+        CROSSSLOT_ERROR,
         "COPY",
     );
     assert_error(
         c.command(&[b"LCS", a.as_bytes(), b.as_bytes()]),
-        crossslot,
+        CROSSSLOT_ERROR,
         "LCS",
     );
     let fresh = |node: usize, n: usize| -> Vec<String> {
         let client = cluster.client();
         (0..)
             .map(|i| format!("tx-fresh-{i}"))
-            .filter(|k| owner_of(&cluster, &client, k) == node)
+            .filter(|k| owner_of(cluster, &client, k) == node)
             .take(n)
             .collect()
     };
@@ -747,7 +772,7 @@ fn router_transactions_and_keyless_commands() {
     };
     let args = msetnx(&fresh0[0], &fresh1[0]);
     let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-    assert_error(c.command(&args), crossslot, "MSETNX across nodes");
+    assert_error(c.command(&args), CROSSSLOT_ERROR, "MSETNX across nodes");
     assert!(!c.exists(&fresh0[0]).unwrap() && !c.exists(&fresh1[0]).unwrap());
     let args = msetnx(&fresh0[0], &fresh0[1]);
     let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
@@ -755,25 +780,30 @@ fn router_transactions_and_keyless_commands() {
     let batch = quiver_client::Batch::new()
         .put(a, "batched")
         .put(b, "batched");
-    assert_error(c.command(&batch.args()), crossslot, "BATCH across nodes");
+    assert_error(
+        c.command(&batch.args()),
+        CROSSSLOT_ERROR,
+        "BATCH across nodes",
+    );
     assert_eq!(c.get(a).unwrap().as_deref(), Some(a.as_bytes()));
     assert_eq!(c.get(b).unwrap().as_deref(), Some(b.as_bytes()));
     let batch = quiver_client::Batch::new()
         .put(a, "batched")
         .put(a2, "batched");
-    assert!(
-        batch.execute(&mut c).unwrap().is_applied(),
-        "BATCH on one node"
-    );
+    assert!(batch.execute(c).unwrap().is_applied(), "BATCH on one node");
     assert_eq!(c.get(a2).unwrap().as_deref(), Some(&b"batched"[..]));
+    fresh0
+}
 
+/// MULTI/EXEC through the router: on one node (keys of different slots) queued here, run there;
+/// across nodes refused; what spans every node refused inside MULTI; DISCARD.
+fn transactions_on_one_node(c: &mut Connection, (a, a2, b): (&str, &str, &str), counter: &[u8]) {
     // MULTI/EXEC on one node (keys of different slots): queued here, run there.
     assert_eq!(c.command(&[b"MULTI"]).unwrap(), ok());
     for k in [a, a2] {
         let queued = c.command(&[b"SET", k.as_bytes(), b"in-exec"]).unwrap();
         assert_eq!(queued, Value::Simple("QUEUED".into()));
     }
-    let counter = fresh0[2].as_bytes();
     let queued = c.command(&[b"INCR", counter]).unwrap();
     assert_eq!(queued, Value::Simple("QUEUED".into()));
     assert_eq!(
@@ -789,7 +819,7 @@ fn router_transactions_and_keyless_commands() {
     assert_eq!(queued, Value::Simple("QUEUED".into()));
     assert_error(
         c.command(&[b"SET", b.as_bytes(), b"cross"]),
-        crossslot,
+        CROSSSLOT_ERROR,
         "SET on another node in MULTI",
     );
     assert_error(
@@ -817,11 +847,20 @@ fn router_transactions_and_keyless_commands() {
     c.command(&[b"SET", a.as_bytes(), b"discarded"]).unwrap();
     assert_eq!(c.command(&[b"DISCARD"]).unwrap(), ok());
     assert_eq!(c.get(a).unwrap().as_deref(), Some(&b"in-exec"[..]));
+}
 
+/// WATCH: keys on one node; a write by another client makes EXEC fail, unchanged it applies,
+/// EXEC on another node is an error, UNWATCH releases the node.
+fn watches_on_one_node(
+    cluster: &Cluster,
+    r: usize,
+    c: &mut Connection,
+    (a, a2, b): (&str, &str, &str),
+) {
     // WATCH: keys on one node; a write by another client makes EXEC fail (null reply).
     assert_error(
         c.command(&[b"WATCH", a.as_bytes(), b.as_bytes()]),
-        crossslot,
+        CROSSSLOT_ERROR,
         "WATCH across nodes",
     );
     assert_eq!(
@@ -861,8 +900,10 @@ fn router_transactions_and_keyless_commands() {
         .unwrap();
     assert_eq!(c.command(&[b"EXEC"]).unwrap(), Value::Array(vec![ok()]));
     assert_eq!(c.get(b).unwrap().as_deref(), Some(&b"after-unwatch"[..]));
+}
 
-    // What the router answers itself: a plain Redis.
+/// What the router answers itself: a plain Redis.
+fn commands_the_router_answers(c: &mut Connection) {
     assert_eq!(c.command(&[b"PING"]).unwrap(), Value::Simple("PONG".into()));
     assert_eq!(reply_text(c.command(&[b"ECHO", b"hi"]), "ECHO"), "hi");
     let info = reply_text(c.command(&[b"INFO"]), "INFO");
@@ -882,9 +923,11 @@ fn router_transactions_and_keyless_commands() {
         Value::Array(v) => assert_eq!(v.len(), 2, "CONFIG GET maxclients: {v:?}"),
         other => panic!("CONFIG GET: {other:?}"),
     }
+}
 
-    // Keyless commands over every node: DBSIZE summed, KEYS and SCAN gathered, RANDOMKEY one
-    // of them, FLUSHALL on every node.
+/// Keyless commands over every node: DBSIZE summed, KEYS and SCAN gathered, RANDOMKEY one of
+/// them, FLUSHALL on every node.
+fn keyless_commands_over_every_node(cluster: &Cluster, c: &mut Connection, keys: &[String]) {
     let sizes: u64 = cluster.nodes.iter().map(|n| n.dbsize().unwrap()).sum();
     assert_eq!(integer(c.command(&[b"DBSIZE"]), "DBSIZE") as u64, sizes);
     let all: BTreeSet<String> = match c.command(&[b"KEYS", b"*"]).unwrap() {
