@@ -19,19 +19,17 @@ pub mod txn;
 mod tests;
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::watch;
 
 use quiver_cluster::meta::EtcdSettings;
 use quiver_peer::{PeerError, Pool, Replies};
 use quiver_service::config::Config;
 use quiver_service::output::Output;
-use quiver_service::server::{self, Listeners, ServerError, ShutdownHandle};
+use quiver_service::server::{self, Bound, ServerError};
 use quiver_service::service::{Core, RunEnd, Service};
 use quiver_service::service::{InfoParts, Section};
 use quiver_service::serving::Serving;
@@ -216,53 +214,30 @@ impl Service for Router {
 pub struct RouterServer {
     router: Arc<Router>,
     etcd: EtcdSettings,
-    runtime: tokio::runtime::Runtime,
-    listeners: Listeners,
-    shutdown: Arc<watch::Sender<bool>>,
+    bound: Bound,
 }
 
 impl RouterServer {
     /// Validates `config` and binds the sockets; the topology is read from etcd once serving.
     pub fn bind(config: Config, etcd: EtcdSettings) -> Result<RouterServer, ServerError> {
         config.validate().map_err(ServerError::Config)?;
-        let users = quiver_service::acl::Users::at_start(
-            config.requirepass.as_deref(),
-            config.aclfile.as_deref(),
-        )
-        .map_err(ServerError::Acl)?;
-        let listeners = Listeners::bind(&config)?;
-        let runtime = server::runtime(&config)?;
-        let port = listeners.local_addr().port();
+        let (core, bound) = Bound::start(config)?;
         let router = Arc::new(Router {
-            core: Core::new(config, port, users),
+            core,
             tables: Arc::default(),
             pool: Arc::default(),
             stats: RouterStats::default(),
         });
-        let (shutdown, _) = watch::channel(false);
         Ok(RouterServer {
             router,
             etcd,
-            runtime,
-            listeners,
-            shutdown: Arc::new(shutdown),
+            bound,
         })
     }
 
-    pub fn local_addr(&self) -> SocketAddr {
-        self.listeners.local_addr()
-    }
-
-    pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.listeners.metrics_addr()
-    }
-
-    pub fn tls_addr(&self) -> Option<SocketAddr> {
-        self.listeners.tls_addr()
-    }
-
-    pub fn shutdown_handle(&self) -> ShutdownHandle {
-        ShutdownHandle::new(self.shutdown.clone())
+    /// Its sockets, runtime and shutdown signal.
+    pub fn bound(&self) -> &Bound {
+        &self.bound
     }
 
     /// Serves until the shutdown handle fires (or, with `handle_signals`, SIGINT / SIGTERM).
@@ -270,9 +245,12 @@ impl RouterServer {
         let RouterServer {
             router,
             etcd,
-            runtime,
-            listeners,
-            shutdown,
+            bound:
+                Bound {
+                    runtime,
+                    listeners,
+                    shutdown,
+                },
         } = self;
         let result = runtime.block_on(async {
             let pool = router.pool.clone();

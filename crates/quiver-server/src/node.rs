@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quiver_store::{Clock, RecoveryReport, Store};
-use tokio::sync::watch;
 
 use crate::agent;
 use crate::cluster::ClusterNode;
@@ -15,11 +14,7 @@ use crate::coalesce::Coalescer;
 use crate::node_config::{Coalesce, ServeConfig};
 use crate::state::{ServerState, SharedState};
 use crate::watch::Watches;
-use quiver_service::acl::Users;
-use quiver_service::server::{
-    io_error, runtime, serve_clients, Listeners, ServerError, ShutdownHandle,
-};
-use quiver_service::service::Core;
+use quiver_service::server::{io_error, serve_clients, Bound, ServerError};
 use quiver_service::serving::Serving;
 
 /// Why a node could not start, or did not stop cleanly. Each variant names the operation
@@ -41,9 +36,7 @@ pub enum NodeError {
 /// A server whose store is open and whose sockets are bound; [`Server::run`] serves.
 pub struct Server {
     state: SharedState,
-    runtime: tokio::runtime::Runtime,
-    listeners: Listeners,
-    shutdown: Arc<watch::Sender<bool>>,
+    bound: Bound,
 }
 
 impl Server {
@@ -62,14 +55,12 @@ impl Server {
             service,
             node: node_config,
         } = config;
-        let users = Users::at_start(service.requirepass.as_deref(), service.aclfile.as_deref())
-            .map_err(|e| NodeError::Service(ServerError::Acl(e)))?;
-        let listeners = Listeners::bind(&service).map_err(NodeError::Service)?;
         let started = Instant::now();
         let options = quiver_store::Options {
             clock,
             ..node_config.store_options(&service)
         };
+        let (core, bound) = Bound::start(service).map_err(NodeError::Service)?;
         let store = Store::open(&node_config.dir, options).map_err(NodeError::OpenStore)?;
         log_recovery(store.recovery_report());
         tracing::info!(
@@ -78,12 +69,10 @@ impl Server {
             seconds = started.elapsed().as_secs_f64(),
             "store open"
         );
-        let runtime = runtime(&service).map_err(NodeError::Service)?;
-        let port = listeners.local_addr().port();
         let cluster = if node_config.cluster_enabled {
             let addr = match &node_config.cluster_announce {
                 Some(a) => a.clone(),
-                None => SocketAddr::new(service.bind, port).to_string(),
+                None => SocketAddr::new(core.config.bind, core.port).to_string(),
             };
             let node = ClusterNode::open(
                 &node_config.dir,
@@ -98,35 +87,18 @@ impl Server {
         };
         let state = Arc::new(ServerState {
             store,
-            core: Core::new(service, port, users),
+            core,
             watches: Watches::default(),
             coalescer: (node_config.coalesce == Coalesce::Adaptive).then(Coalescer::default),
             config: node_config,
             cluster,
         });
-        let (shutdown, _) = watch::channel(false);
-        Ok(Server {
-            state,
-            runtime,
-            listeners,
-            shutdown: Arc::new(shutdown),
-        })
+        Ok(Server { state, bound })
     }
 
-    pub fn local_addr(&self) -> SocketAddr {
-        self.listeners.local_addr()
-    }
-
-    pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.listeners.metrics_addr()
-    }
-
-    pub fn tls_addr(&self) -> Option<SocketAddr> {
-        self.listeners.tls_addr()
-    }
-
-    pub fn shutdown_handle(&self) -> ShutdownHandle {
-        ShutdownHandle::new(self.shutdown.clone())
+    /// Its sockets, runtime and shutdown signal.
+    pub fn bound(&self) -> &Bound {
+        &self.bound
     }
 
     /// Serves until the shutdown handle fires (or, with `handle_signals`, SIGINT / SIGTERM),
@@ -134,9 +106,12 @@ impl Server {
     pub fn run(self, handle_signals: bool) -> Result<(), NodeError> {
         let Server {
             state,
-            runtime,
-            listeners,
-            shutdown,
+            bound:
+                Bound {
+                    runtime,
+                    listeners,
+                    shutdown,
+                },
         } = self;
         let storage = match state.coalescer {
             Some(_) => {

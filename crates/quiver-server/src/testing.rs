@@ -75,9 +75,9 @@ impl TestServer {
     fn launch(&mut self) {
         let server = Server::bind_with_clock(self.config.clone(), self.clock.clone())
             .expect("start the test server");
-        self.addr = server.local_addr();
-        self.tls_addr = server.tls_addr();
-        let shutdown = server.shutdown_handle();
+        self.addr = server.bound().local_addr();
+        self.tls_addr = server.bound().tls_addr();
+        let shutdown = server.bound().shutdown_handle();
         let thread = std::thread::Builder::new()
             .name("quiver-test-server".into())
             .spawn(move || server.run(false))

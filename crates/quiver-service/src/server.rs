@@ -13,6 +13,7 @@ use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
+use crate::acl::Users;
 use crate::config::{Config, ConfigError};
 use crate::conn;
 use crate::ratelog::LogLimiter;
@@ -71,6 +72,62 @@ impl ShutdownHandle {
 
     pub fn shutdown(&self) {
         let _ = self.0.send(true);
+    }
+}
+
+/// A RESP service ready to serve: its sockets bound, its runtime started, its shutdown signal —
+/// what a node's `Server` and the router's `RouterServer` hold alike.
+pub struct Bound {
+    pub runtime: tokio::runtime::Runtime,
+    pub listeners: Listeners,
+    pub shutdown: Arc<watch::Sender<bool>>,
+}
+
+impl Bound {
+    /// Reads the ACL users, binds `config`'s sockets and starts the runtime: the service's
+    /// `Core` (on the port bound) and what it serves on. `config` is validated by the caller.
+    pub fn start(config: Config) -> Result<(Core, Bound), ServerError> {
+        let users = Users::at_start(config.requirepass.as_deref(), config.aclfile.as_deref())
+            .map_err(ServerError::Acl)?;
+        let listeners = Listeners::bind(&config)?;
+        let runtime = runtime(&config)?;
+        let port = listeners.local_addr().port();
+        let (shutdown, _) = watch::channel(false);
+        let bound = Bound {
+            runtime,
+            listeners,
+            shutdown: Arc::new(shutdown),
+        };
+        Ok((Core::new(config, port, users), bound))
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listeners.local_addr()
+    }
+
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.listeners.metrics_addr()
+    }
+
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.listeners.tls_addr()
+    }
+
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle::new(self.shutdown.clone())
+    }
+
+    /// Where `who` listens, one line per socket, on `out` (`quiver serve` and `quiver router`
+    /// print it on stdout: a caller that asked for `--port 0` learns the port there).
+    pub fn announce(&self, who: &str, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        writeln!(out, "{who} listening on {}", self.local_addr())?;
+        if let Some(t) = self.tls_addr() {
+            writeln!(out, "{who} TLS listening on {t}")?;
+        }
+        if let Some(m) = self.metrics_addr() {
+            writeln!(out, "{who} metrics on http://{m}/metrics")?;
+        }
+        out.flush()
     }
 }
 

@@ -50,15 +50,7 @@ pub fn serve(dir: Option<PathBuf>, a: &ServeArgs) -> Result<(), CliError> {
     }
     init_logging(serve.service.log_format);
     let server = Server::bind(serve).map_err(CliError::Node)?;
-    let mut out = std::io::stdout();
-    writeln!(out, "quiver listening on {}", server.local_addr())?;
-    if let Some(t) = server.tls_addr() {
-        writeln!(out, "quiver TLS listening on {t}")?;
-    }
-    if let Some(m) = server.metrics_addr() {
-        writeln!(out, "quiver metrics on http://{m}/metrics")?;
-    }
-    out.flush()?;
+    server.bound().announce("quiver", &mut std::io::stdout())?;
     server.run(true).map_err(CliError::Node)
 }
 
@@ -83,15 +75,9 @@ pub fn router(a: &RouterArgs) -> Result<(), CliError> {
     };
     init_logging(config.log_format);
     let router = RouterServer::bind(config, etcd).map_err(CliError::Server)?;
-    let mut out = std::io::stdout();
-    writeln!(out, "quiver router listening on {}", router.local_addr())?;
-    if let Some(t) = router.tls_addr() {
-        writeln!(out, "quiver router TLS listening on {t}")?;
-    }
-    if let Some(m) = router.metrics_addr() {
-        writeln!(out, "quiver router metrics on http://{m}/metrics")?;
-    }
-    out.flush()?;
+    router
+        .bound()
+        .announce("quiver router", &mut std::io::stdout())?;
     router.run(true).map_err(CliError::Server)
 }
 

@@ -225,10 +225,10 @@ impl MetricsServer {
             },
         })
         .expect("start the server");
-        let metrics = server.metrics_addr().expect("a metrics listener");
+        let metrics = server.bound().metrics_addr().expect("a metrics listener");
         assert!(metrics.ip().is_loopback() && metrics.port() != 0);
-        let addr = server.local_addr();
-        let shutdown = server.shutdown_handle();
+        let addr = server.bound().local_addr();
+        let shutdown = server.bound().shutdown_handle();
         let thread = std::thread::spawn(move || server.run(false));
         MetricsServer {
             addr,
