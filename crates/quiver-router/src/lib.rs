@@ -28,6 +28,7 @@ use bytes::Bytes;
 use quiver_cluster::meta::EtcdSettings;
 use quiver_peer::{PeerError, Pool, Replies};
 use quiver_service::config::Config;
+use quiver_service::figures::{self, counter, Figure};
 use quiver_service::output::Output;
 use quiver_service::server::{self, Bound, ServerError};
 use quiver_service::service::{Core, RunEnd, Service};
@@ -54,63 +55,51 @@ pub struct RouterStats {
     pub mget_parts: AtomicU64,
 }
 
-/// One of [`RouterStats`]' counters, as INFO and the metrics show it.
-struct Counter {
-    info: &'static str,
-    metric: &'static str,
-    help: &'static str,
-    value: u64,
-}
-
-impl RouterStats {
-    /// Every counter, in INFO's order: the one list INFO's `# Router` and the metrics read.
-    fn counters(&self) -> [Counter; 6] {
-        let c = |info, metric, help, v: &AtomicU64| Counter {
-            info,
-            metric,
-            help,
-            value: v.load(Relaxed),
-        };
-        [
-            c(
-                "router_backend_requests",
-                "quiver_router_backend_requests_total",
-                "Batches sent to nodes.",
-                &self.backend_requests,
-            ),
-            c(
-                "router_backend_commands",
-                "quiver_router_backend_commands_total",
-                "Commands sent to nodes.",
-                &self.backend_commands,
-            ),
-            c(
-                "router_redirects",
-                "quiver_router_redirects_total",
-                "Commands routed again after a redirect.",
-                &self.redirects,
-            ),
-            c(
-                "router_backend_errors",
-                "quiver_router_backend_errors_total",
-                "Batches that failed.",
-                &self.backend_errors,
-            ),
-            c(
-                "router_mget_keys",
-                "quiver_router_mget_keys_total",
-                "Keys of MGETs.",
-                &self.mget_keys,
-            ),
-            c(
-                "router_mget_parts",
-                "quiver_router_mget_parts_total",
-                "Parts MGETs were split into (one per node asked).",
-                &self.mget_parts,
-            ),
-        ]
-    }
-}
+/// [`RouterStats`]' counters, in INFO's order (`# Router`): what INFO and the metrics show.
+const COUNTERS: &[Figure<RouterStats>] = &[
+    Figure {
+        info: "router_backend_requests",
+        metric: counter(
+            "quiver_router_backend_requests_total",
+            "Batches sent to nodes.",
+        ),
+        read: |s| s.backend_requests.load(Relaxed),
+    },
+    Figure {
+        info: "router_backend_commands",
+        metric: counter(
+            "quiver_router_backend_commands_total",
+            "Commands sent to nodes.",
+        ),
+        read: |s| s.backend_commands.load(Relaxed),
+    },
+    Figure {
+        info: "router_redirects",
+        metric: counter(
+            "quiver_router_redirects_total",
+            "Commands routed again after a redirect.",
+        ),
+        read: |s| s.redirects.load(Relaxed),
+    },
+    Figure {
+        info: "router_backend_errors",
+        metric: counter("quiver_router_backend_errors_total", "Batches that failed."),
+        read: |s| s.backend_errors.load(Relaxed),
+    },
+    Figure {
+        info: "router_mget_keys",
+        metric: counter("quiver_router_mget_keys_total", "Keys of MGETs."),
+        read: |s| s.mget_keys.load(Relaxed),
+    },
+    Figure {
+        info: "router_mget_parts",
+        metric: counter(
+            "quiver_router_mget_parts_total",
+            "Parts MGETs were split into (one per node asked).",
+        ),
+        read: |s| s.mget_parts.load(Relaxed),
+    },
+];
 
 pub struct Router {
     pub core: Core,
@@ -149,12 +138,7 @@ impl Router {
             ("router_epoch".to_string(), table.epoch.to_string()),
             ("router_backends".to_string(), table.addrs.len().to_string()),
         ];
-        fields.extend(
-            self.stats
-                .counters()
-                .iter()
-                .map(|c| (c.info.to_string(), c.value.to_string())),
-        );
+        fields.extend(figures::info_lines(&self.stats, COUNTERS));
         ("router", "Router", fields)
     }
 }
@@ -182,15 +166,7 @@ impl Service for Router {
 
     fn render_metrics(&self) -> String {
         let mut o = String::new();
-        for c in self.stats.counters() {
-            quiver_service::metrics::gauge(
-                &mut o,
-                c.metric,
-                c.help,
-                "counter",
-                c.value.to_string(),
-            );
-        }
+        figures::render(&mut o, &self.stats, COUNTERS.iter());
         quiver_service::metrics::gauge(
             &mut o,
             "quiver_router_epoch",

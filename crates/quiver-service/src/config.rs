@@ -229,11 +229,11 @@ pub fn from_file_with<T: DeserializeOwned>(path: &Path) -> Result<(Config, T), C
 /// a misspelt setting must not be silently ignored. (Each is read on its own, not flattened
 /// into one: serde cannot refuse unknown keys across a flattened struct.)
 pub fn from_toml_with<T: DeserializeOwned>(text: &str) -> Result<(Config, T), ConfigError> {
-    let mut unknown = BTreeSet::new();
-    let config: Config = read_noting_ignored(text, &mut unknown)?;
-    let mut unknown_to_both = BTreeSet::new();
-    let more: T = read_noting_ignored(text, &mut unknown_to_both)?;
-    match unknown.intersection(&unknown_to_both).next() {
+    let mut ignored_by_service = BTreeSet::new();
+    let config: Config = read_noting_ignored(text, &mut ignored_by_service)?;
+    let mut ignored_by_more = BTreeSet::new();
+    let more: T = read_noting_ignored(text, &mut ignored_by_more)?;
+    match ignored_by_service.intersection(&ignored_by_more).next() {
         Some(key) => Err(ConfigError(format!("unknown setting `{key}`"))),
         None => Ok((config, more)),
     }

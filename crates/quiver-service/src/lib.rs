@@ -14,7 +14,8 @@
 //! * [`table`] is the command table (data only), [`subcommands`] CLUSTER's subcommands; [`names`] the commands' names
 //!   (`rename-command`); [`cmd`] the commands about the connection (AUTH, HELLO, CLIENT, ACL,
 //!   COMMAND, CONFIG GET, ...);
-//! * [`stats`] and [`clients`] are shared registries; [`metrics`] the Prometheus endpoint;
+//! * [`stats`] and [`clients`] are shared registries; [`figures`] the figures INFO and the
+//!   metrics endpoint both show; [`metrics`] the Prometheus endpoint;
 //!   [`ratelog`] keeps repeated warnings to one line a second.
 
 pub mod acl;
@@ -25,6 +26,7 @@ pub mod cmd;
 pub mod config;
 pub mod conn;
 pub mod errors;
+pub mod figures;
 pub mod frame;
 pub mod metrics;
 pub mod names;

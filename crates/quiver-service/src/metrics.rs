@@ -6,7 +6,6 @@
 //! port does with handshakes past its bound).
 
 use std::fmt::Write as _;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -116,84 +115,7 @@ pub fn gauge(o: &mut String, name: &str, help: &str, kind: &str, value: String) 
 /// The metrics every RESP server has (connections, commands, replies, latency).
 pub fn render_core(core: &Core, o: &mut String) {
     let stats = &core.stats;
-    let mut gauge = |name: &str, help: &str, kind: &str, value: String| {
-        gauge(o, name, help, kind, value);
-    };
-    gauge(
-        "quiver_connected_clients",
-        "Open client connections.",
-        "gauge",
-        stats.connected_clients.load(Relaxed).to_string(),
-    );
-    gauge(
-        "quiver_connections_received_total",
-        "Connections accepted.",
-        "counter",
-        stats.connections_received.load(Relaxed).to_string(),
-    );
-    gauge(
-        "quiver_rejected_connections_total",
-        "Connections refused (maxclients).",
-        "counter",
-        stats.rejected_connections.load(Relaxed).to_string(),
-    );
-    gauge(
-        "quiver_keyspace_hits_total",
-        "Reads that found their key.",
-        "counter",
-        stats.keyspace_hits().to_string(),
-    );
-    gauge(
-        "quiver_keyspace_misses_total",
-        "Reads that did not find their key.",
-        "counter",
-        stats.keyspace_misses().to_string(),
-    );
-    gauge(
-        "quiver_net_input_bytes_total",
-        "Bytes read from clients.",
-        "counter",
-        stats.net_input_bytes().to_string(),
-    );
-    gauge(
-        "quiver_net_output_bytes_total",
-        "Bytes written to clients.",
-        "counter",
-        stats.net_output_bytes().to_string(),
-    );
-    gauge(
-        "quiver_error_replies_total",
-        "Error replies sent (Redis's total_error_replies).",
-        "counter",
-        stats.error_replies.load(Relaxed).to_string(),
-    );
-    gauge(
-        "quiver_transactions_abandoned_total",
-        "Commands and EXECs given up after too many conflicts with concurrent writes.",
-        "counter",
-        stats.transactions_abandoned.load(Relaxed).to_string(),
-    );
-    gauge(
-        "quiver_client_output_buffer_bytes",
-        "Reply bytes buffered by all connections (bounded by client-output-buffer-total-limit).",
-        "gauge",
-        core.stats.output_buffered_bytes().to_string(),
-    );
-    gauge(
-        "quiver_replies_refused_by_total_limit_total",
-        "Replies replaced by an error at client-output-buffer-total-limit.",
-        "counter",
-        stats
-            .replies_refused_by_total_limit
-            .load(Relaxed)
-            .to_string(),
-    );
-    gauge(
-        "quiver_process_resident_bytes",
-        "Resident set size.",
-        "gauge",
-        process_rss_bytes().to_string(),
-    );
+    crate::figures::render(o, core, crate::figures::all());
     let _ = write!(
         o,
         "# HELP quiver_commands_total Commands executed, by name.\n# TYPE quiver_commands_total counter\n"

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use bytes::Bytes;
 
 use crate::cmd::connection::REDIS_COMPAT_VERSION;
+use crate::figures;
 use crate::reply::Reply;
 use crate::service::{Core, InfoParts, Line, Section, Service};
 use crate::table::COMMANDS;
@@ -93,13 +94,18 @@ fn sections(core: &Core, parts: InfoParts) -> Vec<Section> {
     let stats = &core.stats;
     let mut all = vec![
         ("server", "Server", server(core, parts.cluster_enabled)),
-        ("clients", "Clients", clients(core)),
-        ("memory", "Memory", memory(parts.memory)),
+        (
+            "clients",
+            "Clients",
+            figures::info_lines(core, figures::CLIENTS),
+        ),
+        ("memory", "Memory", memory(core, parts.memory)),
     ];
     if let Some(lines) = parts.persistence {
         all.push(("persistence", "Persistence", lines));
     }
-    let mut stat_lines = stat_lines(stats);
+    let mut stat_lines = figures::info_lines(core, figures::STATS);
+    stat_lines.extend(stall_lines(&stats.stalls));
     stat_lines.extend(parts.stats);
     all.push(("stats", "Stats", stat_lines));
     all.push(("cpu", "CPU", cpu()));
@@ -148,81 +154,15 @@ fn server(core: &Core, cluster_enabled: bool) -> Vec<Line> {
     ]
 }
 
-fn clients(core: &Core) -> Vec<Line> {
-    let stats = &core.stats;
-    vec![
-        line(
-            "connected_clients",
-            stats.connected_clients.load(Relaxed).to_string(),
-        ),
-        line("maxclients", core.config.maxclients.to_string()),
-        line("blocked_clients", "0".into()),
-        line(
-            "client_output_buffer_total_bytes",
-            stats.output_buffered_bytes().to_string(),
-        ),
-        line(
-            "client_output_buffer_total_limit",
-            core.output_budget.limit_bytes().to_string(),
-        ),
-    ]
-}
-
 /// The process's memory, with what serves adds (`more`) after its resident set.
-fn memory(more: Vec<Line>) -> Vec<Line> {
-    let rss = crate::metrics::process_rss_bytes();
-    let mut lines = vec![line("used_memory_rss", rss.to_string())];
+fn memory(core: &Core, more: Vec<Line>) -> Vec<Line> {
+    let mut lines = figures::info_lines(core, figures::MEMORY);
     lines.extend(more);
     lines.extend([
         line("maxmemory", "0".into()),
         // Quiver uses Rust's default, the system allocator (Redis prints "libc" for it).
         line("mem_allocator", "libc".into()),
     ]);
-    lines
-}
-
-/// The service's `# Stats`: connections, commands, bytes, refusals, the serving threads'
-/// delays.
-fn stat_lines(stats: &crate::stats::Stats) -> Vec<Line> {
-    let count = |n: &std::sync::atomic::AtomicU64| n.load(Relaxed).to_string();
-    let mut lines = vec![
-        line(
-            "total_connections_received",
-            count(&stats.connections_received),
-        ),
-        line(
-            "total_commands_processed",
-            stats.total_commands().to_string(),
-        ),
-        line("total_net_input_bytes", stats.net_input_bytes().to_string()),
-        line(
-            "total_net_output_bytes",
-            stats.net_output_bytes().to_string(),
-        ),
-        line("rejected_connections", count(&stats.rejected_connections)),
-        line("keyspace_hits", stats.keyspace_hits().to_string()),
-        line("keyspace_misses", stats.keyspace_misses().to_string()),
-        line("total_error_replies", count(&stats.error_replies)),
-        line(
-            "total_error_replies_protocol",
-            count(&stats.protocol_errors),
-        ),
-        line("unknown_commands", count(&stats.unknown_commands)),
-        line("transaction_retries", count(&stats.transaction_retries)),
-        line(
-            "transactions_abandoned",
-            count(&stats.transactions_abandoned),
-        ),
-        line(
-            "clients_closed_by_limit",
-            count(&stats.clients_closed_by_limit),
-        ),
-        line(
-            "replies_refused_by_total_limit",
-            count(&stats.replies_refused_by_total_limit),
-        ),
-    ];
-    lines.extend(stall_lines(&stats.stalls));
     lines
 }
 

@@ -1,0 +1,235 @@
+//! The figures every RESP service reports, one row each: its INFO line, its Prometheus metric
+//! when it has one, and how it is read. INFO (`cmd::info`) and the metrics endpoint
+//! (`metrics::render_core`) both render from these tables, so a figure cannot be added to one
+//! and forgotten in the other, or named twice.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use crate::service::Core;
+
+/// A Prometheus metric's type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Gauge,
+    Counter,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Gauge => "gauge",
+            Kind::Counter => "counter",
+        }
+    }
+}
+
+/// A Prometheus metric: its name, help text and type.
+pub struct Metric {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub kind: Kind,
+}
+
+/// One figure of a `T` (the service's `Core`, the router's statistics, ...): its INFO name (in
+/// the section of the table it is in), its metric when it has one, and its value now.
+pub struct Figure<T = Core> {
+    pub info: &'static str,
+    pub metric: Option<Metric>,
+    pub read: fn(&T) -> u64,
+}
+
+/// A counter metric (`counter("quiver_x_total", "What it counts.")`).
+pub const fn counter(name: &'static str, help: &'static str) -> Option<Metric> {
+    Some(Metric {
+        name,
+        help,
+        kind: Kind::Counter,
+    })
+}
+
+/// A gauge metric.
+pub const fn gauge(name: &'static str, help: &'static str) -> Option<Metric> {
+    Some(Metric {
+        name,
+        help,
+        kind: Kind::Gauge,
+    })
+}
+
+/// INFO's `# Clients`, in its order.
+pub const CLIENTS: &[Figure] = &[
+    Figure {
+        info: "connected_clients",
+        metric: gauge("quiver_connected_clients", "Open client connections."),
+        read: |c| c.stats.connected_clients.load(Relaxed) as u64,
+    },
+    Figure {
+        info: "maxclients",
+        metric: None,
+        read: |c| c.config.maxclients as u64,
+    },
+    Figure {
+        info: "blocked_clients",
+        metric: None,
+        read: |_| 0,
+    },
+    Figure {
+        info: "client_output_buffer_total_bytes",
+        metric: gauge(
+            "quiver_client_output_buffer_bytes",
+            "Reply bytes buffered by all connections (bounded by client-output-buffer-total-limit).",
+        ),
+        read: |c| c.stats.output_buffered_bytes(),
+    },
+    Figure {
+        info: "client_output_buffer_total_limit",
+        metric: None,
+        read: |c| c.output_budget.limit_bytes() as u64,
+    },
+];
+
+/// INFO's `# Memory`, before what serves adds.
+pub const MEMORY: &[Figure] = &[Figure {
+    info: "used_memory_rss",
+    metric: gauge("quiver_process_resident_bytes", "Resident set size."),
+    read: |_| crate::metrics::process_rss_bytes(),
+}];
+
+/// INFO's `# Stats`, in its order (the serving threads' delays and what serves adds follow).
+pub const STATS: &[Figure] = &[
+    Figure {
+        info: "total_connections_received",
+        metric: counter("quiver_connections_received_total", "Connections accepted."),
+        read: |c| c.stats.connections_received.load(Relaxed),
+    },
+    Figure {
+        info: "total_commands_processed",
+        metric: None,
+        read: |c| c.stats.total_commands(),
+    },
+    Figure {
+        info: "total_net_input_bytes",
+        metric: counter("quiver_net_input_bytes_total", "Bytes read from clients."),
+        read: |c| c.stats.net_input_bytes(),
+    },
+    Figure {
+        info: "total_net_output_bytes",
+        metric: counter("quiver_net_output_bytes_total", "Bytes written to clients."),
+        read: |c| c.stats.net_output_bytes(),
+    },
+    Figure {
+        info: "rejected_connections",
+        metric: counter(
+            "quiver_rejected_connections_total",
+            "Connections refused (maxclients).",
+        ),
+        read: |c| c.stats.rejected_connections.load(Relaxed),
+    },
+    Figure {
+        info: "keyspace_hits",
+        metric: counter("quiver_keyspace_hits_total", "Reads that found their key."),
+        read: |c| c.stats.keyspace_hits(),
+    },
+    Figure {
+        info: "keyspace_misses",
+        metric: counter(
+            "quiver_keyspace_misses_total",
+            "Reads that did not find their key.",
+        ),
+        read: |c| c.stats.keyspace_misses(),
+    },
+    Figure {
+        info: "total_error_replies",
+        metric: counter(
+            "quiver_error_replies_total",
+            "Error replies sent (Redis's total_error_replies).",
+        ),
+        read: |c| c.stats.error_replies.load(Relaxed),
+    },
+    Figure {
+        info: "total_error_replies_protocol",
+        metric: None,
+        read: |c| c.stats.protocol_errors.load(Relaxed),
+    },
+    Figure {
+        info: "unknown_commands",
+        metric: None,
+        read: |c| c.stats.unknown_commands.load(Relaxed),
+    },
+    Figure {
+        info: "transaction_retries",
+        metric: None,
+        read: |c| c.stats.transaction_retries.load(Relaxed),
+    },
+    Figure {
+        info: "transactions_abandoned",
+        metric: counter(
+            "quiver_transactions_abandoned_total",
+            "Commands and EXECs given up after too many conflicts with concurrent writes.",
+        ),
+        read: |c| c.stats.transactions_abandoned.load(Relaxed),
+    },
+    Figure {
+        info: "clients_closed_by_limit",
+        metric: None,
+        read: |c| c.stats.clients_closed_by_limit.load(Relaxed),
+    },
+    Figure {
+        info: "replies_refused_by_total_limit",
+        metric: counter(
+            "quiver_replies_refused_by_total_limit_total",
+            "Replies replaced by an error at client-output-buffer-total-limit.",
+        ),
+        read: |c| c.stats.replies_refused_by_total_limit.load(Relaxed),
+    },
+];
+
+/// Every figure of the tables, for the metrics endpoint.
+pub fn all() -> impl Iterator<Item = &'static Figure> {
+    CLIENTS.iter().chain(MEMORY).chain(STATS)
+}
+
+/// The INFO lines of `table`, read from `source` now.
+pub fn info_lines<T>(source: &T, table: &[Figure<T>]) -> Vec<(String, String)> {
+    table
+        .iter()
+        .map(|f| (f.info.to_string(), (f.read)(source).to_string()))
+        .collect()
+}
+
+/// The metrics of `figures`, read from `source` now, in Prometheus's text format.
+pub fn render<'a, T: 'a>(o: &mut String, source: &T, figures: impl Iterator<Item = &'a Figure<T>>) {
+    for f in figures {
+        if let Some(m) = &f.metric {
+            crate::metrics::gauge(
+                o,
+                m.name,
+                m.help,
+                m.kind.name(),
+                (f.read)(source).to_string(),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A name is one figure's: INFO and Prometheus never show two figures under one name.
+    #[test]
+    fn names_are_unique() {
+        let mut info: Vec<&str> = all().map(|f| f.info).collect();
+        let mut metrics: Vec<&str> = all()
+            .filter_map(|f| f.metric.as_ref())
+            .map(|m| m.name)
+            .collect();
+        let (n, m) = (info.len(), metrics.len());
+        info.sort_unstable();
+        info.dedup();
+        metrics.sort_unstable();
+        metrics.dedup();
+        assert_eq!((info.len(), metrics.len()), (n, m));
+        assert!(metrics.iter().all(|m| m.starts_with("quiver_")));
+    }
+}
