@@ -167,7 +167,7 @@ impl Service for Router {
     fn render_metrics(&self) -> String {
         let mut o = String::new();
         figures::render(&mut o, &self.stats, COUNTERS.iter());
-        quiver_service::metrics::gauge(
+        figures::write_metric(
             &mut o,
             "quiver_router_epoch",
             "Epoch of the topology the router routes by.",

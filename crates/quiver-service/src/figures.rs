@@ -3,6 +3,7 @@
 //! (`metrics::render_core`) both render from these tables, so a figure cannot be added to one
 //! and forgotten in the other, or named twice.
 
+use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::service::Core;
@@ -92,7 +93,7 @@ pub const CLIENTS: &[Figure] = &[
 pub const MEMORY: &[Figure] = &[Figure {
     info: "used_memory_rss",
     metric: gauge("quiver_process_resident_bytes", "Resident set size."),
-    read: |_| crate::metrics::process_rss_bytes(),
+    read: |_| process_rss_bytes(),
 }];
 
 /// INFO's `# Stats`, in its order (the serving threads' delays and what serves adds follow).
@@ -201,7 +202,7 @@ pub fn info_lines<T>(source: &T, table: &[Figure<T>]) -> Vec<(String, String)> {
 pub fn render<'a, T: 'a>(o: &mut String, source: &T, figures: impl Iterator<Item = &'a Figure<T>>) {
     for f in figures {
         if let Some(m) = &f.metric {
-            crate::metrics::gauge(
+            write_metric(
                 o,
                 m.name,
                 m.help,
@@ -210,6 +211,29 @@ pub fn render<'a, T: 'a>(o: &mut String, source: &T, figures: impl Iterator<Item
             );
         }
     }
+}
+
+/// Resident set size of this process, from /proc (0 where unavailable).
+pub fn process_rss_bytes() -> u64 {
+    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
+        return 0;
+    };
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * page.max(0) as u64
+}
+
+/// Appends one metric with its help and type lines.
+pub fn write_metric(o: &mut String, name: &str, help: &str, kind: &str, value: String) {
+    let _ = write!(
+        o,
+        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
+    );
 }
 
 #[cfg(test)]

@@ -28,21 +28,6 @@ pub const CONNECTIONS_MAX: usize = 16;
 /// Connections closed past `CONNECTIONS_MAX`, logged at most once a minute.
 static REFUSALS: LogLimiter = LogLimiter::new(Duration::from_secs(60));
 
-/// Resident set size of this process, from /proc (0 where unavailable).
-pub fn process_rss_bytes() -> u64 {
-    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
-        return 0;
-    };
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    pages * page.max(0) as u64
-}
-
 /// Serves metrics until the task is dropped.
 pub async fn serve<S: Service>(listener: TcpListener, service: Arc<S>) {
     let slots = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
@@ -102,14 +87,6 @@ async fn respond(stream: &mut tokio::net::TcpStream, status: &str, body: String)
         body.len()
     );
     let _ = stream.write_all(response.as_bytes()).await;
-}
-
-/// Appends one metric with its help and type lines.
-pub fn gauge(o: &mut String, name: &str, help: &str, kind: &str, value: String) {
-    let _ = write!(
-        o,
-        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
-    );
 }
 
 /// The metrics every RESP server has (connections, commands, replies, latency).

@@ -2,14 +2,15 @@
 //! every RESP server has (`quiver_service::metrics::render_core`).
 
 use crate::state::ServerState;
-use quiver_service::metrics::{gauge, render_core};
+use quiver_service::figures::write_metric;
+use quiver_service::metrics::render_core;
 
 /// A node's metrics in Prometheus's text exposition format: its store's, then [`render_core`]'s.
 pub fn render(state: &ServerState) -> String {
     let mut o = String::new();
     let store = state.store.stats();
     let mut gauge = |name: &str, help: &str, kind: &str, value: String| {
-        gauge(&mut o, name, help, kind, value);
+        write_metric(&mut o, name, help, kind, value);
     };
     gauge("quiver_keys", "Live keys.", "gauge", store.keys.to_string());
     gauge(

@@ -472,7 +472,7 @@ fn huge_declared_lengths_allocate_nothing() {
     control.set("k", "v").unwrap();
     canary.wait_rounds(1);
     let baseline_clients = info_u64(&mut control, "clients", "connected_clients");
-    let rss_before = quiver_service::metrics::process_rss_bytes();
+    let rss_before = quiver_service::figures::process_rss_bytes();
     assert!(rss_before > 0, "process_rss_bytes reads /proc/self/statm");
 
     // Bytes the server reads from now on: the hostile frames, the control connection's own
@@ -517,7 +517,7 @@ fn huge_declared_lengths_allocate_nothing() {
         read >= sent as u64 + canary_sent
     });
     wait_connected_clients(&mut control, baseline_clients + hostile.len() as u64);
-    let rss_after = quiver_service::metrics::process_rss_bytes();
+    let rss_after = quiver_service::figures::process_rss_bytes();
     let grown = rss_after.saturating_sub(rss_before);
     assert!(
         grown < 200 << 20,
