@@ -28,11 +28,11 @@ use bytes::Bytes;
 use quiver_cluster::meta::EtcdSettings;
 use quiver_peer::{PeerError, Pool, Replies};
 use quiver_service::config::Config;
-use quiver_service::figures::{self, counter, Figure};
+use quiver_service::figures::{self, counter, Figure, Value};
 use quiver_service::output::Output;
 use quiver_service::server::{self, Bound, ServerError};
+use quiver_service::service::{line, InfoParts, Section};
 use quiver_service::service::{Core, RunEnd, Service};
-use quiver_service::service::{InfoParts, Section};
 use quiver_service::serving::Serving;
 use quiver_service::session::Session;
 use table::Tables;
@@ -58,46 +58,46 @@ pub struct RouterStats {
 /// [`RouterStats`]' counters, in INFO's order (`# Router`): what INFO and the metrics show.
 const COUNTERS: &[Figure<RouterStats>] = &[
     Figure {
-        info: "router_backend_requests",
+        info: Some("router_backend_requests"),
         metric: counter(
             "quiver_router_backend_requests_total",
             "Batches sent to nodes.",
         ),
-        read: |s| s.backend_requests.load(Relaxed),
+        read: |s| Value::Count(s.backend_requests.load(Relaxed)),
     },
     Figure {
-        info: "router_backend_commands",
+        info: Some("router_backend_commands"),
         metric: counter(
             "quiver_router_backend_commands_total",
             "Commands sent to nodes.",
         ),
-        read: |s| s.backend_commands.load(Relaxed),
+        read: |s| Value::Count(s.backend_commands.load(Relaxed)),
     },
     Figure {
-        info: "router_redirects",
+        info: Some("router_redirects"),
         metric: counter(
             "quiver_router_redirects_total",
             "Commands routed again after a redirect.",
         ),
-        read: |s| s.redirects.load(Relaxed),
+        read: |s| Value::Count(s.redirects.load(Relaxed)),
     },
     Figure {
-        info: "router_backend_errors",
+        info: Some("router_backend_errors"),
         metric: counter("quiver_router_backend_errors_total", "Batches that failed."),
-        read: |s| s.backend_errors.load(Relaxed),
+        read: |s| Value::Count(s.backend_errors.load(Relaxed)),
     },
     Figure {
-        info: "router_mget_keys",
+        info: Some("router_mget_keys"),
         metric: counter("quiver_router_mget_keys_total", "Keys of MGETs."),
-        read: |s| s.mget_keys.load(Relaxed),
+        read: |s| Value::Count(s.mget_keys.load(Relaxed)),
     },
     Figure {
-        info: "router_mget_parts",
+        info: Some("router_mget_parts"),
         metric: counter(
             "quiver_router_mget_parts_total",
             "Parts MGETs were split into (one per node asked).",
         ),
-        read: |s| s.mget_parts.load(Relaxed),
+        read: |s| Value::Count(s.mget_parts.load(Relaxed)),
     },
 ];
 
@@ -135,8 +135,8 @@ impl Router {
     fn info_section(&self) -> Section {
         let table = self.tables.current();
         let mut fields = vec![
-            ("router_epoch".to_string(), table.epoch.to_string()),
-            ("router_backends".to_string(), table.addrs.len().to_string()),
+            line("router_epoch", table.epoch.to_string()),
+            line("router_backends", table.addrs.len().to_string()),
         ];
         fields.extend(figures::info_lines(&self.stats, COUNTERS));
         ("router", "Router", fields)

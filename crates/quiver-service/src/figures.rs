@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::service::Core;
+use crate::service::{Core, Line};
 
 /// A Prometheus metric's type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,12 +31,40 @@ pub struct Metric {
     pub kind: Kind,
 }
 
-/// One figure of a `T` (the service's `Core`, the router's statistics, ...): its INFO name (in
-/// the section of the table it is in), its metric when it has one, and its value now.
+/// A figure's value now.
+pub enum Value {
+    Count(u64),
+    /// A share, 0 to 1: INFO shows it with 4 decimals, Prometheus in full.
+    Ratio(f64),
+    /// Text: INFO only (a setting's name, the last error).
+    Text(String),
+}
+
+impl Value {
+    fn info(&self) -> String {
+        match self {
+            Value::Count(n) => n.to_string(),
+            Value::Ratio(r) => format!("{r:.4}"),
+            Value::Text(t) => t.clone(),
+        }
+    }
+
+    fn metric(&self) -> String {
+        match self {
+            Value::Count(n) => n.to_string(),
+            Value::Ratio(r) => r.to_string(),
+            Value::Text(t) => t.clone(),
+        }
+    }
+}
+
+/// One figure of a `T` (the service's `Core`, the router's statistics, a node's store
+/// statistics): its INFO name (in the section of the table it is in; none for a metric INFO
+/// does not show), its metric when it has one, and its value now.
 pub struct Figure<T = Core> {
-    pub info: &'static str,
+    pub info: Option<&'static str>,
     pub metric: Option<Metric>,
-    pub read: fn(&T) -> u64,
+    pub read: fn(&T) -> Value,
 }
 
 /// A counter metric (`counter("quiver_x_total", "What it counts.")`).
@@ -60,128 +88,128 @@ pub const fn gauge(name: &'static str, help: &'static str) -> Option<Metric> {
 /// INFO's `# Clients`, in its order.
 pub const CLIENTS: &[Figure] = &[
     Figure {
-        info: "connected_clients",
+        info: Some("connected_clients"),
         metric: gauge("quiver_connected_clients", "Open client connections."),
-        read: |c| c.stats.connected_clients.load(Relaxed) as u64,
+        read: |c| Value::Count(c.stats.connected_clients.load(Relaxed) as u64),
     },
     Figure {
-        info: "maxclients",
+        info: Some("maxclients"),
         metric: None,
-        read: |c| c.config.maxclients as u64,
+        read: |c| Value::Count(c.config.maxclients as u64),
     },
     Figure {
-        info: "blocked_clients",
+        info: Some("blocked_clients"),
         metric: None,
-        read: |_| 0,
+        read: |_| Value::Count(0),
     },
     Figure {
-        info: "client_output_buffer_total_bytes",
+        info: Some("client_output_buffer_total_bytes"),
         metric: gauge(
             "quiver_client_output_buffer_bytes",
             "Reply bytes buffered by all connections (bounded by client-output-buffer-total-limit).",
         ),
-        read: |c| c.stats.output_buffered_bytes(),
+        read: |c| Value::Count(c.stats.output_buffered_bytes()),
     },
     Figure {
-        info: "client_output_buffer_total_limit",
+        info: Some("client_output_buffer_total_limit"),
         metric: None,
-        read: |c| c.output_budget.limit_bytes() as u64,
+        read: |c| Value::Count(c.output_budget.limit_bytes() as u64),
     },
 ];
 
 /// INFO's `# Memory`, before what serves adds.
 pub const MEMORY: &[Figure] = &[Figure {
-    info: "used_memory_rss",
+    info: Some("used_memory_rss"),
     metric: gauge("quiver_process_resident_bytes", "Resident set size."),
-    read: |_| process_rss_bytes(),
+    read: |_| Value::Count(process_rss_bytes()),
 }];
 
 /// INFO's `# Stats`, in its order (the serving threads' delays and what serves adds follow).
 pub const STATS: &[Figure] = &[
     Figure {
-        info: "total_connections_received",
+        info: Some("total_connections_received"),
         metric: counter("quiver_connections_received_total", "Connections accepted."),
-        read: |c| c.stats.connections_received.load(Relaxed),
+        read: |c| Value::Count(c.stats.connections_received.load(Relaxed)),
     },
     Figure {
-        info: "total_commands_processed",
+        info: Some("total_commands_processed"),
         metric: None,
-        read: |c| c.stats.total_commands(),
+        read: |c| Value::Count(c.stats.total_commands()),
     },
     Figure {
-        info: "total_net_input_bytes",
+        info: Some("total_net_input_bytes"),
         metric: counter("quiver_net_input_bytes_total", "Bytes read from clients."),
-        read: |c| c.stats.net_input_bytes(),
+        read: |c| Value::Count(c.stats.net_input_bytes()),
     },
     Figure {
-        info: "total_net_output_bytes",
+        info: Some("total_net_output_bytes"),
         metric: counter("quiver_net_output_bytes_total", "Bytes written to clients."),
-        read: |c| c.stats.net_output_bytes(),
+        read: |c| Value::Count(c.stats.net_output_bytes()),
     },
     Figure {
-        info: "rejected_connections",
+        info: Some("rejected_connections"),
         metric: counter(
             "quiver_rejected_connections_total",
             "Connections refused (maxclients).",
         ),
-        read: |c| c.stats.rejected_connections.load(Relaxed),
+        read: |c| Value::Count(c.stats.rejected_connections.load(Relaxed)),
     },
     Figure {
-        info: "keyspace_hits",
+        info: Some("keyspace_hits"),
         metric: counter("quiver_keyspace_hits_total", "Reads that found their key."),
-        read: |c| c.stats.keyspace_hits(),
+        read: |c| Value::Count(c.stats.keyspace_hits()),
     },
     Figure {
-        info: "keyspace_misses",
+        info: Some("keyspace_misses"),
         metric: counter(
             "quiver_keyspace_misses_total",
             "Reads that did not find their key.",
         ),
-        read: |c| c.stats.keyspace_misses(),
+        read: |c| Value::Count(c.stats.keyspace_misses()),
     },
     Figure {
-        info: "total_error_replies",
+        info: Some("total_error_replies"),
         metric: counter(
             "quiver_error_replies_total",
             "Error replies sent (Redis's total_error_replies).",
         ),
-        read: |c| c.stats.error_replies.load(Relaxed),
+        read: |c| Value::Count(c.stats.error_replies.load(Relaxed)),
     },
     Figure {
-        info: "total_error_replies_protocol",
+        info: Some("total_error_replies_protocol"),
         metric: None,
-        read: |c| c.stats.protocol_errors.load(Relaxed),
+        read: |c| Value::Count(c.stats.protocol_errors.load(Relaxed)),
     },
     Figure {
-        info: "unknown_commands",
+        info: Some("unknown_commands"),
         metric: None,
-        read: |c| c.stats.unknown_commands.load(Relaxed),
+        read: |c| Value::Count(c.stats.unknown_commands.load(Relaxed)),
     },
     Figure {
-        info: "transaction_retries",
+        info: Some("transaction_retries"),
         metric: None,
-        read: |c| c.stats.transaction_retries.load(Relaxed),
+        read: |c| Value::Count(c.stats.transaction_retries.load(Relaxed)),
     },
     Figure {
-        info: "transactions_abandoned",
+        info: Some("transactions_abandoned"),
         metric: counter(
             "quiver_transactions_abandoned_total",
             "Commands and EXECs given up after too many conflicts with concurrent writes.",
         ),
-        read: |c| c.stats.transactions_abandoned.load(Relaxed),
+        read: |c| Value::Count(c.stats.transactions_abandoned.load(Relaxed)),
     },
     Figure {
-        info: "clients_closed_by_limit",
+        info: Some("clients_closed_by_limit"),
         metric: None,
-        read: |c| c.stats.clients_closed_by_limit.load(Relaxed),
+        read: |c| Value::Count(c.stats.clients_closed_by_limit.load(Relaxed)),
     },
     Figure {
-        info: "replies_refused_by_total_limit",
+        info: Some("replies_refused_by_total_limit"),
         metric: counter(
             "quiver_replies_refused_by_total_limit_total",
             "Replies replaced by an error at client-output-buffer-total-limit.",
         ),
-        read: |c| c.stats.replies_refused_by_total_limit.load(Relaxed),
+        read: |c| Value::Count(c.stats.replies_refused_by_total_limit.load(Relaxed)),
     },
 ];
 
@@ -191,10 +219,10 @@ pub fn all() -> impl Iterator<Item = &'static Figure> {
 }
 
 /// The INFO lines of `table`, read from `source` now.
-pub fn info_lines<T>(source: &T, table: &[Figure<T>]) -> Vec<(String, String)> {
+pub fn info_lines<T>(source: &T, table: &[Figure<T>]) -> Vec<Line> {
     table
         .iter()
-        .map(|f| (f.info.to_string(), (f.read)(source).to_string()))
+        .filter_map(|f| Some((f.info?.to_string(), (f.read)(source).info())))
         .collect()
 }
 
@@ -202,13 +230,7 @@ pub fn info_lines<T>(source: &T, table: &[Figure<T>]) -> Vec<(String, String)> {
 pub fn render<'a, T: 'a>(o: &mut String, source: &T, figures: impl Iterator<Item = &'a Figure<T>>) {
     for f in figures {
         if let Some(m) = &f.metric {
-            write_metric(
-                o,
-                m.name,
-                m.help,
-                m.kind.name(),
-                (f.read)(source).to_string(),
-            );
+            write_metric(o, m.name, m.help, m.kind.name(), (f.read)(source).metric());
         }
     }
 }
@@ -243,7 +265,7 @@ mod tests {
     /// A name is one figure's: INFO and Prometheus never show two figures under one name.
     #[test]
     fn names_are_unique() {
-        let mut info: Vec<&str> = all().map(|f| f.info).collect();
+        let mut info: Vec<&str> = all().filter_map(|f| f.info).collect();
         let mut metrics: Vec<&str> = all()
             .filter_map(|f| f.metric.as_ref())
             .map(|m| m.name)

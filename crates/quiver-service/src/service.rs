@@ -70,6 +70,11 @@ impl Core {
 /// A line of INFO: `name:value`.
 pub type Line = (String, String);
 
+/// An INFO line `name:value`.
+pub fn line(name: &str, value: String) -> Line {
+    (name.to_string(), value)
+}
+
 /// A section a RESP server adds to the common ones: (name, title, lines).
 pub type Section = (&'static str, &'static str, Vec<Line>);
 

@@ -11,6 +11,7 @@ use crate::node_config::NodeConfig;
 use crate::watch::{DbKey, Watches};
 use quiver_service::service::Core;
 
+pub mod figures;
 pub mod info;
 pub mod metrics;
 

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use crate::cmd::connection::REDIS_COMPAT_VERSION;
 use crate::figures;
 use crate::reply::Reply;
-use crate::service::{Core, InfoParts, Line, Section, Service};
+use crate::service::{line, Core, InfoParts, Line, Section, Service};
 use crate::table::COMMANDS;
 
 /// INFO for `service`.
@@ -123,10 +123,6 @@ fn sections(core: &Core, parts: InfoParts) -> Vec<Section> {
         .collect();
     all.push(("errorstats", "Errorstats", errors));
     all
-}
-
-fn line(name: &str, value: String) -> Line {
-    (name.to_string(), value)
 }
 
 fn server(core: &Core, cluster_enabled: bool) -> Vec<Line> {
