@@ -8,7 +8,7 @@
 use quiver_bench::keys::{key_for, value_for};
 use quiver_bench::net::record::CSV_COLUMNS;
 use quiver_bench::net::{self, Mode, NetConfig, NetLoadReport, NetObserver, NetRecord};
-use quiver_server::testing::TestServer;
+use quiver_node::testing::TestServer;
 use quiver_testkit::port::free_port;
 use serde_json::Value;
 

@@ -19,7 +19,7 @@ use tokio::net::TcpStream;
 /// Longest wait for a node to accept a connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Longest wait for a batch's replies. A node holds a write to a range being handed over for
-/// up to 10 s (`quiver_server::exec::FROZEN_WAIT_MAX`) before it answers TRYAGAIN, so this is longer.
+/// up to 10 s (`quiver_node::exec::FROZEN_WAIT_MAX`) before it answers TRYAGAIN, so this is longer.
 pub const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Idle connections kept per node and protocol; more are closed when given back.
 pub const IDLE_PER_NODE_MAX: usize = 64;

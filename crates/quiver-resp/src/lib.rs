@@ -1,5 +1,5 @@
 //! `quiver-resp`: the one RESP (Redis serialization protocol) codec of Quiver, shared by the
-//! server (`quiver-server`), the client (`quiver-client`) and the load generator
+//! server (`quiver-node`), the client (`quiver-client`) and the load generator
 //! (`quiver-bench`).
 //!
 //! * [`int`] — the integers of the protocol: [`Header`] formats `:<n>\r\n`, `*<n>\r\n`,

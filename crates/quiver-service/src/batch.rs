@@ -1,5 +1,5 @@
 //! The syntax of Quiver's BATCH command, read alike by a node (which runs it, `cmd::batch` of
-//! quiver-server) and the router (which routes it by its keys):
+//! quiver-node) and the router (which routes it by its keys):
 //!
 //! `BATCH <op> [<op> ...]` with `<op>` = `PUT key value [IF cond]` | `DEL key [IF cond]` |
 //! `CHECK key IF cond` and `cond` = `EXISTS` | `ABSENT` | `EQUALS value`.

@@ -1,5 +1,5 @@
 //! `quiver-service`: the RESP service any Quiver process runs (ARCHITECTURE.md), whatever
-//! executes its commands — a data node (`quiver-server`'s `ServerState`) or the router. It
+//! executes its commands — a data node (`quiver-node`'s `ServerState`) or the router. It
 //! knows nothing of stores, chains or routers: what serves implements [`service::Service`].
 //!
 //! * [`frame`] parses requests exactly as Redis 7 does; [`reply`] encodes replies; [`errors`]

@@ -346,7 +346,7 @@ pub struct ServeArgs {
     pub max_vector_width: Option<usize>,
     /// Coalesce single GETs across connections: off or adaptive.
     #[arg(long, value_name = "MODE")]
-    pub coalesce: Option<quiver_server::node_config::Coalesce>,
+    pub coalesce: Option<quiver_node::node_config::Coalesce>,
     /// Join a cluster: serve the hash slots its topology in etcd gives this node.
     #[arg(long)]
     pub cluster: bool,

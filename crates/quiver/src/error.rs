@@ -11,7 +11,7 @@ pub enum CliError {
     /// A RESP service (the router) could not start or stopped uncleanly.
     Server(quiver_service::ServerError),
     /// A node could not start (its store, its cluster identity) or stopped uncleanly.
-    Node(quiver_server::NodeError),
+    Node(quiver_node::NodeError),
     Bench(quiver_bench::Error),
     Report(quiver_report::Error),
     /// The cluster's metadata in etcd: unreachable, refused the change, or no cluster.
@@ -33,7 +33,7 @@ impl fmt::Display for CliError {
             CliError::Server(e) => write!(f, "error: {e}"),
             CliError::Node(e) => {
                 let hint = match e {
-                    quiver_server::NodeError::OpenStore(e) => damage_hint(e),
+                    quiver_node::NodeError::OpenStore(e) => damage_hint(e),
                     _ => "",
                 };
                 write!(f, "error: {e}{hint}")

@@ -5,9 +5,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use quiver_node::node_config::ServeConfig;
+use quiver_node::Server;
 use quiver_router::RouterServer;
-use quiver_server::node_config::ServeConfig;
-use quiver_server::Server;
 use quiver_service::config::{Config, LogFormat};
 
 use crate::cli::{ListenArgs, ManagerArgs, RouterArgs, ServeArgs};

@@ -5,7 +5,7 @@
 
 use std::process::{Command, Output};
 
-use quiver_server::testing::TestServer;
+use quiver_node::testing::TestServer;
 use quiver_testkit::port::free_port;
 use serde_json::Value;
 

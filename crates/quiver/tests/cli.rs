@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 
 use quiver_bench::keys::{key_for, value_for};
 use quiver_client::{Connection, Value};
-use quiver_server::testing::TestServer;
+use quiver_node::testing::TestServer;
 use quiver_testkit::port::free_port;
 use serde_json::Value as Json;
 

@@ -503,7 +503,7 @@ mod tests {
     #[test]
     fn a_sampled_run_reports_on_its_schedule() {
         use crate::net::{self, Mode, NetObserver, NetRecord};
-        use quiver_server::testing::TestServer;
+        use quiver_node::testing::TestServer;
 
         #[derive(Default)]
         struct Collect {

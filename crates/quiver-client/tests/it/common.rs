@@ -1,7 +1,7 @@
 //! The server the integration tests talk to, and scripted fake servers.
 //!
 //! Everything specific to the real server lives in [`TestServer`]: an in-process Quiver
-//! server (`quiver_server::testing`) on a free loopback port with its own data directory.
+//! server (`quiver_node::testing`) on a free loopback port with its own data directory.
 
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
@@ -19,7 +19,7 @@ pub struct TestServer {
     /// `127.0.0.1:<port>`.
     pub addr: String,
     password: Option<String>,
-    server: quiver_server::testing::TestServer,
+    server: quiver_node::testing::TestServer,
 }
 
 impl TestServer {
@@ -35,7 +35,7 @@ impl TestServer {
     fn start_with(password: Option<String>) -> TestServer {
         let requirepass = password.clone();
         let server =
-            quiver_server::testing::TestServer::start_with(|c| c.service.requirepass = requirepass);
+            quiver_node::testing::TestServer::start_with(|c| c.service.requirepass = requirepass);
         TestServer {
             addr: server.addr.to_string(),
             password,

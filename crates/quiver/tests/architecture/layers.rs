@@ -24,7 +24,7 @@ pub const CRATE_LAYERS: &[&[&str]] = &[
     // What is built of the parts: the data node, the router, the load generators, the
     // reports.
     &[
-        "quiver-server",
+        "quiver-node",
         "quiver-router",
         "quiver-bench",
         "quiver-report",
@@ -36,7 +36,7 @@ pub const CRATE_LAYERS: &[&[&str]] = &[
 /// Modules no other module of their crate may import (`mod` declarations aside): (the crate's
 /// `src` directory, the top-level module). The node's in-process test server is for tests
 /// (of this crate and others) alone: no module of the node runs on it.
-pub const SEALED: &[(&str, &str)] = &[("crates/quiver-server/src", "testing")];
+pub const SEALED: &[(&str, &str)] = &[("crates/quiver-node/src", "testing")];
 
 /// The workspace crates a `Cargo.toml` names under `[dependencies]`.
 pub fn manifest_deps(toml: &str) -> Vec<String> {
@@ -109,7 +109,7 @@ mod tests {
     fn manifest_dependencies_are_read_from_their_section_only() {
         let toml = "[package]\nname = \"quiver-x\"\n\n[dependencies]\nbytes.workspace = true\n\
                     quiver-resp.workspace = true\nquiver-store = { workspace = true }\n\n\
-                    [dev-dependencies]\nquiver-server.workspace = true\n";
+                    [dev-dependencies]\nquiver-node.workspace = true\n";
         assert_eq!(manifest_deps(toml), ["quiver-resp", "quiver-store"]);
     }
 
@@ -117,25 +117,25 @@ mod tests {
     fn an_upward_or_sideways_crate_dependency_is_refused() {
         let ok = deps(&[
             ("quiver-service", &["quiver-resp"]),
-            ("quiver-server", &["quiver-service", "quiver-store"]),
+            ("quiver-node", &["quiver-service", "quiver-store"]),
         ]);
         assert_eq!(crate_violations(&ok), Vec::<String>::new());
         // Planted: the service on the engine (same layer), the engine on the node (above).
         let planted = deps(&[
             ("quiver-service", &["quiver-store"]),
-            ("quiver-store", &["quiver-server"]),
+            ("quiver-store", &["quiver-node"]),
             ("quiver-new", &[]),
         ]);
         let found = crate_violations(&planted);
         assert_eq!(found.len(), 3, "{found:?}");
         assert!(found[0].contains("quiver-service (layer 1) depends on quiver-store"));
-        assert!(found[1].contains("quiver-store (layer 1) depends on quiver-server"));
+        assert!(found[1].contains("quiver-store (layer 1) depends on quiver-node"));
         assert!(found[2].contains("quiver-new is in no layer"));
     }
 
     #[test]
     fn an_import_of_a_sealed_module_from_outside_is_refused() {
-        let dir = "crates/quiver-server/src";
+        let dir = "crates/quiver-node/src";
         let mut graph = Graph::new();
         graph.insert(("testing::x".into(), "testing".into()), vec!["a:1".into()]);
         graph.insert(("crate".into(), "testing".into()), vec!["lib.rs:2".into()]);

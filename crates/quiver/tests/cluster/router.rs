@@ -1070,7 +1070,7 @@ fn router_refuses_http_requests_and_outside_clients_and_bounds_metrics() {
             .ok_or_else(|| "not yet".to_string())
     });
 
-    match quiver_server::testing::non_loopback_ipv4() {
+    match quiver_node::testing::non_loopback_ipv4() {
         None => eprintln!("SKIPPED protected mode: this machine has no non-loopback address"),
         Some(ip) => {
             let outside = format!("{ip}:{}", cluster.routers[r].port);

@@ -109,7 +109,7 @@ fn random_and_mutated_frames() {
 }
 
 /// The long run: 1,000,000 random and mutated frames. Run it with
-/// `cargo test --release -p quiver-server -- --ignored million`.
+/// `cargo test --release -p quiver-node -- --ignored million`.
 #[test]
 #[ignore]
 fn million_random_frames() {

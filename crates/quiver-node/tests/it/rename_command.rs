@@ -5,8 +5,8 @@
 use std::io::Write;
 use std::process::Command;
 
-use quiver_server::node_config::ServeConfig;
-use quiver_server::testing::TestServer;
+use quiver_node::node_config::ServeConfig;
+use quiver_node::testing::TestServer;
 use quiver_service::table::COMMANDS;
 use quiver_service::Config;
 use quiver_testkit::tool;

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::thread;
 
 use quiver_client::{Batch, BatchOutcome, Condition, Connection, Value};
-use quiver_server::node_config::Coalesce;
-use quiver_server::testing::TestServer;
+use quiver_node::node_config::Coalesce;
+use quiver_node::testing::TestServer;
 
 use crate::encode_multibulk;
 

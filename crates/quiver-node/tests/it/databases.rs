@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::thread;
 
 use quiver_client::{Connection, Value};
-use quiver_server::node_config::Coalesce;
-use quiver_server::testing::TestServer;
+use quiver_node::node_config::Coalesce;
+use quiver_node::testing::TestServer;
 
 fn connect(server: &TestServer) -> Connection {
     Connection::connect(&server.addr.to_string()).expect("connect")

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use quiver_server::testing::TestServer;
+use quiver_node::testing::TestServer;
 
 use crate::bad_input::{expect_closed, expect_reply, info_u64, raw, read_bulk, read_line, show};
 

@@ -5,9 +5,9 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::thread::JoinHandle;
 
-use quiver_server::node_config::{NodeConfig, ServeConfig};
-use quiver_server::testing::TestServer;
-use quiver_server::Server;
+use quiver_node::node_config::{NodeConfig, ServeConfig};
+use quiver_node::testing::TestServer;
+use quiver_node::Server;
 use quiver_service::{Config, ShutdownHandle};
 
 use crate::bad_input::{client, expect_reply, info_field, info_u64, multibulk, raw, WAIT};
@@ -205,7 +205,7 @@ struct MetricsServer {
     addr: SocketAddr,
     metrics: SocketAddr,
     shutdown: ShutdownHandle,
-    thread: Option<JoinHandle<Result<(), quiver_server::NodeError>>>,
+    thread: Option<JoinHandle<Result<(), quiver_node::NodeError>>>,
     _dir: tempfile::TempDir,
 }
 

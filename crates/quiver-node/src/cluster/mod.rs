@@ -345,9 +345,9 @@ impl ClusterNode {
     }
 
     /// Freezes `range` (see the module documentation): returns once no write to it is in
-    /// flight. Called outside the runtime (a move's thread).
-    pub fn freeze(&self, range: SlotRange) {
-        let _drained = self.gate.blocking_write();
+    /// flight.
+    pub async fn freeze(&self, range: SlotRange) {
+        let _drained = self.gate.write().await;
         let mut frozen = self.frozen.lock();
         frozen.push(Frozen {
             range,

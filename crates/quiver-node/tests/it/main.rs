@@ -1,4 +1,4 @@
-//! Byte-level tests for `quiver-server`: raw bytes in, exact result out.
+//! Byte-level tests for `quiver-node`: raw bytes in, exact result out.
 
 // Tests unwrap: a failure there is the test failing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

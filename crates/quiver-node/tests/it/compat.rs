@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use quiver_server::testing::TestServer;
+use quiver_node::testing::TestServer;
 use quiver_testkit::tool;
 
 fn compat_dir() -> PathBuf {

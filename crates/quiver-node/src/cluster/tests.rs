@@ -105,14 +105,14 @@ fn a_damaged_state_file_is_refused_with_its_name() {
     assert!(e.contains(CLUSTER_FILE), "{e}");
 }
 
-#[test]
-fn a_frozen_range_holds_writes_then_reads() {
+#[tokio::test]
+async fn a_frozen_range_holds_writes_then_reads() {
     let dir = tempfile::tempdir().unwrap();
     let node = ClusterNode::open(dir.path(), Some("n0"), "127.0.0.1:7000".into()).unwrap();
     node.adopt(topology(2)).unwrap();
     let mine = keys_of(0);
     let slot = key_slot(&mine[0]);
-    node.freeze(SlotRange { lo: slot, hi: slot });
+    node.freeze(SlotRange { lo: slot, hi: slot }).await;
     let write = node.route(mine.iter().map(|k| &k[..]), true, false);
     assert_eq!(write, Route::Frozen { slot });
     assert_eq!(route(&node, &mine), Route::Local, "reads run");

@@ -6,9 +6,9 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::process::Command;
 
-use quiver_server::node_config::{NodeConfig, ServeConfig};
-use quiver_server::testing::TestServer;
-use quiver_server::Server;
+use quiver_node::node_config::{NodeConfig, ServeConfig};
+use quiver_node::testing::TestServer;
+use quiver_node::Server;
 use quiver_service::Config;
 use quiver_testkit::tool;
 

@@ -1,5 +1,6 @@
-//! Moving a range of slots from this node (A) to another (B), driven by A, on a thread of its
-//! own. The steps (the target's side is `cmd::rangeimport`):
+//! Moving a range of slots from this node (A) to another (B), driven by A, as a task of the
+//! node's runtime (the engine's export runs on the blocking pool, the target is a peer
+//! connection). The steps (the target's side is `cmd::rangeimport`):
 //!
 //! 1. **Attempt**: the migration's attempt counter is raised in etcd. Any hand-over
 //!    transaction a previous run of A computed (and may have sent before crashing) compares
@@ -23,28 +24,29 @@
 //! any step leaves the range with exactly one owner holding every acknowledged write: A
 //! until the hand-over committed, B from then on.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use quiver_client::{ClientOptions, Connection, Value};
-use quiver_cluster::meta::{Meta, MetaError};
+use bytes::{Bytes, BytesMut};
+use quiver_cluster::meta::{EtcdSettings, Meta, MetaError};
 use quiver_cluster::{Migration, Topology};
+use quiver_peer::{PeerConn, PeerError};
 use quiver_store::slot::SlotRange;
 use quiver_store::{RangeExport, RangeItem};
 
 use crate::state::SharedState;
-use quiver_cluster::meta::EtcdSettings;
 
 /// Rounds of "send the keys written since the last round" before the range is frozen
 /// anyway.
 pub const CATCH_UP_ROUNDS_MAX: usize = 16;
 /// Few enough keys written during a round that the range can be frozen for the last one.
 pub const CATCH_UP_FEW: u64 = 1000;
+/// Batches of a range export read ahead of the target's acknowledgements (the reading runs
+/// on the blocking pool, the sending on the runtime; this bounds the memory between them).
+const EXPORT_AHEAD_MAX: usize = 4;
 /// Attempts of `RANGEIMPORT BEGIN` while the target has not yet seen the migration.
 const BEGIN_ATTEMPTS_MAX: usize = 100;
 const BEGIN_RETRY: Duration = Duration::from_millis(100);
-/// Longest wait for the target's answer to one request.
-const TARGET_TIMEOUT: Duration = Duration::from_secs(30);
 /// Waits between readings of the topology while a hand-over's outcome is unknown.
 const UNKNOWN_RETRY_MIN: Duration = Duration::from_millis(50);
 const UNKNOWN_RETRY_MAX: Duration = Duration::from_secs(2);
@@ -58,59 +60,47 @@ pub enum MoveError {
     Meta(#[from] MetaError),
     #[error("the store: {0}")]
     Store(#[from] quiver_store::Error),
-    #[error("target {addr}: {source}")]
-    Target {
-        addr: String,
-        source: quiver_client::Error,
-    },
+    #[error("the target: {0}")]
+    Target(#[from] PeerError),
     #[error("target {addr} refused: {text}")]
     Refused { addr: String, text: String },
     #[error("the migration of {0} is no longer in the topology")]
     Gone(SlotRange),
+    #[error("the range export stopped: {0}")]
+    Export(#[from] tokio::task::JoinError),
 }
 
-/// Starts the move of `m` on a thread of its own; it removes itself from the node's running
-/// moves when it ends.
+/// Starts the move of `m` as a task of the node's runtime; it removes itself from the node's
+/// running moves when it ends.
 pub fn start(state: SharedState, etcd: EtcdSettings, m: Migration) {
-    let rt = tokio::runtime::Handle::current();
-    let spawned = std::thread::Builder::new()
-        .name("quiver-move".into())
-        .spawn(move || {
-            let Some(node) = state.cluster.clone() else {
-                return;
-            };
-            tracing::info!(slots = %m.slots, to = %m.to, "cluster: moving slots");
-            match drive(&state, &etcd, &m, &rt) {
-                Ok(true) => tracing::info!(slots = %m.slots, to = %m.to, "cluster: slots handed over"),
-                Ok(false) => tracing::warn!(slots = %m.slots, "cluster: the move was aborted"),
-                Err(e) => {
-                    tracing::warn!(slots = %m.slots, error = %e, "cluster: the move failed; aborting it");
-                    abort(&etcd, &m, &rt);
-                    // Frozen or not, the range stays this node's: the abort changed the
-                    // topology, or nothing was sent that could hand it over.
-                    node.thaw(m.slots);
-                }
+    tokio::spawn(async move {
+        let Some(node) = state.cluster.clone() else {
+            return;
+        };
+        tracing::info!(slots = %m.slots, to = %m.to, "cluster: moving slots");
+        match drive(&state, &etcd, &m).await {
+            Ok(true) => tracing::info!(slots = %m.slots, to = %m.to, "cluster: slots handed over"),
+            Ok(false) => tracing::warn!(slots = %m.slots, "cluster: the move was aborted"),
+            Err(e) => {
+                tracing::warn!(slots = %m.slots, error = %e, "cluster: the move failed; aborting it");
+                abort(&etcd, &m).await;
+                // Frozen or not, the range stays this node's: the abort changed the
+                // topology, or nothing was sent that could hand it over.
+                node.thaw(m.slots);
             }
-            node.running_moves.lock().remove(&m.slots);
-        });
-    if let Err(e) = spawned {
-        tracing::error!(error = %e, "cluster: cannot start a move's thread");
-    }
+        }
+        node.running_moves.lock().remove(&m.slots);
+    });
 }
 
 /// The steps of the module documentation; true when the range was handed over.
-fn drive(
-    state: &SharedState,
-    etcd: &EtcdSettings,
-    m: &Migration,
-    rt: &tokio::runtime::Handle,
-) -> Result<bool, MoveError> {
+async fn drive(state: &SharedState, etcd: &EtcdSettings, m: &Migration) -> Result<bool, MoveError> {
     let Some(node) = state.cluster.as_ref() else {
         return Ok(false);
     };
-    let meta = rt.block_on(etcd.connect())?;
+    let meta = etcd.connect().await?;
     // 1. Attempt.
-    let t = match rt.block_on(meta.update(|t| t.with_migration_attempt(m.slots))) {
+    let t = match meta.update(|t| t.with_migration_attempt(m.slots)).await {
         Ok(t) => t,
         Err(MetaError::Topology(_)) => return Err(MoveError::Gone(m.slots)),
         Err(e) => return Err(e.into()),
@@ -121,28 +111,26 @@ fn drive(
         .node(&m.to)
         .map(|n| n.addr.clone())
         .ok_or(MoveError::Gone(m.slots))?;
-    let mut target = Target::connect(state, addr, m.slots)?;
+    let mut target = Target::connect(state, addr.into(), m.slots).await?;
     // 2. Copy.
-    target.begin(&node.id)?;
-    let mut export = state.store.export_range(m.slots)?;
-    let mut sender = Sender::new(&mut target);
-    let (snapshot, last_round) = copy(state, &mut export, &mut sender)?;
+    target.begin(&node.id).await?;
+    let export = state.store.export_range(m.slots)?;
+    let (export, snapshot, last_round) = copy(state, export, &mut target).await?;
     tracing::info!(slots = %m.slots, snapshot, last_round, "cluster: range copied; freezing it");
     // 3. Freeze.
     let freezing = std::time::Instant::now();
-    node.freeze(m.slots);
+    node.freeze(m.slots).await;
     let drained = freezing.elapsed();
-    let last = export.changes(&state.store, &mut |items| sender.send(items));
-    sender.result(last)?;
+    let (export, _) = export_step(state, export, Step::Changes, &mut target).await?;
     drop(export);
     // 4. Hand over.
     node.freeze_reads(m.slots);
     let handing = std::time::Instant::now();
-    let (handed_over, t) = hand_over(&meta, m, rt);
+    let (handed_over, t) = hand_over(&meta, m).await;
     let decided = handing.elapsed();
     if handed_over {
         // The target adopts first, so that clients this node sends there are served.
-        target.end(t.epoch);
+        target.end(t.epoch).await;
     }
     let _ = node.adopt(t);
     node.thaw(m.slots);
@@ -161,33 +149,80 @@ fn drive(
 }
 
 /// Sends the export's snapshot, then the keys written since, in rounds until few are left
-/// (at most [`CATCH_UP_ROUNDS_MAX`]); the keys of the snapshot and of the last round.
-pub(crate) fn copy(
+/// (at most [`CATCH_UP_ROUNDS_MAX`]); the export, and the keys of the snapshot and of the
+/// last round.
+pub(crate) async fn copy(
     state: &SharedState,
-    export: &mut RangeExport,
-    sender: &mut Sender<'_>,
-) -> Result<(u64, u64), MoveError> {
-    let copied = export.snapshot(&mut |items| sender.send(items));
-    let snapshot = sender.result(copied)?;
+    export: RangeExport,
+    target: &mut Target,
+) -> Result<(RangeExport, u64, u64), MoveError> {
+    let (mut export, snapshot) = export_step(state, export, Step::Snapshot, target).await?;
     let mut last_round = 0;
     for _ in 0..CATCH_UP_ROUNDS_MAX {
-        let since = export.changes(&state.store, &mut |items| sender.send(items));
-        last_round = sender.result(since)?;
+        let since;
+        (export, since) = export_step(state, export, Step::Changes, target).await?;
+        last_round = since;
         if last_round <= CATCH_UP_FEW {
             break;
         }
     }
-    Ok((snapshot, last_round))
+    Ok((export, snapshot, last_round))
+}
+
+/// Which part of a range export a step hands over.
+#[derive(Clone, Copy)]
+pub(crate) enum Step {
+    /// Every live key of the range as of the export's start.
+    Snapshot,
+    /// The keys written since the snapshot's start or the last step.
+    Changes,
+}
+
+/// Runs one step of `export` on the blocking pool (it reads the disk) and sends its batches to
+/// the target as they come, at most [`EXPORT_AHEAD_MAX`] ahead. Returns the export and how
+/// many keys the step handed over, once the target acknowledged every batch; the target's
+/// error first (the export sees only that the sending stopped).
+pub(crate) async fn export_step(
+    state: &SharedState,
+    mut export: RangeExport,
+    step: Step,
+    target: &mut Target,
+) -> Result<(RangeExport, u64), MoveError> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<RangeItem>>(EXPORT_AHEAD_MAX);
+    let state = state.clone();
+    let reading = tokio::task::spawn_blocking(move || {
+        let mut out = |items: &[RangeItem]| {
+            tx.blocking_send(items.to_vec()).map_err(|_| {
+                quiver_store::Error::InvalidOptions("sending to the target stopped".into())
+            })
+        };
+        let n = match step {
+            Step::Snapshot => export.snapshot(&mut out),
+            Step::Changes => export.changes(&state.store, &mut out),
+        };
+        (export, n)
+    });
+    let mut sent = Ok(());
+    while let Some(items) = rx.recv().await {
+        sent = target.items(&items).await;
+        if sent.is_err() {
+            break;
+        }
+    }
+    // The reading stops at its next batch if the sending did.
+    drop(rx);
+    let (export, n) = reading.await?;
+    sent?;
+    Ok((export, n?))
 }
 
 /// Ends the migration in etcd giving the range to its target, and finds out for sure whether
 /// it was (reading the topology again after an unknown outcome, as long as it takes).
 /// Returns whether the range was handed over, and the topology that says so.
-fn hand_over(meta: &Meta, m: &Migration, rt: &tokio::runtime::Handle) -> (bool, Topology) {
+async fn hand_over(meta: &Meta, m: &Migration) -> (bool, Topology) {
     let lose_answer = std::env::var_os(LOSE_HANDOVER_ANSWER_ENV).is_some();
     decide(
         meta,
-        rt,
         lose_answer,
         |t| {
             t.migrations
@@ -197,6 +232,7 @@ fn hand_over(meta: &Meta, m: &Migration, rt: &tokio::runtime::Handle) -> (bool, 
         |t| t.with_migration_ended(m.slots, true),
         |t| t.owner_of_range(m.slots) == Some(m.to.as_str()),
     )
+    .await
 }
 
 /// Writes the change `next` computes from the topology while `pending` holds of it, and
@@ -205,9 +241,8 @@ fn hand_over(meta: &Meta, m: &Migration, rt: &tokio::runtime::Handle) -> (bool, 
 /// change took effect (this node's transaction whose answer was lost, or another's that
 /// ended it). Returns that and the topology that says so. `lose_answer`: a test-only fault,
 /// the first answer is treated as lost.
-pub(crate) fn decide(
+pub(crate) async fn decide(
     meta: &Meta,
-    rt: &tokio::runtime::Handle,
     mut lose_answer: bool,
     pending: impl Fn(&Topology) -> bool,
     next: impl Fn(&Topology) -> Result<Topology, quiver_cluster::TopologyError>,
@@ -215,14 +250,14 @@ pub(crate) fn decide(
 ) -> (bool, Topology) {
     let mut delay = UNKNOWN_RETRY_MIN;
     loop {
-        match rt.block_on(meta.topology()) {
+        match meta.topology().await {
             Ok(Some(v)) => {
                 if !pending(&v.topology) {
                     return (done(&v.topology), v.topology);
                 }
                 match next(&v.topology) {
                     Ok(next) => {
-                        match rt.block_on(meta.replace(&v, &next)) {
+                        match meta.replace(&v, &next).await {
                             Ok(true) if !lose_answer => return (true, next),
                             Ok(true) => {
                                 lose_answer = false;
@@ -244,109 +279,81 @@ pub(crate) fn decide(
                 tracing::warn!(error = %e, "cluster: etcd unreachable during a hand-over; the range stays frozen")
             }
         }
-        std::thread::sleep(delay);
+        tokio::time::sleep(delay).await;
         delay = (delay * 2).min(UNKNOWN_RETRY_MAX);
     }
 }
 
 /// Ends the migration of `m` without moving the range (best effort: if etcd cannot be
 /// reached the migration stays, and the agent starts it again).
-fn abort(etcd: &EtcdSettings, m: &Migration, rt: &tokio::runtime::Handle) {
-    let ended = rt.block_on(async {
+async fn abort(etcd: &EtcdSettings, m: &Migration) {
+    let ended = async {
         let meta = etcd.connect().await?;
         meta.update(|t| t.with_migration_ended(m.slots, false))
             .await
-    });
-    if let Err(e) = ended {
+    };
+    if let Err(e) = ended.await {
         tracing::warn!(slots = %m.slots, error = %e, "cluster: could not abort the migration");
     }
 }
 
-/// Hands a range export's items to the target, keeping the target's error (the export sees
-/// only that sending failed).
-pub(crate) struct Sender<'t> {
-    target: &'t mut Target,
-    error: Option<MoveError>,
-}
-
-impl<'t> Sender<'t> {
-    pub(crate) fn new(target: &'t mut Target) -> Sender<'t> {
-        Sender {
-            target,
-            error: None,
-        }
-    }
-
-    pub(crate) fn send(&mut self, items: &[RangeItem]) -> quiver_store::Result<()> {
-        self.target.items(items).map_err(|e| {
-            self.error = Some(e);
-            quiver_store::Error::InvalidOptions("sending to the target failed".into())
-        })
-    }
-
-    /// An export step's outcome, the target's error first.
-    pub(crate) fn result(&mut self, r: quiver_store::Result<u64>) -> Result<u64, MoveError> {
-        match (self.error.take(), r) {
-            (Some(e), _) => Err(e),
-            (None, r) => Ok(r?),
-        }
-    }
-}
-
-/// The connection to the node receiving the range.
+/// The connection to the node receiving the range: one request at a time, each answered
+/// within the peer transport's reply timeout. It is never sent again on another connection:
+/// a request that may have reached the target ends the move if unanswered.
 pub(crate) struct Target {
-    conn: Connection,
-    addr: String,
+    conn: PeerConn,
     range: String,
 }
 
 impl Target {
-    pub(crate) fn connect(
+    /// Connects to `addr` (and authenticates as this node's clients do).
+    pub(crate) async fn connect(
         state: &SharedState,
-        addr: String,
+        addr: Arc<str>,
         range: SlotRange,
     ) -> Result<Target, MoveError> {
-        let mut options = ClientOptions::new(addr.clone());
-        options.read_timeout = Some(TARGET_TIMEOUT);
-        options.write_timeout = Some(TARGET_TIMEOUT);
-        // A request that may have reached the target is never silently sent again.
-        options.reconnect = false;
-        options.password = state.core.config.requirepass.clone();
-        let conn = Connection::connect_with(options).map_err(|source| MoveError::Target {
-            addr: addr.clone(),
-            source,
-        })?;
-        Ok(Target {
+        let conn = PeerConn::open(addr).await?;
+        let mut target = Target {
             conn,
-            addr,
             range: range.to_string(),
-        })
+        };
+        if let Some(password) = &state.core.config.requirepass {
+            target.request(&[b"AUTH", password.as_bytes()]).await?;
+        }
+        Ok(target)
     }
 
-    pub(crate) fn request(&mut self, args: &[&[u8]]) -> Result<Value, MoveError> {
-        self.conn.command(args).map_err(|source| match source {
-            quiver_client::Error::Server(text) => MoveError::Refused {
-                addr: self.addr.clone(),
-                text,
-            },
-            source => MoveError::Target {
-                addr: self.addr.clone(),
-                source,
-            },
-        })
+    /// Sends one command; an error reply is [`MoveError::Refused`].
+    pub(crate) async fn request(&mut self, args: &[&[u8]]) -> Result<(), MoveError> {
+        let mut out = BytesMut::new();
+        quiver_resp::request::encode_command(&mut out, args);
+        let replies = self.conn.send(&out, 1).await?;
+        match replies.error(0) {
+            Some(text) => Err(MoveError::Refused {
+                addr: self.conn.addr.to_string(),
+                text: String::from_utf8_lossy(text).into_owned(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// RANGEIMPORT BEGIN, retried while the target has not seen the migration yet.
-    pub(crate) fn begin(&mut self, from: &str) -> Result<(), MoveError> {
+    pub(crate) async fn begin(&mut self, from: &str) -> Result<(), MoveError> {
         let range = self.range.clone();
         for attempt in 1.. {
-            match self.request(&[b"RANGEIMPORT", b"BEGIN", range.as_bytes(), from.as_bytes()]) {
+            let begin = [
+                b"RANGEIMPORT".as_slice(),
+                b"BEGIN",
+                range.as_bytes(),
+                from.as_bytes(),
+            ];
+            match self.request(&begin).await {
                 Err(MoveError::Refused { text, .. })
                     if text.starts_with("TRYAGAIN") && attempt < BEGIN_ATTEMPTS_MAX =>
                 {
-                    std::thread::sleep(BEGIN_RETRY)
+                    tokio::time::sleep(BEGIN_RETRY).await
                 }
-                other => return other.map(|_| ()),
+                other => return other,
             }
         }
         Ok(())
@@ -354,23 +361,28 @@ impl Target {
 
     /// RANGEIMPORT ITEMS: `key expire value` triples (expire: `-1` none, `-2` a delete, else
     /// the absolute time in ms).
-    fn items(&mut self, items: &[RangeItem]) -> Result<(), MoveError> {
+    async fn items(&mut self, items: &[RangeItem]) -> Result<(), MoveError> {
         let mut args: Vec<Bytes> = Vec::with_capacity(3 + items.len() * 3);
         args.push(Bytes::from_static(b"RANGEIMPORT"));
         args.push(Bytes::from_static(b"ITEMS"));
         args.push(Bytes::from(self.range.clone()));
         crate::chain::wire::push_items(&mut args, items);
         let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
-        self.request(&refs).map(|_| ())
+        self.request(&refs).await
     }
 
     /// RANGEIMPORT END: the target adopts the topology of `epoch` (or a later one) before it
     /// answers, boundedly (best effort: its watch brings the new version anyway).
-    pub(crate) fn end(&mut self, epoch: u64) {
+    pub(crate) async fn end(&mut self, epoch: u64) {
         let range = self.range.clone();
         let epoch = epoch.to_string();
-        if let Err(e) = self.request(&[b"RANGEIMPORT", b"END", range.as_bytes(), epoch.as_bytes()])
-        {
+        let end = [
+            b"RANGEIMPORT".as_slice(),
+            b"END",
+            range.as_bytes(),
+            epoch.as_bytes(),
+        ];
+        if let Err(e) = self.request(&end).await {
             tracing::warn!(error = %e, "cluster: the target did not take the end of the move");
         }
     }

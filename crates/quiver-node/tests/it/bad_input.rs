@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use quiver_client::{ClientOptions, Connection};
-use quiver_server::testing::TestServer;
+use quiver_node::testing::TestServer;
 
 /// Longest wait for anything a test expects the server to do (a generous liveness bound,
 /// not a timing assertion).

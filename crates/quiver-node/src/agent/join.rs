@@ -1,5 +1,5 @@
-//! A node (N) joining a chain as its tail, driven by the chain's current tail (T), on a thread
-//! of its own — the same steps as a move (`agent::moves`), except that T keeps the range:
+//! A node (N) joining a chain as its tail, driven by the chain's current tail (T), as a task
+//! of its runtime — the same steps as a move (`agent::moves`), except that T keeps the range:
 //!
 //! 1. **Copy**: N drops whatever it has of the range (`RANGEIMPORT BEGIN`), then receives the
 //!    engine's range export from T while the chain serves: a snapshot, then the keys written
@@ -18,51 +18,44 @@
 //! chain's acknowledged writes are all on T, which stays a member throughout: a crash of T, N
 //! or the manager at any step loses none of them.
 
+use quiver_cluster::meta::EtcdSettings;
 use quiver_store::slot::SlotRange;
 
-use crate::agent::moves::{copy, decide, MoveError, Sender, Target};
+use crate::agent::moves::{copy, decide, export_step, MoveError, Step, Target};
 use crate::state::SharedState;
-use quiver_cluster::meta::EtcdSettings;
 
-/// Starts the join of node `to` to the chain of `slots` (this node is its tail) on a thread of
-/// its own; it removes itself from the node's running joins when it ends.
+/// Starts the join of node `to` to the chain of `slots` (this node is its tail) as a task of
+/// the node's runtime; it removes itself from the node's running joins when it ends.
 pub fn start(state: SharedState, etcd: EtcdSettings, slots: SlotRange, to: String) {
-    let rt = tokio::runtime::Handle::current();
-    let spawned = std::thread::Builder::new()
-        .name("quiver-join".into())
-        .spawn(move || {
-            let Some(node) = state.cluster.clone() else {
-                return;
-            };
-            tracing::info!(%slots, node = %to, "chain: a node joins as tail; copying the range to it");
-            match drive(&state, &etcd, slots, &to, &rt) {
-                Ok(true) => tracing::info!(%slots, node = %to, "chain: the node joined as tail"),
-                Ok(false) => tracing::warn!(%slots, node = %to, "chain: the join was ended"),
-                Err(e) => {
-                    tracing::warn!(%slots, node = %to, error = %e, "chain: the join failed; ending it");
-                    end(&etcd, slots, &to, &rt);
-                }
+    tokio::spawn(async move {
+        let Some(node) = state.cluster.clone() else {
+            return;
+        };
+        tracing::info!(%slots, node = %to, "chain: a node joins as tail; copying the range to it");
+        match drive(&state, &etcd, slots, &to).await {
+            Ok(true) => tracing::info!(%slots, node = %to, "chain: the node joined as tail"),
+            Ok(false) => tracing::warn!(%slots, node = %to, "chain: the join was ended"),
+            Err(e) => {
+                tracing::warn!(%slots, node = %to, error = %e, "chain: the join failed; ending it");
+                end(&etcd, slots, &to).await;
             }
-            node.thaw(slots);
-            node.running_joins.lock().remove(&slots);
-        });
-    if let Err(e) = spawned {
-        tracing::error!(error = %e, "chain: cannot start a join's thread");
-    }
+        }
+        node.thaw(slots);
+        node.running_joins.lock().remove(&slots);
+    });
 }
 
 /// The steps of the module documentation; true when `to` joined.
-fn drive(
+async fn drive(
     state: &SharedState,
     etcd: &EtcdSettings,
     slots: SlotRange,
     to: &str,
-    rt: &tokio::runtime::Handle,
 ) -> Result<bool, MoveError> {
     let Some(node) = state.cluster.as_ref() else {
         return Ok(false);
     };
-    let meta = rt.block_on(etcd.connect())?;
+    let meta = etcd.connect().await?;
     let view = node.view();
     let addr = view
         .topology
@@ -73,33 +66,37 @@ fn drive(
     let Some(stream) = node.chains.stream_of(slots) else {
         return Err(MoveError::Gone(slots));
     };
-    let mut target = Target::connect(state, addr, slots)?;
+    let mut target = Target::connect(state, addr.into(), slots).await?;
     // 1. Copy.
-    target.begin(&node.id)?;
-    let mut export = state.store.export_range(slots)?;
-    let mut sender = Sender::new(&mut target);
-    let (snapshot, last_round) = copy(state, &mut export, &mut sender)?;
+    target.begin(&node.id).await?;
+    let export = state.store.export_range(slots)?;
+    let (export, snapshot, last_round) = copy(state, export, &mut target).await?;
     tracing::info!(%slots, snapshot, last_round, "chain: range copied to the joining node; freezing it");
     // 2. Freeze: no write and no message is applied here from now on.
-    node.freeze(slots);
-    let last = export.changes(&state.store, &mut |items| sender.send(items));
-    sender.result(last)?;
+    node.freeze(slots).await;
+    let (export, _) = export_step(state, export, Step::Changes, &mut target).await?;
     drop(export);
     let (applied, ..) = stream.figures();
     let seq = applied.to_string();
     let range = slots.to_string();
-    target.request(&[b"RANGEIMPORT", b"SEQ", range.as_bytes(), seq.as_bytes()])?;
+    let last = [
+        b"RANGEIMPORT".as_slice(),
+        b"SEQ",
+        range.as_bytes(),
+        seq.as_bytes(),
+    ];
+    target.request(&last).await?;
     // 3. Join.
     let (joined, t) = decide(
         &meta,
-        rt,
         false,
         |t| t.joins().any(|(s, id, _)| s == slots && id == to),
         |t| t.with_join_ended(slots, to, true),
         |t| t.shards.iter().any(|s| s.slots == slots && s.tail() == to),
-    );
+    )
+    .await;
     if joined {
-        target.end(t.epoch);
+        target.end(t.epoch).await;
     }
     let _ = node.adopt(t);
     Ok(joined)
@@ -107,12 +104,12 @@ fn drive(
 
 /// Ends the join of `to` to the chain of `slots` without it (best effort: if etcd cannot be
 /// reached the join stays, and the agent starts it again).
-fn end(etcd: &EtcdSettings, slots: SlotRange, to: &str, rt: &tokio::runtime::Handle) {
-    let ended = rt.block_on(async {
+async fn end(etcd: &EtcdSettings, slots: SlotRange, to: &str) {
+    let ended = async {
         let meta = etcd.connect().await?;
         meta.update(|t| t.with_join_ended(slots, to, false)).await
-    });
-    if let Err(e) = ended {
+    };
+    if let Err(e) = ended.await {
         tracing::warn!(%slots, error = %e, "chain: could not end the join");
     }
 }

@@ -8,8 +8,8 @@
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr};
 
-use quiver_server::node_config::ServeConfig;
-use quiver_server::testing::TestServer;
+use quiver_node::node_config::ServeConfig;
+use quiver_node::testing::TestServer;
 use quiver_service::table::{Flags, COMMANDS};
 
 use crate::bad_input::{
@@ -302,7 +302,7 @@ fn unauthenticated_clients_get_redis_frame_limits() {
 /// The address a test reaches a server bound to 0.0.0.0 from outside loopback, or `None`
 /// (and a SKIPPED line) on a machine with loopback only.
 fn outside_address(test: &str) -> Option<IpAddr> {
-    let found = quiver_server::testing::non_loopback_ipv4();
+    let found = quiver_node::testing::non_loopback_ipv4();
     if found.is_none() {
         eprintln!("SKIPPED {test}: this machine has no non-loopback IPv4 address");
     }

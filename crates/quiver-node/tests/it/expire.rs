@@ -3,7 +3,7 @@
 //! in milliseconds are exact.
 
 use quiver_client::{Connection, Value};
-use quiver_server::testing::TestServer;
+use quiver_node::testing::TestServer;
 use quiver_store::Clock;
 
 use crate::bad_input::client;

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use quiver_client::{Connection, Value};
-use quiver_server::testing::TestServer;
+use quiver_node::testing::TestServer;
 use quiver_store::slot::{key_slot, SLOTS};
 use quiver_store::Clock;
 

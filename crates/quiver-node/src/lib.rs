@@ -1,4 +1,4 @@
-//! `quiver-server`: Quiver's data node, on the RESP service (`quiver-service`); the router is
+//! `quiver-node`: Quiver's data node, on the RESP service (`quiver-service`); the router is
 //! `quiver-router`.
 //!
 //! Any Redis client can talk to a node (RESP2, and RESP3 after `HELLO 3`). Each pipelined run

@@ -7,7 +7,7 @@
 //! memory bounded (values are capped by `proto-max-bulk-len` at its 1 MB floor).
 //!
 //! CI sends [`FRAMES_CI`] frames from a fixed seed; the ignored test sends [`FRAMES_LONG`]
-//! (`cargo test -p quiver-server --release --test it -- --ignored ten_million`), and prints
+//! (`cargo test -p quiver-node --release --test it -- --ignored ten_million`), and prints
 //! its counts.
 //!
 //! The corpus kept in the repository (`tests/corpus/requests/`, one connection's bytes per
@@ -15,7 +15,7 @@
 //! [`CORPUS_SEARCH`] generated ones — per command, each error text (numbers and quoted text
 //! left out) and each kind of reply — and mutated requests that drew distinct errors: what a
 //! coverage-guided fuzzer would keep, chosen by outcome. CI sends every file, and a mutated
-//! copy of each; `cargo test -p quiver-server --release --test it -- --ignored
+//! copy of each; `cargo test -p quiver-node --release --test it -- --ignored
 //! write_the_request_corpus` chooses it again (after the command table grows).
 
 use std::collections::BTreeMap;
@@ -26,8 +26,8 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use quiver_client::{encode_command, Parser, Value};
+use quiver_node::testing::TestServer;
 use quiver_plan::rng::WyRand;
-use quiver_server::testing::TestServer;
 use quiver_service::table::COMMANDS;
 
 /// Frames in CI's run.

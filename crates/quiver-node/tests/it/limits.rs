@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use quiver_server::testing::TestServer;
+use quiver_node::testing::TestServer;
 
 use crate::bad_input::{
     client, expect_closed, expect_reply, info_u64, multibulk, raw, read_bulk, read_line, show,

@@ -7,9 +7,9 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use quiver_server::node_config::{NodeConfig, ServeConfig};
-use quiver_server::testing::TestServer;
-use quiver_server::Server;
+use quiver_node::node_config::{NodeConfig, ServeConfig};
+use quiver_node::testing::TestServer;
+use quiver_node::Server;
 use quiver_service::tls::AuthClients;
 use quiver_service::Config;
 use quiver_testkit::tool;
