@@ -59,6 +59,30 @@ pub enum PeerError {
     Setup { addr: Arc<str>, text: String },
 }
 
+impl PeerError {
+    /// Whether the error came before the caller's request could reach the node (connecting,
+    /// or setting the connection up): none of it ran there, so it may be sent again.
+    pub fn before_request(&self) -> bool {
+        matches!(
+            self,
+            PeerError::Connect { .. } | PeerError::ConnectTimeout { .. } | PeerError::Setup { .. }
+        )
+    }
+
+    /// The node's address.
+    pub fn addr(&self) -> &Arc<str> {
+        match self {
+            PeerError::Connect { addr, .. }
+            | PeerError::ConnectTimeout { addr }
+            | PeerError::Io { addr, .. }
+            | PeerError::Closed { addr }
+            | PeerError::Timeout { addr }
+            | PeerError::Protocol { addr, .. }
+            | PeerError::Setup { addr, .. } => addr,
+        }
+    }
+}
+
 /// One reply of a batch: where its bytes are in [`Replies::buf`], and for an array of
 /// scalars (an MGET's, a KEYS') where each element's bytes are.
 #[derive(Clone, Debug)]
@@ -146,6 +170,17 @@ impl PeerConn {
             });
         }
         Ok(conn)
+    }
+
+    /// Whether the node closed the connection (or sent something unasked) while it was idle:
+    /// a node that exited, or was killed, did so before a request written now could reach
+    /// it. Never waits.
+    fn is_stale(&self) -> bool {
+        let mut byte = [0u8; 1];
+        match self.stream.try_read(&mut byte) {
+            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+            Ok(_) => true,
+        }
     }
 
     /// The connection's two halves, for a caller that writes and reads on schedules of its
@@ -286,16 +321,19 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// An idle connection to `addr`, or a new one.
+    /// An idle connection to `addr` that the node has not closed, or a new one (so that a
+    /// node that died while its connections were idle is seen as unreachable, not as one that
+    /// failed during a request).
     pub async fn get(&self, addr: &Arc<str>, resp3: bool) -> Result<PeerConn, PeerError> {
-        let idle = self
-            .idle
-            .lock()
-            .get_mut(&(addr.clone(), resp3))
-            .and_then(Vec::pop);
-        match idle {
-            Some(c) => Ok(c),
-            None => PeerConn::connect(addr.clone(), resp3).await,
+        let key = (addr.clone(), resp3);
+        // Bounded: each round takes one of at most IDLE_PER_NODE_MAX connections.
+        loop {
+            let idle = self.idle.lock().get_mut(&key).and_then(Vec::pop);
+            match idle {
+                Some(c) if c.is_stale() => continue,
+                Some(c) => return Ok(c),
+                None => return PeerConn::connect(addr.clone(), resp3).await,
+            }
         }
     }
 
@@ -313,5 +351,78 @@ impl Pool {
         self.idle
             .lock()
             .retain(|(addr, _), _| addrs.iter().any(|a| a == addr));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    /// A node that answers READONLY on each connection, then closes it after `keep` ms.
+    async fn node(keep: u64) -> (Arc<str>, Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr: Arc<str> = listener.local_addr().unwrap().to_string().into();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 64];
+                    let _ = s.read(&mut buf).await;
+                    let _ = s.write_all(b"+OK\r\n").await;
+                    tokio::time::sleep(Duration::from_millis(keep)).await;
+                });
+            }
+        });
+        (addr, accepted)
+    }
+
+    /// An idle connection the node closed is not handed out again: a request sent on it
+    /// would fail as if the node had died during it.
+    #[tokio::test]
+    async fn the_pool_drops_an_idle_connection_the_node_closed() {
+        let (addr, accepted) = node(0).await;
+        let pool = Pool::default();
+        let conn = pool.get(&addr, false).await.unwrap();
+        pool.put(conn);
+        // Bounded: the node closes at once; the FIN arrives within the loop's time.
+        for _ in 0..200 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let conn = pool.get(&addr, false).await.unwrap();
+            let fresh = accepted.load(std::sync::atomic::Ordering::SeqCst) > 1;
+            pool.put(conn);
+            if fresh {
+                return;
+            }
+        }
+        panic!("the closed connection was handed out again and again");
+    }
+
+    #[tokio::test]
+    async fn the_pool_keeps_an_idle_connection_the_node_keeps() {
+        let (addr, accepted) = node(60_000).await;
+        let pool = Pool::default();
+        for _ in 0..3 {
+            let conn = pool.get(&addr, false).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            pool.put(conn);
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn only_errors_before_the_request_may_be_sent_again() {
+        let addr: Arc<str> = "127.0.0.1:1".into();
+        let refused = PeerError::Connect {
+            addr: addr.clone(),
+            source: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+        };
+        assert!(refused.before_request());
+        assert_eq!(refused.addr(), &addr);
+        let closed = PeerError::Closed { addr: addr.clone() };
+        assert!(!closed.before_request());
+        assert!(!PeerError::Timeout { addr }.before_request());
     }
 }

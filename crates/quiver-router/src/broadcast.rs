@@ -1,8 +1,13 @@
 //! Commands the router sends to every node: DBSIZE, FLUSHALL, FLUSHDB, KEYS, SCAN,
 //! RANDOMKEY. Their replies are parsed (they are few and small) and combined.
+//!
+//! With replicas every key is on each member of its chain, and a node may still hold a copy of
+//! a range it is joining or has handed away: KEYS and SCAN ask the nodes that answer for some
+//! key (the chains' tails) and keep of each node's keys those it answers for
+//! (`SlotTable::answers_for`), so each key comes once; RANDOMKEY keeps a key from a member of
+//! its chain.
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::future::join_all;
@@ -36,7 +41,11 @@ pub async fn every_node(router: &Router, cmd: Cmd, args: &[Bytes]) -> Reply {
     if cmd == Cmd::Scan {
         return scan(router, &table, args).await;
     }
-    let values = match ask_all(router, &table.addrs, args).await {
+    let nodes: Vec<usize> = match cmd {
+        Cmd::Keys => table.answering(),
+        _ => (0..table.addrs.len()).collect(),
+    };
+    let values = match ask_all(router, &table, &nodes, args).await {
         Ok(v) => v,
         Err(reply) => return reply,
     };
@@ -53,12 +62,10 @@ pub async fn every_node(router: &Router, cmd: Cmd, args: &[Bytes]) -> Reply {
                 Reply::Integer,
             ),
         Cmd::Keys => Reply::Array(
-            values
+            nodes
                 .into_iter()
-                .flat_map(|v| match v {
-                    Value::Array(keys) => keys,
-                    _ => Vec::new(),
-                })
+                .zip(values)
+                .flat_map(|(node, v)| answered(&table, node, v))
                 .map(to_reply)
                 .collect(),
         ),
@@ -68,30 +75,53 @@ pub async fn every_node(router: &Router, cmd: Cmd, args: &[Bytes]) -> Reply {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.subsec_nanos());
             let start = nanos as usize % values.len();
-            let mut values = values;
-            values.rotate_left(start);
-            values
+            let mut found: Vec<(usize, Value)> = nodes.into_iter().zip(values).collect();
+            found.rotate_left(start);
+            found
                 .into_iter()
-                .find(|v| !matches!(v, Value::Null))
-                .map_or(Reply::Null, to_reply)
+                .find(|(node, v)| match v {
+                    Value::Bulk(key) => table.is_member_for(*node, key),
+                    _ => false,
+                })
+                .map_or(Reply::Null, |(_, v)| to_reply(v))
         }
         // FLUSHALL, FLUSHDB: every node said OK.
         _ => Reply::OK,
     }
 }
 
-/// Sends `args` to every node at `addrs`; their replies, or the first error as the reply.
-async fn ask_all(router: &Router, addrs: &[Arc<str>], args: &[Bytes]) -> Result<Vec<Value>, Reply> {
+/// The keys of a node's KEYS or SCAN page that it answers for (see the module
+/// documentation).
+fn answered(table: &SlotTable, node: usize, keys: Value) -> Vec<Value> {
+    let Value::Array(keys) = keys else {
+        return Vec::new();
+    };
+    keys.into_iter()
+        .filter(|k| match k {
+            Value::Bulk(key) => table.answers_for(node, key),
+            _ => true,
+        })
+        .collect()
+}
+
+/// Sends `args` to every node of `nodes`; their replies, or the first error as the reply.
+async fn ask_all(
+    router: &Router,
+    table: &SlotTable,
+    nodes: &[usize],
+    args: &[Bytes],
+) -> Result<Vec<Value>, Reply> {
     let mut request = BytesMut::new();
     quiver_resp::request::put_header(&mut request, b'*', args.len());
     for a in args {
         quiver_resp::request::put_bulk(&mut request, a);
     }
-    let results = join_all(addrs.iter().map(|a| router.send(a, false, &request, 1))).await;
+    let addrs = nodes.iter().map(|&n| &table.addrs[n]);
+    let results = join_all(addrs.map(|a| router.send(a, false, &request, 1))).await;
     router
         .stats
         .backend_requests
-        .fetch_add(addrs.len() as u64, Relaxed);
+        .fetch_add(nodes.len() as u64, Relaxed);
     results
         .into_iter()
         .map(|r| match r {
@@ -100,14 +130,15 @@ async fn ask_all(router: &Router, addrs: &[Arc<str>], args: &[Bytes]) -> Result<
                 Some(v) => Ok(v),
                 None => Err(err("ERR router: a node's reply could not be parsed")),
             },
-            Err(e) => Err(Reply::error(format!("ERR router: {e}"))),
+            Err(e) => Err(router.failed(&e)),
         })
         .collect()
 }
 
-/// SCAN over the nodes one after the other: the router's cursor is the node's cursor with
-/// the node's index in its low [`SCAN_NODE_BITS`] bits. A key present for the whole scan is
-/// returned at least once, as long as the nodes stay the same.
+/// SCAN over the nodes that answer for some key ([`SlotTable::answering`]) one after the
+/// other: the router's cursor is the node's cursor with the node's place among them in its
+/// low [`SCAN_NODE_BITS`] bits. A key present for the whole scan is returned at least once,
+/// as long as the nodes stay the same.
 async fn scan(router: &Router, table: &SlotTable, args: &[Bytes]) -> Reply {
     let Some(cursor) = std::str::from_utf8(&args[1])
         .ok()
@@ -115,13 +146,14 @@ async fn scan(router: &Router, table: &SlotTable, args: &[Bytes]) -> Reply {
     else {
         return err("ERR invalid cursor");
     };
-    let node = (cursor & ((1 << SCAN_NODE_BITS) - 1)) as usize;
-    let Some(addr) = table.addrs.get(node) else {
+    let answering = table.answering();
+    let place = (cursor & ((1 << SCAN_NODE_BITS) - 1)) as usize;
+    let Some(&node) = answering.get(place) else {
         return scan_reply(0, Vec::new());
     };
     let mut node_args = args.to_vec();
     node_args[1] = Bytes::from((cursor >> SCAN_NODE_BITS).to_string());
-    let value = match ask_all(router, std::slice::from_ref(addr), &node_args).await {
+    let value = match ask_all(router, table, &[node], &node_args).await {
         Ok(mut v) => v.swap_remove(0),
         Err(reply) => return reply,
     };
@@ -138,16 +170,17 @@ async fn scan(router: &Router, table: &SlotTable, args: &[Bytes]) -> Reply {
         return err("ERR router: a node's SCAN cursor is no number");
     };
     let cursor = if next == 0 {
-        if node + 1 < table.addrs.len() {
-            (node + 1) as u64
+        if place + 1 < answering.len() {
+            (place + 1) as u64
         } else {
             0
         }
     } else if next >> (64 - SCAN_NODE_BITS) != 0 {
         return err("ERR router: a node's SCAN cursor is too large to carry");
     } else {
-        next << SCAN_NODE_BITS | node as u64
+        next << SCAN_NODE_BITS | place as u64
     };
+    let keys = answered(table, node, Value::Array(keys));
     scan_reply(cursor, keys.into_iter().map(to_reply).collect())
 }
 

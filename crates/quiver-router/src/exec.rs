@@ -175,7 +175,8 @@ fn prepare<'a>(
         // Every queued command must live on the transaction's node: refused now, as Redis
         // Cluster refuses a command on another slot.
         let keys = keys_of(spec, args);
-        match one_node(table, keys.iter().map(|k| &k[..])) {
+        let write = spec.flags.contains(Flags::WRITE);
+        match one_node(table, keys.iter().map(|k| &k[..]), write) {
             Ok(None) => {}
             Ok(Some(n)) => {
                 let addr = &table.addrs[n];
@@ -294,7 +295,7 @@ async fn execute(
             let Some(&(b, r)) = at.next() else { break };
             let a = match &results[b] {
                 Ok(replies) => Assembled::of(replies, r),
-                Err(e) => Assembled::reply(&Reply::error(format!("ERR router: {e}")), resp3),
+                Err(e) => Assembled::reply(&router.failed(e), resp3),
             };
             if depth < REROUTES_MAX {
                 if let Some(to) = a.error().and_then(reroute) {

@@ -30,6 +30,7 @@ use quiver_peer::{PeerError, Pool, Replies};
 use quiver_service::config::Config;
 use quiver_service::figures::{self, counter, Figure, Value};
 use quiver_service::output::Output;
+use quiver_service::reply::Reply;
 use quiver_service::server::{self, Bound, ServerError};
 use quiver_service::service::{line, InfoParts, Section};
 use quiver_service::service::{Core, RunEnd, Service};
@@ -129,6 +130,27 @@ impl Router {
             tracing::debug!(error = %e, "router: a batch to a node failed");
         }
         result
+    }
+
+    /// The reply for a command whose node failed (`e`), and a reading of etcd at once (a
+    /// failover may have given the node's ranges to another member). Nothing reached the
+    /// node: TRYAGAIN, which clients send again — or CLUSTERDOWN when the node's ranges have
+    /// no other member to take them over. Something may have: the error naming the node (a
+    /// write among it may or may not have been applied, as when a client loses its own
+    /// connection).
+    pub fn failed(&self, e: &PeerError) -> Reply {
+        self.tables.refresh.notify_one();
+        if !e.before_request() {
+            return Reply::error(format!("ERR router: {e}"));
+        }
+        let table = self.tables.current();
+        let node = table.addrs.iter().position(|a| a == e.addr());
+        match node {
+            Some(n) if !table.has_others(n) => Reply::error(format!(
+                "CLUSTERDOWN router: the node's ranges have no other member: {e}"
+            )),
+            _ => Reply::error(format!("TRYAGAIN router: {e}")),
+        }
     }
 
     /// INFO's `# Router` section.

@@ -5,7 +5,9 @@
 //! TOUCH whose keys several nodes own become one command per node, each carrying that node's
 //! keys in the caller's order (FAWN-KV's front-end: one vector per back-end, never one request
 //! per key); any other command across nodes is refused with CROSSSLOT, as Redis Cluster
-//! refuses it across slots.
+//! refuses it across slots. With replicas a write is split per chain, not per node: a node
+//! refuses a write whose keys lie in two of its chains (its message goes down one chain), so
+//! an MSET over two chains headed by one node is two commands in that node's batch.
 //!
 //! With replicas, an MGET across nodes may read each key from any member of its chain (the
 //! router's connections are READONLY; a member answers a key once its value is committed:
@@ -22,12 +24,13 @@ use bytes::{Bytes, BytesMut};
 use crate::table::SlotTable;
 use quiver_service::errors::err;
 use quiver_service::reply::Reply;
-use quiver_service::table::{Cmd, CommandSpec};
+use quiver_service::table::{Cmd, CommandSpec, Flags};
 
 pub const NO_TOPOLOGY: &str = "CLUSTERDOWN the router has no topology yet (is etcd reachable?)";
 pub const UNSERVED: &str = "CLUSTERDOWN Hash slot not served";
-pub const CROSS_NODE: &str = "CROSSSLOT Keys in request don't hash to the same node (the \
-     router splits MGET, MSET, DEL, UNLINK, EXISTS and TOUCH only)";
+pub const CROSS_NODE: &str = "CROSSSLOT Keys in request don't hash to the same node (with \
+     replicas, a write's keys to the same chain; the router splits MGET, MSET, DEL, UNLINK, \
+     EXISTS and TOUCH only)";
 
 /// Times one command is routed again after a redirect before the node's error goes to the
 /// client.
@@ -163,10 +166,12 @@ pub fn plan<'a>(
         return Err(err(NO_TOPOLOGY));
     }
     let positions: Vec<usize> = spec.key_positions(args.len()).collect();
+    let write = spec.flags.contains(Flags::WRITE);
     let first = if spec.cmd == Cmd::Batch {
-        // BATCH names its keys among its operations: they must share a node.
+        // BATCH names its keys among its operations: they must share a node (a chain, with
+        // replicas: a batch may write).
         let keys = quiver_service::batch::keys(args);
-        Some(one_node(table, keys.iter().map(|k| &k[..]))?.unwrap_or(0))
+        Some(one_node(table, keys.iter().map(|k| &k[..]), true)?.unwrap_or(0))
     } else if positions.is_empty() {
         // No key: any node answers (OBJECT HELP, ...).
         Some(0)
@@ -177,18 +182,19 @@ pub fn plan<'a>(
     if let Some(node) = first {
         return Ok(whole(node));
     }
-    let nodes: Vec<usize> = positions
+    // (unit, node) per key: a part per unit (`SlotTable::route_of`), sent to its node.
+    let routes: Vec<(usize, usize)> = positions
         .iter()
-        .map(|&i| table.node_of(&args[i]).ok_or_else(|| err(UNSERVED)))
+        .map(|&i| table.route_of(&args[i], write).ok_or_else(|| err(UNSERVED)))
         .collect::<Result<_, _>>()?;
-    if nodes.iter().all(|&n| n == nodes[0]) {
-        return Ok(whole(nodes[0]));
+    if routes.iter().all(|r| r.0 == routes[0].0) {
+        return Ok(whole(routes[0].1));
     }
     if spec.cmd == Cmd::MGet && table.replicated() {
         return replica_mget(spec, args, &positions, table);
     }
     let shape = match spec.cmd {
-        Cmd::MGet => Shape::Values(Vec::with_capacity(nodes.len())),
+        Cmd::MGet => Shape::Values(Vec::with_capacity(routes.len())),
         Cmd::Del | Cmd::Unlink | Cmd::Exists | Cmd::Touch => Shape::Sum,
         Cmd::MSet => Shape::AllOk,
         _ => return Err(err(CROSS_NODE)),
@@ -198,10 +204,10 @@ pub fn plan<'a>(
         shape,
         parts: Vec::new(),
     };
-    // Node index -> part index, for the few nodes a command touches.
+    // Unit -> part index, for the few units a command touches.
     let mut part_of: Vec<(usize, usize)> = Vec::new();
-    for (&pos, &node) in positions.iter().zip(&nodes) {
-        let p = match part_of.iter().find(|(n, _)| *n == node) {
+    for (&pos, &(unit, node)) in positions.iter().zip(&routes) {
+        let p = match part_of.iter().find(|(u, _)| *u == unit) {
             Some(&(_, p)) => p,
             None => {
                 forward.parts.push(Part {
@@ -210,7 +216,7 @@ pub fn plan<'a>(
                     keys: Some(Vec::new()),
                     asking: false,
                 });
-                part_of.push((node, forward.parts.len() - 1));
+                part_of.push((unit, forward.parts.len() - 1));
                 forward.parts.len() - 1
             }
         };
@@ -270,21 +276,23 @@ fn replica_mget<'a>(
     })
 }
 
-/// The node owning every key, `None` without keys; CROSSSLOT across nodes.
+/// The node owning every key, `None` without keys; CROSSSLOT across nodes (across chains,
+/// with replicas, when the keys may be written: `SlotTable::route_of`).
 pub fn one_node<'k>(
     table: &SlotTable,
     keys: impl Iterator<Item = &'k [u8]>,
+    write: bool,
 ) -> Result<Option<usize>, Reply> {
     if table.epoch == 0 {
         return Err(err(NO_TOPOLOGY));
     }
-    let mut node = None;
+    let mut first = None;
     for k in keys {
-        let n = table.node_of(k).ok_or_else(|| err(UNSERVED))?;
-        if node.is_some_and(|m| m != n) {
+        let (unit, node) = table.route_of(k, write).ok_or_else(|| err(UNSERVED))?;
+        if first.is_some_and(|(u, _)| u != unit) {
             return Err(err(CROSS_NODE));
         }
-        node = Some(n);
+        first = Some((unit, node));
     }
-    Ok(node)
+    Ok(first.map(|(_, node)| node))
 }

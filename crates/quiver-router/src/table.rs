@@ -73,6 +73,63 @@ impl SlotTable {
         }
     }
 
+    /// The node serving `key` (its chain's head) and what a command on it is grouped by: with
+    /// replicas, for a write, its chain (a node refuses a write whose keys lie in two of its
+    /// chains: the write's message goes down one chain), else the node. `None` while its slot
+    /// has no owner.
+    pub fn route_of(&self, key: &[u8], write: bool) -> Option<(usize, usize)> {
+        let slot = key_slot(key);
+        let node = self.node_of_slot(slot)?;
+        let unit = match self.chain_of.get(slot as usize) {
+            Some(&c) if write && c != UNASSIGNED => c as usize,
+            _ => node,
+        };
+        Some((unit, node))
+    }
+
+    /// Whether `node` holds a committed copy of `key` as a member of its chain (its owner
+    /// without replicas): a node's copy of a range it is joining, or has handed away and not
+    /// dropped yet, is not one.
+    pub fn is_member_for(&self, node: usize, key: &[u8]) -> bool {
+        self.readers_of(key).contains(&(node as u16))
+    }
+
+    /// The member of `key`'s chain that answers for it when every node is asked (KEYS, SCAN:
+    /// each key once): the tail, whose copy is always committed.
+    pub fn answers_for(&self, node: usize, key: &[u8]) -> bool {
+        self.readers_of(key).first() == Some(&(node as u16))
+    }
+
+    /// The nodes that answer for some key when every node is asked ([`Self::answers_for`]),
+    /// ascending: every node without replicas, the chains' tails with them.
+    pub fn answering(&self) -> Vec<usize> {
+        if self.chains.is_empty() {
+            return (0..self.addrs.len()).collect();
+        }
+        let mut nodes: Vec<usize> = self
+            .chains
+            .iter()
+            .filter_map(|c| c.first().map(|&n| n as usize))
+            .collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        nodes
+    }
+
+    /// Whether every range `node` is a member of has another member, who takes the node's
+    /// place once it is found dead (else its ranges wait for it).
+    pub fn has_others(&self, node: usize) -> bool {
+        let n = node as u16;
+        let mut found = false;
+        for chain in self.chains.iter().filter(|c| c.contains(&n)) {
+            if chain.len() < 2 {
+                return false;
+            }
+            found = true;
+        }
+        found
+    }
+
     /// Whether reads may go to replicas (chains of more than one member).
     pub fn replicated(&self) -> bool {
         !self.chains.is_empty()

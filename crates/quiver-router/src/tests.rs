@@ -192,6 +192,100 @@ fn keys_of_one_node_go_whole_and_other_commands_across_nodes_are_refused() {
     );
 }
 
+/// 3 nodes, chains of 3, node 0 heading the first two chains (as after a failover and a
+/// restart): chains [n0 n1 n2] [n0 n2 n1] [n2 n0 n1].
+fn table_one_head_of_two() -> SlotTable {
+    let nodes = (0..3)
+        .map(|i| Node {
+            id: format!("n{i}"),
+            addr: format!("127.0.0.1:{}", 7000 + i),
+            run: 0,
+        })
+        .collect();
+    let mut t = Topology::create(nodes, 3).unwrap();
+    t.shards[1].chain = vec!["n0".into(), "n2".into(), "n1".into()];
+    SlotTable::of(&t)
+}
+
+/// The `i`th key of chain `chain` (the table's shards, in slot order).
+fn key_in_chain(t: &SlotTable, chain: usize, i: usize) -> String {
+    (0..)
+        .map(|j| format!("k{j}"))
+        .filter(|k| {
+            let (unit, _) = t.route_of(k.as_bytes(), true).unwrap();
+            unit == chain
+        })
+        .nth(i)
+        .unwrap()
+}
+
+/// With replicas a node refuses a write whose keys lie in two of its chains: the router
+/// splits a splittable write per chain (both parts to the one head, in one batch) and
+/// refuses any other write across chains itself; reads across chains of one node go whole.
+#[test]
+fn a_write_over_two_chains_of_one_head_is_split_per_chain() {
+    let t = table_one_head_of_two();
+    let (a, b) = (key_in_chain(&t, 0, 0), key_in_chain(&t, 1, 0));
+    assert_eq!(t.node_of(a.as_bytes()), Some(0));
+    assert_eq!(t.node_of(b.as_bytes()), Some(0));
+    let mset = args(&["MSET", &a, "1", &b, "2"]);
+    let f = plan(lookup(b"mset").unwrap(), &mset, &t).unwrap();
+    assert_eq!(f.parts.len(), 2, "one part per chain");
+    assert!(f.parts.iter().all(|p| &*p.addr == "127.0.0.1:7000"));
+    assert_eq!(f.parts[0].to_args(true), args(&["MSET", &a, "1"]));
+    assert_eq!(f.parts[1].to_args(true), args(&["MSET", &b, "2"]));
+    let del = args(&["DEL", &a, &b]);
+    let f = plan(lookup(b"del").unwrap(), &del, &t).unwrap();
+    assert_eq!((f.parts.len(), matches!(f.shape, Shape::Sum)), (2, true));
+    for refused in [
+        args(&["RENAME", &a, &b]),
+        args(&["BATCH", "PUT", &a, "1", "PUT", &b, "2"]),
+    ] {
+        let spec = lookup(&refused[0].to_ascii_lowercase()).unwrap();
+        let e = plan(spec, &refused, &t).unwrap_err();
+        assert!(
+            matches!(&e, Reply::Error(t) if t.starts_with(b"CROSSSLOT")),
+            "{e:?}"
+        );
+    }
+    // A read may span the chains of its node: it goes whole.
+    let read = args(&["LCS", &a, &b]);
+    let f = plan(lookup(b"lcs").unwrap(), &read, &t).unwrap();
+    assert!(matches!(f.shape, Shape::Whole));
+    // Keys of one chain go whole, writes too.
+    let one = args(&["MSET", &a, "1", &key_in_chain(&t, 0, 1), "2"]);
+    let f = plan(lookup(b"mset").unwrap(), &one, &t).unwrap();
+    assert!(matches!(f.shape, Shape::Whole));
+}
+
+/// Each key is answered for by one node when every node is asked (the tail of its chain),
+/// and each node's copies of other chains are not counted again.
+#[test]
+fn each_key_has_one_answering_node() {
+    let t = table_one_head_of_two();
+    // Tails: n2, n1, n1.
+    assert_eq!(t.answering(), [1, 2]);
+    for i in 0..50 {
+        let k = format!("key{i}");
+        let answering: Vec<usize> = (0..3).filter(|&n| t.answers_for(n, k.as_bytes())).collect();
+        assert_eq!(answering.len(), 1, "{k}");
+        assert!((0..3).all(|n| t.is_member_for(n, k.as_bytes())), "{k}");
+    }
+    let plain = table(3);
+    assert_eq!(plain.answering(), [0, 1, 2]);
+    let k = key_on(&plain, 1, 0);
+    assert!(plain.answers_for(1, k.as_bytes()) && !plain.answers_for(0, k.as_bytes()));
+    assert!(!plain.is_member_for(0, k.as_bytes()));
+}
+
+/// A node whose ranges have another member may be failed over (its requests: TRYAGAIN);
+/// without replicas its ranges wait for it (CLUSTERDOWN).
+#[test]
+fn a_node_has_others_only_when_each_of_its_chains_does() {
+    assert!((0..3).all(|n| table_one_head_of_two().has_others(n)));
+    assert!((0..3).all(|n| !table(3).has_others(n)));
+}
+
 #[test]
 fn without_a_topology_keyed_commands_are_clusterdown() {
     let t = SlotTable::default();

@@ -16,7 +16,7 @@ use quiver_service::admission::keys_of;
 use quiver_service::errors::{self, err};
 use quiver_service::reply::Reply;
 use quiver_service::session::Session;
-use quiver_service::table::{CommandSpec, COMMANDS};
+use quiver_service::table::{CommandSpec, Flags, COMMANDS};
 
 pub const CROSS_NODE_TXN: &str =
     "CROSSSLOT the keys of a transaction (WATCH, MULTI ... EXEC) must live on one node";
@@ -45,7 +45,7 @@ pub async fn watch(
     for _ in 0..=REROUTES_MAX {
         let table = router.tables.newer_than(epoch, Duration::ZERO).await;
         epoch = table.epoch;
-        let addr = match one_node(&table, args[1..].iter().map(|k| &k[..])) {
+        let addr = match one_node(&table, args[1..].iter().map(|k| &k[..]), false) {
             Ok(Some(n)) => table.addrs[n].clone(),
             Ok(None) => return Assembled::reply(&err(plan::NO_TOPOLOGY), resp3),
             Err(e) => return Assembled::reply(&e, resp3),
@@ -59,9 +59,7 @@ pub async fn watch(
             Some(p) => p,
             None => match router.pool.get(&addr, resp3).await {
                 Ok(c) => c,
-                Err(e) => {
-                    return Assembled::reply(&Reply::error(format!("ERR router: {e}")), resp3)
-                }
+                Err(e) => return Assembled::reply(&router.failed(&e), resp3),
             },
         };
         let mut request = BytesMut::new();
@@ -73,7 +71,7 @@ pub async fn watch(
             Ok(r) => r,
             Err(e) => {
                 router.stats.backend_errors.fetch_add(1, Relaxed);
-                return Assembled::reply(&Reply::error(format!("ERR router: {e}")), resp3);
+                return Assembled::reply(&router.failed(&e), resp3);
             }
         };
         let a = Assembled::of(&replies, 0);
@@ -129,6 +127,7 @@ pub async fn exec(router: &Router, session: &mut Session, conn: &mut RouterConn)
         .map(|(i, a)| (&COMMANDS[*i], &a[..]))
         .collect();
     let keys: Vec<Bytes> = queued.iter().flat_map(|(s, a)| keys_of(s, a)).collect();
+    let writes = queued.iter().any(|(s, _)| s.flags.contains(Flags::WRITE));
     let mut request = BytesMut::new();
     quiver_resp::request::encode_command(&mut request, &[b"MULTI"]);
     for (_, args) in &queued {
@@ -143,7 +142,7 @@ pub async fn exec(router: &Router, session: &mut Session, conn: &mut RouterConn)
     for _ in 0..=REROUTES_MAX {
         let table = router.tables.newer_than(epoch, Duration::ZERO).await;
         epoch = table.epoch;
-        let node = match one_node(&table, keys.iter().map(|k| &k[..])) {
+        let node = match one_node(&table, keys.iter().map(|k| &k[..]), writes) {
             Ok(node) => node,
             Err(e) => return Assembled::reply(&e, resp3),
         };
@@ -162,7 +161,7 @@ pub async fn exec(router: &Router, session: &mut Session, conn: &mut RouterConn)
                 Ok(c) => c,
                 Err(e) => {
                     router.stats.backend_errors.fetch_add(1, Relaxed);
-                    return Assembled::reply(&Reply::error(format!("ERR router: {e}")), resp3);
+                    return Assembled::reply(&router.failed(&e), resp3);
                 }
             },
         };
@@ -172,7 +171,7 @@ pub async fn exec(router: &Router, session: &mut Session, conn: &mut RouterConn)
             Ok(r) => r,
             Err(e) => {
                 router.stats.backend_errors.fetch_add(1, Relaxed);
-                return Assembled::reply(&Reply::error(format!("ERR router: {e}")), resp3);
+                return Assembled::reply(&router.failed(&e), resp3);
             }
         };
         // The node answered EXECABORT when it refused a queued command as not its own.

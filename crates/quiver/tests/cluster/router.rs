@@ -15,11 +15,14 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use quiver_client::{Connection, Error, Value};
 use quiver_testkit::process::run;
 use quiver_testkit::{tool, wait_until, WAIT};
 
 use crate::harness::{connect, connect_options, Cluster};
+use crate::manager::Chain;
 use crate::moves::load::{Kv, Load};
 use crate::moves::{
     assert_no_failures, expected_after, owners, pairs_in, range, read_back, read_back_via,
@@ -120,6 +123,124 @@ fn router_mget_over_replicas_asks_the_fewest_nodes() {
             "INFO's MGET keys and parts"
         );
     }
+}
+
+/// Keys of the chain over slots `lo-hi` (as `Cluster::chains` writes them).
+fn keys_in_slots(slots: &str, prefix: &str, n: usize) -> Vec<String> {
+    let (lo, hi) = slots.split_once('-').unwrap();
+    let (lo, hi): (u16, u16) = (lo.parse().unwrap(), hi.parse().unwrap());
+    (0..)
+        .map(|i| format!("{prefix}-{i}"))
+        .filter(|k| (lo..=hi).contains(&quiver_store::slot::key_slot(k.as_bytes())))
+        .take(n)
+        .collect()
+}
+
+/// With chains of 3 every node holds every key: the router lists each key once (KEYS, SCAN,
+/// from the chains' tails) and RANDOMKEY gives one of them. A node killed answers TRYAGAIN
+/// through the router until it is expelled (nothing reached it: clients send again); then
+/// one node heads two chains, and a write over both is split per chain — answered at once,
+/// with no redirect — as the node refuses one write spanning two of its chains.
+#[test]
+fn router_over_replicas_lists_each_key_once_and_splits_writes_per_chain() {
+    let mut cluster = Cluster::start_failover(3, 3, 1);
+    let r = cluster.start_router();
+    cluster.wait_router_current(r);
+    let mut c = cluster.routers[r].conn();
+    let (keys, owners) = keys_over_nodes(&cluster, "rchain", 30);
+    let pairs: Vec<(&str, &str)> = keys.iter().map(|k| (k.as_str(), "v")).collect();
+    c.multi_set(&pairs).unwrap();
+    let listed = match c.command(&[b"KEYS", b"rchain-*"]).unwrap() {
+        Value::Array(v) => v,
+        other => panic!("KEYS: {other:?}"),
+    };
+    let all: BTreeSet<String> = listed
+        .iter()
+        .map(|k| reply_text(Ok(k.clone()), "a key"))
+        .collect();
+    assert_eq!(
+        (listed.len(), all.len()),
+        (30, 30),
+        "KEYS lists each key once"
+    );
+    let mut scanned = Vec::new();
+    let mut cursor = b"0".to_vec();
+    for round in 0.. {
+        assert!(round < 10_000, "SCAN did not end");
+        let Value::Array(page) = c.command(&[b"SCAN", &cursor, b"COUNT", b"5"]).unwrap() else {
+            panic!("SCAN")
+        };
+        cursor = page[0].as_bytes().unwrap().to_vec();
+        let Value::Array(found) = &page[1] else {
+            panic!("SCAN: {page:?}")
+        };
+        scanned.extend(found.iter().map(|k| reply_text(Ok(k.clone()), "a key")));
+        if cursor == b"0" {
+            break;
+        }
+    }
+    scanned.sort();
+    assert_eq!(
+        scanned,
+        all.iter().cloned().collect::<Vec<_>>(),
+        "SCAN lists each key once"
+    );
+    let random = reply_text(c.command(&[b"RANDOMKEY"]), "RANDOMKEY");
+    assert!(all.contains(&random), "RANDOMKEY {random}");
+
+    // A node down: TRYAGAIN for its keys, until the manager expels it.
+    let dead = 0;
+    let key = &keys[owners.iter().position(|&o| o == dead).unwrap()];
+    cluster.nodes[dead].kill9();
+    assert_error(
+        c.command(&[b"GET", key.as_bytes()]),
+        "TRYAGAIN",
+        "a GET of a key the killed node heads",
+    );
+    let dead_id = cluster.nodes[dead].id.clone();
+    cluster.wait_out_of_chains(&dead_id);
+    cluster.wait_router_current(r);
+    let chains = cluster.chains().unwrap();
+    let head_of_two = chains
+        .iter()
+        .map(|ch| ch.members[0].clone())
+        .find(|h| chains.iter().filter(|ch| &ch.members[0] == h).count() >= 2)
+        .expect("with one node gone, one of the two left heads two chains");
+    let two: Vec<&Chain> = chains
+        .iter()
+        .filter(|ch| ch.members[0] == head_of_two)
+        .collect();
+    let (a, b) = (
+        keys_in_slots(&two[0].slots, "split", 1).remove(0),
+        keys_in_slots(&two[1].slots, "split", 1).remove(0),
+    );
+    let redirects = cluster.routers[r].info_field("router_redirects");
+    assert_eq!(
+        c.command(&[b"MSET", a.as_bytes(), b"1", b.as_bytes(), b"2"])
+            .unwrap(),
+        ok()
+    );
+    assert_eq!(
+        c.multi_get(&[a.clone(), b.clone()]).unwrap(),
+        [
+            Some(Bytes::from_static(b"1")),
+            Some(Bytes::from_static(b"2"))
+        ]
+    );
+    assert_eq!(
+        integer(c.command(&[b"DEL", a.as_bytes(), b.as_bytes()]), "DEL"),
+        2
+    );
+    assert_error(
+        c.command(&[b"RENAME", a.as_bytes(), b.as_bytes()]),
+        "CROSSSLOT",
+        "a write over two chains that cannot be split",
+    );
+    assert_eq!(
+        cluster.routers[r].info_field("router_redirects"),
+        redirects,
+        "nothing was routed again: the router split the writes itself"
+    );
 }
 
 #[test]
