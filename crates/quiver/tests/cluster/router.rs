@@ -125,6 +125,29 @@ fn router_mget_over_replicas_asks_the_fewest_nodes() {
     }
 }
 
+/// Every key a SCAN through `c` returns, `count` at a time, in the order returned (a key as
+/// often as it came).
+fn scan_all(c: &mut Connection, count: &[u8]) -> Vec<String> {
+    let mut scanned = Vec::new();
+    let mut cursor = b"0".to_vec();
+    for round in 0.. {
+        assert!(round < 10_000, "SCAN did not end");
+        let reply = c.command(&[b"SCAN", &cursor, b"COUNT", count]).unwrap();
+        let Value::Array(page) = reply else {
+            panic!("SCAN: {reply:?}")
+        };
+        cursor = page[0].as_bytes().unwrap().to_vec();
+        let Value::Array(found) = &page[1] else {
+            panic!("SCAN: {page:?}")
+        };
+        scanned.extend(found.iter().map(|k| reply_text(Ok(k.clone()), "a key")));
+        if cursor == b"0" {
+            return scanned;
+        }
+    }
+    unreachable!("the loop returns or fails")
+}
+
 /// Keys of the chain over slots `lo-hi` (as `Cluster::chains` writes them).
 fn keys_in_slots(slots: &str, prefix: &str, n: usize) -> Vec<String> {
     let (lo, hi) = slots.split_once('-').unwrap();
@@ -163,22 +186,7 @@ fn router_over_replicas_lists_each_key_once_and_splits_writes_per_chain() {
         (30, 30),
         "KEYS lists each key once"
     );
-    let mut scanned = Vec::new();
-    let mut cursor = b"0".to_vec();
-    for round in 0.. {
-        assert!(round < 10_000, "SCAN did not end");
-        let Value::Array(page) = c.command(&[b"SCAN", &cursor, b"COUNT", b"5"]).unwrap() else {
-            panic!("SCAN")
-        };
-        cursor = page[0].as_bytes().unwrap().to_vec();
-        let Value::Array(found) = &page[1] else {
-            panic!("SCAN: {page:?}")
-        };
-        scanned.extend(found.iter().map(|k| reply_text(Ok(k.clone()), "a key")));
-        if cursor == b"0" {
-            break;
-        }
-    }
+    let mut scanned = scan_all(&mut c, b"5");
     scanned.sort();
     assert_eq!(
         scanned,
@@ -1060,23 +1068,7 @@ fn keyless_commands_over_every_node(cluster: &Cluster, c: &mut Connection, keys:
     };
     assert_eq!(all.len() as u64, sizes, "KEYS * lists each key once");
     assert!(keys.iter().all(|k| all.contains(k)));
-    let mut scanned = BTreeSet::new();
-    let mut cursor = b"0".to_vec();
-    for round in 0.. {
-        assert!(round < 10_000, "SCAN did not end");
-        let reply = c.command(&[b"SCAN", &cursor, b"COUNT", b"7"]).unwrap();
-        let Value::Array(parts) = reply else {
-            panic!("SCAN: {reply:?}")
-        };
-        cursor = parts[0].as_bytes().unwrap().to_vec();
-        let Value::Array(found) = &parts[1] else {
-            panic!("SCAN: {parts:?}")
-        };
-        scanned.extend(found.iter().map(|k| reply_text(Ok(k.clone()), "a key")));
-        if cursor == b"0" {
-            break;
-        }
-    }
+    let scanned: BTreeSet<String> = scan_all(c, b"7").into_iter().collect();
     assert_eq!(scanned, all, "SCAN across the nodes");
     let random = reply_text(c.command(&[b"RANDOMKEY"]), "RANDOMKEY");
     assert!(all.contains(&random), "RANDOMKEY {random}");
