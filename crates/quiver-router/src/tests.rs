@@ -16,16 +16,20 @@ fn table(n: usize) -> SlotTable {
     table_replicated(n, 1)
 }
 
-/// `n` nodes, chains of `replicas` laid on the ring.
-fn table_replicated(n: usize, replicas: u8) -> SlotTable {
-    let nodes = (0..n)
+/// Nodes `n0`.. at `127.0.0.1:7000`...
+fn nodes(n: usize) -> Vec<Node> {
+    (0..n)
         .map(|i| Node {
             id: format!("n{i}"),
             addr: format!("127.0.0.1:{}", 7000 + i),
             run: 0,
         })
-        .collect();
-    SlotTable::of(&Topology::create(nodes, replicas).unwrap())
+        .collect()
+}
+
+/// `n` nodes, chains of `replicas` laid on the ring.
+fn table_replicated(n: usize, replicas: u8) -> SlotTable {
+    SlotTable::of(&Topology::create(nodes(n), replicas).unwrap())
 }
 
 fn args(words: &[&str]) -> Vec<Bytes> {
@@ -195,14 +199,7 @@ fn keys_of_one_node_go_whole_and_other_commands_across_nodes_are_refused() {
 /// 3 nodes, chains of 3, node 0 heading the first two chains (as after a failover and a
 /// restart): chains [n0 n1 n2] [n0 n2 n1] [n2 n0 n1].
 fn table_one_head_of_two() -> SlotTable {
-    let nodes = (0..3)
-        .map(|i| Node {
-            id: format!("n{i}"),
-            addr: format!("127.0.0.1:{}", 7000 + i),
-            run: 0,
-        })
-        .collect();
-    let mut t = Topology::create(nodes, 3).unwrap();
+    let mut t = Topology::create(nodes(3), 3).unwrap();
     t.shards[1].chain = vec!["n0".into(), "n2".into(), "n1".into()];
     SlotTable::of(&t)
 }
