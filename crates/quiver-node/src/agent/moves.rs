@@ -159,9 +159,7 @@ pub(crate) async fn copy(
     let (mut export, snapshot) = export_step(state, export, Step::Snapshot, target).await?;
     let mut last_round = 0;
     for _ in 0..CATCH_UP_ROUNDS_MAX {
-        let since;
-        (export, since) = export_step(state, export, Step::Changes, target).await?;
-        last_round = since;
+        (export, last_round) = export_step(state, export, Step::Changes, target).await?;
         if last_round <= CATCH_UP_FEW {
             break;
         }
