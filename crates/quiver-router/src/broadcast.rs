@@ -4,8 +4,9 @@
 //! With replicas every key is on each member of its chain, and a node may still hold a copy of
 //! a range it is joining or has handed away: KEYS and SCAN ask the nodes that answer for some
 //! key (the chains' tails) and keep of each node's keys those it answers for
-//! (`SlotTable::answers_for`), so each key comes once; RANDOMKEY keeps a key from a member of
-//! its chain.
+//! (`SlotTable::answers_for`), so each key comes once; DBSIZE asks each of them for the count
+//! of the ranges it answers for (`CLUSTER COUNTKEYSINRANGES`, O(1) per slot on the node);
+//! RANDOMKEY keeps a key from a member of its chain.
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -38,8 +39,10 @@ pub async fn every_node(router: &Router, cmd: Cmd, args: &[Bytes]) -> Reply {
     if table.epoch == 0 || table.addrs.is_empty() {
         return err(plan::NO_TOPOLOGY);
     }
-    if cmd == Cmd::Scan {
-        return scan(router, &table, args).await;
+    match cmd {
+        Cmd::Scan => return scan(router, &table, args).await,
+        Cmd::DbSize => return dbsize(router, &table).await,
+        _ => {}
     }
     let nodes: Vec<usize> = match cmd {
         Cmd::Keys => table.answering(),
@@ -50,17 +53,6 @@ pub async fn every_node(router: &Router, cmd: Cmd, args: &[Bytes]) -> Reply {
         Err(reply) => return reply,
     };
     match cmd {
-        Cmd::DbSize => values
-            .iter()
-            .map(|v| match v {
-                Value::Integer(n) => Some(*n),
-                _ => None,
-            })
-            .sum::<Option<i64>>()
-            .map_or_else(
-                || err("ERR router: DBSIZE of a node is no integer"),
-                Reply::Integer,
-            ),
         Cmd::Keys => Reply::Array(
             nodes
                 .into_iter()
@@ -104,6 +96,39 @@ fn answered(table: &SlotTable, node: usize, keys: Value) -> Vec<Value> {
         .collect()
 }
 
+/// DBSIZE: the sum of each answering node's count of the ranges it answers for.
+async fn dbsize(router: &Router, table: &SlotTable) -> Reply {
+    let ranges = table.answered_ranges();
+    let requests: Vec<(usize, Vec<Bytes>)> = ranges
+        .into_iter()
+        .map(|(node, ranges)| {
+            let mut args = vec![
+                Bytes::from_static(b"CLUSTER"),
+                Bytes::from_static(b"COUNTKEYSINRANGES"),
+            ];
+            for r in ranges {
+                args.push(Bytes::from(r.lo.to_string()));
+                args.push(Bytes::from(r.hi.to_string()));
+            }
+            (node, args)
+        })
+        .collect();
+    match ask_each(router, table, &requests).await {
+        Ok(values) => values
+            .iter()
+            .map(|v| match v {
+                Value::Integer(n) => Some(*n),
+                _ => None,
+            })
+            .sum::<Option<i64>>()
+            .map_or_else(
+                || err("ERR router: a node's key count is no integer"),
+                Reply::Integer,
+            ),
+        Err(reply) => reply,
+    }
+}
+
 /// Sends `args` to every node of `nodes`; their replies, or the first error as the reply.
 async fn ask_all(
     router: &Router,
@@ -111,17 +136,37 @@ async fn ask_all(
     nodes: &[usize],
     args: &[Bytes],
 ) -> Result<Vec<Value>, Reply> {
-    let mut request = BytesMut::new();
-    quiver_resp::request::put_header(&mut request, b'*', args.len());
-    for a in args {
-        quiver_resp::request::put_bulk(&mut request, a);
-    }
-    let addrs = nodes.iter().map(|&n| &table.addrs[n]);
-    let results = join_all(addrs.map(|a| router.send(a, false, &request, 1))).await;
+    let requests: Vec<(usize, Vec<Bytes>)> = nodes.iter().map(|&n| (n, args.to_vec())).collect();
+    ask_each(router, table, &requests).await
+}
+
+/// Sends each node its request (`(node, args)`), all at once; their replies in order, or the
+/// first error as the reply.
+async fn ask_each(
+    router: &Router,
+    table: &SlotTable,
+    requests: &[(usize, Vec<Bytes>)],
+) -> Result<Vec<Value>, Reply> {
+    let encoded: Vec<BytesMut> = requests
+        .iter()
+        .map(|(_, args)| {
+            let mut request = BytesMut::new();
+            quiver_resp::request::put_header(&mut request, b'*', args.len());
+            for a in args {
+                quiver_resp::request::put_bulk(&mut request, a);
+            }
+            request
+        })
+        .collect();
+    let sends = requests
+        .iter()
+        .zip(&encoded)
+        .map(|((n, _), request)| router.send(&table.addrs[*n], false, request, 1));
+    let results = join_all(sends).await;
     router
         .stats
         .backend_requests
-        .fetch_add(nodes.len() as u64, Relaxed);
+        .fetch_add(requests.len() as u64, Relaxed);
     results
         .into_iter()
         .map(|r| match r {

@@ -10,7 +10,7 @@ use quiver_cluster::follow;
 use quiver_cluster::meta::EtcdSettings;
 use quiver_cluster::topology::UNASSIGNED;
 use quiver_cluster::{MetaError, Topology};
-use quiver_resp::slot::key_slot;
+use quiver_resp::slot::{key_slot, SlotRange, SLOTS};
 use tokio::sync::{watch, Notify};
 
 /// One topology as the router routes by it.
@@ -116,6 +116,35 @@ impl SlotTable {
         nodes
     }
 
+    /// Per node that answers for some key ([`Self::answers_for`]), the slot ranges it answers
+    /// for, in slot order: what it counts of DBSIZE, each key once.
+    pub fn answered_ranges(&self) -> Vec<(usize, Vec<SlotRange>)> {
+        let mut out: Vec<(usize, Vec<SlotRange>)> = Vec::new();
+        let mut run: Option<(usize, SlotRange)> = None;
+        for slot in 0..SLOTS as u16 {
+            let answering = match self.chain_of.get(slot as usize) {
+                Some(&c) if c != UNASSIGNED => self.chains[c as usize].first().map(|&n| n as usize),
+                _ => self.node_of_slot(slot),
+            };
+            run = match (run, answering) {
+                (Some((n, r)), Some(a)) if n == a && r.hi + 1 == slot => {
+                    Some((n, SlotRange { lo: r.lo, hi: slot }))
+                }
+                (prev, next) => {
+                    if let Some((n, r)) = prev {
+                        push_range(&mut out, n, r);
+                    }
+                    next.map(|a| (a, SlotRange { lo: slot, hi: slot }))
+                }
+            };
+        }
+        if let Some((n, r)) = run {
+            push_range(&mut out, n, r);
+        }
+        out.sort_unstable_by_key(|e| e.0);
+        out
+    }
+
     /// Whether every range `node` is a member of has another member, who takes the node's
     /// place once it is found dead (else its ranges wait for it).
     pub fn has_others(&self, node: usize) -> bool {
@@ -144,6 +173,13 @@ impl SlotTable {
     pub fn node_of_slot(&self, slot: u16) -> Option<usize> {
         let n = *self.slots.get(slot as usize)?;
         (n != UNASSIGNED).then_some(n as usize)
+    }
+}
+
+fn push_range(out: &mut Vec<(usize, Vec<SlotRange>)>, node: usize, r: SlotRange) {
+    match out.iter_mut().find(|e| e.0 == node) {
+        Some(e) => e.1.push(r),
+        None => out.push((node, vec![r])),
     }
 }
 

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use quiver_cluster::topology::Node;
 use quiver_cluster::Topology;
-use quiver_resp::slot::key_slot;
+use quiver_resp::slot::{key_slot, SlotRange};
 use tokio::io::AsyncWriteExt;
 
 use super::plan::{plan, Shape};
@@ -268,8 +268,34 @@ fn each_key_has_one_answering_node() {
         assert_eq!(answering.len(), 1, "{k}");
         assert!((0..3).all(|n| t.is_member_for(n, k.as_bytes())), "{k}");
     }
+    // The ranges each answering node counts for DBSIZE cover every slot once, and are the
+    // slots of the keys it answers for.
+    let ranges = t.answered_ranges();
+    assert_eq!(
+        ranges.iter().map(|e| e.0).collect::<Vec<_>>(),
+        t.answering()
+    );
+    let mut all: Vec<SlotRange> = ranges.iter().flat_map(|e| e.1.clone()).collect();
+    all.sort();
+    assert!(quiver_resp::slot::covers_all(&all), "{all:?}");
+    for i in 0..50 {
+        let k = format!("key{i}");
+        let slot = key_slot(k.as_bytes());
+        for (node, rs) in &ranges {
+            let counted = rs.iter().any(|r| r.contains(slot));
+            assert_eq!(counted, t.answers_for(*node, k.as_bytes()), "{k}");
+        }
+    }
     let plain = table(3);
     assert_eq!(plain.answering(), [0, 1, 2]);
+    assert_eq!(
+        plain
+            .answered_ranges()
+            .iter()
+            .map(|e| e.1.len())
+            .collect::<Vec<_>>(),
+        [1, 1, 1]
+    );
     let k = key_on(&plain, 1, 0);
     assert!(plain.answers_for(1, k.as_bytes()) && !plain.answers_for(0, k.as_bytes()));
     assert!(!plain.is_member_for(0, k.as_bytes()));

@@ -10,12 +10,14 @@ use crate::table::Cmd;
 
 /// Redis 7.0's CLUSTER subcommands and their arities (`COMMAND INFO cluster`), in Redis's
 /// convention: `n > 0` exactly n arguments (CLUSTER and the subcommand included), `n < 0` at
-/// least -n.
+/// least -n; and Quiver's one, COUNTKEYSINRANGES (a chain's share of DBSIZE, which the
+/// router asks).
 const SUBCOMMANDS: &[(&str, i32)] = &[
     ("addslots", -3),
     ("addslotsrange", -4),
     ("bumpepoch", 2),
     ("count-failure-reports", 3),
+    ("countkeysinranges", -4),
     ("countkeysinslot", 3),
     ("delslots", -3),
     ("delslotsrange", -4),

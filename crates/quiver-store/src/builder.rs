@@ -4,11 +4,12 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::dbs::{DbMap, NsKeys};
+use crate::dbs::DbMap;
 use crate::error::Result;
 use crate::expiry::Expiries;
 use crate::hash::KeyHash;
 use crate::index::Index;
+use crate::key_counts::NsKeys;
 use crate::log::format::{self, RecordHeader, RecordType, RECORD_EXT_LEN_MAX, RECORD_HEADER_LEN};
 use crate::partition::{Counters, SegmentSet};
 use crate::slot::{key_slot, SlotRange};
@@ -62,7 +63,7 @@ impl IndexBuilder {
             index,
             counters: Counters::default(),
             expiries: Expiries::default(),
-            ns_keys: NsKeys::default(),
+            ns_keys: NsKeys::for_range(None),
             dbs: None,
             max_seq: 0,
             pending: HashMap::new(),
@@ -79,6 +80,7 @@ impl IndexBuilder {
     pub fn for_range(index: Index, range: Option<SlotRange>) -> IndexBuilder {
         IndexBuilder {
             range,
+            ns_keys: NsKeys::for_range(range),
             ..IndexBuilder::new(index)
         }
     }
@@ -250,25 +252,26 @@ impl IndexBuilder {
         loc: u32,
         expire_at: Option<u64>,
     ) -> Result<()> {
-        self.expiries.set(hash.0, ns, expire_at);
+        let slot = key_slot(key);
+        self.expiries.set(hash.0, ns, slot, expire_at);
         match self.find(segs, hash, key)? {
             Some(pos) => {
                 self.index.set_loc(pos, loc);
                 self.counters.dead += 1;
             }
-            None => self.insert_new(hash, ns, loc),
+            None => self.insert_new(hash, ns, slot, loc),
         }
         Ok(())
     }
 
     /// Inserts a key known to be absent.
-    fn insert_new(&mut self, hash: KeyHash, ns: u32, loc: u32) {
+    fn insert_new(&mut self, hash: KeyHash, ns: u32, slot: u16, loc: u32) {
         if self.overflowed || !self.index.has_room(1) {
             self.overflowed = true;
             return;
         }
         self.index.insert(hash, loc);
-        self.ns_keys.add(ns, 1);
+        self.ns_keys.add(ns, slot);
     }
 
     pub fn delete(&mut self, segs: &SegmentSet, hash: KeyHash, ns: u32, key: &[u8]) -> Result<()> {
@@ -276,7 +279,7 @@ impl IndexBuilder {
         self.counters.dead += 1; // the tombstone record itself
         if let Some(pos) = self.find(segs, hash, key)? {
             self.index.remove(pos);
-            self.ns_keys.sub(ns, 1);
+            self.ns_keys.sub(ns, key_slot(key));
             self.counters.dead += 1;
         }
         Ok(())

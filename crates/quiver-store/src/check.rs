@@ -1,17 +1,19 @@
 //! `check`: verifies every record of every segment (header, key and value checksums), every
 //! index entry (it must point at a put record, in a segment of the log, whose key hashes to
-//! the entry's fragment), and that the log's segments are exactly the partition's segment
-//! files.
+//! the entry's fragment), the key counts (per namespace and per slot: those of the index's
+//! entries), and that the log's segments are exactly the partition's segment files.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
+use crate::key_counts::NsKeys;
 use crate::log::format::{self, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use crate::log::reader::{Scanner, Step};
 use crate::log::segment::SEGMENT_SUFFIX;
 use crate::partition::{PartState, Partition};
+use crate::slot::key_slot;
 
 /// What [`crate::Store::check`] found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -81,6 +83,7 @@ pub(crate) fn check_partition(part: &Partition, report: &mut CheckReport) -> Res
         }
     }
     let ix = &st.index;
+    let mut counted = NsKeys::for_range(st.range);
     for pos in 0..ix.slots() {
         let Some(loc) = ix.live_at(pos) else { continue };
         report.index_entries += 1;
@@ -115,7 +118,13 @@ pub(crate) fn check_partition(part: &Partition, report: &mut CheckReport) -> Res
                                 "{} at offset {offset}: index fragment does not match the record's key",
                                 seg.path.display()
                             )),
-                            Ok(_) => None,
+                            Ok(v) => {
+                                // A flushed namespace's entries wait for compaction, uncounted.
+                                if st.dbs.is_live(v.ext.namespace) {
+                                    counted.add(v.ext.namespace, key_slot(&rec[v.key.clone()]));
+                                }
+                                None
+                            }
                         }
                     }
                 }
@@ -127,7 +136,37 @@ pub(crate) fn check_partition(part: &Partition, report: &mut CheckReport) -> Res
                 .push(format!("partition {} slot {pos}: {p}", part.id));
         }
     }
+    check_counts(part.id, &st.ns_keys, &counted, report);
     Ok(())
+}
+
+/// The partition's key counts (`kept`) are those of its index's entries (`counted`).
+fn check_counts(part: u32, kept: &NsKeys, counted: &NsKeys, report: &mut CheckReport) {
+    let nss: BTreeSet<u32> = kept.iter().chain(counted.iter()).map(|e| e.0).collect();
+    for ns in nss {
+        let (k, c) = (kept.get(ns), counted.get(ns));
+        if k != c {
+            report.problems.push(format!(
+                "partition {part}: namespace {ns} counts {k} keys, its index holds {c}"
+            ));
+        }
+        let slots = |n: &NsKeys| -> Vec<u32> {
+            n.iter()
+                .find(|e| e.0 == ns)
+                .map_or_else(Vec::new, |e| e.2.to_vec())
+        };
+        let (ks, cs) = (slots(kept), slots(counted));
+        if let Some(i) = (0..ks.len().max(cs.len()))
+            .find(|&i| ks.get(i).copied().unwrap_or(0) != cs.get(i).copied().unwrap_or(0))
+        {
+            report.problems.push(format!(
+                "partition {part}: namespace {ns}: the count of the range's slot number {i} \
+                 is {}, its index holds {}",
+                ks.get(i).copied().unwrap_or(0),
+                cs.get(i).copied().unwrap_or(0)
+            ));
+        }
+    }
 }
 
 /// The segments of the log are exactly the partition's `*.seg` files (none missing, none

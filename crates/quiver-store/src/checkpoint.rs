@@ -6,10 +6,13 @@
 //!             | capacity u64 | records u64
 //!             | dead u64 | max_seq u64 | end_file_id u64 | end_offset u64 | segments u32
 //!             | (file_id u64 | slot u32){segments} | frags u16{capacity} | locs u32{capacity}
-//!             | expiring u64 | (hash u64 | expire_at u64 | namespace u32){expiring}
-//!             | namespaces u32 | (namespace u32 | live_keys u64){namespaces}
+//!             | expiring u64 | (hash u64 | expire_at u64 | namespace u32 | slot u16){expiring}
+//!             | namespaces u32
+//!             | (namespace u32 | live_keys u64 | slot_keys u32{slots}){namespaces}
 //!             | crc32c u32 (of everything before it)
 //! ```
+//! `slots` is the number of slots of the partition's range (`slot_hi - slot_lo + 1`), or 0 in a
+//! store of format 1 (keys by hash: no per-slot counts).
 //! A checkpoint is valid only if the partition still has exactly the segments it lists (up to
 //! the one holding `end`); compaction changes them, and the stale checkpoint is then ignored.
 
@@ -20,21 +23,23 @@ use std::sync::Arc;
 
 use parking_lot::RwLockWriteGuard;
 
-use crate::dbs::NsKeys;
 use crate::error::Result;
 use crate::expiry::Expiries;
 use crate::index::Index;
+use crate::key_counts::NsKeys;
 use crate::layout::CHECKPOINT_FILE;
 use crate::log::segment::{replace_file, sync_dir, Segment};
 use crate::partition::{Counters, Partition, SegmentSet, StoreCtx};
 use crate::slot::SlotRange;
 
 const MAGIC: [u8; 8] = *b"QUIVCKP2";
-/// 3: expiry entries carry their namespace; live keys per namespace follow them.
-const VERSION: u32 = 3;
+/// 3: expiry entries carry their namespace; live keys per namespace follow them. 4: expiry
+/// entries carry their key's hash slot, and each namespace its live keys per slot. (A
+/// checkpoint of an older version is not used: opening replays the whole log.)
+const VERSION: u32 = 4;
 const CHECKPOINT_TMP_FILE: &str = "index.ckpt.tmp";
-/// hash u64 | expire_at u64 | namespace u32
-const EXPIRY_ENTRY_LEN: usize = 20;
+/// hash u64 | expire_at u64 | namespace u32 | slot u16
+const EXPIRY_ENTRY_LEN: usize = 22;
 
 /// A loaded checkpoint.
 pub(crate) struct Checkpoint {
@@ -159,7 +164,7 @@ fn encoded_len(segments: usize, index: &Index, expiries: &Expiries, ns_keys: &Ns
     96 + segments * 12
         + index.capacity() * 6
         + expiries.len() * EXPIRY_ENTRY_LEN
-        + ns_keys.len() * 12
+        + ns_keys.len() * (12 + ns_keys.slots() * 4)
 }
 
 /// An empty buffer of capacity `len` whose pages are already mapped.
@@ -198,15 +203,17 @@ fn encode_unsealed(
     extend_le(b, index.frags(), u16::to_le_bytes);
     extend_le(b, index.locs(), u32::to_le_bytes);
     b.extend_from_slice(&(expiries.len() as u64).to_le_bytes());
-    for (hash, at, ns) in expiries.iter() {
+    for (hash, at, ns, slot) in expiries.iter() {
         b.extend_from_slice(&hash.to_le_bytes());
         b.extend_from_slice(&at.to_le_bytes());
         b.extend_from_slice(&ns.to_le_bytes());
+        b.extend_from_slice(&slot.to_le_bytes());
     }
     b.extend_from_slice(&(ns_keys.len() as u32).to_le_bytes());
-    for (ns, n) in ns_keys.iter() {
+    for (ns, n, per_slot) in ns_keys.iter() {
         b.extend_from_slice(&ns.to_le_bytes());
         b.extend_from_slice(&n.to_le_bytes());
+        extend_le(b, per_slot, u32::to_le_bytes);
     }
 }
 
@@ -324,7 +331,8 @@ pub(crate) fn decode(
         .filter(|&at| at.checked_add(4).is_some_and(|end| end <= body.len()))
         .ok_or("length does not match its header")?;
     let k = Reader { b: body, at: ns_at }.u32() as usize;
-    if body.len() - ns_at - 4 != k * 12 {
+    let slots = range.map_or(0, |r| r.len() as usize);
+    if Some(body.len() - ns_at - 4) != k.checked_mul(12 + slots * 4) {
         return Err("length does not match its header".into());
     }
     let listed: Vec<(u64, u32)> = (0..n).map(|_| (r.u64(), r.u32())).collect();
@@ -344,14 +352,16 @@ pub(crate) fn decode(
     r.u64();
     let mut expiries = Expiries::default();
     for _ in 0..m {
-        let (hash, at, ns) = (r.u64(), r.u64(), r.u32());
-        expiries.set(hash, ns, Some(at));
+        let (hash, at, ns, slot) = (r.u64(), r.u64(), r.u32(), r.u16());
+        expiries.set(hash, ns, slot, Some(at));
     }
     r.u32();
-    let mut ns_keys = NsKeys::default();
+    let mut ns_keys = NsKeys::for_range(range);
     for _ in 0..k {
         let (ns, n) = (r.u32(), r.u64());
-        ns_keys.add(ns, n);
+        let per_slot = (0..slots).map(|_| r.u32()).collect();
+        // The length was checked against the range above.
+        ns_keys.load(ns, n, per_slot);
     }
     Ok(Checkpoint {
         index: Index::from_parts(frags, locs),

@@ -331,12 +331,12 @@ fn drop_gone(st: &mut PartState, copied: &Copied) {
             st.expiries.remove(hash.0);
         }
     }
-    for &(ns, hash, loc) in copied.lost.iter().chain(&copied.expired) {
-        match st.index.find_loc(hash, loc) {
+    for d in copied.lost.iter().chain(&copied.expired) {
+        match st.index.find_loc(d.hash, d.loc) {
             Some(pos) => {
                 st.index.remove(pos);
-                st.ns_keys.sub(ns, 1);
-                st.expiries.remove(hash.0);
+                st.ns_keys.sub(d.ns, d.slot);
+                st.expiries.remove(d.hash.0);
             }
             None => gone_dead += 1,
         }

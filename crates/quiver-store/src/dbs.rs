@@ -160,55 +160,6 @@ fn ns_start() -> Vec<u32> {
     (0..DATABASES_MAX).collect()
 }
 
-/// Live index entries per namespace in one partition (few namespaces: a short list).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct NsKeys(Vec<(u32, u64)>);
-
-impl NsKeys {
-    #[inline]
-    pub fn add(&mut self, ns: u32, n: u64) {
-        match self.0.iter_mut().find(|e| e.0 == ns) {
-            Some(e) => e.1 += n,
-            None => self.0.push((ns, n)),
-        }
-    }
-
-    #[inline]
-    pub fn sub(&mut self, ns: u32, n: u64) {
-        if let Some(i) = self.0.iter().position(|e| e.0 == ns) {
-            self.0[i].1 = self.0[i].1.saturating_sub(n);
-            if self.0[i].1 == 0 {
-                self.0.swap_remove(i);
-            }
-        }
-    }
-
-    pub fn get(&self, ns: u32) -> u64 {
-        self.0.iter().find(|e| e.0 == ns).map_or(0, |e| e.1)
-    }
-
-    /// Forgets a namespace; returns how many entries it had.
-    pub fn remove(&mut self, ns: u32) -> u64 {
-        match self.0.iter().position(|e| e.0 == ns) {
-            Some(i) => self.0.swap_remove(i).1,
-            None => 0,
-        }
-    }
-
-    /// Namespaces with entries.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
-        self.0.iter().copied()
-    }
-
-    pub fn clear(&mut self) {
-        self.0.clear();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,17 +190,5 @@ mod tests {
         let back = DbMap::from_entries(&[(0, 3), (3, DATABASES_MAX)], DATABASES_MAX + 1).unwrap();
         assert_eq!(back.ns_of_db, m.ns_of_db);
         assert!(DbMap::from_entries(&[(0, 3)], DATABASES_MAX).is_err());
-    }
-
-    #[test]
-    fn namespace_counts() {
-        let mut k = NsKeys::default();
-        k.add(0, 2);
-        k.add(5, 1);
-        k.sub(0, 1);
-        k.sub(5, 1);
-        assert_eq!((k.get(0), k.get(5)), (1, 0));
-        assert_eq!(k.remove(0), 1);
-        assert_eq!(k, NsKeys::default());
     }
 }

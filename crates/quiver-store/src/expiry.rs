@@ -10,10 +10,13 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use crate::slot::SlotRange;
+
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Expiries {
-    /// hash -> (expire_at, namespace). foldhash, not SipHash: every put of a key asks it.
-    by_hash: HashMap<u64, (u64, u32), foldhash::fast::RandomState>,
+    /// hash -> (expire_at, namespace, hash slot). foldhash, not SipHash: every put of a key
+    /// asks it.
+    by_hash: HashMap<u64, (u64, u32, u16), foldhash::fast::RandomState>,
     /// (expire_at, hash)
     by_time: BTreeSet<(u64, u64)>,
     /// Per namespace: entries and the sum of their expire_at (for the average time to live).
@@ -21,12 +24,12 @@ pub(crate) struct Expiries {
 }
 
 impl Expiries {
-    /// Records that the key with `hash` (of namespace `ns`) now expires at `at` (or never:
-    /// `None`).
-    pub fn set(&mut self, hash: u64, ns: u32, at: Option<u64>) {
+    /// Records that the key with `hash` (of namespace `ns`, in hash slot `slot`) now expires
+    /// at `at` (or never: `None`).
+    pub fn set(&mut self, hash: u64, ns: u32, slot: u16, at: Option<u64>) {
         self.remove(hash);
         if let Some(at) = at {
-            self.by_hash.insert(hash, (at, ns));
+            self.by_hash.insert(hash, (at, ns, slot));
             self.by_time.insert((at, hash));
             match self.per_ns.iter_mut().find(|e| e.0 == ns) {
                 Some(e) => {
@@ -44,7 +47,7 @@ impl Expiries {
         if self.by_hash.is_empty() {
             return;
         }
-        if let Some((old, ns)) = self.by_hash.remove(&hash) {
+        if let Some((old, ns, _)) = self.by_hash.remove(&hash) {
             self.by_time.remove(&(old, hash));
             if let Some(i) = self.per_ns.iter().position(|e| e.0 == ns) {
                 let e = &mut self.per_ns[i];
@@ -65,7 +68,7 @@ impl Expiries {
         let gone: Vec<u64> = self
             .by_hash
             .iter()
-            .filter(|(_, &(_, n))| n == ns)
+            .filter(|(_, &(_, n, _))| n == ns)
             .map(|(&h, _)| h)
             .collect();
         for h in gone {
@@ -84,6 +87,20 @@ impl Expiries {
         }
         self.due_hashes(now)
             .filter(|h| self.by_hash.get(h).is_some_and(|e| e.1 == ns))
+            .count()
+    }
+
+    /// Entries of namespace `ns` in the slots of `range` whose time has come: O(due entries).
+    pub fn due_in_range(&self, ns: u32, range: SlotRange, now: u64) -> usize {
+        if !self.per_ns.iter().any(|e| e.0 == ns) {
+            return 0;
+        }
+        self.due_hashes(now)
+            .filter(|h| {
+                self.by_hash
+                    .get(h)
+                    .is_some_and(|e| e.1 == ns && range.contains(e.2))
+            })
             .count()
     }
 
@@ -111,9 +128,11 @@ impl Expiries {
         (n, sum.saturating_sub(n as u128 * now as u128))
     }
 
-    /// Every (hash, expire_at, namespace), for a checkpoint.
-    pub fn iter(&self) -> impl Iterator<Item = (u64, u64, u32)> + '_ {
-        self.by_hash.iter().map(|(&h, &(t, ns))| (h, t, ns))
+    /// Every (hash, expire_at, namespace, slot), for a checkpoint.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64, u32, u16)> + '_ {
+        self.by_hash
+            .iter()
+            .map(|(&h, &(t, ns, slot))| (h, t, ns, slot))
     }
 }
 
@@ -124,20 +143,25 @@ mod tests {
     #[test]
     fn entries_replace_and_count() {
         let mut e = Expiries::default();
-        e.set(1, 0, Some(100));
-        e.set(2, 0, Some(50));
-        e.set(1, 0, Some(200));
-        e.set(3, 0, None);
-        e.set(4, 7, Some(40));
+        e.set(1, 0, 10, Some(100));
+        e.set(2, 0, 20, Some(50));
+        e.set(1, 0, 10, Some(200));
+        e.set(3, 0, 30, None);
+        e.set(4, 7, 40, Some(40));
         assert_eq!(e.len(), 3);
         assert_eq!(e.due_count(0, 49), 0);
         assert_eq!(e.due_count(7, 49), 1);
         assert_eq!(e.due(60, 10), vec![4, 2]);
+        let r = |lo, hi| SlotRange::new(lo, hi).unwrap();
+        assert_eq!(e.due_in_range(0, r(0, 19), 60), 0);
+        assert_eq!(e.due_in_range(0, r(20, 20), 60), 1);
+        assert_eq!(e.due_in_range(0, r(0, 16383), 49), 0);
+        assert_eq!(e.due_in_range(7, r(40, 40), 60), 1);
         assert_eq!(e.pending(0, 60), (1, 140));
         assert_eq!(e.pending(7, 10), (1, 30));
         e.remove_ns(7);
         e.remove(2);
-        e.set(1, 0, None);
+        e.set(1, 0, 10, None);
         assert_eq!(e.len(), 0);
         assert_eq!(e.pending(0, 0), (0, 0));
     }

@@ -501,7 +501,7 @@ impl Store {
         let mut out: BTreeMap<u32, Figures> = BTreeMap::new();
         for p in table.parts.iter() {
             let st = p.state.read();
-            for (ns, _) in st.ns_keys.iter() {
+            for (ns, _, _) in st.ns_keys.iter() {
                 let Some(db) = table.dbs.db_of(ns).filter(|&d| wanted(d)) else {
                     continue;
                 };

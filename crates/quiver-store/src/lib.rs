@@ -38,6 +38,7 @@ pub mod hash;
 pub mod index;
 mod inner;
 pub mod io;
+mod key_counts;
 mod keyspace;
 pub mod layout;
 #[cfg(test)]

@@ -28,6 +28,7 @@ use crate::log::reader::{Scanner, Step};
 use crate::log::segment::Segment;
 use crate::meta;
 use crate::options::Options;
+use crate::slot::{key_slot, SlotRange};
 use crate::store::Store;
 
 const ITERATIONS_CI: u64 = 20_000;
@@ -125,26 +126,49 @@ struct Originals {
     meta: Vec<u8>,
 }
 
+/// Partitions of the small store; the images are its partition 0's, which owns
+/// [`partition_0`]'s slots (a checkpoint holds a count per slot of its range: a small range
+/// keeps the images small).
+const PARTITIONS: u32 = 16;
+
+fn partition_0() -> SlotRange {
+    SlotRange::even(PARTITIONS)[0]
+}
+
+/// `n` keys named `prefix` and a number, all of partition 0.
+fn keys_of_partition_0(prefix: &str, n: usize) -> Vec<Vec<u8>> {
+    (0u32..)
+        .map(|i| format!("{prefix}{i}").into_bytes())
+        .filter(|k| partition_0().contains(key_slot(k)))
+        .take(n)
+        .collect()
+}
+
 fn originals(dir: &Path) -> Originals {
     let opts = Options {
-        partitions: 1,
+        partitions: PARTITIONS,
         segment_bytes: 128 << 10,
         value_len_max: 1 << 10,
         ..Options::default()
     };
     let store = Store::open(dir, opts).unwrap();
-    for i in 0..60u32 {
-        let value = vec![b'a' + (i % 26) as u8; (i as usize * 7) % 300];
-        store.put(format!("key{i}").as_bytes(), &value).unwrap();
+    let keys = keys_of_partition_0("key", 60);
+    for (i, k) in keys.iter().enumerate() {
+        let value = vec![b'a' + (i % 26) as u8; (i * 7) % 300];
+        store.put(k, &value).unwrap();
     }
-    for i in (0..60u32).step_by(7) {
-        store.delete(format!("key{i}").as_bytes()).unwrap();
+    for k in keys.iter().step_by(7) {
+        store.delete(k).unwrap();
     }
+    let more = keys_of_partition_0("b", 2);
     let mut batch = crate::Batch::new();
-    batch.put(&b"b1"[..], &b"x"[..]).put(&b"b2"[..], &b"y"[..]);
+    batch
+        .put(more[0].clone(), &b"x"[..])
+        .put(more[1].clone(), &b"y"[..]);
     store.apply(&batch).unwrap();
+    let ttl = &keys_of_partition_0("ttl", 1)[0];
     store
-        .put_expiring(b"ttl", b"v", Some(store.now_ms() + 3_600_000))
+        .put_expiring(ttl, b"v", Some(store.now_ms() + 3_600_000))
         .unwrap();
     store.close().unwrap();
 
@@ -247,7 +271,7 @@ fn scan_segment(path: &Path, image: &[u8], c: &mut Counts) -> String {
 /// was recomputed over may). Returns the outcome's kind.
 fn load_checkpoint(image: &[u8], segments: &[(u64, u32)], intact: bool, c: &mut Counts) -> String {
     c.images += 1;
-    match checkpoint::decode(image, 0, None, segments) {
+    match checkpoint::decode(image, 0, Some(partition_0()), segments) {
         Ok(_) => {
             assert!(intact, "a damaged checkpoint loaded");
             c.loaded += 1;
@@ -363,7 +387,7 @@ fn run(iterations: u64, seed: u64) {
         load_meta(scratch, &image, &mut meta_c);
     }
     // The originals themselves load (the damage, not the harness, is what is refused).
-    assert!(checkpoint::decode(&o.checkpoint, 0, None, &o.segments).is_ok());
+    assert!(checkpoint::decode(&o.checkpoint, 0, Some(partition_0()), &o.segments).is_ok());
     println!("loader fuzz: seed {seed}: log reader {log:?}");
     println!("loader fuzz: checkpoint decoder {ckpt:?}");
     println!("loader fuzz: metadata parser {meta_c:?}");

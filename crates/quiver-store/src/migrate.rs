@@ -105,8 +105,8 @@ impl Namespaces<'_> {
 
 /// Hands every live, unexpired key of `range` and `nss` in `part` whose record precedes `end`
 /// to `out` with its namespace, [`EXPORT_BATCH_ITEMS`] at a time; returns how many.
-/// `locs` (a split's) also collects each handed-over record's namespace, hash and index
-/// location.
+/// `locs` (a split's) also collects the namespace, hash and index location of each live
+/// record of the range, the expired ones too (none of them may stay behind).
 pub(crate) fn snapshot_partition(
     ctx: &StoreCtx,
     part: &Partition,
@@ -132,7 +132,15 @@ pub(crate) fn snapshot_partition(
         }
         let key = &r.bytes[r.header.key_range()];
         let ext = r.header.ext(r.bytes);
-        if !range.contains(key_slot(key)) || ext.expired_at(now) || !nss.wants(ext.namespace) {
+        if !range.contains(key_slot(key)) || !nss.wants(ext.namespace) {
+            return Ok(());
+        }
+        // An expired key is not copied, but a split source forgets it too: its index entry
+        // and its expiry entry leave with the slots.
+        if let Some(l) = locs.as_mut() {
+            l.push((ext.namespace, r.hash, r.loc));
+        }
+        if ext.expired_at(now) {
             return Ok(());
         }
         if !r.value_ok {
@@ -141,9 +149,6 @@ pub(crate) fn snapshot_partition(
                 r.offset,
                 "record value checksum mismatch",
             ));
-        }
-        if let Some(l) = locs.as_mut() {
-            l.push((ext.namespace, r.hash, r.loc));
         }
         items.push((
             ext.namespace,
@@ -468,14 +473,32 @@ impl Store {
         Ok(keys)
     }
 
-    /// Number of keys in hash slot `slot` (Redis's CLUSTER COUNTKEYSINSLOT).
+    /// Number of database 0's keys in hash slot `slot` (Redis's CLUSTER COUNTKEYSINSLOT).
     pub fn count_keys_in_slot(&self, slot: u16) -> Result<u64> {
-        let mut n = 0;
-        self.walk_slot(slot, &mut |_| {
-            n += 1;
-            true
-        })?;
-        Ok(n)
+        let range = SlotRange::new(slot, slot)
+            .ok_or_else(|| Error::InvalidOptions(format!("slot {slot} out of range")))?;
+        Ok(self.count_keys_in_ranges(&[range]))
+    }
+
+    /// Number of database 0's keys in the slots of `ranges` (a cluster chain's share of
+    /// DBSIZE): O(partitions + slots) from the per-slot counts, no key read. Keys whose time
+    /// to live has passed are not counted, swept or not (as DBSIZE).
+    pub fn count_keys_in_ranges(&self, ranges: &[SlotRange]) -> u64 {
+        let inner = self.inner();
+        let now = inner.ctx.now_ms();
+        let table = inner.table();
+        let ns = table.dbs.ns(0);
+        table
+            .parts
+            .iter()
+            .map(|p| {
+                let st = p.state.read();
+                ranges
+                    .iter()
+                    .map(|&r| st.live_keys_in(ns, r, now))
+                    .sum::<u64>()
+            })
+            .sum()
     }
 
     /// Calls `f` with every key of `slot` until it returns false: a SCAN of the partition

@@ -16,12 +16,13 @@ use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::dbs::{DbMap, NsKeys};
+use crate::dbs::DbMap;
 use crate::error::{Error, Result};
 use crate::expiry::Expiries;
 use crate::group_commit::GroupCommit;
 use crate::index::Index;
 use crate::io::ReadBackend;
+use crate::key_counts::NsKeys;
 use crate::log::ahead::PagesAhead;
 use crate::log::format::{
     SegmentHeader, SegmentOrder, FORMAT_VERSION, RECORD_ALIGN, SEGMENT_HEADER_LEN,
@@ -303,7 +304,7 @@ pub(crate) struct PartState {
     pub counters: Counters,
     /// The keys with an expiry time (see `expiry`).
     pub expiries: Expiries,
-    /// Live index entries per namespace (DBSIZE of each database).
+    /// Live index entries per namespace (DBSIZE of each database) and per slot.
     pub ns_keys: NsKeys,
     /// Which namespace each database reads: the store's mapping, given to every partition
     /// under its lock when it changes (see `dbs`).
@@ -531,9 +532,16 @@ impl PartState {
     pub fn live_keys_all(&self, dbs: &DbMap, now: u64) -> u64 {
         self.ns_keys
             .iter()
-            .filter(|&(ns, _)| dbs.is_live(ns))
-            .map(|(ns, _)| self.live_keys(ns, now))
+            .filter(|&(ns, _, _)| dbs.is_live(ns))
+            .map(|(ns, _, _)| self.live_keys(ns, now))
             .sum()
+    }
+
+    /// Live keys of namespace `ns` in the slots of `range` that this partition owns, at `now`.
+    pub fn live_keys_in(&self, ns: u32, range: crate::slot::SlotRange, now: u64) -> u64 {
+        self.ns_keys
+            .in_range(ns, range)
+            .saturating_sub(self.expiries.due_in_range(ns, range, now) as u64)
     }
 
     /// Counts the death of the record at `loc` (overwritten, deleted, moved away).

@@ -227,8 +227,7 @@ impl Store {
         match kept {
             Some(kept) => {
                 let st = &mut guards[0];
-                st.range = Some(kept);
-                forget(ctx, st, &snapshot_locs, &written);
+                forget(ctx, st, kept, &snapshot_locs, &written);
             }
             None => {
                 for st in guards.iter_mut() {
@@ -306,7 +305,7 @@ fn create_partition(
             appender,
             counters: Default::default(),
             expiries: Default::default(),
-            ns_keys: Default::default(),
+            ns_keys: crate::key_counts::NsKeys::for_range(Some(range)),
             dbs: dbs.clone(),
             range: Some(range),
             retired: false,
@@ -411,21 +410,24 @@ fn write_items_locked(
     res
 }
 
-/// The split source forgets the keys that moved: the index entries of the snapshot's records
-/// (by location: no reads) and of the keys written during the copy (looked up).
+/// The split source keeps `kept` of its range and forgets the keys that moved: the index
+/// entries of the snapshot's records (by location: no reads) and of the keys written during
+/// the copy (looked up); the key counts of the slots that moved go with them.
 fn forget(
     ctx: &StoreCtx,
     st: &mut PartState,
+    kept: SlotRange,
     snapshot: &[(u32, KeyHash, u32)],
     written: &[(u32, Bytes)],
 ) {
+    st.range = Some(kept);
+    st.ns_keys.narrow(kept);
     // A key written in several rounds is looked up (and removed) once.
     let mut seen = std::collections::HashSet::new();
     let written: Vec<&(u32, Bytes)> = written.iter().filter(|k| seen.insert(*k)).collect();
-    for &(ns, hash, loc) in snapshot {
+    for &(_, hash, loc) in snapshot {
         if let Some(pos) = st.index.find_loc(hash, loc) {
             st.index.remove(pos);
-            st.ns_keys.sub(ns, 1);
             st.expiries.remove(hash.0);
             st.count_death(loc);
         }
@@ -437,20 +439,19 @@ fn forget(
             .collect();
         let found = lookup::lookup_one_partition(ctx, st, &lookups, false);
         // Positions first, removals after: a removal leaves a tombstone, never moves others.
-        let hits: Vec<(usize, u32, KeyHash)> = found
+        let hits: Vec<(usize, KeyHash)> = found
             .iter()
             .zip(&lookups)
-            .filter_map(|(f, &(ns, _, h))| match f {
-                Found::Live { pos, .. } | Found::Expired { pos } => Some((*pos, ns, h)),
+            .filter_map(|(f, &(_, _, h))| match f {
+                Found::Live { pos, .. } | Found::Expired { pos } => Some((*pos, h)),
                 _ => None,
             })
             .collect();
-        for (pos, ns, h) in hits {
+        for (pos, h) in hits {
             if let Some(loc) = st.index.live_at(pos) {
                 st.count_death(loc); // garbage here now
             }
             st.index.remove(pos);
-            st.ns_keys.sub(ns, 1);
             st.expiries.remove(h.0);
         }
     }

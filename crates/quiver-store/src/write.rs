@@ -12,6 +12,7 @@ use crate::log::format::{self, RecordExt, RecordType};
 use crate::lookup::foresee::{self, Foreseen};
 use crate::lookup::{self, Found, LookupKey};
 use crate::partition::{PartState, Partition, StoreCtx};
+use crate::slot::key_slot;
 
 /// One put (`value: Some`) or delete (`value: None`).
 #[derive(Clone, Copy, Debug)]
@@ -309,8 +310,9 @@ pub(crate) fn update_index(
             }
             continue;
         };
+        let slot = key_slot(op.key);
         match op.value {
-            Some(_) => st.expiries.set(op.hash.0, op.ns, op.expire_at),
+            Some(_) => st.expiries.set(op.hash.0, op.ns, slot, op.expire_at),
             None => st.expiries.remove(op.hash.0),
         }
         // The record replaced or deleted dies (in its segment's counts too; `append_run`
@@ -328,12 +330,12 @@ pub(crate) fn update_index(
                 Some(pos)
             }
             (Some(_), None) => {
-                st.ns_keys.add(op.ns, 1);
+                st.ns_keys.add(op.ns, slot);
                 Some(st.index.insert(op.hash, loc))
             }
             (None, Some(pos)) => {
                 st.index.remove(pos);
-                st.ns_keys.sub(op.ns, 1);
+                st.ns_keys.sub(op.ns, slot);
                 None
             }
             (None, None) => None,

@@ -1,5 +1,7 @@
 //! CLUSTER KEYSLOT | COUNTKEYSINSLOT | GETKEYSINSLOT | HELP: the subcommands that read Redis
-//! Cluster hash slots, answered on a standalone server.
+//! Cluster hash slots, answered on a standalone server; and Quiver's COUNTKEYSINRANGES
+//! <start> <end> [<start> <end> ...] (the keys of slot ranges, arguments as ADDSLOTSRANGE's),
+//! which `quiver router` asks each chain's tail for its DBSIZE.
 //!
 //! A deliberate difference from Redis, which refuses every CLUSTER subcommand unless cluster
 //! mode is on: each of Quiver's partitions owns a range of hash slots even standalone
@@ -14,14 +16,15 @@
 //! Inside MULTI/EXEC, COUNTKEYSINSLOT and GETKEYSINSLOT see the store combined with the
 //! transaction's own pending writes (as DBSIZE and KEYS do); as with those, the slot's other
 //! keys they read are no preconditions of the commit (a concurrent write to the slot does not
-//! make the transaction retry). Like Quiver's SCAN, they never count a key whose time to live
-//! has passed (Redis counts one until it reclaims it). GETKEYSINSLOT lists the store's keys
-//! in hash order, Redis in its own.
+//! make the transaction retry). Like Quiver's DBSIZE, they never count a key whose time to live
+//! has passed (Redis counts one until it reclaims it). The counts are the engine's per-slot
+//! counts (O(1) per slot, no key read). GETKEYSINSLOT lists the store's keys in hash order,
+//! Redis in its own.
 
 use std::collections::HashSet;
 
 use bytes::Bytes;
-use quiver_store::slot::{key_slot, SLOTS};
+use quiver_store::slot::{key_slot, SlotRange, SLOTS};
 
 use crate::cmd::common::TxnCommand;
 use crate::txn::Txn;
@@ -34,12 +37,16 @@ use quiver_service::table::Cmd;
 pub const DISABLED: &str = "ERR This instance has cluster support disabled";
 const INVALID_SLOT: &str = "ERR Invalid slot";
 const INVALID_SLOT_OR_COUNT: &str = "ERR Invalid slot or number of keys";
+/// Redis's ADDSLOTSRANGE's, for a slot number out of range.
+const INVALID_RANGE_SLOT: &str = "ERR Invalid or out of range slot";
 
 /// What Quiver answers; Redis's texts for these entries.
 const HELP: &[&str] = &[
     "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "COUNTKEYSINSLOT <slot>",
     "    Return the number of keys in <slot>.",
+    "COUNTKEYSINRANGES <start slot> <end slot> [<start slot> <end slot> ...]",
+    "    Return the number of keys in the slot ranges (Quiver).",
     "GETKEYSINSLOT <slot> <count>",
     "    Return key names stored by current node in a slot.",
     "KEYSLOT <key>",
@@ -56,6 +63,7 @@ pub enum Cluster {
     /// KEYSLOT: the key's slot, computed when parsed.
     KeySlot(u16),
     CountKeysInSlot(u16),
+    CountKeysInRanges(Vec<SlotRange>),
     GetKeysInSlot {
         slot: u16,
         count: usize,
@@ -75,6 +83,7 @@ impl Cluster {
                 let slot = integer(&args[2])?;
                 Cluster::CountKeysInSlot(slot_in_range(slot).ok_or_else(|| err(INVALID_SLOT))?)
             }
+            b"countkeysinranges" => Cluster::CountKeysInRanges(ranges(&args[2..])?),
             b"getkeysinslot" => {
                 // Both are parsed before either is checked, as in Redis.
                 let slot = integer(&args[2])?;
@@ -100,6 +109,29 @@ fn slot_in_range(n: i64) -> Option<u16> {
     u16::try_from(n).ok().filter(|&s| u32::from(s) < SLOTS)
 }
 
+/// `<start> <end>` pairs, checked as Redis's ADDSLOTSRANGE checks its own.
+fn ranges(args: &[Bytes]) -> Result<Vec<SlotRange>, Reply> {
+    if args.len() % 2 != 0 {
+        return Err(quiver_service::errors::wrong_arity(
+            "cluster|countkeysinranges",
+        ));
+    }
+    args.chunks(2)
+        .map(|pair| {
+            let slot = |a: &Bytes| {
+                slot_in_range(integer(a).map_err(|_| err(INVALID_RANGE_SLOT))?)
+                    .ok_or_else(|| err(INVALID_RANGE_SLOT))
+            };
+            let (lo, hi) = (slot(&pair[0])?, slot(&pair[1])?);
+            SlotRange::new(lo, hi).ok_or_else(|| {
+                Reply::error(format!(
+                    "ERR start slot number {lo} is greater than end slot number {hi}"
+                ))
+            })
+        })
+        .collect()
+}
+
 impl TxnCommand for Cluster {
     fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
         // Hash slots hold database 0's keys (Redis Cluster has no other): the slot commands
@@ -116,7 +148,10 @@ impl Cluster {
     fn apply_db0(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
         Ok(match *self {
             Cluster::KeySlot(slot) => Reply::Integer(slot.into()),
-            Cluster::CountKeysInSlot(slot) => Reply::Integer(count_keys(txn, slot)?),
+            Cluster::CountKeysInSlot(slot) => {
+                Reply::Integer(count_keys(txn, &[SlotRange { lo: slot, hi: slot }])?)
+            }
+            Cluster::CountKeysInRanges(ref ranges) => Reply::Integer(count_keys(txn, ranges)?),
             Cluster::GetKeysInSlot { slot, count } => Reply::Array(
                 keys(txn, slot, count)?
                     .into_iter()
@@ -128,23 +163,24 @@ impl Cluster {
     }
 }
 
-/// The keys of `slot` this transaction wrote or deleted, with whether each is live now.
-fn pending(txn: &Txn<'_>, slot: u16) -> Vec<(Bytes, bool)> {
+/// The keys of the slots of `ranges` this transaction wrote or deleted, with whether each is
+/// live now.
+fn pending(txn: &Txn<'_>, ranges: &[SlotRange]) -> Vec<(Bytes, bool)> {
     txn.overlay()
-        .filter(|(k, _)| key_slot(k) == slot)
+        .filter(|(k, _)| ranges.iter().any(|r| r.contains(key_slot(k))))
         .map(|(k, v)| (k.clone(), v.is_some()))
         .collect()
 }
 
-/// COUNTKEYSINSLOT: the store's count (none after a FLUSHALL in the transaction), corrected
-/// by the transaction's writes to the slot.
-fn count_keys(txn: &mut Txn<'_>, slot: u16) -> quiver_store::Result<i64> {
+/// COUNTKEYSINSLOT, COUNTKEYSINRANGES: the store's count (none after a FLUSHALL in the
+/// transaction), corrected by the transaction's writes to the slots.
+fn count_keys(txn: &mut Txn<'_>, ranges: &[SlotRange]) -> quiver_store::Result<i64> {
     let mut n = if txn.is_flushed() {
         0
     } else {
-        txn.store().count_keys_in_slot(slot)? as i64
+        txn.store().count_keys_in_ranges(ranges) as i64
     };
-    for (k, live) in pending(txn, slot) {
+    for (k, live) in pending(txn, ranges) {
         match (txn.exists_in_store(&k)?, live) {
             (false, true) => n += 1,
             (true, false) => n -= 1,
@@ -160,7 +196,7 @@ fn keys(txn: &Txn<'_>, slot: u16, count: usize) -> quiver_store::Result<Vec<Byte
     if count == 0 {
         return Ok(Vec::new());
     }
-    let pending = pending(txn, slot);
+    let pending = pending(txn, &[SlotRange { lo: slot, hi: slot }]);
     let mut found = if txn.is_flushed() {
         Vec::new()
     } else {
@@ -222,6 +258,29 @@ mod tests {
                 count: i64::MAX as usize
             })
         );
+        assert_eq!(
+            parse(&["CLUSTER", "COUNTKEYSINRANGES", "0", "99", "200", "200"]),
+            Ok(Cluster::CountKeysInRanges(vec![
+                SlotRange { lo: 0, hi: 99 },
+                SlotRange { lo: 200, hi: 200 }
+            ]))
+        );
+        for (bad, says) in [
+            (
+                &["7", "6"][..],
+                "ERR start slot number 7 is greater than end slot number 6",
+            ),
+            (&["0", "16384"], INVALID_RANGE_SLOT),
+            (&["x", "1"], INVALID_RANGE_SLOT),
+            (
+                &["0", "1", "2"],
+                "ERR wrong number of arguments for 'cluster|countkeysinranges' command",
+            ),
+        ] {
+            let mut words = vec!["CLUSTER", "COUNTKEYSINRANGES"];
+            words.extend(bad);
+            assert_eq!(error(parse(&words)), says, "{bad:?}");
+        }
         assert_eq!(parse(&["CLUSTER", "help"]), Ok(Cluster::Help));
         assert_eq!(error(parse(&["CLUSTER", "SLOTS"])), DISABLED);
         assert_eq!(

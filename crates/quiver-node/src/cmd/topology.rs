@@ -22,11 +22,17 @@ use quiver_service::reply::Reply;
 use quiver_service::table::Cmd;
 
 /// CLUSTER subcommands answered from the topology (the rest are KEYSLOT, COUNTKEYSINSLOT,
-/// GETKEYSINSLOT, HELP, which read the store: `cmd::cluster`).
+/// COUNTKEYSINRANGES, GETKEYSINSLOT, HELP, which read the store: `cmd::cluster`).
 pub fn is_topology_subcommand(sub: &[u8]) -> bool {
-    !["keyslot", "countkeysinslot", "getkeysinslot", "help"]
-        .iter()
-        .any(|s| sub.eq_ignore_ascii_case(s.as_bytes()))
+    ![
+        "keyslot",
+        "countkeysinslot",
+        "countkeysinranges",
+        "getkeysinslot",
+        "help",
+    ]
+    .iter()
+    .any(|s| sub.eq_ignore_ascii_case(s.as_bytes()))
 }
 
 /// ASKING, READONLY, READWRITE.

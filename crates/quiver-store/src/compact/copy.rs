@@ -10,6 +10,28 @@ use crate::log::format::{self, RecordExt, RecordType};
 use crate::maintenance::{MaintenanceReport, ScannedRecord};
 use crate::options::DamagePolicy;
 use crate::partition::{Partition, StoreCtx};
+use crate::slot::key_slot;
+
+/// A live record the pass drops: its key's namespace and hash slot (whose counts lose it),
+/// hash and location (which find its index entry).
+#[derive(Clone, Copy)]
+pub(super) struct LiveDropped {
+    pub ns: u32,
+    pub slot: u16,
+    pub hash: KeyHash,
+    pub loc: u32,
+}
+
+impl LiveDropped {
+    fn of(r: &ScannedRecord<'_>, ext: RecordExt) -> LiveDropped {
+        LiveDropped {
+            ns: ext.namespace,
+            slot: key_slot(format::record_key(r.bytes)),
+            hash: r.hash,
+            loc: r.loc,
+        }
+    }
+}
 
 /// What the copy found: where each live record went, and what leaves the log and the index.
 #[derive(Default)]
@@ -17,10 +39,10 @@ pub(super) struct Copied {
     /// Live records copied: their index entries move at the swap.
     pub remaps: Vec<Remap>,
     /// Live records whose value is damaged (salvage only): dropped from the index at the swap.
-    pub lost: Vec<(u32, KeyHash, u32)>,
+    pub lost: Vec<LiveDropped>,
     /// Live records whose expiry time had come: dropped from the index at the swap (if no
     /// writer replaced them meanwhile); `tombstones` of them left a tombstone in the output.
-    pub expired: Vec<(u32, KeyHash, u32)>,
+    pub expired: Vec<LiveDropped>,
     /// Records the index still holds whose namespace was flushed (FLUSHDB, which counted them
     /// dead): dropped from the index at the swap.
     pub flushed: Vec<(KeyHash, u32)>,
@@ -90,7 +112,7 @@ impl Copy<'_> {
             return Ok(());
         }
         if ext.expired_at(self.now) && resolved {
-            self.copied.expired.push((ext.namespace, r.hash, r.loc));
+            self.copied.expired.push(LiveDropped::of(r, ext));
             if !self.prefix {
                 self.tombstone(r, ext)?;
             }
@@ -114,9 +136,8 @@ impl Copy<'_> {
         match self.ctx.opts.on_damage {
             DamagePolicy::Refuse => Err(Error::corruption(&r.segment.path, r.offset, what)),
             DamagePolicy::Salvage => {
-                self.copied
-                    .lost
-                    .push((r.header.ext(r.bytes).namespace, r.hash, r.loc));
+                let dropped = LiveDropped::of(r, r.header.ext(r.bytes));
+                self.copied.lost.push(dropped);
                 self.report.damage.push(format!(
                     "{} at offset {}: {what}; key {} dropped",
                     r.segment.path.display(),

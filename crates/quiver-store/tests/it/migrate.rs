@@ -343,6 +343,76 @@ fn drop_range_deletes_the_range_and_nothing_else() {
     }
 }
 
+/// The per-slot counts (COUNTKEYSINSLOT, a chain's share of DBSIZE) against counts by brute
+/// force, through writes, deletes, expiry, a split, compaction, a merge, a dropped range,
+/// FLUSHDB, and reopening from a checkpoint and from the log alone.
+#[test]
+fn slot_counts_follow_every_change_and_reopening() {
+    const T0: u64 = 1_700_000_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::manual(T0);
+    let opts = Options {
+        clock: clock.clone(),
+        ..small_options(BackendKind::Pread)
+    };
+    let mut store = Store::open(dir.path(), opts.clone()).unwrap();
+    let mut live: HashMap<u64, bool> = HashMap::new();
+    for i in 0..KEYS {
+        // One key in five expires at T0 + 10 s; one in seven is deleted again.
+        let expiry = (i % 5 == 0).then_some(T0 + 10_000);
+        store.put_expiring(&key(i), &value(i, 0), expiry).unwrap();
+        live.insert(i, expiry.is_none());
+        if i % 7 == 0 {
+            store.delete(&key(i)).unwrap();
+            live.insert(i, false);
+        }
+    }
+    let check = |store: &Store, live: &HashMap<u64, bool>, when: &str| {
+        let ranges = [range(), SlotRange::ALL, SlotRange::new(100, 100).unwrap()];
+        for r in ranges.iter().chain(&store.slot_ranges()) {
+            let want = live
+                .iter()
+                .filter(|&(&i, &l)| l && r.contains(key_slot(&key(i))))
+                .count() as u64;
+            assert_eq!(store.count_keys_in_ranges(&[*r]), want, "{when}: slots {r}");
+        }
+        let slot = key_slot(&key(1));
+        let want = live
+            .iter()
+            .filter(|&(&i, &l)| l && key_slot(&key(i)) == slot)
+            .count() as u64;
+        assert_eq!(store.count_keys_in_slot(slot).unwrap(), want, "{when}");
+    };
+    clock.advance(20_000);
+    check(&store, &live, "expired, not swept");
+    // The split moves expired keys' slots away: the source keeps nothing of them, so the
+    // compaction after it has nothing of theirs to take off its counts.
+    store.split(5000).unwrap();
+    check(&store, &live, "split");
+    store.compact().unwrap();
+    check(&store, &live, "compacted");
+    store.merge(5000).unwrap();
+    check(&store, &live, "merged");
+    store.checkpoint().unwrap();
+    drop(store);
+    store = Store::open(dir.path(), opts.clone()).unwrap();
+    check(&store, &live, "reopened from checkpoints");
+    store.drop_range(SlotRange::new(0, 999).unwrap()).unwrap();
+    for (&i, l) in live.iter_mut() {
+        *l &= key_slot(&key(i)) > 999;
+    }
+    check(&store, &live, "range dropped");
+    drop(store);
+    for p in std::fs::read_dir(dir.path()).unwrap() {
+        let _ = std::fs::remove_file(p.unwrap().path().join("index.ckpt"));
+    }
+    store = Store::open(dir.path(), opts).unwrap();
+    check(&store, &live, "rebuilt from the logs");
+    store.flush_db(0).unwrap();
+    live.clear();
+    check(&store, &live, "flushed");
+}
+
 #[test]
 fn keys_in_a_slot_are_counted_and_listed() {
     let dir = tempfile::tempdir().unwrap();

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use quiver_resp::glob_match;
+use quiver_store::slot::{key_slot, SlotRange};
 use quiver_store::{
     Access, Answer, BackendKind, Batch, BatchAction, BatchOutcome, Durability, Entry, Options,
     Precondition, Store,
@@ -432,6 +433,30 @@ impl Harness {
             "len() is {len}, the model holds {}",
             self.model.len()
         );
+        self.check_slot_counts()
+    }
+
+    /// The per-slot key counts agree with the model: in each partition's range, in ranges
+    /// across partitions, and in the slot of each small key.
+    fn check_slot_counts(&self) -> Result<(), TestCaseError> {
+        let mut ranges = self.store().slot_ranges();
+        ranges.extend([SlotRange::ALL, SlotRange::new(3000, 12000).unwrap()]);
+        ranges.extend((0..SMALL_KEYS).map(|i| {
+            let slot = key_slot(&small_key(i));
+            SlotRange::new(slot, slot).unwrap()
+        }));
+        for r in ranges {
+            let got = self.store().count_keys_in_ranges(&[r]);
+            let want = self
+                .model
+                .keys()
+                .filter(|k| r.contains(key_slot(k)))
+                .count() as u64;
+            ensure!(
+                got == want,
+                "{got} keys counted in slots {r}, the model has {want}"
+            );
+        }
         Ok(())
     }
 

@@ -195,6 +195,11 @@ fn router_over_replicas_lists_each_key_once_and_splits_writes_per_chain() {
     );
     let random = reply_text(c.command(&[b"RANDOMKEY"]), "RANDOMKEY");
     assert!(all.contains(&random), "RANDOMKEY {random}");
+    assert_eq!(
+        integer(c.command(&[b"DBSIZE"]), "DBSIZE"),
+        30,
+        "DBSIZE counts each key once"
+    );
 
     // A node down: TRYAGAIN for its keys, until the manager expels it.
     let dead = 0;

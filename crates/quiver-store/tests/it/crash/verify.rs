@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use quiver_store::clock::system_now_ms;
+use quiver_store::slot::SlotRange;
 use quiver_store::{Entry, Store, Ttl};
 use quiver_testkit::rng::Rng;
 
@@ -176,6 +177,33 @@ fn check_counts(store: &Store, present: &[Option<u64>], tally: &mut Tally, ctx: 
         .filter(live_after)
         .count() as u64;
     let keys_ok = (keys_min..=keys_min + keys_passing).contains(&stats.keys);
+    // The per-slot counts (CLUSTER COUNTKEYSINSLOT, a chain's DBSIZE) agree, over two halves
+    // that cross the partitions' ranges as the layout changes.
+    let halves = [SlotRange::new(0, 8191), SlotRange::new(8192, 16383)];
+    let (slots_at, in_slots) = now_bounds(|| {
+        halves
+            .iter()
+            .flatten()
+            .map(|&r| store.count_keys_in_ranges(&[r]))
+            .sum::<u64>()
+    });
+    let passing_slots = present
+        .iter()
+        .filter(|t| t.is_some_and(|t| t > slots_at.before && t <= slots_at.after))
+        .count() as u64;
+    let slots_min = present
+        .iter()
+        .filter(|t| t.is_none_or(|t| t > slots_at.after))
+        .count() as u64;
+    if !(slots_min..=slots_min + passing_slots).contains(&in_slots) {
+        tally.failure(
+            false,
+            format!(
+                "{ctx}: the per-slot counts sum to {in_slots} keys; the reads found {slots_min} \
+                 live (and {passing_slots} whose deadline passed meanwhile)"
+            ),
+        );
+    }
     let expiring_ok = (expiring_min..=expiring_min + keys_passing).contains(&stats.expiring_keys);
     if !keys_ok || !expiring_ok {
         tally.failure(
