@@ -114,6 +114,13 @@ impl Shard {
     }
 }
 
+/// A node's role as Redis's tools are shown it ([`Topology::redis_role`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RedisRole<'a> {
+    Master,
+    Replica { of: &'a str },
+}
+
 /// A range of slots on its way from one node to another. Ownership stays with `from` until
 /// the transaction that ends the migration gives it to `to` (see `migrate`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -325,6 +332,44 @@ impl Topology {
             .iter()
             .filter(|s| s.owner() == id)
             .map(|s| s.slots)
+            .collect()
+    }
+
+    /// How Redis's tools are shown node `id` (CLUSTER NODES, ROLE, INFO replication; see
+    /// docs/cluster.md, "What Redis tools see"): a master of the ranges it heads; a node that
+    /// heads none but is a member of chains, a replica of the head of the first of them; a
+    /// node in no chain, a master without slots.
+    pub fn redis_role(&self, id: &str) -> RedisRole<'_> {
+        if self.shards.iter().any(|s| s.owner() == id) {
+            return RedisRole::Master;
+        }
+        match self.shards.iter().find(|s| s.position(id).is_some()) {
+            Some(s) => RedisRole::Replica { of: s.owner() },
+            None => RedisRole::Master,
+        }
+    }
+
+    /// The ranges whose keys node `id` counts in DBSIZE, as the Redis instance it is shown
+    /// as: a master's, those it heads; a replica's, those of its master's chains it is a
+    /// member of. Summed over the masters (`redis-cli --cluster info`), each key once.
+    pub fn counted_ranges(&self, id: &str) -> Vec<SlotRange> {
+        match self.redis_role(id) {
+            RedisRole::Master => self.ranges_of(id),
+            RedisRole::Replica { of } => self
+                .shards
+                .iter()
+                .filter(|s| s.owner() == of && s.position(id).is_some())
+                .map(|s| s.slots)
+                .collect(),
+        }
+    }
+
+    /// The nodes node `id` sends its chains' writes to (its successors, each once, in the
+    /// topology's node order): its replicas in ROLE and INFO replication.
+    pub fn successors_of(&self, id: &str) -> Vec<&Node> {
+        self.nodes
+            .iter()
+            .filter(|n| self.shards.iter().any(|s| s.successor(id) == Some(&n.id)))
             .collect()
     }
 
@@ -693,6 +738,7 @@ mod range_text {
     }
 }
 
+mod heads;
 mod repair;
 pub use repair::{Finding, Repair};
 

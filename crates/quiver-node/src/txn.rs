@@ -130,6 +130,8 @@ pub struct Txn<'a> {
     now_ms: u64,
     /// The node's chains, when it replicates some: the commit goes down them.
     chains: Option<&'a Chains>,
+    /// The cluster node, in cluster mode (DBSIZE counts the slots Redis's tools see it serve).
+    cluster: Option<&'a crate::cluster::ClusterNode>,
 }
 
 impl<'a> Txn<'a> {
@@ -156,7 +158,21 @@ impl<'a> Txn<'a> {
                 .as_deref()
                 .map(|n| &n.chains)
                 .filter(|c| c.is_replicated()),
+            cluster: state.cluster.as_deref(),
         }
+    }
+
+    /// In cluster mode, the slot ranges whose keys DBSIZE counts: those Redis's tools see
+    /// this node serve (`Topology::counted_ranges`; none before it has a topology).
+    pub fn counted_ranges(&self) -> Option<Vec<quiver_store::slot::SlotRange>> {
+        let node = self.cluster?;
+        let view = node.view();
+        Some(
+            view.topology
+                .as_ref()
+                .map(|t| t.counted_ranges(&node.id))
+                .unwrap_or_default(),
+        )
     }
 
     /// The database the commands address now.
@@ -551,7 +567,7 @@ fn exist_in(store: &Store, db: u32, keys: &[&Bytes]) -> quiver_store::Result<Vec
 }
 
 /// The watched keys of database `db` that exist in database `db` or in `also`.
-fn watched_existing(
+pub(crate) fn watched_existing(
     store: &Store,
     watches: &Watches,
     db: u32,

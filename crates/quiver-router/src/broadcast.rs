@@ -6,7 +6,8 @@
 //! key (the chains' tails) and keep of each node's keys those it answers for
 //! (`SlotTable::answers_for`), so each key comes once; DBSIZE asks each of them for the count
 //! of the ranges it answers for (`CLUSTER COUNTKEYSINRANGES`, O(1) per slot on the node);
-//! RANDOMKEY keeps a key from a member of its chain.
+//! RANDOMKEY keeps a key from a member of its chain; FLUSHALL and FLUSHDB go to the heads,
+//! each of which flushes its chains on every member (`SlotTable::flushing`).
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -46,6 +47,7 @@ pub async fn every_node(router: &Router, cmd: Cmd, args: &[Bytes]) -> Reply {
     }
     let nodes: Vec<usize> = match cmd {
         Cmd::Keys => table.answering(),
+        Cmd::FlushAll | Cmd::FlushDb => table.flushing(),
         _ => (0..table.addrs.len()).collect(),
     };
     let values = match ask_all(router, &table, &nodes, args).await {
@@ -77,7 +79,7 @@ pub async fn every_node(router: &Router, cmd: Cmd, args: &[Bytes]) -> Reply {
                 })
                 .map_or(Reply::Null, |(_, v)| to_reply(v))
         }
-        // FLUSHALL, FLUSHDB: every node said OK.
+        // FLUSHALL, FLUSHDB: every node asked said OK.
         _ => Reply::OK,
     }
 }

@@ -203,6 +203,10 @@ impl Service for Router {
     fn info_parts(&self) -> InfoParts {
         InfoParts {
             sections: vec![self.info_section()],
+            replication: quiver_service::cmd::replication::info_lines(
+                &quiver_service::cmd::replication::Replication::alone(),
+                "quiver-router",
+            ),
             ..InfoParts::default()
         }
     }

@@ -116,6 +116,24 @@ impl SlotTable {
         nodes
     }
 
+    /// The nodes FLUSHALL and FLUSHDB go to, ascending: every node without replicas (one
+    /// importing a range holds keys of it too); with them, the chains' heads, each of which
+    /// flushes the chains it heads down to their other members.
+    pub fn flushing(&self) -> Vec<usize> {
+        if self.chains.is_empty() {
+            return (0..self.addrs.len()).collect();
+        }
+        let mut heads: Vec<usize> = self
+            .slots
+            .iter()
+            .filter(|&&n| n != UNASSIGNED)
+            .map(|&n| n as usize)
+            .collect();
+        heads.sort_unstable();
+        heads.dedup();
+        heads
+    }
+
     /// Per node that answers for some key ([`Self::answers_for`]), the slot ranges it answers
     /// for, in slot order: what it counts of DBSIZE, each key once.
     pub fn answered_ranges(&self) -> Vec<(usize, Vec<SlotRange>)> {
@@ -157,6 +175,11 @@ impl SlotTable {
             found = true;
         }
         found
+    }
+
+    /// The fewest copies any range has (its chain's members; 1 without replicas).
+    pub fn copies_min(&self) -> usize {
+        self.chains.iter().map(Vec::len).min().unwrap_or(1)
     }
 
     /// Whether reads may go to replicas (chains of more than one member).

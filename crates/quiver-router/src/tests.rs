@@ -286,8 +286,11 @@ fn each_key_has_one_answering_node() {
             assert_eq!(counted, t.answers_for(*node, k.as_bytes()), "{k}");
         }
     }
+    // FLUSHALL goes to the heads: n0 heads two chains, n2 one, n1 none.
+    assert_eq!(t.flushing(), [0, 2]);
     let plain = table(3);
     assert_eq!(plain.answering(), [0, 1, 2]);
+    assert_eq!(plain.flushing(), [0, 1, 2]);
     assert_eq!(
         plain
             .answered_ranges()

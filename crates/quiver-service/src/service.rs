@@ -89,6 +89,8 @@ pub struct InfoParts {
     pub persistence: Option<Vec<Line>>,
     /// `# Stats`, after the service's own.
     pub stats: Vec<Line>,
+    /// `# Replication`, whole (`cmd::replication::info_lines`).
+    pub replication: Vec<Line>,
     /// Sections of its own, after `# Cluster`.
     pub sections: Vec<Section>,
     /// `# Keyspace`: one line per database with keys.

@@ -88,6 +88,9 @@ pub enum Cmd {
     Asking,
     ReadOnly,
     ReadWrite,
+    // replication
+    Role,
+    Wait,
     RangeImport,
     Chain,
 }
@@ -425,6 +428,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     row!("asking", Asking, 1, Flags::FAST, Acl::CONNECTION, NO_KEYS, None, "cluster", "3.0.0", "Sent by cluster clients after an -ASK redirect"),
     row!("readonly", ReadOnly, 1, LOADING_STALE.or(Flags::FAST), Acl::CONNECTION, NO_KEYS, None, "cluster", "3.0.0", "Enables read queries for a connection to a cluster replica node"),
     row!("readwrite", ReadWrite, 1, LOADING_STALE.or(Flags::FAST), Acl::CONNECTION, NO_KEYS, None, "cluster", "3.0.0", "Disables read queries for a connection to a cluster replica node"),
+    row!("role", Role, 1, Flags::NOSCRIPT.or(LOADING_STALE).or(Flags::FAST), Acl::ADMIN.or(Acl::FAST).or(Acl::DANGEROUS), NO_KEYS, None, "server", "2.8.12", "Returns the replication role."),
+    row!("wait", Wait, 3, Flags::NOSCRIPT, Acl::SLOW.or(Acl::CONNECTION), NO_KEYS, None, "generic", "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
     row!("rangeimport", RangeImport, -3, WRITE.or(Flags::ADMIN), Acl::NONE, NO_KEYS, None, "quiver", "0.1.0", "Quiver: receives a range of slots moving to this cluster node (sent by the node handing it over)."),
     row!("chain", Chain, -2, WRITE.or(Flags::ADMIN), Acl::NONE, NO_KEYS, None, "quiver", "0.1.0", "Quiver: chain replication between cluster nodes (a message from the predecessor, or this node's chains' status)."),
 ];
@@ -482,6 +487,8 @@ pub fn is_server_command(cmd: Cmd) -> bool {
             | Cmd::Asking
             | Cmd::ReadOnly
             | Cmd::ReadWrite
+            | Cmd::Role
+            | Cmd::Wait
             | Cmd::RangeImport
             | Cmd::Chain
     )

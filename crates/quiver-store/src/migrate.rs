@@ -32,7 +32,7 @@ use crate::inner::{StoreInner, Table};
 use crate::log::format::RecordType;
 use crate::maintenance::{self, LogPos, ScanMode};
 use crate::partition::{Partition, StoreCtx};
-use crate::slot::{key_slot, SlotRange};
+use crate::slot::{key_slot, SlotRange, SLOTS};
 use crate::store::Store;
 
 /// Items handed to the callback at a time.
@@ -417,49 +417,118 @@ impl Store {
         if inner.ctx.opts.read_only {
             return Err(Error::ReadOnly);
         }
-        let ctx = &inner.ctx;
         // No split or merge changes the partitions meanwhile.
         let _layout = inner.layout_change.lock();
         let table = inner.table();
-        let now = ctx.now_ms();
-        let parts = table.in_lock_order();
-        let mut guards: Vec<_> = parts.iter().map(|p| p.state.write()).collect();
-        let mut record = Vec::with_capacity(crate::log::format::RECORD_HEADER_LEN);
-        crate::log::format::encode_record(
-            &mut record,
-            RecordType::Truncate,
-            ctx.alloc_seq(),
-            crate::log::format::RecordExt::NONE,
-            b"",
-            b"",
-        );
-        // Room first in every partition, so that a full disk refuses the whole flush.
-        for (p, st) in parts.iter().zip(guards.iter_mut()) {
-            st.prepare_append(ctx, p.id, &p.dir, record.len() as u64)?;
-        }
-        let mut n = 0;
-        let mut lsns = Vec::with_capacity(parts.len());
-        for (p, st) in parts.iter().zip(guards.iter_mut()) {
-            st.append(&record)?;
-            n += st.live_keys_all(&table.dbs, now);
-            st.index = crate::index::Index::for_keys(0);
-            st.ns_keys.clear();
-            st.counters.records += 1;
-            st.counters.dead = st.counters.records;
-            st.expiries = Default::default();
-            st.dirty = true;
-            lsns.push((*p, st.appended_lsn));
-        }
-        drop(guards);
-        if ctx.opts.durability == crate::options::Durability::Fsync {
-            for (p, lsn) in lsns {
-                p.wait_durable(lsn)?;
-            }
-        }
-        inner.background.wake();
-        Ok(n)
+        truncate(inner, &table, table.in_lock_order())
     }
 
+    /// Splits the partitions that straddle an edge of one of `ranges` there, so that each
+    /// range is a run of whole partitions ([`Store::drop_ranges`] then truncates them). A
+    /// split copies the keys that move; an edge already between partitions costs nothing.
+    pub fn align_to(&self, ranges: &[SlotRange]) -> Result<()> {
+        for r in ranges {
+            let edges = [Some(r.lo), r.hi.checked_add(1)];
+            for at in edges
+                .into_iter()
+                .flatten()
+                .filter(|&s| u32::from(s) < SLOTS)
+            {
+                let straddles = self
+                    .slot_ranges()
+                    .iter()
+                    .any(|p| p.contains(at) && p.lo != at);
+                if straddles {
+                    self.split(at)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes every key of the slots of `ranges`, of every database, at once, as
+    /// [`Store::drop_all`] deletes all (a cluster chain's FLUSHALL): the ranges are aligned
+    /// to partitions ([`Store::align_to`]), then those partitions are locked together and
+    /// truncated — readers see all of their keys or none. Returns how many keys there were.
+    pub fn drop_ranges(&self, ranges: &[SlotRange]) -> Result<u64> {
+        let inner = self.inner();
+        if inner.ctx.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let slots: u32 = ranges.iter().map(SlotRange::len).sum();
+        // A split or merge between the alignment and the lock (none is made by the store on
+        // its own) sends it round again.
+        for _ in 0..crate::route::ROUTE_ATTEMPTS_MAX {
+            self.align_to(ranges)?;
+            let _layout = inner.layout_change.lock();
+            let table = inner.table();
+            let inside = |p: &SlotRange| ranges.iter().any(|r| r.lo <= p.lo && p.hi <= r.hi);
+            let covered: u32 = self
+                .slot_ranges()
+                .iter()
+                .filter(|p| inside(p))
+                .map(SlotRange::len)
+                .sum();
+            if covered != slots {
+                continue;
+            }
+            let parts = table
+                .in_lock_order()
+                .into_iter()
+                .filter(|p| p.state.read().range.as_ref().is_some_and(inside))
+                .collect();
+            return truncate(inner, &table, parts);
+        }
+        Err(Error::InvalidOptions(format!(
+            "the partitions kept changing while slots {ranges:?} were dropped"
+        )))
+    }
+}
+
+/// Empties `parts` (of `table`, every one locked at once, in lock order: readers see all of
+/// their keys or none) with one Truncate record each; returns how many keys they had. The
+/// caller holds the store's `layout_change`.
+fn truncate(inner: &StoreInner, table: &Table, parts: Vec<&Arc<Partition>>) -> Result<u64> {
+    let ctx = &inner.ctx;
+    let now = ctx.now_ms();
+    let mut guards: Vec<_> = parts.iter().map(|p| p.state.write()).collect();
+    let mut record = Vec::with_capacity(crate::log::format::RECORD_HEADER_LEN);
+    crate::log::format::encode_record(
+        &mut record,
+        RecordType::Truncate,
+        ctx.alloc_seq(),
+        crate::log::format::RecordExt::NONE,
+        b"",
+        b"",
+    );
+    // Room first in every partition, so that a full disk refuses the whole flush.
+    for (p, st) in parts.iter().zip(guards.iter_mut()) {
+        st.prepare_append(ctx, p.id, &p.dir, record.len() as u64)?;
+    }
+    let mut n = 0;
+    let mut lsns = Vec::with_capacity(parts.len());
+    for (p, st) in parts.iter().zip(guards.iter_mut()) {
+        st.append(&record)?;
+        n += st.live_keys_all(&table.dbs, now);
+        st.index = crate::index::Index::for_keys(0);
+        st.ns_keys.clear();
+        st.counters.records += 1;
+        st.counters.dead = st.counters.records;
+        st.expiries = Default::default();
+        st.dirty = true;
+        lsns.push((*p, st.appended_lsn));
+    }
+    drop(guards);
+    if ctx.opts.durability == crate::options::Durability::Fsync {
+        for (p, lsn) in lsns {
+            p.wait_durable(lsn)?;
+        }
+    }
+    inner.background.wake();
+    Ok(n)
+}
+
+impl Store {
     /// Up to `count` keys of hash slot `slot` (Redis's CLUSTER GETKEYSINSLOT).
     pub fn keys_in_slot(&self, slot: u16, count: usize) -> Result<Vec<Bytes>> {
         let mut keys = Vec::new();

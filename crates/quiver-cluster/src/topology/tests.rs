@@ -493,3 +493,46 @@ fn a_node_its_predecessor_cannot_reach_is_expelled_then_fenced_out() {
         Some("n0".into())
     );
 }
+
+/// Redis's tools see each head as a master of its ranges, a node heading none as a replica of
+/// the head of its first chain, and count each key once over the masters.
+#[test]
+fn redis_roles_count_each_slot_once_over_the_masters() {
+    let t = Topology::create(nodes(3), 3).unwrap();
+    for n in ["n0", "n1", "n2"] {
+        assert_eq!(t.redis_role(n), RedisRole::Master);
+        assert_eq!(t.counted_ranges(n), t.ranges_of(n));
+    }
+    // On the ring each node streams to the next (its successor in every chain it does not
+    // end).
+    for (n, next) in [("n0", "n1"), ("n1", "n2"), ("n2", "n0")] {
+        let to: Vec<&str> = t.successors_of(n).iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(to, [next]);
+    }
+    // n0 out of every chain: n1 and n2 head them all; n0 joins one as its tail again.
+    let mut t = t.clone();
+    for s in &mut t.shards {
+        s.chain.retain(|m| m != "n0");
+    }
+    let first = t.shards[0].slots;
+    t = t.with_tail(first, "n0").unwrap();
+    let head = t.shards[0].owner().to_string();
+    assert_eq!(t.redis_role("n0"), RedisRole::Replica { of: &head });
+    assert_eq!(t.counted_ranges("n0"), vec![first]);
+    assert!(t.successors_of("n0").is_empty(), "a tail streams to no one");
+    let masters: Vec<&str> = ["n0", "n1", "n2"]
+        .into_iter()
+        .filter(|n| t.redis_role(n) == RedisRole::Master)
+        .collect();
+    let slots: u32 = masters
+        .iter()
+        .flat_map(|n| t.counted_ranges(n))
+        .map(|r| r.len())
+        .sum();
+    assert_eq!(slots, quiver_resp::slot::SLOTS);
+    // A node in no chain is a master without slots.
+    let mut lone = t.clone();
+    lone.shards[0].chain.retain(|m| m != "n0");
+    assert_eq!(lone.redis_role("n0"), RedisRole::Master);
+    assert!(lone.counted_ranges("n0").is_empty());
+}

@@ -6,8 +6,9 @@
 //! reconciles the node with the topology: it starts the sender of every chain the node
 //! forwards (`chain::sender`), a task for every move of a range away from this node
 //! ([`moves`]) and for every node joining a chain this node is the tail of ([`join`]), drops
-//! the ranges the node no longer holds, and thaws ranges left frozen by a move or a join that
-//! is over.
+//! the ranges the node no longer holds, thaws ranges left frozen by a move or a join that
+//! is over, and hands over the head of a chain when the node heads more than its share
+//! ([`heads`]).
 //!
 //! When etcd is unreachable (or the watch breaks) the node keeps serving what it has — the
 //! ranges it owns at its last epoch — and tries again with a bounded backoff; nothing
@@ -19,6 +20,7 @@
 //! (`ClusterNode::lease_renewed`). It also probes the node's successors in its chains and
 //! reports those it cannot reach ([`probe`]), for the manager to expel.
 
+pub mod heads;
 pub mod join;
 pub mod moves;
 pub mod probe;
@@ -174,10 +176,16 @@ fn reconcile(
             join::start(state.clone(), etcd.clone(), slots, to.to_string());
         }
     }
+    if let Some((slots, to)) = t.head_handoff(&node.id) {
+        if node.running_handoffs.lock().insert(slots) {
+            heads::start(state.clone(), etcd.clone(), slots, to);
+        }
+    }
     for range in node.frozen() {
         let moving = mine.iter().any(|m| m.slots == range)
             || node.running_moves.lock().contains(&range)
-            || node.running_joins.lock().contains(&range);
+            || node.running_joins.lock().contains(&range)
+            || node.running_handoffs.lock().contains(&range);
         if !moving {
             node.thaw(range);
         }

@@ -267,11 +267,7 @@ impl Chains {
                 Err(r) => {
                     // Every number taken goes out, empty, so no member waits for it.
                     for ((stream, _), &seq) in parts.iter().zip(&seqs) {
-                        stream.applied(Msg {
-                            seq,
-                            items: Vec::new(),
-                            atomic,
-                        });
+                        stream.applied(Msg::write(seq, Vec::new(), atomic));
                     }
                     return Err(r);
                 }
@@ -284,9 +280,54 @@ impl Chains {
                 .filter(|&&i| took.took(i))
                 .map(|&i| items[i].clone())
                 .collect();
-            stream.applied(Msg { seq, items, atomic });
+            stream.applied(Msg::write(seq, items, atomic));
         }
         Ok(result)
+    }
+
+    /// FLUSHALL (FLUSHDB) on a member of replicated chains: the ranges this node heads are
+    /// emptied at once (`Store::drop_ranges`), and each goes down its chain as one flush
+    /// message, whose commit `barrier` gets; returns how many keys they had. The ranges it
+    /// only follows are their heads' to flush (the router sends FLUSHALL to every node).
+    pub fn flush(&self, store: &Store, barrier: &mut Barrier) -> Result<u64, FlushError> {
+        let table = self.table.read().clone();
+        let heads: Vec<&Arc<Stream>> = table
+            .streams
+            .iter()
+            .filter(|s| s.role().is_head())
+            .collect();
+        if heads.is_empty() {
+            return Ok(0);
+        }
+        let ranges: Vec<SlotRange> = heads.iter().map(|s| s.slots).collect();
+        // Splitting partitions at the ranges' edges copies keys: done before the order lock,
+        // so that writes wait only for the truncation.
+        store.align_to(&ranges).map_err(FlushError::Store)?;
+        let _order = self.order.lock();
+        let mut seqs = Vec::with_capacity(heads.len());
+        for stream in &heads {
+            match stream.begin_flush() {
+                Ok(seq) => seqs.push(seq),
+                Err(r) => {
+                    // Every number taken goes out, empty, so no member waits for it.
+                    for (stream, &seq) in heads.iter().zip(&seqs) {
+                        stream.applied(Msg::write(seq, Vec::new(), true));
+                    }
+                    return Err(FlushError::Refused(r));
+                }
+            }
+        }
+        let dropped = store.drop_ranges(&ranges);
+        for (stream, seq) in heads.iter().zip(seqs) {
+            stream.applied(Msg {
+                seq,
+                items: Vec::new(),
+                atomic: true,
+                flush: dropped.is_ok(),
+            });
+            barrier.wait_for(stream, seq);
+        }
+        dropped.map_err(FlushError::Store)
     }
 
     /// A message from the predecessor: applied here in order (all or nothing when atomic)
@@ -317,6 +358,10 @@ impl Chains {
             });
         }
         let seq = msg.seq;
+        if msg.flush {
+            // As on the head: the copying part of the flush before the order lock.
+            store.align_to(&[slots]).map_err(ReceiveError::Store)?;
+        }
         let _order = self.order.lock();
         match stream
             .receive(version, &msg)
@@ -324,7 +369,11 @@ impl Chains {
         {
             stream::Receipt::Duplicate => {}
             stream::Receipt::Apply => {
-                apply_items(store, &msg.items, msg.atomic).map_err(ReceiveError::Store)?;
+                if msg.flush {
+                    store.drop_ranges(&[slots]).map_err(ReceiveError::Store)?;
+                } else {
+                    apply_items(store, &msg.items, msg.atomic).map_err(ReceiveError::Store)?;
+                }
                 stream.applied(msg);
             }
         }
@@ -345,6 +394,15 @@ impl Chains {
             }
         }
     }
+}
+
+/// Why a FLUSHALL of the chains a node heads was not carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum FlushError {
+    #[error("{0}")]
+    Refused(Refusal),
+    #[error("storage error flushing the node's chains: {0}")]
+    Store(quiver_store::Error),
 }
 
 /// Why a message was not applied (the reply names it; the sender starts again).

@@ -28,9 +28,21 @@ pub struct Msg {
     pub items: Vec<RangeItem>,
     /// Applied all or nothing (a compound batch, MULTI/EXEC, MSET) rather than as plain puts.
     pub atomic: bool,
+    /// A FLUSHALL of the chain's range: every key of it deleted at once (no items).
+    pub flush: bool,
 }
 
 impl Msg {
+    /// Writes `items` (all or nothing when `atomic`).
+    pub fn write(seq: u64, items: Vec<RangeItem>, atomic: bool) -> Msg {
+        Msg {
+            seq,
+            items,
+            atomic,
+            flush: false,
+        }
+    }
+
     /// Bytes it holds (for the backlog's bound).
     pub fn size(&self) -> usize {
         64 + self
@@ -93,6 +105,8 @@ pub enum Refusal {
     },
     #[error("TRYAGAIN replication backlog of slots {0} is full: the chain is not answering")]
     Backlog(SlotRange),
+    #[error("TRYAGAIN this node no longer heads the chain of slots {0}")]
+    NotHead(SlotRange),
 }
 
 struct State {
@@ -106,6 +120,9 @@ struct State {
     backlog_bytes: usize,
     /// Key → the last message that wrote it, while that message is not known committed.
     dirty: HashMap<Bytes, u64>,
+    /// The last flush of the range not known committed (0: none): every key is dirty
+    /// until it is.
+    flush_dirty: u64,
     /// Bumped whenever the sender must start again (a new version or successor).
     generation: u64,
     retired: bool,
@@ -143,6 +160,7 @@ impl Stream {
                 backlog: VecDeque::new(),
                 backlog_bytes: 0,
                 dirty: HashMap::new(),
+                flush_dirty: 0,
                 generation: 0,
                 retired: false,
             }),
@@ -230,6 +248,20 @@ impl Stream {
         Ok(seq)
     }
 
+    /// The head numbers its next message, a flush of the range, which makes every key dirty
+    /// until it is committed (as [`Stream::begin`]).
+    pub fn begin_flush(&self) -> Result<u64, Refusal> {
+        let mut s = self.state.lock();
+        if s.backlog_bytes > BACKLOG_BYTES_MAX {
+            return Err(Refusal::Backlog(self.slots));
+        }
+        if !s.role.is_head() {
+            return Err(Refusal::NotHead(self.slots));
+        }
+        s.flush_dirty = s.applied + 1;
+        Ok(s.flush_dirty)
+    }
+
     /// A message from the predecessor at `version`: whether to apply it (its keys then
     /// marked dirty, unless this member is the tail, where applying is committing). Call
     /// under the node's order lock.
@@ -258,6 +290,9 @@ impl Stream {
         if !s.role.is_tail() {
             for item in &msg.items {
                 s.dirty.insert(item.key().clone(), msg.seq);
+            }
+            if msg.flush {
+                s.flush_dirty = msg.seq;
             }
         }
         Ok(Receipt::Apply)
@@ -310,6 +345,9 @@ impl Stream {
         }
         // Bounded by the keys of the messages in flight.
         s.dirty.retain(|_, last| *last > seq);
+        if s.flush_dirty <= seq {
+            s.flush_dirty = 0;
+        }
         self.progress.send_replace(Progress {
             committed: seq,
             retired: s.retired,
@@ -320,9 +358,9 @@ impl Stream {
     pub fn dirty(&self, key: &[u8]) -> u64 {
         let s = self.state.lock();
         if s.dirty.is_empty() {
-            return 0;
+            return s.flush_dirty;
         }
-        s.dirty.get(key).copied().unwrap_or(0)
+        s.dirty.get(key).copied().unwrap_or(0).max(s.flush_dirty)
     }
 
     /// Waits until message `seq` is committed; `false` if this member left the chain first

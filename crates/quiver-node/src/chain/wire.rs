@@ -5,7 +5,10 @@
 //!
 //! ```text
 //! CHAIN APPLY <lo-hi> <version> <seq> ATOMIC|PLAIN [<key> <expire> <value>] ...
+//! CHAIN APPLY <lo-hi> <version> <seq> FLUSH
 //! ```
+//!
+//! (FLUSH: every key of the range deleted at once, a FLUSHALL's share of the chain)
 //!
 //! answered `+OK` once the message is committed (see `chain`).
 
@@ -82,7 +85,9 @@ pub fn encode_apply(out: &mut BytesMut, slots: SlotRange, version: u64, msg: &Ms
     args.push(Bytes::from(slots.to_string()));
     args.push(Bytes::from(version.to_string()));
     args.push(Bytes::from(msg.seq.to_string()));
-    args.push(Bytes::from_static(if msg.atomic {
+    args.push(Bytes::from_static(if msg.flush {
+        b"FLUSH"
+    } else if msg.atomic {
         b"ATOMIC"
     } else {
         b"PLAIN"
@@ -122,15 +127,70 @@ pub fn parse_apply(args: &[Bytes]) -> Result<Apply, Reply> {
     if seq == 0 {
         return Err(err("ERR invalid sequence number in CHAIN APPLY"));
     }
-    let atomic = match &args[3].to_ascii_uppercase()[..] {
-        b"ATOMIC" => true,
-        b"PLAIN" => false,
+    let (atomic, flush) = match &args[3].to_ascii_uppercase()[..] {
+        b"ATOMIC" => (true, false),
+        b"PLAIN" => (false, false),
+        b"FLUSH" if args.len() == 4 => (true, true),
         _ => return Err(err(quiver_service::errors::SYNTAX)),
     };
     let items = parse_items(slots, &args[4..])?;
     Ok(Apply {
         slots,
         version,
-        msg: Msg { seq, items, atomic },
+        msg: Msg {
+            seq,
+            items,
+            atomic,
+            flush,
+        },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The request's arguments after `CHAIN APPLY`.
+    fn encoded_args(msg: &Msg) -> Vec<Bytes> {
+        let mut out = BytesMut::new();
+        encode_apply(&mut out, SlotRange::ALL, 7, msg);
+        let mut parser = quiver_client::Parser::new();
+        match parser.parse(&mut out).unwrap().unwrap() {
+            quiver_client::Value::Array(v) => v[2..]
+                .iter()
+                .map(|a| match a {
+                    quiver_client::Value::Bulk(b) => b.clone(),
+                    other => panic!("{other:?}"),
+                })
+                .collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_flush_travels_without_items_and_takes_none() {
+        let flush = Msg {
+            seq: 3,
+            items: Vec::new(),
+            atomic: true,
+            flush: true,
+        };
+        let args = encoded_args(&flush);
+        assert_eq!(args[3], Bytes::from_static(b"FLUSH"));
+        let back = parse_apply(&args).unwrap();
+        assert!(back.msg.flush && back.msg.items.is_empty());
+        assert_eq!((back.version, back.msg.seq), (7, 3));
+        let mut with_items = args.clone();
+        with_items.extend([&b"k"[..], b"-1", b"v"].map(Bytes::copy_from_slice));
+        assert!(parse_apply(&with_items).is_err());
+        let write = Msg::write(
+            4,
+            vec![RangeItem::Delete {
+                key: Bytes::from_static(b"k"),
+            }],
+            false,
+        );
+        let back = parse_apply(&encoded_args(&write)).unwrap();
+        assert!(!back.msg.flush && !back.msg.atomic && back.msg.items.len() == 1);
+    }
 }

@@ -210,6 +210,8 @@ pub struct ClusterNode {
     pub running_moves: Mutex<HashSet<SlotRange>>,
     /// Joins to chains this node is the tail of whose task runs (`agent::join`).
     pub running_joins: Mutex<HashSet<SlotRange>>,
+    /// Chains whose head role this node is handing over (`agent::heads`).
+    pub running_handoffs: Mutex<HashSet<SlotRange>>,
     /// Asks the agent to read the topology from etcd now (a node handing a range to this
     /// one says it has).
     pub refresh: tokio::sync::Notify,
@@ -329,6 +331,7 @@ impl ClusterNode {
             pending_drops: Mutex::new(pending_drops),
             running_moves: Mutex::new(HashSet::new()),
             running_joins: Mutex::new(HashSet::new()),
+            running_handoffs: Mutex::new(HashSet::new()),
             refresh: tokio::sync::Notify::new(),
             range_ops: Mutex::new(()),
             saving: Mutex::new(()),

@@ -174,7 +174,7 @@ fn pending(txn: &Txn<'_>, ranges: &[SlotRange]) -> Vec<(Bytes, bool)> {
 
 /// COUNTKEYSINSLOT, COUNTKEYSINRANGES: the store's count (none after a FLUSHALL in the
 /// transaction), corrected by the transaction's writes to the slots.
-fn count_keys(txn: &mut Txn<'_>, ranges: &[SlotRange]) -> quiver_store::Result<i64> {
+pub(crate) fn count_keys(txn: &mut Txn<'_>, ranges: &[SlotRange]) -> quiver_store::Result<i64> {
     let mut n = if txn.is_flushed() {
         0
     } else {

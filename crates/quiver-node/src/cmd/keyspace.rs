@@ -1,7 +1,9 @@
 //! Commands over the whole key space of the selected database: SCAN, KEYS, RANDOMKEY, DBSIZE,
 //! FLUSHDB (and FLUSHALL, of every database). They run against a transaction like every key
 //! command: alone, the transaction is empty and they see the store; inside MULTI/EXEC they see
-//! the store combined with the writes queued before them.
+//! the store combined with the writes queued before them. On a cluster node DBSIZE counts the
+//! keys of the slots it serves as Redis's tools see it (`Topology::counted_ranges`: a master's
+//! headed ranges), not every copy it holds; the others see the whole store.
 
 use std::collections::HashSet;
 
@@ -63,6 +65,11 @@ impl TxnCommand for Keyspace<'_> {
                 Ok(Reply::OK)
             }
             Keyspace::DbSize => {
+                if let Some(ranges) = txn.counted_ranges() {
+                    return Ok(Reply::Integer(crate::cmd::cluster::count_keys(
+                        txn, &ranges,
+                    )?));
+                }
                 let mut n = if txn.is_flushed() {
                     0
                 } else {

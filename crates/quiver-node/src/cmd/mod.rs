@@ -140,6 +140,10 @@ pub fn run_server(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
         Cmd::Multi | Cmd::Discard | Cmd::Watch | Cmd::Unwatch => transactions::run(ctx, cmd, args),
         Cmd::Cluster => topology::run_cluster(ctx, args),
         Cmd::Asking | Cmd::ReadOnly | Cmd::ReadWrite => topology::run_connection(ctx, cmd),
+        Cmd::Role | Cmd::Wait if ctx.state.cluster.is_some() => {
+            topology::run_replication(ctx, cmd, args)
+        }
+        Cmd::FlushAll | Cmd::FlushDb => topology::flush_chains(ctx),
         Cmd::RangeImport => rangeimport::run(ctx, args),
         Cmd::Chain => chain::run(ctx, args),
         Cmd::Reset => {

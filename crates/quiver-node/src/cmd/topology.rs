@@ -1,7 +1,13 @@
-//! What cluster clients ask a node about the cluster: CLUSTER SLOTS, SHARDS, NODES, INFO and
-//! MYID, answered from the topology the node serves by (`cluster::View`), in Redis 7.0's
-//! formats; and ASKING, READONLY, READWRITE. On a standalone server each answers what a
-//! standalone Redis answers, `ERR This instance has cluster support disabled`.
+//! What cluster clients ask a node about the cluster: CLUSTER SLOTS, SHARDS, NODES, REPLICAS
+//! (SLAVES), INFO and MYID, answered from the topology the node serves by (`cluster::View`),
+//! in Redis 7.0's formats; ASKING, READONLY, READWRITE; and the node's replication as ROLE,
+//! WAIT and INFO show it ([`replication`]). On a standalone server each CLUSTER subcommand
+//! answers what a standalone Redis answers, `ERR This instance has cluster support disabled`.
+//!
+//! Redis's tools see each node in one role (docs/cluster.md, "What Redis tools see"): a master
+//! of the chains it heads (CLUSTER NODES lists those slots for it, DBSIZE counts their keys),
+//! a replica of the head of its first chain if it heads none, a master without slots if it is
+//! in no chain. CLUSTER SLOTS and SHARDS list every chain's members, head first.
 //!
 //! Quiver's cluster is configured in etcd (`quiver cluster ...`), not by CLUSTER MEET /
 //! ADDSLOTS / SETSLOT / FAILOVER: in cluster mode those are refused with a message that says
@@ -12,7 +18,8 @@
 //! are sent to the head.
 
 use bytes::Bytes;
-use quiver_cluster::topology::Topology;
+use quiver_cluster::topology::{RedisRole, Topology};
+use quiver_service::cmd::replication::Replication;
 
 use crate::cluster::{ClusterNode, View};
 use crate::cmd::cluster::DISABLED;
@@ -48,6 +55,47 @@ pub fn run_connection(ctx: &mut Ctx<'_>, cmd: Cmd) -> Reply {
     Reply::OK
 }
 
+/// FLUSHALL and FLUSHDB on a member of replicated chains (Redis Cluster has database 0
+/// only: both are the same): the chains this node heads emptied, each at once, as one message
+/// down the chain (`Chains::flush`); the reply waits for their commits (the run's barrier).
+/// Watchers of the watched keys that existed there are marked, as Redis 7 marks them.
+pub fn flush_chains(ctx: &mut Ctx<'_>) -> Reply {
+    let Some(node) = &ctx.state.cluster else {
+        return err(DISABLED);
+    };
+    let store = &ctx.state.store;
+    let watches = &ctx.state.watches;
+    let touched = match crate::txn::watched_existing(store, watches, 0, None) {
+        Ok(keys) => keys,
+        Err(e) => return crate::store_errors::store_error(&e),
+    };
+    match node.chains.flush(store, &mut ctx.conn.barrier) {
+        Ok(_) => {
+            // A watched key of a range another node heads was not flushed here; marking it
+            // too only makes its transaction retry.
+            watches.touch_keys(touched.iter().map(|(db, k)| (*db, k)));
+            Reply::OK
+        }
+        Err(crate::chain::FlushError::Store(e)) => crate::store_errors::store_error(&e),
+        Err(e) => Reply::error(e.to_string()),
+    }
+}
+
+/// ROLE and WAIT on a cluster node (standalone: `quiver_service::cmd::connection`).
+pub fn run_replication(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
+    let Some(node) = &ctx.state.cluster else {
+        return err(DISABLED);
+    };
+    let view = node.view();
+    match cmd {
+        Cmd::Wait => match quiver_service::cmd::replication::check_wait(args) {
+            Ok(()) => Reply::Integer(wait(node, &view, ctx.conn.last_write_slot)),
+            Err(e) => e,
+        },
+        _ => quiver_service::cmd::replication::role(&replication(node, &view)),
+    }
+}
+
 /// A CLUSTER subcommand for which [`is_topology_subcommand`] holds (its arity was checked).
 pub fn run_cluster(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     let Some(node) = &ctx.state.cluster else {
@@ -67,6 +115,7 @@ pub fn run_cluster(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
             format: *b"txt",
             text: Bytes::from(nodes(node, &view)),
         },
+        b"replicas" | b"slaves" => replicas(node, &view, &args[2]),
         _ => Reply::error(format!(
             "ERR CLUSTER {} is not supported: a Quiver cluster is configured in etcd with \
              `quiver cluster` (create, add-node, move-slots, ...)",
@@ -213,8 +262,8 @@ fn shards(node: &ClusterNode, view: &View) -> Reply {
 }
 
 /// CLUSTER NODES: Redis's line per node — id, `ip:port@cport`, flags, master, ping sent,
-/// pong received, config epoch, link state, slot ranges. Quiver has no cluster bus: the bus
-/// port is written 0.
+/// pong received, config epoch, link state, slot ranges — each node in its Redis role
+/// (`Topology::redis_role`). Quiver has no cluster bus: the bus port is written 0.
 fn nodes(node: &ClusterNode, view: &View) -> String {
     let Some(t) = &view.topology else {
         return format!(
@@ -222,25 +271,148 @@ fn nodes(node: &ClusterNode, view: &View) -> String {
             node.id, node.addr
         );
     };
-    let mut out = String::new();
-    for n in &t.nodes {
-        let flags = if n.id == node.id {
-            "myself,master"
+    t.nodes
+        .iter()
+        .map(|n| node_line(t, &n.id, n.id == node.id))
+        .collect()
+}
+
+/// One CLUSTER NODES line (`myself`: the node answering).
+fn node_line(t: &Topology, id: &str, myself: bool) -> String {
+    let addr = t.node(id).map_or("", |n| n.addr.as_str());
+    let mine = if myself { "myself," } else { "" };
+    let (role, master) = match t.redis_role(id) {
+        RedisRole::Master => ("master", "-"),
+        RedisRole::Replica { of } => ("slave", of),
+    };
+    let mut line = format!(
+        "{id} {addr}@0 {mine}{role} {master} 0 0 {} connected",
+        t.epoch
+    );
+    for r in t.ranges_of(id) {
+        if r.lo == r.hi {
+            line.push_str(&format!(" {}", r.lo));
         } else {
-            "master"
-        };
-        out.push_str(&format!(
-            "{} {}@0 {flags} - 0 0 {} connected",
-            n.id, n.addr, t.epoch
-        ));
-        for r in t.ranges_of(&n.id) {
-            if r.lo == r.hi {
-                out.push_str(&format!(" {}", r.lo));
-            } else {
-                out.push_str(&format!(" {}-{}", r.lo, r.hi));
+            line.push_str(&format!(" {}-{}", r.lo, r.hi));
+        }
+    }
+    line.push('\n');
+    line
+}
+
+/// CLUSTER REPLICAS (SLAVES) <node-id>: the CLUSTER NODES lines of the nodes shown as its
+/// replicas, with Redis's errors for an unknown node or one that is no master.
+fn replicas(node: &ClusterNode, view: &View, id: &[u8]) -> Reply {
+    let id = String::from_utf8_lossy(id);
+    let Some(t) = view.topology.as_ref().filter(|t| t.node(&id).is_some()) else {
+        return Reply::error(format!("ERR Unknown node {id}"));
+    };
+    if t.redis_role(&id) != RedisRole::Master {
+        return err("ERR The specified node is not a master");
+    }
+    Reply::Array(
+        t.nodes
+            .iter()
+            .filter(|n| t.redis_role(&n.id) == (RedisRole::Replica { of: &id }))
+            .map(|n| Reply::Bulk(Bytes::from(node_line(t, &n.id, n.id == node.id))))
+            .collect(),
+    )
+}
+
+/// The node's replication in Redis's terms (ROLE, INFO): as a master, the nodes it sends its
+/// chains' writes to; as a replica, its master.
+pub fn replication(node: &ClusterNode, view: &View) -> Replication {
+    let Some(t) = &view.topology else {
+        return Replication::alone();
+    };
+    match t.redis_role(&node.id) {
+        RedisRole::Master => Replication::Master {
+            replicas: t
+                .successors_of(&node.id)
+                .iter()
+                .map(|n| {
+                    let (host, port) = n.host_port();
+                    (host.to_string(), port)
+                })
+                .collect(),
+        },
+        RedisRole::Replica { of } => {
+            let (host, port) = t.node(of).map_or(("", 0), |n| n.host_port());
+            Replication::Replica {
+                host: host.to_string(),
+                port,
+                master_id: of.to_string(),
             }
         }
-        out.push('\n');
     }
-    out
+}
+
+/// WAIT on a cluster node: the other members of the chain of the connection's last write
+/// (every member applied it before it was acknowledged); with no write yet, of the node's
+/// shortest chain.
+pub fn wait(node: &ClusterNode, view: &View, last_write_slot: Option<u16>) -> i64 {
+    let Some(t) = &view.topology else {
+        return 0;
+    };
+    let members = |s: &quiver_cluster::Shard| s.chain.len() as i64 - 1;
+    match last_write_slot {
+        Some(slot) => t
+            .shards
+            .iter()
+            .find(|s| s.slots.contains(slot))
+            .map_or(0, members),
+        None => t
+            .shards
+            .iter()
+            .filter(|s| s.position(&node.id).is_some())
+            .map(members)
+            .min()
+            .unwrap_or(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quiver_cluster::topology::Node;
+
+    fn topology() -> Topology {
+        let nodes = (0..3)
+            .map(|i| Node {
+                id: format!("n{i}"),
+                addr: format!("127.0.0.1:{}", 7000 + i),
+                run: 1,
+            })
+            .collect();
+        let mut t = Topology::create(nodes, 3).unwrap();
+        // n0 restarted: it follows every chain, heads none.
+        for s in &mut t.shards {
+            s.chain.retain(|m| m != "n0");
+            s.chain.push("n0".into());
+        }
+        t
+    }
+
+    /// A head's line lists its slots as a master; a node heading none is a replica of the
+    /// head of its first chain, without slots, as Redis writes a replica's line.
+    #[test]
+    fn cluster_nodes_lines_show_each_node_in_its_redis_role() {
+        let t = topology();
+        let epoch = t.epoch;
+        let head = t.shards[0].owner().to_string();
+        assert_eq!(
+            node_line(&t, "n0", true),
+            format!("n0 127.0.0.1:7000@0 myself,slave {head} 0 0 {epoch} connected\n")
+        );
+        let n1 = node_line(&t, "n1", false);
+        assert!(n1.starts_with(&format!(
+            "n1 127.0.0.1:7001@0 master - 0 0 {epoch} connected "
+        )));
+        let slots: u32 = ["n1", "n2"]
+            .iter()
+            .flat_map(|n| t.ranges_of(n))
+            .map(|r| r.len())
+            .sum();
+        assert_eq!(slots, quiver_store::slot::SLOTS);
+    }
 }

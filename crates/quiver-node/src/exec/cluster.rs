@@ -13,9 +13,10 @@ use quiver_service::errors::err;
 use quiver_service::reply::Reply;
 use quiver_service::session::Session;
 use quiver_service::table::{Cmd, CommandSpec, Flags, COMMANDS};
+use quiver_store::slot::key_slot;
 
-pub const FLUSH_REPLICATED: &str =
-    "ERR FLUSHALL and FLUSHDB are not supported yet on a cluster with replicas (delete the keys instead)";
+pub const FLUSH_IN_MULTI_REPLICATED: &str =
+    "ERR FLUSHALL and FLUSHDB are not supported inside MULTI on a cluster with replicas";
 
 /// What the check decided.
 pub enum Check {
@@ -41,9 +42,12 @@ pub fn check(
     }
     let replicated = node.chains.is_replicated();
     if matches!(spec.cmd, Cmd::FlushAll | Cmd::FlushDb) && replicated {
-        // The node's store holds other chains' ranges too: emptying it is not the range's
-        // writes going down its chain.
-        return Check::Refuse(err(FLUSH_REPLICATED));
+        // A flush of the chains the node heads, each as one message down its chain
+        // (`Chains::flush`), not a write of the transaction's.
+        if session.multi.is_some() {
+            return Check::Refuse(err(FLUSH_IN_MULTI_REPLICATED));
+        }
+        return Check::Run;
     }
     let write = spec.flags.contains(Flags::WRITE);
     let route = match spec.cmd {
@@ -61,6 +65,10 @@ pub fn check(
             let read = session.readonly && !write;
             let route = route_keys(node, keys.iter().map(|k| &k[..]), write, read);
             if replicated && route == Route::Local {
+                if write {
+                    conn.last_write_slot =
+                        keys.first().map(|k| key_slot(k)).or(conn.last_write_slot);
+                }
                 conn.chain_keys.extend(keys);
             }
             route
@@ -69,6 +77,13 @@ pub fn check(
             let read = session.readonly && !write;
             let route = route_keys(node, spec.keys(args).map(|k| &k[..]), write, read);
             if replicated && route == Route::Local {
+                if write {
+                    conn.last_write_slot = spec
+                        .keys(args)
+                        .next()
+                        .map(|k| key_slot(k))
+                        .or(conn.last_write_slot);
+                }
                 conn.chain_keys.extend(spec.keys(args).cloned());
             }
             route

@@ -255,6 +255,21 @@ fn prepare<'a>(
         return Prepared::Answered(reply);
     }
     match cmd::parse(spec, args, limits) {
+        // On a member of replicated chains FLUSHALL and FLUSHDB empty the chains the node
+        // heads (`cmd::topology::flush_chains`), not its whole store.
+        Ok(Command::Keys(_))
+            if matches!(spec.cmd, Cmd::FlushAll | Cmd::FlushDb)
+                && state
+                    .cluster
+                    .as_ref()
+                    .is_some_and(|n| n.chains.is_replicated()) =>
+        {
+            Prepared::Run {
+                spec,
+                args,
+                command: Command::Server,
+            }
+        }
         Ok(command) => Prepared::Run {
             spec,
             args,

@@ -16,12 +16,26 @@ pub fn parts(state: &ServerState) -> InfoParts {
         memory: info_lines(&snapshot, figures::MEMORY),
         persistence: Some(info_lines(&snapshot, figures::PERSISTENCE)),
         stats: lock_lines(&snapshot.stats.locks),
+        replication: replication(state),
         sections: Vec::new(),
         keyspace: keyspace(state),
         vectors: vec![line(
             "max_vector_width",
             state.config.max_vector_width.to_string(),
         )],
+    }
+}
+
+/// `# Replication`: a cluster node's role from its chains (`cmd::topology::replication`), a
+/// standalone node's, a master without replicas.
+fn replication(state: &ServerState) -> Vec<Line> {
+    use quiver_service::cmd::replication::{info_lines, Replication};
+    match &state.cluster {
+        Some(node) => info_lines(
+            &crate::cmd::topology::replication(node, &node.view()),
+            &node.id,
+        ),
+        None => info_lines(&Replication::alone(), "standalone"),
     }
 }
 

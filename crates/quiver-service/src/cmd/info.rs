@@ -38,6 +38,7 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "memory",
     "persistence",
     "stats",
+    "replication",
     "cpu",
     "errorstats",
     "cluster",
@@ -108,6 +109,7 @@ fn sections(core: &Core, parts: InfoParts) -> Vec<Section> {
     stat_lines.extend(stall_lines(&stats.stalls));
     stat_lines.extend(parts.stats);
     all.push(("stats", "Stats", stat_lines));
+    all.push(("replication", "Replication", parts.replication));
     all.push(("cpu", "CPU", cpu()));
     let cluster = u8::from(parts.cluster_enabled).to_string();
     all.push(("cluster", "Cluster", vec![line("cluster_enabled", cluster)]));

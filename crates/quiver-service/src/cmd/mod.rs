@@ -1,6 +1,7 @@
 //! The commands every RESP service answers alike, about the connection or the service itself:
 //! AUTH, HELLO, SELECT, PING, ECHO, QUIT, RESET ([`connection`]), CLIENT ([`client`]), ACL
-//! ([`acl`]), COMMAND ([`command`]), CONFIG GET ([`config`]), INFO ([`info`]); each sees the connection
+//! ([`acl`]), COMMAND ([`command`]), CONFIG GET ([`config`]), INFO ([`info`]), ROLE and WAIT
+//! ([`replication`]); each sees the connection
 //! through a [`ConnCtx`]. [`int_arg`] and [`db_index`] check arguments as Redis does.
 
 pub mod acl;
@@ -9,6 +10,7 @@ pub mod command;
 pub mod config;
 pub mod connection;
 pub mod info;
+pub mod replication;
 
 use crate::errors::{self, err};
 use crate::frame::string2ll;

@@ -440,6 +440,86 @@ fn keys_in_a_slot_are_counted_and_listed() {
 
 /// FLUSHALL as one Truncate record per partition: everything goes at once, stays gone across
 /// restarts, rebuilds and compaction (partial or whole), and what is written after it stays.
+/// A chain's FLUSHALL: the slots of two ranges across partition edges dropped at once (the
+/// partitions split at the edges first), the other keys and every later write kept, across
+/// reopening from checkpoints and from the logs; readers never see a range half dropped.
+#[test]
+fn drop_ranges_empties_the_ranges_at_once_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = small_options(BackendKind::Pread);
+    let store = Arc::new(Store::open(dir.path(), opts.clone()).unwrap());
+    for i in 0..KEYS {
+        store.put(&key(i), &value(i, 0)).unwrap();
+    }
+    let ranges = [range(), SlotRange::new(14000, 14999).unwrap()];
+    let dropped = |k: &[u8]| ranges.iter().any(|r| r.contains(key_slot(k)));
+    let inside = (0..KEYS).filter(|&i| dropped(&key(i))).count() as u64;
+    // A reader of two keys of the first range, one in each of two partitions, all along:
+    // both present or both gone.
+    let (a, b) = {
+        let of = |lo: u16, hi: u16| {
+            (0..KEYS)
+                .find(|&i| (lo..=hi).contains(&key_slot(&key(i))))
+                .unwrap()
+        };
+        (of(3000, 4095), of(8192, 12287))
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (store, stop) = (store.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0u64;
+            while !stop.load(Ordering::Relaxed) || reads == 0 {
+                let got = store.multi_get(&[key(a), key(b)]).unwrap();
+                assert_eq!(got[0].is_some(), got[1].is_some(), "half a range: {got:?}");
+                reads += 1;
+            }
+            reads
+        })
+    };
+    assert_eq!(store.drop_ranges(&ranges).unwrap(), inside);
+    stop.store(true, Ordering::Relaxed);
+    assert!(reader.join().unwrap() > 0);
+    let slot_ranges = store.slot_ranges();
+    for r in &ranges {
+        assert!(
+            slot_ranges.iter().any(|p| p.lo == r.lo) && slot_ranges.iter().any(|p| p.hi == r.hi),
+            "{r} is not aligned to partitions: {slot_ranges:?}"
+        );
+    }
+    assert_eq!(store.len(), KEYS - inside);
+    assert_eq!(store.count_keys_in_ranges(&ranges), 0);
+    // Writes after the drop stay, in the dropped ranges too.
+    let again: Vec<u64> = (0..KEYS).filter(|&i| dropped(&key(i))).take(5).collect();
+    for &i in &again {
+        store.put(&key(i), &value(i, 1)).unwrap();
+    }
+    assert!(store.check().unwrap().is_ok());
+    Arc::into_inner(store).unwrap().close().unwrap();
+    for rebuild in [false, true] {
+        if rebuild {
+            for p in std::fs::read_dir(dir.path()).unwrap() {
+                let _ = std::fs::remove_file(p.unwrap().path().join("index.ckpt"));
+            }
+        }
+        let store = Store::open(dir.path(), opts.clone()).unwrap();
+        for i in 0..KEYS {
+            let want = match (dropped(&key(i)), again.contains(&i)) {
+                (false, _) => Some(value(i, 0)),
+                (true, true) => Some(value(i, 1)),
+                (true, false) => None,
+            };
+            assert_eq!(
+                store.get(&key(i)).unwrap().map(|v| v.to_vec()),
+                want,
+                "key {i}, rebuilt {rebuild}"
+            );
+        }
+        assert_eq!(store.count_keys_in_ranges(&ranges), again.len() as u64);
+        store.close().unwrap();
+    }
+}
+
 #[test]
 fn drop_all_empties_the_store_for_good() {
     let dir = tempfile::tempdir().unwrap();

@@ -433,3 +433,94 @@ fn cluster_client_multiget_reads_one_member_when_each_holds_every_range() {
 fn cluster_client_multiget_reads_two_members_of_chains_of_two() {
     multiget_reads_from_the_fewest_members(2, 2);
 }
+
+/// A node's keys of each range on every member, as `CLUSTER COUNTKEYSINRANGES` counts them
+/// (the ranges of CLUSTER SLOTS, in order).
+fn counts_per_range(cluster: &Cluster) -> Vec<Vec<i64>> {
+    let slots = cluster_slots(&mut cluster.nodes[0].conn());
+    cluster
+        .nodes
+        .iter()
+        .map(|node| {
+            let mut c = node.conn();
+            slots
+                .iter()
+                .map(|e| {
+                    let (lo, hi) = (e.lo.to_string(), e.hi.to_string());
+                    let args: [&[u8]; 4] = [
+                        b"CLUSTER",
+                        b"COUNTKEYSINRANGES",
+                        lo.as_bytes(),
+                        hi.as_bytes(),
+                    ];
+                    match c.command(&args).unwrap() {
+                        Value::Integer(n) => n,
+                        other => panic!("COUNTKEYSINRANGES: {other:?}"),
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// FLUSHALL on a replicated cluster: sent to one node, it empties the range that node heads
+/// on every member of its chain (one message down the chain) and nothing else; FLUSHDB the
+/// same; sent to every node (the router does), everything. Writes after a flush replicate as
+/// before; inside MULTI it is refused.
+#[test]
+fn flushall_empties_the_ranges_a_node_heads_on_every_member() {
+    let cluster = Cluster::start_replicated(3, 3);
+    let mut client = cluster.client();
+    let keys: Vec<String> = (0..300).map(|i| format!("flush:{i}")).collect();
+    for k in &keys {
+        client.set(k, "v").unwrap();
+    }
+    let before = counts_per_range(&cluster);
+    // Every member holds every range: the same counts on every node, 300 in all.
+    assert!(before.iter().all(|c| *c == before[0]), "{before:?}");
+    assert_eq!(before[0].iter().sum::<i64>(), 300);
+    // node i heads range i (CLUSTER SLOTS order).
+    let mut n0 = cluster.nodes[0].conn();
+    ok(&mut n0, &["FLUSHALL"]);
+    let after = counts_per_range(&cluster);
+    for (node, counts) in after.iter().enumerate() {
+        assert_eq!(counts[0], 0, "node {node}: range 0 flushed");
+        assert_eq!(counts[1..], before[0][1..], "node {node}: the others kept");
+    }
+    let mut n1 = cluster.nodes[1].conn();
+    ok(&mut n1, &["FLUSHDB", "SYNC"]);
+    let after = counts_per_range(&cluster);
+    for counts in &after {
+        assert_eq!(counts[..2], [0, 0]);
+        assert_eq!(counts[2], before[0][2]);
+    }
+    // Writes after the flush go down the chains as before.
+    for k in &keys[..30] {
+        client.set(k, "again").unwrap();
+    }
+    let rewritten = counts_per_range(&cluster);
+    assert!(
+        rewritten.iter().all(|c| *c == rewritten[0]),
+        "{rewritten:?}"
+    );
+    for node in &cluster.nodes {
+        let mut r = readonly(node);
+        for k in &keys[..30] {
+            let chain = chain_of(&cluster, &mut n0, k);
+            if chain.contains(&cluster.node(&node.id)) {
+                assert_eq!(r.get(k).unwrap().as_deref(), Some(&b"again"[..]), "{k}");
+            }
+        }
+    }
+    ok(&mut n0, &["MULTI"]);
+    let refused = n0.command(&[b"FLUSHALL"]).unwrap_err().to_string();
+    assert!(refused.contains("not supported inside MULTI"), "{refused}");
+    n0.command(&[b"DISCARD"]).unwrap();
+    for node in &cluster.nodes {
+        ok(&mut node.conn(), &["FLUSHALL"]);
+    }
+    assert!(counts_per_range(&cluster).iter().flatten().all(|&n| n == 0));
+    for node in &cluster.nodes {
+        assert_eq!(node.store_keys().unwrap(), 0, "{}", node.id);
+    }
+}

@@ -150,13 +150,28 @@ impl Node {
         }
     }
 
-    /// DBSIZE (every key of the store, including those of a range being dropped), or why it
-    /// could not be had.
-    pub fn dbsize(&self) -> Result<u64, String> {
+    /// Every key of the node's store (INFO keyspace's `db0:keys`: every copy it holds, those
+    /// of a range being dropped included; DBSIZE counts only the slots it serves as Redis's
+    /// tools see it), or why it could not be had.
+    pub fn store_keys(&self) -> Result<u64, String> {
         let mut c = connect(&self.addr()).map_err(|e| e.to_string())?;
-        match c.command(&[b"DBSIZE"]).map_err(|e| e.to_string())? {
-            Value::Integer(n) => u64::try_from(n).map_err(|e| e.to_string()),
-            other => Err(format!("DBSIZE: {other:?}")),
+        let text = match c
+            .command(&[b"INFO", b"keyspace"])
+            .map_err(|e| e.to_string())?
+        {
+            Value::Bulk(b) | Value::Verbatim { text: b, .. } => {
+                String::from_utf8_lossy(&b).into_owned()
+            }
+            other => return Err(format!("INFO keyspace: {other:?}")),
+        };
+        // `db0:keys=N,expires=...`; no line: no key.
+        match text.lines().find_map(|l| l.strip_prefix("db0:keys=")) {
+            Some(rest) => rest
+                .split(',')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| format!("INFO keyspace: {text}")),
+            None => Ok(0),
         }
     }
 

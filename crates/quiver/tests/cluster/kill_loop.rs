@@ -350,6 +350,12 @@ struct Tally {
     refused: u64,
     /// From each kill until every chain was whole again.
     wholes: Vec<Duration>,
+    /// From each chain being whole again until the heads were spread (one per node).
+    spreads: Vec<Duration>,
+    /// Kills of a node that held the same position in every chain, and of one that headed
+    /// every chain (the heads piled up).
+    same_position: usize,
+    head_of_all: usize,
     /// Kills by the role aimed at ([`ROLES`]).
     roles: [usize; 3],
     /// Kills of a node heading at least one chain.
@@ -362,18 +368,14 @@ struct Tally {
 impl Tally {
     /// The figures the issue asks for, in one line.
     fn line(&self) -> String {
-        let mut wholes = self.wholes.clone();
-        wholes.sort();
-        let median = wholes.get(wholes.len() / 2).copied().unwrap_or_default();
-        let max = wholes.last().copied().unwrap_or_default();
+        let (whole_median, whole_max) = median_max(&self.wholes);
+        let (spread_median, spread_max) = median_max(&self.spreads);
         format!(
             "chain crash loop: {} cycles, {} acknowledged operations checked, 0 lost, 0 wrong, \
-             {} in flight at kills, {:.2}/{:.2} seconds until whole (median/max)",
-            self.cycles,
-            self.acked,
-            self.in_flight,
-            median.as_secs_f64(),
-            max.as_secs_f64()
+             {} in flight at kills, {whole_median:.2}/{whole_max:.2} seconds until whole \
+             (median/max), heads spread {spread_median:.2}/{spread_max:.2} seconds after; {} \
+             kills of a node heading every chain, {} of one in the same position in every chain",
+            self.cycles, self.acked, self.in_flight, self.head_of_all, self.same_position,
         )
     }
 
@@ -393,6 +395,15 @@ impl Tally {
             self.reasons
         )
     }
+}
+
+/// The median and the largest of `times`, in seconds.
+fn median_max(times: &[Duration]) -> (f64, f64) {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    let median = sorted.get(sorted.len() / 2).copied().unwrap_or_default();
+    let max = sorted.last().copied().unwrap_or_default();
+    (median.as_secs_f64(), max.as_secs_f64())
 }
 
 /// `cycles` kill cycles; prints the tally.
@@ -476,8 +487,10 @@ fn kill_cycle(
             cluster.managers[m].restart();
         }
         wait_whole(cluster, &victim_id, &before);
-        killed.elapsed()
+        let whole = killed.elapsed();
+        (whole, cluster.wait_heads_spread())
     });
+    let (whole, spread) = whole;
     let (mut acked, mut unknown, mut refused) = (0, 0, 0);
     for w in writers.iter_mut() {
         if let Some(f) = w.finding.take() {
@@ -494,13 +507,17 @@ fn kill_cycle(
     tally.in_flight += unknown;
     tally.refused += refused;
     tally.wholes.push(whole);
+    tally.spreads.push(spread);
+    tally.same_position += usize::from(positions.iter().all(|p| *p == positions[0]));
+    tally.head_of_all += usize::from(positions.iter().all(|p| *p == "head"));
     tally.roles[role] += 1;
     tally.heads += usize::from(positions.contains(&"head"));
     tally.manager_kills += usize::from(kill_manager);
     tally.late_restarts += usize::from(late);
     eprintln!(
         "cycle {cycle}: kill -9 of {victim_id} (aimed at a {}; {} in the chains){}{}: {acked} \
-         acknowledged, {unknown} in flight, {refused} refused; whole after {:.2} s",
+         acknowledged, {unknown} in flight, {refused} refused; whole after {:.2} s, heads \
+         spread {:.2} s later",
         ROLES[role],
         positions.join("/"),
         if kill_manager {
@@ -509,7 +526,8 @@ fn kill_cycle(
             ""
         },
         if late { ", restarted once out" } else { "" },
-        whole.as_secs_f64()
+        whole.as_secs_f64(),
+        spread.as_secs_f64()
     );
 }
 

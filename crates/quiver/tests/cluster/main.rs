@@ -45,6 +45,7 @@ mod proxy;
 mod router;
 mod script;
 mod slots;
+mod tools;
 
 use std::collections::BTreeSet;
 use std::process::Command;

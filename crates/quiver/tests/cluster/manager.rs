@@ -176,6 +176,29 @@ impl Cluster {
         );
     }
 
+    /// Waits until no node heads more than its share of the chains (`ceil(chains / nodes)`:
+    /// the head balance, after a restart); how long that took. Bounded by `wait_until`'s
+    /// limit.
+    pub fn wait_heads_spread(&self) -> Duration {
+        let start = Instant::now();
+        wait_until(
+            "the heads spread over the nodes",
+            || self.logs(),
+            || {
+                let chains = self.chains()?;
+                let max = chains.len().div_ceil(self.nodes.len());
+                for node in &self.nodes {
+                    let heads = chains.iter().filter(|c| c.members[0] == node.id).count();
+                    if heads > max {
+                        return Err(format!("{} heads {heads} chains: {chains:?}", node.id));
+                    }
+                }
+                Ok(())
+            },
+        );
+        start.elapsed()
+    }
+
     /// Waits until node `id` is in every chain in etcd; how long that took.
     pub fn wait_in_every_chain(&self, id: &str) -> Duration {
         let start = Instant::now();

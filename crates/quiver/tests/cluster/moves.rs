@@ -174,13 +174,13 @@ pub fn wait_settled(cluster: &Cluster) -> serde_json::Value {
     settled
 }
 
-/// Waits until node `i`'s DBSIZE is `want` (a drop is asynchronous).
-fn wait_dbsize(cluster: &Cluster, i: usize, want: u64, what: &str) {
+/// Waits until node `i`'s store holds `want` keys (a drop is asynchronous).
+fn wait_store_keys(cluster: &Cluster, i: usize, want: u64, what: &str) {
     let node = &cluster.nodes[i];
     wait_until(
         &format!("{}: {what}", node.id),
         || cluster.logs(),
-        || match node.dbsize()? {
+        || match node.store_keys()? {
             n if n == want => Ok(()),
             n => Err(format!("{} keys, wanted {want}", n)),
         },
@@ -305,7 +305,7 @@ fn move_under_load_loses_nothing() {
             let sizes = cluster
                 .nodes
                 .iter()
-                .map(Node::dbsize)
+                .map(Node::store_keys)
                 .collect::<Result<Vec<u64>, String>>()?;
             match sizes.iter().sum::<u64>() {
                 n if n == live => Ok(()),
@@ -361,8 +361,8 @@ fn kill9_source_during_move_resumes() {
     let want = BTreeSet::from(["node-2".to_string()]);
     assert_eq!(owners(&status, 0, 4095), want, "{status}");
     on_node(&cluster.nodes[cluster.node("node-2")], &pairs);
-    wait_dbsize(&cluster, source, 0, "the source drops its copy");
-    wait_dbsize(
+    wait_store_keys(&cluster, source, 0, "the source drops its copy");
+    wait_store_keys(
         &cluster,
         cluster.node("node-2"),
         pairs.len() as u64,
@@ -379,13 +379,13 @@ fn kill9_target_during_move_aborts() {
     let own = pairs_in("own", 8192, 16383, 500);
     load(&cluster, &own);
     let target = cluster.node("node-2");
-    let before = cluster.nodes[target].dbsize().unwrap();
+    let before = cluster.nodes[target].store_keys().unwrap();
     assert_eq!(before, own.len() as u64);
     let mut mover = Mover::start(&cluster, "0-4095", "node-2");
     wait_until(
         "the copy reaches node-2",
         || cluster.logs(),
-        || match cluster.nodes[target].dbsize()? {
+        || match cluster.nodes[target].store_keys()? {
             n if n > before => Ok(()),
             n => Err(format!("{n} keys")),
         },
@@ -436,7 +436,7 @@ fn kill9_target_during_move_aborts() {
 
     // Restarted, node-2 drops its partial copy and keeps its own keys.
     cluster.nodes[target].restart();
-    wait_dbsize(&cluster, target, before, "the partial copy dropped");
+    wait_store_keys(&cluster, target, before, "the partial copy dropped");
     on_node(&cluster.nodes[target], &own);
     wait_settled(&cluster);
 }
@@ -499,7 +499,7 @@ fn lost_handover_answer_is_resolved() {
     read_back(&cluster, &deleted);
     // ... and the source took none after the hand-over: once its copy is dropped it holds
     // nothing (it owned only keys of the range), although the writer went on past the move.
-    wait_dbsize(&cluster, source, 0, "the source's copy dropped");
+    wait_store_keys(&cluster, source, 0, "the source's copy dropped");
 }
 
 #[test]
@@ -553,7 +553,7 @@ fn node_membership() {
             || node.info_has("cluster_known_nodes:3"),
         );
     }
-    wait_dbsize(&cluster, cluster.node("node-1"), 0, "its ranges dropped");
+    wait_store_keys(&cluster, cluster.node("node-1"), 0, "its ranges dropped");
     let seeds: Vec<String> = ["node-2", "node-3", "node-4"]
         .iter()
         .map(|id| cluster.nodes[cluster.node(id)].addr())

@@ -254,6 +254,13 @@ fn router_over_replicas_lists_each_key_once_and_splits_writes_per_chain() {
         redirects,
         "nothing was routed again: the router split the writes itself"
     );
+    // FLUSHALL through the router: every node flushes the chains it heads, each down its
+    // chain (one of them heads two now), so no copy is left anywhere.
+    assert_eq!(c.command(&[b"FLUSHALL"]).unwrap(), ok());
+    assert_eq!(integer(c.command(&[b"DBSIZE"]), "DBSIZE"), 0);
+    for node in cluster.nodes.iter().filter(|n| n.id != dead_id) {
+        assert_eq!(node.store_keys().unwrap(), 0, "{} after FLUSHALL", node.id);
+    }
 }
 
 #[test]
@@ -358,7 +365,7 @@ fn router_cross_node_mget_is_one_request_per_backend() {
     assert_eq!(integer(c.command(&[b"DBSIZE"]), "DBSIZE"), 0);
     for node in &cluster.nodes {
         assert_eq!(
-            node.dbsize().unwrap(),
+            node.store_keys().unwrap(),
             0,
             "{} after DEL and UNLINK",
             node.id
@@ -470,7 +477,7 @@ fn redis_cli_through_router() {
     }
 
     // DBSIZE: the nodes' keys summed; KEYS *: every key, from every node.
-    let sizes: u64 = cluster.nodes.iter().map(|n| n.dbsize().unwrap()).sum();
+    let sizes: u64 = cluster.nodes.iter().map(|n| n.store_keys().unwrap()).sum();
     assert_eq!(redis_cli(&["DBSIZE"]), sizes.to_string());
     let mut expected: BTreeSet<String> = keys[3..].iter().cloned().collect();
     expected.extend(counters.iter().cloned());
@@ -1062,7 +1069,7 @@ fn commands_the_router_answers(c: &mut Connection) {
 /// Keyless commands over every node: DBSIZE summed, KEYS and SCAN gathered, RANDOMKEY one of
 /// them, FLUSHALL on every node.
 fn keyless_commands_over_every_node(cluster: &Cluster, c: &mut Connection, keys: &[String]) {
-    let sizes: u64 = cluster.nodes.iter().map(|n| n.dbsize().unwrap()).sum();
+    let sizes: u64 = cluster.nodes.iter().map(|n| n.store_keys().unwrap()).sum();
     assert_eq!(integer(c.command(&[b"DBSIZE"]), "DBSIZE") as u64, sizes);
     let all: BTreeSet<String> = match c.command(&[b"KEYS", b"*"]).unwrap() {
         Value::Array(v) => v
@@ -1079,7 +1086,7 @@ fn keyless_commands_over_every_node(cluster: &Cluster, c: &mut Connection, keys:
     assert!(all.contains(&random), "RANDOMKEY {random}");
     assert_eq!(c.command(&[b"FLUSHALL"]).unwrap(), ok());
     for node in &cluster.nodes {
-        assert_eq!(node.dbsize().unwrap(), 0, "{} after FLUSHALL", node.id);
+        assert_eq!(node.store_keys().unwrap(), 0, "{} after FLUSHALL", node.id);
     }
     assert_eq!(integer(c.command(&[b"DBSIZE"]), "DBSIZE"), 0);
     assert_eq!(c.command(&[b"RANDOMKEY"]).unwrap(), Value::Null);
