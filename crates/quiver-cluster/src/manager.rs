@@ -137,8 +137,15 @@ pub async fn repair_once(
             }
             return Ok(None);
         }
-        // Nothing to repair: joins, each on the lease of the node chosen.
+        // Nothing to repair: joins, each on the lease of the node chosen; else leaving
+        // nodes spliced out of the chains where their replacements joined.
         let Some((next, chosen)) = current.topology.with_joins(&runs) else {
+            if let Some(next) = current.topology.with_left() {
+                if meta.replace(&current, &next).await? {
+                    tracing::info!(leaving = ?next.leaving, epoch = next.epoch,
+                        "manager: leaving nodes spliced out of chains with their replacements");
+                }
+            }
             return Ok(None);
         };
         let checks: Vec<LeaseCheck> = chosen

@@ -148,6 +148,10 @@ pub struct Topology {
     pub shards: Vec<Shard>,
     #[serde(default)]
     pub migrations: Vec<Migration>,
+    /// Nodes leaving the cluster (`remove-node` with replicas: `topology::leave`): each of
+    /// their chains gets a replacement first, then they are spliced out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leaving: Vec<String>,
 }
 
 impl Topology {
@@ -189,6 +193,7 @@ impl Topology {
             nodes,
             shards,
             migrations: Vec::new(),
+            leaving: Vec::new(),
         };
         t.validate()?;
         Ok(t)
@@ -241,8 +246,10 @@ impl Topology {
             }
             next = s.slots.hi as u32 + 1;
             // A chain shorter than `replicas` has lost members (until new ones catch up); an
-            // empty one would have lost the range's data.
-            if s.chain.is_empty() || s.chain.len() > self.replicas as usize {
+            // empty one would have lost the range's data. A leaving member's replacement
+            // joins before it leaves.
+            let leaving = s.chain.iter().filter(|m| self.is_leaving(m)).count();
+            if s.chain.is_empty() || s.chain.len() > self.replicas as usize + leaving {
                 return bad(format!(
                     "slots {}: a chain of {} nodes, replicas is {}",
                     s.slots,
@@ -264,13 +271,16 @@ impl Topology {
             }
             if let Some(id) = &s.joining {
                 self.node_index(id)?;
-                if s.chain.contains(id) || s.chain.len() >= self.replicas as usize {
+                if s.chain.contains(id) || !self.wants_member(s) {
                     return bad(format!(
                         "slots {}: node {id} joins a chain it is in, or a full one",
                         s.slots
                     ));
                 }
             }
+        }
+        for id in &self.leaving {
+            self.node_index(id)?;
         }
         for m in &self.migrations {
             self.node_index(&m.to)?;
@@ -427,6 +437,7 @@ impl Topology {
         }
         let mut t = self.next();
         t.nodes.retain(|n| n.id != id);
+        t.leaving.retain(|n| n != id);
         Ok(t)
     }
 
@@ -445,9 +456,9 @@ impl Topology {
                 "node {id} is already in the chain of slots {slots}"
             )));
         }
-        if s.chain.len() >= replicas {
+        if !self.wants_member(s) {
             return Err(TopologyError::Refused(format!(
-                "the chain of slots {slots} already has {replicas} nodes"
+                "the chain of slots {slots} already has {replicas} nodes that stay"
             )));
         }
         s.chain.push(id.to_string());
@@ -717,6 +728,12 @@ impl fmt::Display for Topology {
         for m in &self.migrations {
             writeln!(f, "  moving {}: {} -> {}", m.slots, m.from, m.to)?;
         }
+        for id in &self.leaving {
+            writeln!(
+                f,
+                "  {id} leaving: replaced in each of its chains, then removed"
+            )?;
+        }
         Ok(())
     }
 }
@@ -739,6 +756,7 @@ mod range_text {
 }
 
 mod heads;
+mod leave;
 mod repair;
 pub use repair::{Finding, Repair};
 

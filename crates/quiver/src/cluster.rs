@@ -5,7 +5,7 @@
 //! `status` shows the topology with each node's key count. Every change is one etcd
 //! transaction on the epoch (`quiver_cluster::meta`).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use quiver_client::{ClientOptions, Connection};
@@ -19,6 +19,8 @@ use crate::error::CliError;
 const NODE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often a move's progress is read from etcd.
 const MOVE_POLL: Duration = Duration::from_millis(50);
+/// How often remove-node with replicas reads the topology while the node leaves.
+const LEAVE_POLL: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
@@ -31,7 +33,9 @@ pub enum ClusterCommand {
     Status(StatusArgs),
     /// Add a registered node to the cluster, owning no slots yet.
     AddNode(NodeArgs),
-    /// Move its slots to the other nodes, then take a node out of the cluster.
+    /// Move its slots to the other nodes, then take a node out of the cluster. With replicas
+    /// each chain it is in gets a replacement first (the node never leaves a chain before
+    /// its replacement joined it), its head roles go to the next members, then it leaves.
     RemoveNode(NodeArgs),
     /// Move slots to a node while they are served; returns when every move is complete.
     ///
@@ -84,7 +88,8 @@ pub struct NodeArgs {
     /// The node: its id or its host:port address.
     #[arg(long, value_name = "NODE")]
     pub node: String,
-    /// Longest wait for each move (remove-node), in seconds.
+    /// Longest wait for each move, or with replicas for the whole leave (remove-node), in
+    /// seconds.
     #[arg(long, value_name = "S", default_value_t = 600)]
     pub timeout_s: u64,
 }
@@ -422,7 +427,7 @@ async fn move_one(
         "moving slots {slots} from {from} to {to} (epoch {})",
         t.epoch
     );
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     loop {
         tokio::time::sleep(MOVE_POLL).await;
         // The move goes on without this process: an etcd that does not answer for a while
@@ -469,6 +474,9 @@ async fn remove_node(a: &NodeArgs) -> Result<(), CliError> {
     let meta = connect(&a.etcd).await?;
     let t = meta.existing().await?.topology;
     let id = member(&t, &a.node)?;
+    if t.replicas > 1 {
+        return leave(&meta, &id, Duration::from_secs(a.timeout_s)).await;
+    }
     let others: Vec<String> = t
         .nodes
         .iter()
@@ -491,6 +499,37 @@ async fn remove_node(a: &NodeArgs) -> Result<(), CliError> {
         move_one(&meta, range, &to, Duration::from_secs(a.timeout_s)).await?;
     }
     let t = meta.update(|t| t.without_node(&id)).await?;
+    print!("{t}");
+    Ok(())
+}
+
+/// remove-node with replicas (`topology::leave`): marks the node leaving, waits until it is
+/// in no chain (the manager and the chains' tails bring replacements in, the node hands its
+/// head roles over, the manager splices it out), then removes it.
+async fn leave(meta: &Meta, id: &str, timeout: Duration) -> Result<(), CliError> {
+    meta.update(|t| t.with_leaving(id)).await?;
+    let started = Instant::now();
+    loop {
+        let t = meta.existing().await?.topology;
+        let chains = t.shards.iter().filter(|s| s.position(id).is_some()).count();
+        if chains == 0 {
+            break;
+        }
+        if started.elapsed() > timeout {
+            return Err(CliError::Negative(format!(
+                "node {id} is still in {chains} chains after {} s: it stays leaving (run \
+                 remove-node again to go on waiting; the nodes' and managers' logs say why)",
+                timeout.as_secs()
+            )));
+        }
+        tokio::time::sleep(LEAVE_POLL).await;
+    }
+    let t = meta.update(|t| t.without_node(id)).await?;
+    println!(
+        "node {id} left every chain and the cluster in {:.3} s (epoch {})",
+        started.elapsed().as_secs_f64(),
+        t.epoch
+    );
     print!("{t}");
     Ok(())
 }

@@ -10,6 +10,9 @@
 //! moves one head from a node above the bound to one below it, so the spread is reached
 //! after at most `chains` of them.
 //!
+//! A leaving node (`topology::leave`) hands each chain it heads to the next member that
+//! stays, whether the cluster is whole or not.
+//!
 //! The head drives the hand-over (`quiver-node`'s `agent::heads`): it freezes the chain's
 //! writes, waits until everything it applied is committed — every member then holds the same
 //! messages, so any order of them is a valid chain — and writes [`Topology::with_head`]:
@@ -38,6 +41,7 @@ impl Topology {
         let full = (self.replicas as usize).min(self.nodes.len());
         self.replicas > 1
             && self.migrations.is_empty()
+            && self.leaving.is_empty()
             && self.nodes.iter().all(|n| n.run != EXPELLED)
             && self
                 .shards
@@ -49,6 +53,14 @@ impl Topology {
     /// documentation); `None` when it heads no more than [`Topology::heads_max`] or the
     /// cluster is not whole.
     pub fn head_handoff(&self, id: &str) -> Option<(SlotRange, String)> {
+        if self.is_leaving(id) {
+            // A leaving head hands its chains over one by one, whole cluster or not.
+            return self
+                .shards
+                .iter()
+                .filter(|s| s.owner() == id)
+                .find_map(|s| self.successor_staying(s).map(|m| (s.slots, m)));
+        }
         let max = self.heads_max();
         if !self.is_whole() || self.heads_of(id) <= max {
             return None;
@@ -90,18 +102,8 @@ impl Topology {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Node;
+    use super::super::tests::nodes;
     use super::*;
-
-    fn nodes(n: usize) -> Vec<Node> {
-        (0..n)
-            .map(|i| Node {
-                id: format!("n{i}"),
-                addr: format!("127.0.0.1:{}", 7000 + i),
-                run: 100 + i as u64,
-            })
-            .collect()
-    }
 
     /// After restarts one node heads every chain: hand-overs, each computed from the last
     /// topology, spread the heads to one per node, and then none is wanted.

@@ -191,10 +191,9 @@ impl Topology {
             .iter()
             .filter_map(|s| s.joining.clone())
             .collect();
-        let replicas = self.replicas as usize;
         for i in 0..next.shards.len() {
             let shard = &next.shards[i];
-            if shard.chain.len() >= replicas || shard.joining.is_some() {
+            if !self.wants_member(shard) || shard.joining.is_some() {
                 continue;
             }
             let chains_of = |id: &str| {
@@ -207,7 +206,7 @@ impl Topology {
                 .nodes
                 .iter()
                 .map(|n| n.id.as_str())
-                .filter(|id| ok(id) && shard.position(id).is_none())
+                .filter(|id| ok(id) && shard.position(id).is_none() && !self.is_leaving(id))
                 .filter(|id| !taken.iter().any(|t| t == id))
                 .min_by_key(|id| chains_of(id))
                 .map(str::to_string);

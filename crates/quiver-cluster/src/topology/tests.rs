@@ -3,7 +3,8 @@ use std::collections::{HashMap, HashSet};
 use super::repair::Finding;
 use super::*;
 
-fn nodes(n: usize) -> Vec<Node> {
+/// Nodes `n0`.. (the helper of every topology test module).
+pub(super) fn nodes(n: usize) -> Vec<Node> {
     (0..n)
         .map(|i| Node {
             id: format!("n{i}"),

@@ -171,12 +171,16 @@ fn reconcile(
             moves::start(state.clone(), etcd.clone(), m.clone());
         }
     }
-    for (slots, to, tail) in t.joins() {
+    // Only a member serving its chains (at the run the topology names, its lease held)
+    // drives a join or hands its head role over: a restarted process may have lost what it
+    // had applied (its streams start again at 0), and is about to leave its shared chains.
+    let serving = node.not_serving(&view).is_none();
+    for (slots, to, tail) in t.joins().filter(|_| serving) {
         if tail == node.id && node.running_joins.lock().insert(slots) {
             join::start(state.clone(), etcd.clone(), slots, to.to_string());
         }
     }
-    if let Some((slots, to)) = t.head_handoff(&node.id) {
+    if let Some((slots, to)) = t.head_handoff(&node.id).filter(|_| serving) {
         if node.running_handoffs.lock().insert(slots) {
             heads::start(state.clone(), etcd.clone(), slots, to);
         }

@@ -6,6 +6,7 @@
 //! history must be linearizable (porcupine, `history`): nothing acknowledged lost, nothing
 //! stale read, by the clients that went on or by the node that was taken out.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -336,8 +337,13 @@ fn a_restarted_node_leaves_its_chains_and_rejoins_as_tail() {
         assert_eq!(heads, 1, "{node}: {chains:?}");
     }
     // Every member has the head's value of every key (READONLY reads of each member).
-    let mut members: Vec<Connection> = cluster
-        .nodes
+    members_agree(&cluster.nodes, &recorder);
+}
+
+/// Every key the recorder wrote has one value on every node of `nodes` (READONLY reads of
+/// each: every node is in every chain).
+fn members_agree(nodes: &[crate::harness::Node], recorder: &Recorder) {
+    let mut members: Vec<Connection> = nodes
         .iter()
         .map(|n| {
             let mut c = connect(&n.addr()).unwrap();
@@ -376,4 +382,157 @@ fn etcd_restarted_under_replicated_load() {
         "no write acknowledged after etcd came back\n{}",
         cluster.logs()
     );
+}
+
+/// Who a leave's test kills while the node leaves ([`leave_under_load`]).
+#[derive(Clone, Copy, Debug)]
+enum LeaveKill {
+    Nobody,
+    /// The leaving node itself (restarted at once: it is taken out of its chains as
+    /// restarted, and never chosen to join one again).
+    Leaving,
+    /// A node that stays (restarted at once: it rejoins its chains as tail).
+    Staying,
+    /// The elected manager (the other one takes over).
+    Manager,
+}
+
+/// `quiver cluster remove-node` of node-4 from a 4-node cluster of chains of 3 with two
+/// managers, under the recording load, with `kill` killed (kill -9) 0-300 ms into the leave:
+/// each chain node-4 is in gets a replacement (joining as tail) before it leaves it, its head
+/// role goes to the next member, then it is out of every chain and of the cluster. Without a
+/// kill the chains, read every 20 ms, never have fewer than three members (a kill of a
+/// member takes its chains down to two until it rejoins, as any failure does). The history
+/// is linearizable, nothing acknowledged is lost, and the three nodes left end up each
+/// holding every key.
+fn leave_under_load(kill: LeaveKill) {
+    let mut cluster = Cluster::start_failover(4, 3, 2);
+    let name = format!("failover_leave_{kill:?}").to_lowercase();
+    let (recorder, fewest) = record_with(&mut cluster, &name, None, |cluster, _| {
+        let done = AtomicBool::new(false);
+        let etcd = cluster.etcd.url();
+        let victim = match kill {
+            LeaveKill::Nobody => None,
+            LeaveKill::Leaving => Some(Victim::Node(3)),
+            LeaveKill::Staying => Some(Victim::Node(0)),
+            LeaveKill::Manager => cluster.elected_manager().map(Victim::Manager),
+        };
+        let (fewest, out) = std::thread::scope(|s| {
+            let leave = s.spawn(|| {
+                let out = quiver_testkit::process::run(
+                    std::process::Command::new(env!("CARGO_BIN_EXE_quiver")).args([
+                        "cluster",
+                        "remove-node",
+                        "--node",
+                        "node-4",
+                        "--etcd",
+                        &etcd,
+                    ]),
+                    "quiver cluster remove-node",
+                    quiver_testkit::WAIT * 3,
+                );
+                done.store(true, Ordering::SeqCst);
+                out
+            });
+            let mut fewest = usize::MAX;
+            let started = Instant::now();
+            // Any moment of the leave's first 300 ms (it takes about 0.4 s unhindered).
+            let jitter = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let kill_at = Duration::from_millis(u64::from(jitter % 300));
+            eprintln!("leave: {kill:?} killed {kill_at:?} into it");
+            let mut victim = victim;
+            while !done.load(Ordering::SeqCst) {
+                if started.elapsed() >= kill_at {
+                    if let Some(v) = victim.take() {
+                        v.kill_and_restart(cluster);
+                    }
+                }
+                if let Ok(chains) = cluster.chains() {
+                    fewest = chains
+                        .iter()
+                        .map(|c| c.members.len())
+                        .fold(fewest, usize::min);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if let Some(v) = victim {
+                v.kill_and_restart(cluster);
+            }
+            (fewest, leave.join().unwrap())
+        });
+        let (status, out, err) = out;
+        assert!(
+            status.success(),
+            "remove-node: {status}\n{out}{err}\n{}",
+            cluster.logs()
+        );
+        eprintln!("remove-node ({kill:?} killed): {out}");
+        cluster.wait_chains_full(3);
+        fewest
+    });
+    if matches!(kill, LeaveKill::Nobody | LeaveKill::Manager) {
+        assert_eq!(
+            fewest, 3,
+            "a chain had fewer than three members during the leave"
+        );
+    }
+    let chains = cluster.chains().unwrap();
+    for chain in &chains {
+        assert_eq!(chain.members.len(), 3, "{chain:?}");
+        assert!(!chain.members.iter().any(|m| m == "node-4"), "{chain:?}");
+    }
+    let status = cluster.status();
+    assert!(
+        !status["topology"]["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["id"] == "node-4"),
+        "{status}"
+    );
+    members_agree(&cluster.nodes[..3], &recorder);
+}
+
+/// A process [`leave_under_load`] kills.
+#[derive(Clone, Copy)]
+enum Victim {
+    Node(usize),
+    Manager(usize),
+}
+
+impl Victim {
+    fn kill_and_restart(self, cluster: &mut Cluster) {
+        match self {
+            Victim::Node(i) => {
+                cluster.nodes[i].kill9();
+                cluster.nodes[i].restart();
+            }
+            Victim::Manager(i) => {
+                cluster.managers[i].kill9();
+                cluster.managers[i].restart();
+            }
+        }
+    }
+}
+
+#[test]
+fn a_node_leaves_gracefully_without_dropping_below_three_copies() {
+    leave_under_load(LeaveKill::Nobody);
+}
+
+#[test]
+fn a_leave_survives_the_kill_of_the_leaving_node() {
+    leave_under_load(LeaveKill::Leaving);
+}
+
+#[test]
+fn a_leave_survives_the_kill_of_a_node_that_stays() {
+    leave_under_load(LeaveKill::Staying);
+}
+
+#[test]
+fn a_leave_survives_the_kill_of_the_elected_manager() {
+    leave_under_load(LeaveKill::Manager);
 }
