@@ -299,23 +299,7 @@ fn a_stopped_tail_holds_writes_and_dirty_reads_until_it_answers() {
 #[test]
 fn redis_py_reads_from_replicas() {
     let cluster = Cluster::start_replicated(3, 3);
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/cluster/redis_py_cluster.py"
-    );
-    let (status, out, err) = quiver_testkit::process::run(
-        std::process::Command::new(quiver_testkit::tool::require("python3"))
-            .arg(script)
-            .arg(cluster.nodes[0].port.to_string())
-            .arg("3"),
-        "redis_py_cluster.py",
-        quiver_testkit::WAIT * 3,
-    );
-    assert!(
-        status.success(),
-        "redis_py_cluster.py: {status}\n{out}{err}\n{}",
-        cluster.logs()
-    );
+    crate::tools::redis_py_cluster(&cluster, 3);
 }
 
 /// `ClusterClient` with `read_from_replicas` on a cluster of 3 nodes with chains of

@@ -142,22 +142,7 @@ fn redis_cli_follows_moved() {
 #[test]
 fn redis_py_cluster() {
     let cluster = Cluster::start(3);
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/cluster/redis_py_cluster.py"
-    );
-    let (status, out, err) = run(
-        Command::new(tool::require("python3"))
-            .arg(script)
-            .arg(cluster.nodes[0].port.to_string()),
-        "redis_py_cluster.py",
-        WAIT * 3,
-    );
-    assert!(
-        status.success(),
-        "redis_py_cluster.py: {status}\n{out}{err}\n{}",
-        cluster.logs()
-    );
+    tools::redis_py_cluster(&cluster, 1);
 }
 
 #[test]

@@ -203,7 +203,7 @@ fn tools_see_the_cluster(replicas: u8) {
 
 /// redis-py's RedisCluster against the cluster (`redis_py_cluster.py`: its keys spread over
 /// the masters, reads from every member with replicas).
-fn redis_py_cluster(cluster: &Cluster, replicas: u8) {
+pub fn redis_py_cluster(cluster: &Cluster, replicas: u8) {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/cluster/redis_py_cluster.py"
