@@ -434,13 +434,7 @@ impl Store {
                 .flatten()
                 .filter(|&s| u32::from(s) < SLOTS)
             {
-                let straddles = self
-                    .slot_ranges()
-                    .iter()
-                    .any(|p| p.contains(at) && p.lo != at);
-                if straddles {
-                    self.split(at)?;
-                }
+                self.split_inside(at)?;
             }
         }
         Ok(())

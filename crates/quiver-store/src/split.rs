@@ -87,15 +87,24 @@ impl Store {
     /// Splits the partition owning slot `at` into the slots before `at` and those from `at`
     /// on, which move to a new partition. `at` must not be the first slot of its partition.
     pub fn split(&self, at: u16) -> Result<SplitReport> {
+        self.split_inside(at)?.ok_or_else(|| {
+            Error::InvalidOptions(format!(
+                "slot {at} is the first of its partition: nothing to split"
+            ))
+        })
+    }
+
+    /// Splits at `at` when it falls inside a partition, and answers `None` when a partition
+    /// already begins there — checked under the layout lock, so that two callers aligning
+    /// the store to the same edge at once (two chains' FLUSHALLs) do not race.
+    pub(crate) fn split_inside(&self, at: u16) -> Result<Option<SplitReport>> {
         let inner = self.inner();
         let _one = inner.layout_change.lock();
         let table = inner.table();
         let pos = table_pos(&table, at)?;
         let r = table.partitioner.range(pos).ok_or(Error::NotSlotted)?;
         if r.lo == at {
-            return Err(Error::InvalidOptions(format!(
-                "slot {at} is the first of its partition ({r}): nothing to split"
-            )));
+            return Ok(None);
         }
         let source = table.parts[pos].clone();
         let moved = SlotRange { lo: at, hi: r.hi };
@@ -104,6 +113,7 @@ impl Store {
             hi: at - 1,
         };
         self.move_into_new(&table, &[source], moved, Some(kept))
+            .map(Some)
     }
 
     /// Merges the partition owning slot `at` with the one before it (owning `at - 1`) into a
