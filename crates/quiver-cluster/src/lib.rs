@@ -15,4 +15,4 @@ pub mod meta;
 pub mod topology;
 
 pub use meta::{Meta, MetaError};
-pub use topology::{Migration, Node, Shard, Topology, TopologyError};
+pub use topology::{Migration, Node, Shard, Target, Topology, TopologyError};

@@ -137,13 +137,14 @@ pub async fn repair_once(
             }
             return Ok(None);
         }
-        // Nothing to repair: joins, each on the lease of the node chosen; else leaving
-        // nodes spliced out of the chains where their replacements joined.
+        // Nothing to repair: joins, each on the lease of the node chosen; else members on
+        // their way out (leaving, or not in a target) spliced out of the chains where their
+        // replacements joined, and targets reached forgotten.
         let Some((next, chosen)) = current.topology.with_joins(&runs) else {
-            if let Some(next) = current.topology.with_left() {
+            if let Some(next) = current.topology.with_spliced() {
                 if meta.replace(&current, &next).await? {
-                    tracing::info!(leaving = ?next.leaving, epoch = next.epoch,
-                        "manager: leaving nodes spliced out of chains with their replacements");
+                    tracing::info!(leaving = ?next.leaving, targets = next.targets.len(), epoch = next.epoch,
+                        "manager: members on their way out spliced out of chains with their replacements");
                 }
             }
             return Ok(None);

@@ -136,6 +136,16 @@ pub struct Migration {
     pub attempt: u32,
 }
 
+/// Where a range is to end up in a replicated cluster (`move-slots`, `rebalance` with
+/// replicas: `topology::reshape`): served by `chain`, head first. The chains serving it now
+/// change member by member until they are this one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target {
+    #[serde(with = "range_text")]
+    pub slots: SlotRange,
+    pub chain: Vec<String>,
+}
+
 /// One version of the cluster's configuration.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Topology {
@@ -152,6 +162,9 @@ pub struct Topology {
     /// their chains gets a replacement first, then they are spliced out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub leaving: Vec<String>,
+    /// Ranges on their way to other chains (`topology::reshape`), disjoint, in slot order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<Target>,
 }
 
 impl Topology {
@@ -194,6 +207,7 @@ impl Topology {
             shards,
             migrations: Vec::new(),
             leaving: Vec::new(),
+            targets: Vec::new(),
         };
         t.validate()?;
         Ok(t)
@@ -246,10 +260,10 @@ impl Topology {
             }
             next = s.slots.hi as u32 + 1;
             // A chain shorter than `replicas` has lost members (until new ones catch up); an
-            // empty one would have lost the range's data. A leaving member's replacement
-            // joins before it leaves.
-            let leaving = s.chain.iter().filter(|m| self.is_leaving(m)).count();
-            if s.chain.is_empty() || s.chain.len() > self.replicas as usize + leaving {
+            // empty one would have lost the range's data. A member on its way out (leaving,
+            // or not in the range's target) is replaced before it goes: one more meanwhile.
+            let longest = self.replicas as usize + usize::from(self.has_extra(s));
+            if s.chain.is_empty() || s.chain.len() > longest {
                 return bad(format!(
                     "slots {}: a chain of {} nodes, replicas is {}",
                     s.slots,
@@ -282,6 +296,7 @@ impl Topology {
         for id in &self.leaving {
             self.node_index(id)?;
         }
+        self.validate_targets()?;
         for m in &self.migrations {
             self.node_index(&m.to)?;
             if m.from == m.to {
@@ -515,10 +530,10 @@ impl Topology {
     pub fn with_migration(&self, slots: SlotRange, to: &str) -> Result<Topology> {
         self.node_index(to)?;
         if self.replicas > 1 {
-            // A move hands a range from one node to another; between chains it must also
-            // carry the range down the target's chain (not built yet).
+            // With replicas a range moves member by member (`with_target`), never as a copy
+            // from one node to another.
             return Err(TopologyError::Refused(format!(
-                "moving slots between replicated chains (replicas {}) is not supported yet",
+                "with replicas ({}) slots move to a chain (a target), not to one node",
                 self.replicas
             )));
         }
@@ -734,6 +749,14 @@ impl fmt::Display for Topology {
                 "  {id} leaving: replaced in each of its chains, then removed"
             )?;
         }
+        for target in &self.targets {
+            writeln!(
+                f,
+                "  slots {:>11}  moving to {}",
+                target.slots.to_string(),
+                target.chain.join(" -> ")
+            )?;
+        }
         Ok(())
     }
 }
@@ -758,6 +781,7 @@ mod range_text {
 mod heads;
 mod leave;
 mod repair;
+mod reshape;
 pub use repair::{Finding, Repair};
 
 #[cfg(test)]

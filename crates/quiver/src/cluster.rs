@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand};
 use quiver_client::{ClientOptions, Connection};
 use quiver_cluster::meta::{Meta, DEFAULT_PREFIX};
-use quiver_cluster::{topology, MetaError, Node, Topology, TopologyError};
+use quiver_cluster::{topology, MetaError, Node, Target, Topology, TopologyError};
 use quiver_store::slot::SlotRange;
 
 use crate::error::CliError;
@@ -42,9 +42,13 @@ pub enum ClusterCommand {
     /// The slots' owner copies them to the target, pauses writes to them for the last
     /// catch-up, and hands them over in one etcd transaction. Slots of several owners move
     /// one owner's run at a time. Exits non-zero if a move fails (its slots stay where they
-    /// were, with all their data).
+    /// were, with all their data). With replicas the slots move to the chain the node heads
+    /// (or a new chain of it and the nodes holding least), member by member: never fewer
+    /// than R copies.
     MoveSlots(MoveArgs),
-    /// Move slots between nodes until each owns an even share.
+    /// Move slots between nodes until each owns an even share. With replicas each node
+    /// heads its share and holds about as many copies as any other: a node just added ends
+    /// up in R chains, heading one.
     Rebalance(RebalanceArgs),
 }
 
@@ -392,6 +396,13 @@ async fn move_slots(a: &MoveArgs) -> Result<(), CliError> {
     let meta = connect(&a.etcd).await?;
     let t = meta.existing().await?.topology;
     let to = member(&t, &a.to)?;
+    if t.replicas > 1 {
+        let target = Target {
+            slots: a.slots,
+            chain: t.chain_for(&to),
+        };
+        return reshape(&meta, vec![target], Duration::from_secs(a.timeout_s)).await;
+    }
     // One run per owner: a migration has one source.
     let runs: Vec<SlotRange> = t
         .shards
@@ -534,9 +545,81 @@ async fn leave(meta: &Meta, id: &str, timeout: Duration) -> Result<(), CliError>
     Ok(())
 }
 
+/// `move-slots` and `rebalance` with replicas (`topology::reshape`): records `targets`, waits
+/// until the chains have reached them; on timeout gives them up (the chains stay wherever
+/// they got, each whole).
+async fn reshape(meta: &Meta, targets: Vec<Target>, timeout: Duration) -> Result<(), CliError> {
+    let t = meta.update(|t| t.with_targets(&targets)).await?;
+    for target in &targets {
+        eprintln!(
+            "moving slots {} to the chain {} (epoch {})",
+            target.slots,
+            target.chain.join(" -> "),
+            t.epoch
+        );
+    }
+    let slots: Vec<SlotRange> = targets.iter().map(|t| t.slots).collect();
+    let started = Instant::now();
+    loop {
+        tokio::time::sleep(MOVE_POLL).await;
+        let t = match meta.existing().await {
+            Ok(v) => v.topology,
+            Err(e @ (MetaError::Timeout { .. } | MetaError::Etcd { .. }))
+                if started.elapsed() < timeout =>
+            {
+                eprintln!("reading the move's progress: {e}; reading again");
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let pending = t
+            .targets
+            .iter()
+            .filter(|p| {
+                slots
+                    .iter()
+                    .any(|r| r.lo <= p.slots.hi && p.slots.lo <= r.hi)
+            })
+            .count();
+        if pending == 0 {
+            if let Some(missed) = targets.iter().find(|target| !t.reached(target)) {
+                return Err(CliError::Negative(format!(
+                    "the move of slots {} was given up before its chains reached {}",
+                    missed.slots,
+                    missed.chain.join(" -> ")
+                )));
+            }
+            println!(
+                "moved {} range(s) in {:.3} s (epoch {})",
+                targets.len(),
+                started.elapsed().as_secs_f64(),
+                t.epoch
+            );
+            print!("{t}");
+            return Ok(());
+        }
+        if started.elapsed() > timeout {
+            meta.update(|t| Ok(t.without_targets(&slots))).await?;
+            return Err(CliError::Negative(format!(
+                "{pending} range(s) had not reached their chains after {} s: given up, their                  chains stay as they are now (the nodes' and managers' logs say why)",
+                timeout.as_secs()
+            )));
+        }
+    }
+}
+
 async fn rebalance(a: &RebalanceArgs) -> Result<(), CliError> {
     let meta = connect(&a.etcd).await?;
-    let plan = meta.existing().await?.topology.rebalance_plan();
+    let t = meta.existing().await?.topology;
+    if t.replicas > 1 {
+        let targets = t.rebalance_targets();
+        if targets.is_empty() {
+            println!("balanced already");
+            return Ok(());
+        }
+        return reshape(&meta, targets, Duration::from_secs(a.timeout_s)).await;
+    }
+    let plan = t.rebalance_plan();
     if plan.is_empty() {
         println!("balanced already");
     }

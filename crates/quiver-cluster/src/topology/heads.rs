@@ -6,9 +6,12 @@
 //! kill loop saw one node head all three chains in 998 of 1000 cycles). Once the cluster is
 //! whole (every chain at its full length, no join and no move in flight, no node expelled),
 //! a node heading more than `ceil(chains / nodes)` chains hands one over to the member of it
-//! that heads the fewest, as long as that one heads fewer than the bound: each hand-over
-//! moves one head from a node above the bound to one below it, so the spread is reached
-//! after at most `chains` of them.
+//! that heads the fewest slots, as long as that one then heads fewer slots than the giver
+//! had: each hand-over lowers the sum of squares of what the nodes head, so they end, and
+//! with chains of equal ranges (the pile-up after restarts) they end with every node at
+//! most at the bound. Counting the slots too keeps ranges where the operator put them: a
+//! rebalanced node heading several small chains that are together its share keeps them,
+//! and so does one given a range by `move-slots` (`topology::reshape`).
 //!
 //! A leaving node (`topology::leave`) hands each chain it heads to the next member that
 //! stays, whether the cluster is whole or not.
@@ -35,13 +38,24 @@ impl Topology {
         self.shards.iter().filter(|s| s.owner() == id).count()
     }
 
+    /// How many slots node `id` heads (its share of the writes).
+    pub fn headed_slots(&self, id: &str) -> u32 {
+        self.shards
+            .iter()
+            .filter(|s| s.owner() == id)
+            .map(|s| s.slots.len())
+            .sum()
+    }
+
     /// Whether every chain has its full length (`replicas`, or every node when there are
-    /// fewer), nothing joins or moves, and no node is expelled: when heads may be moved.
+    /// fewer), nothing joins, moves or leaves, and no node is expelled: when heads may be
+    /// moved for balance.
     pub fn is_whole(&self) -> bool {
         let full = (self.replicas as usize).min(self.nodes.len());
         self.replicas > 1
             && self.migrations.is_empty()
             && self.leaving.is_empty()
+            && self.targets.is_empty()
             && self.nodes.iter().all(|n| n.run != EXPELLED)
             && self
                 .shards
@@ -50,8 +64,8 @@ impl Topology {
     }
 
     /// The chain node `id` should hand its head role over, and to whom (see the module
-    /// documentation); `None` when it heads no more than [`Topology::heads_max`] or the
-    /// cluster is not whole.
+    /// documentation; a head on the way of a target: `topology::reshape`); `None` when it
+    /// heads no more than [`Topology::heads_max`] chains, or the cluster is not whole.
     pub fn head_handoff(&self, id: &str) -> Option<(SlotRange, String)> {
         if self.is_leaving(id) {
             // A leaving head hands its chains over one by one, whole cluster or not.
@@ -61,20 +75,25 @@ impl Topology {
                 .filter(|s| s.owner() == id)
                 .find_map(|s| self.successor_staying(s).map(|m| (s.slots, m)));
         }
-        let max = self.heads_max();
-        if !self.is_whole() || self.heads_of(id) <= max {
+        if let Some(handoff) = self.target_handoff(id) {
+            return Some(handoff);
+        }
+        let mine = self.headed_slots(id);
+        if !self.is_whole() || self.heads_of(id) <= self.heads_max() {
             return None;
         }
+        // Only to a member that then heads fewer slots than this node would have kept: the
+        // sum of squares of what the nodes head falls with each hand-over, so they end.
         self.shards
             .iter()
             .filter(|s| s.owner() == id)
             .flat_map(|s| {
                 s.chain[1..]
                     .iter()
-                    .map(move |m| (self.heads_of(m), s.slots, m))
+                    .map(move |m| (self.headed_slots(m), s.slots, m))
             })
-            .filter(|&(heads, _, _)| heads < max)
-            .min_by_key(|&(heads, slots, _)| (heads, slots))
+            .filter(|&(headed, slots, _)| headed + slots.len() < mine)
+            .min_by_key(|&(headed, slots, _)| (headed, slots))
             .map(|(_, slots, m)| (slots, m.clone()))
     }
 

@@ -2,14 +2,15 @@
 //! replicas): FAWN-KV's leave, member by member, never below `replicas` copies.
 //!
 //! 1. [`Topology::with_leaving`] marks the node leaving.
-//! 2. Each chain it is in wants a member ([`Topology::wants_member`]): the manager picks a
+//! 2. Each chain it is in wants a member (`Topology::wants_member`): the manager picks a
 //!    replacement that stays and is in the fewest chains, which joins as the chain's tail the
 //!    usual way (`with_joins`; the tail streams the range to it while the chain serves), so
 //!    the chain briefly has `replicas + 1` members.
 //! 3. A leaving head hands its role over to the next member that stays (`topology::heads`:
 //!    freeze, drain to committed, a new version).
-//! 4. [`Topology::with_left`] splices the leaving node out of every chain where it is no
-//!    longer the head and the members that stay are enough, at a new version: its
+//! 4. `Topology::with_spliced` (`topology::reshape`, which treats a leaving member as any
+//!    member on its way out) splices the leaving node out of every chain where it is no
+//!    longer the head and the chain has more members than it keeps, at a new version: its
 //!    predecessor sends what it has not seen committed to its new successor, as when a
 //!    middle fails — nothing acknowledged depended on the leaving node alone.
 //! 5. Once it is in no chain, `without_node` removes it.
@@ -25,15 +26,9 @@ impl Topology {
     }
 
     /// Members each chain keeps: `replicas`, or every node that stays when there are fewer.
-    fn copies(&self) -> usize {
+    pub(super) fn copies(&self) -> usize {
         let staying = self.nodes.len().saturating_sub(self.leaving.len());
         (self.replicas as usize).min(staying)
-    }
-
-    /// Whether chain `s` wants a new member: its members that stay are fewer than the copies
-    /// it keeps (it lost one, or one of them is leaving and not yet replaced).
-    pub fn wants_member(&self, s: &Shard) -> bool {
-        s.chain.iter().filter(|m| !self.is_leaving(m)).count() < self.copies()
     }
 
     /// The next version with node `id` leaving. Refused when the nodes that stay could not
@@ -62,35 +57,6 @@ impl Topology {
         }
         t.validate()?;
         Ok(t)
-    }
-
-    /// The next version with the leaving nodes spliced out of every chain they no longer
-    /// head, where the members that stay are enough and no join is in flight, each changed
-    /// chain at a new version; `None` when there is nothing to splice.
-    pub fn with_left(&self) -> Option<Topology> {
-        let mut t = self.next();
-        let version = t.epoch;
-        let copies = self.copies();
-        let mut changed = false;
-        for s in t.shards.iter_mut().filter(|s| s.joining.is_none()) {
-            let staying = s.chain.iter().filter(|m| !self.is_leaving(m)).count();
-            if staying < copies || staying == 0 {
-                continue;
-            }
-            let head = s.chain[0].clone();
-            let before = s.chain.len();
-            s.chain
-                .retain(|m| *m == head || !self.leaving.iter().any(|l| l == m));
-            if s.chain.len() != before {
-                s.version = version;
-                changed = true;
-            }
-        }
-        if !changed {
-            return None;
-        }
-        t.validate().ok()?;
-        Some(t)
     }
 
     /// The member a leaving head of chain `s` hands its role to: the next one that stays.
@@ -124,7 +90,7 @@ mod tests {
             .collect();
         assert_eq!(mine.len(), 3);
         // Nothing to splice before the replacements joined.
-        assert!(t.with_left().is_none());
+        assert!(t.with_spliced().is_none());
         let (joined, chosen) = t.with_joins(&alive(&t)).unwrap();
         assert!(chosen.iter().all(|c| c != "n0"), "{chosen:?}");
         t = joined;
@@ -146,7 +112,7 @@ mod tests {
             assert_ne!(to, "n0");
             t = t.with_head(slots, &to).unwrap();
         }
-        t = t.with_left().unwrap();
+        t = t.with_spliced().unwrap();
         for s in &t.shards {
             assert_eq!(s.chain.len(), 3, "{s:?}");
             assert!(s.position("n0").is_none(), "{s:?}");

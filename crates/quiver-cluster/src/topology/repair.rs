@@ -18,7 +18,9 @@
 //!
 //! Joins ([`Topology::with_joins`]): each chain short of `replicas` members and not being
 //! joined gets an ok node that is not in it and joins nothing else, the one in the fewest
-//! chains first (ties: node order), so members spread as the ring spreads them.
+//! chains first (ties: node order), so members spread as the ring spreads them; a chain on
+//! its way to a target (`topology::reshape`) gets the target's next member, once it is ok
+//! and free.
 //!
 //! **Partitions between nodes** ([`Topology::expel_candidate`], [`Topology::with_expelled`]):
 //! a node that cannot reach its successor in a chain reports it (its lease holds, and so
@@ -202,14 +204,19 @@ impl Topology {
                     .filter(|s| s.position(id).is_some())
                     .count()
             };
-            let pick = next
-                .nodes
-                .iter()
-                .map(|n| n.id.as_str())
-                .filter(|id| ok(id) && shard.position(id).is_none() && !self.is_leaving(id))
-                .filter(|id| !taken.iter().any(|t| t == id))
-                .min_by_key(|id| chains_of(id))
-                .map(str::to_string);
+            let free = |id: &str| ok(id) && !taken.iter().any(|t| t == id);
+            // A chain on its way to a target takes the target's next member, when it can.
+            let pick = match self.target_joiner(shard) {
+                Some(id) => free(id).then(|| id.to_string()),
+                None => next
+                    .nodes
+                    .iter()
+                    .map(|n| n.id.as_str())
+                    .filter(|id| shard.position(id).is_none() && !self.is_leaving(id))
+                    .filter(|id| free(id))
+                    .min_by_key(|id| chains_of(id))
+                    .map(str::to_string),
+            };
             if let Some(id) = pick {
                 next.shards[i].joining = Some(id.clone());
                 taken.push(id.clone());

@@ -7,8 +7,8 @@
 //! forwards (`chain::sender`), a task for every move of a range away from this node
 //! ([`moves`]) and for every node joining a chain this node is the tail of ([`join`]), drops
 //! the ranges the node no longer holds, thaws ranges left frozen by a move or a join that
-//! is over, and hands over the head of a chain when the node heads more than its share
-//! ([`heads`]).
+//! is over, and hands over the head of a chain, or splits a chain it heads, when the topology
+//! wants it ([`drained`]).
 //!
 //! When etcd is unreachable (or the watch breaks) the node keeps serving what it has — the
 //! ranges it owns at its last epoch — and tries again with a bounded backoff; nothing
@@ -20,7 +20,7 @@
 //! (`ClusterNode::lease_renewed`). It also probes the node's successors in its chains and
 //! reports those it cannot reach ([`probe`]), for the manager to expel.
 
-pub mod heads;
+pub mod drained;
 pub mod join;
 pub mod moves;
 pub mod probe;
@@ -172,7 +172,7 @@ fn reconcile(
         }
     }
     // Only a member serving its chains (at the run the topology names, its lease held)
-    // drives a join or hands its head role over: a restarted process may have lost what it
+    // drives a join or changes a chain it heads: a restarted process may have lost what it
     // had applied (its streams start again at 0), and is about to leave its shared chains.
     let serving = node.not_serving(&view).is_none();
     for (slots, to, tail) in t.joins().filter(|_| serving) {
@@ -180,9 +180,16 @@ fn reconcile(
             join::start(state.clone(), etcd.clone(), slots, to.to_string());
         }
     }
-    if let Some((slots, to)) = t.head_handoff(&node.id).filter(|_| serving) {
+    let change = t
+        .split_wanted(&node.id)
+        .map(|(slots, at)| (slots, drained::Change::Split { at }))
+        .or_else(|| {
+            t.head_handoff(&node.id)
+                .map(|(slots, to)| (slots, drained::Change::Head { to }))
+        });
+    if let Some((slots, change)) = change.filter(|_| serving) {
         if node.running_handoffs.lock().insert(slots) {
-            heads::start(state.clone(), etcd.clone(), slots, to);
+            drained::start(state.clone(), etcd.clone(), slots, change);
         }
     }
     for range in node.frozen() {

@@ -384,118 +384,211 @@ fn etcd_restarted_under_replicated_load() {
     );
 }
 
-/// Who a leave's test kills while the node leaves ([`leave_under_load`]).
+/// Who a reshape's test kills while the cluster changes size ([`reshape_under_load`]).
 #[derive(Clone, Copy, Debug)]
-enum LeaveKill {
+enum Kill {
     Nobody,
-    /// The leaving node itself (restarted at once: it is taken out of its chains as
-    /// restarted, and never chosen to join one again).
-    Leaving,
+    /// The node leaving or being added (restarted at once: it is taken out of its chains as
+    /// restarted; a leaving one is never chosen to join one again, an added one rejoins as
+    /// its targets want it).
+    Moving,
     /// A node that stays (restarted at once: it rejoins its chains as tail).
     Staying,
     /// The elected manager (the other one takes over).
     Manager,
 }
 
-/// `quiver cluster remove-node` of node-4 from a 4-node cluster of chains of 3 with two
-/// managers, under the recording load, with `kill` killed (kill -9) 0-300 ms into the leave:
-/// each chain node-4 is in gets a replacement (joining as tail) before it leaves it, its head
-/// role goes to the next member, then it is out of every chain and of the cluster. Without a
-/// kill the chains, read every 20 ms, never have fewer than three members (a kill of a
-/// member takes its chains down to two until it rejoins, as any failure does). The history
-/// is linearizable, nothing acknowledged is lost, and the three nodes left end up each
-/// holding every key.
-fn leave_under_load(kill: LeaveKill) {
-    let mut cluster = Cluster::start_failover(4, 3, 2);
-    let name = format!("failover_leave_{kill:?}").to_lowercase();
-    let (recorder, fewest) = record_with(&mut cluster, &name, None, |cluster, _| {
-        let done = AtomicBool::new(false);
-        let etcd = cluster.etcd.url();
-        let victim = match kill {
-            LeaveKill::Nobody => None,
-            LeaveKill::Leaving => Some(Victim::Node(3)),
-            LeaveKill::Staying => Some(Victim::Node(0)),
-            LeaveKill::Manager => cluster.elected_manager().map(Victim::Manager),
-        };
-        let (fewest, out) = std::thread::scope(|s| {
-            let leave = s.spawn(|| {
-                let out = quiver_testkit::process::run(
-                    std::process::Command::new(env!("CARGO_BIN_EXE_quiver")).args([
-                        "cluster",
-                        "remove-node",
-                        "--node",
-                        "node-4",
-                        "--etcd",
-                        &etcd,
-                    ]),
-                    "quiver cluster remove-node",
-                    quiver_testkit::WAIT * 3,
-                );
-                done.store(true, Ordering::SeqCst);
-                out
-            });
-            let mut fewest = usize::MAX;
-            let started = Instant::now();
-            // Any moment of the leave's first 300 ms (it takes about 0.4 s unhindered).
-            let jitter = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.subsec_nanos());
-            let kill_at = Duration::from_millis(u64::from(jitter % 300));
-            eprintln!("leave: {kill:?} killed {kill_at:?} into it");
-            let mut victim = victim;
-            while !done.load(Ordering::SeqCst) {
-                if started.elapsed() >= kill_at {
-                    if let Some(v) = victim.take() {
-                        v.kill_and_restart(cluster);
-                    }
-                }
-                if let Ok(chains) = cluster.chains() {
-                    fewest = chains
+/// How the cluster changes size in [`reshape_under_load`].
+#[derive(Clone, Copy, Debug)]
+enum Reshape {
+    /// `remove-node` of node-4 from 4 nodes.
+    Leave,
+    /// `add-node` of node-4 to 3 nodes, then `rebalance`.
+    Grow,
+}
+
+/// node-4 leaves a 4-node cluster of chains of 3 (`remove-node`), or joins a 3-node one
+/// (`add-node`, `rebalance`), with two managers, under the recording load (on 16 hash tags,
+/// so that some keys are in the ranges that change chains), with `kill` killed (kill -9)
+/// 0-300 ms into it. Leaving: each chain node-4 is in gets a replacement (joining as tail)
+/// before it leaves it, its head role goes to the next member, then it is out of every chain
+/// and of the cluster. Growing: the ranges node-4 is to head or hold are split off their
+/// chains, node-4 joins each as tail, the member it replaces hands its head role over or is
+/// spliced out; node-4 ends up heading a quarter of the slots and in 3 chains. Without a kill
+/// the chains, read every 20 ms, never have fewer than three members (a kill of a member
+/// takes its chains down to two until it rejoins, as any failure does). The history is
+/// linearizable, nothing acknowledged is lost, and the members of every chain agree on
+/// every key of its range.
+fn reshape_under_load(reshape: Reshape, kill: Kill) {
+    let mut cluster = match reshape {
+        Reshape::Leave => Cluster::start_failover(4, 3, 2),
+        Reshape::Grow => {
+            let mut cluster = Cluster::start_failover(3, 3, 2);
+            cluster.start_node("node-4");
+            cluster
+        }
+    };
+    let name = format!("failover_{reshape:?}_{kill:?}").to_lowercase();
+    let keys = KeySpace::new("rs", 16, 2, 1);
+    let before = cluster.chains().unwrap();
+    let (recorder, fewest) =
+        record_keys(&mut cluster, &name, keys, RECORD_FOR, None, |cluster, _| {
+            let done = AtomicBool::new(false);
+            let etcd = cluster.etcd.url();
+            let victim = match kill {
+                Kill::Nobody => None,
+                Kill::Moving => Some(Victim::Node(3)),
+                Kill::Staying => Some(Victim::Node(0)),
+                Kill::Manager => cluster.elected_manager().map(Victim::Manager),
+            };
+            let steps: &[&[&str]] = match reshape {
+                Reshape::Leave => &[&["remove-node", "--node", "node-4"]],
+                Reshape::Grow => &[&["add-node", "--node", "node-4"], &["rebalance"]],
+            };
+            let (fewest, outs) = std::thread::scope(|s| {
+                let cli = s.spawn(|| {
+                    let outs: Vec<_> = steps
                         .iter()
-                        .map(|c| c.members.len())
-                        .fold(fewest, usize::min);
+                        .map(|args| {
+                            quiver_testkit::process::run(
+                                std::process::Command::new(env!("CARGO_BIN_EXE_quiver"))
+                                    .arg("cluster")
+                                    .args(*args)
+                                    .args(["--etcd", &etcd]),
+                                &format!("quiver cluster {}", args.join(" ")),
+                                quiver_testkit::WAIT * 3,
+                            )
+                        })
+                        .collect();
+                    done.store(true, Ordering::SeqCst);
+                    outs
+                });
+                let mut fewest = usize::MAX;
+                let started = Instant::now();
+                // Any moment of the first 300 ms (a leave takes about 0.4 s unhindered).
+                let jitter = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.subsec_nanos());
+                let kill_at = Duration::from_millis(u64::from(jitter % 300));
+                eprintln!("{reshape:?}: {kill:?} killed {kill_at:?} into it");
+                let mut victim = victim;
+                while !done.load(Ordering::SeqCst) {
+                    if started.elapsed() >= kill_at {
+                        if let Some(v) = victim.take() {
+                            v.kill_and_restart(cluster);
+                        }
+                    }
+                    if let Ok(chains) = cluster.chains() {
+                        fewest = chains
+                            .iter()
+                            .map(|c| c.members.len())
+                            .fold(fewest, usize::min);
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
                 }
-                std::thread::sleep(Duration::from_millis(20));
+                if let Some(v) = victim {
+                    v.kill_and_restart(cluster);
+                }
+                (fewest, cli.join().unwrap())
+            });
+            for (args, (status, out, err)) in steps.iter().zip(outs) {
+                assert!(
+                    status.success(),
+                    "{args:?}: {status}\n{out}{err}\n{}",
+                    cluster.logs()
+                );
+                eprintln!("{args:?} ({kill:?} killed): {out}");
             }
-            if let Some(v) = victim {
-                v.kill_and_restart(cluster);
-            }
-            (fewest, leave.join().unwrap())
+            cluster.wait_chains_full(3);
+            fewest
         });
-        let (status, out, err) = out;
-        assert!(
-            status.success(),
-            "remove-node: {status}\n{out}{err}\n{}",
-            cluster.logs()
-        );
-        eprintln!("remove-node ({kill:?} killed): {out}");
-        cluster.wait_chains_full(3);
-        fewest
-    });
-    if matches!(kill, LeaveKill::Nobody | LeaveKill::Manager) {
-        assert_eq!(
-            fewest, 3,
-            "a chain had fewer than three members during the leave"
-        );
+    if matches!(kill, Kill::Nobody | Kill::Manager) {
+        assert_eq!(fewest, 3, "a chain had fewer than three members on the way");
     }
     let chains = cluster.chains().unwrap();
     for chain in &chains {
         assert_eq!(chain.members.len(), 3, "{chain:?}");
-        assert!(!chain.members.iter().any(|m| m == "node-4"), "{chain:?}");
     }
     let status = cluster.status();
-    assert!(
-        !status["topology"]["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|n| n["id"] == "node-4"),
-        "{status}"
-    );
-    members_agree(&cluster.nodes[..3], &recorder);
+    let member = status["topology"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n["id"] == "node-4");
+    match reshape {
+        Reshape::Leave => {
+            assert!(!member, "{status}");
+            assert!(chains
+                .iter()
+                .all(|c| !c.members.iter().any(|m| m == "node-4")));
+        }
+        Reshape::Grow => {
+            assert!(member, "{status}");
+            let headed = chains.iter().filter(|c| c.members[0] == "node-4").count();
+            let held = chains
+                .iter()
+                .filter(|c| c.members.iter().any(|m| m == "node-4"))
+                .count();
+            assert!(
+                headed >= 1 && held >= 3,
+                "node-4 heads {headed}, is in {held}: {chains:?}"
+            );
+        }
+    }
+    let moved = recorder
+        .keys
+        .all()
+        .into_iter()
+        .filter(|k| chain_of(&before, k).members != chain_of(&chains, k).members)
+        .count();
+    assert!(moved > 0, "no key of the load changed chains: {chains:?}");
+    chains_agree(&cluster, &chains, &recorder);
 }
 
-/// A process [`leave_under_load`] kills.
+/// The chain serving `key`.
+fn chain_of<'a>(chains: &'a [crate::manager::Chain], key: &str) -> &'a crate::manager::Chain {
+    let slot = quiver_store::slot::key_slot(key.as_bytes());
+    chains
+        .iter()
+        .find(|c| {
+            let (lo, hi) = c.slots.split_once('-').unwrap_or((&c.slots, &c.slots));
+            (lo.parse::<u16>().unwrap()..=hi.parse::<u16>().unwrap()).contains(&slot)
+        })
+        .unwrap_or_else(|| panic!("no chain serves {key}: {chains:?}"))
+}
+
+/// Every member of the chain of each key of the load answers the same for it (READONLY).
+fn chains_agree(cluster: &Cluster, chains: &[crate::manager::Chain], recorder: &Recorder) {
+    let mut members: std::collections::HashMap<String, Connection> = cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut c = connect(&n.addr()).unwrap();
+            c.command(&[b"READONLY"]).unwrap();
+            (n.id.clone(), c)
+        })
+        .collect();
+    for key in recorder.keys.all() {
+        let chain = chain_of(chains, &key);
+        let values: Vec<Value> = chain
+            .members
+            .iter()
+            .map(|m| {
+                members
+                    .get_mut(m)
+                    .unwrap()
+                    .command(&[b"GET", key.as_bytes()])
+                    .unwrap()
+            })
+            .collect();
+        assert!(
+            values.windows(2).all(|w| w[0] == w[1]),
+            "{key}: members of {chain:?} disagree: {values:?}"
+        );
+    }
+}
+
+/// A process [`reshape_under_load`] kills.
 #[derive(Clone, Copy)]
 enum Victim {
     Node(usize),
@@ -519,20 +612,40 @@ impl Victim {
 
 #[test]
 fn a_node_leaves_gracefully_without_dropping_below_three_copies() {
-    leave_under_load(LeaveKill::Nobody);
+    reshape_under_load(Reshape::Leave, Kill::Nobody);
 }
 
 #[test]
 fn a_leave_survives_the_kill_of_the_leaving_node() {
-    leave_under_load(LeaveKill::Leaving);
+    reshape_under_load(Reshape::Leave, Kill::Moving);
 }
 
 #[test]
 fn a_leave_survives_the_kill_of_a_node_that_stays() {
-    leave_under_load(LeaveKill::Staying);
+    reshape_under_load(Reshape::Leave, Kill::Staying);
 }
 
 #[test]
 fn a_leave_survives_the_kill_of_the_elected_manager() {
-    leave_under_load(LeaveKill::Manager);
+    reshape_under_load(Reshape::Leave, Kill::Manager);
+}
+
+#[test]
+fn a_node_added_to_chains_of_three_gets_its_share_without_dropping_below_three_copies() {
+    reshape_under_load(Reshape::Grow, Kill::Nobody);
+}
+
+#[test]
+fn a_grow_survives_the_kill_of_the_added_node() {
+    reshape_under_load(Reshape::Grow, Kill::Moving);
+}
+
+#[test]
+fn a_grow_survives_the_kill_of_a_node_that_stays() {
+    reshape_under_load(Reshape::Grow, Kill::Staying);
+}
+
+#[test]
+fn a_grow_survives_the_kill_of_the_elected_manager() {
+    reshape_under_load(Reshape::Grow, Kill::Manager);
 }

@@ -572,6 +572,99 @@ fn node_membership() {
     );
 }
 
+/// `node_membership` on chains of 2: `add-node` and `rebalance` give node-4 its share of
+/// the heads and of the copies (it ends up in 2 chains, heading a quarter of the slots),
+/// `move-slots` moves a range to the chain node-2 heads, `remove-node` takes node-1 out;
+/// every chain keeps 2 members, every key stays readable, and the stores hold each key
+/// exactly twice once the dropped copies are gone.
+#[test]
+fn node_membership_with_replicas() {
+    let mut cluster = Cluster::start_failover(3, 2, 1);
+    let pairs = pairs_in("rmember", 0, 16383, 3000);
+    load(&cluster, &pairs);
+    let expected: Vec<(String, Option<String>)> = pairs
+        .iter()
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .collect();
+    let copies_held = |cluster: &Cluster, want: u64| {
+        wait_until(
+            &format!("each key held {want} times"),
+            || cluster.logs(),
+            || {
+                let held: u64 = cluster
+                    .nodes
+                    .iter()
+                    .map(|n| n.store_keys())
+                    .sum::<Result<u64, String>>()?;
+                (held == want * pairs.len() as u64)
+                    .then_some(())
+                    .ok_or(format!("{held} copies"))
+            },
+        )
+    };
+
+    cluster.start_node("node-4");
+    cluster.quiver_ok(&["add-node", "--node", "node-4"]);
+    let out = cluster.quiver_ok(&["rebalance"]);
+    assert!(out.contains("moved"), "{out}");
+    let chains = cluster.chains().unwrap();
+    assert!(chains.iter().all(|c| c.members.len() == 2), "{chains:?}");
+    let in_chains = chains
+        .iter()
+        .filter(|c| c.members.iter().any(|m| m == "node-4"))
+        .count();
+    assert!(in_chains >= 2, "node-4 in {in_chains} chains: {chains:?}");
+    let status = wait_settled(&cluster);
+    for n in status["nodes"].as_array().unwrap() {
+        let slots = n["slots"].as_u64().unwrap();
+        assert!(
+            (4090..=4100).contains(&slots),
+            "{}: {slots}\n{status}",
+            n["id"]
+        );
+    }
+    read_back(&cluster, &expected);
+    copies_held(&cluster, 2);
+    assert!(cluster
+        .quiver_ok(&["rebalance"])
+        .contains("balanced already"));
+
+    // A range in the middle of node-1's chain moves to the chain node-2 heads.
+    cluster.quiver_ok(&["move-slots", "--slots", "100-199", "--to", "node-2"]);
+    let chains = cluster.chains().unwrap();
+    let of_150 = chains
+        .iter()
+        .find(|c| {
+            c.slots.split_once('-').is_some_and(|(lo, hi)| {
+                (lo.parse::<u16>().unwrap()..=hi.parse::<u16>().unwrap()).contains(&150)
+            })
+        })
+        .unwrap();
+    assert_eq!(of_150.members[0], "node-2", "{chains:?}");
+    read_back(&cluster, &expected);
+
+    cluster.quiver_ok(&["remove-node", "--node", "node-1"]);
+    let chains = cluster.chains().unwrap();
+    assert!(
+        chains
+            .iter()
+            .all(|c| c.members.len() == 2 && !c.members.iter().any(|m| m == "node-1")),
+        "{chains:?}"
+    );
+    wait_store_keys(&cluster, cluster.node("node-1"), 0, "its copies dropped");
+    let seeds: Vec<String> = ["node-2", "node-3", "node-4"]
+        .iter()
+        .map(|id| cluster.nodes[cluster.node(id)].addr())
+        .collect();
+    read_back_via(
+        &mut cluster_client(&seeds),
+        "a client of the nodes left",
+        &cluster,
+        &expected,
+    );
+    copies_held(&cluster, 2);
+}
+
 #[test]
 fn cross_node_multiget_is_one_request_per_node() {
     let cluster = Cluster::start(3);
