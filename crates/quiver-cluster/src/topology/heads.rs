@@ -16,7 +16,7 @@
 //! A leaving node (`topology::leave`) hands each chain it heads to the next member that
 //! stays, whether the cluster is whole or not.
 //!
-//! The head drives the hand-over (`quiver-node`'s `agent::heads`): it freezes the chain's
+//! The head drives the hand-over (`quiver-node`'s `agent::drained`): it freezes the chain's
 //! writes, waits until everything it applied is committed — every member then holds the same
 //! messages, so any order of them is a valid chain — and writes [`Topology::with_head`]:
 //! the new head first, the others in their order, at a new version (which fences the old

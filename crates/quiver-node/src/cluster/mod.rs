@@ -210,7 +210,7 @@ pub struct ClusterNode {
     pub running_moves: Mutex<HashSet<SlotRange>>,
     /// Joins to chains this node is the tail of whose task runs (`agent::join`).
     pub running_joins: Mutex<HashSet<SlotRange>>,
-    /// Chains whose head role this node is handing over (`agent::heads`).
+    /// Chains this node is handing the head role of over, or splitting (`agent::drained`).
     pub running_handoffs: Mutex<HashSet<SlotRange>>,
     /// Asks the agent to read the topology from etcd now (a node handing a range to this
     /// one says it has).

@@ -41,6 +41,7 @@ use crate::harness::{cluster_client, connect, Cluster};
 use crate::history::{outcome_of_error, Outcome as Recorded, REFUSALS};
 
 mod model;
+mod reshape;
 
 use model::{mset_whole, value, KeyKind, KeyModel, MsetInFlight, Outcome, Write};
 
