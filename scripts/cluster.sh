@@ -3,7 +3,7 @@
 # free loopback ports, each in the background in its own session (they outlive this script),
 # every file under one directory.
 #
-#   scripts/cluster.sh up --nodes N [--replicas R] --dir D [--bin PATH] [--node-config FILE]
+#   scripts/cluster.sh up --nodes N [--replicas R] [--spare K] --dir D [--bin PATH] [--node-config FILE]
 #   scripts/cluster.sh down --dir D
 #
 # up: builds quiver (cargo build --release -p quiver, installing protoc when missing) unless
@@ -30,7 +30,8 @@
 # address the topology (or the router's clients) know it by. --node-config FILE: a `quiver serve`
 # settings file for every node (copied to D/node.toml, each node's --config), e.g.
 # `disk-reserve = "32mb"` for many nodes on one small disk (each holds a 1 GiB reserve by
-# default).
+# default). --spare K: K more nodes, node-N+1 .. node-N+K, started and registered but left out
+# of the topology, for `quiver cluster add-node` (growing the cluster).
 #
 # down: stops the processes recorded in D/cluster.json by PID, the manager first (else it would
 # take the stopping nodes out of their chains), the router, then the nodes, etcd last: SIGTERM, a bounded wait (a node checkpoints its store), then SIGKILL. A PID
@@ -259,6 +260,7 @@ up() {
   [ -n "$dir" ] || die "up needs --dir D"
   [[ $node_count =~ ^[1-9][0-9]*$ ]] || die "up needs --nodes N (a positive number)"
   [[ $replicas =~ ^[1-9][0-9]*$ ]] || die "--replicas R: a positive number"
+  [[ $spare =~ ^[0-9]+$ ]] || die "--spare K: a number"
   if [ -e "$dir/cluster.json" ] || [ -e "$dir/etcd" ]; then
     die "$dir holds a cluster already: \`scripts/cluster.sh down --dir $dir\`, then remove it or pick another --dir"
   fi
@@ -284,7 +286,7 @@ up() {
   # Every port chosen now, the nodes' too: a node keeps its address when restarted by hand
   # with the command line its log directory names (the topology records nodes by address).
   local ports client_port peer_port
-  ports=$(free_ports $((node_count + 3)))
+  ports=$(free_ports $((node_count + spare + 3)))
   read -r client_port peer_port router_port ports <<<"$ports"
   read -r -a node_ports <<<"$ports"
   etcd_url=http://127.0.0.1:$client_port
@@ -297,10 +299,10 @@ up() {
   write_state
   wait_until "etcd at $etcd_url" "$dir/etcd.log" "$etcd_pid" etcd_healthy
 
-  local i id ids=()
-  for ((i = 0; i < node_count; i++)); do
+  local i id ids=() started=$((node_count + spare))
+  for ((i = 0; i < started; i++)); do
     id=node-$((i + 1))
-    ids+=("$id")
+    ((i >= node_count)) || ids+=("$id")
     mkdir -p "$dir/$id"
     setsid "$bin" --dir "$dir/$id" serve --port "${node_ports[i]}" --cluster --etcd "$etcd_url" \
       --node-id "$id" "${config_args[@]}" \
@@ -308,10 +310,10 @@ up() {
     node_pids+=($!)
     write_state
   done
-  for ((i = 0; i < node_count; i++)); do
+  for ((i = 0; i < started; i++)); do
     wait_until "node-$((i + 1)) listening" "$dir/node-$((i + 1)).log" "${node_pids[i]}" listening "$i"
   done
-  for ((i = 0; i < node_count; i++)); do
+  for ((i = 0; i < started; i++)); do
     wait_until "node-$((i + 1)) registered in etcd" "$dir/node-$((i + 1)).log" "${node_pids[i]}" \
       info_has "$i" quiver_etcd_connected:1
   done
@@ -353,6 +355,7 @@ cmd=${1:-}
 [ $# -eq 0 ] || shift
 node_count=
 replicas=1
+spare=0
 node_config=
 dir=
 bin=
@@ -360,6 +363,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --nodes) node_count=${2:-}; shift 2 || die "--nodes needs a value" ;;
     --replicas) replicas=${2:-}; shift 2 || die "--replicas needs a value" ;;
+    --spare) spare=${2:-}; shift 2 || die "--spare needs a value" ;;
     --dir) dir=${2:-}; shift 2 || die "--dir needs a value" ;;
     --bin) bin=${2:-}; shift 2 || die "--bin needs a value" ;;
     --node-config) node_config=${2:-}; shift 2 || die "--node-config needs a value" ;;

@@ -405,6 +405,9 @@ enum Reshape {
     Leave,
     /// `add-node` of node-4 to 3 nodes, then `rebalance`.
     Grow,
+    /// 3 → 4 → 5 → 3 nodes: node-4 and node-5 added (each then `rebalance`), node-1 and
+    /// node-2 removed.
+    GrowShrink,
 }
 
 /// node-4 leaves a 4-node cluster of chains of 3 (`remove-node`), or joins a 3-node one
@@ -422,17 +425,23 @@ enum Reshape {
 fn reshape_under_load(reshape: Reshape, kill: Kill) {
     let mut cluster = match reshape {
         Reshape::Leave => Cluster::start_failover(4, 3, 2),
-        Reshape::Grow => {
+        Reshape::Grow | Reshape::GrowShrink => {
             let mut cluster = Cluster::start_failover(3, 3, 2);
             cluster.start_node("node-4");
+            cluster.start_node("node-5");
             cluster
         }
+    };
+    // Long enough for every step under the load (3 → 5 → 3 takes about 10 s).
+    let record_for = match reshape {
+        Reshape::GrowShrink => RECORD_FOR * 2,
+        _ => RECORD_FOR,
     };
     let name = format!("failover_{reshape:?}_{kill:?}").to_lowercase();
     let keys = KeySpace::new("rs", 16, 2, 1);
     let before = cluster.chains().unwrap();
     let (recorder, fewest) =
-        record_keys(&mut cluster, &name, keys, RECORD_FOR, None, |cluster, _| {
+        record_keys(&mut cluster, &name, keys, record_for, None, |cluster, _| {
             let done = AtomicBool::new(false);
             let etcd = cluster.etcd.url();
             let victim = match kill {
@@ -444,6 +453,14 @@ fn reshape_under_load(reshape: Reshape, kill: Kill) {
             let steps: &[&[&str]] = match reshape {
                 Reshape::Leave => &[&["remove-node", "--node", "node-4"]],
                 Reshape::Grow => &[&["add-node", "--node", "node-4"], &["rebalance"]],
+                Reshape::GrowShrink => &[
+                    &["add-node", "--node", "node-4"],
+                    &["rebalance"],
+                    &["add-node", "--node", "node-5"],
+                    &["rebalance"],
+                    &["remove-node", "--node", "node-1"],
+                    &["remove-node", "--node", "node-2"],
+                ],
             };
             let (fewest, outs) = std::thread::scope(|s| {
                 let cli = s.spawn(|| {
@@ -510,20 +527,32 @@ fn reshape_under_load(reshape: Reshape, kill: Kill) {
         assert_eq!(chain.members.len(), 3, "{chain:?}");
     }
     let status = cluster.status();
-    let member = status["topology"]["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|n| n["id"] == "node-4");
+    let member = |id: &str| {
+        status["topology"]["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["id"] == id)
+    };
     match reshape {
         Reshape::Leave => {
-            assert!(!member, "{status}");
+            assert!(!member("node-4"), "{status}");
             assert!(chains
                 .iter()
                 .all(|c| !c.members.iter().any(|m| m == "node-4")));
         }
+        Reshape::GrowShrink => {
+            let left: Vec<bool> = ["node-1", "node-2", "node-3", "node-4", "node-5"]
+                .iter()
+                .map(|id| member(id))
+                .collect();
+            assert_eq!(left, [false, false, true, true, true], "{status}");
+            assert!(chains
+                .iter()
+                .all(|c| !c.members.iter().any(|m| m == "node-1" || m == "node-2")));
+        }
         Reshape::Grow => {
-            assert!(member, "{status}");
+            assert!(member("node-4"), "{status}");
             let headed = chains.iter().filter(|c| c.members[0] == "node-4").count();
             let held = chains
                 .iter()
@@ -633,6 +662,12 @@ fn a_leave_survives_the_kill_of_the_elected_manager() {
 #[test]
 fn a_node_added_to_chains_of_three_gets_its_share_without_dropping_below_three_copies() {
     reshape_under_load(Reshape::Grow, Kill::Nobody);
+}
+
+/// Issue 35's porcupine run: 3 → 4 → 5 → 3 nodes with chains of 3 under a recorded load.
+#[test]
+fn a_cluster_grows_to_five_and_shrinks_to_three_under_a_recorded_load() {
+    reshape_under_load(Reshape::GrowShrink, Kill::Nobody);
 }
 
 #[test]
