@@ -581,14 +581,10 @@ async fn reshape(meta: &Meta, targets: Vec<Target>, timeout: Duration) -> Result
                     .any(|r| r.lo <= p.slots.hi && p.slots.lo <= r.hi)
             })
             .count();
+        // The manager forgets a target only once its chains reached it (only a timeout
+        // below gives one up); a failure since may have changed them again, which the
+        // repairs handle as anywhere else.
         if pending == 0 {
-            if let Some(missed) = targets.iter().find(|target| !t.reached(target)) {
-                return Err(CliError::Negative(format!(
-                    "the move of slots {} was given up before its chains reached {}",
-                    missed.slots,
-                    missed.chain.join(" -> ")
-                )));
-            }
             println!(
                 "moved {} range(s) in {:.3} s (epoch {})",
                 targets.len(),
