@@ -17,6 +17,8 @@
 # topology, so the benchmark never sees a node it does not know.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+source "$repo/scripts/lib.sh"
 keys=1000000
 bin="$repo/target/release/quiver"
 dir=$(mktemp -d /tmp/quiver-bench-grow.XXXXXX)
@@ -31,23 +33,12 @@ done
 [ -x "$bin" ] || cargo build --release -p quiver --manifest-path "$repo/Cargo.toml"
 json=$("$repo/scripts/cluster.sh" up --nodes 3 --replicas 3 --spare 1 --dir "$dir" --bin "$bin")
 trap '"$repo/scripts/cluster.sh" down --dir "$dir" >/dev/null' EXIT
-field() { python3 -c 'import json,sys; print(eval("json.loads(sys.argv[1])" + sys.argv[2]))' "$json" "$1"; }
-etcd=$(field '["etcd"]')
-port=$(field '["nodes"][0]["port"]')
-router=$(field '["router"]')
+etcd=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["etcd"])' "$json")
+port=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["nodes"][0]["port"])' "$json")
+router=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["router"])' "$json")
 echo "cluster: $json"
 
-python3 - "$port" "$keys" <<'PY'
-import sys, time
-from redis.cluster import RedisCluster
-port, n = int(sys.argv[1]), int(sys.argv[2])
-rc = RedisCluster(host="127.0.0.1", port=port)
-t = time.time()
-step = 10000
-for i in range(0, n, step):
-    rc.mset_nonatomic({b"key:%012d" % j: b"v" * 32 for j in range(i, min(n, i + step))})
-print(f"loaded {n} keys in {time.time() - t:.1f} s")
-PY
+load_cluster_keys "$port" "$keys"
 "$bin" cluster status --etcd "$etcd"
 
 bench() {

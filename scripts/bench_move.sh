@@ -15,6 +15,8 @@
 # mode), written beside the loaded ones.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/lib.sh
+source "$repo/scripts/lib.sh"
 keys=1000000
 bin="$repo/target/release/quiver"
 dir=$(mktemp -d /tmp/quiver-bench-move.XXXXXX)
@@ -33,17 +35,7 @@ etcd=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["etcd"])' "$js
 port=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["nodes"][0]["port"])' "$json")
 echo "cluster: $json"
 
-python3 - "$port" "$keys" <<'PY'
-import sys, time
-from redis.cluster import RedisCluster
-port, n = int(sys.argv[1]), int(sys.argv[2])
-rc = RedisCluster(host="127.0.0.1", port=port)
-t = time.time()
-step = 10000
-for i in range(0, n, step):
-    rc.mset_nonatomic({b"key:%012d" % j: b"v" * 32 for j in range(i, min(n, i + step))})
-print(f"loaded {n} keys in {time.time() - t:.1f} s")
-PY
+load_cluster_keys "$port" "$keys"
 "$bin" cluster status --etcd "$etcd"
 
 bench() {

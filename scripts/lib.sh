@@ -165,3 +165,19 @@ quick_or_help() {
     esac
   done
 }
+
+# load_cluster_keys PORT N: writes N keys `key:%012d` of 32-byte values into the cluster one of
+# whose nodes listens on PORT, through redis-py's RedisCluster (the cluster benchmarks' data).
+load_cluster_keys() {
+  python3 - "$1" "$2" <<'PY'
+import sys, time
+from redis.cluster import RedisCluster
+port, n = int(sys.argv[1]), int(sys.argv[2])
+rc = RedisCluster(host="127.0.0.1", port=port)
+t = time.time()
+step = 10000
+for i in range(0, n, step):
+    rc.mset_nonatomic({b"key:%012d" % j: b"v" * 32 for j in range(i, min(n, i + step))})
+print(f"loaded {n} keys in {time.time() - t:.1f} s")
+PY
+}

@@ -441,17 +441,8 @@ async fn move_one(
     let started = Instant::now();
     loop {
         tokio::time::sleep(MOVE_POLL).await;
-        // The move goes on without this process: an etcd that does not answer for a while
-        // (each read is bounded) is read again until the move's time is up.
-        let t = match meta.existing().await {
-            Ok(v) => v.topology,
-            Err(e @ (MetaError::Timeout { .. } | MetaError::Etcd { .. }))
-                if started.elapsed() < timeout =>
-            {
-                eprintln!("reading the move's progress: {e}; reading again");
-                continue;
-            }
-            Err(e) => return Err(e.into()),
+        let Some(t) = progress(meta, started, timeout).await? else {
+            continue;
         };
         if t.migrations.iter().any(|m| m.slots == slots) {
             if started.elapsed() < timeout {
@@ -478,6 +469,26 @@ async fn move_one(
             "the move of slots {slots} to {to} failed or timed out: they stay with {owner} \
              (the nodes' logs say why)"
         )));
+    }
+}
+
+/// The topology now, for a wait on a change that goes on without this process: an etcd that
+/// does not answer for a while (each read is bounded) gives `None`, to read again, until
+/// `timeout` has passed since `started`.
+async fn progress(
+    meta: &Meta,
+    started: Instant,
+    timeout: Duration,
+) -> Result<Option<Topology>, CliError> {
+    match meta.existing().await {
+        Ok(v) => Ok(Some(v.topology)),
+        Err(e @ (MetaError::Timeout { .. } | MetaError::Etcd { .. }))
+            if started.elapsed() < timeout =>
+        {
+            eprintln!("reading the move's progress: {e}; reading again");
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -562,15 +573,8 @@ async fn reshape(meta: &Meta, targets: Vec<Target>, timeout: Duration) -> Result
     let started = Instant::now();
     loop {
         tokio::time::sleep(MOVE_POLL).await;
-        let t = match meta.existing().await {
-            Ok(v) => v.topology,
-            Err(e @ (MetaError::Timeout { .. } | MetaError::Etcd { .. }))
-                if started.elapsed() < timeout =>
-            {
-                eprintln!("reading the move's progress: {e}; reading again");
-                continue;
-            }
-            Err(e) => return Err(e.into()),
+        let Some(t) = progress(meta, started, timeout).await? else {
+            continue;
         };
         let pending = t
             .targets
