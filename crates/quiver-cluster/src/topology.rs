@@ -530,7 +530,7 @@ impl Topology {
     pub fn with_migration(&self, slots: SlotRange, to: &str) -> Result<Topology> {
         self.node_index(to)?;
         if self.replicas > 1 {
-            // With replicas a range moves member by member (`with_target`), never as a copy
+            // With replicas a range moves member by member (`with_targets`), never as a copy
             // from one node to another.
             return Err(TopologyError::Refused(format!(
                 "with replicas ({}) slots move to a chain (a target), not to one node",
@@ -581,9 +581,7 @@ impl Topology {
     }
 
     pub fn migration_overlapping(&self, slots: SlotRange) -> Option<&Migration> {
-        self.migrations
-            .iter()
-            .find(|m| m.slots.lo <= slots.hi && slots.lo <= m.slots.hi)
+        self.migrations.iter().find(|m| m.slots.overlaps(&slots))
     }
 
     /// The next version with the migration of exactly `slots` ended: ownership given to its

@@ -128,9 +128,8 @@ pub struct Txn<'a> {
     /// times against this one instant (as Redis fixes the time for a command, and for all of
     /// an EXEC).
     now_ms: u64,
-    /// The node's chains, when it replicates some: the commit goes down them.
-    chains: Option<&'a Chains>,
-    /// The cluster node, in cluster mode (DBSIZE counts the slots Redis's tools see it serve).
+    /// The cluster node, in cluster mode: the commit goes down its chains when it replicates
+    /// some, and DBSIZE counts the slots Redis's tools see it serve.
     cluster: Option<&'a crate::cluster::ClusterNode>,
 }
 
@@ -153,13 +152,15 @@ impl<'a> Txn<'a> {
             written: Vec::new(),
             overlay: KeyMap::default(),
             now_ms: state.store.now_ms(),
-            chains: state
-                .cluster
-                .as_deref()
-                .map(|n| &n.chains)
-                .filter(|c| c.is_replicated()),
             cluster: state.cluster.as_deref(),
         }
+    }
+
+    /// The node's chains, when it replicates some.
+    fn chains(&self) -> Option<&'a Chains> {
+        self.cluster
+            .map(|n| &n.chains)
+            .filter(|c| c.is_replicated())
     }
 
     /// In cluster mode, the slot ranges whose keys DBSIZE counts: those Redis's tools see
@@ -496,7 +497,7 @@ impl<'a> Txn<'a> {
                 BatchOutcome::ConditionFailed { .. } => Ok(Commit::Conflict),
             }
         };
-        let committed = match self.chains {
+        let committed = match self.chains() {
             None => apply(),
             Some(chains) => {
                 // The batch's writes, all or nothing, as one message down their chain.

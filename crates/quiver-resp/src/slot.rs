@@ -137,6 +137,24 @@ impl SlotRange {
         (self.hi - self.lo) as u32 + 1
     }
 
+    /// Whether the two ranges share a slot.
+    pub fn overlaps(&self, other: &SlotRange) -> bool {
+        self.lo <= other.hi && other.lo <= self.hi
+    }
+
+    /// Whether every slot of `other` is in this range.
+    pub fn covers(&self, other: &SlotRange) -> bool {
+        self.lo <= other.lo && other.hi <= self.hi
+    }
+
+    /// The slots in both ranges, if any.
+    pub fn intersection(&self, other: &SlotRange) -> Option<SlotRange> {
+        self.overlaps(other).then(|| SlotRange {
+            lo: self.lo.max(other.lo),
+            hi: self.hi.min(other.hi),
+        })
+    }
+
     pub fn is_empty(&self) -> bool {
         false
     }

@@ -415,10 +415,9 @@ async fn run_local(
         }
         Cmd::Cluster => return cluster(router, resp3, args).await,
         // Every write the router acknowledged is on each member of its chain.
-        Cmd::Wait => quiver_service::cmd::replication::check_wait(args).map_or_else(
-            |e| e,
-            |()| Reply::Integer(router.tables.current().copies_min().saturating_sub(1) as i64),
-        ),
+        Cmd::Wait => quiver_service::cmd::replication::wait(args, || {
+            router.tables.current().copies_min().saturating_sub(1) as i64
+        }),
         Cmd::Multi => {
             if session.multi.is_some() {
                 err(errors::MULTI_NESTED)

@@ -47,6 +47,11 @@ impl Reply {
         Reply::Error(Bytes::from(s.into()))
     }
 
+    /// A bulk string of text (a name, a number, a line).
+    pub fn text(s: impl Into<String>) -> Self {
+        Reply::Bulk(Bytes::from(s.into()))
+    }
+
     /// Appends this reply to `out`, in RESP3 if `resp3` else RESP2.
     pub fn encode(&self, out: &mut BytesMut, resp3: bool) {
         match self {

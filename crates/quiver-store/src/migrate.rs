@@ -257,7 +257,7 @@ fn overlapping(table: &Table, range: SlotRange) -> Vec<Arc<Partition>> {
             table
                 .partitioner
                 .range(p)
-                .is_none_or(|r| r.lo <= range.hi && range.lo <= r.hi)
+                .is_none_or(|r| r.overlaps(&range))
         })
         .map(|p| table.parts[p].clone())
         .collect()
@@ -456,7 +456,7 @@ impl Store {
             self.align_to(ranges)?;
             let _layout = inner.layout_change.lock();
             let table = inner.table();
-            let inside = |p: &SlotRange| ranges.iter().any(|r| r.lo <= p.lo && p.hi <= r.hi);
+            let inside = |p: &SlotRange| ranges.iter().any(|r| r.covers(p));
             let covered: u32 = self
                 .slot_ranges()
                 .iter()

@@ -17,10 +17,8 @@ use crate::error::CliError;
 
 /// Longest wait for a node's answer in `status`.
 const NODE_TIMEOUT: Duration = Duration::from_secs(2);
-/// How often a move's progress is read from etcd.
+/// How often a move's (or a leave's) progress is read from etcd.
 const MOVE_POLL: Duration = Duration::from_millis(50);
-/// How often remove-node with replicas reads the topology while the node leaves.
-const LEAVE_POLL: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
@@ -532,7 +530,10 @@ async fn leave(meta: &Meta, id: &str, timeout: Duration) -> Result<(), CliError>
     meta.update(|t| t.with_leaving(id)).await?;
     let started = Instant::now();
     loop {
-        let t = meta.existing().await?.topology;
+        tokio::time::sleep(MOVE_POLL).await;
+        let Some(t) = progress(meta, started, timeout).await? else {
+            continue;
+        };
         let chains = t.shards.iter().filter(|s| s.position(id).is_some()).count();
         if chains == 0 {
             break;
@@ -544,7 +545,6 @@ async fn leave(meta: &Meta, id: &str, timeout: Duration) -> Result<(), CliError>
                 timeout.as_secs()
             )));
         }
-        tokio::time::sleep(LEAVE_POLL).await;
     }
     let t = meta.update(|t| t.without_node(id)).await?;
     println!(
@@ -579,11 +579,7 @@ async fn reshape(meta: &Meta, targets: Vec<Target>, timeout: Duration) -> Result
         let pending = t
             .targets
             .iter()
-            .filter(|p| {
-                slots
-                    .iter()
-                    .any(|r| r.lo <= p.slots.hi && p.slots.lo <= r.hi)
-            })
+            .filter(|p| slots.iter().any(|r| r.overlaps(&p.slots)))
             .count();
         // The manager forgets a target only once its chains reached it (only a timeout
         // below gives one up); a failure since may have changed them again, which the

@@ -37,20 +37,12 @@
 //! chains they do not head until no node holds a range more than another could take — so a
 //! node added to a cluster of chains of R ends up in R chains and heading one.
 
-use quiver_resp::slot::{SlotRange, SLOTS};
+use quiver_resp::slot::SlotRange;
 
 use super::{Shard, Target, Topology, TopologyError, EXPELLED};
 
 /// Most member swaps one rebalance plans (each strictly evens out what the nodes hold).
 const MEMBER_SWAPS_MAX: usize = 256;
-
-fn overlaps(a: SlotRange, b: SlotRange) -> bool {
-    a.lo <= b.hi && b.lo <= a.hi
-}
-
-fn within(inner: SlotRange, outer: SlotRange) -> bool {
-    outer.lo <= inner.lo && inner.hi <= outer.hi
-}
 
 /// Whether two chains are the same for a target: the same head and the same members (the
 /// order of the others only says who forwards to whom).
@@ -64,7 +56,7 @@ impl Topology {
     pub fn target_of(&self, s: &Shard) -> Option<&Target> {
         self.targets
             .iter()
-            .find(|t| within(s.slots, t.slots) && !same_chain(&t.chain, &s.chain))
+            .find(|t| t.slots.covers(&s.slots) && !same_chain(&t.chain, &s.chain))
     }
 
     /// Whether member `id` of chain `s` is on its way out of it: leaving the cluster, or not
@@ -219,7 +211,7 @@ impl Topology {
     pub fn reached(&self, target: &Target) -> bool {
         self.shards
             .iter()
-            .filter(|s| overlaps(s.slots, target.slots))
+            .filter(|s| s.slots.overlaps(&target.slots))
             .all(|s| same_chain(&s.chain, &target.chain) && s.joining.is_none())
     }
 
@@ -270,14 +262,13 @@ impl Topology {
             let assigned: u32 = self
                 .shards
                 .iter()
-                .filter(|s| overlaps(s.slots, target.slots))
-                .map(|s| s.slots.hi.min(target.slots.hi) - s.slots.lo.max(target.slots.lo) + 1)
-                .map(u32::from)
+                .filter_map(|s| s.slots.intersection(&target.slots))
+                .map(|r| r.len())
                 .sum();
             if assigned != target.slots.len() {
                 return refused(format!("slots {} are not all assigned", target.slots));
             }
-            if let Some(m) = t.targets.iter().find(|m| overlaps(m.slots, target.slots)) {
+            if let Some(m) = t.targets.iter().find(|m| m.slots.overlaps(&target.slots)) {
                 return refused(format!(
                     "slots {} are moving already (to {})",
                     m.slots,
@@ -313,7 +304,7 @@ impl Topology {
     pub fn without_targets(&self, slots: &[SlotRange]) -> Topology {
         let mut t = self.next();
         t.targets
-            .retain(|target| !slots.iter().any(|&r| overlaps(r, target.slots)));
+            .retain(|target| !slots.iter().any(|r| r.overlaps(&target.slots)));
         t
     }
 
@@ -343,7 +334,7 @@ impl Topology {
             if self
                 .migrations
                 .iter()
-                .any(|m| overlaps(m.slots, target.slots))
+                .any(|m| m.slots.overlaps(&target.slots))
             {
                 return bad("its slots are migrating");
             }
@@ -409,14 +400,13 @@ impl Topology {
     fn targets_towards(&self, end: &Topology) -> Vec<Target> {
         let mut targets: Vec<Target> = Vec::new();
         for e in &end.shards {
-            for s in self.shards.iter().filter(|s| overlaps(s.slots, e.slots)) {
+            for s in &self.shards {
+                let Some(slots) = s.slots.intersection(&e.slots) else {
+                    continue;
+                };
                 if same_chain(&s.chain, &e.chain) {
                     continue;
                 }
-                let slots = SlotRange {
-                    lo: s.slots.lo.max(e.slots.lo),
-                    hi: s.slots.hi.min(e.slots.hi),
-                };
                 match targets.last_mut() {
                     Some(last)
                         if last.chain == e.chain
@@ -431,7 +421,6 @@ impl Topology {
                 }
             }
         }
-        debug_assert!(targets.iter().all(|t| u32::from(t.slots.hi) < SLOTS));
         targets
     }
 }
@@ -439,6 +428,8 @@ impl Topology {
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
+
+    use quiver_resp::slot::SLOTS;
 
     use super::super::tests::nodes;
     use super::*;

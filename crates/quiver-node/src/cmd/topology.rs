@@ -88,10 +88,9 @@ pub fn run_replication(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
     };
     let view = node.view();
     match cmd {
-        Cmd::Wait => match quiver_service::cmd::replication::check_wait(args) {
-            Ok(()) => Reply::Integer(wait(node, &view, ctx.conn.last_write_slot)),
-            Err(e) => e,
-        },
+        Cmd::Wait => quiver_service::cmd::replication::wait(args, || {
+            wait(node, &view, ctx.conn.last_write_key.as_deref())
+        }),
         _ => quiver_service::cmd::replication::role(&replication(node, &view)),
     }
 }
@@ -212,19 +211,18 @@ fn shards(node: &ClusterNode, view: &View) -> Reply {
     let Some(t) = &view.topology else {
         return Reply::Array(Vec::new());
     };
-    let bulk = |s: &str| Reply::Bulk(Bytes::from(s.to_string()));
     let member = |id: &str, role: &str| {
         let (host, port) = t.node(id).map_or(("", 0), |n| n.host_port());
         Reply::Map(vec![
-            (bulk("id"), bulk(id)),
-            (bulk("port"), Reply::Integer(port.into())),
-            (bulk("ip"), bulk(host)),
-            (bulk("endpoint"), bulk(host)),
-            (bulk("role"), bulk(role)),
-            (bulk("replication-offset"), Reply::Integer(0)),
+            (Reply::text("id"), Reply::text(id)),
+            (Reply::text("port"), Reply::Integer(port.into())),
+            (Reply::text("ip"), Reply::text(host)),
+            (Reply::text("endpoint"), Reply::text(host)),
+            (Reply::text("role"), Reply::text(role)),
+            (Reply::text("replication-offset"), Reply::Integer(0)),
             (
-                bulk("health"),
-                bulk(if id == node.id || node.etcd_connected() {
+                Reply::text("health"),
+                Reply::text(if id == node.id || node.etcd_connected() {
                     "online"
                 } else {
                     "loading"
@@ -234,8 +232,8 @@ fn shards(node: &ClusterNode, view: &View) -> Reply {
     };
     let shard = |slots: Vec<Reply>, nodes: Vec<Reply>| {
         Reply::Map(vec![
-            (bulk("slots"), Reply::Array(slots)),
-            (bulk("nodes"), Reply::Array(nodes)),
+            (Reply::text("slots"), Reply::Array(slots)),
+            (Reply::text("nodes"), Reply::Array(nodes)),
         ])
     };
     let chains = t.shards.iter().map(|s| {
@@ -350,12 +348,12 @@ pub fn replication(node: &ClusterNode, view: &View) -> Replication {
 /// WAIT on a cluster node: the other members of the chain of the connection's last write
 /// (every member applied it before it was acknowledged); with no write yet, of the node's
 /// shortest chain.
-pub fn wait(node: &ClusterNode, view: &View, last_write_slot: Option<u16>) -> i64 {
+pub fn wait(node: &ClusterNode, view: &View, last_write_key: Option<&[u8]>) -> i64 {
     let Some(t) = &view.topology else {
         return 0;
     };
     let members = |s: &quiver_cluster::Shard| s.chain.len() as i64 - 1;
-    match last_write_slot {
+    match last_write_key.map(quiver_store::slot::key_slot) {
         Some(slot) => t
             .shards
             .iter()

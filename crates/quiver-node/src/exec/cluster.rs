@@ -13,7 +13,6 @@ use quiver_service::errors::err;
 use quiver_service::reply::Reply;
 use quiver_service::session::Session;
 use quiver_service::table::{Cmd, CommandSpec, Flags, COMMANDS};
-use quiver_store::slot::key_slot;
 
 pub const FLUSH_IN_MULTI_REPLICATED: &str =
     "ERR FLUSHALL and FLUSHDB are not supported inside MULTI on a cluster with replicas";
@@ -21,6 +20,9 @@ pub const FLUSH_IN_MULTI_REPLICATED: &str =
 /// What the check decided.
 pub enum Check {
     Run,
+    /// FLUSHALL or FLUSHDB on a member of replicated chains: it empties the chains the node
+    /// heads, each down its chain (`cmd::topology::flush_chains`), not the whole store.
+    FlushChains,
     /// The reply that replaces running (or queueing) the request.
     Refuse(Reply),
     /// A write to a range frozen for its hand-over: wait for the thaw and check again.
@@ -47,7 +49,7 @@ pub fn check(
         if session.multi.is_some() {
             return Check::Refuse(err(FLUSH_IN_MULTI_REPLICATED));
         }
-        return Check::Run;
+        return Check::FlushChains;
     }
     let write = spec.flags.contains(Flags::WRITE);
     let route = match spec.cmd {
@@ -65,9 +67,8 @@ pub fn check(
             let read = session.readonly && !write;
             let route = route_keys(node, keys.iter().map(|k| &k[..]), write, read);
             if replicated && route == Route::Local {
-                if write {
-                    conn.last_write_slot =
-                        keys.first().map(|k| key_slot(k)).or(conn.last_write_slot);
+                if let Some(key) = keys.first().filter(|_| write) {
+                    conn.last_write_key = Some(key.clone());
                 }
                 conn.chain_keys.extend(keys);
             }
@@ -77,12 +78,8 @@ pub fn check(
             let read = session.readonly && !write;
             let route = route_keys(node, spec.keys(args).map(|k| &k[..]), write, read);
             if replicated && route == Route::Local {
-                if write {
-                    conn.last_write_slot = spec
-                        .keys(args)
-                        .next()
-                        .map(|k| key_slot(k))
-                        .or(conn.last_write_slot);
+                if let Some(key) = spec.keys(args).next().filter(|_| write) {
+                    conn.last_write_key = Some(key.clone());
                 }
                 conn.chain_keys.extend(spec.keys(args).cloned());
             }

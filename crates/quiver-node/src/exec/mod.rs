@@ -234,11 +234,13 @@ fn prepare<'a>(
         }
     };
     let index = spec.cmd.index();
+    let mut flush_chains = false;
     if let Some(node) = &state.cluster {
         let check = cluster::check(node, session, conn, spec, args);
         if matches!(check, cluster::Check::Wait) {
             return Prepared::Frozen;
         }
+        flush_chains = matches!(check, cluster::Check::FlushChains);
         if let cluster::Check::Refuse(reply) = check {
             if spec.cmd == Cmd::Exec {
                 // Redis discards a transaction whose EXEC is redirected.
@@ -255,21 +257,12 @@ fn prepare<'a>(
         return Prepared::Answered(reply);
     }
     match cmd::parse(spec, args, limits) {
-        // On a member of replicated chains FLUSHALL and FLUSHDB empty the chains the node
-        // heads (`cmd::topology::flush_chains`), not its whole store.
-        Ok(Command::Keys(_))
-            if matches!(spec.cmd, Cmd::FlushAll | Cmd::FlushDb)
-                && state
-                    .cluster
-                    .as_ref()
-                    .is_some_and(|n| n.chains.is_replicated()) =>
-        {
-            Prepared::Run {
-                spec,
-                args,
-                command: Command::Server,
-            }
-        }
+        // Its arguments checked as the plain command's, a flush of the node's chains.
+        Ok(_) if flush_chains => Prepared::Run {
+            spec,
+            args,
+            command: Command::Server,
+        },
         Ok(command) => Prepared::Run {
             spec,
             args,

@@ -74,9 +74,9 @@ pub struct NodeConn {
     /// What the run's writes wait for before its replies go out (`fsync` mode on serving
     /// threads: `exec::thread::on_thread`).
     pub durable: quiver_store::SyncWait,
-    /// The slot of the connection's last write on a replicated chain (WAIT counts the other
-    /// members of its chain).
-    pub last_write_slot: Option<u16>,
+    /// A key of the connection's last write on a replicated chain (WAIT counts the other
+    /// members of its chain; its slot is found only then, off the write path).
+    pub last_write_key: Option<Bytes>,
 }
 
 impl NodeConn {

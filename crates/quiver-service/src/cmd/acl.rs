@@ -33,10 +33,6 @@ const ACL_HELP: &[&str] = &[
     "    Print this help.",
 ];
 
-fn bulk(s: impl Into<String>) -> Reply {
-    Reply::Bulk(Bytes::from(s.into()))
-}
-
 pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
     let sub = args[1].to_ascii_lowercase();
     let users = &ctx.core.users;
@@ -65,17 +61,17 @@ pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
             };
             Reply::Map(vec![
                 (
-                    bulk("flags"),
-                    Reply::Array(u.flags().into_iter().map(bulk).collect()),
+                    Reply::text("flags"),
+                    Reply::Array(u.flags().into_iter().map(Reply::text).collect()),
                 ),
                 (
-                    bulk("passwords"),
-                    Reply::Array(u.passwords.iter().map(|h| bulk(hex(h))).collect()),
+                    Reply::text("passwords"),
+                    Reply::Array(u.passwords.iter().map(|h| Reply::text(hex(h))).collect()),
                 ),
-                (bulk("commands"), bulk(u.command_rules())),
-                (bulk("keys"), bulk(u.keys_text())),
-                (bulk("channels"), bulk(u.channels_text())),
-                (bulk("selectors"), Reply::Array(Vec::new())),
+                (Reply::text("commands"), Reply::text(u.command_rules())),
+                (Reply::text("keys"), Reply::text(u.keys_text())),
+                (Reply::text("channels"), Reply::text(u.channels_text())),
+                (Reply::text("selectors"), Reply::Array(Vec::new())),
             ])
         }
         b"deluser" => match users.delete(&args[2..]) {
@@ -89,19 +85,25 @@ pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
             users
                 .all()
                 .iter()
-                .map(|u| bulk(format!("user {} {}", u.name, u.describe())))
+                .map(|u| Reply::text(format!("user {} {}", u.name, u.describe())))
                 .collect(),
         ),
-        b"users" => Reply::Array(users.all().iter().map(|u| bulk(u.name.clone())).collect()),
-        b"whoami" => bulk(ctx.session.user.name.clone()),
+        b"users" => Reply::Array(
+            users
+                .all()
+                .iter()
+                .map(|u| Reply::text(u.name.clone()))
+                .collect(),
+        ),
+        b"whoami" => Reply::text(ctx.session.user.name.clone()),
         b"cat" => match args.get(2) {
-            None => Reply::Array(CATEGORIES.iter().map(|c| bulk(*c)).collect()),
+            None => Reply::Array(CATEGORIES.iter().map(|c| Reply::text(*c)).collect()),
             Some(c) => {
                 let name = String::from_utf8_lossy(c).to_ascii_lowercase();
                 if !CATEGORIES.contains(&name.as_str()) {
                     return Reply::error(format!("ERR Unknown category '{name}'"));
                 }
-                Reply::Array(commands_in(&name).map(|s| bulk(s.name)).collect())
+                Reply::Array(commands_in(&name).map(|s| Reply::text(s.name)).collect())
             }
         },
         b"load" | b"save" => {

@@ -15,9 +15,6 @@ pub fn run(names: &Renames, args: &[Bytes]) -> Reply {
     command(names, args)
 }
 
-fn bulk(s: &str) -> Reply {
-    Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()))
-}
 /// COMMAND [COUNT | LIST | INFO name... | DOCS name... | HELP].
 fn command(names: &Renames, args: &[Bytes]) -> Reply {
     let all = || COMMANDS.iter().filter(|c| !names.is_disabled(c.cmd));
@@ -28,7 +25,7 @@ fn command(names: &Renames, args: &[Bytes]) -> Reply {
     match &sub[..] {
         b"count" if args.len() == 2 => Reply::Integer(all().count() as i64),
         b"count" => wrong_arity("command|count"),
-        b"list" => Reply::Array(all().map(|c| bulk(c.name)).collect()),
+        b"list" => Reply::Array(all().map(|c| Reply::text(c.name)).collect()),
         b"info" => Reply::Array(
             args[2..]
                 .iter()
@@ -44,7 +41,7 @@ fn command(names: &Renames, args: &[Bytes]) -> Reply {
             Reply::Map(
                 specs
                     .into_iter()
-                    .map(|c| (bulk(c.name), command_docs(c)))
+                    .map(|c| (Reply::text(c.name), command_docs(c)))
                     .collect(),
             )
         }
@@ -76,7 +73,7 @@ fn command(names: &Renames, args: &[Bytes]) -> Reply {
 /// step, ACL categories, tips, key specifications, subcommands.
 fn command_info(c: &CommandSpec) -> Reply {
     Reply::Array(vec![
-        bulk(c.name),
+        Reply::text(c.name),
         Reply::Integer(c.arity.into()),
         Reply::Set(c.flags.names().map(Reply::simple).collect()),
         Reply::Integer(c.keys.first.into()),
@@ -91,8 +88,8 @@ fn command_info(c: &CommandSpec) -> Reply {
 
 fn command_docs(c: &CommandSpec) -> Reply {
     Reply::Map(vec![
-        (bulk("summary"), bulk(c.summary)),
-        (bulk("since"), bulk(c.since)),
-        (bulk("group"), bulk(c.group)),
+        (Reply::text("summary"), Reply::text(c.summary)),
+        (Reply::text("since"), Reply::text(c.since)),
+        (Reply::text("group"), Reply::text(c.group)),
     ])
 }

@@ -13,10 +13,6 @@ pub fn run(core: &Core, more: Vec<(&'static str, String)>, args: &[Bytes]) -> Re
     config(core, more, args)
 }
 
-fn bulk(s: &str) -> Reply {
-    Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()))
-}
-
 /// The service's settings CONFIG GET reports, by Redis name.
 fn config_values(core: &Core) -> Vec<(&'static str, String)> {
     let c = &core.config;
@@ -80,7 +76,7 @@ fn config(core: &Core, more: Vec<(&'static str, String)>, args: &[Bytes]) -> Rep
                     .iter()
                     .any(|p| glob_match(&p.to_ascii_lowercase(), name.as_bytes()));
                 if matched {
-                    found.push((bulk(name), bulk(value)));
+                    found.push((Reply::text(*name), Reply::text(value.as_str())));
                 }
             }
             Reply::Map(found)

@@ -52,9 +52,7 @@ pub fn run(ctx: &mut ConnCtx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
         Cmd::Hello => hello(ctx, args),
         // A service with no replication of its own (a cluster node answers from its chains).
         Cmd::Role => super::replication::role(&super::replication::Replication::alone()),
-        Cmd::Wait => {
-            super::replication::check_wait(args).map_or_else(|e| e, |()| Reply::Integer(0))
-        }
+        Cmd::Wait => super::replication::wait(args, || 0),
         other => Reply::error(format!(
             "ERR internal error: {other:?} is not a connection command"
         )),

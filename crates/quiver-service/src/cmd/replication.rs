@@ -40,33 +40,41 @@ impl Replication {
 
 /// ROLE's reply, Redis's shape.
 pub fn role(r: &Replication) -> Reply {
-    let bulk = |s: &str| Reply::Bulk(Bytes::from(s.to_string()));
     match r {
         Replication::Master { replicas } => Reply::Array(vec![
-            bulk("master"),
+            Reply::text("master"),
             Reply::Integer(0),
             Reply::Array(
                 replicas
                     .iter()
                     .map(|(host, port)| {
-                        Reply::Array(vec![bulk(host), bulk(&port.to_string()), bulk("0")])
+                        Reply::Array(vec![
+                            Reply::text(host),
+                            Reply::text(port.to_string()),
+                            Reply::text("0"),
+                        ])
                     })
                     .collect(),
             ),
         ]),
         Replication::Replica { host, port, .. } => Reply::Array(vec![
-            bulk("slave"),
-            bulk(host),
+            Reply::text("slave"),
+            Reply::text(host),
             Reply::Integer((*port).into()),
-            bulk("connected"),
+            Reply::text("connected"),
             Reply::Integer(0),
         ]),
     }
 }
 
-/// WAIT's arguments checked as Redis checks them: `numreplicas` and `timeout` integers, the
-/// timeout not negative.
-pub fn check_wait(args: &[Bytes]) -> Result<(), Reply> {
+/// WAIT's reply: its arguments checked as Redis checks them, then at once the number of
+/// other members holding the connection's last write (`others`: every service's own count).
+pub fn wait(args: &[Bytes], others: impl FnOnce() -> i64) -> Reply {
+    check_wait(args).map_or_else(|e| e, |()| Reply::Integer(others()))
+}
+
+/// WAIT's arguments: `numreplicas` and `timeout` integers, the timeout not negative.
+fn check_wait(args: &[Bytes]) -> Result<(), Reply> {
     let number = |a: &Bytes| string2ll(a).ok_or_else(|| err(NOT_INTEGER));
     number(&args[1])?;
     if number(&args[2])? < 0 {
@@ -156,16 +164,15 @@ mod tests {
         let master = Replication::Master {
             replicas: vec![("127.0.0.1".into(), 7001)],
         };
-        let bulk = |s: &str| Reply::Bulk(Bytes::from(s.to_string()));
         assert_eq!(
             role(&master),
             Reply::Array(vec![
-                bulk("master"),
+                Reply::text("master"),
                 Reply::Integer(0),
                 Reply::Array(vec![Reply::Array(vec![
-                    bulk("127.0.0.1"),
-                    bulk("7001"),
-                    bulk("0")
+                    Reply::text("127.0.0.1"),
+                    Reply::text("7001"),
+                    Reply::text("0")
                 ])])
             ])
         );
@@ -177,10 +184,10 @@ mod tests {
         assert_eq!(
             role(&replica),
             Reply::Array(vec![
-                bulk("slave"),
-                bulk("127.0.0.1"),
+                Reply::text("slave"),
+                Reply::text("127.0.0.1"),
                 Reply::Integer(7000),
-                bulk("connected"),
+                Reply::text("connected"),
                 Reply::Integer(0)
             ])
         );

@@ -17,6 +17,7 @@ use crate::harness::{cluster_options, connect, connect_options, Cluster, Placeme
 use crate::history::{
     assert_linearizable, run_clients, Client, KeySpace, Kind, Load, Op, Outcome, Recorder,
 };
+use crate::manager::{chain_of, Chain};
 use crate::proxy::Proxy;
 
 /// The clients' random mix (fixed: a failure replays the same choices).
@@ -574,20 +575,8 @@ fn reshape_under_load(reshape: Reshape, kill: Kill) {
     chains_agree(&cluster, &chains, &recorder);
 }
 
-/// The chain serving `key`.
-fn chain_of<'a>(chains: &'a [crate::manager::Chain], key: &str) -> &'a crate::manager::Chain {
-    let slot = quiver_store::slot::key_slot(key.as_bytes());
-    chains
-        .iter()
-        .find(|c| {
-            let (lo, hi) = c.slots.split_once('-').unwrap_or((&c.slots, &c.slots));
-            (lo.parse::<u16>().unwrap()..=hi.parse::<u16>().unwrap()).contains(&slot)
-        })
-        .unwrap_or_else(|| panic!("no chain serves {key}: {chains:?}"))
-}
-
 /// Every member of the chain of each key of the load answers the same for it (READONLY).
-fn chains_agree(cluster: &Cluster, chains: &[crate::manager::Chain], recorder: &Recorder) {
+fn chains_agree(cluster: &Cluster, chains: &[Chain], recorder: &Recorder) {
     let mut members: std::collections::HashMap<String, Connection> = cluster
         .nodes
         .iter()

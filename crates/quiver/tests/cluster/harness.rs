@@ -659,6 +659,13 @@ impl Cluster {
             .unwrap_or_else(|| panic!("no node {id}"))
     }
 
+    /// The addresses of nodes `ids` (seeds for a client of those nodes only).
+    pub fn addrs_of<S: AsRef<str>>(&self, ids: &[S]) -> Vec<String> {
+        ids.iter()
+            .map(|id| self.nodes[self.node(id.as_ref())].addr())
+            .collect()
+    }
+
     /// Waits until every node's CLUSTER INFO has `line`.
     pub fn wait_all(&self, what: &str, line: &str) {
         wait_until(

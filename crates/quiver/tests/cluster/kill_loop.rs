@@ -32,13 +32,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use quiver_client::{ClusterClient, Connection, Error, Value};
-use quiver_store::slot::key_slot;
 use quiver_testkit::acked::{Finding, Verdict};
 use quiver_testkit::rng::{seed_from_env_or, Rng};
 use quiver_testkit::wait_until;
 
 use crate::harness::{cluster_client, connect, Cluster};
 use crate::history::{outcome_of_error, Outcome as Recorded, REFUSALS};
+use crate::manager::{chain_of, Chain};
 
 mod model;
 mod reshape;
@@ -286,46 +286,11 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
-/// A chain as the topology has it, with its slot range parsed.
-struct Chain {
-    slots: String,
-    lo: u16,
-    hi: u16,
-    members: Vec<String>,
-    version: u64,
-}
-
 /// The chains in etcd now (by `quiver cluster status`).
 fn chains(cluster: &Cluster) -> Vec<Chain> {
-    let chains = cluster
+    cluster
         .chains()
-        .unwrap_or_else(|e| panic!("the chains: {e}\n{}", cluster.logs()));
-    chains
-        .into_iter()
-        .map(|c| {
-            let (lo, hi) = c
-                .slots
-                .split_once('-')
-                .and_then(|(lo, hi)| Some((lo.parse().ok()?, hi.parse().ok()?)))
-                .unwrap_or_else(|| panic!("a slot range: {}", c.slots));
-            Chain {
-                slots: c.slots,
-                lo,
-                hi,
-                members: c.members,
-                version: c.version,
-            }
-        })
-        .collect()
-}
-
-/// The chain holding `key`.
-fn chain_of<'a>(chains: &'a [Chain], key: &str) -> &'a Chain {
-    let slot = key_slot(key.as_bytes());
-    chains
-        .iter()
-        .find(|c| c.lo <= slot && slot <= c.hi)
-        .unwrap_or_else(|| panic!("no chain holds slot {slot} of {key}"))
+        .unwrap_or_else(|e| panic!("the chains: {e}\n{}", cluster.logs()))
 }
 
 /// A hash tag per group of each writer, group `g` in the chain `g % chains` (so that every

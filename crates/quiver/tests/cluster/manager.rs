@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
+use quiver_store::slot::SlotRange;
 use quiver_testkit::process::{append, log_len, Guard, StartFailure};
 use quiver_testkit::wait_until;
 
@@ -88,9 +89,20 @@ impl Manager {
 /// A chain as the topology in etcd has it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Chain {
+    /// Its slots as the topology writes them (`lo-hi`), and parsed.
     pub slots: String,
+    pub range: SlotRange,
     pub members: Vec<String>,
     pub version: u64,
+}
+
+/// The chain serving `key`.
+pub fn chain_of<'a>(chains: &'a [Chain], key: &str) -> &'a Chain {
+    let slot = quiver_store::slot::key_slot(key.as_bytes());
+    chains
+        .iter()
+        .find(|c| c.range.contains(slot))
+        .unwrap_or_else(|| panic!("no chain holds slot {slot} of {key}: {chains:?}"))
 }
 
 impl Cluster {
@@ -234,8 +246,10 @@ impl Cluster {
         shards
             .iter()
             .map(|s| {
+                let slots = s["slots"].as_str().ok_or("no slots")?.to_string();
                 Ok(Chain {
-                    slots: s["slots"].as_str().ok_or("no slots")?.to_string(),
+                    range: SlotRange::parse(&slots).ok_or(format!("slots {slots}"))?,
+                    slots,
                     members: s["chain"]
                         .as_array()
                         .ok_or("no chain")?

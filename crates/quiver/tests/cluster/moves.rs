@@ -554,11 +554,7 @@ fn node_membership() {
         );
     }
     wait_store_keys(&cluster, cluster.node("node-1"), 0, "its ranges dropped");
-    let seeds: Vec<String> = ["node-2", "node-3", "node-4"]
-        .iter()
-        .map(|id| cluster.nodes[cluster.node(id)].addr())
-        .collect();
-    let mut client = cluster_client(&seeds);
+    let mut client = cluster_client(&cluster.addrs_of(&["node-2", "node-3", "node-4"]));
     for chunk in pairs.chunks(CHUNK) {
         let keys: Vec<&str> = chunk.iter().map(|(k, _)| k.as_str()).collect();
         let values = client.multi_get(&keys).unwrap();
@@ -652,12 +648,8 @@ fn node_membership_with_replicas() {
         "{chains:?}"
     );
     wait_store_keys(&cluster, cluster.node("node-1"), 0, "its copies dropped");
-    let seeds: Vec<String> = ["node-2", "node-3", "node-4"]
-        .iter()
-        .map(|id| cluster.nodes[cluster.node(id)].addr())
-        .collect();
     read_back_via(
-        &mut cluster_client(&seeds),
+        &mut cluster_client(&cluster.addrs_of(&["node-2", "node-3", "node-4"])),
         "a client of the nodes left",
         &cluster,
         &expected,

@@ -17,6 +17,7 @@
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use quiver_store::slot::{key_slot, SLOTS};
 use quiver_testkit::rng::{seed_from_env_or, Rng};
 use quiver_testkit::wait_until;
 
@@ -133,11 +134,11 @@ fn spread_tags(writer: usize) -> Vec<String> {
     (0..GROUPS)
         .map(|g| {
             let part = (writer * GROUPS + g) as u32;
-            let (lo, hi) = (part * 16384 / parts, (part + 1) * 16384 / parts);
+            let (lo, hi) = (part * SLOTS / parts, (part + 1) * SLOTS / parts);
             (0..)
                 .map(|i| format!("rs{writer}.{g}.{i}"))
                 .find(|tag| {
-                    let slot = u32::from(quiver_store::slot::key_slot(tag.as_bytes()));
+                    let slot = u32::from(key_slot(tag.as_bytes()));
                     (lo..hi).contains(&slot)
                 })
                 .unwrap()
@@ -193,10 +194,7 @@ fn reshape_cycle(
         Victim::Nobody | Victim::Manager => None,
     };
     let kill_at = Duration::from_millis(rng.below(KILL_WITHIN_MS + 1));
-    let seeds: Vec<String> = before
-        .iter()
-        .map(|id| cluster.nodes[cluster.node(id)].addr())
-        .collect();
+    let seeds = cluster.addrs_of(&before);
     let etcd = cluster.etcd.url();
     let stop = AtomicBool::new(false);
     let took = std::thread::scope(|s| {
