@@ -39,54 +39,65 @@ pub fn key_space() -> KeySpace {
     KeySpace::new("fo", GROUPS, 2, 1)
 }
 
-/// A client of the recorded load: the cluster client, or a READONLY connection to one node
-/// (its reads served by that node as a replica).
+/// A client of the recorded load: the cluster client, or one connection (to a node, READONLY,
+/// its reads served by that node as a replica; or to a router).
 enum AnyClient {
     Cluster(ClusterClient),
-    Replica(Connection),
+    Direct(Connection),
 }
 
 impl Client for AnyClient {
     fn call(&mut self, args: &[&[u8]]) -> quiver_client::Result<Value> {
         match self {
             AnyClient::Cluster(c) => c.call(args),
-            AnyClient::Replica(c) => c.call(args),
+            AnyClient::Direct(c) => c.call(args),
         }
     }
 }
 
-/// Client `i` of a load of [`CLIENTS`] cluster clients then READONLY connections to
-/// `replica_reads`.
+/// Clients of the recorded load beside the cluster clients.
+#[derive(Clone, Copy)]
+pub enum Extra<'a> {
+    /// READONLY connections to the node at this address (reads served as a replica).
+    ReplicaReads(&'a str),
+    /// Plain connections to the router at this address.
+    Router(&'a str),
+}
+
+/// Client `i` of a load of [`CLIENTS`] cluster clients then the `extra` ones.
 fn connect_client(
     seeds: &[String],
-    replica_reads: Option<&str>,
+    extra: Option<Extra<'_>>,
     i: usize,
 ) -> quiver_client::Result<AnyClient> {
-    match replica_reads {
-        Some(addr) if i >= CLIENTS => {
+    match extra.filter(|_| i >= CLIENTS) {
+        Some(Extra::ReplicaReads(addr)) => {
             // A read of a key left dirty by a write the chain dropped never completes here:
             // the client gives up on it soon (unknown) and goes on with other keys.
             let mut options = connect_options(addr);
             options.read_timeout = Some(REPLICA_READ_TIMEOUT);
             let mut c = Connection::connect_with(options)?;
             c.command(&[b"READONLY"])?;
-            Ok(AnyClient::Replica(c))
+            Ok(AnyClient::Direct(c))
         }
-        _ => ClusterClient::connect_with(cluster_options(seeds)).map(AnyClient::Cluster),
+        Some(Extra::Router(addr)) => {
+            Connection::connect_with(connect_options(addr)).map(AnyClient::Direct)
+        }
+        None => ClusterClient::connect_with(cluster_options(seeds)).map(AnyClient::Cluster),
     }
 }
 
-/// Records the load (plus `replica_clients` READONLY connections to `replica_reads`) while
-/// `fault` runs on this thread; then reads every key once more through a new cluster client
+/// Records the load (plus `n` clients of kind `extra`, when given) while `fault` runs on
+/// this thread; then reads every key once more through a new cluster client
 /// (those reads join the history, so a write lost at the end shows too) and checks the
 /// history. Returns the recorder and what `fault` returned.
 fn record_with<T>(
     cluster: &mut Cluster,
     name: &str,
-    replica_reads: Option<(&str, usize)>,
+    extra: Option<(Extra<'_>, usize)>,
     fault: impl FnOnce(&mut Cluster, &Recorder) -> T,
 ) -> (Recorder, T) {
-    record_keys(cluster, name, key_space(), RECORD_FOR, replica_reads, fault)
+    record_keys(cluster, name, key_space(), RECORD_FOR, extra, fault)
 }
 
 /// [`record_with`] on the keys `keys`, recording for `record_for`.
@@ -95,27 +106,23 @@ pub fn record_keys<T>(
     name: &str,
     keys: KeySpace,
     record_for: Duration,
-    replica_reads: Option<(&str, usize)>,
+    extra: Option<(Extra<'_>, usize)>,
     fault: impl FnOnce(&mut Cluster, &Recorder) -> T,
 ) -> (Recorder, T) {
     let recorder = Recorder::new(keys);
     let seeds: Vec<String> = cluster.nodes.iter().map(|n| n.addr()).collect();
-    let (replica_addr, replica_clients) = match replica_reads {
-        Some((addr, n)) => (Some(addr.to_string()), n),
+    let (extra, extra_clients) = match extra {
+        Some((kind, n)) => (Some(kind), n),
         None => (None, 0),
     };
     let load = Load {
-        clients: CLIENTS + replica_clients,
+        clients: CLIENTS + extra_clients,
         ops_per_client: OPS_PER_CLIENT,
         deadline: Some(record_for),
         seed: SEED,
     };
     let out = std::thread::scope(|s| {
-        s.spawn(|| {
-            run_clients(&recorder, &load, |i| {
-                connect_client(&seeds, replica_addr.as_deref(), i)
-            })
-        });
+        s.spawn(|| run_clients(&recorder, &load, |i| connect_client(&seeds, extra, i)));
         std::thread::sleep(WARM_UP);
         fault(cluster, &recorder)
     });
@@ -244,7 +251,7 @@ fn a_node_stopped_past_its_lease_is_fenced_out() {
     record_with(
         &mut cluster,
         "failover_sigstop",
-        Some((&stopped, 2)),
+        Some((Extra::ReplicaReads(&stopped), 2)),
         |cluster, _| {
             cluster.nodes[1].pause(true);
             let out = cluster.wait_out_of_chains("node-2");
@@ -290,7 +297,7 @@ fn a_node_cut_off_from_etcd_stops_serving_and_is_fenced_out() {
     record_with(
         &mut cluster,
         "failover_etcd_partition",
-        Some((&cut_off, 2)),
+        Some((Extra::ReplicaReads(&cut_off), 2)),
         |cluster, _| {
             proxy.cut();
             let out = cluster.wait_out_of_chains("node-2");
@@ -438,11 +445,25 @@ fn reshape_under_load(reshape: Reshape, kill: Kill) {
         Reshape::GrowShrink => RECORD_FOR * 2,
         _ => RECORD_FOR,
     };
+    // 3 → 5 → 3 also records clients through a router, which follows every change.
+    let router = match reshape {
+        Reshape::GrowShrink => {
+            let r = cluster.start_router();
+            Some(cluster.routers[r].addr())
+        }
+        _ => None,
+    };
+    let extra = router.as_deref().map(|addr| (Extra::Router(addr), 2));
     let name = format!("failover_{reshape:?}_{kill:?}").to_lowercase();
     let keys = KeySpace::new("rs", 16, 2, 1);
     let before = cluster.chains().unwrap();
-    let (recorder, fewest) =
-        record_keys(&mut cluster, &name, keys, record_for, None, |cluster, _| {
+    let (recorder, fewest) = record_keys(
+        &mut cluster,
+        &name,
+        keys,
+        record_for,
+        extra,
+        |cluster, _| {
             let done = AtomicBool::new(false);
             let etcd = cluster.etcd.url();
             let victim = match kill {
@@ -517,9 +538,11 @@ fn reshape_under_load(reshape: Reshape, kill: Kill) {
                 );
                 eprintln!("{args:?} ({kill:?} killed): {out}");
             }
+            cluster.wait_members_serving();
             cluster.wait_chains_full(3);
             fewest
-        });
+        },
+    );
     if matches!(kill, Kill::Nobody | Kill::Manager) {
         assert_eq!(fewest, 3, "a chain had fewer than three members on the way");
     }
@@ -527,6 +550,20 @@ fn reshape_under_load(reshape: Reshape, kill: Kill) {
     for chain in &chains {
         assert_eq!(chain.members.len(), 3, "{chain:?}");
     }
+    members_as_reshaped(&cluster, reshape, &chains);
+    let moved = recorder
+        .keys
+        .all()
+        .into_iter()
+        .filter(|k| chain_of(&before, k).members != chain_of(&chains, k).members)
+        .count();
+    assert!(moved > 0, "no key of the load changed chains: {chains:?}");
+    chains_agree(&cluster, &chains, &recorder);
+}
+
+/// The members [`reshape_under_load`] must end with: node-4 gone after a leave; in at least
+/// 3 chains and heading one after a grow; node-3, 4 and 5 after 3 → 5 → 3.
+fn members_as_reshaped(cluster: &Cluster, reshape: Reshape, chains: &[Chain]) {
     let status = cluster.status();
     let member = |id: &str| {
         status["topology"]["nodes"]
@@ -565,14 +602,6 @@ fn reshape_under_load(reshape: Reshape, kill: Kill) {
             );
         }
     }
-    let moved = recorder
-        .keys
-        .all()
-        .into_iter()
-        .filter(|k| chain_of(&before, k).members != chain_of(&chains, k).members)
-        .count();
-    assert!(moved > 0, "no key of the load changed chains: {chains:?}");
-    chains_agree(&cluster, &chains, &recorder);
 }
 
 /// Every member of the chain of each key of the load answers the same for it (READONLY).
@@ -653,7 +682,8 @@ fn a_node_added_to_chains_of_three_gets_its_share_without_dropping_below_three_c
     reshape_under_load(Reshape::Grow, Kill::Nobody);
 }
 
-/// Issue 35's porcupine run: 3 → 4 → 5 → 3 nodes with chains of 3 under a recorded load.
+/// Issue 35's porcupine run: 3 → 4 → 5 → 3 nodes with chains of 3 under a recorded load of
+/// cluster clients and clients through a router.
 #[test]
 fn a_cluster_grows_to_five_and_shrinks_to_three_under_a_recorded_load() {
     reshape_under_load(Reshape::GrowShrink, Kill::Nobody);

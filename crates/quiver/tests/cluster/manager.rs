@@ -164,6 +164,24 @@ impl Cluster {
         start.elapsed()
     }
 
+    /// Waits until every member of the topology says `cluster_state:ok` (it holds its lease
+    /// and the topology names its run: a node restarted a moment ago still holds its old
+    /// lease, so only it knows that it must be repaired out of its chains first).
+    pub fn wait_members_serving(&self) {
+        wait_until(
+            "every member serving at its run",
+            || self.logs(),
+            || {
+                let status = self.try_status()?;
+                for node in status["topology"]["nodes"].as_array().ok_or("no nodes")? {
+                    let id = node["id"].as_str().ok_or("a node without an id")?;
+                    self.nodes[self.node(id)].info_has("cluster_state:ok")?;
+                }
+                Ok(())
+            },
+        );
+    }
+
     /// Waits until restarted node `id` has announced its new run and the manager has taken
     /// it in at that run (out of the chains it shared).
     pub fn wait_readmitted(&self, id: &str) {

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use quiver_testkit::process::run;
 use quiver_testkit::{wait_until, WAIT};
 
-use crate::failover::{acknowledged_writes_after, key_space, record_keys, RECORD_FOR};
+use crate::failover::{acknowledged_writes_after, key_space, record_keys, Extra, RECORD_FOR};
 use crate::harness::{Cluster, Placement};
 
 /// How long the partition stays after node-2 is out of its chains (it rejoins, as tail,
@@ -205,7 +205,7 @@ fn a_partition_between_nodes_expels_one_and_loses_nothing() {
         "partition_nodes",
         key_space(),
         RECORD_FOR,
-        Some((&cut_off, 2)),
+        Some((Extra::ReplicaReads(&cut_off), 2)),
         |cluster, recorder| {
             let ports = (cluster.nodes[0].port, cluster.nodes[1].port);
             let cut = Instant::now();

@@ -273,8 +273,10 @@ fn reshape_cycle(
 }
 
 /// Waits until every chain has [`REPLICAS`] members and no join, no target is left, nobody
-/// is leaving, and every member is alive at its run, serving the topology's epoch.
+/// is leaving, and every member is alive at its run, serving the topology's epoch (after
+/// [`Cluster::wait_members_serving`]: a restarted node's repair is seen first).
 fn wait_settled(cluster: &Cluster, cycle: usize) {
+    cluster.wait_members_serving();
     wait_until(
         &format!("cycle {cycle}: the cluster settled"),
         || cluster.logs(),
