@@ -8,8 +8,10 @@
 //! outcome (`model`). After a random moment a node is killed with SIGKILL: the head, the middle
 //! or the tail (in turn) of a chain picked at random; some cycles kill the elected manager with
 //! it, some restart the node only once the manager has taken it out of its chains (its lease
-//! lapsed) rather than at once. The node restarts on its data directory; the manager takes it
-//! out of every chain (a new run) and it rejoins each as tail, streamed the range. Once every
+//! lapsed) rather than at once; some send FLUSHALL to every node while the writers wait, the
+//! kill following within milliseconds (before, during or after its replies). The node
+//! restarts on its data directory; the manager takes it out of every chain (a new run) and it
+//! rejoins each as tail, streamed the range. Once every
 //! chain is whole again (every node alive at its run, serving the topology's epoch), the
 //! writers stop and every key is read (READONLY) from every member of its chain:
 //!
@@ -17,7 +19,8 @@
 //!   (their connection broke), any may have taken effect after the last acknowledged one —
 //!   nothing older shows, nothing never written; a counter lies between its acknowledged value
 //!   and that plus the INCRs in flight after it; replies (INCR's value, DEL's count) fit too;
-//! - the members agree, and an MSET in flight shows on all its keys or on none.
+//! - the members agree, an MSET in flight shows on all its keys or on none, and a FLUSHALL in
+//!   flight on every key of a range or on none (an acknowledged one on every key).
 //!
 //! What the members show is where the next cycle starts. The first finding fails the test with
 //! the cycle, key, member, what was expected and found, and the processes' log tails.
@@ -43,7 +46,9 @@ use crate::manager::{chain_of, Chain};
 mod model;
 mod reshape;
 
-use model::{mset_whole, value, KeyKind, KeyModel, MsetInFlight, Outcome, Write};
+use model::{
+    flush_whole, mset_whole, value, FlushedKey, KeyKind, KeyModel, MsetInFlight, Outcome, Write,
+};
 
 /// Nodes, chain length, managers: every node in every chain, a manager to take over.
 const NODES: usize = 3;
@@ -72,6 +77,11 @@ const MANAGER_KILL_ONE_IN: u64 = 4;
 /// One cycle in this many restarts the node only once it is out of its chains (its lease ran
 /// out), the others at once (the manager sees its new run).
 const LATE_RESTART_ONE_IN: u64 = 6;
+/// One cycle in this many sends FLUSHALL to every node once the writers stopped, the kill
+/// following it by up to the spread (uniform), so that it lands before, during or after the
+/// flush; the writers start again after it.
+const FLUSH_ONE_IN: u64 = 4;
+const FLUSH_KILL_SPREAD_MS: u64 = 20;
 /// The kills' choices and the writers' mixes (fixed: `QUIVER_CHAIN_KILL_SEED` for another).
 const SEED: u64 = 0xC4A1_4B11;
 const SEED_ENV: &str = "QUIVER_CHAIN_KILL_SEED";
@@ -111,6 +121,9 @@ struct Writer {
     keys: Vec<KeyModel>,
     /// The MSETs in flight this cycle (checked whole, then forgotten).
     msets: Vec<MsetInFlight>,
+    /// This cycle's FLUSHALL, when in flight: its write number, and which keys could not be
+    /// absent before it (checked whole by range, then forgotten).
+    flush: Option<(u64, Vec<bool>)>,
     /// A reply no state of its key explains.
     finding: Option<Finding>,
     acked: u64,
@@ -147,6 +160,7 @@ impl Writer {
             next_op: 1,
             keys,
             msets: Vec::new(),
+            flush: None,
             finding: None,
             acked: 0,
             unknown: 0,
@@ -239,6 +253,22 @@ impl Writer {
         }
     }
 
+    /// A FLUSHALL (sent while this writer waited) ended with `outcome`: the next write of
+    /// every key.
+    fn flushed(&mut self, outcome: &Outcome) {
+        let op = self.next_op;
+        self.next_op += 1;
+        let telling: Vec<bool> = self.keys.iter().map(|k| !k.may_be_absent()).collect();
+        for key in &mut self.keys {
+            if let Err(f) = key.apply(op, &Write::Flush, outcome) {
+                self.finding.get_or_insert(f);
+            }
+        }
+        if *outcome == Outcome::Unknown {
+            self.flush = Some((op, telling));
+        }
+    }
+
     /// The outcome of `command`'s reply; `Err`: a reply of the wrong shape.
     fn outcome(
         &mut self,
@@ -328,6 +358,9 @@ struct Tally {
     heads: usize,
     manager_kills: usize,
     late_restarts: usize,
+    /// FLUSHALLs every node acknowledged, and those the kill caught in flight.
+    flushes_acked: usize,
+    flushes_in_flight: usize,
     reasons: BTreeMap<String, u64>,
 }
 
@@ -349,14 +382,17 @@ impl Tally {
     fn details(&self) -> String {
         format!(
             "kills: {} head, {} middle, {} tail (of a chain picked at random; {} of a node heading \
-             a chain), {} with the elected manager, {} restarted once out of the chains; {} \
-             operations refused; unknown outcomes by reason: {:?}",
+             a chain), {} with the elected manager, {} restarted once out of the chains; \
+             FLUSHALL: {} acknowledged, {} in flight at a kill; {} operations refused; unknown \
+             outcomes by reason: {:?}",
             self.roles[0],
             self.roles[1],
             self.roles[2],
             self.heads,
             self.manager_kills,
             self.late_restarts,
+            self.flushes_acked,
+            self.flushes_in_flight,
             self.refused,
             self.reasons
         )
@@ -430,21 +466,34 @@ fn kill_cycle(
     let late = rng.below(LATE_RESTART_ONE_IN) == 0;
     let load_for =
         Duration::from_millis(LOAD_BEFORE_KILL_MIN_MS + rng.below(LOAD_BEFORE_KILL_SPREAD_MS + 1));
-    let seeds: Vec<String> = cluster.nodes.iter().map(|n| n.addr()).collect();
-    let stop = AtomicBool::new(false);
-    let whole = std::thread::scope(|s| {
-        let _stop = StopOnDrop(&stop);
-        for w in writers.iter_mut() {
-            let (seeds, stop) = (&seeds, &stop);
-            s.spawn(move || w.write_until(seeds, stop));
-        }
-        let manager = kill_manager.then(|| elected_manager(cluster));
-        std::thread::sleep(load_for);
+    let flush = (rng.below(FLUSH_ONE_IN) == 0)
+        .then(|| Duration::from_millis(rng.below(FLUSH_KILL_SPREAD_MS + 1)));
+    let manager = kill_manager.then(|| elected_manager(cluster));
+    let kill = |cluster: &mut Cluster| {
         if let Some(m) = manager {
             cluster.managers[m].kill9();
         }
-        let killed = Instant::now();
         cluster.nodes[victim].kill9();
+        Instant::now()
+    };
+    // A flush cycle stops the load before the FLUSHALL and the kill, and starts it again
+    // after; the others kill under the load.
+    let mut flushed = None;
+    let mut killed = None;
+    if let Some(delay) = flush {
+        loaded(cluster, writers, |_| std::thread::sleep(load_for));
+        let (outcome, at) = flush_all(cluster, delay, kill);
+        for w in writers.iter_mut() {
+            w.flushed(&outcome);
+        }
+        flushed = Some(outcome);
+        killed = Some(at);
+    }
+    let (whole, spread) = loaded(cluster, writers, |cluster| {
+        let killed = killed.unwrap_or_else(|| {
+            std::thread::sleep(load_for);
+            kill(cluster)
+        });
         if late {
             cluster.wait_out_of_chains(&victim_id);
         }
@@ -453,10 +502,8 @@ fn kill_cycle(
             cluster.managers[m].restart();
         }
         wait_whole(cluster, &victim_id, &before);
-        let whole = killed.elapsed();
-        (whole, cluster.wait_heads_spread())
+        (killed.elapsed(), cluster.wait_heads_spread())
     });
-    let (whole, spread) = whole;
     let (mut acked, mut unknown, mut refused) = (0, 0, 0);
     for w in writers.iter_mut() {
         if let Some(f) = w.finding.take() {
@@ -480,8 +527,10 @@ fn kill_cycle(
     tally.heads += usize::from(positions.contains(&"head"));
     tally.manager_kills += usize::from(kill_manager);
     tally.late_restarts += usize::from(late);
+    tally.flushes_acked += usize::from(flushed == Some(Outcome::Ok));
+    tally.flushes_in_flight += usize::from(flushed == Some(Outcome::Unknown));
     eprintln!(
-        "cycle {cycle}: kill -9 of {victim_id} (aimed at a {}; {} in the chains){}{}: {acked} \
+        "cycle {cycle}: kill -9 of {victim_id} (aimed at a {}; {} in the chains){}{}{}: {acked} \
          acknowledged, {unknown} in flight, {refused} refused; whole after {:.2} s, heads \
          spread {:.2} s later",
         ROLES[role],
@@ -492,9 +541,66 @@ fn kill_cycle(
             ""
         },
         if late { ", restarted once out" } else { "" },
+        match flushed {
+            Some(Outcome::Ok) => ", after a FLUSHALL acknowledged",
+            Some(_) => ", with a FLUSHALL in flight",
+            None => "",
+        },
         whole.as_secs_f64(),
         spread.as_secs_f64()
     );
+}
+
+/// Runs `f` under the writers' load; they stop when it returns (or panics).
+fn loaded<T>(
+    cluster: &mut Cluster,
+    writers: &mut [Writer],
+    f: impl FnOnce(&mut Cluster) -> T,
+) -> T {
+    let seeds: Vec<String> = cluster.nodes.iter().map(|n| n.addr()).collect();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let _stop = StopOnDrop(&stop);
+        for w in writers.iter_mut() {
+            let (seeds, stop) = (&seeds, &stop);
+            s.spawn(move || w.write_until(seeds, stop));
+        }
+        f(cluster)
+    })
+}
+
+/// FLUSHALL sent to every node at once (each empties the chains it heads, as a cluster
+/// client's FLUSHALL does), `kill` called `delay` after; its outcome: `Ok` when every node
+/// answered OK, else `Unknown` (a flush refused by one node may have emptied the ranges of
+/// another), and the kill's instant.
+fn flush_all(
+    cluster: &mut Cluster,
+    delay: Duration,
+    kill: impl FnOnce(&mut Cluster) -> Instant,
+) -> (Outcome, Instant) {
+    let conns: Vec<Connection> = cluster
+        .nodes
+        .iter()
+        .map(|n| connect(&n.addr()).unwrap_or_else(|e| panic!("{}: {e}", n.addr())))
+        .collect();
+    std::thread::scope(|s| {
+        let replies: Vec<_> = conns
+            .into_iter()
+            .map(|mut c| s.spawn(move || c.command(&[b"FLUSHALL"])))
+            .collect();
+        std::thread::sleep(delay);
+        let killed = kill(cluster);
+        let all_ok = replies
+            .into_iter()
+            .map(|r| r.join().expect("a FLUSHALL thread panicked"))
+            .all(|r| matches!(r, Ok(Value::Simple(s)) if s == "OK"));
+        let outcome = if all_ok {
+            Outcome::Ok
+        } else {
+            Outcome::Unknown
+        };
+        (outcome, killed)
+    })
 }
 
 /// The index of the elected manager, once one is.
@@ -558,38 +664,78 @@ fn wait_whole(cluster: &Cluster, victim: &str, before: &[Chain]) {
 /// what was read is where the next cycle starts.
 fn verify(cluster: &Cluster, writers: &mut [Writer]) -> Result<(), Finding> {
     let chains = chains(cluster);
-    let mut members: BTreeMap<String, Connection> = BTreeMap::new();
-    for w in writers.iter_mut() {
-        let mut origins = vec![0; w.keys.len()];
-        let mut found = vec![None; w.keys.len()];
-        for (k, key) in w.keys.iter().enumerate() {
-            let chain = chain_of(&chains, &key.name);
-            assert_eq!(chain.members.len(), REPLICAS, "{}: short", chain.slots);
-            let mut seen: Vec<(&str, Option<String>)> = Vec::new();
-            for member in &chain.members {
-                let value = read(cluster, &mut members, member, &key.name);
-                origins[k] = key.explain(member, &value)?;
-                seen.push((member, value));
-            }
-            if seen.windows(2).any(|pair| pair[0].1 != pair[1].1) {
-                return Err(Finding {
-                    verdict: Verdict::Wrong,
-                    key: key.name.clone(),
-                    member: "its chain".to_string(),
-                    expected: "one value on every member".to_string(),
-                    found: format!("{seen:?}"),
-                });
-            }
-            found[k] = seen.pop().and_then(|(_, v)| v);
-        }
+    let mut conns: BTreeMap<String, Connection> = BTreeMap::new();
+    let mut origins = Vec::with_capacity(writers.len());
+    let mut found = Vec::with_capacity(writers.len());
+    for w in writers.iter() {
+        let (o, f) = read_keys(cluster, &chains, &mut conns, &w.keys)?;
+        origins.push(o);
+        found.push(f);
+    }
+    for (w, origins) in writers.iter_mut().zip(&origins) {
         for mset in w.msets.drain(..) {
-            mset_whole(&mset, &w.keys, &origins)?;
+            mset_whole(&mset, &w.keys, origins)?;
         }
-        for (k, key) in w.keys.iter_mut().enumerate() {
-            key.settle(origins[k], found[k].take());
+    }
+    for chain in &chains {
+        let mut range = Vec::new();
+        for (w, origins) in writers.iter().zip(&origins) {
+            let Some((flush_op, telling)) = &w.flush else {
+                continue;
+            };
+            for (k, key) in w.keys.iter().enumerate() {
+                if std::ptr::eq(chain_of(&chains, &key.name), chain) {
+                    range.push(FlushedKey {
+                        key,
+                        flush_op: *flush_op,
+                        origin: origins[k],
+                        telling: telling[k],
+                    });
+                }
+            }
+        }
+        flush_whole(&range)?;
+    }
+    for ((w, origins), found) in writers.iter_mut().zip(origins).zip(found) {
+        w.flush = None;
+        for ((key, origin), value) in w.keys.iter_mut().zip(origins).zip(found) {
+            key.settle(origin, value);
         }
     }
     Ok(())
+}
+
+/// `keys` read from every member of their chains: the write each one's value came from, and
+/// the value (the members must agree).
+fn read_keys(
+    cluster: &Cluster,
+    chains: &[Chain],
+    conns: &mut BTreeMap<String, Connection>,
+    keys: &[KeyModel],
+) -> Result<(Vec<u64>, Vec<Option<String>>), Finding> {
+    let mut origins = vec![0; keys.len()];
+    let mut found = vec![None; keys.len()];
+    for (k, key) in keys.iter().enumerate() {
+        let chain = chain_of(chains, &key.name);
+        assert_eq!(chain.members.len(), REPLICAS, "{}: short", chain.slots);
+        let mut seen: Vec<(&str, Option<String>)> = Vec::new();
+        for member in &chain.members {
+            let value = read(cluster, conns, member, &key.name);
+            origins[k] = key.explain(member, &value)?;
+            seen.push((member, value));
+        }
+        if seen.windows(2).any(|pair| pair[0].1 != pair[1].1) {
+            return Err(Finding {
+                verdict: Verdict::Wrong,
+                key: key.name.clone(),
+                member: "its chain".to_string(),
+                expected: "one value on every member".to_string(),
+                found: format!("{seen:?}"),
+            });
+        }
+        found[k] = seen.pop().and_then(|(_, v)| v);
+    }
+    Ok((origins, found))
 }
 
 /// GET `key` on `member` (a READONLY connection, kept in `conns`): a refusal (the member not

@@ -9,11 +9,15 @@
 //! **lost** when the key shows nothing where something was acknowledged, an older value than
 //! the last acknowledged one, or a counter short of its acknowledged count; **wrong**
 //! otherwise (a value never written, a counter past its bound, members that disagree, an MSET
-//! in flight seen on some of its keys only, a reply that no state explains).
+//! in flight seen on some of its keys only, a FLUSHALL in flight seen on some keys of a range
+//! only, a reply that no state explains).
+//!
+//! A FLUSHALL is a write of every key: sent while the writers wait, it takes the next number
+//! of each writer's sequence.
 
 use quiver_testkit::acked::{Finding, Verdict};
 
-/// A key's kind: registers take SET, MSET and DEL; counters INCR and DEL.
+/// A key's kind: registers take SET, MSET and DEL; counters INCR and DEL; both FLUSHALL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyKind {
     Register,
@@ -26,12 +30,14 @@ pub enum Write {
     Set(String),
     Del,
     Incr,
+    /// A FLUSHALL: the key deleted with every other key of its range.
+    Flush,
 }
 
 /// How a write ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// SET / MSET answered OK.
+    /// SET / MSET answered OK (FLUSHALL: every node answered OK).
     Ok,
     /// DEL answered this count (of this key: every DEL of the load has one key).
     Deleted(i64),
@@ -130,7 +136,7 @@ impl KeyModel {
     fn after(&self, from: &Option<String>, write: &Write) -> Option<String> {
         match write {
             Write::Set(v) => Some(v.clone()),
-            Write::Del => None,
+            Write::Del | Write::Flush => None,
             Write::Incr => Some((number(from).unwrap_or(0) + 1).to_string()),
         }
     }
@@ -174,6 +180,7 @@ impl KeyModel {
                 return Ok(());
             }
             (Write::Set(v), Outcome::Ok) => Some(v.clone()),
+            (Write::Flush, Outcome::Ok) => None,
             (Write::Del, Outcome::Deleted(n)) => {
                 let fits = self
                     .possible
@@ -208,6 +215,11 @@ impl KeyModel {
         }];
         self.acked_op = op;
         Ok(())
+    }
+
+    /// Whether the key may be absent now (an absent key shows nothing of a FLUSHALL).
+    pub fn may_be_absent(&self) -> bool {
+        self.possible.iter().any(|o| o.value.is_none())
     }
 
     /// The write that explains `found` read on `member`, or the finding.
@@ -261,6 +273,38 @@ pub fn mset_whole(mset: &MsetInFlight, keys: &[KeyModel], origins: &[u64]) -> Re
                 mset.op, keys[with].name
             ),
             found: format!("write {}", origins[without]),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// A key of a range a FLUSHALL in flight may have emptied: the FLUSHALL's write number in the
+/// key's writer's sequence, the write its check found, and whether the key could not be
+/// absent before the FLUSHALL (only then does its absence show the FLUSHALL).
+#[derive(Clone, Debug)]
+pub struct FlushedKey<'a> {
+    pub key: &'a KeyModel,
+    pub flush_op: u64,
+    pub origin: u64,
+    pub telling: bool,
+}
+
+/// A FLUSHALL empties each range at once on every member (one chain message): the keys of one
+/// range show it on all of them or on none. A key showing a write older than the FLUSHALL,
+/// while another shows the FLUSHALL, is a finding.
+pub fn flush_whole(range: &[FlushedKey<'_>]) -> Result<(), Finding> {
+    let shows = range.iter().find(|k| k.telling && k.origin == k.flush_op);
+    let older = range.iter().find(|k| k.origin < k.flush_op);
+    match (shows, older) {
+        (Some(with), Some(without)) => Err(Finding {
+            verdict: Verdict::Wrong,
+            key: without.key.name.clone(),
+            member: "every member".to_string(),
+            expected: format!(
+                "emptied by the FLUSHALL (in flight; {} of the same range shows it)",
+                with.key.name
+            ),
+            found: format!("write {} (before the FLUSHALL)", without.origin),
         }),
         _ => Ok(()),
     }
@@ -374,5 +418,40 @@ mod tests {
         assert!(mset_whole(&mset, &keys, &[1, 1]).is_ok());
         let f = mset_whole(&mset, &keys, &[2, 1]).unwrap_err();
         assert_eq!(f.verdict, Verdict::Wrong, "{f}");
+    }
+
+    #[test]
+    fn the_check_follows_flushes() {
+        let mut k = register();
+        let v = value(0, 1, 0);
+        k.apply(1, &Write::Set(v.clone()), &Outcome::Ok).unwrap();
+        let mut unknown = k.clone();
+        k.apply(2, &Write::Flush, &Outcome::Ok).unwrap();
+        assert_eq!(k.explain("n", &None), Ok(2));
+        let f = k.explain("n", &Some(v.clone())).unwrap_err();
+        assert_eq!(f.verdict, Verdict::Lost, "the value came back: {f}");
+        assert!(!unknown.may_be_absent());
+        unknown.apply(2, &Write::Flush, &Outcome::Unknown).unwrap();
+        assert_eq!(unknown.explain("n", &None), Ok(2));
+        assert_eq!(unknown.explain("n", &Some(v)), Ok(1));
+    }
+
+    #[test]
+    fn the_check_finds_a_torn_flush() {
+        let (a, b) = (register(), counter());
+        let key = |key, origin, telling| FlushedKey {
+            key,
+            flush_op: 5,
+            origin,
+            telling,
+        };
+        assert!(flush_whole(&[key(&a, 5, true), key(&b, 5, true)]).is_ok());
+        assert!(flush_whole(&[key(&a, 4, true), key(&b, 3, true)]).is_ok());
+        assert!(flush_whole(&[key(&a, 6, true), key(&b, 3, true)]).is_ok());
+        // Absent before the FLUSHALL too: its absence tells nothing.
+        assert!(flush_whole(&[key(&a, 5, false), key(&b, 3, true)]).is_ok());
+        let f = flush_whole(&[key(&a, 5, true), key(&b, 3, true)]).unwrap_err();
+        assert_eq!(f.verdict, Verdict::Wrong, "{f}");
+        assert_eq!(f.key, b.name);
     }
 }
