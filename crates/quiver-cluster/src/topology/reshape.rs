@@ -20,6 +20,10 @@
 //!    members than it keeps ([`Topology::with_spliced`]), as a middle that fails does (its
 //!    predecessor sends what it has not seen committed to its new successor).
 //! 5. Once every chain of the range is the target, the manager forgets the target.
+//! 6. **Merge**: once the cluster is whole again, neighbouring chains of the same head and
+//!    members (the parts a grow split and a shrink left on the same nodes) are merged by
+//!    their head ([`Topology::merge_wanted`], [`Topology::with_merged`]), drained as a split
+//!    is, so the chains do not multiply with every reshape.
 //!
 //! A member on its way out is one not in the target's chain, or one leaving the cluster
 //! (`topology::leave`, which is the same steps without a target). A chain never has fewer
@@ -48,6 +52,15 @@ const MEMBER_SWAPS_MAX: usize = 256;
 /// order of the others only says who forwards to whom).
 fn same_chain(a: &[String], b: &[String]) -> bool {
     a.len() == b.len() && a.first() == b.first() && a.iter().all(|m| b.contains(m))
+}
+
+/// Whether chain `b` follows chain `a` and could be one chain with it: the same head and
+/// members, nothing joining either.
+fn mergeable(a: &Shard, b: &Shard) -> bool {
+    u32::from(a.slots.hi) + 1 == u32::from(b.slots.lo)
+        && a.joining.is_none()
+        && b.joining.is_none()
+        && same_chain(&a.chain, &b.chain)
 }
 
 impl Topology {
@@ -138,6 +151,59 @@ impl Topology {
         right.slots.lo = at;
         right.version = version;
         t.shards.insert(i + 1, right);
+        t.validate()?;
+        Ok(t)
+    }
+
+    /// Two neighbouring chains node `id` heads with the same members, once the cluster is
+    /// whole (no target, join or leave in flight) and `id` has no head to hand over first:
+    /// the range they cover and the first slot of the second (`id` merges them:
+    /// [`Topology::with_merged`]). A grow splits chains at its targets' edges and a shrink
+    /// leaves the parts on the same members: merging them keeps the number of chains
+    /// (streams, senders, connections) from growing with every reshape — FAWN-KV's leave,
+    /// whose ranges merge into their neighbours'. The head balance goes first: a merge
+    /// lowers `ceil(chains / nodes)`, and two chains a restart left on one head must not
+    /// become one that head keeps.
+    pub fn merge_wanted(&self, id: &str) -> Option<(SlotRange, u16)> {
+        if !self.is_whole() || self.head_handoff(id).is_some() {
+            return None;
+        }
+        self.shards
+            .windows(2)
+            .find(|pair| pair[0].owner() == id && mergeable(&pair[0], &pair[1]))
+            .map(|pair| {
+                let slots = SlotRange {
+                    lo: pair[0].slots.lo,
+                    hi: pair[1].slots.hi,
+                };
+                (slots, pair[1].slots.lo)
+            })
+    }
+
+    /// The next version with the neighbouring chains `slots.lo..at` and `at..=slots.hi`
+    /// (the same members) merged into one chain of `slots`, in the first one's order, at a
+    /// new version. Valid only when every member holds every message of both chains (their
+    /// head froze their writes and saw them all committed): the merged stream starts at 0.
+    pub fn with_merged(&self, slots: SlotRange, at: u16) -> Result<Topology, TopologyError> {
+        let mut t = self.next();
+        let version = t.epoch;
+        let refused = || {
+            TopologyError::Refused(format!(
+                "no two chains of the same members meet at slot {at} within slots {slots}"
+            ))
+        };
+        let i = t
+            .shards
+            .iter()
+            .position(|s| s.slots.lo == slots.lo && u32::from(s.slots.hi) + 1 == u32::from(at))
+            .ok_or_else(refused)?;
+        match t.shards.get(i + 1) {
+            Some(right) if right.slots.hi == slots.hi && mergeable(&t.shards[i], right) => {}
+            _ => return Err(refused()),
+        }
+        t.shards.remove(i + 1);
+        t.shards[i].slots.hi = slots.hi;
+        t.shards[i].version = version;
         t.validate()?;
         Ok(t)
     }
@@ -475,6 +541,12 @@ mod tests {
             if let Some(next) = t.with_spliced() {
                 step(t, next);
             }
+            for id in &ids {
+                while let Some((slots, at)) = t.merge_wanted(id) {
+                    let next = t.with_merged(slots, at).unwrap();
+                    step(t, next);
+                }
+            }
             if t.epoch == before {
                 return steps;
             }
@@ -528,6 +600,58 @@ mod tests {
         for n in ["n1", "n2"] {
             assert_eq!(t.held_slots(n), SLOTS, "{n}: {t}");
             assert!((8190..=8194).contains(&t.headed_slots(n)), "{n}: {t}");
+        }
+    }
+
+    /// Grows and shrinks over and over (a node added and rebalanced, then a node leaving
+    /// and the rest rebalanced): at rest no two neighbouring chains could be one, and the
+    /// number of chains stays bounded instead of growing with every reshape.
+    #[test]
+    fn chains_split_by_a_grow_merge_again_after_the_shrink() {
+        let all = nodes(3 + 12);
+        let mut t = Topology::create(all[..3].to_vec(), 3).unwrap();
+        for round in 0..12 {
+            t = t.with_node(all[3 + round].clone()).unwrap();
+            t = t.with_targets(&t.rebalance_targets()).unwrap();
+            settle(&mut t, 3);
+            let grown = t.shards.len();
+            let leaving = t.nodes[round % t.nodes.len()].id.clone();
+            t = t.with_leaving(&leaving).unwrap();
+            settle(&mut t, 3);
+            t = t.without_node(&leaving).unwrap();
+            t = t.with_targets(&t.rebalance_targets()).unwrap();
+            settle(&mut t, 3);
+            eprintln!(
+                "round {round}: {grown} chains on 4 nodes, {} on 3",
+                t.shards.len()
+            );
+            assert!(t.shards.windows(2).all(|p| !mergeable(&p[0], &p[1])), "{t}");
+            assert!(t.targets.is_empty() && t.is_whole(), "{t}");
+            // Without merges: 8, 9, 9, 9, 9, 10, 10, 11, ... chains; with them 5 to 8.
+            assert!(t.shards.len() <= 3 * t.nodes.len(), "{t}");
+        }
+        // Merges are refused where the chains differ or do not meet.
+        let t = Topology::create(nodes(3), 3).unwrap();
+        let (a, b) = (t.shards[0].slots, t.shards[1].slots);
+        let both = SlotRange { lo: a.lo, hi: b.hi };
+        assert!(t.with_merged(both, b.lo).is_err());
+        assert!(t.with_merged(both, b.lo + 1).is_err());
+    }
+
+    /// Two neighbouring chains a restart left on one head (the restarted node rejoined both
+    /// as tail) are not merged: the head balance hands one over first, so the writes
+    /// spread again.
+    #[test]
+    fn the_head_balance_goes_before_a_merge() {
+        let mut t = Topology::create(nodes(3), 3).unwrap();
+        t.shards[1].chain = vec!["n0".into(), "n2".into(), "n1".into()];
+        t.validate().unwrap();
+        assert!(t.head_handoff("n0").is_some());
+        assert_eq!(t.merge_wanted("n0"), None);
+        settle(&mut t, 3);
+        assert_eq!(t.shards.len(), 3, "{t}");
+        for n in ["n0", "n1", "n2"] {
+            assert_eq!(t.heads_of(n), 1, "{n}: {t}");
         }
     }
 

@@ -1,21 +1,22 @@
 //! Changes a chain's head makes once every member holds every message of the chain
 //! (`quiver_cluster`'s `topology::heads` and `topology::reshape` decide when): handing its
 //! head role over to another member (the head balance that spreads the writes again after
-//! restarts, a leaving head, a range on its way to a target), and splitting the chain in two
-//! at a target's edge.
+//! restarts, a leaving head, a range on its way to a target), splitting the chain in two
+//! at a target's edge, and merging it with the next chain of the same members once the
+//! cluster is whole again (the parts a grow split).
 //!
 //! 1. **Freeze** the chain's writes here (`cluster::ClusterNode::freeze` returns once none is
-//!    in flight): from now on nothing new is numbered.
+//!    in flight; a merge freezes both chains): from now on nothing new is numbered.
 //! 2. **Drain**: wait until every message this node applied is committed (at most
 //!    [`DRAIN_MAX`]): then every member holds every message, so any order of them is a valid
-//!    chain, and any cut of its range.
+//!    chain, any cut of its range, and any union with a drained neighbour of the same members.
 //! 3. **Change**: one etcd transaction writes the chain with the new head first
-//!    (`Topology::with_head`) or as two chains (`Topology::with_split`), at a new version, if
-//!    the chain is as it was and the change still wanted; its outcome is found out for sure
-//!    (`moves::decide`).
+//!    (`Topology::with_head`), as two chains (`Topology::with_split`) or the two as one
+//!    (`Topology::with_merged`), at a new version, if the chains are as they were and the
+//!    change still wanted; its outcome is found out for sure (`moves::decide`).
 //! 4. **Adopt, then thaw**: the waiting writes route anew (to the new head: `-MOVED`; to the
-//!    halves, whose streams start again at 0 on every member). This node numbers nothing at
-//!    the old version after the freeze, so whatever follows starts from the same last
+//!    new chains, whose streams start again at 0 on every member). This node numbers nothing
+//!    at the old versions after the freeze, so whatever follows starts from the same last
 //!    message everywhere.
 //!
 //! Reads go on throughout: every member's copy is committed up to the same message, and a
@@ -42,6 +43,9 @@ pub enum Change {
     Head { to: String },
     /// Two chains of the same members: the slots before `at`, and those from `at` on.
     Split { at: u16 },
+    /// One chain of the two (the same members) that meet at `at`: the slots changed are
+    /// both chains'.
+    Merge { at: u16 },
 }
 
 impl Change {
@@ -53,6 +57,24 @@ impl Change {
                 .head_handoff(me)
                 .is_some_and(|(s, m)| s == slots && m == *to),
             Change::Split { at } => t.split_wanted(me) == Some((slots, *at)),
+            Change::Merge { at } => t.merge_wanted(me) == Some((slots, *at)),
+        }
+    }
+
+    /// The chains drained for the change of `slots`: the one chain, or a merge's two.
+    fn drained(&self, slots: SlotRange) -> Vec<SlotRange> {
+        match self {
+            Change::Merge { at } => vec![
+                SlotRange {
+                    lo: slots.lo,
+                    hi: at - 1,
+                },
+                SlotRange {
+                    lo: *at,
+                    hi: slots.hi,
+                },
+            ],
+            Change::Head { .. } | Change::Split { .. } => vec![slots],
         }
     }
 
@@ -60,6 +82,7 @@ impl Change {
         match self {
             Change::Head { to } => t.with_head(slots, to),
             Change::Split { at } => t.with_split(slots, *at),
+            Change::Merge { at } => t.with_merged(slots, *at),
         }
     }
 
@@ -71,6 +94,7 @@ impl Change {
                 .shards
                 .iter()
                 .any(|s| s.slots.lo == *at && slots.contains(*at)),
+            Change::Merge { .. } => t.shards.iter().any(|s| s.slots == slots),
         }
     }
 }
@@ -105,29 +129,42 @@ async fn drive(
         return Ok(false);
     };
     let meta = etcd.connect().await?;
-    let Some(stream) = node.chains.stream_of(slots) else {
-        return Ok(false);
-    };
-    let version = stream.role().version;
+    let mut chains = Vec::new();
+    for part in change.drained(slots) {
+        let Some(stream) = node.chains.stream_of(part) else {
+            return Ok(false);
+        };
+        let version = stream.role().version;
+        chains.push((part, version, stream));
+    }
     // 1. Freeze. 2. Drain.
     node.freeze(slots).await;
-    let (applied, ..) = stream.figures();
-    if !tokio::time::timeout(DRAIN_MAX, stream.committed(applied))
+    let drained = async {
+        for (_, _, stream) in &chains {
+            let (applied, ..) = stream.figures();
+            if !stream.committed(applied).await {
+                return false;
+            }
+        }
+        true
+    };
+    if !tokio::time::timeout(DRAIN_MAX, drained)
         .await
         .unwrap_or(false)
     {
         return Ok(false);
     }
-    // 3. Change, if the chain is still the one drained and the change still wanted.
+    // 3. Change, if the chains are still the ones drained and the change still wanted.
     let me = node.id.clone();
     let (changed, t) = decide(
         &meta,
         false,
         |t| {
-            t.shards
-                .iter()
-                .any(|s| s.slots == slots && s.version == version && s.owner() == me)
-                && change.wanted(t, &me, slots)
+            chains.iter().all(|(part, version, _)| {
+                t.shards
+                    .iter()
+                    .any(|s| s.slots == *part && s.version == *version && s.owner() == me)
+            }) && change.wanted(t, &me, slots)
         },
         |t| change.apply(t, slots),
         |t| change.made(t, slots),

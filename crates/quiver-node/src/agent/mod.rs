@@ -184,6 +184,10 @@ fn reconcile(
         .split_wanted(&node.id)
         .map(|(slots, at)| (slots, drained::Change::Split { at }))
         .or_else(|| {
+            t.merge_wanted(&node.id)
+                .map(|(slots, at)| (slots, drained::Change::Merge { at }))
+        })
+        .or_else(|| {
             t.head_handoff(&node.id)
                 .map(|(slots, to)| (slots, drained::Change::Head { to }))
         });

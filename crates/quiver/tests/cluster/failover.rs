@@ -540,6 +540,8 @@ fn reshape_under_load(reshape: Reshape, kill: Kill) {
             }
             cluster.wait_members_serving();
             cluster.wait_chains_full(3);
+            // Under the recorded load still: the parts the grow split merge again.
+            cluster.wait_chains_merged();
             fewest
         },
     );

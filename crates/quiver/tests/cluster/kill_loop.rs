@@ -9,7 +9,7 @@
 //! or the tail (in turn) of a chain picked at random; some cycles kill the elected manager with
 //! it, some restart the node only once the manager has taken it out of its chains (its lease
 //! lapsed) rather than at once; some send FLUSHALL to every node while the writers wait, the
-//! kill following within milliseconds (before, during or after its replies). The node
+//! kill following within a few milliseconds (before, during or after its replies). The node
 //! restarts on its data directory; the manager takes it out of every chain (a new run) and it
 //! rejoins each as tail, streamed the range. Once every
 //! chain is whole again (every node alive at its run, serving the topology's epoch), the
@@ -81,7 +81,7 @@ const LATE_RESTART_ONE_IN: u64 = 6;
 /// following it by up to the spread (uniform), so that it lands before, during or after the
 /// flush; the writers start again after it.
 const FLUSH_ONE_IN: u64 = 4;
-const FLUSH_KILL_SPREAD_MS: u64 = 20;
+const FLUSH_KILL_SPREAD_MS: u64 = 4;
 /// The kills' choices and the writers' mixes (fixed: `QUIVER_CHAIN_KILL_SEED` for another).
 const SEED: u64 = 0xC4A1_4B11;
 const SEED_ENV: &str = "QUIVER_CHAIN_KILL_SEED";

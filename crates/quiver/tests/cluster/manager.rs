@@ -206,6 +206,31 @@ impl Cluster {
         );
     }
 
+    /// Waits until no two neighbouring chains have the same head and members (their head
+    /// merges them once the cluster is whole: `topology::reshape`); how many chains there
+    /// are then. Bounded by `wait_until`'s limit.
+    pub fn wait_chains_merged(&self) -> usize {
+        let mut count = 0;
+        wait_until(
+            "neighbouring chains of the same members merged",
+            || self.logs(),
+            || {
+                let chains = self.chains()?;
+                count = chains.len();
+                let same = |a: &Chain, b: &Chain| {
+                    a.members[0] == b.members[0]
+                        && a.members.len() == b.members.len()
+                        && a.members.iter().all(|m| b.members.contains(m))
+                };
+                match chains.windows(2).find(|pair| same(&pair[0], &pair[1])) {
+                    Some(pair) => Err(format!("not merged: {pair:?}")),
+                    None => Ok(()),
+                }
+            },
+        );
+        count
+    }
+
     /// Waits until no node heads more than its share of the chains (`ceil(chains / nodes)`:
     /// the head balance, after a restart); how long that took. Bounded by `wait_until`'s
     /// limit.

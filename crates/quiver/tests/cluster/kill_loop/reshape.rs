@@ -82,6 +82,8 @@ struct Tally {
     shrinks: Vec<Duration>,
     /// Kills by [`VICTIMS`] index.
     kills: [usize; 4],
+    /// The most chains a cycle ended with (merged: it does not grow with the cycles).
+    chains_most: usize,
 }
 
 fn run(cycles: usize) {
@@ -113,7 +115,8 @@ fn run(cycles: usize) {
         "reshape crash loop: {} cycles ({} grows, {} shrinks), {} acknowledged operations \
          checked, 0 lost, 0 wrong, {} in flight at kills; grow {grow_median:.2}/{grow_max:.2} s, \
          shrink {shrink_median:.2}/{shrink_max:.2} s (median/max); kills: {} none, {} of the \
-         node added or removed, {} of another node, {} of the elected manager ({:.1} minutes)",
+         node added or removed, {} of another node, {} of the elected manager; at most {} \
+         chains at a cycle's end ({:.1} minutes)",
         tally.cycles,
         tally.grows.len(),
         tally.shrinks.len(),
@@ -123,6 +126,7 @@ fn run(cycles: usize) {
         tally.kills[1],
         tally.kills[2],
         tally.kills[3],
+        tally.chains_most,
         started.elapsed().as_secs_f64() / 60.0
     );
 }
@@ -197,7 +201,7 @@ fn reshape_cycle(
     let seeds = cluster.addrs_of(&before);
     let etcd = cluster.etcd.url();
     let stop = AtomicBool::new(false);
-    let took = std::thread::scope(|s| {
+    let (took, chains) = std::thread::scope(|s| {
         let _stop = super::StopOnDrop(&stop);
         for w in writers.iter_mut() {
             let (seeds, stop) = (&seeds, &stop);
@@ -238,7 +242,8 @@ fn reshape_cycle(
         let took = cli.join().unwrap();
         let took = took.unwrap_or_else(|e| panic!("cycle {cycle}: {e}\n{}", cluster.logs()));
         wait_settled(cluster, cycle);
-        took
+        // Still under the load: the parts a grow split merge again once the cluster is whole.
+        (took, cluster.wait_chains_merged())
     });
     if !grow {
         let removed = cluster.node(&moving);
@@ -259,6 +264,7 @@ fn reshape_cycle(
     tally.acked += acked;
     tally.in_flight += unknown;
     tally.kills[VICTIMS.iter().position(|v| *v == victim).unwrap()] += 1;
+    tally.chains_most = tally.chains_most.max(chains);
     if grow {
         tally.grows.push(took);
     } else {
@@ -266,7 +272,7 @@ fn reshape_cycle(
     }
     eprintln!(
         "cycle {cycle}: {} {moving}, kill -9 of {victim:?} {kill_at:?} into it: {acked} \
-         acknowledged, {unknown} in flight; took {:.2} s",
+         acknowledged, {unknown} in flight; took {:.2} s, {chains} chains once merged",
         if grow { "grow by" } else { "shrink by" },
         took.as_secs_f64()
     );
