@@ -33,6 +33,7 @@ mod durable;
 pub mod error;
 mod expiry;
 pub mod faults;
+pub mod fields;
 mod group_commit;
 pub mod hash;
 pub mod index;

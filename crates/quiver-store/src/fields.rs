@@ -1,0 +1,385 @@
+//! A hash's fields packed into one value: the value of a small hash's record, and of each
+//! bucket of a large one (docs/design.md, "Hashes: the layout").
+//!
+//! ```text
+//! packed := count:varint (field_len:varint field value_len:varint value){count}
+//! ```
+//!
+//! Varints are LEB128 (7 bits per byte, low bits first, at most 10 bytes for a u64). The
+//! pairs keep insertion order — HGETALL's order for a listpack in Redis: a replaced value
+//! keeps its field's place, a deleted field closes its gap, a new one goes last. No field
+//! appears twice; decoding refuses anything else as damage, since a value of a hash is only
+//! ever written by [`Fields::encode`].
+//!
+//! Reads walk the bytes without allocating ([`Packed`]); changes go through [`Fields`], whose
+//! parts share the decoded value's buffer.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// Most fields a hash keeps packed in one record (Redis's `hash-max-listpack-entries`).
+pub const PACKED_ENTRIES_MAX: usize = 512;
+/// Longest field or value a hash keeps packed in one record (Redis's
+/// `hash-max-listpack-value`).
+pub const PACKED_VALUE_MAX: usize = 64;
+/// Longest varint of a u64.
+const VARINT_LEN_MAX: usize = 10;
+
+/// Why bytes are not a packed hash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FieldsError {
+    #[error("packed hash: a length runs past the end of the value")]
+    Truncated,
+    #[error("packed hash: a varint longer than 10 bytes or above u64")]
+    BadVarint,
+    #[error("packed hash: {0} bytes after the last field")]
+    Trailing(usize),
+    #[error("packed hash: a field appears twice")]
+    Duplicate,
+}
+
+/// The pairs of a packed value, read in place.
+#[derive(Clone, Copy, Debug)]
+pub struct Packed<'a> {
+    count: usize,
+    pairs: &'a [u8],
+}
+
+impl<'a> Packed<'a> {
+    /// The packed value `bytes`, checked whole: every length within the bytes, nothing after
+    /// the last pair, no field twice.
+    pub fn new(bytes: &'a [u8]) -> Result<Packed<'a>, FieldsError> {
+        let mut at = 0;
+        let count = read_varint(bytes, &mut at)?;
+        // Each pair takes at least two bytes: a count above that is damage, not a size.
+        if count > (bytes.len() - at) as u64 / 2 {
+            return Err(FieldsError::Truncated);
+        }
+        let packed = Packed {
+            count: count as usize,
+            pairs: &bytes[at..],
+        };
+        let mut end = 0;
+        let mut pairs = packed.walk();
+        for _ in 0..packed.count {
+            pairs.next().ok_or(FieldsError::Truncated)??;
+            end = pairs.at;
+        }
+        if end != packed.pairs.len() {
+            return Err(FieldsError::Trailing(packed.pairs.len() - end));
+        }
+        let fields: Vec<&[u8]> = packed.iter().map(|(f, _)| f).collect();
+        let mut sorted = fields.clone();
+        sorted.sort_unstable();
+        if sorted.windows(2).any(|w| w[0] == w[1]) {
+            return Err(FieldsError::Duplicate);
+        }
+        Ok(packed)
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The value of `field`, if the hash has it.
+    pub fn get(&self, field: &[u8]) -> Option<&'a [u8]> {
+        self.iter().find(|(f, _)| *f == field).map(|(_, v)| v)
+    }
+
+    /// The pairs in their order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
+        let mut walk = self.walk();
+        (0..self.count).map_while(move |_| walk.next().and_then(Result::ok))
+    }
+
+    fn walk(&self) -> Walk<'a> {
+        Walk {
+            bytes: self.pairs,
+            at: 0,
+        }
+    }
+}
+
+/// Reads pairs from `bytes` on, each checked against its end.
+struct Walk<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Walk<'a> {
+    fn part(&mut self) -> Result<&'a [u8], FieldsError> {
+        let len = read_varint(self.bytes, &mut self.at)?;
+        let end = (self.at as u64)
+            .checked_add(len)
+            .filter(|&end| end <= self.bytes.len() as u64)
+            .ok_or(FieldsError::Truncated)? as usize;
+        let part = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(part)
+    }
+}
+
+impl<'a> Iterator for Walk<'a> {
+    type Item = Result<(&'a [u8], &'a [u8]), FieldsError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.part().and_then(|f| Ok((f, self.part()?))))
+    }
+}
+
+/// A hash's pairs to change and encode again.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Fields {
+    pairs: Vec<(Bytes, Bytes)>,
+}
+
+impl Fields {
+    /// The pairs of the packed `value` (checked as [`Packed::new`] does), sharing its buffer.
+    pub fn decode(value: &Bytes) -> Result<Fields, FieldsError> {
+        let packed = Packed::new(value)?;
+        let pairs = packed
+            .iter()
+            .map(|(f, v)| (value.slice_ref(f), value.slice_ref(v)))
+            .collect();
+        Ok(Fields { pairs })
+    }
+
+    /// The packed value of these pairs.
+    pub fn encode(&self) -> Bytes {
+        let body: usize = self
+            .pairs
+            .iter()
+            .map(|(f, v)| f.len() + v.len() + 2 * VARINT_LEN_MAX)
+            .sum();
+        let mut out = BytesMut::with_capacity(VARINT_LEN_MAX + body);
+        put_varint(&mut out, self.pairs.len() as u64);
+        for (f, v) in &self.pairs {
+            put_varint(&mut out, f.len() as u64);
+            out.put_slice(f);
+            put_varint(&mut out, v.len() as u64);
+            out.put_slice(v);
+        }
+        out.freeze()
+    }
+
+    pub fn len(&self) -> usize {
+        self.pairs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty()
+    }
+
+    pub fn get(&self, field: &[u8]) -> Option<&Bytes> {
+        self.pairs.iter().find(|(f, _)| f == field).map(|(_, v)| v)
+    }
+
+    /// Sets `field` to `value`: in its place when the hash has it (false), else last (true).
+    pub fn set(&mut self, field: Bytes, value: Bytes) -> bool {
+        match self.pairs.iter_mut().find(|(f, _)| *f == field) {
+            Some(pair) => {
+                pair.1 = value;
+                false
+            }
+            None => {
+                self.pairs.push((field, value));
+                true
+            }
+        }
+    }
+
+    /// Removes `field`; whether the hash had it.
+    pub fn remove(&mut self, field: &[u8]) -> bool {
+        let before = self.pairs.len();
+        self.pairs.retain(|(f, _)| f != field);
+        self.pairs.len() != before
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Bytes)> {
+        self.pairs.iter().map(|(f, v)| (f, v))
+    }
+
+    /// Whether Redis would keep these pairs as a listpack: at most [`PACKED_ENTRIES_MAX`]
+    /// pairs, none of whose field or value is longer than [`PACKED_VALUE_MAX`].
+    pub fn fits_packed(&self) -> bool {
+        self.pairs.len() <= PACKED_ENTRIES_MAX
+            && self
+                .pairs
+                .iter()
+                .all(|(f, v)| f.len() <= PACKED_VALUE_MAX && v.len() <= PACKED_VALUE_MAX)
+    }
+}
+
+fn put_varint(out: &mut BytesMut, mut n: u64) {
+    while n >= 0x80 {
+        out.put_u8(n as u8 | 0x80);
+        n >>= 7;
+    }
+    out.put_u8(n as u8);
+}
+
+fn read_varint(bytes: &[u8], at: &mut usize) -> Result<u64, FieldsError> {
+    let mut n = 0u64;
+    for i in 0..VARINT_LEN_MAX {
+        let b = *bytes.get(*at + i).ok_or(FieldsError::Truncated)?;
+        let bits = u64::from(b & 0x7f);
+        // The tenth byte holds the top bit of a u64 only.
+        if i == VARINT_LEN_MAX - 1 && bits > 1 {
+            return Err(FieldsError::BadVarint);
+        }
+        n |= bits << (7 * i);
+        if b & 0x80 == 0 {
+            *at += i + 1;
+            return Ok(n);
+        }
+    }
+    Err(FieldsError::BadVarint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(pairs: &[(&str, &str)]) -> Fields {
+        let mut f = Fields::default();
+        for (k, v) in pairs {
+            f.set(
+                Bytes::copy_from_slice(k.as_bytes()),
+                Bytes::copy_from_slice(v.as_bytes()),
+            );
+        }
+        f
+    }
+
+    #[test]
+    fn pairs_keep_insertion_order_through_set_remove_and_encoding() {
+        let mut f = fields(&[("a", "1"), ("b", "2"), ("c", "3")]);
+        assert!(!f.set("a".into(), "10".into()), "a replaced, not added");
+        assert!(f.set("d".into(), "4".into()));
+        assert!(f.remove(b"b"));
+        assert!(!f.remove(b"b"));
+        let packed = f.encode();
+        let back = Fields::decode(&packed).unwrap();
+        assert_eq!(back, f);
+        let order: Vec<_> = back.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert_eq!(
+            order,
+            [("a", "10"), ("c", "3"), ("d", "4")].map(|(k, v)| (Bytes::from(k), Bytes::from(v)))
+        );
+        let view = Packed::new(&packed).unwrap();
+        assert_eq!(view.len(), 3);
+        assert_eq!(view.get(b"c"), Some(&b"3"[..]));
+        assert_eq!(view.get(b"b"), None);
+    }
+
+    #[test]
+    fn the_empty_hash_and_empty_parts_round_trip() {
+        let empty = Fields::default().encode();
+        assert_eq!(&empty[..], [0]);
+        assert!(Packed::new(&empty).unwrap().is_empty());
+        let f = fields(&[("", ""), ("x", "")]);
+        assert_eq!(Fields::decode(&f.encode()).unwrap(), f);
+    }
+
+    #[test]
+    fn long_parts_take_long_varints() {
+        let big = Bytes::from(vec![b'v'; 70_000]);
+        let mut f = Fields::default();
+        f.set("k".into(), big.clone());
+        let back = Fields::decode(&f.encode()).unwrap();
+        assert_eq!(back.get(b"k"), Some(&big));
+        assert!(!back.fits_packed());
+    }
+
+    #[test]
+    fn the_thresholds_are_redis_listpack_ones() {
+        let mut f = Fields::default();
+        for i in 0..PACKED_ENTRIES_MAX {
+            f.set(format!("f{i}").into(), "v".into());
+        }
+        assert!(f.fits_packed());
+        f.set("one more".into(), "v".into());
+        assert!(!f.fits_packed());
+        let long = fields(&[("k", &"x".repeat(PACKED_VALUE_MAX + 1))]);
+        assert!(!long.fits_packed());
+        let at_max = fields(&[(&"x".repeat(PACKED_VALUE_MAX), "v")]);
+        assert!(at_max.fits_packed());
+    }
+
+    #[test]
+    fn damage_is_refused() {
+        let good = fields(&[("ab", "cd"), ("e", "f")]).encode();
+        // Every strict prefix is cut short somewhere.
+        for cut in 0..good.len() {
+            assert!(Packed::new(&good[..cut]).is_err(), "prefix of {cut} bytes");
+        }
+        let mut trailing = good.to_vec();
+        trailing.push(0);
+        assert_eq!(
+            Packed::new(&trailing).unwrap_err(),
+            FieldsError::Trailing(1)
+        );
+        let twice = fields(&[("a", "1")]);
+        let mut dup = BytesMut::new();
+        put_varint(&mut dup, 2);
+        for _ in 0..2 {
+            for (f, v) in twice.iter() {
+                put_varint(&mut dup, f.len() as u64);
+                dup.put_slice(f);
+                put_varint(&mut dup, v.len() as u64);
+                dup.put_slice(v);
+            }
+        }
+        assert_eq!(Packed::new(&dup).unwrap_err(), FieldsError::Duplicate);
+        // A count no bytes could hold, a length past the end, an endless varint.
+        assert_eq!(
+            Packed::new(&[0x7f, 0, 0]).unwrap_err(),
+            FieldsError::Truncated
+        );
+        assert_eq!(
+            Packed::new(&[1, 9, b'a', 0]).unwrap_err(),
+            FieldsError::Truncated
+        );
+        assert_eq!(
+            Packed::new(&[0xff; 11]).unwrap_err(),
+            FieldsError::BadVarint
+        );
+    }
+
+    /// Random changes against a model (a Vec of pairs in insertion order), encoded and
+    /// decoded after each.
+    #[test]
+    fn random_changes_match_a_model() {
+        let seed = 0x5EED_F1E1_D500_u64;
+        eprintln!("seed {seed}");
+        let mut x = seed;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut model: Vec<(Bytes, Bytes)> = Vec::new();
+        let mut f = Fields::default();
+        for step in 0..5_000 {
+            let field = Bytes::from(format!("f{}", next() % 40));
+            if next() % 3 == 0 {
+                model.retain(|(k, _)| *k != field);
+                f.remove(&field);
+            } else {
+                let value = Bytes::from(vec![b'v'; (next() % 100) as usize]);
+                match model.iter_mut().find(|(k, _)| *k == field) {
+                    Some(pair) => pair.1 = value.clone(),
+                    None => model.push((field.clone(), value.clone())),
+                }
+                f.set(field, value);
+            }
+            f = Fields::decode(&f.encode()).unwrap();
+            let got: Vec<_> = f.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            assert_eq!(got, model, "step {step}");
+        }
+    }
+}
