@@ -7,9 +7,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::fields::Packed;
 use crate::hash::KeyHash;
 use crate::key_counts::NsKeys;
-use crate::log::format::{self, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
+use crate::log::format::{self, ValueKind, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use crate::log::reader::{Scanner, Step};
 use crate::log::segment::SEGMENT_SUFFIX;
 use crate::partition::{PartState, Partition};
@@ -123,7 +124,11 @@ pub(crate) fn check_partition(part: &Partition, report: &mut CheckReport) -> Res
                                 if st.dbs.is_live(v.ext.namespace) {
                                     counted.add(v.ext.namespace, key_slot(&rec[v.key.clone()]));
                                 }
-                                None
+                                let packed = match v.ext.kind {
+                                    ValueKind::Hash => Packed::new(&rec[v.value.clone()]).err(),
+                                    ValueKind::String => None,
+                                };
+                                packed.map(|e| format!("{} at offset {offset}: {e}", seg.path.display()))
                             }
                         }
                     }

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use crate::error::Result;
 use crate::hash::KeyHash;
-use crate::log::format::{self, RecordExt, RecordType};
+use crate::log::format::{self, RecordExt, RecordType, ValueKind};
 use crate::lookup::foresee::{self, Foreseen};
 use crate::lookup::{self, Found, LookupKey};
 use crate::partition::{PartState, Partition, StoreCtx};
@@ -212,6 +212,7 @@ fn push_record(
     let ext = RecordExt {
         expire_at: op.value.and(op.expire_at),
         namespace: op.ns,
+        kind: ValueKind::String,
     };
     format::encode_record(bytes, ty, seq, ext, op.key, op.value.unwrap_or(b""));
     (at, bytes.len() - at)

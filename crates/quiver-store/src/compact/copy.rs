@@ -6,7 +6,7 @@ use super::{Remap, SeqMap};
 use crate::dbs::DbMap;
 use crate::error::{show_key, Error, Result};
 use crate::hash::KeyHash;
-use crate::log::format::{self, RecordExt, RecordType};
+use crate::log::format::{self, RecordExt, RecordType, ValueKind};
 use crate::maintenance::{MaintenanceReport, ScannedRecord};
 use crate::options::DamagePolicy;
 use crate::partition::{Partition, StoreCtx};
@@ -156,6 +156,7 @@ impl Copy<'_> {
         let key = &r.bytes[r.header.key_range()];
         let ext = RecordExt {
             expire_at: None,
+            kind: ValueKind::String,
             ..ext
         };
         format::encode_record(&mut tomb, RecordType::Delete, r.header.seq, ext, key, b"");

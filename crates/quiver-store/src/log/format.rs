@@ -167,7 +167,10 @@ pub const FLAG_EXPIRES: u8 = 0x01;
 /// Header flag: a 4-byte namespace id (a database of SELECT, never 0) follows the header (after
 /// the expiry, if there is one).
 pub const FLAG_NAMESPACE: u8 = 0x02;
-const FLAGS_KNOWN: u8 = FLAG_EXPIRES | FLAG_NAMESPACE;
+/// Header flag: the value is a hash's fields packed (`fields::Fields`, docs/design.md
+/// "Hashes: the layout"), not a string. No `ext` bytes; puts only.
+pub const FLAG_HASH: u8 = 0x04;
+const FLAGS_KNOWN: u8 = FLAG_EXPIRES | FLAG_NAMESPACE | FLAG_HASH;
 /// The longest `ext`: an expiry and a namespace.
 pub const RECORD_EXT_LEN_MAX: usize = 12;
 
@@ -178,12 +181,24 @@ pub struct RecordExt {
     pub expire_at: Option<u64>,
     /// The key's namespace; 0 (the default database) is written as no field at all.
     pub namespace: u32,
+    /// What the value is (puts only).
+    pub kind: ValueKind,
+}
+
+/// What a put's value is: Redis's type of the key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ValueKind {
+    #[default]
+    String,
+    /// A hash's fields, packed ([`FLAG_HASH`]).
+    Hash,
 }
 
 impl RecordExt {
     pub const NONE: RecordExt = RecordExt {
         expire_at: None,
         namespace: 0,
+        kind: ValueKind::String,
     };
 
     pub fn flags(&self) -> u8 {
@@ -193,6 +208,9 @@ impl RecordExt {
         }
         if self.namespace != 0 {
             f |= FLAG_NAMESPACE;
+        }
+        if self.kind == ValueKind::Hash {
+            f |= FLAG_HASH;
         }
         f
     }
@@ -280,6 +298,9 @@ impl RecordHeader {
         }
         if self.flags & FLAG_NAMESPACE != 0 {
             ext.namespace = u32_at(rec, at);
+        }
+        if self.flags & FLAG_HASH != 0 {
+            ext.kind = ValueKind::Hash;
         }
         ext
     }
@@ -369,7 +390,7 @@ pub fn parse_header(b: &[u8]) -> Option<RecordHeader> {
         RecordType::Truncate => h.key_len == 0 && h.value_len == 0 && flags == 0,
         // Any key length: the empty key is a key.
         RecordType::Delete | RecordType::BatchDelete => {
-            h.value_len == 0 && flags & FLAG_EXPIRES == 0
+            h.value_len == 0 && flags & (FLAG_EXPIRES | FLAG_HASH) == 0
         }
         RecordType::Put | RecordType::BatchPut => true,
     };
@@ -635,7 +656,7 @@ mod tests {
         let mut buf = Vec::new();
         let ext = RecordExt {
             expire_at: Some(1_700_000_000_000),
-            namespace: 0,
+            ..RecordExt::NONE
         };
         encode_record(&mut buf, RecordType::Put, 8, ext, b"key", b"value");
         let hex: Vec<String> = buf.iter().map(|b| format!("{b:02x}")).collect();
@@ -652,15 +673,20 @@ mod tests {
             RecordExt::NONE,
             RecordExt {
                 expire_at: Some(5),
-                namespace: 0,
+                ..RecordExt::NONE
             },
             RecordExt {
-                expire_at: None,
                 namespace: 3,
+                ..RecordExt::NONE
+            },
+            RecordExt {
+                kind: ValueKind::Hash,
+                ..RecordExt::NONE
             },
             RecordExt {
                 expire_at: Some(u64::MAX),
                 namespace: u32::MAX,
+                kind: ValueKind::Hash,
             },
         ] {
             let mut buf = Vec::new();
@@ -672,19 +698,22 @@ mod tests {
             assert_eq!(&buf[v.value.clone()], b"val");
             assert_eq!(v.header.record_len(), buf.len());
         }
-        // An unknown flag, an expiry on a delete, a zero namespace field: not records.
+        // An unknown flag, an expiry or a kind on a delete, a zero namespace field: not
+        // records.
         let mut buf = Vec::new();
         encode_record(&mut buf, RecordType::Put, 1, RecordExt::NONE, b"k", b"v");
-        buf[17] = 0x04;
+        buf[17] = 0x08;
         assert!(parse_header(&buf).is_none());
         let mut del = Vec::new();
         encode_record(&mut del, RecordType::Delete, 1, RecordExt::NONE, b"k", b"");
-        del[17] = FLAG_EXPIRES;
-        assert!(parse_header(&del).is_none());
+        for flag in [FLAG_EXPIRES, FLAG_HASH] {
+            del[17] = flag;
+            assert!(parse_header(&del).is_none());
+        }
         let mut ns = Vec::new();
         let ext = RecordExt {
-            expire_at: None,
             namespace: 1,
+            ..RecordExt::NONE
         };
         encode_record(&mut ns, RecordType::Put, 1, ext, b"k", b"v");
         ns[RECORD_HEADER_LEN..RECORD_HEADER_LEN + 4].fill(0);

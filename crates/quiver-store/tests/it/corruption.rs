@@ -6,7 +6,10 @@
 
 use std::path::{Path, PathBuf};
 
-use quiver_store::log::format::{encode_record, RecordExt, RecordType, RECORD_HEADER_LEN};
+use quiver_store::fields::Fields;
+use quiver_store::log::format::{
+    encode_record, RecordExt, RecordType, ValueKind, RECORD_HEADER_LEN,
+};
 use quiver_store::{BackendKind, Batch, DamagePolicy, Error, Options, Store};
 
 use crate::common::{
@@ -473,6 +476,54 @@ fn flipped_header_or_key_byte_is_reported_as_damage() {
         );
         assert_values(&s, &others, |i| value(i, 0), &what);
     }
+}
+
+/// A record marked as a hash's packed fields (flag 0x04) whose value is no such thing is
+/// damage the checker names, file and offset; one whose value is packed fields is not.
+#[test]
+fn the_checker_verifies_the_packed_fields_of_hash_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = options(1, BackendKind::Mmap);
+    let mut fields = Fields::default();
+    fields.set("field".into(), "value".into());
+    let good = fields.encode();
+    let bad = b"\x05 not packed fields";
+    {
+        let s = Store::open(dir.path(), opts.clone()).unwrap();
+        s.put(b"good", &good).unwrap();
+        s.put(b"bad", bad).unwrap();
+        s.close().unwrap();
+    }
+    // Each record rewritten in place as a hash's: the same seq, key and value, so the same
+    // length, with the flag (and its header checksum).
+    let mut bad_at = None;
+    for (k, v) in [(&b"good"[..], &good[..]), (&b"bad"[..], &bad[..])] {
+        let (seg, off) = locate(dir.path(), 1, k);
+        let bytes = std::fs::read(&seg).unwrap();
+        let at = off as usize;
+        let seq = u64::from_le_bytes(bytes[at + 8..at + 16].try_into().unwrap());
+        let hash = RecordExt {
+            kind: ValueKind::Hash,
+            ..RecordExt::NONE
+        };
+        let mut rec = Vec::new();
+        encode_record(&mut rec, RecordType::Put, seq, hash, k, v);
+        write_bytes_at(&seg, off, &rec);
+        if k == b"bad" {
+            bad_at = Some((seg, off));
+        }
+    }
+    let (seg, off) = bad_at.unwrap();
+    let s = Store::open(dir.path(), opts).unwrap();
+    let check = s.check().unwrap();
+    assert_eq!(check.problems.len(), 1, "{check:?}");
+    let problem = &check.problems[0];
+    assert!(
+        problem.contains("packed hash")
+            && problem.contains(&seg.display().to_string())
+            && problem.contains(&format!("at offset {off}")),
+        "{check:?}"
+    );
 }
 
 // ---- damaged files ----
