@@ -781,6 +781,7 @@ mod leave;
 mod repair;
 mod reshape;
 pub use repair::{Finding, Repair};
+pub use reshape::same_chain;
 
 #[cfg(test)]
 mod tests;

@@ -125,7 +125,7 @@ pub(crate) fn check_partition(part: &Partition, report: &mut CheckReport) -> Res
                                     counted.add(v.ext.namespace, key_slot(&rec[v.key.clone()]));
                                 }
                                 let packed = match v.ext.kind {
-                                    ValueKind::Hash => Packed::new(&rec[v.value.clone()]).err(),
+                                    ValueKind::Hash => Packed::check(&rec[v.value.clone()]).err(),
                                     ValueKind::String => None,
                                 };
                                 packed.map(|e| format!("{} at offset {offset}: {e}", seg.path.display()))

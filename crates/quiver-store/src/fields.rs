@@ -8,8 +8,10 @@
 //! Varints are LEB128 (7 bits per byte, low bits first, at most 10 bytes for a u64). The
 //! pairs keep insertion order — HGETALL's order for a listpack in Redis: a replaced value
 //! keeps its field's place, a deleted field closes its gap, a new one goes last. No field
-//! appears twice; decoding refuses anything else as damage, since a value of a hash is only
-//! ever written by [`Fields::encode`].
+//! appears twice: a value of a hash is only ever written by [`Fields::encode`]. Reads check
+//! the structure (every length within the value), which they need to walk it; the checker
+//! also looks for a field twice ([`Packed::check`]), work a read need not repeat since the
+//! record's checksum vouches for the bytes.
 //!
 //! Reads walk the bytes without allocating ([`Packed`]); changes go through [`Fields`], whose
 //! parts share the decoded value's buffer.
@@ -45,8 +47,8 @@ pub struct Packed<'a> {
 }
 
 impl<'a> Packed<'a> {
-    /// The packed value `bytes`, checked whole: every length within the bytes, nothing after
-    /// the last pair, no field twice.
+    /// The packed value `bytes`, its structure checked: every length within the bytes,
+    /// nothing after the last pair.
     pub fn new(bytes: &'a [u8]) -> Result<Packed<'a>, FieldsError> {
         let mut at = 0;
         let count = read_varint(bytes, &mut at)?;
@@ -58,19 +60,22 @@ impl<'a> Packed<'a> {
             count: count as usize,
             pairs: &bytes[at..],
         };
-        let mut end = 0;
-        let mut pairs = packed.walk();
+        let mut walk = packed.walk();
         for _ in 0..packed.count {
-            pairs.next().ok_or(FieldsError::Truncated)??;
-            end = pairs.at;
+            walk.pair()?;
         }
-        if end != packed.pairs.len() {
-            return Err(FieldsError::Trailing(packed.pairs.len() - end));
+        if walk.at != packed.pairs.len() {
+            return Err(FieldsError::Trailing(packed.pairs.len() - walk.at));
         }
-        let fields: Vec<&[u8]> = packed.iter().map(|(f, _)| f).collect();
-        let mut sorted = fields.clone();
-        sorted.sort_unstable();
-        if sorted.windows(2).any(|w| w[0] == w[1]) {
+        Ok(packed)
+    }
+
+    /// As [`Packed::new`], and no field twice (the checker's whole verification).
+    pub fn check(bytes: &'a [u8]) -> Result<Packed<'a>, FieldsError> {
+        let packed = Packed::new(bytes)?;
+        let mut fields: Vec<&[u8]> = packed.iter().map(|(f, _)| f).collect();
+        fields.sort_unstable();
+        if fields.windows(2).any(|w| w[0] == w[1]) {
             return Err(FieldsError::Duplicate);
         }
         Ok(packed)
@@ -92,7 +97,7 @@ impl<'a> Packed<'a> {
     /// The pairs in their order.
     pub fn iter(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
         let mut walk = self.walk();
-        (0..self.count).map_while(move |_| walk.next().and_then(Result::ok))
+        (0..self.count).map_while(move |_| walk.pair().ok())
     }
 
     fn walk(&self) -> Walk<'a> {
@@ -120,13 +125,9 @@ impl<'a> Walk<'a> {
         self.at = end;
         Ok(part)
     }
-}
 
-impl<'a> Iterator for Walk<'a> {
-    type Item = Result<(&'a [u8], &'a [u8]), FieldsError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        Some(self.part().and_then(|f| Ok((f, self.part()?))))
+    fn pair(&mut self) -> Result<(&'a [u8], &'a [u8]), FieldsError> {
+        Ok((self.part()?, self.part()?))
     }
 }
 
@@ -137,7 +138,8 @@ pub struct Fields {
 }
 
 impl Fields {
-    /// The pairs of the packed `value` (checked as [`Packed::new`] does), sharing its buffer.
+    /// The pairs of the packed `value` (its structure checked: [`Packed::new`]), sharing its
+    /// buffer.
     pub fn decode(value: &Bytes) -> Result<Fields, FieldsError> {
         let packed = Packed::new(value)?;
         let pairs = packed
@@ -333,7 +335,11 @@ mod tests {
                 dup.put_slice(v);
             }
         }
-        assert_eq!(Packed::new(&dup).unwrap_err(), FieldsError::Duplicate);
+        assert!(
+            Packed::new(&dup).is_ok(),
+            "a read does not look for a field twice"
+        );
+        assert_eq!(Packed::check(&dup).unwrap_err(), FieldsError::Duplicate);
         // A count no bytes could hold, a length past the end, an endless varint.
         assert_eq!(
             Packed::new(&[0x7f, 0, 0]).unwrap_err(),

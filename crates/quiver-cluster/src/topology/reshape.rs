@@ -48,9 +48,9 @@ use super::{Shard, Target, Topology, TopologyError, EXPELLED};
 /// Most member swaps one rebalance plans (each strictly evens out what the nodes hold).
 const MEMBER_SWAPS_MAX: usize = 256;
 
-/// Whether two chains are the same for a target: the same head and the same members (the
-/// order of the others only says who forwards to whom).
-fn same_chain(a: &[String], b: &[String]) -> bool {
+/// Whether two chains are the same for a target (or a merge): the same head and the same
+/// members (the order of the others only says who forwards to whom).
+pub fn same_chain(a: &[String], b: &[String]) -> bool {
     a.len() == b.len() && a.first() == b.first() && a.iter().all(|m| b.contains(m))
 }
 

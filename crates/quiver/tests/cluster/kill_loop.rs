@@ -677,24 +677,24 @@ fn verify(cluster: &Cluster, writers: &mut [Writer]) -> Result<(), Finding> {
             mset_whole(&mset, &w.keys, origins)?;
         }
     }
-    for chain in &chains {
-        let mut range = Vec::new();
-        for (w, origins) in writers.iter().zip(&origins) {
-            let Some((flush_op, telling)) = &w.flush else {
-                continue;
-            };
-            for (k, key) in w.keys.iter().enumerate() {
-                if std::ptr::eq(chain_of(&chains, &key.name), chain) {
-                    range.push(FlushedKey {
-                        key,
-                        flush_op: *flush_op,
-                        origin: origins[k],
-                        telling: telling[k],
-                    });
-                }
-            }
+    // A FLUSHALL in flight: the writers' keys by the range (chain) they lie in.
+    let mut ranges: BTreeMap<&str, Vec<FlushedKey>> = BTreeMap::new();
+    for (w, origins) in writers.iter().zip(&origins) {
+        let Some((flush_op, telling)) = &w.flush else {
+            continue;
+        };
+        for (k, key) in w.keys.iter().enumerate() {
+            let chain = chain_of(&chains, &key.name);
+            ranges.entry(&chain.slots).or_default().push(FlushedKey {
+                key,
+                flush_op: *flush_op,
+                origin: origins[k],
+                telling: telling[k],
+            });
         }
-        flush_whole(&range)?;
+    }
+    for range in ranges.values() {
+        flush_whole(range)?;
     }
     for ((w, origins), found) in writers.iter_mut().zip(origins).zip(found) {
         w.flush = None;

@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
+use quiver_cluster::topology::same_chain;
 use quiver_store::slot::SlotRange;
 use quiver_testkit::process::{append, log_len, Guard, StartFailure};
 use quiver_testkit::wait_until;
@@ -217,12 +218,8 @@ impl Cluster {
             || {
                 let chains = self.chains()?;
                 count = chains.len();
-                let same = |a: &Chain, b: &Chain| {
-                    a.members[0] == b.members[0]
-                        && a.members.len() == b.members.len()
-                        && a.members.iter().all(|m| b.members.contains(m))
-                };
-                match chains.windows(2).find(|pair| same(&pair[0], &pair[1])) {
+                let same = |pair: &&[Chain]| same_chain(&pair[0].members, &pair[1].members);
+                match chains.windows(2).find(same) {
                     Some(pair) => Err(format!("not merged: {pair:?}")),
                     None => Ok(()),
                 }
