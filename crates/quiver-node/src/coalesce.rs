@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
-use quiver_store::Store;
+use quiver_store::{Entry, Store};
 use tokio::sync::oneshot;
 
 use crate::store_errors::store_error;
@@ -21,8 +21,8 @@ use quiver_service::stats::Stats;
 /// if that ever changes.
 pub const QUEUE_REQUESTS_MAX: usize = 65_536;
 
-/// Values for one connection's keys, or the error reply for all of them.
-pub type GetResult = Result<Vec<Option<Bytes>>, Reply>;
+/// What one connection's keys hold (of any kind), or the error reply for all of them.
+pub type GetResult = Result<Vec<Option<Entry>>, Reply>;
 
 struct Pending {
     keys: Vec<Bytes>,
@@ -97,11 +97,11 @@ impl Coalescer {
             };
             let keys: Vec<&Bytes> = batch.iter().flat_map(|p| &p.keys).collect();
             stats.vector_width(keys.len() as u64);
-            match store.multi_get(&keys) {
+            match store.multi_get_entries(&keys) {
                 Ok(values) => {
                     let mut values = values.into_iter();
                     for p in batch {
-                        let mine: Vec<Option<Bytes>> = values.by_ref().take(p.keys.len()).collect();
+                        let mine: Vec<Option<Entry>> = values.by_ref().take(p.keys.len()).collect();
                         // The connection may have gone away meanwhile: nothing to do then.
                         let _ = p.reply.send(Ok(mine));
                     }

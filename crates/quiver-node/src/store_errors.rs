@@ -48,6 +48,7 @@ pub fn store_error(e: &StoreError) -> Reply {
              more keys yet (its maintenance is behind; retry)"
         )),
         StoreError::PartlyApplied { source, .. } => partly_applied(source),
+        StoreError::WrongType => err(quiver_service::errors::WRONGTYPE),
         StoreError::PartitionFailed { .. } | StoreError::SyncFailed { .. } => {
             if let Some(n) = REFUSING_PARTITION_LOG.event(Instant::now()) {
                 tracing::error!(

@@ -19,7 +19,9 @@ type KeyMap<V> = HashMap<DbKey, V, foldhash::fast::RandomState>;
 use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::Bytes;
-use quiver_store::{Batch, BatchAction, BatchOutcome, Db, Entry, Precondition, RangeItem, Store};
+use quiver_store::{
+    Batch, BatchAction, BatchOutcome, Db, Entry, Precondition, RangeItem, Store, ValueKind,
+};
 
 use crate::chain::{Chains, Took};
 use crate::state::ServerState;
@@ -243,13 +245,22 @@ impl<'a> Txn<'a> {
         Ok(())
     }
 
-    /// The key's value as this transaction sees it.
+    /// The value of a string key as this transaction sees it; `Error::WrongType` (Redis's
+    /// WRONGTYPE) for a key of another kind.
     pub fn get(&mut self, key: &Bytes) -> quiver_store::Result<Option<Bytes>> {
-        Ok(self.get_entry(key)?.map(|e| e.value))
+        Ok(self.get_string_entry(key)?.map(|e| e.value))
     }
 
-    /// The key's value and expiry time as this transaction sees them (a key whose expiry
-    /// time has come is absent).
+    /// [`Txn::get`] with the key's expiry time.
+    pub fn get_string_entry(&mut self, key: &Bytes) -> quiver_store::Result<Option<Entry>> {
+        match self.get_entry(key)? {
+            Some(e) if e.kind != ValueKind::String => Err(quiver_store::Error::WrongType),
+            e => Ok(e),
+        }
+    }
+
+    /// The key's value, kind and expiry time as this transaction sees them (a key whose
+    /// expiry time has come is absent).
     pub fn get_entry(&mut self, key: &Bytes) -> quiver_store::Result<Option<Entry>> {
         self.get_entry_in(self.db, key)
     }
@@ -281,8 +292,9 @@ impl<'a> Txn<'a> {
         self.now_ms
     }
 
+    /// Whether the key exists, of any kind.
     pub fn exists(&mut self, key: &Bytes) -> quiver_store::Result<bool> {
-        Ok(self.get(key)?.is_some())
+        Ok(self.get_entry(key)?.is_some())
     }
 
     /// Writes a value that never expires (a SET: any old expiry is gone).
@@ -297,7 +309,18 @@ impl<'a> Txn<'a> {
 
     /// [`Txn::put_expiring`] in database `db` (MOVE, COPY ... DB).
     pub fn put_expiring_in(&mut self, db: u32, key: Bytes, value: Bytes, expire_at: Option<u64>) {
-        self.write((self.at(db), key), Some(Entry { value, expire_at }));
+        self.put_entry_in(db, key, Entry::string(value, expire_at));
+    }
+
+    /// Writes `entry` whole: its value, kind and expiry time (RENAME, EXPIRE: a key of any
+    /// kind written back as it was, but for what the command changes).
+    pub fn put_entry(&mut self, key: Bytes, entry: Entry) {
+        self.put_entry_in(self.db, key, entry);
+    }
+
+    /// [`Txn::put_entry`] in database `db` (MOVE, COPY ... DB).
+    pub fn put_entry_in(&mut self, db: u32, key: Bytes, entry: Entry) {
+        self.write((self.at(db), key), Some(entry));
     }
 
     /// Writes a new value and keeps the key's expiry time (INCR, APPEND, SETRANGE).
@@ -457,21 +480,16 @@ impl<'a> Txn<'a> {
             let value = &self.overlay[k];
             let seen = if reshaped { None } else { self.read.get(k) };
             let condition = seen.map(|s| Precondition::Unchanged(s.clone()));
-            let action = match value {
-                Some(e) => BatchAction::Put(e.value.clone()),
+            let batch = batch.in_db(self.final_db(k.0));
+            match value {
+                Some(e) => batch.put_entry(k.1.clone(), e.clone(), condition),
                 // Deleting what was absent writes nothing; only the read must still hold.
-                None if matches!(seen, Some(None)) => BatchAction::Check,
-                None => BatchAction::Delete,
+                None if matches!(seen, Some(None)) => match condition {
+                    Some(c) => batch.check(k.1.clone(), c),
+                    None => continue,
+                },
+                None => batch.push(k.1.clone(), BatchAction::Delete, condition),
             };
-            if action == BatchAction::Check && condition.is_none() {
-                continue;
-            }
-            batch
-                .in_db(self.final_db(k.0))
-                .push(k.1.clone(), action, condition);
-            if let (Some(op), Some(e)) = (batch.ops.last_mut(), value) {
-                op.expire_at = e.expire_at;
-            }
         }
         if batch.is_empty() {
             self.touch_written();
@@ -479,8 +497,9 @@ impl<'a> Txn<'a> {
         }
         let apply = || -> quiver_store::Result<Commit> {
             if let [op] = &batch.ops[..] {
-                // One unconditional write needs no batch records (SET, DEL of one key).
-                if op.condition.is_none() {
+                // One unconditional write of a string needs no batch records (SET, DEL of
+                // one key).
+                if op.condition.is_none() && op.kind == ValueKind::String {
                     let store = self.store.db(op.db)?;
                     match &op.action {
                         BatchAction::Put(v) => store.put_expiring(&op.key, v, op.expire_at)?,
@@ -543,6 +562,7 @@ pub fn chain_items(batch: &Batch) -> Vec<RangeItem> {
                 key: op.key.clone(),
                 value: v.clone(),
                 expire_at: op.expire_at,
+                kind: op.kind,
             }),
             BatchAction::Delete => Some(RangeItem::Delete {
                 key: op.key.clone(),

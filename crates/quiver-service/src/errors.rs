@@ -15,6 +15,7 @@ static TOTAL_OUTPUT_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);
 pub const SYNTAX: &str = "ERR syntax error";
 pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 pub const OVERFLOW: &str = "ERR increment or decrement would overflow";
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 pub const NOAUTH: &str = "NOAUTH Authentication required.";
 pub const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 pub const DB_OUT_OF_RANGE: &str = "ERR DB index is out of range";

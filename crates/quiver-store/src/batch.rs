@@ -3,21 +3,36 @@
 
 use bytes::Bytes;
 
-/// A live key's value and expiry time.
+pub use crate::log::format::ValueKind;
+
+/// A live key's value, its kind and its expiry time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
+    /// A string's bytes, or a hash's fields packed (`fields::Fields`).
     pub value: Bytes,
     /// Milliseconds since the Unix epoch; `None`: the key never expires.
     pub expire_at: Option<u64>,
+    pub kind: ValueKind,
 }
 
 impl Entry {
-    /// An entry that never expires.
+    /// A string that never expires.
     pub fn lasting(value: impl Into<Bytes>) -> Entry {
+        Entry::string(value, None)
+    }
+
+    /// A string that expires at `expire_at` (ms since the Unix epoch; `None`: never).
+    pub fn string(value: impl Into<Bytes>, expire_at: Option<u64>) -> Entry {
         Entry {
             value: value.into(),
-            expire_at: None,
+            expire_at,
+            kind: ValueKind::String,
         }
+    }
+
+    /// The value of a string; `None` for another kind.
+    pub fn into_string(self) -> Option<Bytes> {
+        (self.kind == ValueKind::String).then_some(self.value)
     }
 }
 
@@ -29,9 +44,9 @@ pub enum Precondition {
     Exists,
     /// The key does not exist.
     Absent,
-    /// The key exists and its value equals these bytes.
+    /// The key holds a string and its value equals these bytes.
     ValueEquals(Bytes),
-    /// The key does not exist (`None`) or has exactly this value and expiry time: a
+    /// The key does not exist (`None`) or has exactly this value, kind and expiry time: a
     /// WATCH-style snapshot (a key that expired since, or whose expiry changed, fails it).
     Unchanged(Option<Entry>),
 }
@@ -55,6 +70,8 @@ pub struct BatchOp {
     /// A put's expiry time (ms since the Unix epoch); `None`: the key never expires (a put
     /// without one clears the key's old expiry, as a Redis SET does).
     pub expire_at: Option<u64>,
+    /// What a put's value is (a put replaces a key of any kind, as a Redis SET does).
+    pub kind: ValueKind,
 }
 
 /// A compound batch, built with the methods below.
@@ -98,6 +115,21 @@ impl Batch {
         self
     }
 
+    /// A put of `entry` whole: its value, kind and expiry time.
+    pub fn put_entry(
+        &mut self,
+        key: impl Into<Bytes>,
+        entry: Entry,
+        condition: Option<Precondition>,
+    ) -> &mut Batch {
+        self.push(key, BatchAction::Put(entry.value), condition);
+        if let Some(op) = self.ops.last_mut() {
+            op.expire_at = entry.expire_at;
+            op.kind = entry.kind;
+        }
+        self
+    }
+
     pub fn delete(&mut self, key: impl Into<Bytes>) -> &mut Batch {
         self.push(key, BatchAction::Delete, None)
     }
@@ -123,6 +155,7 @@ impl Batch {
             action,
             condition,
             expire_at: None,
+            kind: ValueKind::String,
         });
         self
     }
@@ -159,13 +192,20 @@ impl BatchOutcome {
     }
 }
 
-/// Whether `condition` holds for a key whose current value and expiry are `current`.
-pub(crate) fn holds(condition: &Precondition, current: Option<(&[u8], Option<u64>)>) -> bool {
+/// A key's state as a precondition sees it: value, expiry time, kind.
+pub(crate) type Current<'a> = (&'a [u8], Option<u64>, ValueKind);
+
+/// Whether `condition` holds for a key whose current state is `current` (`None`: absent).
+pub(crate) fn holds(condition: &Precondition, current: Option<Current<'_>>) -> bool {
     match condition {
         Precondition::Exists => current.is_some(),
         Precondition::Absent => current.is_none(),
-        Precondition::ValueEquals(v) => current.map(|c| c.0) == Some(&v[..]),
-        Precondition::Unchanged(e) => current == e.as_ref().map(|e| (&e.value[..], e.expire_at)),
+        Precondition::ValueEquals(v) => {
+            matches!(current, Some((c, _, ValueKind::String)) if c == &v[..])
+        }
+        Precondition::Unchanged(e) => {
+            current == e.as_ref().map(|e| (&e.value[..], e.expire_at, e.kind))
+        }
     }
 }
 

@@ -91,6 +91,7 @@ pub(crate) fn prepare<'a>(
             hash: hashed[i].1,
             value,
             expire_at: op.expire_at,
+            kind: op.kind,
         });
     }
     let parts = grouped
@@ -218,9 +219,7 @@ pub(crate) fn try_batch(
             if let Some(e) = found[i].take_error() {
                 return Attempt::Done(Err(e));
             }
-            let current = found[i].value();
-            let current = current.as_deref().map(|v| (v, found[i].expire_at()));
-            if !batch::holds(cond, current) {
+            if !batch::holds(cond, found[i].current()) {
                 return Attempt::Done(Ok(BatchOutcome::ConditionFailed {
                     op: i,
                     condition: cond.clone(),

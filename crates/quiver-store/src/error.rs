@@ -91,6 +91,10 @@ pub enum Error {
     /// The directory holds a store created with different fixed options.
     #[error("store at {path} does not match the options: {reason}")]
     Incompatible { path: PathBuf, reason: String },
+    /// The key holds a value of another kind than the operation reads (a hash where a
+    /// string was asked for, or the reverse): Redis's WRONGTYPE.
+    #[error("the key holds a value of another kind")]
+    WrongType,
     /// A read-then-write of one key lost to other writers of the key this many times in a row.
     #[error("key changed by other writers {attempts} times in a row; try again")]
     Contended { attempts: usize },

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::batch::{Batch, Entry, Precondition};
+use crate::batch::{Batch, Entry, Precondition, ValueKind};
 use crate::dbs::{DbMap, Figures};
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
@@ -56,6 +56,8 @@ pub struct DbStats {
 impl<'s> Db<'s> {
     // ---- reads ----
 
+    /// A string key's value (`None`: absent or expired); [`Error::WrongType`] for a key of
+    /// another kind, as GET answers it.
     // `lookup` returns one result per key it is given.
     #[allow(clippy::expect_used)]
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
@@ -80,12 +82,17 @@ impl<'s> Db<'s> {
             };
             let found = lookup::lookup_one_partition(&inner.ctx, &st, &[(ns, key, hash)], true);
             drop(st);
-            return lookup::into_value(found.into_iter().next().expect("one key, one result"));
+            let entry = lookup::into_entry(found.into_iter().next().expect("one key, one result"))?;
+            return match entry {
+                Some(e) if e.kind != ValueKind::String => Err(Error::WrongType),
+                e => Ok(e.map(|e| e.value)),
+            };
         }
     }
 
     /// Gets many keys as one vector: all index probes, then one batch of reads. The keys'
     /// partitions are locked together, so the result is one consistent state of the store.
+    /// A key of another kind than a string reads `None`, as MGET answers it.
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Bytes>>> {
         self.lookup_vector(keys, true)?
             .into_iter()
@@ -93,12 +100,13 @@ impl<'s> Db<'s> {
             .collect()
     }
 
-    /// Gets a key's value with its expiry time.
+    /// Gets a key's value with its kind and expiry time.
     pub fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
         Ok(self.multi_get_entries(&[key])?.pop().flatten())
     }
 
-    /// Gets many keys' values with their expiry times, as one vector (see `multi_get`).
+    /// Gets many keys' values with their kinds and expiry times, as one vector (see
+    /// `multi_get`).
     pub fn multi_get_entries<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Entry>>> {
         self.lookup_vector(keys, true)?
             .into_iter()
@@ -210,7 +218,7 @@ impl<'s> Db<'s> {
         self.store.check_width(pairs.len())?;
         let mut ops = Vec::with_capacity(pairs.len());
         for (k, v) in pairs {
-            ops.push(self.put_op(k.as_ref(), v.as_ref(), None)?);
+            ops.push(self.put_op(k.as_ref(), v.as_ref(), None, ValueKind::String)?);
         }
         self.store.write_plain(self.db, &mut ops).map(|_| ())
     }
@@ -223,12 +231,19 @@ impl<'s> Db<'s> {
         self.store.check_width(items.len())?;
         let mut ops = Vec::with_capacity(items.len());
         for (k, v, at) in items {
-            ops.push(self.put_op(k.as_ref(), v.as_ref(), *at)?);
+            ops.push(self.put_op(k.as_ref(), v.as_ref(), *at, ValueKind::String)?);
         }
         self.store.write_plain(self.db, &mut ops).map(|_| ())
     }
 
-    fn put_op<'a>(&self, k: &'a [u8], v: &'a [u8], expire_at: Option<u64>) -> Result<WriteOp<'a>> {
+    /// A plain put of `k` (its namespace and hash are set where it is routed).
+    pub(crate) fn put_op<'a>(
+        &self,
+        k: &'a [u8],
+        v: &'a [u8],
+        expire_at: Option<u64>,
+        kind: ValueKind,
+    ) -> Result<WriteOp<'a>> {
         check_key(k)?;
         self.store.check_value(v)?;
         Ok(WriteOp {
@@ -237,6 +252,7 @@ impl<'s> Db<'s> {
             hash: KeyHash(0),
             value: Some(v),
             expire_at,
+            kind,
         })
     }
 
@@ -249,10 +265,13 @@ impl<'s> Db<'s> {
                 return Ok(false);
             };
             let mut batch = Batch::new();
-            batch.in_db(self.db).put_expiring(
-                Bytes::copy_from_slice(key),
-                entry.value.clone(),
+            let renewed = Entry {
                 expire_at,
+                ..entry.clone()
+            };
+            batch.in_db(self.db).put_entry(
+                Bytes::copy_from_slice(key),
+                renewed,
                 Some(Precondition::Unchanged(Some(entry))),
             );
             if self.store.apply(&batch)?.is_applied() {
@@ -293,14 +312,15 @@ impl<'s> Db<'s> {
     /// touches are locked for it) — a pipeline's GETs and SETs as one engine call, with the
     /// results of running them one by one. Puts are plain (as [`Db::multi_put`]; a put clears
     /// an expiry). `Err`: nothing was read or written (a refusal, a bad key or value, or a get
-    /// that failed); `Ok((values, written))`: each get's value, in order, and what the puts
+    /// that failed); `Ok((values, written))`: each get's entry (of any kind: the caller answers
+    /// for a string), in order, and what the puts
     /// did — per put whether its key existed, or their error as `multi_put` reports it (they
     /// may be partly applied: `Error::PartlyApplied` counts puts only).
     #[allow(clippy::type_complexity)]
     pub fn multi_get_put(
         &self,
         accesses: &[Access<'_>],
-    ) -> Result<(Vec<Option<Bytes>>, Result<Vec<bool>>)> {
+    ) -> Result<(Vec<Option<Entry>>, Result<Vec<bool>>)> {
         self.store.check_width(accesses.len())?;
         let mut ops = Vec::with_capacity(accesses.len());
         let mut reads = Vec::with_capacity(accesses.len());
@@ -313,12 +333,13 @@ impl<'s> Db<'s> {
                         after: ops.len(),
                     });
                 }
-                Access::Put(k, v) => ops.push(self.put_op(k, v, None)?),
+                Access::Put(k, v) => ops.push(self.put_op(k, v, None, ValueKind::String)?),
                 Access::Delete(k) => ops.push(delete_op(k)?),
             }
         }
         if ops.is_empty() {
-            let values = self.multi_get(&reads.iter().map(|r| r.key).collect::<Vec<_>>())?;
+            let keys: Vec<&[u8]> = reads.iter().map(|r| r.key).collect();
+            let values = self.multi_get_entries(&keys)?;
             return Ok((values, Ok(Vec::new())));
         }
         self.store.write_plain_reading(self.db, &mut ops, &reads)
@@ -341,7 +362,7 @@ impl<'s> Db<'s> {
                     check_key(k)?;
                     Step::Read(k)
                 }
-                Access::Put(k, v) => Step::Write(self.put_op(k, v, None)?),
+                Access::Put(k, v) => Step::Write(self.put_op(k, v, None, ValueKind::String)?),
                 Access::Delete(k) => Step::Write(delete_op(k)?),
             });
         }
@@ -600,5 +621,6 @@ fn delete_op(k: &[u8]) -> Result<WriteOp<'_>> {
         hash: KeyHash(0),
         value: None,
         expire_at: None,
+        kind: ValueKind::String,
     })
 }

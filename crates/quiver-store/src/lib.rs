@@ -70,7 +70,7 @@ mod sweep;
 mod upgrade;
 mod write;
 
-pub use batch::{Batch, BatchAction, BatchOp, BatchOutcome, Entry, Precondition};
+pub use batch::{Batch, BatchAction, BatchOp, BatchOutcome, Entry, Precondition, ValueKind};
 pub use check::CheckReport;
 pub use clock::Clock;
 pub use dbs::DATABASES_MAX;

@@ -6,24 +6,26 @@ pub(crate) mod foresee;
 
 use bytes::Bytes;
 
+use crate::batch::Entry;
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::index::Probe;
 use crate::io::ReadRequest;
-use crate::log::format::{self, RecordExt};
+use crate::log::format::{self, RecordExt, ValueKind};
 use crate::partition::{PartState, StoreCtx};
 
 /// What a lookup found for one key.
 #[derive(Debug)]
 pub(crate) enum Found {
     Absent,
-    /// The key's live record: its index slot, the record bytes and where its value lies, and
-    /// its expiry time.
+    /// The key's live record: its index slot, the record bytes and where its value lies, its
+    /// expiry time and what its value is.
     Live {
         pos: usize,
         record: Bytes,
         value: std::ops::Range<usize>,
         expire_at: Option<u64>,
+        kind: ValueKind,
     },
     /// The key's record has expired: absent to every reader, but the index slot still holds
     /// it (a write replaces it there; a delete or the sweep writes its tombstone).
@@ -35,13 +37,6 @@ pub(crate) enum Found {
 }
 
 impl Found {
-    pub fn value(&self) -> Option<Bytes> {
-        match self {
-            Found::Live { record, value, .. } => Some(record.slice(value.clone())),
-            _ => None,
-        }
-    }
-
     /// Takes the error out of a `Failed` result (leaving it `Absent`).
     pub fn take_error(&mut self) -> Option<Error> {
         match std::mem::replace(self, Found::Absent) {
@@ -72,10 +67,16 @@ impl Found {
         matches!(self, Found::Live { .. } | Found::Expired { .. })
     }
 
-    /// The expiry time of a live key.
-    pub fn expire_at(&self) -> Option<u64> {
+    /// A live key's state as a precondition sees it.
+    pub fn current(&self) -> Option<crate::batch::Current<'_>> {
         match self {
-            Found::Live { expire_at, .. } => *expire_at,
+            Found::Live {
+                record,
+                value,
+                expire_at,
+                kind,
+                ..
+            } => Some((&record[value.clone()], *expire_at, *kind)),
             _ => None,
         }
     }
@@ -194,6 +195,7 @@ pub(crate) fn lookup(
                         record: bytes,
                         value,
                         expire_at: ext.expire_at,
+                        kind: ext.kind,
                     };
                 }
                 Candidate::OtherKey => next.push(i),
@@ -266,24 +268,32 @@ pub(crate) fn lookup_one_partition(
     lookup(ctx, &[st], &items, verify_values)
 }
 
-/// Turns a lookup into a value with its expiry time.
-pub(crate) fn into_entry(found: Found) -> Result<Option<crate::batch::Entry>> {
-    let expire_at = found.expire_at();
-    Ok(into_value(found)?.map(|value| crate::batch::Entry { value, expire_at }))
-}
-
-/// Turns a lookup into a get result.
-pub(crate) fn into_value(found: Found) -> Result<Option<Bytes>> {
+/// Turns a lookup into the key's value with its kind and expiry time.
+pub(crate) fn into_entry(found: Found) -> Result<Option<Entry>> {
     match found {
         Found::Absent | Found::Expired { .. } => Ok(None),
         Found::Live {
-            mut record, value, ..
+            mut record,
+            value,
+            expire_at,
+            kind,
+            ..
         } => {
             // Narrow the record to its value in place: no reference-count traffic.
             record.truncate(value.end);
             bytes::Buf::advance(&mut record, value.start);
-            Ok(Some(record))
+            Ok(Some(Entry {
+                value: record,
+                expire_at,
+                kind,
+            }))
         }
         Found::Failed(e) => Err(e),
     }
+}
+
+/// Turns a lookup into a string's value: a key of another kind reads as absent, as MGET
+/// answers it.
+pub(crate) fn into_value(found: Found) -> Result<Option<Bytes>> {
+    Ok(into_entry(found)?.and_then(Entry::into_string))
 }

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::batch::Entry;
+use crate::batch::{Entry, ValueKind};
 use crate::dbs::DbMap;
 use crate::error::{Error, Result};
 use crate::inner::{StoreInner, Table};
@@ -45,6 +45,7 @@ pub enum RangeItem {
         key: Bytes,
         value: Bytes,
         expire_at: Option<u64>,
+        kind: ValueKind,
     },
     Delete {
         key: Bytes,
@@ -59,6 +60,7 @@ impl RangeItem {
                 key,
                 value: e.value,
                 expire_at: e.expire_at,
+                kind: e.kind,
             },
             None => RangeItem::Delete { key },
         }
@@ -156,6 +158,7 @@ pub(crate) fn snapshot_partition(
                 key: Bytes::copy_from_slice(key),
                 value: Bytes::copy_from_slice(&r.bytes[r.header.value_range()]),
                 expire_at: ext.expire_at,
+                kind: ext.kind,
             },
         ));
         n += 1;
@@ -363,18 +366,20 @@ impl Store {
     /// time. Not atomic as a whole; each item is, and applying the same items again changes
     /// nothing.
     pub fn import(&self, items: &[RangeItem]) -> Result<()> {
+        let db = self.db0();
         for chunk in items.chunks(EXPORT_BATCH_ITEMS) {
-            let puts: Vec<(&[u8], &[u8], Option<u64>)> = chunk
-                .iter()
-                .filter_map(|i| match i {
-                    RangeItem::Put {
-                        key,
-                        value,
-                        expire_at,
-                    } => Some((&key[..], &value[..], *expire_at)),
-                    RangeItem::Delete { .. } => None,
-                })
-                .collect();
+            let mut puts = Vec::with_capacity(chunk.len());
+            for item in chunk {
+                if let RangeItem::Put {
+                    key,
+                    value,
+                    expire_at,
+                    kind,
+                } = item
+                {
+                    puts.push(db.put_op(key, value, *expire_at, *kind)?);
+                }
+            }
             let deletes: Vec<&[u8]> = chunk
                 .iter()
                 .filter_map(|i| match i {
@@ -385,7 +390,8 @@ impl Store {
             // Within a chunk a key appears once (an export hands each key over once per
             // call), so the order of puts and deletes does not matter.
             if !puts.is_empty() {
-                self.multi_put_expiring(&puts)?;
+                self.check_width(puts.len())?;
+                self.write_plain(0, &mut puts)?;
             }
             if !deletes.is_empty() {
                 self.multi_delete(&deletes)?;

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
+use crate::batch::Entry;
 
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
@@ -28,8 +28,8 @@ use crate::write::{self, ReadAt, WriteOp};
 /// What one access of a pipeline did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Answer {
-    /// A get's value (`None`: absent or expired).
-    Value(Option<Bytes>),
+    /// A get's entry, of any kind (`None`: absent or expired).
+    Value(Option<Entry>),
     /// A put or delete took effect; whether its key existed just before it.
     Written { existed: bool },
 }
@@ -335,7 +335,7 @@ fn read_share(
 fn finish_share(
     share: &[(usize, u16)],
     steps: &[Step<'_>],
-    values: Vec<Option<Bytes>>,
+    values: Vec<Option<Entry>>,
     done: write::PlainApplied,
     lsn: u64,
     grow: bool,

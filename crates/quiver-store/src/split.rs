@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::index::Index;
 use crate::inner::Table;
-use crate::log::format::{SegmentOrder, SEGMENT_HEADER_LEN};
+use crate::log::format::{SegmentOrder, ValueKind, SEGMENT_HEADER_LEN};
 use crate::lookup::{self, Found};
 use crate::maintenance::{self, LogPos};
 use crate::meta::{self, Partitioner};
@@ -380,12 +380,14 @@ fn write_items_locked(
                 key,
                 value,
                 expire_at,
+                kind,
             } => WriteOp {
                 ns: *ns,
                 key,
                 hash: KeyHash::of_ns(*ns, key),
                 value: Some(value),
                 expire_at: *expire_at,
+                kind: *kind,
             },
             migrate::RangeItem::Delete { key } => WriteOp {
                 ns: *ns,
@@ -393,6 +395,7 @@ fn write_items_locked(
                 hash: KeyHash::of_ns(*ns, key),
                 value: None,
                 expire_at: None,
+                kind: ValueKind::String,
             },
         })
         .collect();

@@ -13,10 +13,8 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use crate::background::BackgroundThread;
-use crate::batch::{Batch, BatchAction, BatchOutcome};
+use crate::batch::{Batch, BatchAction, BatchOutcome, Entry};
 use crate::checkpoint;
 use crate::commit::{self, Attempt, LookFirst};
 use crate::compact;
@@ -165,7 +163,7 @@ impl Store {
     /// phase 1 and before anything is appended: the whole vector takes effect at one instant,
     /// as if its reads and writes ran one by one in order (a pipeline's GETs and SETs as one
     /// vector). `Err`: nothing was read or written (a refusal, or a read that failed);
-    /// `Ok((values, written))`: each read's value (`None`: absent or expired), and what the
+    /// `Ok((values, written))`: each read's entry (`None`: absent or expired), and what the
     /// writes did (an error of theirs after the reads, as `write_plain` returns it).
     #[allow(clippy::type_complexity)]
     pub(crate) fn write_plain_reading(
@@ -173,7 +171,7 @@ impl Store {
         db: u32,
         ops: &mut [WriteOp<'_>],
         reads: &[ReadAt<'_>],
-    ) -> Result<(Vec<Option<Bytes>>, Result<Vec<bool>>)> {
+    ) -> Result<(Vec<Option<Entry>>, Result<Vec<bool>>)> {
         self.check_writable()?;
         let frees_space = ops.iter().all(|o| o.value.is_none());
         if !frees_space {

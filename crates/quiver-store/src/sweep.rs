@@ -10,7 +10,7 @@
 
 use crate::error::Result;
 use crate::hash::KeyHash;
-use crate::log::format::{self, RECORD_EXT_LEN_MAX, RECORD_HEADER_LEN};
+use crate::log::format::{self, ValueKind, RECORD_EXT_LEN_MAX, RECORD_HEADER_LEN};
 use crate::lookup::{self, Found};
 use crate::options::Durability;
 use crate::partition::{PartState, Partition, StoreCtx};
@@ -62,6 +62,7 @@ pub(crate) fn sweep_partition(ctx: &StoreCtx, part: &Partition, max: usize) -> R
                 hash: *hash,
                 value: None,
                 expire_at: None,
+                kind: ValueKind::String,
             });
             still.push(f);
         }

@@ -6,6 +6,7 @@ use std::hash::{Hash, Hasher};
 
 use bytes::Bytes;
 
+use crate::batch::Entry;
 use crate::error::Result;
 use crate::hash::KeyHash;
 use crate::log::format::{self, RecordExt, RecordType, ValueKind};
@@ -24,6 +25,8 @@ pub(crate) struct WriteOp<'a> {
     pub value: Option<&'a [u8]>,
     /// A put's expiry time (ms since the Unix epoch); `None`: it never expires.
     pub expire_at: Option<u64>,
+    /// What a put's value is.
+    pub kind: ValueKind,
 }
 
 impl<'a> WriteOp<'a> {
@@ -212,7 +215,11 @@ fn push_record(
     let ext = RecordExt {
         expire_at: op.value.and(op.expire_at),
         namespace: op.ns,
-        kind: ValueKind::String,
+        kind: if op.value.is_some() {
+            op.kind
+        } else {
+            ValueKind::String
+        },
     };
     format::encode_record(bytes, ty, seq, ext, op.key, op.value.unwrap_or(b""));
     (at, bytes.len() - at)
@@ -463,7 +470,7 @@ pub(crate) fn read_among_writes(
     reads: &[ReadAt<'_>],
     hashes: &[KeyHash],
     ops: &[WriteOp<'_>],
-) -> Result<Vec<Option<Bytes>>> {
+) -> Result<Vec<Option<Entry>>> {
     // Per read, the latest op on its key before it (one database: the bytes name the key).
     let written_by: Vec<Option<usize>> = if ops.len() <= LINEAR_SCAN_OPS_MAX {
         // A pipeline's share of one partition: a scan back costs less than a map.
@@ -516,9 +523,13 @@ pub(crate) fn read_among_writes(
             Some(i) => {
                 let op = &ops[*i];
                 let expired = matches!((op.expire_at, now), (Some(at), Some(now)) if at <= now);
-                Ok(op.value.filter(|_| !expired).map(Bytes::copy_from_slice))
+                Ok(op.value.filter(|_| !expired).map(|v| Entry {
+                    value: Bytes::copy_from_slice(v),
+                    expire_at: op.expire_at,
+                    kind: op.kind,
+                }))
             }
-            None => lookup::into_value(found.next().unwrap_or(Found::Absent)),
+            None => lookup::into_entry(found.next().unwrap_or(Found::Absent)),
         })
         .collect()
 }

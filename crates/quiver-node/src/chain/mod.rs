@@ -30,7 +30,7 @@ use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use quiver_cluster::topology::Topology;
 use quiver_store::slot::{key_slot, SlotRange, SLOTS};
-use quiver_store::{Batch, RangeItem, Store};
+use quiver_store::{Batch, Entry, RangeItem, Store};
 
 pub use stream::{Msg, Refusal, Role, Stream};
 
@@ -430,8 +430,14 @@ pub fn apply_items(store: &Store, items: &[RangeItem], atomic: bool) -> quiver_s
                     key,
                     value,
                     expire_at,
+                    kind,
                 } => {
-                    batch.put_expiring(key.clone(), value.clone(), *expire_at, None);
+                    let entry = Entry {
+                        value: value.clone(),
+                        expire_at: *expire_at,
+                        kind: *kind,
+                    };
+                    batch.put_entry(key.clone(), entry, None);
                 }
                 RangeItem::Delete { key } => {
                     batch.delete(key.clone());

@@ -1,7 +1,8 @@
 //! How keys' states travel between nodes, for a range's move (`RANGEIMPORT ITEMS`) and a
 //! chain's messages (`CHAIN APPLY`): `key expire value` triples, expire `-1` for none, `-2`
 //! for a delete (the value empty), else the absolute expiry time in ms — so a key expires at
-//! the same instant on every node, whenever the message arrives.
+//! the same instant on every node, whenever the message arrives. A hash's expire has an `H`
+//! before it (`H-1`, `H1767225600000`) and its value is the packed fields (`fields::Fields`).
 //!
 //! ```text
 //! CHAIN APPLY <lo-hi> <version> <seq> ATOMIC|PLAIN [<key> <expire> <value>] ...
@@ -14,12 +15,15 @@
 
 use bytes::{Bytes, BytesMut};
 use quiver_store::slot::{key_slot, SlotRange};
-use quiver_store::RangeItem;
+use quiver_store::{RangeItem, ValueKind};
 
 use crate::chain::Msg;
 use quiver_service::errors::err;
 use quiver_service::frame::string2ll;
 use quiver_service::reply::Reply;
+
+/// What comes before a hash's expire.
+const HASH_MARK: &str = "H";
 
 /// Appends `items` as triples to `args`.
 pub fn push_items(args: &mut Vec<Bytes>, items: &[RangeItem]) {
@@ -29,11 +33,15 @@ pub fn push_items(args: &mut Vec<Bytes>, items: &[RangeItem]) {
                 key,
                 value,
                 expire_at,
+                kind,
             } => {
+                let kind = match kind {
+                    ValueKind::String => "",
+                    ValueKind::Hash => HASH_MARK,
+                };
+                let expire = expire_at.map_or("-1".to_string(), |t| t.to_string());
                 args.push(key.clone());
-                args.push(Bytes::from(
-                    expire_at.map_or("-1".to_string(), |t| t.to_string()),
-                ));
+                args.push(Bytes::from(format!("{kind}{expire}")));
                 args.push(value.clone());
             }
             RangeItem::Delete { key } => {
@@ -59,19 +67,21 @@ pub fn parse_items(range: SlotRange, args: &[Bytes]) -> Result<Vec<RangeItem>, R
                     key_slot(&key)
                 )));
             }
-            Ok(match string2ll(&c[1]) {
-                Some(-2) => RangeItem::Delete { key },
-                Some(-1) => RangeItem::Put {
-                    key,
-                    value: c[2].clone(),
-                    expire_at: None,
-                },
-                Some(t) if t >= 0 => RangeItem::Put {
-                    key,
-                    value: c[2].clone(),
-                    expire_at: Some(t as u64),
-                },
+            let (kind, expire) = match c[1].strip_prefix(HASH_MARK.as_bytes()) {
+                Some(expire) => (ValueKind::Hash, expire),
+                None => (ValueKind::String, &c[1][..]),
+            };
+            let expire_at = match string2ll(expire) {
+                Some(-2) if kind == ValueKind::String => return Ok(RangeItem::Delete { key }),
+                Some(-1) => None,
+                Some(t) if t >= 0 => Some(t as u64),
                 _ => return Err(err("ERR invalid expire time in a key's state")),
+            };
+            Ok(RangeItem::Put {
+                key,
+                value: c[2].clone(),
+                expire_at,
+                kind,
             })
         })
         .collect()
@@ -192,5 +202,34 @@ mod tests {
         );
         let back = parse_apply(&encoded_args(&write)).unwrap();
         assert!(!back.msg.flush && !back.msg.atomic && back.msg.items.len() == 1);
+    }
+
+    #[test]
+    fn items_of_each_kind_travel_with_their_expiry() {
+        let put = |key: &'static [u8], expire_at, kind| RangeItem::Put {
+            key: Bytes::from_static(key),
+            value: Bytes::from_static(b"\x01\x01f\x01v"),
+            expire_at,
+            kind,
+        };
+        let items = vec![
+            put(b"s", None, ValueKind::String),
+            put(b"t", Some(1_767_225_600_000), ValueKind::String),
+            put(b"h", None, ValueKind::Hash),
+            put(b"i", Some(1_767_225_600_000), ValueKind::Hash),
+            RangeItem::Delete {
+                key: Bytes::from_static(b"d"),
+            },
+        ];
+        let mut args = Vec::new();
+        push_items(&mut args, &items);
+        assert_eq!(args[7], Bytes::from_static(b"H-1"));
+        assert_eq!(args[10], Bytes::from_static(b"H1767225600000"));
+        assert_eq!(parse_items(SlotRange::ALL, &args).unwrap(), items);
+        // A hash is never a delete, and the mark is followed by a time.
+        for bad in [&b"H-2"[..], b"H", b"h-1", b"-3"] {
+            let args = [b"k", bad, b""].map(Bytes::copy_from_slice);
+            assert!(parse_items(SlotRange::ALL, &args).is_err(), "{bad:?}");
+        }
     }
 }

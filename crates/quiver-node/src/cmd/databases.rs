@@ -39,7 +39,7 @@ impl TxnCommand for Move<'_> {
             return Ok(Reply::Integer(0));
         }
         txn.delete(self.key.clone());
-        txn.put_expiring_in(self.db, self.key.clone(), entry.value, entry.expire_at);
+        txn.put_entry_in(self.db, self.key.clone(), entry);
         Ok(Reply::Integer(1))
     }
 }

@@ -16,6 +16,7 @@ use quiver_service::errors::{self, err, sanitize};
 use quiver_service::frame::string2ll;
 use quiver_service::reply::Reply;
 use quiver_service::table::Cmd;
+use quiver_store::Entry;
 
 /// EXPIRE's conditions on the key's current expiry.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -151,7 +152,11 @@ impl TxnCommand for Expire<'_> {
         if when <= now {
             txn.delete(self.key.clone());
         } else {
-            txn.put_expiring(self.key.clone(), entry.value, Some(when as u64));
+            let entry = Entry {
+                expire_at: Some(when as u64),
+                ..entry
+            };
+            txn.put_entry(self.key.clone(), entry);
         }
         Ok(Reply::Integer(1))
     }
@@ -210,7 +215,11 @@ impl TxnCommand for Persist<'_> {
     fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
         match txn.get_entry(self.key)? {
             Some(entry) if entry.expire_at.is_some() => {
-                txn.put(self.key.clone(), entry.value);
+                let entry = Entry {
+                    expire_at: None,
+                    ..entry
+                };
+                txn.put_entry(self.key.clone(), entry);
                 Ok(Reply::Integer(1))
             }
             _ => Ok(Reply::Integer(0)),
@@ -239,7 +248,7 @@ impl<'a> GetEx<'a> {
 
 impl TxnCommand for GetEx<'_> {
     fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
-        let Some(entry) = txn.get_entry(self.key)? else {
+        let Some(entry) = txn.get_string_entry(self.key)? else {
             return Ok(Reply::Null);
         };
         let now = txn.now_ms();

@@ -52,7 +52,7 @@ impl TxnCommand for Rename<'_> {
         }
         txn.delete(self.from.clone());
         // The expiry moves with the value; the destination's own is gone.
-        txn.put_expiring(self.to.clone(), entry.value, entry.expire_at);
+        txn.put_entry(self.to.clone(), entry);
         Ok(if self.nx {
             Reply::Integer(1)
         } else {
@@ -113,7 +113,7 @@ impl TxnCommand for Copy<'_> {
         if !self.replace && txn.get_entry_in(db, self.to)?.is_some() {
             return Ok(Reply::Integer(0));
         }
-        txn.put_expiring_in(db, self.to.clone(), entry.value, entry.expire_at);
+        txn.put_entry_in(db, self.to.clone(), entry);
         Ok(Reply::Integer(1))
     }
 }

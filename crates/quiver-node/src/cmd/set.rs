@@ -259,10 +259,12 @@ impl TxnCommand for Set<'_> {
         // A SET that neither tests nor returns the old value, nor keeps its expiry, does not
         // read it (SETEX, SET ... EX).
         let reads = self.nx || self.xx || self.get || self.expiry == SetExpiry::Keep;
-        let old = if reads {
-            txn.get_entry(self.key)?
-        } else {
-            None
+        // SET ... GET reads a string (WRONGTYPE for another kind, nothing set); otherwise
+        // a SET replaces a key of any kind.
+        let old = match (reads, self.get) {
+            (true, true) => txn.get_string_entry(self.key)?,
+            (true, false) => txn.get_entry(self.key)?,
+            (false, _) => None,
         };
         let exists = old.is_some();
         let apply = !(self.nx && exists || self.xx && !exists);

@@ -5,8 +5,10 @@
 //! per-key results, so both paths answer alike.
 
 use bytes::Bytes;
+use quiver_store::{Entry, ValueKind};
 
 use crate::cmd::common::{bulk_or_null, TxnCommand};
+use crate::store_errors::store_error;
 use crate::txn::{valid_key, Txn};
 use quiver_service::reply::Reply;
 use quiver_service::table::{Cmd, Vector};
@@ -36,8 +38,8 @@ pub struct VectorOp<'a> {
 
 /// The per-key results a vector produced, in key order.
 pub enum Results<'r> {
-    /// Values found (get).
-    Values(&'r [Option<Bytes>]),
+    /// Keys found, of any kind (get).
+    Values(&'r [Option<Entry>]),
     /// Whether each key existed (exists; delete: before the delete).
     Found(&'r [bool]),
     /// Puts.
@@ -80,19 +82,32 @@ impl<'a> VectorOp<'a> {
         self.keys().all(|k| valid_key(k))
     }
 
-    /// The reply of a [`Shape::Value`] operation (GET) from its value, taken by value so that
-    /// a group of GETs moves its values into their replies.
-    pub fn value_reply(value: Option<Bytes>) -> Reply {
-        bulk_or_null(value)
+    /// The reply of a [`Shape::Value`] operation (GET) from what it found, taken by value so
+    /// that a group of GETs moves its values into their replies: WRONGTYPE for a key of
+    /// another kind than a string.
+    pub fn value_reply(found: Option<Entry>) -> Reply {
+        match found {
+            Some(e) if e.kind != ValueKind::String => store_error(&quiver_store::Error::WrongType),
+            e => bulk_or_null(e.map(|e| e.value)),
+        }
+    }
+
+    /// An element of a [`Shape::Values`] reply (MGET): a key of another kind than a string
+    /// is nil, as in Redis.
+    pub fn values_item(found: Option<Entry>) -> Option<Bytes> {
+        found.and_then(Entry::into_string)
     }
 
     /// The reply from this operation's results.
     pub fn reply(&self, results: Results<'_>) -> Reply {
         match (self.shape, results) {
             (Shape::Value, Results::Values(v)) => Self::value_reply(v.first().cloned().flatten()),
-            (Shape::Values, Results::Values(v)) => {
-                Reply::Array(v.iter().cloned().map(bulk_or_null).collect())
-            }
+            (Shape::Values, Results::Values(v)) => Reply::Array(
+                v.iter()
+                    .cloned()
+                    .map(|e| bulk_or_null(Self::values_item(e)))
+                    .collect(),
+            ),
             (Shape::Count, Results::Found(f)) => {
                 Reply::Integer(f.iter().filter(|&&x| x).count() as i64)
             }
@@ -110,7 +125,7 @@ impl TxnCommand for VectorOp<'_> {
             Vector::Get => {
                 let mut values = Vec::with_capacity(self.width());
                 for k in self.keys() {
-                    let v = txn.get(k)?;
+                    let v = txn.get_entry(k)?;
                     txn.stats().hit(v.is_some());
                     values.push(v);
                 }

@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use bytes::Bytes;
-use quiver_store::{Access, Answer, RangeItem};
+use quiver_store::{Access, Answer, Entry, RangeItem, ValueKind};
 
 use super::combine;
 use crate::chain::Took;
@@ -109,7 +109,7 @@ fn on_engine(
     state.core.stats.vector_width(keys.len() as u64);
     match kind {
         Vector::Get => {
-            let result = store.multi_get(&keys).map_err(|e| store_error(&e));
+            let result = store.multi_get_entries(&keys).map_err(|e| store_error(&e));
             get_replies(state, group, result, out, resp3);
         }
         Vector::Put => {
@@ -121,6 +121,7 @@ fn on_engine(
                         key: (*k).clone(),
                         value: (*v).clone(),
                         expire_at: None,
+                        kind: ValueKind::String,
                     })
                     .collect()
             };
@@ -315,7 +316,11 @@ fn mixed(state: &ServerState, db: u32, group: &[VectorOp<'_>], out: &mut Output<
                 }
             }
             (_, Shape::Values) => {
-                let mine: Vec<Option<Bytes>> = values.by_ref().take(op.width()).collect();
+                let mine: Vec<Option<Bytes>> = values
+                    .by_ref()
+                    .take(op.width())
+                    .map(VectorOp::values_item)
+                    .collect();
                 out.bulks(&mine, resp3);
             }
             _ => out.reply(&VectorOp::value_reply(values.next().flatten()), resp3),
@@ -406,7 +411,7 @@ fn count_failed(state: &ServerState, group: &[VectorOp<'_>]) {
 fn get_replies(
     state: &ServerState,
     group: &[VectorOp<'_>],
-    result: Result<Vec<Option<Bytes>>, Reply>,
+    result: Result<Vec<Option<Entry>>, Reply>,
     out: &mut Output<'_>,
     resp3: bool,
 ) {
@@ -426,7 +431,11 @@ fn get_replies(
                 out.replies(&singles, resp3);
                 singles.clear();
             }
-            let mine: Vec<Option<Bytes>> = values.by_ref().take(op.width()).collect();
+            let mine: Vec<Option<Bytes>> = values
+                .by_ref()
+                .take(op.width())
+                .map(VectorOp::values_item)
+                .collect();
             out.bulks(&mine, resp3);
         } else {
             singles.push(VectorOp::value_reply(values.next().flatten()));

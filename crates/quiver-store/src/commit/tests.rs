@@ -9,6 +9,7 @@ use crate::commit::{Attempt, LookFirst};
 use crate::compact::Pass;
 use crate::faults::{Fault, FileOp};
 use crate::hash::KeyHash;
+use crate::log::format::ValueKind;
 use crate::log::format::{self, RecordType, COMMIT_RECORD_LEN};
 use crate::lookup::foresee::foresee;
 use crate::options::{Durability, Options};
@@ -434,6 +435,7 @@ fn a_plain_write_looks_again_at_keys_written_since_it_looked() {
             hash: KeyHash::of_ns(ns, k),
             value: Some(b"new"),
             expire_at: None,
+            kind: ValueKind::String,
         })
         .collect();
     let foreseen = foresee(ctx, &[&p0], &write::lookup_keys(&ops), false);

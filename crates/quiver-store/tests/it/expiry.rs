@@ -89,10 +89,7 @@ fn set_expiry_persist_and_batches() {
     assert!(store.set_expiry(b"k", Some(T0 + 50)).unwrap());
     assert_eq!(
         store.get_entry(b"k").unwrap(),
-        Some(Entry {
-            value: "v".into(),
-            expire_at: Some(T0 + 50)
-        })
+        Some(Entry::string("v", Some(T0 + 50)))
     );
     assert!(store.persist(b"k").unwrap());
     assert!(!store.persist(b"k").unwrap());

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use quiver_store::faults::{self, Fault, FileOp, Injection};
 use quiver_store::layout::partition_dir;
 use quiver_store::slot::even_layout_partition;
-use quiver_store::{BackendKind, Batch, Durability, Error, Options, Store};
+use quiver_store::{BackendKind, Batch, Durability, Entry, Error, Options, Store};
 
 use crate::common::small_options;
 
@@ -439,7 +439,10 @@ fn a_pipeline_share_that_fails_is_that_shares_error() {
     assert_eq!(got.answers[3], Some(Answer::Written { existed: false }));
     // Partition 1's share is applied.
     assert_eq!(got.answers[1], Some(Answer::Written { existed: false }));
-    assert_eq!(got.answers[4], Some(Answer::Value(Some("fine".into()))));
+    assert_eq!(
+        got.answers[4],
+        Some(Answer::Value(Some(Entry::lasting("fine"))))
+    );
     assert_eq!(get(&s, &a0).as_deref(), Some(&b"old"[..]));
     s.simulate_crash();
     let s = Store::open(tmp.path(), options(Durability::Os)).unwrap();

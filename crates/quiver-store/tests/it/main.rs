@@ -19,6 +19,7 @@ mod faults;
 mod full_disk;
 mod garbage;
 mod kill9;
+mod kinds;
 mod migrate;
 mod migrate_crash;
 mod model;

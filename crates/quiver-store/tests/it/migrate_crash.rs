@@ -18,7 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use quiver_store::slot::key_slot;
-use quiver_store::{BackendKind, Durability, Entry, Options, RangeItem, Store};
+use quiver_store::{BackendKind, Durability, Entry, Options, RangeItem, Store, ValueKind};
 use quiver_testkit::rng::Rng;
 
 use crate::common::{key, small_options};
@@ -75,6 +75,7 @@ fn import_stream() -> Vec<Vec<RangeItem>> {
         key: key(i).into(),
         value: value_of(i, version).into(),
         expire_at,
+        kind: ValueKind::String,
     };
     let snapshot: Vec<RangeItem> = keys_inside()
         .into_iter()
@@ -104,12 +105,7 @@ fn import_all(store: &Store, stream: &[Vec<RangeItem>]) {
 /// The states the stream takes key `i` of the range through: absent, the snapshot's put, the
 /// changes' put.
 fn stream_states(i: u64) -> [Option<Entry>; 3] {
-    let entry = |version, expire_at| {
-        Some(Entry {
-            value: value_of(i, version).into(),
-            expire_at,
-        })
-    };
+    let entry = |version, expire_at| Some(Entry::string(value_of(i, version), expire_at));
     let changed = (i % 3 == 1).then(|| entry(2, (i % 5 == 0).then_some(FAR + i)));
     [
         None,

@@ -67,7 +67,7 @@ fn pipeline_writer(store: &Store, w: usize) {
             .answers
             .iter()
             .find_map(|a| match a {
-                Some(Answer::Value(v)) => Some(v.clone()),
+                Some(Answer::Value(v)) => Some(v.clone().map(|e| e.value)),
                 _ => None,
             })
             .flatten()
