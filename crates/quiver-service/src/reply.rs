@@ -26,6 +26,9 @@ pub enum Reply {
     /// The null array (RESP2 `*-1`, RESP3 `_`).
     NullArray,
     Map(Vec<(Reply, Reply)>),
+    /// Pairs as Redis 7 sends them where they are no map (HRANDFIELD ... WITHVALUES): one
+    /// flat array in RESP2, an array of two-element arrays in RESP3.
+    Pairs(Vec<(Reply, Reply)>),
     Double(f64),
     Boolean(bool),
     /// RESP3 verbatim string, e.g. format `txt` or `mkd`.
@@ -77,6 +80,21 @@ impl Reply {
                     v.encode(out, resp3);
                 }
             }
+            Reply::Pairs(pairs) if resp3 => {
+                out.put_slice(Header::new(b'*', pairs.len()).as_bytes());
+                for (k, v) in pairs {
+                    out.put_slice(Header::new(b'*', 2).as_bytes());
+                    k.encode(out, resp3);
+                    v.encode(out, resp3);
+                }
+            }
+            Reply::Pairs(pairs) => {
+                out.put_slice(Header::new(b'*', pairs.len() * 2).as_bytes());
+                for (k, v) in pairs {
+                    k.encode(out, resp3);
+                    v.encode(out, resp3);
+                }
+            }
             Reply::Double(d) => {
                 let text = format_double(*d);
                 if resp3 {
@@ -118,6 +136,18 @@ impl Reply {
                     + pairs
                         .iter()
                         .map(|(k, v)| k.encoded_len(resp3) + v.encoded_len(resp3))
+                        .sum::<usize>()
+            }
+            Reply::Pairs(pairs) => {
+                let (n, each) = if resp3 {
+                    (pairs.len(), header_len(2))
+                } else {
+                    (pairs.len() * 2, 0)
+                };
+                header_len(n)
+                    + pairs
+                        .iter()
+                        .map(|(k, v)| each + k.encoded_len(resp3) + v.encoded_len(resp3))
                         .sum::<usize>()
             }
             Reply::Double(d) if resp3 => format_double(*d).len() + 3,
@@ -205,5 +235,30 @@ fn format_double(d: f64) -> String {
         if d > 0.0 { "inf" } else { "-inf" }.to_owned()
     } else {
         d.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_are_flat_in_resp2_and_nested_in_resp3() {
+        let pairs = Reply::Pairs(vec![
+            (Reply::text("f"), Reply::text("v")),
+            (Reply::text("g"), Reply::Null),
+        ]);
+        let resp2 = pairs.to_bytes(false);
+        let resp3 = pairs.to_bytes(true);
+        assert_eq!(
+            &resp2[..],
+            b"*4\r\n$1\r\nf\r\n$1\r\nv\r\n$1\r\ng\r\n$-1\r\n"
+        );
+        assert_eq!(
+            &resp3[..],
+            b"*2\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n*2\r\n$1\r\ng\r\n_\r\n"
+        );
+        assert_eq!(pairs.encoded_len(false), resp2.len());
+        assert_eq!(pairs.encoded_len(true), resp3.len());
     }
 }

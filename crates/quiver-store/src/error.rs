@@ -95,6 +95,9 @@ pub enum Error {
     /// string was asked for, or the reverse): Redis's WRONGTYPE.
     #[error("the key holds a value of another kind")]
     WrongType,
+    /// A hash's stored value does not decode (its record's checksums held: a bug wrote it).
+    #[error("a stored hash does not decode: {0}")]
+    BadHash(#[from] crate::fields::FieldsError),
     /// A read-then-write of one key lost to other writers of the key this many times in a row.
     #[error("key changed by other writers {attempts} times in a row; try again")]
     Contended { attempts: usize },

@@ -90,6 +90,11 @@ impl<'a> Packed<'a> {
     }
 
     /// The value of `field`, if the hash has it.
+    /// Whether Redis would keep these pairs as a listpack ([`fits_packed`]).
+    pub fn fits_packed(&self) -> bool {
+        fits_packed(self.len(), self.iter())
+    }
+
     pub fn get(&self, field: &[u8]) -> Option<&'a [u8]> {
         self.iter().find(|(f, _)| *f == field).map(|(_, v)| v)
     }
@@ -204,14 +209,31 @@ impl Fields {
         self.pairs.iter().map(|(f, v)| (f, v))
     }
 
-    /// Whether Redis would keep these pairs as a listpack: at most [`PACKED_ENTRIES_MAX`]
-    /// pairs, none of whose field or value is longer than [`PACKED_VALUE_MAX`].
+    /// Whether Redis would keep these pairs as a listpack ([`fits_packed`]).
     pub fn fits_packed(&self) -> bool {
-        self.pairs.len() <= PACKED_ENTRIES_MAX
-            && self
-                .pairs
-                .iter()
-                .all(|(f, v)| f.len() <= PACKED_VALUE_MAX && v.len() <= PACKED_VALUE_MAX)
+        fits_packed(self.len(), self.iter())
+    }
+}
+
+/// Whether Redis would keep `count` pairs as a listpack: at most [`PACKED_ENTRIES_MAX`],
+/// none of whose field or value is longer than [`PACKED_VALUE_MAX`].
+fn fits_packed<F: AsRef<[u8]>, V: AsRef<[u8]>>(
+    count: usize,
+    mut pairs: impl Iterator<Item = (F, V)>,
+) -> bool {
+    count <= PACKED_ENTRIES_MAX
+        && pairs.all(|(f, v)| {
+            f.as_ref().len() <= PACKED_VALUE_MAX && v.as_ref().len() <= PACKED_VALUE_MAX
+        })
+}
+
+impl crate::batch::Entry {
+    /// The fields of a hash, read in place; [`crate::Error::WrongType`] for a string.
+    pub fn hash_fields(&self) -> crate::Result<Packed<'_>> {
+        match self.kind {
+            crate::batch::ValueKind::Hash => Ok(Packed::new(&self.value)?),
+            crate::batch::ValueKind::String => Err(crate::Error::WrongType),
+        }
     }
 }
 

@@ -138,6 +138,19 @@ impl<'s> Db<'s> {
         Ok(self.multi_exists(&[key])?[0])
     }
 
+    /// Many keys' kinds as one vector (`None`: absent; no value is read beyond its record
+    /// header): SCAN's TYPE filter.
+    pub fn multi_kinds<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<ValueKind>>> {
+        self.lookup_vector(keys, false)?
+            .into_iter()
+            .map(|f| match f {
+                Found::Live { kind, .. } => Ok(Some(kind)),
+                Found::Absent | Found::Expired { .. } => Ok(None),
+                Found::Failed(e) => Err(e),
+            })
+            .collect()
+    }
+
     pub fn multi_exists<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<bool>> {
         self.lookup_vector(keys, false)?
             .into_iter()

@@ -66,6 +66,12 @@ pub fn key_value<'a>(args: &'a [Bytes], limits: &Limits) -> Result<(&'a Bytes, &
     Ok((&args[1], &args[2]))
 }
 
+/// A random number: a fresh SipHash key each call (std's `RandomState`).
+pub fn random_u64() -> u64 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(0u8)
+}
+
 pub fn bulk_or_null(v: Option<Bytes>) -> Reply {
     v.map_or(Reply::Null, Reply::Bulk)
 }

@@ -10,8 +10,8 @@ use crate::txn::Txn;
 use quiver_service::errors::err;
 use quiver_service::reply::Reply;
 
-const NOT_A_FLOAT: &str = "ERR value is not a valid float";
-const NAN_OR_INFINITY: &str = "ERR increment would produce NaN or Infinity";
+pub(crate) const NOT_A_FLOAT: &str = "ERR value is not a valid float";
+pub(crate) const NAN_OR_INFINITY: &str = "ERR increment would produce NaN or Infinity";
 
 /// What the increment was read as.
 enum Increment {

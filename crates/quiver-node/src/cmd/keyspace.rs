@@ -9,9 +9,9 @@ use std::collections::HashSet;
 
 use bytes::Bytes;
 use quiver_resp::glob_match;
-use quiver_store::Db;
+use quiver_store::{Db, ValueKind};
 
-use crate::cmd::common::TxnCommand;
+use crate::cmd::common::{random_u64, TxnCommand};
 use crate::txn::{Txn, WALK_PAGE};
 use quiver_service::errors::{self, err};
 use quiver_service::frame::string2ll;
@@ -95,7 +95,7 @@ impl TxnCommand for Keyspace<'_> {
                 } else {
                     keys(&store, *p)?
                 };
-                let found = merge_overlay(txn, base, *p, true);
+                let found = merge_overlay(txn, base, *p, Some(KindFilter::Any));
                 Ok(Reply::Array(found.into_iter().map(Reply::Bulk).collect()))
             }
             Keyspace::Scan(a) => {
@@ -105,22 +105,31 @@ impl TxnCommand for Keyspace<'_> {
                     scan(&store, a)?
                 };
                 // Pending new keys are reported once, on the first page.
-                let found = merge_overlay(txn, base, a.pattern, a.cursor == 0 && a.strings);
+                let added = (a.cursor == 0).then_some(a.kind);
+                let found = merge_overlay(txn, base, a.pattern, added);
                 Ok(scan_reply(cursor, found))
             }
         }
     }
 }
 
-/// Store keys without those the transaction deleted or rewrote, then (if `add`) the
-/// transaction's live keys that match `pattern`.
-fn merge_overlay(txn: &Txn<'_>, base: Vec<Bytes>, pattern: Option<&[u8]>, add: bool) -> Vec<Bytes> {
+/// Store keys without those the transaction deleted or rewrote, then (if `add` says which
+/// kinds) the transaction's live keys that match `pattern`.
+fn merge_overlay(
+    txn: &Txn<'_>,
+    base: Vec<Bytes>,
+    pattern: Option<&[u8]>,
+    add: Option<KindFilter>,
+) -> Vec<Bytes> {
     let pending: HashSet<&Bytes> = txn.overlay().map(|(k, _)| k).collect();
     let mut found: Vec<Bytes> = base.into_iter().filter(|k| !pending.contains(k)).collect();
-    if add {
+    if let Some(kinds) = add {
         found.extend(
             txn.overlay()
-                .filter(|(k, v)| v.is_some() && pattern.is_none_or(|p| glob_match(p, k)))
+                .filter(|(k, v)| {
+                    v.is_some_and(|e| kinds.wants(e.kind))
+                        && pattern.is_none_or(|p| glob_match(p, k))
+                })
                 .map(|(k, _)| k.clone()),
         );
     }
@@ -173,12 +182,6 @@ fn random_key(txn: &Txn<'_>) -> quiver_store::Result<Reply> {
     Ok(Reply::Bulk(found.swap_remove(pick)))
 }
 
-/// A random number: a fresh SipHash key each call (std's `RandomState`).
-fn random_u64() -> u64 {
-    use std::hash::BuildHasher;
-    std::collections::hash_map::RandomState::new().hash_one(0u8)
-}
-
 /// FLUSHDB / FLUSHALL take an optional ASYNC or SYNC (both mean the same here).
 fn check_flush_args(args: &[Bytes]) -> Result<(), Reply> {
     match args {
@@ -195,34 +198,84 @@ fn pattern(p: &[u8]) -> Option<&[u8]> {
     (p != b"*").then_some(p)
 }
 
-/// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type].
+/// SCAN's TYPE: which kinds of key a scan returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KindFilter {
+    Any,
+    Only(ValueKind),
+    /// A type Quiver holds no key of (`list`, `set`, ...): matches nothing.
+    Nothing,
+}
+
+impl KindFilter {
+    fn parse(name: &[u8]) -> KindFilter {
+        if name.eq_ignore_ascii_case(b"string") {
+            KindFilter::Only(ValueKind::String)
+        } else if name.eq_ignore_ascii_case(b"hash") {
+            KindFilter::Only(ValueKind::Hash)
+        } else {
+            KindFilter::Nothing
+        }
+    }
+
+    fn wants(self, kind: ValueKind) -> bool {
+        match self {
+            KindFilter::Any => true,
+            KindFilter::Only(k) => k == kind,
+            KindFilter::Nothing => false,
+        }
+    }
+}
+
+/// A scan's cursor as Redis reads it (`parseScanCursorOrReply`: `strtoull`): decimal digits
+/// after an optional sign, a negative one wrapping around (`-1` is the largest cursor); no
+/// blanks, nothing after the digits, nothing above 64 bits.
+pub fn parse_cursor(arg: &[u8]) -> Result<u64, Reply> {
+    let invalid = || err("ERR invalid cursor");
+    if arg.is_empty() {
+        // `strtoull` reads nothing and stops at the end: cursor 0.
+        return Ok(0);
+    }
+    let (negative, digits) = match arg.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, arg),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(invalid());
+    }
+    let n: u64 = std::str::from_utf8(digits)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(invalid)?;
+    Ok(if negative { n.wrapping_neg() } else { n })
+}
+
+/// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type] (HSCAN's options too, without TYPE).
 pub struct ScanArgs<'a> {
-    cursor: u64,
-    pattern: Option<&'a [u8]>,
-    count: usize,
-    /// TYPE is absent or `string`; any other type matches nothing (all values are strings).
-    strings: bool,
+    pub cursor: u64,
+    pub pattern: Option<&'a [u8]>,
+    pub count: usize,
+    pub kind: KindFilter,
 }
 
 impl<'a> ScanArgs<'a> {
     fn parse(args: &'a [Bytes]) -> Result<ScanArgs<'a>, Reply> {
-        // Redis's parseScanCursorOrReply: an unsigned decimal.
-        let cursor = std::str::from_utf8(&args[1])
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| err("ERR invalid cursor"))?;
+        ScanArgs::options(parse_cursor(&args[1])?, &args[2..], true)
+    }
+
+    /// The options after the cursor; TYPE only where `types` (SCAN, not HSCAN).
+    pub fn options(cursor: u64, opts: &'a [Bytes], types: bool) -> Result<ScanArgs<'a>, Reply> {
         let mut a = ScanArgs {
             cursor,
             pattern: None,
             count: SCAN_COUNT_DEFAULT,
-            strings: true,
+            kind: KindFilter::Any,
         };
-        let mut j = 2;
-        while j < args.len() {
-            let Some(value) = args.get(j + 1) else {
+        for pair in opts.chunks(2) {
+            let [opt, value] = pair else {
                 return Err(err(errors::SYNTAX));
             };
-            let opt = &args[j];
             if opt.eq_ignore_ascii_case(b"count") {
                 match string2ll(value) {
                     None => return Err(err(errors::NOT_INTEGER)),
@@ -231,12 +284,11 @@ impl<'a> ScanArgs<'a> {
                 }
             } else if opt.eq_ignore_ascii_case(b"match") {
                 a.pattern = pattern(value);
-            } else if opt.eq_ignore_ascii_case(b"type") {
-                a.strings = value.eq_ignore_ascii_case(b"string");
+            } else if types && opt.eq_ignore_ascii_case(b"type") {
+                a.kind = KindFilter::parse(value);
             } else {
                 return Err(err(errors::SYNTAX));
             }
-            j += 2;
         }
         Ok(a)
     }
@@ -244,12 +296,27 @@ impl<'a> ScanArgs<'a> {
 
 fn scan(store: &Db<'_>, a: &ScanArgs<'_>) -> quiver_store::Result<(u64, Vec<Bytes>)> {
     let page = store.scan(a.cursor, a.pattern, a.count)?;
-    // A scan for another type walks the key space and finds nothing.
-    let keys = if a.strings { page.keys } else { Vec::new() };
+    let keys = match a.kind {
+        KindFilter::Any => page.keys,
+        KindFilter::Nothing => Vec::new(),
+        KindFilter::Only(kind) => {
+            // The kinds of the page's keys, from their record headers.
+            let mut kinds = Vec::with_capacity(page.keys.len());
+            for chunk in page.keys.chunks(WALK_PAGE) {
+                kinds.extend(store.multi_kinds(chunk)?);
+            }
+            page.keys
+                .into_iter()
+                .zip(kinds)
+                .filter(|(_, k)| *k == Some(kind))
+                .map(|(key, _)| key)
+                .collect()
+        }
+    };
     Ok((page.cursor, keys))
 }
 
-fn scan_reply(cursor: u64, keys: Vec<Bytes>) -> Reply {
+pub fn scan_reply(cursor: u64, keys: Vec<Bytes>) -> Reply {
     Reply::Array(vec![
         Reply::Bulk(Bytes::from(cursor.to_string())),
         Reply::Array(keys.into_iter().map(Reply::Bulk).collect()),

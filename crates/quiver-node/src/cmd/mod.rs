@@ -14,7 +14,7 @@
 //!   SETEX, PSETEX), [`mset`] (MSET, MSETNX), [`del`] (DEL, UNLINK, GETDEL), [`exists`]
 //!   (EXISTS, TOUCH, TYPE), [`incr`], [`float`] (INCRBYFLOAT), [`append`] (APPEND, STRLEN),
 //!   [`range`] (GETRANGE, SUBSTR, SETRANGE), [`lcs`], [`rename`] (RENAME, RENAMENX, COPY),
-//!   [`databases`] (MOVE, SWAPDB),
+//!   [`databases`] (MOVE, SWAPDB), [`hash`] (HSET, HGET and the other hash commands),
 //!   [`object`] (OBJECT), [`expire`] (EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, TTL, PTTL,
 //!   EXPIRETIME, PEXPIRETIME, PERSIST, GETEX), [`batch`] (Quiver's BATCH), [`keyspace`] (SCAN,
 //!   KEYS, RANDOMKEY, DBSIZE, FLUSHDB, FLUSHALL), [`cluster`] (CLUSTER KEYSLOT,
@@ -39,6 +39,7 @@ pub mod exists;
 pub mod expire;
 pub mod float;
 pub mod get;
+pub mod hash;
 pub mod incr;
 pub mod keyspace;
 pub mod lcs;
@@ -108,6 +109,20 @@ pub fn parse<'a>(
         }
         Cmd::Persist => keys(Box::new(expire::Persist::parse(args))),
         Cmd::Batch => keys(Box::new(batch::Batch::parse(args, limits)?)),
+        Cmd::HSet | Cmd::HMSet => keys(Box::new(hash::write::HSet::parse(cmd, args)?)),
+        Cmd::HSetNx => keys(Box::new(hash::write::HSetNx::parse(args)?)),
+        Cmd::HDel => keys(Box::new(hash::write::HDel::parse(args))),
+        Cmd::HIncrBy | Cmd::HIncrByFloat => keys(Box::new(hash::write::HIncr::parse(cmd, args)?)),
+        Cmd::HGet
+        | Cmd::HMGet
+        | Cmd::HGetAll
+        | Cmd::HKeys
+        | Cmd::HVals
+        | Cmd::HLen
+        | Cmd::HExists
+        | Cmd::HStrLen => keys(Box::new(hash::read::HRead::parse(cmd, args))),
+        Cmd::HRandField => keys(Box::new(hash::random::HRandField::parse(args)?)),
+        Cmd::HScan => keys(Box::new(hash::scan::HScan::parse(args)?)),
         Cmd::Scan | Cmd::Keys | Cmd::RandomKey | Cmd::DbSize | Cmd::FlushDb | Cmd::FlushAll => {
             keys(Box::new(keyspace::Keyspace::parse(cmd, args)?))
         }

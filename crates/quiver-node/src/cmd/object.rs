@@ -13,10 +13,12 @@
 use bytes::Bytes;
 
 use crate::cmd::common::TxnCommand;
+use crate::cmd::hash;
 use crate::txn::Txn;
 use quiver_service::errors::{err, unknown_subcommand, wrong_arity};
 use quiver_service::frame::string2ll;
 use quiver_service::reply::Reply;
+use quiver_store::ValueKind;
 
 /// Redis's `OBJ_ENCODING_EMBSTR_SIZE_LIMIT`: longer strings are `raw`.
 const EMBSTR_LEN_MAX: usize = 44;
@@ -96,12 +98,20 @@ impl TxnCommand for Object<'_> {
             Object::Refused(reply) => return Ok(reply.clone()),
             Object::Encoding(k) | Object::RefCount(k) | Object::IdleTime(k) | Object::Freq(k) => k,
         };
-        let Some(value) = txn.get(key)? else {
+        let Some(entry) = txn.get_entry(key)? else {
             return Ok(Reply::Null);
         };
+        let value = &entry.value;
         Ok(match self {
-            Object::Encoding(_) => Reply::Bulk(Bytes::from_static(encoding(&value).as_bytes())),
-            Object::RefCount(_) => Reply::Integer(refcount(&value)),
+            Object::Encoding(_) => Reply::Bulk(Bytes::from_static(
+                match entry.kind {
+                    ValueKind::String => encoding(value),
+                    ValueKind::Hash => hash::encoding(&entry.hash_fields()?),
+                }
+                .as_bytes(),
+            )),
+            Object::RefCount(_) if entry.kind == ValueKind::Hash => Reply::Integer(1),
+            Object::RefCount(_) => Reply::Integer(refcount(value)),
             Object::IdleTime(_) => Reply::Integer(0),
             _ => err(FREQ_NOT_TRACKED),
         })

@@ -282,6 +282,48 @@ def databases(r, r2):
         r3.close()
 
 
+@check
+def hashes(r, r2):
+    expect(r.hset("user:1", mapping={"name": "ada", "visits": "1"}), 2, "HSET mapping")
+    expect(r.hset("user:1", "name", "lovelace"), 0, "HSET existing field")
+    expect(r.hget("user:1", "name"), b"lovelace", "HGET")
+    expect(r.hmget("user:1", ["name", "nope", "visits"]), [b"lovelace", None, b"1"], "HMGET")
+    expect(r.hgetall("user:1"), {b"name": b"lovelace", b"visits": b"1"}, "HGETALL")
+    expect(r.hgetall("missing"), {}, "HGETALL missing")
+    expect(r.hincrby("user:1", "visits", 41), 42, "HINCRBY")
+    expect(r.hincrbyfloat("user:1", "score", 0.5), 0.5, "HINCRBYFLOAT")
+    expect(r.hkeys("user:1"), [b"name", b"visits", b"score"], "HKEYS")
+    expect(r.hlen("user:1"), 3, "HLEN")
+    expect(r.hexists("user:1", "score"), True, "HEXISTS")
+    expect(r.hsetnx("user:1", "name", "x"), False, "HSETNX existing")
+    expect(r.hdel("user:1", "score", "nope"), 1, "HDEL")
+    expect(dict(r.hscan_iter("user:1", match="n*")), {b"name": b"lovelace"}, "HSCAN")
+    expect(r.hrandfield("user:1", 5), [b"name", b"visits"], "HRANDFIELD past the size")
+    expect(r.type("user:1"), b"hash", "TYPE")
+    r.set("s", "v")
+    try:
+        r.hget("s", "f")
+        raise AssertionError("HGET of a string did not fail")
+    except redis.ResponseError as e:
+        expect(str(e).split()[0], "WRONGTYPE", "HGET of a string")
+
+
+@check
+def feast_style_online_read_and_write(r, r2):
+    # Feast's Redis online store: one hash per entity, its features as fields (HSET), read
+    # back as a pipeline of HMGETs.
+    features = [f"f{j}" for j in range(10)]
+    pipe = r.pipeline(transaction=False)
+    for e in range(32):
+        pipe.hset(f"entity:{e}", mapping={f: f"{e}.{f}" for f in features})
+    expect(pipe.execute(), [10] * 32, "HSETs of 10 features")
+    pipe = r.pipeline(transaction=False)
+    for e in range(32):
+        pipe.hmget(f"entity:{e}", features)
+    rows = pipe.execute()
+    expect(rows, [[f"{e}.{f}".encode() for f in features] for e in range(32)], "HMGETs")
+
+
 def run_pass(host, port, protocol):
     """Run every check over one protocol version; return the number passed (exit on failure)."""
     kwargs = {"host": host, "port": port, "socket_timeout": 10}

@@ -35,17 +35,25 @@ fn run(program: &str, args: &[&str]) -> String {
 fn replies_match_redis_7_byte_for_byte() {
     let server = TestServer::start();
     let port = server.port().to_string();
-    let out = run(
-        "python3",
-        &[
-            "check_golden.py",
-            "--port",
-            &port,
-            "--deviations",
-            "quiver_deviations.json",
-        ],
-    );
-    assert!(out.contains(" 0 mismatches"), "{out}");
+    // The strings, keys and server recording, then the hashes' (issue 36).
+    for (golden, deviations) in [
+        ("golden.json", "quiver_deviations.json"),
+        ("golden_hash.json", "quiver_deviations_hash.json"),
+    ] {
+        let out = run(
+            "python3",
+            &[
+                "check_golden.py",
+                "--port",
+                &port,
+                "--golden",
+                golden,
+                "--deviations",
+                deviations,
+            ],
+        );
+        assert!(out.contains(" 0 mismatches"), "{golden}: {out}");
+    }
 }
 
 #[test]

@@ -1,0 +1,132 @@
+//! HRANDFIELD key [count [WITHVALUES]], as Redis 7.0 answers it: without a count one field
+//! (nil for an absent key); a count of 0 or more, that many distinct fields (the whole hash,
+//! in its order, when it has no more); a negative count, exactly that many picked one by one,
+//! so fields may repeat.
+
+use bytes::Bytes;
+use quiver_store::fields::Packed;
+
+use crate::cmd::common::{random_u64, TxnCommand};
+use crate::cmd::hash::read_hash;
+use crate::txn::Txn;
+use quiver_service::errors::{self, err};
+use quiver_service::frame::string2ll;
+use quiver_service::reply::Reply;
+
+/// Most fields a negative count picks. Redis has no bound (it would build a reply of 2^63
+/// fields); Quiver refuses a reply it could never send.
+pub const HRANDFIELD_REPEATS_MAX: u64 = 1 << 20;
+
+/// `getRangeLongFromObjectOrReply` with the range -LONG_MAX..LONG_MAX.
+const COUNT_OUT_OF_RANGE: &str =
+    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
+/// A count past half the range with WITHVALUES (the reply would hold twice as many items).
+const OUT_OF_RANGE: &str = "ERR value is out of range";
+
+pub struct HRandField<'a> {
+    key: &'a Bytes,
+    /// `None`: no count (one field, or nil).
+    count: Option<i64>,
+    with_values: bool,
+}
+
+impl<'a> HRandField<'a> {
+    pub fn parse(args: &'a [Bytes]) -> Result<HRandField<'a>, Reply> {
+        let mut r = HRandField {
+            key: &args[1],
+            count: None,
+            with_values: false,
+        };
+        let Some(count) = args.get(2) else {
+            return Ok(r);
+        };
+        let count = match string2ll(count) {
+            None => return Err(err(errors::NOT_INTEGER)),
+            Some(i64::MIN) => return Err(err(COUNT_OUT_OF_RANGE)),
+            Some(n) => n,
+        };
+        match &args[3..] {
+            [] => {}
+            [w] if w.eq_ignore_ascii_case(b"withvalues") => {
+                if count.unsigned_abs() > (i64::MAX / 2) as u64 {
+                    return Err(err(OUT_OF_RANGE));
+                }
+                r.with_values = true;
+            }
+            _ => return Err(err(errors::SYNTAX)),
+        }
+        if count < 0 && count.unsigned_abs() > HRANDFIELD_REPEATS_MAX {
+            return Err(Reply::error(format!(
+                "ERR count is too large: at most {HRANDFIELD_REPEATS_MAX} fields with repeats"
+            )));
+        }
+        r.count = Some(count);
+        Ok(r)
+    }
+
+    /// Which pairs (by position) the count picks from `len`.
+    fn picks(count: i64, len: usize) -> Vec<usize> {
+        let random_below = |n: usize| (random_u64() % n as u64) as usize;
+        if count < 0 {
+            return (0..count.unsigned_abs())
+                .map(|_| random_below(len))
+                .collect();
+        }
+        let count = count as usize;
+        if count >= len {
+            return (0..len).collect();
+        }
+        // A partial Fisher-Yates shuffle: `count` distinct positions in random order.
+        let mut all: Vec<usize> = (0..len).collect();
+        for i in 0..count {
+            let j = i + random_below(len - i);
+            all.swap(i, j);
+        }
+        all.truncate(count);
+        all
+    }
+}
+
+impl TxnCommand for HRandField<'_> {
+    fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
+        let none = || match self.count {
+            None => Reply::Null,
+            Some(_) => Reply::Array(Vec::new()),
+        };
+        let Some(entry) = read_hash(txn, self.key)? else {
+            return Ok(none());
+        };
+        let fields = entry.hash_fields()?;
+        // A hash is never written empty; a count of 0 picks nothing.
+        if fields.is_empty() || self.count == Some(0) {
+            return Ok(none());
+        }
+        let Some(count) = self.count else {
+            let pick = Self::picks(-1, fields.len());
+            let mut one = pairs_of(&entry.value, &fields, &pick);
+            return Ok(one.next().map_or(Reply::Null, |(f, _)| Reply::Bulk(f)));
+        };
+        let pick = Self::picks(count, fields.len());
+        let pairs = pairs_of(&entry.value, &fields, &pick);
+        Ok(if self.with_values {
+            Reply::Pairs(
+                pairs
+                    .map(|(f, v)| (Reply::Bulk(f), Reply::Bulk(v)))
+                    .collect(),
+            )
+        } else {
+            Reply::Array(pairs.map(|(f, _)| Reply::Bulk(f)).collect())
+        })
+    }
+}
+
+/// The pairs at positions `pick` of `fields` (whose bytes lie in `value`), sharing its buffer.
+fn pairs_of<'p>(
+    value: &'p Bytes,
+    fields: &Packed<'p>,
+    pick: &'p [usize],
+) -> impl Iterator<Item = (Bytes, Bytes)> + 'p {
+    let all: Vec<(&[u8], &[u8])> = fields.iter().collect();
+    pick.iter()
+        .map(move |&i| (value.slice_ref(all[i].0), value.slice_ref(all[i].1)))
+}
