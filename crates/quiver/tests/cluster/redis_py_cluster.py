@@ -8,7 +8,8 @@ cluster's chain length, 1 by default) above 1 the client reads from replicas too
 (load balancing round robin over a range's members: READONLY connections to each), and CLUSTER SLOTS
 must list REPLICAS-1 replicas per range. Sets 1000 keys (spread
 over every node), reads them back in order with mget_nonatomic, checks get, delete and exists,
-that cluster_slots and cluster_nodes parse into the whole cluster, and a pipeline. Exits 0 when
+that cluster_slots and cluster_nodes parse into the whole cluster, a pipeline, and hashes (HSET of
+10 fields per entity, a Feast-style pipeline of 32 HMGETs, read from every member). Exits 0 when
 everything matched; otherwise prints the first mismatch and exits 1. Run by the cluster test
 binary (crates/quiver/tests/cluster); scripts/test_deps.sh installs redis-py.
 """
@@ -121,6 +122,32 @@ def run(rc, replicas):
         replies[PIPELINED:] == [str(i) for i in range(PIPELINED)],
         f"pipeline GETs: {replies[PIPELINED:]}",
     )
+
+    hashes(rc, replicas)
+
+
+def hashes(rc, replicas):
+    """Feast's Redis online store: an entity's features as the fields of one hash (HSET),
+    served as a pipeline of HMGETs; the entities spread over every node."""
+    features = [f"f{j}" for j in range(10)]
+    entities = [f"entity:{e}" for e in range(32)]
+    row = lambda e: {f: f"{e}.{f}" for f in features}  # noqa: E731
+    for e in entities:
+        check(rc.hset(e, mapping=row(e)) == 10, f"HSET {e}")
+    owners = {rc.get_node_from_key(e).name for e in entities}
+    check(len(owners) == 3, f"the hashes are on {len(owners)} nodes, not 3")
+    for _ in range(replicas):
+        pipe = rc.pipeline()
+        for e in entities:
+            pipe.hmget(e, features)
+        rows = pipe.execute()
+        want = [[row(e)[f] for f in features] for e in entities]
+        check(rows == want, f"pipelined HMGETs: {rows[:2]}...")
+    check(rc.hgetall(entities[0]) == row(entities[0]), "HGETALL")
+    check(rc.hincrby(entities[1], "visits", 3) == 3, "HINCRBY")
+    check(rc.hdel(entities[1], "visits", "f0") == 2, "HDEL")
+    check(rc.hlen(entities[1]) == 9, "HLEN after HDEL")
+    check(rc.type(entities[2]) == "hash", "TYPE of a hash")
 
 
 if __name__ == "__main__":

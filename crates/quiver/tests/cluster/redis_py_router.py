@@ -9,7 +9,8 @@ non-transactional pipeline of 200 mixed commands, a transactional pipeline on ke
 hashtag, a transaction (and a WATCH) across nodes refused with CROSSSLOT (redis-py's
 ClusterCrossSlotError) and applying nothing,
 optimistic locking with WATCH through redis-py's `transaction()` helper (a conflicting write
-forces a retry; then threads contending for one counter), and scan_iter returning every key.
+forces a retry; then threads contending for one counter), scan_iter returning every key, and
+Feast-style hashes (HSET of 10 fields per entity, a pipeline of 32 HMGETs over every node).
 Exits 0 when everything matched; otherwise prints the first mismatch and exits 1. Run by the
 cluster test binary (crates/quiver/tests/cluster); scripts/test_deps.sh installs redis-py.
 """
@@ -178,6 +179,27 @@ def run(r, port, nodes):
     matched = set(r.scan_iter(match="py:*", count=100))
     check(matched == set(keys), f"scan_iter(match='py:*'): {len(matched)} keys")
     check(r.dbsize() == len(everything), f"DBSIZE {r.dbsize()}, keys {len(everything)}")
+    hashes(r, nodes)
+
+
+def hashes(r, nodes):
+    """Feast's Redis online store through the router: an entity's features as the fields of
+    one hash, served as a pipeline of HMGETs that spans the nodes."""
+    features = [f"f{j}" for j in range(10)]
+    entities = [f"entity:{e}" for e in range(32)]
+    row = lambda e: {f: f"{e}.{f}" for f in features}  # noqa: E731
+    pipe = r.pipeline(transaction=False)
+    for e in entities:
+        pipe.hset(e, mapping=row(e))
+    check(pipe.execute() == [10] * len(entities), "pipelined HSETs of 10 fields")
+    check(len({node_of(nodes, e) for e in entities}) >= 2, "the hashes are on one node")
+    pipe = r.pipeline(transaction=False)
+    for e in entities:
+        pipe.hmget(e, features)
+    rows = pipe.execute()
+    check(rows == [[row(e)[f] for f in features] for e in entities], f"HMGETs: {rows[:2]}")
+    check(r.hgetall(entities[3]) == row(entities[3]), "HGETALL through the router")
+    check(r.type(entities[3]) == "hash", "TYPE through the router")
 
 
 if __name__ == "__main__":
