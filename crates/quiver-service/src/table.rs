@@ -227,7 +227,7 @@ impl Acl {
 pub enum Vector {
     /// Runs on its own (in a transaction, or on the connection and server).
     None,
-    /// `multi_get` (GET, MGET).
+    /// `multi_get` (GET, MGET; HGET and HMGET, which read their hash's key).
     Get,
     /// `multi_put` (a plain SET).
     Put,
@@ -434,8 +434,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     row!("hset", HSet, -4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Creates or modifies the value of a field in a hash."),
     row!("hsetnx", HSetNx, 4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Sets the value of a field in a hash only when the field doesn't exist."),
     row!("hmset", HMSet, -4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Sets the values of multiple fields."),
-    row!("hget", HGet, 3, READONLY_FAST, Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Returns the value of a field in a hash."),
-    row!("hmget", HMGet, -3, READONLY_FAST, Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Returns the values of all fields in a hash."),
+    row!("hget", HGet, 3, READONLY_FAST, Acl::HASH, ONE_KEY, Get, "hash", "2.0.0", "Returns the value of a field in a hash."),
+    row!("hmget", HMGet, -3, READONLY_FAST, Acl::HASH, ONE_KEY, Get, "hash", "2.0.0", "Returns the values of all fields in a hash."),
     row!("hgetall", HGetAll, 2, Flags::READONLY, Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Returns all fields and values in a hash."),
     row!("hkeys", HKeys, 2, Flags::READONLY, Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Returns all fields in a hash."),
     row!("hvals", HVals, 2, Flags::READONLY, Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Returns all values in a hash."),

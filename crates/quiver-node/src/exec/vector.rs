@@ -323,7 +323,7 @@ fn mixed(state: &ServerState, db: u32, group: &[VectorOp<'_>], out: &mut Output<
                     .collect();
                 out.bulks(&mine, resp3);
             }
-            _ => out.reply(&VectorOp::value_reply(values.next().flatten()), resp3),
+            _ => out.reply(&op.one_key_reply(values.next().flatten()), resp3),
         }
     }
 }
@@ -438,7 +438,7 @@ fn get_replies(
                 .collect();
             out.bulks(&mine, resp3);
         } else {
-            singles.push(VectorOp::value_reply(values.next().flatten()));
+            singles.push(op.one_key_reply(values.next().flatten()));
         }
     }
     if !singles.is_empty() {

@@ -100,6 +100,41 @@ fn a_pipelined_run_of_32_gets_is_one_vector() {
     assert!(info_u64(&mut c, "stats", "keyspace_misses") >= 32);
 }
 
+/// Feast's online read: a run of 32 pipelined HMGETs of 10 fields each reaches the engine as
+/// one vector of 32 keys, as GETs do (one probe and one read per hash, whatever the fields).
+#[test]
+fn a_pipelined_run_of_32_hmgets_is_one_vector() {
+    let server = TestServer::start();
+    let mut c = client(server.addr);
+    let fields: Vec<String> = (0..10).map(|f| format!("f{f}")).collect();
+    let mut setup = Vec::new();
+    let mut run = Vec::new();
+    let mut want = Vec::new();
+    for e in 0..32 {
+        let key = format!("entity:{e}");
+        let mut hset: Vec<Vec<u8>> = vec![b"HSET".to_vec(), key.clone().into_bytes()];
+        let mut hmget: Vec<Vec<u8>> = vec![b"HMGET".to_vec(), key.into_bytes()];
+        want.extend_from_slice(b"*10\r\n");
+        for f in &fields {
+            let v = format!("{e}.{f}");
+            hset.extend([f.clone().into_bytes(), v.clone().into_bytes()]);
+            hmget.push(f.clone().into_bytes());
+            want.extend_from_slice(format!("${}\r\n{v}\r\n", v.len()).as_bytes());
+        }
+        let refs: Vec<&[u8]> = hset.iter().map(|a| &a[..]).collect();
+        setup.extend(multibulk(&refs));
+        let refs: Vec<&[u8]> = hmget.iter().map(|a| &a[..]).collect();
+        run.extend(multibulk(&refs));
+    }
+    let mut s = raw(server.addr);
+    s.write_all(&setup).unwrap();
+    expect_reply(&mut s, &b":10\r\n".repeat(32));
+    assert_eq!(info_field(&mut c, "vectors", "vector_width_le_32"), None);
+    s.write_all(&run).unwrap();
+    expect_reply(&mut s, &want);
+    assert!(info_u64(&mut c, "vectors", "vector_width_le_32") >= 1);
+}
+
 /// A run alternating 16 SETs and 16 GETs of the keys just set is one vector of 32 keys, and
 /// each GET sees the SET before it.
 #[test]

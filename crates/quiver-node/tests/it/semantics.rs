@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::thread;
 
 use quiver_client::{Batch, BatchOutcome, Condition, Connection, Value};
-use quiver_node::node_config::Coalesce;
+use quiver_node::node_config::{Coalesce, ServeConfig};
 use quiver_node::testing::TestServer;
 
 use crate::encode_multibulk;
@@ -89,6 +89,53 @@ fn mixed_get_set_pipelines_run_as_if_one_by_one() {
     let mut c = connect(&server);
     let info = c.info(Some("vectors")).unwrap();
     assert!(info.contains("vector_width_le_2:"), "{info}");
+}
+
+/// HGET and HMGET join the vectors of GETs (and of SETs, where those mix): a pipelined run of
+/// strings and hashes answers each by its kind — a hash's fields, WRONGTYPE for the other
+/// kind, nil in an MGET — on every path a run of reads takes: the engine vector, the
+/// per-partition pipeline (SETs among one-key reads), the mixed vector, and the intermediate
+/// queue.
+#[test]
+fn hash_reads_join_get_vectors_and_answer_by_kind() {
+    const WRONGTYPE: &str =
+        "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+    let setup: &[&[&[u8]]] = &[
+        &[b"HSET", b"h", b"f", b"1", b"g", b"2"],
+        &[b"SET", b"s", b"v"],
+    ];
+    let reads: &[&[&[u8]]] = &[
+        &[b"HGET", b"h", b"f"],
+        &[b"GET", b"s"],
+        &[b"HMGET", b"h", b"g", b"x", b"f"],
+        &[b"GET", b"h"],
+        &[b"HGET", b"s", b"f"],
+        &[b"HMGET", b"nokey", b"f", b"g"],
+        &[b"HGET", b"h", b"nofield"],
+    ];
+    let read_replies = format!(
+        "$1\r\n1\r\n$1\r\nv\r\n*3\r\n$1\r\n2\r\n$-1\r\n$1\r\n1\r\n{WRONGTYPE}{WRONGTYPE}\
+         *2\r\n$-1\r\n$-1\r\n$-1\r\n"
+    );
+    let configs: [fn(&mut ServeConfig); 2] = [|_| {}, |c| c.node.coalesce = Coalesce::Adaptive];
+    for config in configs {
+        let server = TestServer::start_with(config);
+        exchange(&server, setup, b":2\r\n+OK\r\n");
+        // Reads alone: one engine vector (or the intermediate queue).
+        exchange(&server, reads, read_replies.as_bytes());
+        // With a SET of one key among them: the per-partition pipeline.
+        let mut with_set = reads.to_vec();
+        with_set.insert(3, &[b"SET", b"t", b"1"]);
+        let mut want = read_replies.clone();
+        let third = "*3\r\n$1\r\n2\r\n$-1\r\n$1\r\n1\r\n";
+        let at = want.find(third).unwrap() + third.len();
+        want.insert_str(at, "+OK\r\n");
+        exchange(&server, &with_set, want.as_bytes());
+        // With an MGET of both kinds: the mixed vector.
+        with_set.push(&[b"MGET", b"s", b"h", b"t"]);
+        want.push_str("*3\r\n$1\r\nv\r\n$-1\r\n$1\r\n1\r\n");
+        exchange(&server, &with_set, want.as_bytes());
+    }
 }
 
 #[test]
