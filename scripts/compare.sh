@@ -32,6 +32,16 @@
 # rss_bytes_per_key, ...), then the engine rows as {"system": "quiver-engine" | "rocksdb" |
 # "fio", "workload", ...}.
 # --quick: fewer keys, shorter runs, one round (a spot check in under three minutes).
+# HASHES=1: the keys are hashes instead (issue 36), one data set per entry of HASH_FIELDS
+# ["10 100"] (every key a hash of that many fields of HASH_VALUE_SIZE [32] bytes), and the
+# workloads (no open-loop runs):
+#
+#   hset10        HSET of 10 fields (10-field hashes),   8 connections x 4 pipelined
+#   hgetall10     HGETALL (10-field hashes),             8 connections x 4 pipelined
+#   hget-mix      90% HGET / 10% HSET of one field (10-field hashes), 8 x 32 pipelined
+#   hmget10of100  HMGET of 10 of 100 fields (100-field hashes), 8 x 4 pipelined
+#
+# keys/s is then fields read or written per second (`--width` of them per request).
 #
 # Environment (defaults in brackets; --quick changes the first three):
 #   KEYS [1000000; quick 100000]  DURATION seconds per run [10; quick 2]  ROUNDS [2; quick 1]
@@ -76,6 +86,11 @@ DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-2}
 WARMUP=${WARMUP:-1}
 VALUE_SIZES=${VALUE_SIZES:-32 512}
+HASHES=${HASHES:-0}
+HASH_FIELDS=${HASH_FIELDS:-10 100}
+HASH_VALUE_SIZE=${HASH_VALUE_SIZE:-32}
+# The data sets: value sizes, or with HASHES=1 fields per hash.
+if ((HASHES)); then SETS=$HASH_FIELDS; else SETS=$VALUE_SIZES; fi
 KEY_SIZE=${KEY_SIZE:-16}
 SERVER_CORE=${SERVER_CORE:-0}
 CLIENT_CORE=${CLIENT_CORE:-1}
@@ -157,21 +172,32 @@ stop_servers() {
   for sys in "${SYS[@]}"; do wait "${PID[$sys]}" 2>/dev/null || true; done
 }
 
-# name|arguments of `quiver bench net`
-WORKLOADS=(
-  "get|--width 1 --get-ratio 1 --connections 8 --depth 32"
-  "set|--width 1 --get-ratio 0 --connections 8 --depth 32"
-  "mget32|--width 32 --get-ratio 1 --connections 8 --depth 4"
-  "mset32|--width 32 --get-ratio 0 --connections 8 --depth 4"
-  "ycsb-b-zipf|--width 1 --get-ratio 0.95 --distribution zipf --zipf-theta 0.99 --connections 8 --depth 32"
-  "mixed-50-50|--width 1 --get-ratio 0.5 --connections 8 --depth 32"
-)
+# name|data set ("" for any)|arguments of `quiver bench net`
+if ((HASHES)); then
+  WORKLOADS=(
+    "hset10|10|--width 10 --get-ratio 0 --connections 8 --depth 4"
+    "hgetall10|10|--hgetall --width 1 --get-ratio 1 --connections 8 --depth 4"
+    "hget-mix|10|--width 1 --get-ratio 0.9 --connections 8 --depth 32"
+    "hmget10of100|100|--width 10 --get-ratio 1 --connections 8 --depth 4"
+  )
+else
+  WORKLOADS=(
+    "get||--width 1 --get-ratio 1 --connections 8 --depth 32"
+    "set||--width 1 --get-ratio 0 --connections 8 --depth 32"
+    "mget32||--width 32 --get-ratio 1 --connections 8 --depth 4"
+    "mset32||--width 32 --get-ratio 0 --connections 8 --depth 4"
+    "ycsb-b-zipf||--width 1 --get-ratio 0.95 --distribution zipf --zipf-theta 0.99 --connections 8 --depth 32"
+    "mixed-50-50||--width 1 --get-ratio 0.5 --connections 8 --depth 32"
+  )
+fi
 
-bench() { # $1 system, $2 value size, then bench net arguments
-  local sys=$1 v=$2
+bench() { # $1 system, $2 data set (value size, or fields per hash), then bench net arguments
+  local sys=$1 v=$2 data
   shift 2
+  data=(--value-size "$v")
+  ((HASHES)) && data=(--value-size "$HASH_VALUE_SIZE" --hash-fields "$v")
   taskset -c "$CLIENT_CORE" "$Q" bench net --port "${PORT[$sys]}" --server-pid "${PID[$sys]}" \
-    --system "$sys" --keys "$KEYS" --key-size "$KEY_SIZE" --value-size "$v" "$@"
+    --system "$sys" --keys "$KEYS" --key-size "$KEY_SIZE" "${data[@]}" "$@"
 }
 
 # measure: `bench` with the same arguments, then the server is let settle (lib.sh `settle`);
@@ -187,8 +213,8 @@ measure() {
     <<<"$line" >>"$OUT"
 }
 
-for v in $VALUE_SIZES; do
-  echo "== value size $v: starting ${SYS[*]} on core $SERVER_CORE" >&2
+for v in $SETS; do
+  echo "== data set $v ($( ((HASHES)) && echo "fields per hash" || echo "value size")): starting ${SYS[*]} on core $SERVER_CORE" >&2
   start_servers "$v"
   for sys in "${SYS[@]}"; do
     echo "   loading $KEYS keys into $sys" >&2
@@ -197,9 +223,10 @@ for v in $VALUE_SIZES; do
   for sys in "${SYS[@]}"; do settle "${PID[$sys]}" >/dev/null; done
   for round in $(seq 1 "$ROUNDS"); do
     for w in "${WORKLOADS[@]}"; do
-      name=${w%%|*}
+      IFS='|' read -r name set spec <<<"$w"
+      [ -z "$set" ] || [ "$set" = "$v" ] || continue
       [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $name "* ]] || continue
-      read -r -a args <<<"${w#*|}"
+      read -r -a args <<<"$spec"
       for sys in "${SYS[@]}"; do
         echo "   round $round/$ROUNDS value $v: $name on $sys" >&2
         measure "$sys" "$v" "${args[@]}" --workload "$name" --duration-s "$DURATION" \
@@ -211,6 +238,7 @@ for v in $VALUE_SIZES; do
   # this run (its mean over rounds, in operations/s), latency from each request's intended send
   # time — the same offered load for every system, so their p99s compare directly.
   for w in "set|1" "mset32|32"; do
+    ((HASHES)) && break
     name=${w%%|*}
     width=${w#*|}
     [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $name "* ]] || continue

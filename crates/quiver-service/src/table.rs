@@ -227,7 +227,7 @@ impl Acl {
 pub enum Vector {
     /// Runs on its own (in a transaction, or on the connection and server).
     None,
-    /// `multi_get` (GET, MGET; HGET and HMGET, which read their hash's key).
+    /// `multi_get` (GET, MGET; and HGET, HMGET, HGETALL, ...: a read of one hash's key).
     Get,
     /// `multi_put` (a plain SET).
     Put,
@@ -436,13 +436,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     row!("hmset", HMSet, -4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Sets the values of multiple fields."),
     row!("hget", HGet, 3, READONLY_FAST, Acl::HASH, ONE_KEY, Get, "hash", "2.0.0", "Returns the value of a field in a hash."),
     row!("hmget", HMGet, -3, READONLY_FAST, Acl::HASH, ONE_KEY, Get, "hash", "2.0.0", "Returns the values of all fields in a hash."),
-    row!("hgetall", HGetAll, 2, Flags::READONLY, Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Returns all fields and values in a hash."),
-    row!("hkeys", HKeys, 2, Flags::READONLY, Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Returns all fields in a hash."),
-    row!("hvals", HVals, 2, Flags::READONLY, Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Returns all values in a hash."),
-    row!("hlen", HLen, 2, READONLY_FAST, Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Returns the number of fields in a hash."),
-    row!("hexists", HExists, 3, READONLY_FAST, Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Determines whether a field exists in a hash."),
+    row!("hgetall", HGetAll, 2, Flags::READONLY, Acl::HASH, ONE_KEY, Get, "hash", "2.0.0", "Returns all fields and values in a hash."),
+    row!("hkeys", HKeys, 2, Flags::READONLY, Acl::HASH, ONE_KEY, Get, "hash", "2.0.0", "Returns all fields in a hash."),
+    row!("hvals", HVals, 2, Flags::READONLY, Acl::HASH, ONE_KEY, Get, "hash", "2.0.0", "Returns all values in a hash."),
+    row!("hlen", HLen, 2, READONLY_FAST, Acl::HASH, ONE_KEY, Get, "hash", "2.0.0", "Returns the number of fields in a hash."),
+    row!("hexists", HExists, 3, READONLY_FAST, Acl::HASH, ONE_KEY, Get, "hash", "2.0.0", "Determines whether a field exists in a hash."),
     row!("hdel", HDel, -3, WRITE.or(Flags::FAST), Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Deletes one or more fields and their values from a hash. Deletes the hash if no fields remain."),
-    row!("hstrlen", HStrLen, 3, READONLY_FAST, Acl::HASH, ONE_KEY, None, "hash", "3.2.0", "Returns the length of the value of a field."),
+    row!("hstrlen", HStrLen, 3, READONLY_FAST, Acl::HASH, ONE_KEY, Get, "hash", "3.2.0", "Returns the length of the value of a field."),
     row!("hincrby", HIncrBy, 4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Increments the integer value of a field in a hash by a number. Uses 0 as initial value if the field doesn't exist."),
     row!("hincrbyfloat", HIncrByFloat, 4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, None, "hash", "2.6.0", "Increments the floating point value of a field by a number. Uses 0 as initial value if the field doesn't exist."),
     row!("hrandfield", HRandField, -2, Flags::READONLY, Acl::HASH, ONE_KEY, None, "hash", "6.2.0", "Returns one or more random fields from a hash."),

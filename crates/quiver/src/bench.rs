@@ -361,6 +361,12 @@ pub fn net(dir: Option<&Path>, a: &BenchNetArgs) -> Result<(), CliError> {
         expire_ratio: a.expire_ratio,
         ttl_ms: a.ttl_ms,
         width: a.width,
+        hash: a
+            .hash_fields
+            .map(|fields| quiver_bench::net::spec::HashShape {
+                fields,
+                read_all: a.hgetall,
+            }),
         connections: a.connections,
         mode,
         warmup_s: a.warmup_s,

@@ -535,9 +535,18 @@ pub struct BenchNetArgs {
     /// (the load's too) [default: --value-size].
     #[arg(long, value_name = "V")]
     pub value_size_max: Option<usize>,
-    /// Keys per operation: 1 sends GET / SET, more sends MGET / MSET of that many.
+    /// Keys per operation: 1 sends GET / SET, more sends MGET / MSET of that many (with
+    /// --hash-fields: fields of one hash, HGET / HMGET and HSET).
     #[arg(long, value_name = "G", default_value_t = 1)]
     pub width: usize,
+    /// Keys as hashes of F fields (f0000, f0001, ...), each field's value as the key's
+    /// would be: a read is HGET / HMGET of --width fields of one hash (HGETALL with
+    /// --hgetall), a write HSET of --width fields; the load is one HSET of all F per key.
+    #[arg(long, value_name = "F")]
+    pub hash_fields: Option<usize>,
+    /// With --hash-fields: reads are HGETALL of the whole hash.
+    #[arg(long, requires = "hash_fields")]
+    pub hgetall: bool,
     /// Connections (all driven by one client thread).
     #[arg(long, value_name = "C", default_value_t = 50)]
     pub connections: usize,

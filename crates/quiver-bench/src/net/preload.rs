@@ -1,5 +1,6 @@
 //! The load phase: keys `0..keys` with their values, as pipelined MSET vectors on one
-//! connection, before anything is measured (and only if the server holds fewer keys).
+//! connection (hashes: pipelined runs of HSETs, one per key), before anything is measured
+//! (and only if the server holds fewer keys).
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -39,9 +40,10 @@ impl NetLoadReport {
     }
 }
 
-/// Pairs per load MSET for this key and (largest) value size.
+/// Keys per load MSET (or run of HSETs) for this key and (largest) value size.
 pub fn pairs_per_mset(cfg: &NetConfig) -> usize {
-    let pair_bytes = cfg.key_size + cfg.largest_value() + 32;
+    let fields = cfg.hash.map_or(1, |h| h.fields);
+    let pair_bytes = cfg.key_size + fields * (cfg.largest_value() + 40);
     (LOAD_MSET_BYTES_MAX / pair_bytes).clamp(1, LOAD_PAIRS)
 }
 
@@ -63,16 +65,16 @@ pub async fn load(
     let mut out = Vec::new();
     let mut buf = vec![0u8; READ_BUF];
     let mut scanner = ReplyScanner::new();
-    // Pairs of each MSET in flight, oldest first.
-    let mut inflight: VecDeque<usize> = VecDeque::with_capacity(LOAD_DEPTH);
+    // Keys of each load request in flight and the replies it still waits for, oldest first.
+    let mut inflight: VecDeque<(usize, usize)> = VecDeque::with_capacity(LOAD_DEPTH);
     let (mut next, mut done, mut msets) = (0u64, 0u64, 0u64);
     let start = Instant::now();
     loop {
         out.clear();
         while inflight.len() < LOAD_DEPTH && next < cfg.keys {
             let n = (cfg.keys - next).min(pairs as u64) as usize;
-            gen.put_load_mset(&mut out, next, n);
-            inflight.push_back(n);
+            let replies = gen.put_load(&mut out, next, n);
+            inflight.push_back((n, replies));
             next += n as u64;
             msets += 1;
         }
@@ -95,7 +97,13 @@ pub async fn load(
                 if r.error && refused.is_none() {
                     refused = Some(String::from_utf8_lossy(text).into_owned());
                 }
-                done += inflight.pop_front().unwrap_or(0) as u64;
+                if let Some((keys, replies)) = inflight.front_mut() {
+                    *replies -= 1;
+                    if *replies == 0 {
+                        done += *keys as u64;
+                        inflight.pop_front();
+                    }
+                }
             })
             .map_err(|e| Error::Protocol {
                 addr: display.to_string(),

@@ -63,6 +63,22 @@ pub const SAMPLES_MAX: f64 = 1_000_000.0;
 /// first minute and keep expiring throughout.
 pub const TTL_MS_DEFAULT: (u64, u64) = (1_000, 60_000);
 
+/// Most fields of a hash (`--hash-fields`): field names are `f` and four digits.
+pub const HASH_FIELDS_MAX: usize = 10_000;
+/// Bytes of a field's name.
+pub const HASH_FIELD_LEN: usize = 5;
+
+/// Keys as hashes (`--hash-fields`): every key a hash of `fields` fields (`f0000`, `f0001`,
+/// ...), each field's value as a string key's would be. A read reads `width` fields of one
+/// hash (HGET, or HMGET when wider; HGETALL when `read_all`), a write sets `width` fields of
+/// one hash (HSET), the fields a run of consecutive ones from a random first; the load is one
+/// HSET of all the fields per key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HashShape {
+    pub fields: usize,
+    pub read_all: bool,
+}
+
 /// How requests are paced.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Mode {
@@ -112,8 +128,11 @@ pub struct NetConfig {
     pub expire_ratio: f64,
     /// Time to live of expiring writes, in milliseconds: `(shortest, longest)`.
     pub ttl_ms: (u64, u64),
-    /// Keys per operation: 1 is GET / SET, more is MGET / MSET.
+    /// Keys per operation: 1 is GET / SET, more is MGET / MSET (with `hash`: fields of one
+    /// hash per operation).
     pub width: usize,
+    /// Keys as hashes: see [`HashShape`].
+    pub hash: Option<HashShape>,
     pub connections: usize,
     pub mode: Mode,
     pub warmup_s: f64,
@@ -156,6 +175,7 @@ impl NetConfig {
             expire_ratio: 0.0,
             ttl_ms: TTL_MS_DEFAULT,
             width: 1,
+            hash: None,
             connections: 50,
             mode: Mode::Closed { depth: 1 },
             warmup_s: 1.0,
@@ -215,6 +235,7 @@ impl NetConfig {
             ));
         }
         self.check_mix()?;
+        self.check_hash()?;
         if self.distribution == Distribution::Zipf {
             Zipf::new(1, self.zipf_theta)?;
         }
@@ -310,6 +331,39 @@ impl NetConfig {
         Ok(())
     }
 
+    /// A hash's shape: fields within [`HASH_FIELDS_MAX`], an operation's within the hash's, a
+    /// load request within [`REQUEST_BYTES_MAX`]; reads and writes only (no DEL, no expiry).
+    fn check_hash(&self) -> Result<()> {
+        let Some(h) = self.hash else {
+            return Ok(());
+        };
+        let bad = |m: String| Err(Error::Invalid(m));
+        if !(1..=HASH_FIELDS_MAX).contains(&h.fields) {
+            return bad(format!(
+                "hash fields {} outside 1..={HASH_FIELDS_MAX}",
+                h.fields
+            ));
+        }
+        if self.width > h.fields {
+            return bad(format!(
+                "width {} above the hash's {} fields",
+                self.width, h.fields
+            ));
+        }
+        if self.misses_expected() {
+            return bad("hashes are read and written: no --del-ratio or --expire-ratio".into());
+        }
+        let load = self.key_size + h.fields * (HASH_FIELD_LEN + self.largest_value() + 32);
+        if load > REQUEST_BYTES_MAX {
+            return bad(format!(
+                "a hash of {} fields of {} bytes exceeds {REQUEST_BYTES_MAX} bytes",
+                h.fields,
+                self.largest_value()
+            ));
+        }
+        Ok(())
+    }
+
     /// `host:port`, with an IPv6 address in brackets.
     pub fn addr(&self) -> String {
         if self.host.contains(':') && !self.host.starts_with('[') {
@@ -331,6 +385,9 @@ impl NetConfig {
     /// writes, `mixed-60-20-ex10-del10` (read, written without expiry, with expiry, deleted);
     /// `-zipf` appended for Zipf keys.
     pub fn default_workload_name(&self) -> String {
+        if let Some(h) = self.hash {
+            return self.hash_workload_name(h);
+        }
         let w = self.width;
         let mut name = if self.misses_expected() {
             let set = (1.0 - self.get_ratio - self.del_ratio - self.expire_ratio).max(0.0);
@@ -365,6 +422,31 @@ impl NetConfig {
                 n.push_str(&format!("-w{w}"));
             }
             n
+        };
+        if self.distribution == Distribution::Zipf {
+            name.push_str("-zipf");
+        }
+        name
+    }
+}
+
+impl NetConfig {
+    /// `hgetall-of100`, `hget-of100`, `hmget10-of100`, `hset10-of100`, or
+    /// `hmixed-95-5-w10-of100`.
+    fn hash_workload_name(&self, h: HashShape) -> String {
+        let (w, f) = (self.width, h.fields);
+        let read = match (h.read_all, w) {
+            (true, _) => "hgetall".to_string(),
+            (false, 1) => "hget".to_string(),
+            (false, w) => format!("hmget{w}"),
+        };
+        let mut name = if self.get_ratio >= 1.0 {
+            format!("{read}-of{f}")
+        } else if self.get_ratio <= 0.0 {
+            format!("hset{w}-of{f}")
+        } else {
+            let (get, set) = (percent(self.get_ratio), percent(1.0 - self.get_ratio));
+            format!("hmixed-{get}-{set}-w{w}-of{f}")
         };
         if self.distribution == Distribution::Zipf {
             name.push_str("-zipf");

@@ -6,7 +6,9 @@
 //! per run; keys and values are written in place (value of key `i` is `value_for(i)` cut to the
 //! value's size, as the load wrote it). With a range of value sizes each written value draws
 //! its size; the load's sizes come from the key's index ([`RequestGen::load_value_size`]), so
-//! the live values' sizes are uniform over the range from the start.
+//! the live values' sizes are uniform over the range from the start. With keys as hashes
+//! (`spec::HashShape`) a read is HGET / HMGET / HGETALL of one key and a write HSET of
+//! `width` fields of one key; each field's value is its key's.
 
 use std::io::Write;
 
@@ -15,7 +17,7 @@ use quiver_resp::{decimal_len, put_header};
 use crate::distribution::KeySampler;
 use crate::error::Result;
 use crate::keys::{write_key, write_value};
-use crate::net::spec::NetConfig;
+use crate::net::spec::{HashShape, NetConfig, HASH_FIELD_LEN};
 use crate::rng::WyRand;
 
 /// Mixed into a key's index to draw its value size in the load (any odd constant would do).
@@ -62,6 +64,8 @@ pub struct RequestGen {
     key_head: Vec<u8>,
     /// `$<value_size>\r\n` (a value of another size gets its own header).
     value_head: Vec<u8>,
+    /// Keys as hashes (the heads above are then HGET / HMGET / HGETALL and HSET).
+    hash: Option<HashShape>,
 }
 
 impl RequestGen {
@@ -75,10 +79,12 @@ impl RequestGen {
             h.extend_from_slice(b"\r\n");
             h
         };
-        let (read_head, write_head) = if w == 1 {
-            (head(2, b"GET"), head(3, b"SET"))
-        } else {
-            (head(1 + w, b"MGET"), head(1 + 2 * w, b"MSET"))
+        let (read_head, write_head) = match cfg.hash {
+            Some(h) if h.read_all => (head(2, b"HGETALL"), head(2 + 2 * w, b"HSET")),
+            Some(_) if w == 1 => (head(3, b"HGET"), head(4, b"HSET")),
+            Some(_) => (head(2 + w, b"HMGET"), head(2 + 2 * w, b"HSET")),
+            None if w == 1 => (head(2, b"GET"), head(3, b"SET")),
+            None => (head(1 + w, b"MGET"), head(1 + 2 * w, b"MSET")),
         };
         let mut key_head = Vec::new();
         put_header(&mut key_head, b'$', cfg.key_size);
@@ -103,6 +109,7 @@ impl RequestGen {
             del_head: head(1 + w, b"DEL"),
             key_head,
             value_head,
+            hash: cfg.hash,
         })
     }
 
@@ -130,6 +137,9 @@ impl RequestGen {
     /// Appends the next operation's request to `out`.
     #[inline]
     pub fn next(&mut self, out: &mut Vec<u8>) -> Op {
+        if let Some(h) = self.hash {
+            return self.next_hash(out, h);
+        }
         let op = self.pick();
         match op {
             Op::Read | Op::Delete => {
@@ -177,6 +187,31 @@ impl RequestGen {
         op
     }
 
+    /// [`RequestGen::next`] with keys as hashes: reads and writes only (`spec` refuses the
+    /// rest), of `width` consecutive fields from a random one.
+    fn next_hash(&mut self, out: &mut Vec<u8>, h: HashShape) -> Op {
+        let op = self.pick();
+        let i = self.sampler.next(&mut self.rng);
+        let first = self.rng.index(h.fields);
+        let fields = (0..self.width).map(|j| (first + j) % h.fields);
+        if op == Op::Read {
+            out.extend_from_slice(&self.read_head);
+            self.put_key(out, i);
+            if !h.read_all {
+                fields.for_each(|f| put_field(out, f));
+            }
+            return Op::Read;
+        }
+        out.extend_from_slice(&self.write_head);
+        self.put_key(out, i);
+        for f in fields {
+            put_field(out, f);
+            let len = self.draw_value_size();
+            self.put_value(out, i, len);
+        }
+        Op::Write
+    }
+
     /// A written value's size: uniform over the range, or the one size.
     #[inline]
     fn draw_value_size(&mut self) -> usize {
@@ -219,15 +254,38 @@ impl RequestGen {
         out.extend_from_slice(b"\r\n");
     }
 
-    /// Appends `MSET` of keys `first..first + n` with their values (the load).
-    pub fn put_load_mset(&self, out: &mut Vec<u8>, first: u64, n: usize) {
-        put_header(out, b'*', 1 + 2 * n);
-        out.extend_from_slice(b"$4\r\nMSET\r\n");
-        for i in first..first + n as u64 {
+    /// Appends the load of keys `first..first + n` with their values: one `MSET`, or with
+    /// keys as hashes one `HSET` of every field per key. Returns how many replies it asks.
+    pub fn put_load(&self, out: &mut Vec<u8>, first: u64, n: usize) -> usize {
+        let keys = first..first + n as u64;
+        let Some(h) = self.hash else {
+            put_header(out, b'*', 1 + 2 * n);
+            out.extend_from_slice(b"$4\r\nMSET\r\n");
+            for i in keys {
+                self.put_key(out, i);
+                self.put_value(out, i, self.load_value_size(i));
+            }
+            return 1;
+        };
+        for i in keys {
+            put_header(out, b'*', 2 + 2 * h.fields);
+            out.extend_from_slice(b"$4\r\nHSET\r\n");
             self.put_key(out, i);
-            self.put_value(out, i, self.load_value_size(i));
+            for f in 0..h.fields {
+                put_field(out, f);
+                self.put_value(out, i, self.load_value_size(i));
+            }
         }
+        n
     }
+}
+
+/// Field `f` of a hash: `f` and four digits.
+#[inline]
+fn put_field(out: &mut Vec<u8>, f: usize) {
+    put_header(out, b'$', HASH_FIELD_LEN);
+    // Writing into a Vec cannot fail.
+    let _ = write!(out, "f{f:04}\r\n");
 }
 
 #[cfg(test)]
@@ -323,7 +381,7 @@ mod tests {
     fn load_mset_encodes_consecutive_keys() {
         let g = RequestGen::new(&cfg(1, 1.0), 1).unwrap();
         let mut out = Vec::new();
-        g.put_load_mset(&mut out, 40, 3);
+        assert_eq!(g.put_load(&mut out, 40, 3), 1);
         let mut want = Vec::new();
         let (k, v): (Vec<_>, Vec<_>) = (40..43).map(|i| (key_for(i, 8), value_for(i, 5))).unzip();
         encode_command(
@@ -331,6 +389,64 @@ mod tests {
             &[b"MSET", &k[0], &v[0], &k[1], &v[1], &k[2], &v[2]],
         );
         assert_eq!(out, want);
+    }
+
+    #[test]
+    fn hashes_are_read_and_written_by_field() {
+        let hash = |width, get_ratio, read_all| {
+            let mut c = cfg(width, get_ratio);
+            c.hash = Some(HashShape {
+                fields: 4,
+                read_all,
+            });
+            c.validate().unwrap();
+            RequestGen::new(&c, 3).unwrap()
+        };
+        let mut out = Vec::new();
+        // The load: one HSET of every field per key, one reply each.
+        assert_eq!(hash(1, 1.0, false).put_load(&mut out, 7, 2), 2);
+        let mut want = Vec::new();
+        for i in 7..9 {
+            let (k, v) = (key_for(i, 8), value_for(i, 5));
+            let fields = [b"f0000", b"f0001", b"f0002", b"f0003"];
+            let mut a: Vec<&[u8]> = vec![b"HSET", &k];
+            for f in &fields {
+                a.extend([&f[..], &v]);
+            }
+            encode_command(&mut want, &a);
+        }
+        assert_eq!(out, want);
+        // HGET of one field, HMGET of three consecutive ones (wrapping), HGETALL.
+        for (width, read_all, name, args_len) in [
+            (1, false, &b"HGET"[..], 3),
+            (3, false, b"HMGET", 5),
+            (3, true, b"HGETALL", 2),
+        ] {
+            out.clear();
+            assert_eq!(hash(width, 1.0, read_all).next(&mut out), Op::Read);
+            let a = args(&out);
+            assert_eq!((&a[0][..], a.len()), (name, args_len));
+            if !read_all {
+                let first: usize = std::str::from_utf8(&a[2][1..]).unwrap().parse().unwrap();
+                for (j, f) in a[2..].iter().enumerate() {
+                    assert_eq!(f, format!("f{:04}", (first + j) % 4).as_bytes());
+                }
+            }
+        }
+        // HSET of `width` fields, each with its key's value.
+        out.clear();
+        assert_eq!(hash(2, 0.0, false).next(&mut out), Op::Write);
+        let a = args(&out);
+        assert_eq!((&a[0][..], a.len()), (&b"HSET"[..], 6));
+        let i: u64 = std::str::from_utf8(&a[1]).unwrap().parse().unwrap();
+        assert_eq!((&a[3], &a[5]), (&value_for(i, 5), &value_for(i, 5)));
+        // No deletes or expiry with hashes, no wider reads than a hash has.
+        let mut c = cfg(5, 1.0);
+        c.hash = Some(HashShape {
+            fields: 4,
+            read_all: false,
+        });
+        assert!(c.validate().is_err());
     }
 
     #[test]

@@ -113,11 +113,14 @@ pub fn parse<'a>(
         Cmd::HSetNx => keys(Box::new(hash::write::HSetNx::parse(args)?)),
         Cmd::HDel => keys(Box::new(hash::write::HDel::parse(args))),
         Cmd::HIncrBy | Cmd::HIncrByFloat => keys(Box::new(hash::write::HIncr::parse(cmd, args)?)),
-        Cmd::HGet => Ok(vector(get::hget(args))),
-        Cmd::HMGet => Ok(vector(get::hmget(args))),
-        Cmd::HGetAll | Cmd::HKeys | Cmd::HVals | Cmd::HLen | Cmd::HExists | Cmd::HStrLen => {
-            keys(Box::new(hash::read::HRead::parse(cmd, args)))
-        }
+        Cmd::HGet
+        | Cmd::HMGet
+        | Cmd::HGetAll
+        | Cmd::HKeys
+        | Cmd::HVals
+        | Cmd::HLen
+        | Cmd::HExists
+        | Cmd::HStrLen => Ok(vector(hash::read::vector_op(cmd, args))),
         Cmd::HRandField => keys(Box::new(hash::random::HRandField::parse(args)?)),
         Cmd::HScan => keys(Box::new(hash::scan::HScan::parse(args)?)),
         Cmd::Scan | Cmd::Keys | Cmd::RandomKey | Cmd::DbSize | Cmd::FlushDb | Cmd::FlushAll => {

@@ -1,6 +1,7 @@
-//! [`VectorOp`]: a command that is one engine vector operation (GET, MGET, HGET, HMGET, a
-//! plain SET, DEL, UNLINK, EXISTS). HGET and HMGET read their hash's key as GET does — one
-//! probe and one read among the vector's, whatever the fields — and answer from its fields. The executor runs consecutive ones of a kind as one engine call
+//! [`VectorOp`]: a command that is one engine vector operation (GET, MGET, a plain SET, DEL,
+//! UNLINK, EXISTS, and the reads of one hash: HGET, HMGET, HGETALL, ...). A hash read reads
+//! its hash's key as GET does — one probe and one read among the vector's, whatever the
+//! fields — and answers from its fields (`hash::read::reply`). The executor runs consecutive ones of a kind as one engine call
 //! (`exec::vector`); inside MULTI/EXEC, or when one is wider than an engine call may be, it runs
 //! against a transaction instead ([`TxnCommand`]). Either way its reply is built here, from the
 //! per-key results, so both paths answer alike.
@@ -9,6 +10,7 @@ use bytes::Bytes;
 use quiver_store::{Entry, ValueKind};
 
 use crate::cmd::common::{bulk_or_null, TxnCommand};
+use crate::cmd::hash::{self, read::HashRead};
 use crate::store_errors::store_error;
 use crate::txn::{valid_key, Txn};
 use quiver_service::reply::Reply;
@@ -21,10 +23,8 @@ pub enum Shape {
     Value,
     /// An array of values or nils (MGET).
     Values,
-    /// The value of a hash's field or nil (HGET).
-    Field,
-    /// An array of a hash's fields' values or nils (HMGET).
-    Fields,
+    /// A read of one hash (HGET, HMGET, HGETALL, ...).
+    Hash(HashRead),
     /// `+OK` (SET).
     Ok,
     /// How many keys were found (EXISTS) or deleted (DEL, UNLINK).
@@ -38,8 +38,8 @@ pub struct VectorOp<'a> {
     pub kind: Vector,
     /// The keys, or for [`Vector::Put`] the key, value pairs.
     args: &'a [Bytes],
-    /// The hash fields a [`Shape::Field`] or [`Shape::Fields`] operation reads (of its one
-    /// key); none for the others.
+    /// The hash fields a [`Shape::Hash`] operation names (of its one key); none for the
+    /// others.
     fields: &'a [Bytes],
     pub shape: Shape,
 }
@@ -66,7 +66,7 @@ impl<'a> VectorOp<'a> {
         }
     }
 
-    /// HGET / HMGET (`shape` Field / Fields) of `fields` of the hash at `key`.
+    /// A read (`shape` [`Shape::Hash`]) naming `fields` of the hash at `key`.
     pub fn hash_read(cmd: Cmd, key: &'a [Bytes], fields: &'a [Bytes], shape: Shape) -> Self {
         VectorOp {
             fields,
@@ -115,37 +115,18 @@ impl<'a> VectorOp<'a> {
         found.and_then(Entry::into_string)
     }
 
-    /// The reply of an operation of one key (GET, HGET, HMGET) from what it found.
+    /// The reply of an operation of one key (GET, a hash read) from what it found.
     pub fn one_key_reply(&self, found: Option<Entry>) -> Reply {
         match self.shape {
-            Shape::Field | Shape::Fields => self.fields_reply(found),
+            Shape::Hash(read) => hash::read::reply(read, self.fields, found),
             _ => Self::value_reply(found),
-        }
-    }
-
-    /// HGET's or HMGET's reply: nil for an absent key, WRONGTYPE for a string.
-    fn fields_reply(&self, found: Option<Entry>) -> Reply {
-        let values: Vec<Reply> = match &found {
-            None => vec![Reply::Null; self.fields.len()],
-            Some(entry) => match entry.hash_fields() {
-                Err(e) => return store_error(&e),
-                Ok(hash) => self
-                    .fields
-                    .iter()
-                    .map(|f| bulk_or_null(hash.get(f).map(|v| entry.value.slice_ref(v))))
-                    .collect(),
-            },
-        };
-        match self.shape {
-            Shape::Field => values.into_iter().next().unwrap_or(Reply::Null),
-            _ => Reply::Array(values),
         }
     }
 
     /// The reply from this operation's results.
     pub fn reply(&self, results: Results<'_>) -> Reply {
         match (self.shape, results) {
-            (Shape::Value | Shape::Field | Shape::Fields, Results::Values(v)) => {
+            (Shape::Value | Shape::Hash(_), Results::Values(v)) => {
                 self.one_key_reply(v.first().cloned().flatten())
             }
             (Shape::Values, Results::Values(v)) => Reply::Array(

@@ -11,6 +11,7 @@ mod databases;
 mod dispatch_fuzz;
 mod expire;
 mod frame;
+mod hash_model;
 mod inline;
 mod limits;
 mod observability;

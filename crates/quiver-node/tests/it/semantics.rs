@@ -91,8 +91,8 @@ fn mixed_get_set_pipelines_run_as_if_one_by_one() {
     assert!(info.contains("vector_width_le_2:"), "{info}");
 }
 
-/// HGET and HMGET join the vectors of GETs (and of SETs, where those mix): a pipelined run of
-/// strings and hashes answers each by its kind — a hash's fields, WRONGTYPE for the other
+/// The reads of one hash (HGET, HMGET, HGETALL, HLEN, ...) join the vectors of GETs (and of
+/// SETs, where those mix): a pipelined run of strings and hashes answers each by its kind — a hash's fields, WRONGTYPE for the other
 /// kind, nil in an MGET — on every path a run of reads takes: the engine vector, the
 /// per-partition pipeline (SETs among one-key reads), the mixed vector, and the intermediate
 /// queue.
@@ -112,10 +112,15 @@ fn hash_reads_join_get_vectors_and_answer_by_kind() {
         &[b"HGET", b"s", b"f"],
         &[b"HMGET", b"nokey", b"f", b"g"],
         &[b"HGET", b"h", b"nofield"],
+        &[b"HLEN", b"h"],
+        &[b"HGETALL", b"s"],
+        &[b"HEXISTS", b"h", b"g"],
+        &[b"HGETALL", b"h"],
     ];
     let read_replies = format!(
         "$1\r\n1\r\n$1\r\nv\r\n*3\r\n$1\r\n2\r\n$-1\r\n$1\r\n1\r\n{WRONGTYPE}{WRONGTYPE}\
-         *2\r\n$-1\r\n$-1\r\n$-1\r\n"
+         *2\r\n$-1\r\n$-1\r\n$-1\r\n:2\r\n{WRONGTYPE}:1\r\n\
+         *4\r\n$1\r\nf\r\n$1\r\n1\r\n$1\r\ng\r\n$1\r\n2\r\n"
     );
     let configs: [fn(&mut ServeConfig); 2] = [|_| {}, |c| c.node.coalesce = Coalesce::Adaptive];
     for config in configs {

@@ -1,6 +1,6 @@
 //! The hash commands, Redis 7's: [`write`] (HSET, HMSET, HSETNX, HDEL, HINCRBY,
-//! HINCRBYFLOAT), [`read`] (HGET, HMGET, HGETALL, HKEYS, HVALS, HLEN, HEXISTS, HSTRLEN),
-//! [`random`] (HRANDFIELD) and [`scan`] (HSCAN).
+//! HINCRBYFLOAT), [`read`] (HGET, HMGET, HGETALL, HKEYS, HVALS, HLEN, HEXISTS, HSTRLEN: vector
+//! reads of the hash's key, as GET is), [`random`] (HRANDFIELD) and [`scan`] (HSCAN).
 //!
 //! A hash is one record at its key whose value is the fields packed (`quiver_store::fields`,
 //! docs/design.md "Hashes: the layout"): a read is one engine read of it, a change a

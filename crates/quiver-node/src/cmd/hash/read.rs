@@ -1,26 +1,27 @@
-//! HGETALL, HKEYS, HVALS, HLEN, HEXISTS, HSTRLEN: one read of the hash, its fields walked in
-//! place (the replies share the record's buffer). HGET and HMGET are vector operations
-//! (`cmd::get`), read as GETs are.
+//! HGET, HMGET, HGETALL, HKEYS, HVALS, HLEN, HEXISTS, HSTRLEN: each reads its hash's one
+//! record, so each is a vector operation of kind `Vector::Get` on its key — a pipeline's run
+//! of them (and of GETs, MGETs) is one engine vector, one probe batch and one batch of reads
+//! — and answers from what the read found ([`reply`]): the fields walked in place, the
+//! replies sharing the record's buffer.
 
 use bytes::Bytes;
+use quiver_store::Entry;
 
-use crate::cmd::common::TxnCommand;
-use crate::cmd::hash::read_hash;
-use crate::txn::Txn;
+use crate::cmd::common::bulk_or_null;
+use crate::cmd::vector::{Shape, VectorOp};
+use crate::store_errors::store_error;
 use quiver_service::reply::Reply;
 use quiver_service::table::Cmd;
 
-/// A command that reads a hash: which one, and its fields.
-pub struct HRead<'a> {
-    what: What,
-    key: &'a Bytes,
-    /// The field named (HEXISTS, HSTRLEN).
-    fields: &'a [Bytes],
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum What {
-    GetAll,
+/// Which read of a hash a command is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HashRead {
+    /// HGET: a field's value or nil.
+    Field,
+    /// HMGET: the fields' values or nils.
+    Fields,
+    /// HGETALL: every field and value (a map in RESP3).
+    All,
     Keys,
     Vals,
     Len,
@@ -28,50 +29,52 @@ enum What {
     StrLen,
 }
 
-impl<'a> HRead<'a> {
-    /// `cmd`'s arity was checked: every argument after the key is a field.
-    pub fn parse(cmd: Cmd, args: &'a [Bytes]) -> HRead<'a> {
-        let what = match cmd {
-            Cmd::HGetAll => What::GetAll,
-            Cmd::HKeys => What::Keys,
-            Cmd::HVals => What::Vals,
-            Cmd::HLen => What::Len,
-            Cmd::HExists => What::Exists,
-            _ => What::StrLen,
-        };
-        HRead {
-            what,
-            key: &args[1],
-            fields: &args[2..],
-        }
-    }
-
-    /// The reply for a key that holds no hash.
-    fn absent(&self) -> Reply {
-        match self.what {
-            What::GetAll => Reply::Map(Vec::new()),
-            What::Keys | What::Vals => Reply::Array(Vec::new()),
-            What::Len | What::Exists | What::StrLen => Reply::Integer(0),
-        }
-    }
+/// `cmd` (a hash read, its arity checked) as a vector operation on its key; the arguments
+/// after the key are the fields it names.
+pub fn vector_op(cmd: Cmd, args: &[Bytes]) -> VectorOp<'_> {
+    let read = match cmd {
+        Cmd::HGet => HashRead::Field,
+        Cmd::HMGet => HashRead::Fields,
+        Cmd::HGetAll => HashRead::All,
+        Cmd::HKeys => HashRead::Keys,
+        Cmd::HVals => HashRead::Vals,
+        Cmd::HLen => HashRead::Len,
+        Cmd::HExists => HashRead::Exists,
+        _ => HashRead::StrLen,
+    };
+    VectorOp::hash_read(cmd, &args[1..2], &args[2..], Shape::Hash(read))
 }
 
-impl TxnCommand for HRead<'_> {
-    fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
-        let Some(entry) = read_hash(txn, self.key)? else {
-            return Ok(self.absent());
+/// The reply of `read` of `fields` from what the read of the key found: as for an empty
+/// hash when it is absent, WRONGTYPE for a string.
+pub fn reply(read: HashRead, fields: &[Bytes], found: Option<Entry>) -> Reply {
+    let Some(entry) = found else {
+        return match read {
+            HashRead::Field => Reply::Null,
+            HashRead::Fields => Reply::Array(vec![Reply::Null; fields.len()]),
+            HashRead::All => Reply::Map(Vec::new()),
+            HashRead::Keys | HashRead::Vals => Reply::Array(Vec::new()),
+            HashRead::Len | HashRead::Exists | HashRead::StrLen => Reply::Integer(0),
         };
-        let fields = entry.hash_fields()?;
-        // A part of the packed value, as a reply sharing its buffer.
-        let bulk = |part: &[u8]| Reply::Bulk(entry.value.slice_ref(part));
-        let named = || self.fields.first().and_then(|f| fields.get(f));
-        Ok(match self.what {
-            What::GetAll => Reply::Map(fields.iter().map(|(f, v)| (bulk(f), bulk(v))).collect()),
-            What::Keys => Reply::Array(fields.iter().map(|(f, _)| bulk(f)).collect()),
-            What::Vals => Reply::Array(fields.iter().map(|(_, v)| bulk(v)).collect()),
-            What::Len => Reply::Integer(fields.len() as i64),
-            What::Exists => Reply::Integer(i64::from(named().is_some())),
-            What::StrLen => Reply::Integer(named().map_or(0, |v| v.len() as i64)),
-        })
+    };
+    let hash = match entry.hash_fields() {
+        Ok(hash) => hash,
+        Err(e) => return store_error(&e),
+    };
+    // A part of the packed value, as a reply sharing its buffer.
+    let bulk = |part: &[u8]| Reply::Bulk(entry.value.slice_ref(part));
+    let value_of = |f: &Bytes| hash.get(f).map(|v| entry.value.slice_ref(v));
+    let first = || fields.first().and_then(|f| hash.get(f));
+    match read {
+        HashRead::Field => bulk_or_null(fields.first().and_then(value_of)),
+        HashRead::Fields => {
+            Reply::Array(fields.iter().map(|f| bulk_or_null(value_of(f))).collect())
+        }
+        HashRead::All => Reply::Map(hash.iter().map(|(f, v)| (bulk(f), bulk(v))).collect()),
+        HashRead::Keys => Reply::Array(hash.iter().map(|(f, _)| bulk(f)).collect()),
+        HashRead::Vals => Reply::Array(hash.iter().map(|(_, v)| bulk(v)).collect()),
+        HashRead::Len => Reply::Integer(hash.len() as i64),
+        HashRead::Exists => Reply::Integer(i64::from(first().is_some())),
+        HashRead::StrLen => Reply::Integer(first().map_or(0, |v| v.len() as i64)),
     }
 }
