@@ -238,6 +238,10 @@ pub enum Vector {
     Delete,
     /// `multi_exists` (EXISTS).
     Exists,
+    /// A read-modify-write of one key (HSET, HINCRBY, ...), no vector operation of its own:
+    /// a pipeline's consecutive ones run as one transaction — their keys read as one engine
+    /// vector, their writes committed as one compound batch (`exec::atomic::run_group`).
+    Txn,
 }
 
 impl Vector {
@@ -431,9 +435,9 @@ pub static COMMANDS: &[CommandSpec] = &[
     row!("pexpiretime", PExpireTime, 2, READONLY_FAST, Acl::KEYSPACE, ONE_KEY, None, "generic", "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp."),
     row!("persist", Persist, 2, WRITE.or(Flags::FAST), Acl::KEYSPACE, ONE_KEY, None, "generic", "2.2.0", "Removes the expiration time of a key."),
     row!("batch", Batch, -3, WRITE_DENYOOM, STRING_ACL, NO_KEYS, None, "quiver", "0.1.0", "Quiver: applies puts, deletes and checks with preconditions all or nothing."),
-    row!("hset", HSet, -4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Creates or modifies the value of a field in a hash."),
-    row!("hsetnx", HSetNx, 4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Sets the value of a field in a hash only when the field doesn't exist."),
-    row!("hmset", HMSet, -4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Sets the values of multiple fields."),
+    row!("hset", HSet, -4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, Txn, "hash", "2.0.0", "Creates or modifies the value of a field in a hash."),
+    row!("hsetnx", HSetNx, 4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, Txn, "hash", "2.0.0", "Sets the value of a field in a hash only when the field doesn't exist."),
+    row!("hmset", HMSet, -4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, Txn, "hash", "2.0.0", "Sets the values of multiple fields."),
     row!("hget", HGet, 3, READONLY_FAST, Acl::HASH, ONE_KEY, Get, "hash", "2.0.0", "Returns the value of a field in a hash."),
     row!("hmget", HMGet, -3, READONLY_FAST, Acl::HASH, ONE_KEY, Get, "hash", "2.0.0", "Returns the values of all fields in a hash."),
     row!("hgetall", HGetAll, 2, Flags::READONLY, Acl::HASH, ONE_KEY, Get, "hash", "2.0.0", "Returns all fields and values in a hash."),
@@ -441,10 +445,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     row!("hvals", HVals, 2, Flags::READONLY, Acl::HASH, ONE_KEY, Get, "hash", "2.0.0", "Returns all values in a hash."),
     row!("hlen", HLen, 2, READONLY_FAST, Acl::HASH, ONE_KEY, Get, "hash", "2.0.0", "Returns the number of fields in a hash."),
     row!("hexists", HExists, 3, READONLY_FAST, Acl::HASH, ONE_KEY, Get, "hash", "2.0.0", "Determines whether a field exists in a hash."),
-    row!("hdel", HDel, -3, WRITE.or(Flags::FAST), Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Deletes one or more fields and their values from a hash. Deletes the hash if no fields remain."),
+    row!("hdel", HDel, -3, WRITE.or(Flags::FAST), Acl::HASH, ONE_KEY, Txn, "hash", "2.0.0", "Deletes one or more fields and their values from a hash. Deletes the hash if no fields remain."),
     row!("hstrlen", HStrLen, 3, READONLY_FAST, Acl::HASH, ONE_KEY, Get, "hash", "3.2.0", "Returns the length of the value of a field."),
-    row!("hincrby", HIncrBy, 4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, None, "hash", "2.0.0", "Increments the integer value of a field in a hash by a number. Uses 0 as initial value if the field doesn't exist."),
-    row!("hincrbyfloat", HIncrByFloat, 4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, None, "hash", "2.6.0", "Increments the floating point value of a field by a number. Uses 0 as initial value if the field doesn't exist."),
+    row!("hincrby", HIncrBy, 4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, Txn, "hash", "2.0.0", "Increments the integer value of a field in a hash by a number. Uses 0 as initial value if the field doesn't exist."),
+    row!("hincrbyfloat", HIncrByFloat, 4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, Txn, "hash", "2.6.0", "Increments the floating point value of a field by a number. Uses 0 as initial value if the field doesn't exist."),
     row!("hrandfield", HRandField, -2, Flags::READONLY, Acl::HASH, ONE_KEY, None, "hash", "6.2.0", "Returns one or more random fields from a hash."),
     row!("hscan", HScan, -3, Flags::READONLY, Acl::HASH, ONE_KEY, None, "hash", "2.8.0", "Iterates over fields and values of a hash."),
     row!("scan", Scan, -2, Flags::READONLY, Acl::KEYSPACE, NO_KEYS, None, "generic", "2.8.0", "Iterates over the key names in the database."),

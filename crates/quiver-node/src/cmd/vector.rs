@@ -182,7 +182,7 @@ impl TxnCommand for VectorOp<'_> {
                 }
                 Ok(self.reply(Results::Found(&found)))
             }
-            Vector::None => Ok(Reply::error(format!(
+            Vector::None | Vector::Txn => Ok(Reply::error(format!(
                 "ERR internal error: {:?} is no vector operation",
                 self.cmd
             ))),

@@ -1,5 +1,6 @@
-//! Commands on keys as optimistic transactions: a single command, and EXEC's queue, run by the
-//! same code ([`run_txn`]).
+//! Commands on keys as optimistic transactions: a single command, a pipeline's run of
+//! read-modify-writes (`Vector::Txn`: HSET, HINCRBY, ...), and EXEC's queue, run by the same
+//! code ([`run_txn`]).
 //!
 //! The keys the commands read are prefetched as one engine vector (several beyond
 //! `max-multikey-width`), each command sees the writes of those before it, and all the writes
@@ -84,9 +85,6 @@ pub fn run_command(
         args,
         command,
     };
-    // A command on keys needs nothing of the connection.
-    let no_server_steps =
-        |_: &CommandSpec, _: &[Bytes]| err("ERR internal error: not a key command");
     match run_txn(
         state,
         db,
@@ -96,6 +94,36 @@ pub fn run_command(
     ) {
         Ok(mut replies) => replies.pop().unwrap_or(Reply::Null),
         Err(reply) => reply,
+    }
+}
+
+/// A command on keys needs nothing of the connection.
+fn no_server_steps(_: &CommandSpec, _: &[Bytes]) -> Reply {
+    err("ERR internal error: not a key command")
+}
+
+/// A command on keys of a pipeline's run: its row, arguments and parsed form.
+pub type KeyCommand<'a> = (&'static CommandSpec, &'a [Bytes], Box<dyn TxnCommand + 'a>);
+
+/// A pipeline's consecutive read-modify-writes of single keys (`Vector::Txn`) as one
+/// transaction in database `db`: their keys read as one engine vector, each command applied
+/// on what those before it wrote, all their writes committed as one compound batch (one
+/// append per partition, one fdatasync group, one chain message). Redis promises a pipeline
+/// no atomicity; this gives more. Each command's reply — an error for one that failed, the
+/// others still applied, as in EXEC — or, for every one, the reply that replaced them all
+/// (an engine error at commit, giving up after conflicts).
+pub fn run_group(state: &ServerState, db: u32, commands: &[KeyCommand<'_>]) -> Vec<Reply> {
+    let steps: Vec<Step<'_>> = commands
+        .iter()
+        .map(|(spec, args, command)| Step::Keys {
+            spec,
+            args,
+            command: &**command,
+        })
+        .collect();
+    match run_txn(state, db, &steps, None, no_server_steps) {
+        Ok(replies) => replies,
+        Err(reply) => vec![reply; commands.len()],
     }
 }
 
@@ -228,8 +256,11 @@ fn run_txn(
             let reply = match step {
                 Step::Keys { command, .. } => match command.apply(&mut txn) {
                     Ok(reply) => reply,
-                    // A single command fails whole; in EXEC the error is that command's reply.
-                    Err(e) if watch.is_none() => return Attempt::Done(Err(store_error(&e))),
+                    // A single command fails whole; in EXEC (or a pipeline's group) the error
+                    // is that command's reply.
+                    Err(e) if watch.is_none() && steps.len() == 1 => {
+                        return Attempt::Done(Err(store_error(&e)))
+                    }
                     Err(e) => store_error(&e),
                 },
                 Step::Server { spec, args } => {

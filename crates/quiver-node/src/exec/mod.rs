@@ -157,6 +157,38 @@ pub async fn execute_run(
             Prepared::Run {
                 spec,
                 args,
+                command: Command::Keys(c),
+            } if groups(state, spec) => {
+                // As for a vector group, the requests prepared ahead cannot change the session.
+                let mut group: Vec<atomic::KeyCommand<'_>> = vec![(spec, args, c)];
+                let mut j = i + 1;
+                while j < requests.len() && group.len() < state.config.max_vector_width {
+                    match prepare(state, session, conn, &limits, &requests[j]) {
+                        Prepared::Run {
+                            spec,
+                            args,
+                            command: Command::Keys(c),
+                        } if groups(state, spec) => {
+                            group.push((spec, args, c));
+                            j += 1;
+                        }
+                        other => {
+                            next = Some(other);
+                            break;
+                        }
+                    }
+                }
+                let (db, started) = (session.db, Instant::now());
+                let replies = on_thread(state, conn, |_| atomic::run_group(state, db, &group));
+                account_group(state, session, &group, &replies, started);
+                for reply in &replies {
+                    out.reply(reply, session.resp3);
+                }
+                j - i
+            }
+            Prepared::Run {
+                spec,
+                args,
                 command,
             } => {
                 let reply = on_thread(state, conn, |conn| {
@@ -275,6 +307,32 @@ fn prepare<'a>(
             state.core.stats.command(index, 1, 0);
             state.core.stats.failed(index, 1);
             Prepared::Answered(reply)
+        }
+    }
+}
+
+/// Whether a command of `spec` joins a pipeline's group of read-modify-writes run as one
+/// transaction (`Vector::Txn`). Not on a cluster node: a group may span chains, and a
+/// transaction's writes go down one.
+fn groups(state: &ServerState, spec: &CommandSpec) -> bool {
+    spec.vector == Vector::Txn && state.cluster.is_none()
+}
+
+/// Counts the commands of a group run as one transaction, its time shared out among them.
+fn account_group(
+    state: &ServerState,
+    session: &Session,
+    group: &[atomic::KeyCommand<'_>],
+    replies: &[Reply],
+    started: Instant,
+) {
+    let usec = started.elapsed().as_micros() as u64 / group.len().max(1) as u64;
+    for ((spec, _, _), reply) in group.iter().zip(replies) {
+        let index = spec.cmd.index();
+        session.info.touch(index);
+        state.core.stats.command(index, 1, usec);
+        if matches!(reply, Reply::Error(_)) {
+            state.core.stats.failed(index, 1);
         }
     }
 }

@@ -168,7 +168,7 @@ fn on_engine(
             }
             Err(e) => failed_all(state, group, &store_error(&e), out, resp3),
         },
-        Vector::None => failed_all(
+        Vector::None | Vector::Txn => failed_all(
             state,
             group,
             &errors::err("ERR internal error: no vector operation"),

@@ -1,7 +1,8 @@
 //! Hashes against a model: random commands over a few keys — the hash commands, and SET, GET,
-//! DEL, RENAME crossing between strings and hashes — each reply compared with what a map of
-//! keys to strings or to field lists in insertion order (Redis's listpack order) says, and
-//! every key's whole state compared after each restart of the server. Fields and values are
+//! DEL, RENAME crossing between strings and hashes — sent in pipelined bursts (so runs of
+//! hash reads are vectors, and runs of hash writes one transaction), each reply compared with
+//! what a map of keys to strings or to field lists in insertion order (Redis's listpack
+//! order) says, and every key's whole state compared after each restart of the server. Fields and values are
 //! sometimes longer than Redis's listpack value (64 bytes) and hashes grow past small sizes,
 //! so both sides of the encoding thresholds are crossed.
 //!
@@ -16,6 +17,8 @@ use quiver_testkit::rng::{seed_from_env, Rng};
 /// Commands per run, and a restart every this many.
 const COMMANDS: usize = 3000;
 const RESTART_EVERY: usize = 500;
+/// Most commands of one pipelined burst.
+const BURST_MAX: u64 = 8;
 const KEYS: u64 = 6;
 const FIELDS: u64 = 12;
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -283,18 +286,30 @@ fn hashes_follow_the_model_across_restarts() {
         model: Model::default(),
     };
     let mut c = Connection::connect(&server.addr.to_string()).unwrap();
-    for i in 1..=COMMANDS {
-        let (args, want) = run.step();
-        let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
-        let got = c.command(&refs).unwrap_or_else(|e| match e {
-            quiver_client::Error::Server(text) => Value::Error(text),
-            other => panic!("command {i} {:?}: {other}", show(&args)),
-        });
-        assert_eq!(got, want, "seed {seed}, command {i}: {:?}", show(&args));
-        if i % RESTART_EVERY == 0 {
+    let mut sent = 0;
+    while sent < COMMANDS {
+        let burst = (1 + run.rng.below(BURST_MAX) as usize).min(COMMANDS - sent);
+        let steps: Vec<(Vec<Vec<u8>>, Value)> = (0..burst).map(|_| run.step()).collect();
+        let mut p = c.pipeline();
+        for (args, _) in &steps {
+            let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+            p.command(&refs);
+        }
+        let replies = p.execute().unwrap();
+        for (k, ((args, want), got)) in steps.iter().zip(replies).enumerate() {
+            let got = got.unwrap_or_else(|e| match e {
+                quiver_client::Error::Server(text) => Value::Error(text),
+                other => panic!("command {} {:?}: {other}", sent + k + 1, show(args)),
+            });
+            let i = sent + k + 1;
+            assert_eq!(&got, want, "seed {seed}, command {i}: {:?}", show(args));
+        }
+        let before = sent;
+        sent += burst;
+        if before / RESTART_EVERY != sent / RESTART_EVERY {
             server.restart();
             c = Connection::connect(&server.addr.to_string()).unwrap();
-            run.check_all(&mut c, &format!("seed {seed}, after the restart at {i}"));
+            run.check_all(&mut c, &format!("seed {seed}, after the restart at {sent}"));
         }
     }
 }

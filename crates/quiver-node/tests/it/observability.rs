@@ -100,6 +100,9 @@ fn a_pipelined_run_of_32_gets_is_one_vector() {
     assert!(info_u64(&mut c, "stats", "keyspace_misses") >= 32);
 }
 
+const WRONGTYPE_REPLY: &str =
+    "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+
 /// Feast's online read: a run of 32 pipelined HMGETs of 10 fields each reaches the engine as
 /// one vector of 32 keys, as GETs do (one probe and one read per hash, whatever the fields).
 #[test]
@@ -129,10 +132,44 @@ fn a_pipelined_run_of_32_hmgets_is_one_vector() {
     let mut s = raw(server.addr);
     s.write_all(&setup).unwrap();
     expect_reply(&mut s, &b":10\r\n".repeat(32));
+    // The HSETs were one transaction, which read their keys as one vector too.
+    let before = info_u64(&mut c, "vectors", "vector_width_le_32");
+    s.write_all(&run).unwrap();
+    expect_reply(&mut s, &want);
+    assert!(info_u64(&mut c, "vectors", "vector_width_le_32") > before);
+}
+
+/// A run of 32 pipelined hash writes (HSET, HINCRBY) runs as one transaction: its 32 keys are
+/// read as one vector; a command among them that fails (WRONGTYPE, a field that is no
+/// integer) answers its error, and the others apply.
+#[test]
+fn a_pipelined_run_of_32_hash_writes_is_one_transaction() {
+    let server = TestServer::start();
+    let mut c = client(server.addr);
+    c.set("s", "string").unwrap();
+    let mut run = Vec::new();
+    let mut want = Vec::new();
+    for e in 0..32 {
+        let key = format!("h{e}");
+        let (cmd, reply): (Vec<&[u8]>, String) = match e {
+            7 => (vec![b"HSET", b"s", b"f", b"v"], WRONGTYPE_REPLY.into()),
+            9 => (
+                vec![b"HINCRBY", b"h0", b"f", b"1"],
+                "-ERR hash value is not an integer\r\n".into(),
+            ),
+            _ => (vec![b"HSET", key.as_bytes(), b"f", b"v"], ":1\r\n".into()),
+        };
+        run.extend(multibulk(&cmd));
+        want.extend_from_slice(reply.as_bytes());
+    }
+    let mut s = raw(server.addr);
     assert_eq!(info_field(&mut c, "vectors", "vector_width_le_32"), None);
     s.write_all(&run).unwrap();
     expect_reply(&mut s, &want);
     assert!(info_u64(&mut c, "vectors", "vector_width_le_32") >= 1);
+    let got = c.command(&[b"HGET", b"h31", b"f"]).unwrap();
+    assert_eq!(got.as_bytes(), Some(&b"v"[..]));
+    assert_eq!(c.get("s").unwrap().as_deref(), Some(&b"string"[..]));
 }
 
 /// A run alternating 16 SETs and 16 GETs of the keys just set is one vector of 32 keys, and
