@@ -2,10 +2,11 @@
 //! checked after each kill (`server_crash_loop`, and the long run `server_crash_loop_long`).
 //!
 //! The load: [`LOAD_THREADS`] connections, each writing only keys of its own — registers (SET,
-//! SET EX / PX, MSET, EXPIRE / PEXPIRE, DEL) and counters (INCR) — in pipelined bursts, with
-//! MULTI/EXEC transactions mixing them. Each thread keeps what it sent: the operations
-//! acknowledged, and those in flight when the server died. A key having one writer, its state
-//! after a kill is known exactly, up to which in-flight operations took effect:
+//! SET EX / PX, MSET, EXPIRE / PEXPIRE, DEL), counters (INCR) and hashes (HSET, HDEL, HINCRBY,
+//! EXPIRE, DEL) — in pipelined bursts, with MULTI/EXEC transactions mixing them. Each thread
+//! keeps what it sent: the operations acknowledged, and those in flight when the server died. A
+//! key having one writer, its state after a kill is known exactly, up to which in-flight
+//! operations took effect:
 //!
 //! - every acknowledged operation took effect;
 //! - of the in-flight ones, those that took effect on a key are a prefix of those sent on it
@@ -14,14 +15,15 @@
 //! - an MSET or a MULTI/EXEC took effect on all its keys or on none; a multi-key DEL is a
 //!   plain vector, which a crash may keep in part (docs/design.md), so its keys count one by one;
 //! - a key with a short TTL reads its value until its deadline and absent after it, never an
-//!   older value.
+//!   older value;
+//! - a hash change keeps the key's TTL, and a hash losing its last field is gone.
 //!
 //! The check (`model::resolve`) searches for a choice of in-flight operations under these
-//! rules giving exactly what the server shows (GET and PTTL of every key); the state that choice
-//! gives is where the next cycle starts. No choice: the test fails, naming the first key no
-//! choice explains (lost: it shows nothing, or a state older than its last acknowledged write;
-//! wrong: anything else) or, when each key alone is explained, the in-flight operations that
-//! can only have taken effect in part or out of order.
+//! rules giving exactly what the server shows (GET, or HGETALL for a hash, and PTTL of every
+//! key); the state that choice gives is where the next cycle starts. No choice: the test fails,
+//! naming the first key no choice explains (lost: it shows nothing, or a state older than its
+//! last acknowledged write; wrong: anything else) or, when each key alone is explained, the
+//! in-flight operations that can only have taken effect in part or out of order.
 
 use super::*;
 
@@ -34,11 +36,13 @@ use quiver_client::{encode_command, Parser};
 use quiver_testkit::acked::Verdict;
 use quiver_testkit::process::tail_text;
 
+mod hash;
 mod model;
 
+use hash::{field_name, fields_of, mask, FieldValue, FIELDS, SET_FIELDS};
 use model::{
     initial, key_name, now_ms, read_keys, render, resolve, Expect, Expiry, Op, State, Step, Ttl,
-    Unit, COUNTERS, LONG_TTL_S, REGISTERS, UNITS_IN_FLIGHT_MAX,
+    Unit, COUNTERS, FIRST_HASH, HASHES, LONG_TTL_S, REGISTERS, UNITS_IN_FLIGHT_MAX,
 };
 
 /// Client connections writing at once, each on keys of its own.
@@ -53,6 +57,11 @@ const _: () = assert!(
     BURST_MAX * DEL_KEYS_MAX <= UNITS_IN_FLIGHT_MAX as u64,
     "a burst's units fit the search's mask"
 );
+/// Most fields of one HSET and of one HDEL (at least 1).
+const HSET_FIELDS_MAX: u64 = 3;
+const HDEL_FIELDS_MAX: u64 = 2;
+/// HINCRBY adds from 1 to this much.
+const HINCRBY_MAX: u64 = 9;
 /// Short TTLs, drawn from this range: some expire before the next check, some after.
 const SHORT_TTL_MIN_MS: u64 = 20;
 const SHORT_TTL_MAX_MS: u64 = 2_000;
@@ -84,9 +93,16 @@ enum Kind {
     Expire,
     Pexpire,
     Del,
+    HSet,
+    HDel,
+    HIncrBy,
+    /// EXPIRE (30 days) of a hash.
+    HashExpire,
+    /// DEL of a hash.
+    HashDel,
 }
 
-const MIX: [(Kind, u64); 9] = [
+const MIX: [(Kind, u64); 14] = [
     (Kind::Set, 20),
     (Kind::SetEx, 6),
     (Kind::SetPx, 6),
@@ -96,6 +112,11 @@ const MIX: [(Kind, u64); 9] = [
     (Kind::Expire, 6),
     (Kind::Pexpire, 6),
     (Kind::Del, 11),
+    (Kind::HSet, 12),
+    (Kind::HDel, 5),
+    (Kind::HIncrBy, 8),
+    (Kind::HashExpire, 3),
+    (Kind::HashDel, 3),
 ];
 
 /// One load thread: its keys' state and what it sent this cycle.
@@ -126,20 +147,38 @@ impl Writer {
         self.ops.iter().filter(|o| o.acked).count() as u64
     }
 
+    /// The acknowledged operations that changed a hash (every MULTI/EXEC does).
+    fn acked_on_hashes(&self) -> u64 {
+        let on_hash = |o: &&Op| {
+            o.units
+                .iter()
+                .any(|u| u.steps.iter().any(|s| s.key() >= FIRST_HASH))
+        };
+        self.ops.iter().filter(|o| o.acked).filter(on_hash).count() as u64
+    }
+
     fn in_flight(&self) -> u64 {
         self.ops.len() as u64 - self.acked()
     }
 
+    /// `n` distinct numbers below `of`, in random order (a partial Fisher-Yates shuffle).
+    fn distinct(&mut self, n: u64, of: usize) -> Vec<usize> {
+        let mut all: Vec<usize> = (0..of).collect();
+        for i in 0..n as usize {
+            let j = i + self.rng.below((of - i) as u64) as usize;
+            all.swap(i, j);
+        }
+        all.truncate(n as usize);
+        all
+    }
+
     /// `n` distinct registers.
     fn registers(&mut self, n: u64) -> Vec<usize> {
-        let mut keys = Vec::new();
-        while (keys.len() as u64) < n {
-            let k = self.rng.below(REGISTERS as u64) as usize;
-            if !keys.contains(&k) {
-                keys.push(k);
-            }
-        }
-        keys
+        self.distinct(n, REGISTERS)
+    }
+
+    fn hash_key(&mut self) -> usize {
+        FIRST_HASH + self.rng.below(HASHES as u64) as usize
     }
 
     fn short_ttl(&mut self) -> u64 {
@@ -196,8 +235,12 @@ impl Writer {
                 State::Value {
                     expiry: Expiry::Short { .. },
                     ..
+                }
+                | State::Hash {
+                    expiry: Expiry::Short { .. },
+                    ..
                 } => maybe += 1,
-                State::Value { .. } => sure += 1,
+                State::Value { .. } | State::Hash { .. } => sure += 1,
                 State::Absent | State::Count(_) => {}
             }
         }
@@ -207,6 +250,106 @@ impl Writer {
         self.emit(out, &args, &steps);
         let what = format!("DEL {}", names.join(" "));
         (steps, Expect::IntIn(sure, sure + maybe), what)
+    }
+
+    /// HSET, HDEL or HINCRBY of the hash `key`, as likely each.
+    fn hash_change(&mut self, out: &mut BytesMut, key: usize) -> (Step, Expect, String) {
+        match self.rng.below(3) {
+            0 => self.hset(out, key),
+            1 => self.hdel(out, key),
+            _ => self.hincrby(out, key),
+        }
+    }
+
+    /// Whether `key` surely exists: it holds a value or a hash, without a short TTL that may
+    /// have run out. EXPIRE's reply and effect are then known.
+    fn surely_present(&self, key: usize) -> bool {
+        matches!(
+            self.current[key],
+            State::Value {
+                expiry: Expiry::Never | Expiry::Long,
+                ..
+            } | State::Hash {
+                expiry: Expiry::Never | Expiry::Long,
+                ..
+            }
+        )
+    }
+
+    /// EXPIRE (a long `ttl`) or PEXPIRE (a short one) of `key`, surely present.
+    fn expire(&mut self, out: &mut BytesMut, key: usize, ttl: Ttl) -> (Step, Expect, String) {
+        let name = key_name(self.thread, key);
+        let (command, amount) = match ttl {
+            Ttl::Long => ("EXPIRE", LONG_TTL_S),
+            Ttl::Short(ms) => ("PEXPIRE", ms),
+            Ttl::None => unreachable!("EXPIRE gives a TTL"),
+        };
+        let amount_text = amount.to_string();
+        let step = Step::Expire { key, ttl };
+        let args: [&[u8]; 3] = [command.as_bytes(), name.as_bytes(), amount_text.as_bytes()];
+        self.emit(out, &args, &[step]);
+        (step, Expect::Int(1), format!("{command} {name} {amount}"))
+    }
+
+    /// `step`, an HSET (each field to the step's value) or an HDEL, as a command. Both answer
+    /// how many fields the hash gained or lost.
+    fn hset_or_hdel(&mut self, out: &mut BytesMut, step: Step) -> (Step, Expect, String) {
+        let (command, key, fields, id) = match step {
+            Step::HSet { key, id, fields } => ("HSET", key, fields, Some(id)),
+            Step::HDel { key, fields } => ("HDEL", key, fields, None),
+            _ => unreachable!("HSET or HDEL"),
+        };
+        let name = key_name(self.thread, key);
+        let names: Vec<String> = fields_of(fields).map(field_name).collect();
+        let value = id.map(|id| render(self.thread, id));
+        let mut args: Vec<&[u8]> = vec![command.as_bytes(), name.as_bytes()];
+        for field in &names {
+            args.push(field.as_bytes());
+            args.extend(value.as_deref().map(str::as_bytes));
+        }
+        let before = self.current[key].fields().len();
+        self.emit(out, &args, &[step]);
+        let after = self.current[key].fields().len();
+        let shown_id = id.map_or(String::new(), |id| format!(" v{id}"));
+        let what = format!("{command} {name} {}{shown_id}", names.join(" "));
+        (step, Expect::Int(before.abs_diff(after) as i64), what)
+    }
+
+    /// HSET of 1 to [`HSET_FIELDS_MAX`] fields of the hash `key`, all to one new value.
+    fn hset(&mut self, out: &mut BytesMut, key: usize) -> (Step, Expect, String) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let n = 1 + self.rng.below(HSET_FIELDS_MAX);
+        let fields = mask(&self.distinct(n, SET_FIELDS));
+        self.hset_or_hdel(out, Step::HSet { key, id, fields })
+    }
+
+    /// HDEL of 1 to [`HDEL_FIELDS_MAX`] fields of the hash `key`, of either kind.
+    fn hdel(&mut self, out: &mut BytesMut, key: usize) -> (Step, Expect, String) {
+        let n = 1 + self.rng.below(HDEL_FIELDS_MAX);
+        let fields = mask(&self.distinct(n, FIELDS));
+        self.hset_or_hdel(out, Step::HDel { key, fields })
+    }
+
+    /// HINCRBY of a counter field of the hash `key`.
+    fn hincrby(&mut self, out: &mut BytesMut, key: usize) -> (Step, Expect, String) {
+        let name = key_name(self.thread, key);
+        let field = SET_FIELDS + self.rng.below((FIELDS - SET_FIELDS) as u64) as usize;
+        let by = 1 + self.rng.below(HINCRBY_MAX) as i64;
+        let (field_text, by_text) = (field_name(field), by.to_string());
+        let step = Step::HIncrBy { key, field, by };
+        let args: [&[u8]; 4] = [
+            b"HINCRBY",
+            name.as_bytes(),
+            field_text.as_bytes(),
+            by_text.as_bytes(),
+        ];
+        self.emit(out, &args, &[step]);
+        let Some(FieldValue::Count(sum)) = self.current[key].fields().get(field) else {
+            unreachable!("HINCRBY leaves a count in {name} {field_text}")
+        };
+        let what = format!("HINCRBY {name} {field_text} {by}");
+        (step, Expect::Int(sum), what)
     }
 
     /// The next operation, appended to `out`.
@@ -241,31 +384,40 @@ impl Writer {
                 one(self.incr(out, counter))
             }
             Kind::Expire | Kind::Pexpire => {
-                // Only a key surely present (no short TTL that may have run out): EXPIRE's
-                // reply and effect are then known.
-                if !matches!(
-                    self.current[register],
-                    State::Value {
-                        expiry: Expiry::Never | Expiry::Long,
-                        ..
-                    }
-                ) {
+                if !self.surely_present(register) {
                     return one(self.set(out, register, Ttl::None));
                 }
-                let name = key_name(self.thread, register);
-                let (command, ttl, amount) = match kind {
-                    Kind::Expire => ("EXPIRE", Ttl::Long, LONG_TTL_S),
-                    _ => {
-                        let ms = self.short_ttl();
-                        ("PEXPIRE", Ttl::Short(ms), ms)
-                    }
+                let ttl = match kind {
+                    Kind::Expire => Ttl::Long,
+                    _ => Ttl::Short(self.short_ttl()),
                 };
-                let amount_text = amount.to_string();
-                let step = Step::Expire { key: register, ttl };
-                let args: [&[u8]; 3] =
-                    [command.as_bytes(), name.as_bytes(), amount_text.as_bytes()];
-                self.emit(out, &args, &[step]);
-                one((step, Expect::Int(1), format!("{command} {name} {amount}")))
+                one(self.expire(out, register, ttl))
+            }
+            Kind::HSet => {
+                let hash = self.hash_key();
+                one(self.hset(out, hash))
+            }
+            Kind::HDel => {
+                let hash = self.hash_key();
+                one(self.hdel(out, hash))
+            }
+            Kind::HIncrBy => {
+                let hash = self.hash_key();
+                one(self.hincrby(out, hash))
+            }
+            Kind::HashExpire => {
+                // A long TTL only: the hash then surely exists at the next change, whose reply
+                // (and whether it starts a new hash) is known.
+                let hash = self.hash_key();
+                match self.surely_present(hash) {
+                    true => one(self.expire(out, hash, Ttl::Long)),
+                    false => one(self.hset(out, hash)),
+                }
+            }
+            Kind::HashDel => {
+                let hash = self.hash_key();
+                let (steps, expect, what) = self.del(out, &[hash]);
+                one((steps[0], expect, what))
             }
             Kind::Del => {
                 let n = 1 + self.rng.below(DEL_KEYS_MAX);
@@ -308,16 +460,20 @@ impl Writer {
                 }
             }
             Kind::Multi => {
-                // SET a, INCR n, DEL c, and half the time SET b EX: one transaction.
+                // SET a, INCR n, DEL c, a change of hash h, and half the time SET b EX and a
+                // second change of h (which sees the first): one transaction.
                 let with_b = self.rng.below(2) == 0;
                 let keys = self.registers(if with_b { 3 } else { 2 });
                 let counter = REGISTERS + self.rng.below(COUNTERS as u64) as usize;
+                let hash = self.hash_key();
                 encode_command(out, &[b"MULTI"]);
                 let mut queued = vec![self.set(out, keys[0], Ttl::None), self.incr(out, counter)];
                 let (del_steps, del_expect, del_what) = self.del(out, &keys[1..2]);
                 queued.push((del_steps[0], del_expect, del_what));
+                queued.push(self.hash_change(out, hash));
                 if with_b {
                     queued.push(self.set(out, keys[2], Ttl::Long));
+                    queued.push(self.hash_change(out, hash));
                 }
                 encode_command(out, &[b"EXEC"]);
                 let mut expect = vec![Expect::Ok];
@@ -430,6 +586,8 @@ fn next_reply(
 struct Tally {
     cycles: usize,
     acked_checked: u64,
+    /// Of `acked_checked`, those that changed a hash.
+    hash_acked_checked: u64,
     lost: u64,
     wrong: u64,
     in_flight: u64,
@@ -462,6 +620,7 @@ fn check_all(
         match resolve(w.thread, &w.base, &w.ops, &reading) {
             Ok(explained) => {
                 tally.acked_checked += w.acked();
+                tally.hash_acked_checked += w.acked_on_hashes();
                 tally.in_flight_applied += explained.in_flight_applied;
                 w.base = explained.state;
                 w.current = w.base.clone();
@@ -571,6 +730,10 @@ fn report(tally: &Tally) {
     println!(
         "(the check's explanations have {} of the {} operations in flight taking effect)",
         tally.in_flight_applied, tally.in_flight
+    );
+    println!(
+        "({} of the acknowledged operations checked changed a hash, every MULTI/EXEC among them)",
+        tally.hash_acked_checked
     );
 }
 

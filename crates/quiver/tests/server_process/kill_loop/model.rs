@@ -7,11 +7,17 @@ use super::super::*;
 use bytes::Bytes;
 use quiver_testkit::acked::{Finding, Verdict};
 
+use super::hash::{fields_of, FieldValue, Fields};
+
 /// Registers (string values) each load thread owns.
 pub(super) const REGISTERS: usize = 48;
 /// Counters (INCR only) each load thread owns.
 pub(super) const COUNTERS: usize = 8;
-pub(super) const KEYS: usize = REGISTERS + COUNTERS;
+/// Hashes each load thread owns: few, so that each sees several changes a cycle.
+pub(super) const HASHES: usize = 6;
+/// The keys of a thread: registers, then counters, then hashes.
+pub(super) const FIRST_HASH: usize = REGISTERS + COUNTERS;
+pub(super) const KEYS: usize = FIRST_HASH + HASHES;
 const _: () = assert!(KEYS <= 128, "a set of keys is a u128 bit mask");
 /// Most units in flight on one connection: the search marks those it applies in a u64.
 pub(super) const UNITS_IN_FLIGHT_MAX: usize = 64;
@@ -44,12 +50,14 @@ pub(super) fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-/// Key `key` of load thread `thread`: registers first, then counters.
+/// Key `key` of load thread `thread`.
 pub(super) fn key_name(thread: usize, key: usize) -> String {
     if key < REGISTERS {
         format!("kl:t{thread}:r{key}")
-    } else {
+    } else if key < FIRST_HASH {
         format!("kl:t{thread}:n{}", key - REGISTERS)
+    } else {
+        format!("kl:t{thread}:h{}", key - FIRST_HASH)
     }
 }
 
@@ -71,7 +79,7 @@ pub(super) enum Ttl {
     Short(u64),
 }
 
-/// A register's expiry.
+/// A register's or a hash's expiry.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Expiry {
     Never,
@@ -95,25 +103,58 @@ pub(super) enum State {
     },
     /// A counter (0: absent).
     Count(i64),
+    /// A hash, never without fields (a hash loses its key with its last field).
+    Hash {
+        fields: Fields,
+        expiry: Expiry,
+    },
+}
+
+impl State {
+    /// The fields of the hash held (none when absent).
+    pub(super) fn fields(self) -> Fields {
+        match self {
+            State::Hash { fields, .. } => fields,
+            _ => Fields::EMPTY,
+        }
+    }
 }
 
 /// Every key before the first write.
 pub(super) fn initial() -> Vec<State> {
     (0..KEYS)
-        .map(|k| match k < REGISTERS {
-            true => State::Absent,
-            false => State::Count(0),
+        .map(|k| match (REGISTERS..FIRST_HASH).contains(&k) {
+            true => State::Count(0),
+            false => State::Absent,
         })
         .collect()
 }
 
-/// One command's effect on one key.
+/// Changes the hash `state` holds (absent: a new one, without expiry) by `change`, keeping its
+/// expiry; a hash left without fields is gone, as in Redis.
+fn change_hash(state: &mut State, change: impl FnOnce(&mut Fields)) {
+    let (mut fields, expiry) = match *state {
+        State::Hash { fields, expiry } => (fields, expiry),
+        _ => (Fields::EMPTY, Expiry::Never),
+    };
+    change(&mut fields);
+    *state = match fields.is_empty() {
+        true => State::Absent,
+        false => State::Hash { fields, expiry },
+    };
+}
+
+/// One command's effect on one key. HSET (each field to the value `id`) and HDEL name their
+/// fields as a bit mask (`hash::mask`).
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Step {
     Set { key: usize, id: u64, ttl: Ttl },
     Incr { key: usize },
     Expire { key: usize, ttl: Ttl },
     Del { key: usize },
+    HSet { key: usize, id: u64, fields: u8 },
+    HDel { key: usize, fields: u8 },
+    HIncrBy { key: usize, field: usize, by: i64 },
 }
 
 impl Step {
@@ -122,7 +163,10 @@ impl Step {
             Step::Set { key, .. }
             | Step::Incr { key }
             | Step::Expire { key, .. }
-            | Step::Del { key } => key,
+            | Step::Del { key }
+            | Step::HSet { key, .. }
+            | Step::HDel { key, .. }
+            | Step::HIncrBy { key, .. } => key,
         }
     }
 
@@ -144,8 +188,30 @@ impl Step {
                 }
             }
             (Step::Incr { .. }, State::Count(n)) => *n += 1,
-            (Step::Expire { ttl, .. }, State::Value { expiry: e, .. }) => *e = expiry(ttl),
+            (
+                Step::Expire { ttl, .. },
+                State::Value { expiry: e, .. } | State::Hash { expiry: e, .. },
+            ) => *e = expiry(ttl),
             (Step::Del { .. }, state) => *state = State::Absent,
+            (Step::HSet { id, fields, .. }, state) => change_hash(state, |h| {
+                for f in fields_of(fields) {
+                    h.set(f, FieldValue::Id(id));
+                }
+            }),
+            (Step::HDel { fields, .. }, state) => change_hash(state, |h| {
+                for f in fields_of(fields) {
+                    h.remove(f);
+                }
+            }),
+            (Step::HIncrBy { field, by, .. }, state) => change_hash(state, |h| {
+                let sum = match h.get(field) {
+                    Some(FieldValue::Count(n)) => n + by,
+                    // The load never sends HINCRBY to a field HSET writes (it would fail).
+                    Some(FieldValue::Id(_)) => unreachable!("HINCRBY of an HSET field"),
+                    None => by,
+                };
+                h.set(field, FieldValue::Count(sum));
+            }),
             // EXPIRE of an absent key does nothing (the load sends none); counters only count.
             (Step::Incr { .. } | Step::Expire { .. }, _) => {}
         }
@@ -226,9 +292,17 @@ impl Op {
     }
 }
 
-/// GET and PTTL of one key.
+/// What GET (a register, a counter) or HGETALL (a hash) showed of a key.
+pub(super) enum Shown {
+    Absent,
+    Value(Bytes),
+    /// Field and value pairs, in the order HGETALL gave them.
+    Hash(Vec<(Bytes, Bytes)>),
+}
+
+/// GET or HGETALL, and PTTL, of one key.
 pub(super) struct Obs {
-    pub(super) value: Option<Bytes>,
+    pub(super) shown: Shown,
     pub(super) pttl: i64,
 }
 
@@ -239,26 +313,50 @@ pub(super) struct Reading {
     pub(super) end_ms: u64,
 }
 
-/// GET and PTTL of every key of `thread`, in one pipeline.
+/// The command reading key `key` whole: GET of a string, HGETALL of a hash (GET of a hash is
+/// WRONGTYPE).
+fn read_command(key: usize) -> &'static str {
+    match key < FIRST_HASH {
+        true => "GET",
+        false => "HGETALL",
+    }
+}
+
+/// GET or HGETALL, and PTTL, of every key of `thread`, in one pipeline.
 pub(super) fn read_keys(conn: &mut Connection, thread: usize) -> Reading {
     let names: Vec<String> = (0..KEYS).map(|k| key_name(thread, k)).collect();
     let start_ms = now_ms();
     let mut pipeline = conn.pipeline();
-    for name in &names {
+    for (key, name) in names.iter().enumerate() {
         pipeline
-            .command(&[b"GET", name.as_bytes()])
+            .command(&[read_command(key).as_bytes(), name.as_bytes()])
             .command(&[b"PTTL", name.as_bytes()]);
     }
-    let replies = pipeline.execute().expect("GET and PTTL of every key");
+    let replies = pipeline
+        .execute()
+        .expect("GET or HGETALL, and PTTL, of every key");
     let end_ms = now_ms();
     let obs = replies
         .chunks(2)
         .zip(&names)
-        .map(|(pair, name)| Obs {
-            value: match &pair[0] {
-                Ok(Value::Bulk(v)) => Some(v.clone()),
-                Ok(Value::Null) => None,
-                other => panic!("GET {name} answered {other:?}"),
+        .enumerate()
+        .map(|(key, (pair, name))| Obs {
+            shown: match &pair[0] {
+                Ok(Value::Bulk(v)) => Shown::Value(v.clone()),
+                Ok(Value::Null) => Shown::Absent,
+                // HGETALL of an absent key answers no fields.
+                Ok(Value::Array(items)) if items.is_empty() => Shown::Absent,
+                // The connection speaks RESP2: HGETALL's pairs come flat, field then value.
+                Ok(Value::Array(items)) => Shown::Hash(
+                    items
+                        .chunks(2)
+                        .map(|pair| match pair {
+                            [Value::Bulk(f), Value::Bulk(v)] => (f.clone(), v.clone()),
+                            _ => panic!("HGETALL {name} answered {items:?}"),
+                        })
+                        .collect(),
+                ),
+                other => panic!("{} {name} answered {other:?}", read_command(key)),
             },
             pttl: match &pair[1] {
                 Ok(Value::Integer(n)) => *n,
@@ -275,30 +373,40 @@ pub(super) fn read_keys(conn: &mut Connection, thread: usize) -> Reading {
 
 /// Whether `obs` shows `state`.
 fn fits(thread: usize, state: &State, obs: &Obs, reading: &Reading) -> bool {
-    let absent = obs.value.is_none() && obs.pttl == PTTL_ABSENT;
-    let shows = |expected: &[u8]| obs.value.as_deref() == Some(expected);
+    let absent = matches!(obs.shown, Shown::Absent) && obs.pttl == PTTL_ABSENT;
+    let shows = |expected: &[u8]| matches!(&obs.shown, Shown::Value(v) if v == expected);
     match *state {
         State::Absent | State::Count(0) => absent,
         State::Count(n) => shows(n.to_string().as_bytes()) && obs.pttl == PTTL_NO_EXPIRY,
         State::Value { id, expiry } => {
             let present = shows(render(thread, id).as_bytes());
-            match expiry {
-                Expiry::Never => present && obs.pttl == PTTL_NO_EXPIRY,
-                Expiry::Long => present && obs.pttl > 0 && obs.pttl <= LONG_TTL_MS,
-                Expiry::Short {
-                    ttl_ms,
-                    sent_ms,
-                    done_ms,
-                } => {
-                    // Absent once the deadline may have passed, present until it surely has
-                    // (PTTL, read after GET, may find it just expired).
-                    let may_have_passed = reading.end_ms + EXPIRY_MARGIN_MS >= sent_ms + ttl_ms;
-                    let surely_not = reading.start_ms <= done_ms + ttl_ms + EXPIRY_MARGIN_MS;
-                    let pttl_fits =
-                        obs.pttl == PTTL_ABSENT || (0..=ttl_ms as i64).contains(&obs.pttl);
-                    (absent && may_have_passed) || (present && surely_not && pttl_fits)
-                }
-            }
+            expiry_fits(expiry, present, absent, obs, reading)
+        }
+        State::Hash { fields, expiry } => {
+            let present =
+                matches!(&obs.shown, Shown::Hash(pairs) if fields.shown_in(thread, pairs));
+            expiry_fits(expiry, present, absent, obs, reading)
+        }
+    }
+}
+
+/// Whether a key with `expiry`, found `present` with the expected value or `absent` (PTTL -2
+/// too), fits `obs`'s PTTL.
+fn expiry_fits(expiry: Expiry, present: bool, absent: bool, obs: &Obs, reading: &Reading) -> bool {
+    match expiry {
+        Expiry::Never => present && obs.pttl == PTTL_NO_EXPIRY,
+        Expiry::Long => present && obs.pttl > 0 && obs.pttl <= LONG_TTL_MS,
+        Expiry::Short {
+            ttl_ms,
+            sent_ms,
+            done_ms,
+        } => {
+            // Absent once the deadline may have passed, present until it surely has
+            // (PTTL, read after the value, may find it just expired).
+            let may_have_passed = reading.end_ms + EXPIRY_MARGIN_MS >= sent_ms + ttl_ms;
+            let surely_not = reading.start_ms <= done_ms + ttl_ms + EXPIRY_MARGIN_MS;
+            let pttl_fits = obs.pttl == PTTL_ABSENT || (0..=ttl_ms as i64).contains(&obs.pttl);
+            (absent && may_have_passed) || (present && surely_not && pttl_fits)
         }
     }
 }
@@ -349,34 +457,51 @@ fn describe(thread: usize, state: &State) -> String {
     match *state {
         State::Absent | State::Count(0) => "absent".into(),
         State::Count(n) => format!("{n:?} (no TTL)"),
-        State::Value { id, expiry } => {
-            let ttl = match expiry {
-                Expiry::Never => "no TTL".to_string(),
-                Expiry::Long => format!("a TTL of {LONG_TTL_S} s"),
-                Expiry::Short {
-                    ttl_ms,
-                    sent_ms,
-                    done_ms,
-                } => format!("a TTL of {ttl_ms} ms, sent at {sent_ms}, done by {done_ms}"),
-            };
-            format!("v{id} ({} bytes, {ttl})", render(thread, id).len())
+        State::Value { id, expiry } => format!(
+            "v{id} ({} bytes, {})",
+            render(thread, id).len(),
+            describe_expiry(expiry)
+        ),
+        State::Hash { fields, expiry } => {
+            format!("{} ({})", fields.describe(), describe_expiry(expiry))
         }
     }
 }
 
+fn describe_expiry(expiry: Expiry) -> String {
+    match expiry {
+        Expiry::Never => "no TTL".to_string(),
+        Expiry::Long => format!("a TTL of {LONG_TTL_S} s"),
+        Expiry::Short {
+            ttl_ms,
+            sent_ms,
+            done_ms,
+        } => format!("a TTL of {ttl_ms} ms, sent at {sent_ms}, done by {done_ms}"),
+    }
+}
+
+/// `v` quoted, cut to [`SHOWN_VALUE_BYTES`], with its length.
+fn describe_bytes(v: &[u8]) -> String {
+    let cut = &v[..v.len().min(SHOWN_VALUE_BYTES)];
+    let more = if cut.len() < v.len() { "..." } else { "" };
+    format!(
+        "{:?}{more} ({} bytes)",
+        String::from_utf8_lossy(cut),
+        v.len()
+    )
+}
+
 fn describe_obs(obs: &Obs, reading: &Reading) -> String {
-    let value = match &obs.value {
-        None => "absent".to_string(),
-        Some(v) => format!(
-            "{:?}{} ({} bytes)",
-            String::from_utf8_lossy(&v[..v.len().min(SHOWN_VALUE_BYTES)]),
-            if v.len() > SHOWN_VALUE_BYTES {
-                "..."
-            } else {
-                ""
-            },
-            v.len()
-        ),
+    let value = match &obs.shown {
+        Shown::Absent => "absent".to_string(),
+        Shown::Value(v) => describe_bytes(v),
+        Shown::Hash(pairs) => {
+            let pairs: Vec<String> = pairs
+                .iter()
+                .map(|(f, v)| format!("{}: {}", String::from_utf8_lossy(f), describe_bytes(v)))
+                .collect();
+            format!("{{{}}}", pairs.join(", "))
+        }
     };
     let (start, end) = (reading.start_ms, reading.end_ms);
     format!(
@@ -408,7 +533,7 @@ fn key_failure(
     let older = older.iter().any(|s| fits(thread, s, obs, reading));
     let shown: Vec<String> = expected.iter().map(|s| describe(thread, s)).collect();
     Finding {
-        verdict: Verdict::of(obs.value.is_none(), older),
+        verdict: Verdict::of(matches!(obs.shown, Shown::Absent), older),
         key: key_name(thread, key),
         member: MEMBER.to_string(),
         expected: shown.join(" or "),
@@ -467,8 +592,8 @@ pub(super) fn resolve(
         let state = state
             .iter()
             .zip(&reading.obs)
-            .map(|(s, o)| match (s, &o.value) {
-                (State::Value { .. }, None) => State::Absent,
+            .map(|(s, o)| match (s, &o.shown) {
+                (State::Value { .. } | State::Hash { .. }, Shown::Absent) => State::Absent,
                 _ => *s,
             })
             .collect();
@@ -512,146 +637,5 @@ pub(super) fn resolve(
     })
 }
 
-// ---------------------------------------------------------------------------------------------
 // The check's own tests: it finds what it is there to find.
-
-/// The time of the readings below.
-const NOW: u64 = 1_000_000;
-const T: usize = 0;
-const R0: usize = 0;
-const R1: usize = 1;
-const N0: usize = REGISTERS;
-
-/// What a correct server shows for `states`, read at `NOW`.
-fn shown(states: &[State]) -> Reading {
-    let obs = states
-        .iter()
-        .map(|s| {
-            let (value, pttl) = match *s {
-                State::Absent | State::Count(0) => (None, PTTL_ABSENT),
-                State::Count(n) => (Some(n.to_string()), PTTL_NO_EXPIRY),
-                State::Value { id, expiry } => (
-                    Some(render(T, id)),
-                    match expiry {
-                        Expiry::Never => PTTL_NO_EXPIRY,
-                        Expiry::Long => LONG_TTL_MS - 1,
-                        Expiry::Short { ttl_ms, .. } => ttl_ms as i64,
-                    },
-                ),
-            };
-            let value = value.map(Bytes::from);
-            Obs { value, pttl }
-        })
-        .collect();
-    Reading {
-        obs,
-        start_ms: NOW,
-        end_ms: NOW,
-    }
-}
-
-fn op(acked: bool, units: &[&[Step]]) -> Op {
-    let mut op = Op {
-        what: format!("{units:?}"),
-        units: units.iter().map(|s| Unit::new(s.to_vec())).collect(),
-        expect: Vec::new(),
-        acked,
-    };
-    op.set_times(Some(NOW - 10), NOW - 5);
-    op
-}
-
-fn set(key: usize, id: u64) -> Step {
-    Step::Set {
-        key,
-        id,
-        ttl: Ttl::None,
-    }
-}
-
-fn value(id: u64) -> State {
-    State::Value {
-        id,
-        expiry: Expiry::Never,
-    }
-}
-
-/// The check's verdict on a server showing `states` (`None`: explained).
-fn verdict(ops: &[Op], states: &[(usize, State)]) -> Option<Verdict> {
-    let mut all = initial();
-    for &(key, state) in states {
-        all[key] = state;
-    }
-    resolve(T, &initial(), ops, &shown(&all))
-        .err()
-        .map(|f| f.verdict)
-}
-
-#[test]
-fn the_check_finds_a_lost_acknowledged_write() {
-    let ops = [op(true, &[&[set(R0, 1)]]), op(true, &[&[set(R0, 2)]])];
-    assert_eq!(verdict(&ops, &[(R0, value(2))]), None);
-    assert_eq!(verdict(&ops, &[(R0, value(1))]), Some(Verdict::Lost));
-    assert_eq!(verdict(&ops, &[]), Some(Verdict::Lost));
-    assert_eq!(verdict(&ops, &[(R0, value(3))]), Some(Verdict::Wrong));
-    assert_eq!(
-        verdict(&ops, &[(R0, value(2)), (R1, value(9))]),
-        Some(Verdict::Wrong)
-    );
-}
-
-#[test]
-fn the_check_finds_a_torn_mset_and_a_key_applied_out_of_order() {
-    let mset = [set(R0, 2), set(R1, 3)];
-    let ops = [op(true, &[&[set(R0, 1)]]), op(false, &[&mset])];
-    assert_eq!(verdict(&ops, &[(R0, value(1))]), None);
-    assert_eq!(verdict(&ops, &[(R0, value(2)), (R1, value(3))]), None);
-    assert_eq!(verdict(&ops, &[(R0, value(2))]), Some(Verdict::Wrong));
-    assert_eq!(
-        verdict(&ops, &[(R0, value(1)), (R1, value(3))]),
-        Some(Verdict::Wrong)
-    );
-    // A later write on R1 took effect, the earlier MSET on it did not.
-    let ops = [op(false, &[&mset]), op(false, &[&[set(R1, 4)]])];
-    assert_eq!(verdict(&ops, &[(R0, value(2)), (R1, value(4))]), None);
-    assert_eq!(verdict(&ops, &[(R1, value(4))]), Some(Verdict::Wrong));
-    // A multi-key DEL may take effect on some of its keys only.
-    let del = [Step::Del { key: R0 }, Step::Del { key: R1 }];
-    let ops = [op(true, &[&mset]), op(false, &[&del[..1], &del[1..]])];
-    assert_eq!(verdict(&ops, &[(R1, value(3))]), None);
-}
-
-#[test]
-fn the_check_bounds_counters_and_short_ttls() {
-    // Two INCRs acknowledged, four in flight.
-    let incr: &[Step] = &[Step::Incr { key: N0 }];
-    let ops: Vec<Op> = (0..6).map(|i| op(i < 2, &[incr])).collect();
-    for n in 2..=6 {
-        assert_eq!(verdict(&ops, &[(N0, State::Count(n))]), None, "{n}");
-    }
-    assert_eq!(verdict(&ops, &[(N0, State::Count(1))]), Some(Verdict::Lost));
-    assert_eq!(
-        verdict(&ops, &[(N0, State::Count(7))]),
-        Some(Verdict::Wrong)
-    );
-    // Acknowledged SET PX 100 over v1, read long after its deadline: absent, never v1.
-    let short = Step::Set {
-        key: R0,
-        id: 2,
-        ttl: Ttl::Short(100),
-    };
-    let mut expiring = op(true, &[&[short]]);
-    expiring.set_times(Some(NOW - 1_000), NOW - 999);
-    let ops = [op(true, &[&[set(R0, 1)]]), expiring];
-    assert_eq!(verdict(&ops, &[]), None);
-    assert_eq!(verdict(&ops, &[(R0, value(1))]), Some(Verdict::Lost));
-    let unexpired = State::Value {
-        id: 2,
-        expiry: Expiry::Short {
-            ttl_ms: 100,
-            sent_ms: 0,
-            done_ms: 0,
-        },
-    };
-    assert_eq!(verdict(&ops, &[(R0, unexpired)]), Some(Verdict::Wrong));
-}
+mod tests;
