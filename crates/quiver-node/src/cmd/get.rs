@@ -1,7 +1,7 @@
 //! GET and MGET: one engine `multi_get` vector. Consecutive GETs (and MGETs, and reads of
-//! one hash: `hash::read`) of a pipelined run are one engine call (`exec::vector`); an MGET wider than one engine call is read
-//! through a transaction in several, checked unchanged at the end (`txn`), so its reply is
-//! still one state of the store.
+//! one hash: `hash::read`) of a pipelined run are one engine call (`exec::vector`); an MGET
+//! wider than one engine call is read through a transaction in several, checked unchanged at
+//! the end (`txn`), so its reply is still one state of the store.
 
 use bytes::Bytes;
 

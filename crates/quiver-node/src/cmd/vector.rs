@@ -1,10 +1,10 @@
 //! [`VectorOp`]: a command that is one engine vector operation (GET, MGET, a plain SET, DEL,
 //! UNLINK, EXISTS, and the reads of one hash: HGET, HMGET, HGETALL, ...). A hash read reads
 //! its hash's key as GET does — one probe and one read among the vector's, whatever the
-//! fields — and answers from its fields (`hash::read::reply`). The executor runs consecutive ones of a kind as one engine call
-//! (`exec::vector`); inside MULTI/EXEC, or when one is wider than an engine call may be, it runs
-//! against a transaction instead ([`TxnCommand`]). Either way its reply is built here, from the
-//! per-key results, so both paths answer alike.
+//! fields — and answers from its fields (`hash::read::reply`). The executor runs consecutive
+//! ones of a kind as one engine call (`exec::vector`); inside MULTI/EXEC, or when one is wider
+//! than an engine call may be, it runs against a transaction instead ([`TxnCommand`]). Either
+//! way its reply is built here, from the per-key results, so both paths answer alike.
 
 use bytes::Bytes;
 use quiver_store::{Entry, ValueKind};

@@ -2,9 +2,9 @@
 //! DEL, RENAME crossing between strings and hashes — sent in pipelined bursts (so runs of
 //! hash reads are vectors, and runs of hash writes one transaction), each reply compared with
 //! what a map of keys to strings or to field lists in insertion order (Redis's listpack
-//! order) says, and every key's whole state compared after each restart of the server. Fields and values are
-//! sometimes longer than Redis's listpack value (64 bytes) and hashes grow past small sizes,
-//! so both sides of the encoding thresholds are crossed.
+//! order) says, and every key's whole state compared after each restart of the server.
+//! Fields and values are sometimes longer than Redis's listpack value (64 bytes), so both
+//! sides of the encoding thresholds are crossed.
 //!
 //! Seeded: `QUIVER_HASH_MODEL_SEED` replays a run (the seed is printed).
 

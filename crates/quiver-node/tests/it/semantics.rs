@@ -92,10 +92,10 @@ fn mixed_get_set_pipelines_run_as_if_one_by_one() {
 }
 
 /// The reads of one hash (HGET, HMGET, HGETALL, HLEN, ...) join the vectors of GETs (and of
-/// SETs, where those mix): a pipelined run of strings and hashes answers each by its kind — a hash's fields, WRONGTYPE for the other
-/// kind, nil in an MGET — on every path a run of reads takes: the engine vector, the
-/// per-partition pipeline (SETs among one-key reads), the mixed vector, and the intermediate
-/// queue.
+/// SETs, where those mix): a pipelined run of strings and hashes answers each by its kind —
+/// a hash's fields, WRONGTYPE for the other kind, nil in an MGET — on every path a run of
+/// reads takes: the engine vector, the per-partition pipeline (SETs among one-key reads), the
+/// mixed vector, and the intermediate queue.
 #[test]
 fn hash_reads_join_get_vectors_and_answer_by_kind() {
     const WRONGTYPE: &str =
