@@ -7,8 +7,9 @@
 //! 9999 is one of Redis's shared integers (reference count `INT_MAX`), anything else has one
 //! reference. Redis differs for values written by APPEND, SETRANGE (always `raw`) and
 //! INCRBYFLOAT (never `int`), and after COPY (a copied shared integer has one reference);
-//! `tests/compat/quiver_deviations.json` lists the session that shows it. Quiver tracks no
-//! access times: IDLETIME is 0.
+//! `tests/compat/quiver_deviations.json` lists the session that shows it. A hash is `listpack`
+//! or `hashtable` by Redis's thresholds from the fields it holds (`hash::encoding`), one
+//! reference. Quiver tracks no access times: IDLETIME is 0.
 
 use bytes::Bytes;
 
