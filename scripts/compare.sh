@@ -40,6 +40,10 @@
 #   hgetall10     HGETALL (10-field hashes),             8 connections x 4 pipelined
 #   hget-mix      90% HGET / 10% HSET of one field (10-field hashes), 8 x 32 pipelined
 #   hmget10of100  HMGET of 10 of 100 fields (100-field hashes), 8 x 4 pipelined
+#   ycsb-a, -b, -c  YCSB's core workloads A (50% read / 50% update), B (95/5), C (reads) as its
+#                 Redis binding sends them — a read is HGETALL, an update HSET of one field —
+#                 on 10-field hashes, Zipf 0.99, 50 connections, one request each (YCSB's
+#                 binding itself cannot run: it indexes every key in a sorted set, ZADD)
 #
 # keys/s is then fields read or written per second (`--width` of them per request).
 #
@@ -179,6 +183,9 @@ if ((HASHES)); then
     "hgetall10|10|--hgetall --width 1 --get-ratio 1 --connections 8 --depth 4"
     "hget-mix|10|--width 1 --get-ratio 0.9 --connections 8 --depth 32"
     "hmget10of100|100|--width 10 --get-ratio 1 --connections 8 --depth 4"
+    "ycsb-a|10|--hgetall --width 1 --get-ratio 0.5 --distribution zipf --connections 50 --depth 1"
+    "ycsb-b|10|--hgetall --width 1 --get-ratio 0.95 --distribution zipf --connections 50 --depth 1"
+    "ycsb-c|10|--hgetall --width 1 --get-ratio 1 --distribution zipf --connections 50 --depth 1"
   )
 else
   WORKLOADS=(
