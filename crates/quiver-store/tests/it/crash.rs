@@ -18,7 +18,10 @@
 //!
 //! Every value names its version and is otherwise a function of (key, version), so a read tells
 //! exactly which write it came from and whether its bytes are intact. Batches always write all
-//! the keys of one *group* with one version, so a group whose keys disagree is a torn batch.
+//! the keys of one *group* with one version, so a group whose keys disagree is a torn batch;
+//! a batch of an odd version writes its keys as hashes (the value packed as one field,
+//! [`group_entry`]), so a key's kind (docs/design.md, "Hashes") goes through every kill,
+//! compaction, checkpoint, split and merge too, and a read checks it.
 //!
 //! CI runs [`CI_CYCLES`] cycles; `kill_9_a_thousand_cycles` (ignored) runs the same loop for
 //! `QUIVER_CRASH_CYCLES` cycles (docs/testing.md, "Crash loops", has a run's figures). Both
@@ -36,8 +39,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use quiver_store::clock::system_now_ms;
+use quiver_store::fields::Fields;
 use quiver_store::slot::{key_slot, SlotRange};
-use quiver_store::{BackendKind, Batch, Durability, Options, Store};
+use quiver_store::{BackendKind, Batch, Durability, Entry, Options, Store, ValueKind};
 use quiver_testkit::process::{lines_of, Guard};
 use quiver_testkit::rng::{mix64, seed_from_env, Rng};
 
@@ -183,6 +187,58 @@ fn make_value(key: &[u8], version: u64) -> Vec<u8> {
         v.extend_from_slice(&rng.next_u64().to_le_bytes());
     }
     v
+}
+
+/// The field a group key's hash keeps its value in.
+const HASH_FIELD: &[u8] = b"v";
+
+/// What kind a key holds at `version`: a group's keys are hashes at odd versions (a batch
+/// writes them), everything else is a string.
+fn kind_of(key: &[u8], version: u64) -> ValueKind {
+    if key.starts_with(b"group:") && version % 2 == 1 {
+        ValueKind::Hash
+    } else {
+        ValueKind::String
+    }
+}
+
+/// What a batch writes to group key `key` at `version`: [`make_value`], as a string or as the
+/// one field of a hash ([`kind_of`]).
+fn group_entry(key: &[u8], version: u64, expire_at: Option<u64>) -> Entry {
+    let value = make_value(key, version);
+    let (value, kind) = match kind_of(key, version) {
+        ValueKind::String => (value.into(), ValueKind::String),
+        ValueKind::Hash => {
+            let mut fields = Fields::default();
+            fields.set(HASH_FIELD.into(), value.into());
+            (fields.encode(), ValueKind::Hash)
+        }
+    };
+    Entry {
+        value,
+        expire_at,
+        kind,
+    }
+}
+
+/// The version a stored entry holds, after checking every byte of it and its kind; `Err`: the
+/// claimed version (0: none) and what is wrong.
+fn decode_entry(key: &[u8], entry: &Entry) -> Result<u64, (u64, String)> {
+    let value = match entry.kind {
+        ValueKind::String => entry.value.clone(),
+        ValueKind::Hash => Fields::decode(&entry.value)
+            .ok()
+            .and_then(|f| f.get(HASH_FIELD).cloned())
+            .ok_or_else(|| (0, format!("hash of {} has no field v", show(key))))?,
+    };
+    let version = decode_value(key, &value)?;
+    if kind_of(key, version) != entry.kind {
+        return Err((
+            version,
+            format!("{} (version {version}) is a {:?}", show(key), entry.kind),
+        ));
+    }
+    Ok(version)
 }
 
 /// The version a value's prefix claims (`None`: it has none).
@@ -377,7 +433,7 @@ fn child_writer() {
                 say(format!("QBEGIN {version} batch {g} {exp}"));
                 let mut batch = Batch::new();
                 for k in &groups[g as usize] {
-                    batch.put_expiring(k.clone(), make_value(k, version), expire_at, None);
+                    batch.put_entry(k.clone(), group_entry(k, version, expire_at), None);
                 }
                 let outcome = store.apply(&batch).unwrap_or_else(|e| fail("apply", e));
                 assert!(outcome.is_applied());

@@ -9,7 +9,7 @@ use quiver_store::{Entry, Store, Ttl};
 use quiver_testkit::rng::Rng;
 
 use super::model::{Model, Observed, ReadTime, Tally};
-use super::{crash_options, decode_value, show, single_key, GROUPS, SINGLE_KEYS};
+use super::{crash_options, decode_entry, show, single_key, GROUPS, SINGLE_KEYS};
 
 /// Single keys read again one by one (get_entry and ttl), to compare with the vector read.
 const SAMPLE_READS: usize = 30;
@@ -156,7 +156,7 @@ fn now_bounds<T>(read: impl FnOnce() -> T) -> (ReadTime, T) {
 /// claimed version.
 fn observe_entry(key: &[u8], entry: Option<&Entry>, tally: &mut Tally, ctx: &str) -> Observed {
     let entry = entry?;
-    let version = decode_value(key, &entry.value).unwrap_or_else(|(version, msg)| {
+    let version = decode_entry(key, entry).unwrap_or_else(|(version, msg)| {
         tally.failure(false, format!("{ctx}: {msg}"));
         version
     });
