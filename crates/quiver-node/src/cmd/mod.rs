@@ -120,7 +120,7 @@ pub fn parse<'a>(
         | Cmd::HVals
         | Cmd::HLen
         | Cmd::HExists
-        | Cmd::HStrLen => Ok(vector(hash::read::vector_op(cmd, args))),
+        | Cmd::HStrLen => Ok(vector(get::hash_read(cmd, args))),
         Cmd::HRandField => keys(Box::new(hash::random::HRandField::parse(args)?)),
         Cmd::HScan => keys(Box::new(hash::scan::HScan::parse(args)?)),
         Cmd::Scan | Cmd::Keys | Cmd::RandomKey | Cmd::DbSize | Cmd::FlushDb | Cmd::FlushAll => {

@@ -4,23 +4,27 @@
 //! (`chain_crash_loop` in CI, the long run `chain_crash_loop_long`).
 //!
 //! Each cycle: [`WRITERS`] threads write through the cluster client — SET, MSET of registers
-//! of one hash tag, INCR, DEL — each on keys of its own, one operation at a time, keeping every
-//! outcome (`model`). After a random moment a node is killed with SIGKILL: the head, the middle
-//! or the tail (in turn) of a chain picked at random; some cycles kill the elected manager with
-//! it, some restart the node only once the manager has taken it out of its chains (its lease
-//! lapsed) rather than at once; some send FLUSHALL to every node while the writers wait, the
-//! kill following within a few milliseconds (before, during or after its replies). The node
-//! restarts on its data directory; the manager takes it out of every chain (a new run) and it
-//! rejoins each as tail, streamed the range. Once every
-//! chain is whole again (every node alive at its run, serving the topology's epoch), the
-//! writers stop and every key is read (READONLY) from every member of its chain:
+//! of one hash tag, INCR, HSET, HDEL and HINCRBY of hashes (`hash`), DEL — each on keys of its
+//! own, one operation at a time, keeping every outcome (`model`). After a random moment a node
+//! is killed with SIGKILL: the head, the middle or the tail (in turn) of a chain picked at
+//! random; some cycles kill the elected manager with it, some restart the node only once the
+//! manager has taken it out of its chains (its lease lapsed) rather than at once; some send
+//! FLUSHALL to every node while the writers wait, the kill following within a few milliseconds
+//! (before, during or after its replies). The node restarts on its data directory; the manager
+//! takes it out of every chain (a new run) and it rejoins each as tail, streamed the range.
+//! Once every chain is whole again (every node alive at its run, serving the topology's epoch),
+//! the writers stop and every key is read (READONLY; GET, HGETALL of a hash) from every member
+//! of its chain:
 //!
 //! - every acknowledged write is there, on every member; of the writes in flight at the kill
 //!   (their connection broke), any may have taken effect after the last acknowledged one —
 //!   nothing older shows, nothing never written; a counter lies between its acknowledged value
-//!   and that plus the INCRs in flight after it; replies (INCR's value, DEL's count) fit too;
-//! - the members agree, an MSET in flight shows on all its keys or on none, and a FLUSHALL in
-//!   flight on every key of a range or on none (an acknowledged one on every key).
+//!   and that plus the INCRs in flight after it; a hash shows its fields, in insertion order,
+//!   as its acknowledged writes and any of the in-flight ones after them leave them; replies
+//!   (INCR's value, DEL's count, HSET's and HDEL's counts, HINCRBY's sum) fit too;
+//! - the members agree (a hash: the same fields in the same order), an MSET in flight shows on
+//!   all its keys or on none, and a FLUSHALL in flight on every key of a range or on none (an
+//!   acknowledged one on every key, hashes included).
 //!
 //! What the members show is where the next cycle starts. The first finding fails the test with
 //! the cycle, key, member, what was expected and found, and the processes' log tails.
@@ -43,12 +47,17 @@ use crate::harness::{cluster_client, connect, Cluster};
 use crate::history::{outcome_of_error, Outcome as Recorded, REFUSALS};
 use crate::manager::{chain_of, Chain};
 
+mod hash;
 mod model;
 mod reshape;
+mod tally;
 
+use hash::{Fields, HashWrite};
 use model::{
-    flush_whole, mset_whole, value, FlushedKey, KeyKind, KeyModel, MsetInFlight, Outcome, Write,
+    agree, flush_whole, mset_whole, value, FlushedKey, Held, KeyKind, KeyModel, MsetInFlight,
+    Outcome, Write,
 };
+use tally::Tally;
 
 /// Nodes, chain length, managers: every node in every chain, a manager to take over.
 const NODES: usize = 3;
@@ -57,16 +66,25 @@ const MANAGERS: usize = 2;
 /// Threads writing, each through a cluster client of its own, on keys of its own.
 const WRITERS: usize = 4;
 /// Each writer's hash tags (spread over the chains: tag `g` in chain `g % chains`), and each
-/// tag's registers and counters.
+/// tag's registers, counters and hashes (its keys, in this order).
 const GROUPS: usize = 3;
 const REGISTERS: usize = 3;
 const COUNTERS: usize = 1;
+const HASHES: usize = 1;
+const GROUP_KEYS: usize = REGISTERS + COUNTERS + HASHES;
 /// Most keys of one MSET (at least 2, at most [`REGISTERS`]).
 const MSET_KEYS_MAX: u64 = 3;
-/// The load's mix, in percent (the rest: DEL).
-const SET_PERCENT: u64 = 35;
-const MSET_PERCENT: u64 = 20;
-const INCR_PERCENT: u64 = 25;
+/// The load's mix, in percent (the rest: DEL of any key of a group, a hash one time in
+/// [`GROUP_KEYS`]).
+const SET_PERCENT: u64 = 25;
+const MSET_PERCENT: u64 = 15;
+const INCR_PERCENT: u64 = 20;
+const HSET_PERCENT: u64 = 12;
+const HDEL_PERCENT: u64 = 8;
+const HINCRBY_PERCENT: u64 = 8;
+const _: () = assert!(
+    SET_PERCENT + MSET_PERCENT + INCR_PERCENT + HSET_PERCENT + HDEL_PERCENT + HINCRBY_PERCENT < 100
+);
 /// Most filler bytes after a value's name.
 const PAD_MAX: u64 = 64;
 /// The kill comes this long after the load starts, plus up to the spread (uniform).
@@ -112,8 +130,8 @@ fn chain_crash_loop_long() {
     run(cycles);
 }
 
-/// One writer: its keys (group `g`'s at `g * (REGISTERS + COUNTERS)`, registers first), what
-/// they may hold, and this cycle's outcomes.
+/// One writer: its keys (group `g`'s at `g * GROUP_KEYS`), what they may hold, and this
+/// cycle's outcomes.
 struct Writer {
     id: usize,
     rng: Rng,
@@ -129,17 +147,22 @@ struct Writer {
     acked: u64,
     unknown: u64,
     refused: u64,
+    /// Of `acked` and `unknown`, the operations on hash keys.
+    hash_acked: u64,
+    hash_unknown: u64,
     /// Why operations ended unknown (the error's text, the number of times).
     reasons: BTreeMap<String, u64>,
 }
 
 /// The commands of the load.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Command {
     Set,
     Mset,
     Incr,
     Del,
+    /// HSET, HDEL or HINCRBY.
+    Hash(HashWrite),
 }
 
 impl Writer {
@@ -153,6 +176,9 @@ impl Writer {
             for n in 0..COUNTERS {
                 keys.push(KeyModel::new(format!("{{{tag}}}n{n}"), KeyKind::Counter));
             }
+            for h in 0..HASHES {
+                keys.push(KeyModel::new(format!("{{{tag}}}h{h}"), KeyKind::Hash));
+            }
         }
         Writer {
             id,
@@ -165,6 +191,8 @@ impl Writer {
             acked: 0,
             unknown: 0,
             refused: 0,
+            hash_acked: 0,
+            hash_unknown: 0,
             reasons: BTreeMap::new(),
         }
     }
@@ -179,33 +207,50 @@ impl Writer {
 
     /// One operation: chosen, sent, its outcome applied to its keys' models.
     fn step(&mut self, client: &mut ClusterClient) {
-        let group = self.rng.index(GROUPS) * (REGISTERS + COUNTERS);
+        let group = self.rng.index(GROUPS) * GROUP_KEYS;
         let op = self.next_op;
         self.next_op += 1;
         let value = value(self.id, op, self.rng.below(PAD_MAX + 1) as usize);
+        let hash = group + REGISTERS + COUNTERS + self.rng.index(HASHES);
         let roll = self.rng.below(100);
-        let (command, keys) = if roll < SET_PERCENT {
+        // Each command's share of the mix in turn: the roll falls in one (or in the rest).
+        let mut bound = 0;
+        let mut falls_in = |share: u64| {
+            bound += share;
+            roll < bound
+        };
+        let (command, keys) = if falls_in(SET_PERCENT) {
             (Command::Set, vec![group + self.rng.index(REGISTERS)])
-        } else if roll < SET_PERCENT + MSET_PERCENT {
+        } else if falls_in(MSET_PERCENT) {
             // 2 or more distinct registers: a random rotation of the group's.
             let n = 2 + self.rng.below(MSET_KEYS_MAX - 1) as usize;
             let first = self.rng.index(REGISTERS);
             let keys = (0..n).map(|j| group + (first + j) % REGISTERS).collect();
             (Command::Mset, keys)
-        } else if roll < SET_PERCENT + MSET_PERCENT + INCR_PERCENT {
+        } else if falls_in(INCR_PERCENT) {
             let counter = group + REGISTERS + self.rng.index(COUNTERS);
             (Command::Incr, vec![counter])
+        } else if falls_in(HSET_PERCENT) {
+            // The value is this write's: each field it sets names it.
+            let write = HashWrite::set(&mut self.rng, value.clone());
+            (Command::Hash(write), vec![hash])
+        } else if falls_in(HDEL_PERCENT) {
+            (Command::Hash(HashWrite::del(&mut self.rng)), vec![hash])
+        } else if falls_in(HINCRBY_PERCENT) {
+            (Command::Hash(HashWrite::incr_by(&mut self.rng)), vec![hash])
         } else {
-            (
-                Command::Del,
-                vec![group + self.rng.index(REGISTERS + COUNTERS)],
-            )
+            (Command::Del, vec![group + self.rng.index(GROUP_KEYS)])
         };
-        let name = match command {
+        let name = match &command {
             Command::Set => "SET",
             Command::Mset => "MSET",
             Command::Incr => "INCR",
             Command::Del => "DEL",
+            Command::Hash(w) => w.command(),
+        };
+        let hash_args = match &command {
+            Command::Hash(w) => w.args(),
+            _ => Vec::new(),
         };
         let mut args: Vec<&[u8]> = vec![name.as_bytes()];
         for &k in &keys {
@@ -214,8 +259,9 @@ impl Writer {
                 args.push(value.as_bytes());
             }
         }
+        args.extend(hash_args.iter().map(|a| a.as_bytes()));
         let reply = client.command(&args, 1);
-        let outcome = match self.outcome(command, reply) {
+        let outcome = match self.outcome(&command, reply) {
             Ok(outcome) => outcome,
             Err(found) => {
                 let key = &self.keys[keys[0]];
@@ -229,10 +275,17 @@ impl Writer {
                 return;
             }
         };
+        let on_hash = u64::from(self.keys[keys[0]].kind == KeyKind::Hash);
         match outcome {
             Outcome::Refused => self.refused += 1,
-            Outcome::Unknown => self.unknown += 1,
-            _ => self.acked += 1,
+            Outcome::Unknown => {
+                self.unknown += 1;
+                self.hash_unknown += on_hash;
+            }
+            _ => {
+                self.acked += 1;
+                self.hash_acked += on_hash;
+            }
         }
         if command == Command::Mset && outcome == Outcome::Unknown {
             self.msets.push(MsetInFlight {
@@ -244,6 +297,7 @@ impl Writer {
             Command::Set | Command::Mset => Write::Set(value),
             Command::Incr => Write::Incr,
             Command::Del => Write::Del,
+            Command::Hash(w) => Write::Hash(w),
         };
         for k in keys {
             if let Err(f) = self.keys[k].apply(op, &write, &outcome) {
@@ -272,7 +326,7 @@ impl Writer {
     /// The outcome of `command`'s reply; `Err`: a reply of the wrong shape.
     fn outcome(
         &mut self,
-        command: Command,
+        command: &Command,
         reply: quiver_client::Result<Value>,
     ) -> Result<Outcome, String> {
         let e = match reply {
@@ -281,9 +335,12 @@ impl Writer {
             {
                 return Ok(Outcome::Ok)
             }
-            Ok(Value::Integer(n)) if command == Command::Del => return Ok(Outcome::Deleted(n)),
-            Ok(Value::Integer(n)) if command == Command::Incr => {
+            Ok(Value::Integer(n)) if *command == Command::Del => return Ok(Outcome::Deleted(n)),
+            Ok(Value::Integer(n)) if *command == Command::Incr => {
                 return Ok(Outcome::Incremented(n))
+            }
+            Ok(Value::Integer(n)) if matches!(command, Command::Hash(_)) => {
+                return Ok(Outcome::Answered(n))
             }
             Ok(other) => return Err(format!("the reply {other:?}")),
             Err(e) => e,
@@ -335,77 +392,6 @@ fn tags(chains: &[Chain], writer: usize) -> Vec<String> {
                 .unwrap()
         })
         .collect()
-}
-
-/// What the whole run counted.
-#[derive(Default)]
-struct Tally {
-    cycles: usize,
-    acked: u64,
-    in_flight: u64,
-    refused: u64,
-    /// From each kill until every chain was whole again.
-    wholes: Vec<Duration>,
-    /// From each chain being whole again until the heads were spread (one per node).
-    spreads: Vec<Duration>,
-    /// Kills of a node that held the same position in every chain, and of one that headed
-    /// every chain (the heads piled up).
-    same_position: usize,
-    head_of_all: usize,
-    /// Kills by the role aimed at ([`ROLES`]).
-    roles: [usize; 3],
-    /// Kills of a node heading at least one chain.
-    heads: usize,
-    manager_kills: usize,
-    late_restarts: usize,
-    /// FLUSHALLs every node acknowledged, and those the kill caught in flight.
-    flushes_acked: usize,
-    flushes_in_flight: usize,
-    reasons: BTreeMap<String, u64>,
-}
-
-impl Tally {
-    /// The figures the issue asks for, in one line.
-    fn line(&self) -> String {
-        let (whole_median, whole_max) = median_max(&self.wholes);
-        let (spread_median, spread_max) = median_max(&self.spreads);
-        format!(
-            "chain crash loop: {} cycles, {} acknowledged operations checked, 0 lost, 0 wrong, \
-             {} in flight at kills, {whole_median:.2}/{whole_max:.2} seconds until whole \
-             (median/max), heads spread {spread_median:.2}/{spread_max:.2} seconds after; {} \
-             kills of a node heading every chain, {} of one in the same position in every chain",
-            self.cycles, self.acked, self.in_flight, self.head_of_all, self.same_position,
-        )
-    }
-
-    /// The rest of the figures.
-    fn details(&self) -> String {
-        format!(
-            "kills: {} head, {} middle, {} tail (of a chain picked at random; {} of a node heading \
-             a chain), {} with the elected manager, {} restarted once out of the chains; \
-             FLUSHALL: {} acknowledged, {} in flight at a kill; {} operations refused; unknown \
-             outcomes by reason: {:?}",
-            self.roles[0],
-            self.roles[1],
-            self.roles[2],
-            self.heads,
-            self.manager_kills,
-            self.late_restarts,
-            self.flushes_acked,
-            self.flushes_in_flight,
-            self.refused,
-            self.reasons
-        )
-    }
-}
-
-/// The median and the largest of `times`, in seconds.
-fn median_max(times: &[Duration]) -> (f64, f64) {
-    let mut sorted = times.to_vec();
-    sorted.sort();
-    let median = sorted.get(sorted.len() / 2).copied().unwrap_or_default();
-    let max = sorted.last().copied().unwrap_or_default();
-    (median.as_secs_f64(), max.as_secs_f64())
 }
 
 /// `cycles` kill cycles; prints the tally.
@@ -512,6 +498,8 @@ fn kill_cycle(
         acked += std::mem::take(&mut w.acked);
         unknown += std::mem::take(&mut w.unknown);
         refused += std::mem::take(&mut w.refused);
+        tally.hash_acked += std::mem::take(&mut w.hash_acked);
+        tally.hash_in_flight += std::mem::take(&mut w.hash_unknown);
     }
     if let Err(f) = verify(cluster, writers) {
         fail(cluster, cycle, &f);
@@ -712,45 +700,42 @@ fn read_keys(
     chains: &[Chain],
     conns: &mut BTreeMap<String, Connection>,
     keys: &[KeyModel],
-) -> Result<(Vec<u64>, Vec<Option<String>>), Finding> {
+) -> Result<(Vec<u64>, Vec<Option<Held>>), Finding> {
     let mut origins = vec![0; keys.len()];
     let mut found = vec![None; keys.len()];
     for (k, key) in keys.iter().enumerate() {
         let chain = chain_of(chains, &key.name);
         assert_eq!(chain.members.len(), REPLICAS, "{}: short", chain.slots);
-        let mut seen: Vec<(&str, Option<String>)> = Vec::new();
+        let mut seen: Vec<(&str, Option<Held>)> = Vec::new();
         for member in &chain.members {
-            let value = read(cluster, conns, member, &key.name);
+            let value = read(cluster, conns, member, key);
             origins[k] = key.explain(member, &value)?;
             seen.push((member, value));
         }
-        if seen.windows(2).any(|pair| pair[0].1 != pair[1].1) {
-            return Err(Finding {
-                verdict: Verdict::Wrong,
-                key: key.name.clone(),
-                member: "its chain".to_string(),
-                expected: "one value on every member".to_string(),
-                found: format!("{seen:?}"),
-            });
-        }
+        agree(key, &seen)?;
         found[k] = seen.pop().and_then(|(_, v)| v);
     }
     Ok((origins, found))
 }
 
-/// GET `key` on `member` (a READONLY connection, kept in `conns`): a refusal (the member not
-/// serving the new epoch yet) is tried again, a broken connection made again, within the
-/// harness's bound.
+/// GET `key` (HGETALL of a hash) on `member` (a READONLY connection, kept in `conns`): a
+/// refusal (the member not serving the new epoch yet) is tried again, a broken connection made
+/// again, within the harness's bound.
 fn read(
     cluster: &Cluster,
     conns: &mut BTreeMap<String, Connection>,
     member: &str,
-    key: &str,
-) -> Option<String> {
+    key: &KeyModel,
+) -> Option<Held> {
     let addr = cluster.nodes[cluster.node(member)].addr();
+    let command = match key.kind {
+        KeyKind::Hash => "HGETALL",
+        KeyKind::Register | KeyKind::Counter => "GET",
+    };
+    let key = &key.name;
     let mut got = None;
     wait_until(
-        &format!("GET {key} on {member}"),
+        &format!("{command} {key} on {member}"),
         || cluster.logs(),
         || {
             let conn = match conns.entry(member.to_string()) {
@@ -761,10 +746,17 @@ fn read(
                     e.insert(c)
                 }
             };
-            match conn.command(&[b"GET", key.as_bytes()]) {
+            match conn.command(&[command.as_bytes(), key.as_bytes()]) {
                 Ok(Value::Null) => got = Some(None),
-                Ok(Value::Bulk(b)) => got = Some(Some(String::from_utf8_lossy(&b).into_owned())),
-                Ok(other) => panic!("GET {key} on {member}: {other:?}"),
+                Ok(Value::Bulk(b)) => {
+                    got = Some(Some(Held::Text(String::from_utf8_lossy(&b).into_owned())))
+                }
+                Ok(Value::Array(items)) => {
+                    let fields = Fields::from_reply(&items)
+                        .unwrap_or_else(|e| panic!("{command} {key} on {member}: {e}"));
+                    got = Some(fields.map(Held::Hash));
+                }
+                Ok(other) => panic!("{command} {key} on {member}: {other:?}"),
                 Err(e) if e.server_code().is_some_and(|c| REFUSALS.contains(&c)) => {
                     std::thread::sleep(READ_RETRY_PAUSE);
                     return Err(e.to_string());
@@ -773,7 +765,7 @@ fn read(
                     conns.remove(member);
                     return Err(e.to_string());
                 }
-                Err(e) => panic!("GET {key} on {member}: {e}\n{}", cluster.logs()),
+                Err(e) => panic!("{command} {key} on {member}: {e}\n{}", cluster.logs()),
             }
             Ok(())
         },

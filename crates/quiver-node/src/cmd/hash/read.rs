@@ -2,16 +2,14 @@
 //! record, so each is a vector operation of kind `Vector::Get` on its key — a pipeline's run
 //! of them (and of GETs, MGETs) is one engine vector, one probe batch and one batch of reads
 //! — and answers from what the read found ([`reply`]): the fields walked in place, the
-//! replies sharing the record's buffer.
+//! replies sharing the record's buffer. `cmd::get::hash_read` makes the vector operation.
 
 use bytes::Bytes;
 use quiver_store::Entry;
 
 use crate::cmd::common::bulk_or_null;
-use crate::cmd::vector::{Shape, VectorOp};
 use crate::store_errors::store_error;
 use quiver_service::reply::Reply;
-use quiver_service::table::Cmd;
 
 /// Which read of a hash a command is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,22 +25,6 @@ pub enum HashRead {
     Len,
     Exists,
     StrLen,
-}
-
-/// `cmd` (a hash read, its arity checked) as a vector operation on its key; the arguments
-/// after the key are the fields it names.
-pub fn vector_op(cmd: Cmd, args: &[Bytes]) -> VectorOp<'_> {
-    let read = match cmd {
-        Cmd::HGet => HashRead::Field,
-        Cmd::HMGet => HashRead::Fields,
-        Cmd::HGetAll => HashRead::All,
-        Cmd::HKeys => HashRead::Keys,
-        Cmd::HVals => HashRead::Vals,
-        Cmd::HLen => HashRead::Len,
-        Cmd::HExists => HashRead::Exists,
-        _ => HashRead::StrLen,
-    };
-    VectorOp::hash_read(cmd, &args[1..2], &args[2..], Shape::Hash(read))
 }
 
 /// The reply of `read` of `fields` from what the read of the key found: as for an empty

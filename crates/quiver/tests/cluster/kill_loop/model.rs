@@ -5,24 +5,44 @@
 //! A key has one writer, whose operations are sequential, so with unique values the rule is
 //! exact: a key holds the state its last acknowledged write gave it, or one of the in-flight
 //! writes after it took effect (a counter: its last acknowledged value plus any of the
-//! in-flight INCRs after it; a DEL in flight may have reset it). Anything else is a finding:
-//! **lost** when the key shows nothing where something was acknowledged, an older value than
-//! the last acknowledged one, or a counter short of its acknowledged count; **wrong**
-//! otherwise (a value never written, a counter past its bound, members that disagree, an MSET
-//! in flight seen on some of its keys only, a FLUSHALL in flight seen on some keys of a range
-//! only, a reply that no state explains).
+//! in-flight INCRs after it; a DEL in flight may have reset it; a hash: its fields in order,
+//! as any of the in-flight HSETs, HDELs, HINCRBYs and DELs after it would leave them, in the
+//! order sent). An acknowledged hash write's reply tells which of the states it may have met
+//! it did, each giving its own state after it. Anything else is a finding: **lost** when the
+//! key shows nothing where something was acknowledged, an older value than the last
+//! acknowledged one, a counter short of its acknowledged count, or a hash missing a field of
+//! every state it may hold or holding it at an older value; **wrong** otherwise (a value never
+//! written, a counter past its bound, a hash's fields in another order, members that disagree,
+//! an MSET in flight seen on some of its keys only, a FLUSHALL in flight seen on some keys of a
+//! range only, a reply that no state explains).
 //!
 //! A FLUSHALL is a write of every key: sent while the writers wait, it takes the next number
 //! of each writer's sequence.
 
 use quiver_testkit::acked::{Finding, Verdict};
 
-/// A key's kind: registers take SET, MSET and DEL; counters INCR and DEL; both FLUSHALL.
+use super::hash::{behind, Fields, HashWrite};
+
+/// A key's kind: registers take SET, MSET and DEL; counters INCR and DEL; hashes HSET, HDEL,
+/// HINCRBY and DEL; all FLUSHALL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyKind {
     Register,
     Counter,
+    Hash,
 }
+
+/// What a key holds when present: a string (a register's value, a counter's number; GET's
+/// reply) or a hash's fields (HGETALL's reply, in its order).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Held {
+    Text(String),
+    Hash(Fields),
+}
+
+/// The most states a key may hold at once: each write in flight may double them (a hash keeps
+/// several through acknowledged writes), and a cycle has a few in flight per writer.
+const POSSIBLE_MAX: usize = 1 << 12;
 
 /// A write of the load, on one key (an MSET is one per key, with the same number).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,6 +52,7 @@ pub enum Write {
     Incr,
     /// A FLUSHALL: the key deleted with every other key of its range.
     Flush,
+    Hash(HashWrite),
 }
 
 /// How a write ended.
@@ -43,6 +64,8 @@ pub enum Outcome {
     Deleted(i64),
     /// INCR answered this value.
     Incremented(i64),
+    /// HSET, HDEL or HINCRBY answered this integer.
+    Answered(i64),
     /// Refused before any effect (MOVED, CLUSTERDOWN, TRYAGAIN, a connection refused, ...).
     Refused,
     /// May or may not have taken effect (the connection broke with it in flight).
@@ -55,7 +78,7 @@ pub enum Outcome {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Origin {
     pub op: u64,
-    pub value: Option<String>,
+    pub value: Option<Held>,
     pub acked: bool,
 }
 
@@ -66,26 +89,44 @@ pub fn value(writer: usize, op: u64, pad: usize) -> String {
 }
 
 /// The write number a value of [`value`]'s form names.
-fn op_of(value: &str) -> Option<u64> {
+pub fn op_of(value: &str) -> Option<u64> {
     value.strip_prefix('w')?.split('.').nth(1)?.parse().ok()
 }
 
-/// A value as a message shows it: its name without the filler.
-fn show(value: &Option<String>) -> String {
+/// A state as a message shows it: values by their names without the filler.
+pub fn show(value: &Option<Held>) -> String {
+    let text = |v: &str| match v.rfind('.') {
+        Some(end) if v.starts_with('w') => format!("{:?} (+{} bytes)", &v[..end], v.len()),
+        _ => format!("{v:?}"),
+    };
     match value {
         None => "absent".to_string(),
-        Some(v) => match v.rfind('.') {
-            Some(end) if v.starts_with('w') => format!("{:?} (+{} bytes)", &v[..end], v.len()),
-            _ => format!("{v:?}"),
-        },
+        Some(Held::Text(v)) => text(v),
+        Some(Held::Hash(fields)) => {
+            let pairs: Vec<String> = fields
+                .pairs()
+                .iter()
+                .map(|(f, v)| format!("{f}: {}", text(v)))
+                .collect();
+            format!("{{{}}}", pairs.join(", "))
+        }
     }
 }
 
 /// A counter's number (absent reads as 0, as INCR takes it).
-fn number(value: &Option<String>) -> Option<i64> {
+fn number(value: &Option<Held>) -> Option<i64> {
     match value {
         None => Some(0),
-        Some(v) => v.parse().ok(),
+        Some(Held::Text(v)) => v.parse().ok(),
+        Some(Held::Hash(_)) => None,
+    }
+}
+
+/// The hash a state holds (`None`: absent, as a hash write takes it).
+fn hash_of(value: &Option<Held>) -> Option<&Fields> {
+    match value {
+        Some(Held::Hash(fields)) => Some(fields),
+        _ => None,
     }
 }
 
@@ -133,11 +174,12 @@ impl KeyModel {
     }
 
     /// The state `write` gives a key in state `from`.
-    fn after(&self, from: &Option<String>, write: &Write) -> Option<String> {
+    fn after(&self, from: &Option<Held>, write: &Write) -> Option<Held> {
         match write {
-            Write::Set(v) => Some(v.clone()),
+            Write::Set(v) => Some(Held::Text(v.clone())),
             Write::Del | Write::Flush => None,
-            Write::Incr => Some((number(from).unwrap_or(0) + 1).to_string()),
+            Write::Incr => Some(Held::Text((number(from).unwrap_or(0) + 1).to_string())),
+            Write::Hash(w) => w.apply(hash_of(from)).0.map(Held::Hash),
         }
     }
 
@@ -148,6 +190,11 @@ impl KeyModel {
             Some(_) => {}
             None => self.possible.push(origin),
         }
+        assert!(
+            self.possible.len() <= POSSIBLE_MAX,
+            "{}: more than {POSSIBLE_MAX} possible states",
+            self.name
+        );
     }
 
     /// A finding about this key, seen on `member`.
@@ -164,10 +211,10 @@ impl KeyModel {
     /// Write number `op` ended with `outcome`; its reply must fit a state the key may hold.
     pub fn apply(&mut self, op: u64, write: &Write, outcome: &Outcome) -> Result<(), Finding> {
         let reply = |what: &str| format!("the reply to {what} (write {op})");
-        let acknowledged = match (write, outcome) {
+        let acknowledged: Vec<Option<Held>> = match (write, outcome) {
             (_, Outcome::Refused) => return Ok(()),
             (_, Outcome::Unknown) => {
-                let states: Vec<Option<String>> =
+                let states: Vec<Option<Held>> =
                     self.possible.iter().map(|o| o.value.clone()).collect();
                 for from in states {
                     let value = self.after(&from, write);
@@ -179,8 +226,8 @@ impl KeyModel {
                 }
                 return Ok(());
             }
-            (Write::Set(v), Outcome::Ok) => Some(v.clone()),
-            (Write::Flush, Outcome::Ok) => None,
+            (Write::Set(v), Outcome::Ok) => vec![Some(Held::Text(v.clone()))],
+            (Write::Flush, Outcome::Ok) => vec![None],
             (Write::Del, Outcome::Deleted(n)) => {
                 let fits = self
                     .possible
@@ -190,7 +237,7 @@ impl KeyModel {
                     let found = format!("DEL answering {n}");
                     return Err(self.finding(Verdict::Wrong, &reply("DEL"), found));
                 }
-                None
+                vec![None]
             }
             (Write::Incr, Outcome::Incremented(n)) => {
                 let before: Vec<i64> = self
@@ -204,15 +251,43 @@ impl KeyModel {
                     let found = format!("INCR answering {n}");
                     return Err(self.finding(Verdict::of(false, short), &reply("INCR"), found));
                 }
-                Some(n.to_string())
+                vec![Some(Held::Text(n.to_string()))]
+            }
+            (Write::Hash(w), Outcome::Answered(n)) => {
+                // The reply tells which of the states it may have met it did (writes in flight
+                // before it may leave several, each giving its own state after it).
+                let answers: Vec<(Option<Fields>, i64)> = self
+                    .possible
+                    .iter()
+                    .map(|o| w.apply(hash_of(&o.value)))
+                    .collect();
+                if !answers.iter().any(|(_, a)| a == n) {
+                    // A HINCRBY short of every sum it could give: an acknowledged one is missing.
+                    let short =
+                        matches!(w, HashWrite::IncrBy { .. }) && answers.iter().all(|(_, a)| n < a);
+                    let found = format!("{} answering {n}", w.command());
+                    return Err(self.finding(
+                        Verdict::of(false, short),
+                        &reply(w.command()),
+                        found,
+                    ));
+                }
+                answers
+                    .into_iter()
+                    .filter(|(_, a)| a == n)
+                    .map(|(after, _)| after.map(Held::Hash))
+                    .collect()
             }
             (write, outcome) => panic!("{}: {write:?} cannot end {outcome:?}", self.name),
         };
-        self.possible = vec![Origin {
-            op,
-            value: acknowledged,
-            acked: true,
-        }];
+        self.possible.clear();
+        for value in acknowledged {
+            self.add(Origin {
+                op,
+                value,
+                acked: true,
+            });
+        }
         self.acked_op = op;
         Ok(())
     }
@@ -223,24 +298,32 @@ impl KeyModel {
     }
 
     /// The write that explains `found` read on `member`, or the finding.
-    pub fn explain(&self, member: &str, found: &Option<String>) -> Result<u64, Finding> {
+    pub fn explain(&self, member: &str, found: &Option<Held>) -> Result<u64, Finding> {
         if let Some(o) = self.possible.iter().find(|o| &o.value == found) {
             return Ok(o.op);
         }
         let older = match (self.kind, found) {
             (_, None) => false,
-            (KeyKind::Register, Some(v)) => op_of(v).is_some_and(|op| op < self.acked_op),
+            (KeyKind::Register, Some(Held::Text(v))) => {
+                op_of(v).is_some_and(|op| op < self.acked_op)
+            }
             (KeyKind::Counter, found) => {
                 let least = self.possible.iter().filter_map(|o| number(&o.value)).min();
                 matches!((number(found), least), (Some(n), Some(least)) if n < least)
             }
+            (KeyKind::Hash, Some(Held::Hash(shown))) => self
+                .possible
+                .iter()
+                .all(|o| behind(shown, hash_of(&o.value), self.acked_op)),
+            // A key of one kind showing the other: nothing of it was ever written.
+            (KeyKind::Register | KeyKind::Hash, Some(_)) => false,
         };
         let verdict = Verdict::of(found.is_none(), older);
         Err(self.finding(verdict, member, show(found)))
     }
 
     /// The check saw `found`, given by write `op`: the state the next cycle starts from.
-    pub fn settle(&mut self, op: u64, found: Option<String>) {
+    pub fn settle(&mut self, op: u64, found: Option<Held>) {
         self.possible = vec![Origin {
             op,
             value: found,
@@ -248,6 +331,25 @@ impl KeyModel {
         }];
         self.acked_op = op;
     }
+}
+
+/// The members of a key's chain must show one state of it (`seen`: each member's): the same
+/// value; of a hash, the same fields in the same order.
+pub fn agree(key: &KeyModel, seen: &[(&str, Option<Held>)]) -> Result<(), Finding> {
+    if seen.windows(2).all(|pair| pair[0].1 == pair[1].1) {
+        return Ok(());
+    }
+    let shown: Vec<String> = seen
+        .iter()
+        .map(|(member, value)| format!("{member}: {}", show(value)))
+        .collect();
+    Err(Finding {
+        verdict: Verdict::Wrong,
+        key: key.name.clone(),
+        member: "its chain".to_string(),
+        expected: "one state on every member".to_string(),
+        found: shown.join("; "),
+    })
 }
 
 /// An MSET whose outcome is unknown: write `op` on `keys` (indices into its writer's keys).
@@ -314,6 +416,8 @@ pub fn flush_whole(range: &[FlushedKey<'_>]) -> Result<(), Finding> {
 mod tests {
     use super::*;
 
+    use quiver_client::Value;
+
     fn register() -> KeyModel {
         KeyModel::new("{t}r0".into(), KeyKind::Register)
     }
@@ -322,18 +426,23 @@ mod tests {
         KeyModel::new("{t}n0".into(), KeyKind::Counter)
     }
 
+    /// A string as GET shows it.
+    fn text(v: &str) -> Option<Held> {
+        Some(Held::Text(v.to_string()))
+    }
+
     #[test]
     fn the_check_finds_a_lost_write() {
         let mut k = register();
         let (v1, v2) = (value(0, 1, 3), value(0, 2, 0));
         k.apply(1, &Write::Set(v1.clone()), &Outcome::Ok).unwrap();
         k.apply(2, &Write::Set(v2.clone()), &Outcome::Ok).unwrap();
-        assert_eq!(k.explain("n", &Some(v2)), Ok(2));
-        for older in [Some(v1), None] {
+        assert_eq!(k.explain("n", &text(&v2)), Ok(2));
+        for older in [text(&v1), None] {
             let f = k.explain("node-2", &older).unwrap_err();
             assert_eq!(f.verdict, Verdict::Lost, "{f}");
         }
-        let f = k.explain("node-2", &Some(value(0, 7, 0))).unwrap_err();
+        let f = k.explain("node-2", &text(&value(0, 7, 0))).unwrap_err();
         assert_eq!(f.verdict, Verdict::Wrong, "a value never written: {f}");
     }
 
@@ -348,14 +457,14 @@ mod tests {
         k.apply(3, &Write::Del, &Outcome::Unknown).unwrap();
         k.apply(4, &Write::Set(vs[3].clone()), &Outcome::Refused)
             .unwrap();
-        assert_eq!(k.explain("n", &Some(vs[1].clone())), Ok(2));
+        assert_eq!(k.explain("n", &text(&vs[1])), Ok(2));
         assert_eq!(k.explain("n", &None), Ok(3));
-        let f = k.explain("n", &Some(vs[0].clone())).unwrap_err();
+        let f = k.explain("n", &text(&vs[0])).unwrap_err();
         assert_eq!(f.verdict, Verdict::Lost, "older than acknowledged: {f}");
-        let f = k.explain("n", &Some(vs[3].clone())).unwrap_err();
+        let f = k.explain("n", &text(&vs[3])).unwrap_err();
         assert_eq!(f.verdict, Verdict::Wrong, "a refused write: {f}");
         k.settle(3, None);
-        let f = k.explain("n", &Some(vs[1].clone())).unwrap_err();
+        let f = k.explain("n", &text(&vs[1])).unwrap_err();
         assert_eq!(f.verdict, Verdict::Lost, "older than what was seen: {f}");
     }
 
@@ -366,9 +475,9 @@ mod tests {
         k.apply(2, &Write::Incr, &Outcome::Unknown).unwrap();
         k.apply(3, &Write::Incr, &Outcome::Unknown).unwrap();
         for n in 1..=3 {
-            assert!(k.explain("n", &Some(n.to_string())).is_ok(), "{n}");
+            assert!(k.explain("n", &text(&n.to_string())).is_ok(), "{n}");
         }
-        let f = k.explain("n", &Some("4".into())).unwrap_err();
+        let f = k.explain("n", &text("4")).unwrap_err();
         assert_eq!(f.verdict, Verdict::Wrong, "past the bound: {f}");
         let f = k.explain("n", &None).unwrap_err();
         assert_eq!(f.verdict, Verdict::Lost, "short of it: {f}");
@@ -398,7 +507,7 @@ mod tests {
         assert_eq!(f.verdict, Verdict::Wrong, "{f}");
         k.apply(2, &Write::Del, &Outcome::Unknown).unwrap();
         k.apply(3, &Write::Incr, &Outcome::Incremented(1)).unwrap();
-        assert_eq!(k.explain("n", &Some("1".into())), Ok(3));
+        assert_eq!(k.explain("n", &text("1")), Ok(3));
     }
 
     #[test]
@@ -428,12 +537,140 @@ mod tests {
         let mut unknown = k.clone();
         k.apply(2, &Write::Flush, &Outcome::Ok).unwrap();
         assert_eq!(k.explain("n", &None), Ok(2));
-        let f = k.explain("n", &Some(v.clone())).unwrap_err();
+        let f = k.explain("n", &text(&v)).unwrap_err();
         assert_eq!(f.verdict, Verdict::Lost, "the value came back: {f}");
         assert!(!unknown.may_be_absent());
         unknown.apply(2, &Write::Flush, &Outcome::Unknown).unwrap();
         assert_eq!(unknown.explain("n", &None), Ok(2));
-        assert_eq!(unknown.explain("n", &Some(v)), Ok(1));
+        assert_eq!(unknown.explain("n", &text(&v)), Ok(1));
+        // A hash is flushed like any key.
+        let mut h = KeyModel::new("{t}h0".into(), KeyKind::Hash);
+        h.apply(3, &hset(&[1], &v), &Outcome::Answered(1)).unwrap();
+        h.apply(4, &Write::Flush, &Outcome::Ok).unwrap();
+        assert_eq!(h.explain("n", &None), Ok(4));
+        let f = h.explain("n", &hash(&[("f1", &v)])).unwrap_err();
+        assert_eq!(f.verdict, Verdict::Lost, "the hash came back: {f}");
+    }
+
+    /// A hash as HGETALL shows it: its fields and values, in order.
+    fn hash(pairs: &[(&str, &str)]) -> Option<Held> {
+        let items: Vec<Value> = pairs
+            .iter()
+            .flat_map(|(f, v)| [f, v].map(|s| Value::Bulk(s.to_string().into())))
+            .collect();
+        Fields::from_reply(&items).unwrap().map(Held::Hash)
+    }
+
+    fn hset(fields: &[usize], value: &str) -> Write {
+        let (fields, value) = (fields.to_vec(), value.to_string());
+        Write::Hash(HashWrite::Set { fields, value })
+    }
+
+    fn hdel(fields: &[usize]) -> Write {
+        let fields = fields.to_vec();
+        Write::Hash(HashWrite::Del { fields })
+    }
+
+    fn hincrby(field: usize, by: i64) -> Write {
+        Write::Hash(HashWrite::IncrBy { field, by })
+    }
+
+    #[test]
+    fn the_check_follows_a_hash_in_insertion_order() {
+        let mut k = KeyModel::new("{t}h0".into(), KeyKind::Hash);
+        let (a, b, c) = (value(0, 1, 2), value(0, 3, 0), value(0, 5, 1));
+        k.apply(1, &hset(&[2, 0], &a), &Outcome::Answered(2))
+            .unwrap();
+        k.apply(2, &hincrby(4, 3), &Outcome::Answered(3)).unwrap();
+        // A replaced value keeps its place, a deleted field closes its gap, a new one goes last.
+        k.apply(3, &hset(&[0, 1], &b), &Outcome::Answered(1))
+            .unwrap();
+        k.apply(4, &hdel(&[2, 5]), &Outcome::Answered(1)).unwrap();
+        let acked = hash(&[("f0", &b), ("f4", "3"), ("f1", &b)]);
+        assert_eq!(k.explain("n", &acked), Ok(4));
+        k.apply(5, &hset(&[2], &c), &Outcome::Unknown).unwrap();
+        let in_flight = hash(&[("f0", &b), ("f4", "3"), ("f1", &b), ("f2", &c)]);
+        assert_eq!(k.explain("n", &acked), Ok(4));
+        assert_eq!(k.explain("n", &in_flight), Ok(5));
+        // The same fields in another order: wrong.
+        let f = k
+            .explain("n", &hash(&[("f4", "3"), ("f0", &b), ("f1", &b)]))
+            .unwrap_err();
+        assert_eq!(f.verdict, Verdict::Wrong, "{f}");
+        // A member that lost the acknowledged HSET of f1, or of f0's new value, or a HINCRBY.
+        let lost = [
+            hash(&[("f0", &b), ("f4", "3")]),
+            hash(&[("f0", &a), ("f4", "3"), ("f1", &b)]),
+            hash(&[("f0", &b), ("f4", "2"), ("f1", &b)]),
+            None,
+        ];
+        for found in lost {
+            let f = k.explain("node-2", &found).unwrap_err();
+            assert_eq!(f.verdict, Verdict::Lost, "{f}");
+        }
+        // The HDELs' replies tell that the HSET in flight took effect and the HDEL did not;
+        // deleting the last fields deletes the key.
+        k.apply(6, &hdel(&[0, 1]), &Outcome::Unknown).unwrap();
+        k.apply(7, &hdel(&[4, 2]), &Outcome::Answered(2)).unwrap();
+        k.apply(8, &hdel(&[0, 1]), &Outcome::Answered(2)).unwrap();
+        assert_eq!(k.explain("n", &None), Ok(8));
+        let f = k.explain("n", &hash(&[("f4", "3")])).unwrap_err();
+        assert_eq!(f.verdict, Verdict::Lost, "{f}");
+    }
+
+    #[test]
+    fn the_check_follows_hash_replies() {
+        let mut k = KeyModel::new("{t}h0".into(), KeyKind::Hash);
+        let (a, b) = (value(0, 1, 0), value(0, 3, 0));
+        k.apply(1, &hincrby(5, 2), &Outcome::Answered(2)).unwrap();
+        let f = k
+            .clone()
+            .apply(2, &hset(&[1], &a), &Outcome::Answered(0))
+            .unwrap_err();
+        assert_eq!(
+            f.verdict,
+            Verdict::Wrong,
+            "HSET of a new field adds it: {f}"
+        );
+        let f = k
+            .clone()
+            .apply(2, &hincrby(5, 1), &Outcome::Answered(1))
+            .unwrap_err();
+        assert_eq!(f.verdict, Verdict::Lost, "a HINCRBY short: {f}");
+        // An HSET in flight, then one acknowledged: its reply (1 field added: f1 was there
+        // already) tells that the first took effect.
+        k.apply(2, &hset(&[1], &a), &Outcome::Unknown).unwrap();
+        k.apply(3, &hset(&[1, 3], &b), &Outcome::Answered(1))
+            .unwrap();
+        assert_eq!(
+            k.explain("n", &hash(&[("f5", "2"), ("f1", &b), ("f3", &b)])),
+            Ok(3)
+        );
+        // An HSET answering what either state gives keeps both (in their orders).
+        let mut k = KeyModel::new("{t}h1".into(), KeyKind::Hash);
+        k.apply(1, &hincrby(4, 1), &Outcome::Answered(1)).unwrap();
+        k.apply(2, &hdel(&[4]), &Outcome::Unknown).unwrap();
+        k.apply(3, &hset(&[0], &b), &Outcome::Answered(1)).unwrap();
+        assert_eq!(k.explain("n", &hash(&[("f4", "1"), ("f0", &b)])), Ok(3));
+        assert_eq!(k.explain("n", &hash(&[("f0", &b)])), Ok(3));
+        let f = k
+            .explain("n", &hash(&[("f0", &b), ("f4", "1")]))
+            .unwrap_err();
+        assert_eq!(f.verdict, Verdict::Wrong, "{f}");
+    }
+
+    #[test]
+    fn the_check_finds_members_that_disagree_on_a_hash() {
+        let k = KeyModel::new("{t}h0".into(), KeyKind::Hash);
+        let (a, b) = (value(0, 1, 0), value(0, 2, 0));
+        let one = hash(&[("f0", &a), ("f1", &b)]);
+        let same = [("node-0", one.clone()), ("node-1", one.clone())];
+        assert!(agree(&k, &same).is_ok());
+        let reordered = hash(&[("f1", &b), ("f0", &a)]);
+        let f = agree(&k, &[("node-0", one.clone()), ("node-1", reordered)]).unwrap_err();
+        assert_eq!(f.verdict, Verdict::Wrong, "{f}");
+        let f = agree(&k, &[("node-0", one), ("node-2", None)]).unwrap_err();
+        assert_eq!(f.verdict, Verdict::Wrong, "{f}");
     }
 
     #[test]

@@ -21,7 +21,8 @@ use quiver_store::slot::{key_slot, SLOTS};
 use quiver_testkit::rng::{seed_from_env_or, Rng};
 use quiver_testkit::wait_until;
 
-use super::{median_max, verify, Writer, GROUPS, MANAGERS, REPLICAS, WRITERS};
+use super::tally::median_max;
+use super::{verify, Writer, GROUPS, MANAGERS, REPLICAS, WRITERS};
 use crate::harness::Cluster;
 
 /// Nodes before each grow (after each shrink).
@@ -256,7 +257,8 @@ fn reshape_cycle(
         }
         acked += std::mem::take(&mut w.acked);
         unknown += std::mem::take(&mut w.unknown);
-        w.refused = 0;
+        // Counted by the chain crash loop only.
+        (w.refused, w.hash_acked, w.hash_unknown) = (0, 0, 0);
     }
     if let Err(f) = verify(cluster, writers) {
         super::fail(cluster, cycle, &f);
