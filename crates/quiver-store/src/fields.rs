@@ -14,7 +14,7 @@
 //! record's checksum vouches for the bytes.
 //!
 //! Reads walk the bytes without allocating ([`Packed`]); changes go through [`Fields`], whose
-//! parts share the decoded value's buffer.
+//! pairs borrow the decoded value and the change's own bytes until it is encoded again.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -136,22 +136,20 @@ impl<'a> Walk<'a> {
     }
 }
 
-/// A hash's pairs to change and encode again.
+/// A hash's pairs to change and encode again, borrowed: from the decoded value and from
+/// what changes them (a command's arguments), so that a change copies each byte once, into
+/// the new value, and takes no reference count per field.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Fields {
-    pairs: Vec<(Bytes, Bytes)>,
+pub struct Fields<'a> {
+    pairs: Vec<(&'a [u8], &'a [u8])>,
 }
 
-impl Fields {
-    /// The pairs of the packed `value` (its structure checked: [`Packed::new`]), sharing its
-    /// buffer.
-    pub fn decode(value: &Bytes) -> Result<Fields, FieldsError> {
-        let packed = Packed::new(value)?;
-        let pairs = packed
-            .iter()
-            .map(|(f, v)| (value.slice_ref(f), value.slice_ref(v)))
-            .collect();
-        Ok(Fields { pairs })
+impl<'a> Fields<'a> {
+    /// The pairs of the packed `value` (its structure checked: [`Packed::new`]).
+    pub fn decode(value: &'a [u8]) -> Result<Fields<'a>, FieldsError> {
+        Ok(Fields {
+            pairs: Packed::new(value)?.iter().collect(),
+        })
     }
 
     /// The packed value of these pairs.
@@ -180,12 +178,15 @@ impl Fields {
         self.pairs.is_empty()
     }
 
-    pub fn get(&self, field: &[u8]) -> Option<&Bytes> {
-        self.pairs.iter().find(|(f, _)| f == field).map(|(_, v)| v)
+    pub fn get(&self, field: &[u8]) -> Option<&'a [u8]> {
+        self.pairs
+            .iter()
+            .find(|(f, _)| *f == field)
+            .map(|(_, v)| *v)
     }
 
     /// Sets `field` to `value`: in its place when the hash has it (false), else last (true).
-    pub fn set(&mut self, field: Bytes, value: Bytes) -> bool {
+    pub fn set(&mut self, field: &'a [u8], value: &'a [u8]) -> bool {
         match self.pairs.iter_mut().find(|(f, _)| *f == field) {
             Some(pair) => {
                 pair.1 = value;
@@ -201,12 +202,12 @@ impl Fields {
     /// Removes `field`; whether the hash had it.
     pub fn remove(&mut self, field: &[u8]) -> bool {
         let before = self.pairs.len();
-        self.pairs.retain(|(f, _)| f != field);
+        self.pairs.retain(|(f, _)| *f != field);
         self.pairs.len() != before
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Bytes)> {
-        self.pairs.iter().map(|(f, v)| (f, v))
+    pub fn iter(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + '_ {
+        self.pairs.iter().copied()
     }
 
     /// Whether Redis would keep these pairs as a listpack ([`fits_packed`]).
@@ -267,13 +268,10 @@ fn read_varint(bytes: &[u8], at: &mut usize) -> Result<u64, FieldsError> {
 mod tests {
     use super::*;
 
-    fn fields(pairs: &[(&str, &str)]) -> Fields {
+    fn fields<'a>(pairs: &[(&'a str, &'a str)]) -> Fields<'a> {
         let mut f = Fields::default();
         for (k, v) in pairs {
-            f.set(
-                Bytes::copy_from_slice(k.as_bytes()),
-                Bytes::copy_from_slice(v.as_bytes()),
-            );
+            f.set(k.as_bytes(), v.as_bytes());
         }
         f
     }
@@ -281,17 +279,17 @@ mod tests {
     #[test]
     fn pairs_keep_insertion_order_through_set_remove_and_encoding() {
         let mut f = fields(&[("a", "1"), ("b", "2"), ("c", "3")]);
-        assert!(!f.set("a".into(), "10".into()), "a replaced, not added");
-        assert!(f.set("d".into(), "4".into()));
+        assert!(!f.set(b"a", b"10"), "a replaced, not added");
+        assert!(f.set(b"d", b"4"));
         assert!(f.remove(b"b"));
         assert!(!f.remove(b"b"));
         let packed = f.encode();
         let back = Fields::decode(&packed).unwrap();
         assert_eq!(back, f);
-        let order: Vec<_> = back.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let order: Vec<_> = back.iter().collect();
         assert_eq!(
             order,
-            [("a", "10"), ("c", "3"), ("d", "4")].map(|(k, v)| (Bytes::from(k), Bytes::from(v)))
+            [("a", "10"), ("c", "3"), ("d", "4")].map(|(k, v)| (k.as_bytes(), v.as_bytes()))
         );
         let view = Packed::new(&packed).unwrap();
         assert_eq!(view.len(), 3);
@@ -310,27 +308,29 @@ mod tests {
 
     #[test]
     fn long_parts_take_long_varints() {
-        let big = Bytes::from(vec![b'v'; 70_000]);
+        let big = vec![b'v'; 70_000];
         let mut f = Fields::default();
-        f.set("k".into(), big.clone());
-        let back = Fields::decode(&f.encode()).unwrap();
-        assert_eq!(back.get(b"k"), Some(&big));
+        f.set(b"k", &big);
+        let packed = f.encode();
+        let back = Fields::decode(&packed).unwrap();
+        assert_eq!(back.get(b"k"), Some(&big[..]));
         assert!(!back.fits_packed());
     }
 
     #[test]
     fn the_thresholds_are_redis_listpack_ones() {
+        let names: Vec<String> = (0..PACKED_ENTRIES_MAX).map(|i| format!("f{i}")).collect();
         let mut f = Fields::default();
-        for i in 0..PACKED_ENTRIES_MAX {
-            f.set(format!("f{i}").into(), "v".into());
+        for name in &names {
+            f.set(name.as_bytes(), b"v");
         }
         assert!(f.fits_packed());
-        f.set("one more".into(), "v".into());
+        f.set(b"one more", b"v");
         assert!(!f.fits_packed());
-        let long = fields(&[("k", &"x".repeat(PACKED_VALUE_MAX + 1))]);
-        assert!(!long.fits_packed());
-        let at_max = fields(&[(&"x".repeat(PACKED_VALUE_MAX), "v")]);
-        assert!(at_max.fits_packed());
+        let value = "x".repeat(PACKED_VALUE_MAX + 1);
+        assert!(!fields(&[("k", &value)]).fits_packed());
+        let field = "x".repeat(PACKED_VALUE_MAX);
+        assert!(fields(&[(&field, "v")]).fits_packed());
     }
 
     #[test]
@@ -390,23 +390,25 @@ mod tests {
             x ^= x << 17;
             x
         };
-        let mut model: Vec<(Bytes, Bytes)> = Vec::new();
-        let mut f = Fields::default();
+        let mut model: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut packed = Fields::default().encode();
         for step in 0..5_000 {
-            let field = Bytes::from(format!("f{}", next() % 40));
+            let field = format!("f{}", next() % 40).into_bytes();
+            let value = vec![b'v'; (next() % 100) as usize];
+            let mut f = Fields::decode(&packed).unwrap();
             if next() % 3 == 0 {
                 model.retain(|(k, _)| *k != field);
                 f.remove(&field);
             } else {
-                let value = Bytes::from(vec![b'v'; (next() % 100) as usize]);
                 match model.iter_mut().find(|(k, _)| *k == field) {
                     Some(pair) => pair.1 = value.clone(),
                     None => model.push((field.clone(), value.clone())),
                 }
-                f.set(field, value);
+                f.set(&field, &value);
             }
-            f = Fields::decode(&f.encode()).unwrap();
-            let got: Vec<_> = f.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            packed = f.encode();
+            let back = Fields::decode(&packed).unwrap();
+            let got: Vec<_> = back.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
             assert_eq!(got, model, "step {step}");
         }
     }

@@ -485,7 +485,7 @@ fn the_checker_verifies_the_packed_fields_of_hash_records() {
     let dir = tempfile::tempdir().unwrap();
     let opts = options(1, BackendKind::Mmap);
     let mut fields = Fields::default();
-    fields.set("field".into(), "value".into());
+    fields.set(b"field", b"value");
     let good = fields.encode();
     let bad = b"\x05 not packed fields";
     {

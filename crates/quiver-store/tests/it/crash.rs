@@ -210,7 +210,7 @@ fn group_entry(key: &[u8], version: u64, expire_at: Option<u64>) -> Entry {
         ValueKind::String => (value.into(), ValueKind::String),
         ValueKind::Hash => {
             let mut fields = Fields::default();
-            fields.set(HASH_FIELD.into(), value.into());
+            fields.set(HASH_FIELD, &value);
             (fields.encode(), ValueKind::Hash)
         }
     };
@@ -228,7 +228,7 @@ fn decode_entry(key: &[u8], entry: &Entry) -> Result<u64, (u64, String)> {
         ValueKind::String => entry.value.clone(),
         ValueKind::Hash => Fields::decode(&entry.value)
             .ok()
-            .and_then(|f| f.get(HASH_FIELD).cloned())
+            .and_then(|f| f.get(HASH_FIELD).map(|v| entry.value.slice_ref(v)))
             .ok_or_else(|| (0, format!("hash of {} has no field v", show(key))))?,
     };
     let version = decode_value(key, &value)?;

@@ -25,12 +25,12 @@ fn entry(i: u64, round: u64) -> Entry {
     if !is_hash(i) {
         return Entry::string(format!("s{i}.{round}"), None);
     }
+    let pairs: Vec<(String, String)> = (0..3)
+        .map(|f| (format!("f{f}"), format!("v{i}.{round}.{f}")))
+        .collect();
     let mut fields = Fields::default();
-    for f in 0..3 {
-        fields.set(
-            Bytes::from(format!("f{f}")),
-            Bytes::from(format!("v{i}.{round}.{f}")),
-        );
+    for (f, v) in &pairs {
+        fields.set(f.as_bytes(), v.as_bytes());
     }
     Entry {
         value: fields.encode(),

@@ -28,18 +28,17 @@ pub(crate) fn read_hash(txn: &mut Txn<'_>, key: &Bytes) -> quiver_store::Result<
     }
 }
 
-/// The hash at `key` decoded for a change, with its expiry time (an absent key: no fields,
-/// no expiry).
-fn read_for_change(txn: &mut Txn<'_>, key: &Bytes) -> quiver_store::Result<(Fields, Option<u64>)> {
-    Ok(match read_hash(txn, key)? {
-        Some(e) => (Fields::decode(&e.value)?, e.expire_at),
-        None => (Fields::default(), None),
+/// The fields of `hash` (read with [`read_hash`]) for a change: none for an absent key.
+fn fields_of(hash: Option<&Entry>) -> quiver_store::Result<Fields<'_>> {
+    Ok(match hash {
+        Some(e) => Fields::decode(&e.value)?,
+        None => Fields::default(),
     })
 }
 
 /// Writes `fields` as the hash at `key`, expiring at `expire_at`; no fields at all delete the
 /// key, as Redis removes a hash with its last field.
-fn write_hash(txn: &mut Txn<'_>, key: &Bytes, fields: &Fields, expire_at: Option<u64>) {
+fn write_hash(txn: &mut Txn<'_>, key: &Bytes, fields: &Fields<'_>, expire_at: Option<u64>) {
     if fields.is_empty() {
         txn.delete(key.clone());
         return;

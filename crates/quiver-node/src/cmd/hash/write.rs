@@ -4,10 +4,11 @@
 //! as in Redis.
 
 use bytes::Bytes;
+use quiver_store::Entry;
 
 use crate::cmd::common::{check_new_key, TxnCommand};
 use crate::cmd::float::{NAN_OR_INFINITY, NOT_A_FLOAT};
-use crate::cmd::hash::{read_for_change, write_hash};
+use crate::cmd::hash::{fields_of, read_hash, write_hash};
 use crate::float80::{self, Float80, Parsed};
 use crate::txn::Txn;
 use quiver_service::errors::{self, err, wrong_arity};
@@ -45,12 +46,13 @@ impl<'a> HSet<'a> {
 
 impl TxnCommand for HSet<'_> {
     fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
-        let (mut fields, expire_at) = read_for_change(txn, self.key)?;
+        let hash = read_hash(txn, self.key)?;
+        let mut fields = fields_of(hash.as_ref())?;
         let mut added = 0;
         for pair in self.pairs.chunks_exact(2) {
-            added += i64::from(fields.set(pair[0].clone(), pair[1].clone()));
+            added += i64::from(fields.set(&pair[0], &pair[1]));
         }
-        write_hash(txn, self.key, &fields, expire_at);
+        write_hash(txn, self.key, &fields, expire_at(&hash));
         Ok(if self.count_new {
             Reply::Integer(added)
         } else {
@@ -79,12 +81,13 @@ impl<'a> HSetNx<'a> {
 
 impl TxnCommand for HSetNx<'_> {
     fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
-        let (mut fields, expire_at) = read_for_change(txn, self.key)?;
+        let hash = read_hash(txn, self.key)?;
+        let mut fields = fields_of(hash.as_ref())?;
         if fields.get(self.field).is_some() {
             return Ok(Reply::Integer(0));
         }
-        fields.set(self.field.clone(), self.value.clone());
-        write_hash(txn, self.key, &fields, expire_at);
+        fields.set(self.field, self.value);
+        write_hash(txn, self.key, &fields, expire_at(&hash));
         Ok(Reply::Integer(1))
     }
 }
@@ -107,13 +110,19 @@ impl<'a> HDel<'a> {
 
 impl TxnCommand for HDel<'_> {
     fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
-        let (mut fields, expire_at) = read_for_change(txn, self.key)?;
+        let hash = read_hash(txn, self.key)?;
+        let mut fields = fields_of(hash.as_ref())?;
         let removed = self.fields.iter().filter(|f| fields.remove(f)).count();
         if removed > 0 {
-            write_hash(txn, self.key, &fields, expire_at);
+            write_hash(txn, self.key, &fields, expire_at(&hash));
         }
         Ok(Reply::Integer(removed as i64))
     }
+}
+
+/// A change keeps the hash's expiry time (none for a new hash).
+fn expire_at(hash: &Option<Entry>) -> Option<u64> {
+    hash.as_ref().and_then(|e| e.expire_at)
 }
 
 /// What HINCRBY / HINCRBYFLOAT add.
@@ -150,7 +159,7 @@ impl<'a> HIncr<'a> {
     }
 
     /// The field's new value as text, or the error reply (nothing is written then).
-    fn next(&self, current: Option<&Bytes>) -> Result<(Bytes, Reply), Reply> {
+    fn next(&self, current: Option<&[u8]>) -> Result<(Bytes, Reply), Reply> {
         match self.by {
             Increment::Integer(by) => {
                 let n = match current {
@@ -180,13 +189,14 @@ impl<'a> HIncr<'a> {
 
 impl TxnCommand for HIncr<'_> {
     fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
-        let (mut fields, expire_at) = read_for_change(txn, self.key)?;
+        let hash = read_hash(txn, self.key)?;
+        let mut fields = fields_of(hash.as_ref())?;
         let (value, reply) = match self.next(fields.get(self.field)) {
             Ok(next) => next,
             Err(reply) => return Ok(reply),
         };
-        fields.set(self.field.clone(), value);
-        write_hash(txn, self.key, &fields, expire_at);
+        fields.set(self.field, &value);
+        write_hash(txn, self.key, &fields, expire_at(&hash));
         Ok(reply)
     }
 }
