@@ -170,7 +170,7 @@ impl<'a> HIncr<'a> {
                 Ok((Bytes::from(sum.to_string()), Reply::Integer(sum)))
             }
             Increment::Float(by) => {
-                let x = match current.map(|v| float80::parse(v)) {
+                let x = match current.map(float80::parse) {
                     None => Parsed::Finite(Float80::ZERO),
                     Some(Some(x)) => x,
                     Some(None) => return Err(err(HASH_VALUE_NOT_FLOAT)),
