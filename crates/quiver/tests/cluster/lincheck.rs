@@ -4,10 +4,9 @@
 //! middle of the recording loses no acknowledged write (its unknown outcomes are allowed to
 //! have happened or not).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use quiver_testkit::process::tail;
-use quiver_testkit::wait_until;
 
 use crate::harness::{connect, Node};
 use crate::history::{
@@ -26,8 +25,14 @@ const OPS_PER_CLIENT: usize = 300;
 const GROUPS: usize = 2;
 const REGISTERS: usize = 3;
 const COUNTERS: usize = 2;
-/// The kill -9 comes once this many operations are recorded (a third of the load).
-const KILL_AFTER_OPS: usize = CLIENTS * OPS_PER_CLIENT / 3;
+/// The kill comes once this many operations are recorded: a tenth of the load, so that the
+/// clients are mid-way through it at the kill however fast the load runs (a third, seen by a
+/// 50-ms poll, let a fast machine finish all of it first).
+const KILL_AFTER_OPS: usize = CLIENTS * OPS_PER_CLIENT / 10;
+/// How often the test looks at the recorder while it waits for the moment of the kill, and
+/// the longest it waits.
+const KILL_POLL: Duration = Duration::from_millis(1);
+const KILL_WAIT_MAX: Duration = Duration::from_secs(60);
 /// How long the killed node stays down (its clients' connection attempts fail meanwhile).
 const DOWN_TIME: Duration = Duration::from_millis(300);
 
@@ -142,14 +147,16 @@ fn history_survives_a_kill9() {
     let mut restarted_at = 0;
     std::thread::scope(|s| {
         s.spawn(|| run_clients(&recorder, &load(), |_| connect(&addr)));
-        wait_until(
-            "operations recorded before the kill",
-            || tail(&log),
-            || match recorder.len() {
-                n if n >= KILL_AFTER_OPS => Ok(()),
-                n => Err(format!("{n} operations")),
-            },
-        );
+        let give_up = Instant::now() + KILL_WAIT_MAX;
+        while recorder.len() < KILL_AFTER_OPS {
+            assert!(
+                Instant::now() < give_up,
+                "{} of {KILL_AFTER_OPS} operations recorded before the kill\n{}",
+                recorder.len(),
+                tail(&log)
+            );
+            std::thread::sleep(KILL_POLL);
+        }
         node.kill9();
         std::thread::sleep(DOWN_TIME);
         node.restart();
