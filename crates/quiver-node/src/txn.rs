@@ -253,10 +253,17 @@ impl<'a> Txn<'a> {
 
     /// [`Txn::get`] with the key's expiry time.
     pub fn get_string_entry(&mut self, key: &Bytes) -> quiver_store::Result<Option<Entry>> {
-        match self.get_entry(key)? {
-            Some(e) if e.kind != ValueKind::String => Err(quiver_store::Error::WrongType),
-            e => Ok(e),
-        }
+        self.get_of_kind(key, ValueKind::String)
+    }
+
+    /// [`Txn::get_entry`] of a key that must hold `kind` (absent or of that kind);
+    /// `Error::WrongType` for another.
+    pub fn get_of_kind(
+        &mut self,
+        key: &Bytes,
+        kind: ValueKind,
+    ) -> quiver_store::Result<Option<Entry>> {
+        self.get_entry(key)?.map(|e| e.of_kind(kind)).transpose()
     }
 
     /// The key's value, kind and expiry time as this transaction sees them (a key whose

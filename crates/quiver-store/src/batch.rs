@@ -34,6 +34,16 @@ impl Entry {
     pub fn into_string(self) -> Option<Bytes> {
         (self.kind == ValueKind::String).then_some(self.value)
     }
+
+    /// This entry, when it is of `kind`; [`crate::Error::WrongType`] (Redis's WRONGTYPE)
+    /// when it is not. The one check every typed read of a key makes.
+    pub fn of_kind(self, kind: ValueKind) -> crate::Result<Entry> {
+        if self.kind == kind {
+            Ok(self)
+        } else {
+            Err(crate::Error::WrongType)
+        }
+    }
 }
 
 /// What must hold for a batch to apply. Conditions are evaluated against the state just

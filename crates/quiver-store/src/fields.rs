@@ -231,10 +231,10 @@ fn fits_packed<F: AsRef<[u8]>, V: AsRef<[u8]>>(
 impl crate::batch::Entry {
     /// The fields of a hash, read in place; [`crate::Error::WrongType`] for a string.
     pub fn hash_fields(&self) -> crate::Result<Packed<'_>> {
-        match self.kind {
-            crate::batch::ValueKind::Hash => Ok(Packed::new(&self.value)?),
-            crate::batch::ValueKind::String => Err(crate::Error::WrongType),
+        if self.kind != crate::batch::ValueKind::Hash {
+            return Err(crate::Error::WrongType);
         }
+        Ok(Packed::new(&self.value)?)
     }
 }
 

@@ -83,10 +83,10 @@ impl<'s> Db<'s> {
             let found = lookup::lookup_one_partition(&inner.ctx, &st, &[(ns, key, hash)], true);
             drop(st);
             let entry = lookup::into_entry(found.into_iter().next().expect("one key, one result"))?;
-            return match entry {
-                Some(e) if e.kind != ValueKind::String => Err(Error::WrongType),
-                e => Ok(e.map(|e| e.value)),
-            };
+            return Ok(entry
+                .map(|e| e.of_kind(ValueKind::String))
+                .transpose()?
+                .map(|e| e.value));
         }
     }
 

@@ -103,9 +103,9 @@ impl<'a> VectorOp<'a> {
     /// that a group of GETs moves its values into their replies: WRONGTYPE for a key of
     /// another kind than a string.
     pub fn value_reply(found: Option<Entry>) -> Reply {
-        match found {
-            Some(e) if e.kind != ValueKind::String => store_error(&quiver_store::Error::WrongType),
-            e => bulk_or_null(e.map(|e| e.value)),
+        match found.map(|e| e.of_kind(ValueKind::String)).transpose() {
+            Ok(e) => bulk_or_null(e.map(|e| e.value)),
+            Err(e) => store_error(&e),
         }
     }
 

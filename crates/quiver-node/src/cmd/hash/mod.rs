@@ -22,10 +22,7 @@ use crate::txn::Txn;
 
 /// The hash at `key` as `txn` sees it (`None`: absent); WRONGTYPE for a string.
 pub(crate) fn read_hash(txn: &mut Txn<'_>, key: &Bytes) -> quiver_store::Result<Option<Entry>> {
-    match txn.get_entry(key)? {
-        Some(e) if e.kind != ValueKind::Hash => Err(quiver_store::Error::WrongType),
-        e => Ok(e),
-    }
+    txn.get_of_kind(key, ValueKind::Hash)
 }
 
 /// The fields of `hash` (read with [`read_hash`]) for a change: none for an absent key.
