@@ -338,7 +338,18 @@ impl<'a> Txn<'a> {
     }
 
     pub fn delete(&mut self, key: Bytes) {
-        self.write((self.at(self.db), key), None);
+        self.delete_in(self.db, key);
+    }
+
+    /// [`Txn::delete`] in database `db` (a large hash's buckets).
+    pub fn delete_in(&mut self, db: u32, key: Bytes) {
+        self.write((self.at(db), key), None);
+    }
+
+    /// Whether a hash may become large (`quiver_store::large_hash`): not on a cluster node,
+    /// whose chain messages carry the keys of database 0 alone.
+    pub fn large_hashes(&self) -> bool {
+        self.cluster.is_none()
     }
 
     fn write(&mut self, key: DbKey, value: Option<Entry>) {

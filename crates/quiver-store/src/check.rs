@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::fields::Packed;
 use crate::hash::KeyHash;
 use crate::key_counts::NsKeys;
+use crate::large_hash::HashValue;
 use crate::log::format::{self, ValueKind, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use crate::log::reader::{Scanner, Step};
 use crate::log::segment::SEGMENT_SUFFIX;
@@ -125,7 +125,7 @@ pub(crate) fn check_partition(part: &Partition, report: &mut CheckReport) -> Res
                                     counted.add(v.ext.namespace, key_slot(&rec[v.key.clone()]));
                                 }
                                 let packed = match v.ext.kind {
-                                    ValueKind::Hash => Packed::check(&rec[v.value.clone()]).err(),
+                                    ValueKind::Hash => HashValue::check(&rec[v.value.clone()]).err(),
                                     ValueKind::String => None,
                                 };
                                 packed.map(|e| format!("{} at offset {offset}: {e}", seg.path.display()))

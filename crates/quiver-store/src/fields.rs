@@ -37,6 +37,8 @@ pub enum FieldsError {
     Trailing(usize),
     #[error("packed hash: a field appears twice")]
     Duplicate,
+    #[error("large hash: a metadata value of the wrong length, version or shape")]
+    BadMeta,
 }
 
 /// The pairs of a packed value, read in place.
@@ -154,20 +156,7 @@ impl<'a> Fields<'a> {
 
     /// The packed value of these pairs.
     pub fn encode(&self) -> Bytes {
-        let body: usize = self
-            .pairs
-            .iter()
-            .map(|(f, v)| f.len() + v.len() + 2 * VARINT_LEN_MAX)
-            .sum();
-        let mut out = BytesMut::with_capacity(VARINT_LEN_MAX + body);
-        put_varint(&mut out, self.pairs.len() as u64);
-        for (f, v) in &self.pairs {
-            put_varint(&mut out, f.len() as u64);
-            out.put_slice(f);
-            put_varint(&mut out, v.len() as u64);
-            out.put_slice(v);
-        }
-        out.freeze()
+        encode_pairs(&self.pairs)
     }
 
     pub fn len(&self) -> usize {
@@ -216,6 +205,23 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// The packed value of `pairs` (no field twice: the caller's to keep).
+pub fn encode_pairs<F: AsRef<[u8]>, V: AsRef<[u8]>>(pairs: &[(F, V)]) -> Bytes {
+    let body: usize = pairs
+        .iter()
+        .map(|(f, v)| f.as_ref().len() + v.as_ref().len() + 2 * VARINT_LEN_MAX)
+        .sum();
+    let mut out = BytesMut::with_capacity(VARINT_LEN_MAX + body);
+    put_varint(&mut out, pairs.len() as u64);
+    for (f, v) in pairs {
+        put_varint(&mut out, f.as_ref().len() as u64);
+        out.put_slice(f.as_ref());
+        put_varint(&mut out, v.as_ref().len() as u64);
+        out.put_slice(v.as_ref());
+    }
+    out.freeze()
+}
+
 /// Whether Redis would keep `count` pairs as a listpack: at most [`PACKED_ENTRIES_MAX`],
 /// none of whose field or value is longer than [`PACKED_VALUE_MAX`].
 fn fits_packed<F: AsRef<[u8]>, V: AsRef<[u8]>>(
@@ -229,12 +235,13 @@ fn fits_packed<F: AsRef<[u8]>, V: AsRef<[u8]>>(
 }
 
 impl crate::batch::Entry {
-    /// The fields of a hash, read in place; [`crate::Error::WrongType`] for a string.
-    pub fn hash_fields(&self) -> crate::Result<Packed<'_>> {
+    /// What a hash's value holds (its fields, or a large hash's metadata), read in place;
+    /// [`crate::Error::WrongType`] for a string.
+    pub fn hash_value(&self) -> crate::Result<crate::large_hash::HashValue<'_>> {
         if self.kind != crate::batch::ValueKind::Hash {
             return Err(crate::Error::WrongType);
         }
-        Ok(Packed::new(&self.value)?)
+        Ok(crate::large_hash::HashValue::of(&self.value)?)
     }
 }
 

@@ -41,6 +41,7 @@ mod inner;
 pub mod io;
 mod key_counts;
 mod keyspace;
+pub mod large_hash;
 pub mod layout;
 #[cfg(test)]
 mod loader_fuzz;

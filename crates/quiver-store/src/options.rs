@@ -172,7 +172,9 @@ pub struct Options {
     /// Open a store of the previous format (version 1) read-only, for `quiver upgrade`. A
     /// version-1 store opened without it is refused with an error that names the upgrade.
     pub legacy_v1: bool,
-    /// Databases addressable through `Store::db` (Redis's `databases`; 1..=DATABASES_MAX).
+    /// Databases addressable through `Store::db` (Redis's `databases`; at most
+    /// `large_hash::BUCKETS_DB`, the hidden database of large hashes' buckets, which
+    /// `Store::db` also opens).
     pub databases: u32,
 }
 
@@ -234,11 +236,11 @@ impl Options {
                 self.value_len_max, self.segment_bytes
             ));
         }
-        if self.databases == 0 || self.databases > crate::dbs::DATABASES_MAX {
+        if self.databases == 0 || self.databases > crate::large_hash::BUCKETS_DB {
             return bad(format!(
                 "databases {} outside 1..={}",
                 self.databases,
-                crate::dbs::DATABASES_MAX
+                crate::large_hash::BUCKETS_DB
             ));
         }
         if self.legacy_v1 && !self.read_only {

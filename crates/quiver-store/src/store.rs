@@ -483,7 +483,10 @@ impl Store {
             ..Default::default()
         };
         let mut all = crate::dbs::Figures::default();
-        for f in self.db_figures(|_| true).into_values() {
+        for f in self
+            .db_figures(|d| d != crate::large_hash::BUCKETS_DB)
+            .into_values()
+        {
             all.add(f);
         }
         (s.keys, s.expiring_keys, s.avg_ttl_ms) = (all.keys, all.expiring_keys, all.avg_ttl_ms());

@@ -107,7 +107,7 @@ impl TxnCommand for Object<'_> {
             Object::Encoding(_) => Reply::Bulk(Bytes::from_static(
                 match entry.kind {
                     ValueKind::String => encoding(value),
-                    ValueKind::Hash => hash::encoding(&entry.hash_fields()?),
+                    ValueKind::Hash => hash::encoding(&entry.hash_value()?),
                 }
                 .as_bytes(),
             )),

@@ -1,15 +1,19 @@
 //! RENAME, RENAMENX and COPY: a value moved or copied to another key (COPY: maybe in another
 //! database) with its expiry, in one transaction (so the old key's removal and the new key's
-//! write commit together).
+//! write commit together). A large hash moves as its metadata record (its buckets are
+//! keyed by its generation, not its key); its COPY gets buckets of its own
+//! (`hash::large::copy`).
 
 use bytes::Bytes;
 
 use crate::cmd::common::{check_new_key, Limits, TxnCommand};
+use crate::cmd::hash::large;
 use crate::txn::Txn;
 use quiver_service::cmd::{db_index, int_arg};
 use quiver_service::errors::{self, err};
 use quiver_service::reply::Reply;
 use quiver_service::table::Cmd;
+use quiver_store::large_hash::HashValue;
 
 const NO_SUCH_KEY: &str = "ERR no such key";
 /// COPY or MOVE of a key onto itself.
@@ -113,7 +117,10 @@ impl TxnCommand for Copy<'_> {
         if !self.replace && txn.get_entry_in(db, self.to)?.is_some() {
             return Ok(Reply::Integer(0));
         }
-        txn.put_entry_in(db, self.to.clone(), entry);
+        match entry.hash_value() {
+            Ok(HashValue::Large(meta)) => large::copy(txn, meta, db, self.to, entry.expire_at)?,
+            _ => txn.put_entry_in(db, self.to.clone(), entry),
+        }
         Ok(Reply::Integer(1))
     }
 }

@@ -10,7 +10,8 @@ use bytes::Bytes;
 use quiver_store::{Entry, ValueKind};
 
 use crate::cmd::common::{bulk_or_null, TxnCommand};
-use crate::cmd::hash::{self, read::HashRead};
+use crate::cmd::hash::read::{Found, HashRead};
+use crate::cmd::hash::{self};
 use crate::store_errors::store_error;
 use crate::txn::{valid_key, Txn};
 use quiver_service::reply::Reply;
@@ -115,19 +116,21 @@ impl<'a> VectorOp<'a> {
         found.and_then(Entry::into_string)
     }
 
-    /// The reply of an operation of one key (GET, a hash read) from what it found.
-    pub fn one_key_reply(&self, found: Option<Entry>) -> Reply {
+    /// The reply of an operation of one key (GET, a hash read) from what it found; for a
+    /// read of a large hash, its metadata (the reply needs its buckets: a transaction reads
+    /// them, `exec::vector::one_key_reply` or [`TxnCommand::apply`]).
+    pub fn one_key_reply(&self, found: Option<Entry>) -> Found {
         match self.shape {
             Shape::Hash(read) => hash::read::reply(read, self.fields, found),
-            _ => Self::value_reply(found),
+            _ => Found::Reply(Self::value_reply(found)),
         }
     }
 
-    /// The reply from this operation's results.
-    pub fn reply(&self, results: Results<'_>) -> Reply {
-        match (self.shape, results) {
+    /// The reply from this operation's results (see [`VectorOp::one_key_reply`]).
+    pub fn reply(&self, results: Results<'_>) -> Found {
+        Found::Reply(match (self.shape, results) {
             (Shape::Value | Shape::Hash(_), Results::Values(v)) => {
-                self.one_key_reply(v.first().cloned().flatten())
+                return self.one_key_reply(v.first().cloned().flatten())
             }
             (Shape::Values, Results::Values(v)) => Reply::Array(
                 v.iter()
@@ -141,6 +144,19 @@ impl<'a> VectorOp<'a> {
             (Shape::Ok, _) => Reply::OK,
             (shape, _) => Reply::error(format!(
                 "ERR internal error: {shape:?} reply from other results"
+            )),
+        })
+    }
+
+    /// The reply from results found inside `txn`: a large hash's buckets read there too.
+    fn reply_in(&self, txn: &mut Txn<'_>, results: Results<'_>) -> quiver_store::Result<Reply> {
+        match (self.reply(results), self.shape) {
+            (Found::Large(meta), Shape::Hash(read)) => {
+                hash::read::large_reply(txn, meta, read, self.fields)
+            }
+            (Found::Reply(reply), _) => Ok(reply),
+            (Found::Large(_), _) => Ok(Reply::error(
+                "ERR internal error: a large hash found by a read of no hash",
             )),
         }
     }
@@ -156,13 +172,13 @@ impl TxnCommand for VectorOp<'_> {
                     txn.stats().hit(v.is_some());
                     values.push(v);
                 }
-                Ok(self.reply(Results::Values(&values)))
+                self.reply_in(txn, Results::Values(&values))
             }
             Vector::Put | Vector::AtomicPut => {
                 for (k, v) in self.pairs() {
                     txn.put(k.clone(), v.clone());
                 }
-                Ok(self.reply(Results::Written))
+                self.reply_in(txn, Results::Written)
             }
             Vector::Delete => {
                 let mut found = Vec::with_capacity(self.width());
@@ -173,14 +189,14 @@ impl TxnCommand for VectorOp<'_> {
                     }
                     found.push(exists);
                 }
-                Ok(self.reply(Results::Found(&found)))
+                self.reply_in(txn, Results::Found(&found))
             }
             Vector::Exists => {
                 let mut found = Vec::with_capacity(self.width());
                 for k in self.keys() {
                     found.push(txn.exists(k)?);
                 }
-                Ok(self.reply(Results::Found(&found)))
+                self.reply_in(txn, Results::Found(&found))
             }
             Vector::None | Vector::Txn => Ok(Reply::error(format!(
                 "ERR internal error: {:?} is no vector operation",

@@ -12,6 +12,7 @@ use quiver_store::{Access, Answer, Entry, RangeItem, ValueKind};
 
 use super::combine;
 use crate::chain::Took;
+use crate::cmd::hash::read::Found;
 use crate::cmd::vector::{Results, Shape, VectorOp};
 use crate::exec::thread::on_thread;
 use crate::state::{NodeConn, ServerState};
@@ -37,6 +38,11 @@ pub async fn run(
     let started = Instant::now();
     let resp3 = session.resp3;
     let db = session.db;
+    if reads_hashes_among_writes(group) {
+        on_thread(state, conn, |_| by_kind(state, db, group, out, resp3));
+        account(state, session, group, started);
+        return;
+    }
     if pipelining(state, db, group) {
         on_thread(state, conn, |_| pipelined(state, db, group, out, resp3));
         account(state, session, group, started);
@@ -52,7 +58,7 @@ pub async fn run(
         (Some(c), Vector::Get) if db == 0 => {
             let keys = group.iter().flat_map(|op| op.keys()).cloned().collect();
             let result = c.get(keys).await;
-            get_replies(state, group, result, out, resp3);
+            get_replies(state, db, group, result, out, resp3);
         }
         (_, Vector::AtomicPut) if combine::applies(state) => {
             let pairs = group
@@ -110,7 +116,7 @@ fn on_engine(
     match kind {
         Vector::Get => {
             let result = store.multi_get_entries(&keys).map_err(|e| store_error(&e));
-            get_replies(state, group, result, out, resp3);
+            get_replies(state, db, group, result, out, resp3);
         }
         Vector::Put => {
             let pairs: Vec<(&Bytes, &Bytes)> = group.iter().flat_map(|op| op.pairs()).collect();
@@ -161,7 +167,7 @@ fn on_engine(
                     .map(|op| {
                         let mine = &found[at..at + op.width()];
                         at += op.width();
-                        op.reply(Results::Found(mine))
+                        reply_of(state, db, op, Results::Found(mine))
                     })
                     .collect();
                 out.replies(&replies, resp3);
@@ -187,6 +193,14 @@ pub fn mixing(state: &ServerState, db: u32) -> bool {
             .cluster
             .as_ref()
             .is_some_and(|n| n.chains.is_replicated())
+}
+
+/// Whether `group` has reads of hashes and writes: it runs as its runs of one kind, in order
+/// ([`by_kind`]), since a read that finds a large hash runs again as a transaction of its
+/// own (it reads the hash's buckets), which must come before the writes after it.
+fn reads_hashes_among_writes(group: &[VectorOp<'_>]) -> bool {
+    group.iter().any(|op| matches!(op.shape, Shape::Hash(_)))
+        && group.iter().any(|op| op.kind != Vector::Get)
 }
 
 /// Whether `group` runs as an engine pipeline (`Db::pipeline`): each partition's share
@@ -258,12 +272,12 @@ fn pipelined(
         replies.push(match (answer, failure) {
             (Some(Answer::Value(v)), _) => {
                 state.core.stats.hit(v.is_some());
-                op.reply(Results::Values(&[v]))
+                reply_of(state, db, op, Results::Values(&[v]))
             }
             (Some(Answer::Written { existed }), _) if op.kind == Vector::Delete => {
-                op.reply(Results::Found(&[existed]))
+                reply_of(state, db, op, Results::Found(&[existed]))
             }
-            (Some(Answer::Written { .. }), _) => op.reply(Results::Written),
+            (Some(Answer::Written { .. }), _) => reply_of(state, db, op, Results::Written),
             (None, failure) => {
                 state.core.stats.failed(op.cmd.index(), 1);
                 match failure.and_then(|f| outcome.failures.get(f)) {
@@ -323,7 +337,10 @@ fn mixed(state: &ServerState, db: u32, group: &[VectorOp<'_>], out: &mut Output<
                     .collect();
                 out.bulks(&mine, resp3);
             }
-            _ => out.reply(&op.one_key_reply(values.next().flatten()), resp3),
+            _ => out.reply(
+                &reply_of(state, db, op, Results::Values(&[values.next().flatten()])),
+                resp3,
+            ),
         }
     }
 }
@@ -406,10 +423,20 @@ fn count_failed(state: &ServerState, group: &[VectorOp<'_>]) {
     }
 }
 
+/// `op`'s reply from its results. A read that found a large hash runs again as its own
+/// transaction, which reads the hash's buckets with its metadata as one state.
+fn reply_of(state: &ServerState, db: u32, op: &VectorOp<'_>, results: Results<'_>) -> Reply {
+    match op.reply(results) {
+        Found::Reply(reply) => reply,
+        Found::Large(_) => super::atomic::run_command(state, db, op.cmd.spec(), &[], op),
+    }
+}
+
 /// The replies of a group of GETs and MGETs from the values of all their keys. Consecutive
 /// GETs go to the buffer as one batch of replies; an MGET's values are encoded straight.
 fn get_replies(
     state: &ServerState,
+    db: u32,
     group: &[VectorOp<'_>],
     result: Result<Vec<Option<Entry>>, Reply>,
     out: &mut Output<'_>,
@@ -425,21 +452,39 @@ fn get_replies(
     // The values move into the replies (no copy, no reference count taken twice).
     let mut values = values.into_iter();
     let mut singles: Vec<Reply> = Vec::with_capacity(group.len());
+    // Set once a read found a large hash: it runs again as its own transaction, later than
+    // the vector read, so every command after it runs again too, in order — none answers
+    // from a state older than one before it did.
+    let mut again = false;
     for op in group {
+        let mine: Vec<Option<Entry>> = values.by_ref().take(op.width()).collect();
+        if again {
+            singles.push(super::atomic::run_command(
+                state,
+                db,
+                op.cmd.spec(),
+                &[],
+                op,
+            ));
+            continue;
+        }
         if op.shape == Shape::Values {
             if !singles.is_empty() {
                 out.replies(&singles, resp3);
                 singles.clear();
             }
-            let mine: Vec<Option<Bytes>> = values
-                .by_ref()
-                .take(op.width())
-                .map(VectorOp::values_item)
-                .collect();
+            let mine: Vec<Option<Bytes>> = mine.into_iter().map(VectorOp::values_item).collect();
             out.bulks(&mine, resp3);
-        } else {
-            singles.push(op.one_key_reply(values.next().flatten()));
+            continue;
         }
+        let reply = match op.reply(Results::Values(&mine)) {
+            Found::Reply(reply) => reply,
+            Found::Large(_) => {
+                again = true;
+                super::atomic::run_command(state, db, op.cmd.spec(), &[], op)
+            }
+        };
+        singles.push(reply);
     }
     if !singles.is_empty() {
         out.replies(&singles, resp3);
@@ -508,8 +553,8 @@ fn write_reply_list(
                         store_error(err)
                     }
                 }
-                _ if deletes => op.reply(Results::Found(e)),
-                _ => op.reply(Results::Written),
+                _ if deletes => reply_of(state, db, op, Results::Found(e)),
+                _ => reply_of(state, db, op, Results::Written),
             }
         })
         .collect()

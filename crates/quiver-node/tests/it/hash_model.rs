@@ -3,12 +3,14 @@
 //! hash reads are vectors, and runs of hash writes one transaction), each reply compared with
 //! what a map of keys to strings or to field lists in insertion order (Redis's listpack
 //! order) says, and every key's whole state compared after each restart of the server.
-//! Fields and values are sometimes longer than Redis's listpack value (64 bytes), so both
-//! sides of the encoding thresholds are crossed.
+//! Fields and values are sometimes longer than Redis's listpack value (64 bytes), so hashes
+//! become large (metadata and buckets) and, once deleted, small again: the model knows which
+//! are large (OBJECT ENCODING `hashtable`, kept until the key goes, as in Redis) and compares
+//! their fields as a set (a hashtable has no order), HSCAN's full iterations included.
 //!
 //! Seeded: `QUIVER_HASH_MODEL_SEED` replays a run (the seed is printed).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use quiver_client::{Connection, Value};
 use quiver_node::testing::TestServer;
@@ -21,6 +23,8 @@ const RESTART_EVERY: usize = 500;
 const BURST_MAX: u64 = 8;
 const KEYS: u64 = 6;
 const FIELDS: u64 = 12;
+/// Field names a bulk HSET picks from: enough to make a large hash split its buckets.
+const BULK_FIELDS: u64 = 300;
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 #[derive(Clone, Debug, PartialEq)]
@@ -33,6 +37,8 @@ enum Val {
 #[derive(Default)]
 struct Model {
     keys: BTreeMap<Vec<u8>, Val>,
+    /// The hashes that crossed Redis's listpack thresholds (large until the key goes).
+    large: BTreeSet<Vec<u8>>,
 }
 
 impl Model {
@@ -48,11 +54,28 @@ impl Model {
         }
     }
 
-    /// Drops an empty hash (Redis removes a hash with its last field).
+    /// Drops an empty hash (Redis removes a hash with its last field); a hash past the
+    /// listpack thresholds is large from now on.
     fn settle(&mut self, key: &[u8]) {
-        if self.keys.get(key) == Some(&Val::Hash(Vec::new())) {
-            self.keys.remove(key);
+        match self.keys.get(key) {
+            Some(Val::Hash(h)) if h.is_empty() => {
+                self.remove(key);
+            }
+            Some(Val::Hash(h)) if !fits_listpack(h) => {
+                self.large.insert(key.to_vec());
+            }
+            _ => {}
         }
+    }
+
+    fn remove(&mut self, key: &[u8]) -> Option<Val> {
+        self.large.remove(key);
+        self.keys.remove(key)
+    }
+
+    /// Whether HGETALL of `key` answers in no particular order.
+    fn unordered(&self, key: &[u8]) -> bool {
+        self.large.contains(key)
     }
 
     fn set_field(h: &mut Vec<(Vec<u8>, Vec<u8>)>, f: &[u8], v: &[u8]) -> bool {
@@ -67,6 +90,21 @@ impl Model {
             }
         }
     }
+}
+
+/// Redis's listpack thresholds: at most 512 fields, none longer than 64 bytes.
+fn fits_listpack(h: &[(Vec<u8>, Vec<u8>)]) -> bool {
+    h.len() <= 512 && h.iter().all(|(f, v)| f.len() <= 64 && v.len() <= 64)
+}
+
+/// A flat array of pairs sorted by field (the order of a large hash's HGETALL is its own).
+fn sorted_pairs(v: Value) -> Value {
+    let Value::Array(items) = v else {
+        return v;
+    };
+    let mut pairs: Vec<Vec<Value>> = items.chunks(2).map(|c| c.to_vec()).collect();
+    pairs.sort_by_key(|p| format!("{p:?}"));
+    Value::Array(pairs.into_iter().flatten().collect())
 }
 
 fn bulk(b: &[u8]) -> Value {
@@ -93,7 +131,15 @@ impl Run {
         if f == 0 {
             return vec![b'L'; 65];
         }
+        // One in 12 is among the many fields a bulk HSET writes.
+        if f == 1 {
+            return self.bulk_field();
+        }
         format!("f{f}").into_bytes()
+    }
+
+    fn bulk_field(&mut self) -> Vec<u8> {
+        format!("b{}", self.rng.below(BULK_FIELDS)).into_bytes()
     }
 
     fn value(&mut self) -> Vec<u8> {
@@ -104,14 +150,31 @@ impl Run {
         }
     }
 
-    /// One random command and the reply the model expects; the model updated.
-    fn step(&mut self) -> (Vec<Vec<u8>>, Value) {
+    /// One random command, the reply the model expects (the model updated), and whether the
+    /// reply is a large hash's HGETALL, compared sorted.
+    fn step(&mut self) -> (Vec<Vec<u8>>, Value, bool) {
+        let (args, want) = self.command();
+        let sorted =
+            matches!(&args[..], [cmd, key] if cmd == b"HGETALL" && self.model.unordered(key));
+        (args, want, sorted)
+    }
+
+    fn command(&mut self) -> (Vec<Vec<u8>>, Value) {
         let key = self.key();
-        match self.rng.below(14) {
-            0..=2 => {
-                let n = 1 + self.rng.below(3) as usize;
-                let pairs: Vec<(Vec<u8>, Vec<u8>)> =
-                    (0..n).map(|_| (self.field(), self.value())).collect();
+        match self.rng.below(15) {
+            0..=2 | 14 => {
+                // One HSET in 4 is a bulk one: tens of fields, sometimes long values.
+                let bulk = self.rng.below(4) == 0;
+                let n = match bulk {
+                    true => 20 + self.rng.below(40) as usize,
+                    false => 1 + self.rng.below(3) as usize,
+                };
+                let pairs: Vec<(Vec<u8>, Vec<u8>)> = (0..n)
+                    .map(|_| match bulk {
+                        true => (self.bulk_field(), self.value()),
+                        false => (self.field(), self.value()),
+                    })
+                    .collect();
                 let mut args = vec![b"HSET".to_vec(), key.clone()];
                 for (f, v) in &pairs {
                     args.extend([f.clone(), v.clone()]);
@@ -216,6 +279,7 @@ impl Run {
             }
             10 => {
                 let v = self.value();
+                self.model.remove(&key);
                 self.model.keys.insert(key.clone(), Val::Str(v.clone()));
                 (vec![b"SET".to_vec(), key, v], Value::Simple("OK".into()))
             }
@@ -228,20 +292,43 @@ impl Run {
                 (vec![b"GET".to_vec(), key], want)
             }
             12 => {
-                let gone = self.model.keys.remove(&key).is_some();
+                let gone = self.model.remove(&key).is_some();
                 (vec![b"DEL".to_vec(), key], Value::Integer(i64::from(gone)))
             }
-            _ => {
-                let to = self.key();
-                let want = match self.model.keys.remove(&key) {
-                    None => Value::Error("ERR no such key".into()),
-                    Some(v) => {
-                        self.model.keys.insert(to.clone(), v);
-                        Value::Simple("OK".into())
-                    }
-                };
-                (vec![b"RENAME".to_vec(), key, to], want)
+            _ => self.rename_or_copy(key),
+        }
+    }
+
+    /// RENAME key to, or COPY key to REPLACE, and the reply the model expects.
+    fn rename_or_copy(&mut self, key: Vec<u8>) -> (Vec<Vec<u8>>, Value) {
+        let to = self.key();
+        let copy = self.rng.below(2) == 0;
+        let large = self.model.unordered(&key);
+        let found = match copy {
+            true => self.model.keys.get(&key).cloned(),
+            false => self.model.remove(&key),
+        };
+        let want = match (found, copy) {
+            (_, true) if key == to => {
+                Value::Error("ERR source and destination objects are the same".into())
             }
+            (None, false) => Value::Error("ERR no such key".into()),
+            (None, true) => Value::Integer(0),
+            (Some(v), _) => {
+                self.model.remove(&to);
+                self.model.keys.insert(to.clone(), v);
+                if large {
+                    self.model.large.insert(to.clone());
+                }
+                match copy {
+                    true => Value::Integer(1),
+                    false => Value::Simple("OK".into()),
+                }
+            }
+        };
+        match copy {
+            true => (vec![b"COPY".to_vec(), key, to, b"REPLACE".to_vec()], want),
+            false => (vec![b"RENAME".to_vec(), key, to], want),
         }
     }
 
@@ -250,7 +337,11 @@ impl Run {
         match self.model.keys.get(key) {
             Some(Val::Str(_)) => wrongtype(),
             Some(Val::Hash(h)) => {
-                Value::Array(h.iter().flat_map(|(f, v)| [bulk(f), bulk(v)]).collect())
+                let all = Value::Array(h.iter().flat_map(|(f, v)| [bulk(f), bulk(v)]).collect());
+                match self.model.unordered(key) {
+                    true => sorted_pairs(all),
+                    false => all,
+                }
             }
             None => Value::Array(Vec::new()),
         }
@@ -271,8 +362,54 @@ impl Run {
                 quiver_client::Error::Server(text) => Value::Error(text),
                 other => panic!("{when}: HGETALL k{k}: {other}"),
             });
+            let got = match self.model.unordered(&key) {
+                true => sorted_pairs(got),
+                false => got,
+            };
             assert_eq!(got, want, "{when}: HGETALL k{k}");
+            if ty == "hash" {
+                self.check_hash(c, &key, &want, when);
+            }
         }
+    }
+
+    /// A hash's OBJECT ENCODING, and a full HSCAN iteration against its fields.
+    fn check_hash(&self, c: &mut Connection, key: &[u8], want: &Value, when: &str) {
+        let encoding = match self.model.unordered(key) {
+            true => "hashtable",
+            false => "listpack",
+        };
+        let got = c.command(&[b"OBJECT", b"ENCODING", key]).unwrap();
+        assert_eq!(
+            got,
+            bulk(encoding.as_bytes()),
+            "{when}: OBJECT ENCODING {key:?}"
+        );
+        let mut cursor = b"0".to_vec();
+        let mut seen = Vec::new();
+        for _ in 0..10_000 {
+            let page = c
+                .command(&[b"HSCAN", key, &cursor, b"COUNT", b"2"])
+                .unwrap();
+            let Value::Array(mut parts) = page else {
+                panic!("{when}: HSCAN answered {page:?}");
+            };
+            let (Some(Value::Array(items)), Some(Value::Bulk(next))) = (parts.pop(), parts.pop())
+            else {
+                panic!("{when}: HSCAN answered {parts:?}");
+            };
+            seen.extend(items);
+            cursor = next.to_vec();
+            if cursor == b"0" {
+                break;
+            }
+        }
+        assert_eq!(cursor, b"0", "{when}: HSCAN of {key:?} never ended");
+        assert_eq!(
+            sorted_pairs(Value::Array(seen)),
+            sorted_pairs(want.clone()),
+            "{when}: HSCAN"
+        );
     }
 }
 
@@ -289,19 +426,20 @@ fn hashes_follow_the_model_across_restarts() {
     let mut sent = 0;
     while sent < COMMANDS {
         let burst = (1 + run.rng.below(BURST_MAX) as usize).min(COMMANDS - sent);
-        let steps: Vec<(Vec<Vec<u8>>, Value)> = (0..burst).map(|_| run.step()).collect();
+        let steps: Vec<(Vec<Vec<u8>>, Value, bool)> = (0..burst).map(|_| run.step()).collect();
         let mut p = c.pipeline();
-        for (args, _) in &steps {
+        for (args, _, _) in &steps {
             let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
             p.command(&refs);
         }
         let replies = p.execute().unwrap();
-        for (k, ((args, want), got)) in steps.iter().zip(replies).enumerate() {
+        for (k, ((args, want, sorted), got)) in steps.iter().zip(replies).enumerate() {
             let got = got.unwrap_or_else(|e| match e {
                 quiver_client::Error::Server(text) => Value::Error(text),
                 other => panic!("command {} {:?}: {other}", sent + k + 1, show(args)),
             });
             let i = sent + k + 1;
+            let got = if *sorted { sorted_pairs(got) } else { got };
             assert_eq!(&got, want, "seed {seed}, command {i}: {:?}", show(args));
         }
         let before = sent;

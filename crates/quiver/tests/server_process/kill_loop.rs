@@ -301,7 +301,7 @@ impl Writer {
         };
         let name = key_name(self.thread, key);
         let names: Vec<String> = fields_of(fields).map(field_name).collect();
-        let value = id.map(|id| render(self.thread, id));
+        let value = id.map(|id| hash::hset_value(self.thread, id));
         let mut args: Vec<&[u8]> = vec![command.as_bytes(), name.as_bytes()];
         for field in &names {
             args.push(field.as_bytes());

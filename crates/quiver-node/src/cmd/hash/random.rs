@@ -4,9 +4,10 @@
 //! so fields may repeat.
 
 use bytes::Bytes;
-use quiver_store::fields::Packed;
+use quiver_store::large_hash::{HashValue, Meta};
 
 use crate::cmd::common::{random_u64, TxnCommand};
+use crate::cmd::hash::large::Large;
 use crate::cmd::hash::read_hash;
 use crate::txn::Txn;
 use quiver_service::errors::{self, err};
@@ -96,18 +97,28 @@ impl TxnCommand for HRandField<'_> {
         let Some(entry) = read_hash(txn, self.key)? else {
             return Ok(none());
         };
-        let fields = entry.hash_fields()?;
-        // A hash is never written empty; a count of 0 picks nothing.
-        if fields.is_empty() || self.count == Some(0) {
+        // A count of 0 picks nothing.
+        if self.count == Some(0) {
+            return Ok(none());
+        }
+        let pool = match entry.hash_value()? {
+            HashValue::Packed(fields) => fields
+                .iter()
+                .map(|(f, v)| (entry.value.slice_ref(f), entry.value.slice_ref(v)))
+                .collect(),
+            HashValue::Large(meta) => self.large_pool(txn, meta)?,
+        };
+        // A hash is never written empty.
+        if pool.is_empty() {
             return Ok(none());
         }
         let Some(count) = self.count else {
-            let pick = Self::picks(-1, fields.len());
-            let mut one = pairs_of(&entry.value, &fields, &pick);
-            return Ok(one.next().map_or(Reply::Null, |(f, _)| Reply::Bulk(f)));
+            let pick = Self::picks(-1, pool.len());
+            return Ok(Reply::Bulk(pool[pick[0]].0.clone()));
         };
-        let pick = Self::picks(count, fields.len());
-        let pairs = pairs_of(&entry.value, &fields, &pick);
+        let pairs = Self::picks(count, pool.len())
+            .into_iter()
+            .map(|i| pool[i].clone());
         Ok(if self.with_values {
             Reply::Pairs(
                 pairs
@@ -120,13 +131,42 @@ impl TxnCommand for HRandField<'_> {
     }
 }
 
-/// The pairs at positions `pick` of `fields` (whose bytes lie in `value`), sharing its buffer.
-fn pairs_of<'p>(
-    value: &'p Bytes,
-    fields: &Packed<'p>,
-    pick: &'p [usize],
-) -> impl Iterator<Item = (Bytes, Bytes)> + 'p {
-    let all: Vec<(&[u8], &[u8])> = fields.iter().collect();
-    pick.iter()
-        .map(move |&i| (value.slice_ref(all[i].0), value.slice_ref(all[i].1)))
+impl HRandField<'_> {
+    /// The pairs of a large hash the picks are made from: all of them when the count asks
+    /// for the whole hash, else the buckets from a random one on until they hold as many
+    /// fields as the count wants (reads in proportion to the reply, as Redis's sampling of
+    /// a hashtable's buckets).
+    fn large_pool(
+        &self,
+        txn: &mut Txn<'_>,
+        meta: Meta,
+    ) -> quiver_store::Result<Vec<(Bytes, Bytes)>> {
+        let mut large = Large::new(meta);
+        let wanted = match self.count {
+            None => 1,
+            Some(n) => n.unsigned_abs(),
+        };
+        let buckets = meta.buckets();
+        if self.count.is_some_and(|n| n > 0) && wanted >= meta.count {
+            large.read_all(txn)?;
+            return Ok(large.pairs().cloned().collect());
+        }
+        let per_bucket = (meta.count / u64::from(buckets)).max(1);
+        let start = (random_u64() % u64::from(buckets)) as u32;
+        let mut pool = Vec::new();
+        let mut visited = 0u32;
+        while visited < buckets && (pool.len() as u64) < wanted.min(meta.count) {
+            let left = wanted.min(meta.count) - pool.len() as u64;
+            let take = (left.div_ceil(per_bucket) as u32).clamp(1, buckets - visited);
+            let numbers: Vec<u32> = (visited..visited + take)
+                .map(|i| ((u64::from(start) + u64::from(i)) % u64::from(buckets)) as u32)
+                .collect();
+            large.read(txn, numbers.iter().copied())?;
+            for &n in &numbers {
+                pool.extend(large.bucket(n).iter().cloned());
+            }
+            visited += take;
+        }
+        Ok(pool)
+    }
 }

@@ -1,16 +1,18 @@
 //! HSCAN key cursor [MATCH pattern] [COUNT count]: a hash kept in one record answers all its
 //! matching fields at once with cursor 0, whatever the cursor and COUNT, as Redis does for a
-//! listpack. As in Redis 7.0 the cursor is checked first, then the key (absent: an empty
+//! listpack; a large hash a page of buckets at a time ([`scan_large`]). As in Redis 7.0 the cursor is checked first, then the key (absent: an empty
 //! page; a string: WRONGTYPE), then the options (NOVALUES is Redis 7.4's: a syntax error here).
 
 use bytes::Bytes;
 use quiver_resp::glob_match;
 
 use crate::cmd::common::TxnCommand;
+use crate::cmd::hash::large::Large;
 use crate::cmd::hash::read_hash;
 use crate::cmd::keyspace::{parse_cursor, scan_reply, ScanArgs};
 use crate::txn::Txn;
 use quiver_service::reply::Reply;
+use quiver_store::large_hash::{HashValue, Meta};
 
 pub struct HScan<'a> {
     key: &'a Bytes,
@@ -37,7 +39,10 @@ impl TxnCommand for HScan<'_> {
             Ok(options) => options,
             Err(reply) => return Ok(reply.clone()),
         };
-        let fields = entry.hash_fields()?;
+        let fields = match entry.hash_value()? {
+            HashValue::Packed(fields) => fields,
+            HashValue::Large(meta) => return scan_large(txn, meta, options),
+        };
         let mut found = Vec::new();
         for (f, v) in fields.iter() {
             if options.pattern.is_none_or(|p| glob_match(p, f)) {
@@ -47,4 +52,40 @@ impl TxnCommand for HScan<'_> {
         }
         Ok(scan_reply(0, found))
     }
+}
+
+/// Buckets one HSCAN call reads at most per engine read.
+const SCAN_BUCKETS_PER_READ: u64 = 64;
+
+/// A page of a large hash: the buckets from the cursor (a bucket number) on until they held
+/// COUNT fields, and the number of the next one (0 after the last). A split only moves
+/// fields to a higher bucket, so every field present for the whole iteration is returned
+/// at least once, as Redis's SCAN promises.
+fn scan_large(
+    txn: &mut Txn<'_>,
+    meta: Meta,
+    options: &ScanArgs<'_>,
+) -> quiver_store::Result<Reply> {
+    let buckets = u64::from(meta.buckets());
+    let per_bucket = (meta.count / buckets).max(1);
+    let mut large = Large::new(meta);
+    let mut next = options.cursor;
+    let mut visited = 0;
+    let mut found = Vec::new();
+    while next < buckets && visited < options.count {
+        let left = (options.count - visited) as u64;
+        let end = buckets.min(next + left.div_ceil(per_bucket).min(SCAN_BUCKETS_PER_READ));
+        large.read(txn, next as u32..end as u32)?;
+        for n in next..end {
+            for (f, v) in large.bucket(n as u32) {
+                visited += 1;
+                if options.pattern.is_none_or(|p| glob_match(p, f)) {
+                    found.push(f.clone());
+                    found.push(v.clone());
+                }
+            }
+        }
+        next = end;
+    }
+    Ok(scan_reply(if next >= buckets { 0 } else { next }, found))
 }

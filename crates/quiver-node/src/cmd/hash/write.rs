@@ -1,5 +1,5 @@
-//! HSET, HMSET, HSETNX, HDEL, HINCRBY, HINCRBYFLOAT: the hash read, changed and written back
-//! whole, keeping its expiry time. A command that changes nothing writes nothing (HSETNX of a
+//! HSET, HMSET, HSETNX, HDEL, HINCRBY, HINCRBYFLOAT: the hash read (a large one: the
+//! buckets of the fields named), changed and written back, keeping its expiry time. A command that changes nothing writes nothing (HSETNX of a
 //! field there, HDEL of none, a failed increment), so a WATCH of the key is not broken by it,
 //! as in Redis.
 
@@ -8,7 +8,7 @@ use quiver_store::Entry;
 
 use crate::cmd::common::{check_new_key, TxnCommand};
 use crate::cmd::float::{NAN_OR_INFINITY, NOT_A_FLOAT};
-use crate::cmd::hash::{fields_of, read_hash, write_hash};
+use crate::cmd::hash::{read_hash, Hash};
 use crate::float80::{self, Float80, Parsed};
 use crate::txn::Txn;
 use quiver_service::errors::{self, err, wrong_arity};
@@ -46,13 +46,14 @@ impl<'a> HSet<'a> {
 
 impl TxnCommand for HSet<'_> {
     fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
-        let hash = read_hash(txn, self.key)?;
-        let mut fields = fields_of(hash.as_ref())?;
+        let entry = read_hash(txn, self.key)?;
+        let named = self.pairs.iter().step_by(2).map(|f| &f[..]);
+        let mut hash = Hash::of(txn, entry.as_ref(), named)?;
         let mut added = 0;
         for pair in self.pairs.chunks_exact(2) {
-            added += i64::from(fields.set(&pair[0], &pair[1]));
+            added += i64::from(hash.set(txn, &pair[0], &pair[1])?);
         }
-        write_hash(txn, self.key, &fields, expire_at(&hash));
+        hash.write(txn, self.key, expire_at(&entry))?;
         Ok(if self.count_new {
             Reply::Integer(added)
         } else {
@@ -81,13 +82,13 @@ impl<'a> HSetNx<'a> {
 
 impl TxnCommand for HSetNx<'_> {
     fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
-        let hash = read_hash(txn, self.key)?;
-        let mut fields = fields_of(hash.as_ref())?;
-        if fields.get(self.field).is_some() {
+        let entry = read_hash(txn, self.key)?;
+        let mut hash = Hash::of(txn, entry.as_ref(), [&self.field[..]].into_iter())?;
+        if hash.get(txn, self.field)?.is_some() {
             return Ok(Reply::Integer(0));
         }
-        fields.set(self.field, self.value);
-        write_hash(txn, self.key, &fields, expire_at(&hash));
+        hash.set(txn, self.field, self.value)?;
+        hash.write(txn, self.key, expire_at(&entry))?;
         Ok(Reply::Integer(1))
     }
 }
@@ -110,19 +111,22 @@ impl<'a> HDel<'a> {
 
 impl TxnCommand for HDel<'_> {
     fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
-        let hash = read_hash(txn, self.key)?;
-        let mut fields = fields_of(hash.as_ref())?;
-        let removed = self.fields.iter().filter(|f| fields.remove(f)).count();
+        let entry = read_hash(txn, self.key)?;
+        let mut hash = Hash::of(txn, entry.as_ref(), self.fields.iter().map(|f| &f[..]))?;
+        let mut removed = 0;
+        for f in self.fields {
+            removed += usize::from(hash.remove(txn, f)?);
+        }
         if removed > 0 {
-            write_hash(txn, self.key, &fields, expire_at(&hash));
+            hash.write(txn, self.key, expire_at(&entry))?;
         }
         Ok(Reply::Integer(removed as i64))
     }
 }
 
 /// A change keeps the hash's expiry time (none for a new hash).
-fn expire_at(hash: &Option<Entry>) -> Option<u64> {
-    hash.as_ref().and_then(|e| e.expire_at)
+fn expire_at(entry: &Option<Entry>) -> Option<u64> {
+    entry.as_ref().and_then(|e| e.expire_at)
 }
 
 /// What HINCRBY / HINCRBYFLOAT add.
@@ -189,14 +193,14 @@ impl<'a> HIncr<'a> {
 
 impl TxnCommand for HIncr<'_> {
     fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
-        let hash = read_hash(txn, self.key)?;
-        let mut fields = fields_of(hash.as_ref())?;
-        let (value, reply) = match self.next(fields.get(self.field)) {
+        let entry = read_hash(txn, self.key)?;
+        let mut hash = Hash::of(txn, entry.as_ref(), [&self.field[..]].into_iter())?;
+        let (value, reply) = match self.next(hash.get(txn, self.field)?) {
             Ok(next) => next,
             Err(reply) => return Ok(reply),
         };
-        fields.set(self.field, &value);
-        write_hash(txn, self.key, &fields, expire_at(&hash));
+        hash.set(txn, self.field, &value)?;
+        hash.write(txn, self.key, expire_at(&entry))?;
         Ok(reply)
     }
 }

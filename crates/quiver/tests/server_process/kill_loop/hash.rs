@@ -1,13 +1,14 @@
 //! The hash keys of the kill loop: the fields of a hash as the model keeps them, in HGETALL's
-//! order, and how they compare with what HGETALL shows.
+//! order, and how they compare with what HGETALL shows. One HSET in [`LONG_EVERY`] writes a
+//! value past Redis's listpack threshold (64 bytes): the hash becomes large (metadata and
+//! buckets) and stays so until its last field goes, so kills land in both encodings and
+//! across the transitions.
 
 use bytes::Bytes;
 
-use super::model::render;
-
 /// Fields of a hash key, named `f0`..: HSET writes the first [`SET_FIELDS`] (each HSET one value
-/// of [`render`], unique), HINCRBY the others (integers); HDEL removes any. No field is written
-/// by both: HINCRBY of a field holding a rendered value would fail.
+/// of [`hset_value`], unique), HINCRBY the others (integers); HDEL removes any. No field is written
+/// by both: HINCRBY of a field holding such a value would fail.
 pub(super) const FIELDS: usize = 6;
 pub(super) const SET_FIELDS: usize = 4;
 const _: () = assert!(FIELDS <= 8, "a set of fields is a u8 bit mask");
@@ -30,34 +31,53 @@ pub(super) fn fields_of(mask: u8) -> impl Iterator<Item = usize> {
 /// A field's value.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum FieldValue {
-    /// Written by the HSET of this id: [`render`]'s value.
+    /// Written by the HSET of this id: [`hset_value`]'s value.
     Id(u64),
     /// A HINCRBY field's sum.
     Count(i64),
 }
 
+/// One HSET id in this many writes a long value.
+const LONG_EVERY: u64 = 4;
+/// Bytes added to a long value: past the listpack's 64.
+const LONG_PAD: usize = 70;
+
+fn is_long(id: u64) -> bool {
+    id.is_multiple_of(LONG_EVERY)
+}
+
+/// The value the HSET of `id` writes: short (a string key's `model::render` is padded to
+/// hundreds of bytes, which would make every hash large), or past 64 bytes.
+pub(super) fn hset_value(thread: usize, id: u64) -> String {
+    let pad = if is_long(id) { LONG_PAD } else { 0 };
+    format!("t{thread}:v{id}:{}", "-".repeat(pad))
+}
+
 impl FieldValue {
     fn text(self, thread: usize) -> String {
         match self {
-            FieldValue::Id(id) => render(thread, id),
+            FieldValue::Id(id) => hset_value(thread, id),
             FieldValue::Count(n) => n.to_string(),
         }
     }
 }
 
 /// A hash's fields in HGETALL's order, which is insertion order (a replaced value keeps its
-/// field's place, a new field goes last, a deleted one closes its gap). A fixed array, so that
-/// a key's state stays `Copy`.
+/// field's place, a new field goes last, a deleted one closes its gap) while it is small; a
+/// large hash's order is its own. A fixed array, so that a key's state stays `Copy`.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Fields {
     pairs: [(usize, FieldValue); FIELDS],
     len: usize,
+    /// A long value was written since the hash was created: it is large.
+    large: bool,
 }
 
 impl Fields {
     pub(super) const EMPTY: Fields = Fields {
         pairs: [(0, FieldValue::Count(0)); FIELDS],
         len: 0,
+        large: false,
     };
 
     pub(super) fn len(&self) -> usize {
@@ -78,6 +98,7 @@ impl Fields {
 
     /// Sets `field` to `value`: in its place if the hash has it, else last.
     pub(super) fn set(&mut self, field: usize, value: FieldValue) {
+        self.large |= matches!(value, FieldValue::Id(id) if is_long(id));
         match self.pairs[..self.len].iter_mut().find(|(f, _)| *f == field) {
             Some(pair) => pair.1 = value,
             None => {
@@ -93,6 +114,10 @@ impl Fields {
             self.pairs.copy_within(at + 1..self.len, at);
             self.len -= 1;
         }
+        // Gone with its last field: a hash made here again starts small.
+        if self.len == 0 {
+            self.large = false;
+        }
     }
 
     /// What HGETALL shows for these fields of a hash of `thread`: names and values, in order.
@@ -103,9 +128,17 @@ impl Fields {
             .collect()
     }
 
-    /// Whether HGETALL's `pairs` show exactly these fields, in this order.
+    /// Whether HGETALL's `pairs` show exactly these fields, in this order (a large hash:
+    /// in any order).
     pub(super) fn shown_in(&self, thread: usize, pairs: &[(Bytes, Bytes)]) -> bool {
-        self.shown(thread) == pairs
+        let mut want = self.shown(thread);
+        if !self.large {
+            return want == pairs;
+        }
+        let mut got = pairs.to_vec();
+        want.sort();
+        got.sort();
+        want == got
     }
 
     /// For messages: `{f2: v17, f4: 9}`.

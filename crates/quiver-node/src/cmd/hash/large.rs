@@ -1,0 +1,270 @@
+//! A large hash (`quiver_store::large_hash`) as one command reads or changes it, through the
+//! transaction: the metadata from the key's record, then the buckets the command needs as one
+//! vector (`Txn::prefetch`), and a change written back as the buckets it touched plus the
+//! metadata, in the transaction's one batch. A command that reads the metadata and then its
+//! buckets (two engine calls) still answers from one state of the store: the commit checks
+//! every read unchanged, and runs the command again if one changed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use quiver_store::fields::encode_pairs;
+use quiver_store::large_hash::{pair_bytes, HashValue, Meta, BUCKETS_DB};
+use quiver_store::slot::key_slot;
+use quiver_store::{Entry, Error, ValueKind};
+
+use crate::cmd::common::random_u64;
+use crate::txn::Txn;
+
+/// A bucket's pairs in their order, sharing the buffer of the record they were read from.
+type Pairs = Vec<(Bytes, Bytes)>;
+
+/// Bucket splits a write makes at most, beyond one per [`FIELDS_PER_SPLIT`] fields it adds:
+/// a growing hash keeps its buckets near their size, and a write's cost stays bounded.
+const SPLITS_PER_WRITE: usize = 2;
+const FIELDS_PER_SPLIT: usize = 8;
+
+/// A large hash: its metadata and the buckets read so far.
+pub(crate) struct Large {
+    pub meta: Meta,
+    buckets: BTreeMap<u32, Pairs>,
+    /// Buckets to write back (an emptied one is deleted).
+    changed: BTreeSet<u32>,
+    /// Fields added by this command (they decide how many splits it may make).
+    added: usize,
+}
+
+impl Large {
+    pub fn new(meta: Meta) -> Large {
+        Large {
+            meta,
+            buckets: BTreeMap::new(),
+            changed: BTreeSet::new(),
+            added: 0,
+        }
+    }
+
+    /// The large hash `pairs` (a small hash at `key` that outgrew one record) become, at a
+    /// new generation: every bucket that gets a field is written.
+    pub fn from_pairs<'p>(key: &[u8], pairs: impl Iterator<Item = (&'p [u8], &'p [u8])>) -> Large {
+        let pairs: Vec<(&[u8], &[u8])> = pairs.collect();
+        let bytes = pairs.iter().map(|(f, v)| pair_bytes(f, v)).sum();
+        let meta = Meta::new(random_u64(), key_slot(key), pairs.len() as u64, bytes);
+        let mut large = Large::new(meta);
+        for (f, v) in pairs {
+            let n = meta.bucket_of(f);
+            let bucket = large.buckets.entry(n).or_default();
+            bucket.push((Bytes::copy_from_slice(f), Bytes::copy_from_slice(v)));
+            large.changed.insert(n);
+        }
+        large
+    }
+
+    /// Reads the buckets `numbers` not read yet, as one vector.
+    pub fn read(
+        &mut self,
+        txn: &mut Txn<'_>,
+        numbers: impl IntoIterator<Item = u32>,
+    ) -> quiver_store::Result<()> {
+        let wanted: BTreeSet<u32> = numbers
+            .into_iter()
+            .filter(|n| !self.buckets.contains_key(n))
+            .collect();
+        let keys: Vec<Bytes> = wanted.iter().map(|&n| self.meta.bucket_key(n)).collect();
+        if keys.len() > 1 {
+            txn.prefetch(BUCKETS_DB, keys.iter())?;
+        }
+        for (n, key) in wanted.into_iter().zip(keys) {
+            let pairs = match txn.get_entry_in(BUCKETS_DB, &key)? {
+                Some(entry) => bucket_pairs(&entry)?,
+                None => Vec::new(),
+            };
+            self.buckets.insert(n, pairs);
+        }
+        Ok(())
+    }
+
+    /// Reads the buckets of `fields`.
+    pub fn read_fields<'f>(
+        &mut self,
+        txn: &mut Txn<'_>,
+        fields: impl Iterator<Item = &'f [u8]>,
+    ) -> quiver_store::Result<()> {
+        let meta = self.meta;
+        self.read(txn, fields.map(|f| meta.bucket_of(f)))
+    }
+
+    /// Reads every bucket (HGETALL, HKEYS, HVALS).
+    pub fn read_all(&mut self, txn: &mut Txn<'_>) -> quiver_store::Result<()> {
+        self.read(txn, 0..self.meta.buckets())
+    }
+
+    /// The pairs of the buckets read, in bucket order.
+    pub fn pairs(&self) -> impl Iterator<Item = &(Bytes, Bytes)> {
+        self.buckets.values().flatten()
+    }
+
+    /// The pairs of bucket `n` (read).
+    pub fn bucket(&self, n: u32) -> &[(Bytes, Bytes)] {
+        self.buckets.get(&n).map_or(&[], |b| &b[..])
+    }
+
+    /// The bucket `field` belongs in, read if it was not.
+    fn bucket_of(&mut self, txn: &mut Txn<'_>, field: &[u8]) -> quiver_store::Result<u32> {
+        let n = self.meta.bucket_of(field);
+        self.read(txn, [n])?;
+        Ok(n)
+    }
+
+    pub fn get(&mut self, txn: &mut Txn<'_>, field: &[u8]) -> quiver_store::Result<Option<&Bytes>> {
+        let n = self.bucket_of(txn, field)?;
+        Ok(self
+            .bucket(n)
+            .iter()
+            .find(|(f, _)| f == field)
+            .map(|(_, v)| v))
+    }
+
+    /// Sets `field` to `value` (in its place when the hash has it); whether it is new.
+    pub fn set(
+        &mut self,
+        txn: &mut Txn<'_>,
+        field: &[u8],
+        value: &[u8],
+    ) -> quiver_store::Result<bool> {
+        let n = self.bucket_of(txn, field)?;
+        self.changed.insert(n);
+        let bucket = self.buckets.entry(n).or_default();
+        let value = Bytes::copy_from_slice(value);
+        match bucket.iter_mut().find(|(f, _)| f == field) {
+            Some(pair) => {
+                self.meta.bytes = self.meta.bytes - pair.1.len() as u64 + value.len() as u64;
+                pair.1 = value;
+                Ok(false)
+            }
+            None => {
+                self.meta.bytes += pair_bytes(field, &value);
+                self.meta.count += 1;
+                self.added += 1;
+                bucket.push((Bytes::copy_from_slice(field), value));
+                Ok(true)
+            }
+        }
+    }
+
+    /// Removes `field`; whether the hash had it.
+    pub fn remove(&mut self, txn: &mut Txn<'_>, field: &[u8]) -> quiver_store::Result<bool> {
+        let n = self.bucket_of(txn, field)?;
+        let bucket = self.buckets.entry(n).or_default();
+        let Some(at) = bucket.iter().position(|(f, _)| f == field) else {
+            return Ok(false);
+        };
+        let (f, v) = bucket.remove(at);
+        self.meta.bytes -= pair_bytes(&f, &v);
+        self.meta.count -= 1;
+        self.changed.insert(n);
+        Ok(true)
+    }
+
+    /// Splits buckets while the hash wants more of them, as many as this command may.
+    fn grow(&mut self, txn: &mut Txn<'_>) -> quiver_store::Result<()> {
+        let most = SPLITS_PER_WRITE + self.added / FIELDS_PER_SPLIT;
+        for _ in 0..most {
+            if !self.meta.wants_split() {
+                break;
+            }
+            self.read(txn, [self.meta.split])?;
+            let (from, to) = self.meta.split_next();
+            let pairs = self.buckets.remove(&from).unwrap_or_default();
+            let meta = self.meta;
+            let (moved, kept): (Pairs, Pairs) = pairs
+                .into_iter()
+                .partition(|(f, _)| meta.bucket_of(f) == to);
+            if !moved.is_empty() {
+                self.changed.insert(from);
+                self.changed.insert(to);
+            }
+            self.buckets.insert(from, kept);
+            self.buckets.insert(to, moved);
+        }
+        Ok(())
+    }
+
+    /// Writes the change: the buckets it touched and the metadata (expiring at `expire_at`),
+    /// or, when the last field is gone, deletes the key as Redis does.
+    pub fn write(
+        self,
+        txn: &mut Txn<'_>,
+        key: &Bytes,
+        expire_at: Option<u64>,
+    ) -> quiver_store::Result<()> {
+        let db = txn.db();
+        self.write_in(txn, db, key, expire_at)
+    }
+
+    /// [`Large::write`] of the hash at `key` of database `db` (COPY ... DB).
+    fn write_in(
+        mut self,
+        txn: &mut Txn<'_>,
+        db: u32,
+        key: &Bytes,
+        expire_at: Option<u64>,
+    ) -> quiver_store::Result<()> {
+        if self.meta.count > 0 {
+            self.grow(txn)?;
+        }
+        for &n in &self.changed {
+            let key = self.meta.bucket_key(n);
+            match self.buckets.get(&n) {
+                Some(pairs) if !pairs.is_empty() => {
+                    let entry = Entry {
+                        value: encode_pairs(pairs),
+                        expire_at: None,
+                        kind: ValueKind::Hash,
+                    };
+                    txn.put_entry_in(BUCKETS_DB, key, entry);
+                }
+                _ => txn.delete_in(BUCKETS_DB, key),
+            }
+        }
+        if self.meta.count == 0 {
+            txn.delete_in(db, key.clone());
+        } else {
+            let entry = Entry {
+                value: self.meta.encode(),
+                expire_at,
+                kind: ValueKind::Hash,
+            };
+            txn.put_entry_in(db, key.clone(), entry);
+        }
+        Ok(())
+    }
+}
+
+/// COPY of the large hash `meta` describes to `to` in database `db`, expiring at
+/// `expire_at`: its own buckets, at a new generation (two hashes never share a bucket, so a
+/// change of one is not seen in the other). Reads and writes every bucket, as Redis's COPY
+/// copies every field.
+pub(crate) fn copy(
+    txn: &mut Txn<'_>,
+    meta: Meta,
+    db: u32,
+    to: &Bytes,
+    expire_at: Option<u64>,
+) -> quiver_store::Result<()> {
+    let mut from = Large::new(meta);
+    from.read_all(txn)?;
+    let pairs = from.pairs().map(|(f, v)| (&f[..], &v[..]));
+    Large::from_pairs(to, pairs).write_in(txn, db, to, expire_at)
+}
+
+/// The pairs of a bucket's record.
+fn bucket_pairs(entry: &Entry) -> quiver_store::Result<Pairs> {
+    match entry.hash_value()? {
+        HashValue::Packed(packed) => Ok(packed
+            .iter()
+            .map(|(f, v)| (entry.value.slice_ref(f), entry.value.slice_ref(v)))
+            .collect()),
+        HashValue::Large(_) => Err(Error::BadHash(quiver_store::fields::FieldsError::BadMeta)),
+    }
+}

@@ -1,0 +1,285 @@
+//! A large hash (docs/design.md, "Hashes: the layout"): the record at its key holds a
+//! [`Meta`] — a generation, the field count, the fields' bytes and the shape of its buckets —
+//! and its fields live in **buckets**, records of the hidden database [`BUCKETS_DB`] keyed by
+//! [`Meta::bucket_key`], each holding the fields whose hash lands in it, packed as a small
+//! hash is (`fields`). The buckets grow by linear hashing ([`Meta::split_next`]): one bucket
+//! splits in two at a time, so a write rewrites a bounded number of them.
+//!
+//! ```text
+//! meta := 0x00 version:u8 generation:u64 slot:u16 count:u64 bytes:u64 level:u8 split:u32
+//! bucket key := '{' tag[2] '}' generation:u64be number:u32be
+//! ```
+//!
+//! A meta value starts with a zero byte, which no packed hash does (its first byte is its
+//! field count, at least 1): a hash record's first byte tells the two encodings apart.
+//! The bucket key's `{tag}` is two bytes whose CRC16 is the hash's slot (Redis Cluster hashes
+//! only what is between the braces), so every bucket routes where its hash does — same
+//! partition, same cluster range, same chain — through the one `key_slot` every path uses.
+
+use std::sync::OnceLock;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use crate::dbs::DATABASES_MAX;
+use crate::fields::{FieldsError, Packed};
+use crate::slot::{crc16, SLOTS};
+
+/// The database buckets are kept in: past every database a client can SELECT (`databases` is
+/// at most this), so SCAN, KEYS, DBSIZE, RANDOMKEY and INFO keyspace never see them.
+pub const BUCKETS_DB: u32 = DATABASES_MAX - 1;
+/// Average bytes of fields and values per bucket past which the hash splits one (buckets of
+/// about 4 KiB at most: one disk read each).
+pub const BUCKET_BYTES_TARGET: u64 = 2048;
+/// Fewest fields per bucket, on average, before a split (a hash of a few huge values is not
+/// spread over buckets of one field each).
+pub const BUCKET_FIELDS_MIN: u64 = 4;
+/// Most buckets a hash has: 2^31 (bucket numbers are u32, `level` at most 31).
+const LEVEL_MAX: u8 = 31;
+const META_MARK: u8 = 0;
+const META_VERSION: u8 = 1;
+/// Bytes of a meta value.
+pub const META_LEN: usize = 2 + 8 + 2 + 8 + 8 + 1 + 4;
+/// Seed of the fields' hash (xxh3), unrelated to the keys' hash.
+const FIELD_SEED: u64 = 0x5155_4956_4552_4831;
+
+/// The metadata of a large hash: the value of the record at its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Meta {
+    /// Which buckets are this hash's: random, so never reused by another hash (a deleted
+    /// hash's buckets cannot be read as a new one's).
+    pub generation: u64,
+    /// The slot its buckets route by: the key's when it became large.
+    pub slot: u16,
+    /// Fields (HLEN).
+    pub count: u64,
+    /// Bytes of its fields and values, which decide when a bucket splits.
+    pub bytes: u64,
+    /// Linear hashing: `2^level + split` buckets, those below `split` already split.
+    pub level: u8,
+    pub split: u32,
+}
+
+/// What a hash record's value holds.
+#[derive(Clone, Copy, Debug)]
+pub enum HashValue<'a> {
+    /// Every field, packed in the record (a small hash).
+    Packed(Packed<'a>),
+    /// The metadata of a large hash.
+    Large(Meta),
+}
+
+impl<'a> HashValue<'a> {
+    /// The value of a hash record, its structure checked.
+    pub fn of(value: &'a [u8]) -> Result<HashValue<'a>, FieldsError> {
+        if value.first() == Some(&META_MARK) {
+            Meta::decode(value).map(HashValue::Large)
+        } else {
+            Packed::new(value).map(HashValue::Packed)
+        }
+    }
+
+    /// As [`HashValue::of`], and no field twice in a packed one (the checker's verification).
+    pub fn check(value: &'a [u8]) -> Result<HashValue<'a>, FieldsError> {
+        match HashValue::of(value)? {
+            HashValue::Packed(_) => Packed::check(value).map(HashValue::Packed),
+            large => Ok(large),
+        }
+    }
+}
+
+impl Meta {
+    /// A new large hash of `count` fields of `bytes` bytes at a key of `slot`, with as many
+    /// buckets (a power of two) as its bytes need.
+    pub fn new(generation: u64, slot: u16, count: u64, bytes: u64) -> Meta {
+        let want = bytes
+            .div_ceil(BUCKET_BYTES_TARGET)
+            .min(count / BUCKET_FIELDS_MIN)
+            .max(1);
+        let level = (64 - (want - 1).leading_zeros()).min(u32::from(LEVEL_MAX)) as u8;
+        Meta {
+            generation,
+            slot,
+            count,
+            bytes,
+            level,
+            split: 0,
+        }
+    }
+
+    pub fn encode(&self) -> Bytes {
+        let mut out = BytesMut::with_capacity(META_LEN);
+        out.put_u8(META_MARK);
+        out.put_u8(META_VERSION);
+        out.put_u64_le(self.generation);
+        out.put_u16_le(self.slot);
+        out.put_u64_le(self.count);
+        out.put_u64_le(self.bytes);
+        out.put_u8(self.level);
+        out.put_u32_le(self.split);
+        out.freeze()
+    }
+
+    pub fn decode(value: &[u8]) -> Result<Meta, FieldsError> {
+        if value.len() != META_LEN || value[0] != META_MARK || value[1] != META_VERSION {
+            return Err(FieldsError::BadMeta);
+        }
+        let mut at = &value[2..];
+        let meta = Meta {
+            generation: at.get_u64_le(),
+            slot: at.get_u16_le(),
+            count: at.get_u64_le(),
+            bytes: at.get_u64_le(),
+            level: at.get_u8(),
+            split: at.get_u32_le(),
+        };
+        let shape_ok = meta.level <= LEVEL_MAX && u64::from(meta.split) < 1u64 << meta.level;
+        if !shape_ok || u32::from(meta.slot) >= SLOTS || meta.count == 0 {
+            return Err(FieldsError::BadMeta);
+        }
+        Ok(meta)
+    }
+
+    /// How many buckets the hash has (numbered from 0).
+    pub fn buckets(&self) -> u32 {
+        ((1u64 << self.level) + u64::from(self.split)) as u32
+    }
+
+    /// The bucket `field` belongs in.
+    pub fn bucket_of(&self, field: &[u8]) -> u32 {
+        bucket_at(field_hash(field), self.level, self.split)
+    }
+
+    /// The key of bucket `n` (in [`BUCKETS_DB`]).
+    pub fn bucket_key(&self, n: u32) -> Bytes {
+        let tag = slot_tags()[usize::from(self.slot)];
+        let mut key = BytesMut::with_capacity(4 + 8 + 4);
+        key.put_u8(b'{');
+        key.put_slice(&tag);
+        key.put_u8(b'}');
+        key.put_u64(self.generation);
+        key.put_u32(n);
+        key.freeze()
+    }
+
+    /// Whether the hash wants another bucket: more bytes and fields per bucket, on average,
+    /// than the targets.
+    pub fn wants_split(&self) -> bool {
+        let n = u64::from(self.buckets());
+        self.level < LEVEL_MAX
+            && self.bytes > BUCKET_BYTES_TARGET * n
+            && self.count > BUCKET_FIELDS_MIN * n
+    }
+
+    /// Adds a bucket: returns `(from, to)`, the bucket whose fields are now divided between
+    /// itself and the new bucket `to` (each field goes where [`Meta::bucket_of`] now says).
+    /// Fields only ever move to a higher bucket, which keeps HSCAN's promise.
+    pub fn split_next(&mut self) -> (u32, u32) {
+        let from = self.split;
+        let to = ((1u64 << self.level) + u64::from(from)) as u32;
+        self.split += 1;
+        if u64::from(self.split) == 1u64 << self.level {
+            self.level += 1;
+            self.split = 0;
+        }
+        (from, to)
+    }
+}
+
+/// The size a pair counts for in [`Meta::bytes`].
+pub fn pair_bytes(field: &[u8], value: &[u8]) -> u64 {
+    (field.len() + value.len()) as u64
+}
+
+fn field_hash(field: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(field, FIELD_SEED)
+}
+
+/// Linear hashing's bucket of hash `h` among `2^level + split` buckets.
+fn bucket_at(h: u64, level: u8, split: u32) -> u32 {
+    let low = h & ((1u64 << level) - 1);
+    if low < u64::from(split) {
+        (h & ((1u64 << (level + 1)) - 1)) as u32
+    } else {
+        low as u32
+    }
+}
+
+/// For each slot, two bytes without a `}` whose CRC16 lands in it.
+fn slot_tags() -> &'static [[u8; 2]] {
+    static TAGS: OnceLock<Vec<[u8; 2]>> = OnceLock::new();
+    TAGS.get_or_init(|| {
+        let mut tags = vec![None; SLOTS as usize];
+        for a in 0..=255u8 {
+            for b in 0..=255u8 {
+                let slot = usize::from(crc16(&[a, b]) % SLOTS as u16);
+                if a != b'}' && b != b'}' && tags[slot].is_none() {
+                    tags[slot] = Some([a, b]);
+                }
+            }
+        }
+        // CRC16 is a bijection on two-byte strings: each slot has 4, few with a `}` (the test
+        // `every_bucket_routes_by_its_hash_slot` checks that none is missing).
+        tags.into_iter().map(Option::unwrap_or_default).collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slot::key_slot;
+
+    #[test]
+    fn every_bucket_routes_by_its_hash_slot() {
+        for slot in 0..SLOTS as u16 {
+            let meta = Meta::new(0x7d7d_7b7b_7d7b_7d7d, slot, 1, 1);
+            for n in [0, 1, 0x7d, 0x7d7b_7d7d] {
+                assert_eq!(
+                    key_slot(&meta.bucket_key(n)),
+                    slot,
+                    "slot {slot} bucket {n}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn meta_round_trips_and_damage_is_refused() {
+        let mut meta = Meta::new(42, 16383, 1000, 100_000);
+        assert_eq!(meta.buckets(), 64);
+        meta.split_next();
+        let bytes = meta.encode();
+        assert_eq!(bytes.len(), META_LEN);
+        assert_eq!(Meta::decode(&bytes), Ok(meta));
+        assert!(matches!(HashValue::of(&bytes), Ok(HashValue::Large(m)) if m == meta));
+        for cut in 0..META_LEN {
+            assert!(Meta::decode(&bytes[..cut]).is_err());
+        }
+        let mut bad = bytes.to_vec();
+        bad[28] = 40;
+        assert_eq!(Meta::decode(&bad), Err(FieldsError::BadMeta));
+    }
+
+    #[test]
+    fn linear_hashing_moves_fields_only_to_the_new_bucket() {
+        let mut meta = Meta::new(1, 0, 1, 1);
+        let fields: Vec<Vec<u8>> = (0..2000).map(|i| format!("f{i}").into_bytes()).collect();
+        for _ in 0..300 {
+            let before: Vec<u32> = fields.iter().map(|f| meta.bucket_of(f)).collect();
+            let (from, to) = meta.split_next();
+            for (f, b) in fields.iter().zip(before) {
+                let now = meta.bucket_of(f);
+                assert!(now < meta.buckets());
+                assert!(now == b || (b == from && now == to), "{b} -> {now}");
+            }
+        }
+        assert_eq!(meta.buckets(), 301);
+    }
+
+    #[test]
+    fn a_new_hash_gets_buckets_for_its_bytes() {
+        assert_eq!(Meta::new(1, 0, 513, 513 * 20).buckets(), 8);
+        assert_eq!(Meta::new(1, 0, 3, 3_000_000).buckets(), 1);
+        let m = Meta::new(1, 0, 100, 100 * 100);
+        assert!(!m.wants_split());
+    }
+}
