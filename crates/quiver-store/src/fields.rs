@@ -234,17 +234,6 @@ fn fits_packed<F: AsRef<[u8]>, V: AsRef<[u8]>>(
         })
 }
 
-impl crate::batch::Entry {
-    /// What a hash's value holds (its fields, or a large hash's metadata), read in place;
-    /// [`crate::Error::WrongType`] for a string.
-    pub fn hash_value(&self) -> crate::Result<crate::large_hash::HashValue<'_>> {
-        if self.kind != crate::batch::ValueKind::Hash {
-            return Err(crate::Error::WrongType);
-        }
-        Ok(crate::large_hash::HashValue::of(&self.value)?)
-    }
-}
-
 fn put_varint(out: &mut BytesMut, mut n: u64) {
     while n >= 0x80 {
         out.put_u8(n as u8 | 0x80);

@@ -185,6 +185,17 @@ impl Meta {
     }
 }
 
+impl crate::batch::Entry {
+    /// What a hash's value holds (its fields, or a large hash's metadata), read in place;
+    /// [`crate::Error::WrongType`] for a string.
+    pub fn hash_value(&self) -> crate::Result<HashValue<'_>> {
+        if self.kind != crate::batch::ValueKind::Hash {
+            return Err(crate::Error::WrongType);
+        }
+        Ok(HashValue::of(&self.value)?)
+    }
+}
+
 /// The size a pair counts for in [`Meta::bytes`].
 pub fn pair_bytes(field: &[u8], value: &[u8]) -> u64 {
     (field.len() + value.len()) as u64
