@@ -80,9 +80,10 @@ impl<'a> HashValue<'a> {
 
     /// As [`HashValue::of`], and no field twice in a packed one (the checker's verification).
     pub fn check(value: &'a [u8]) -> Result<HashValue<'a>, FieldsError> {
-        match HashValue::of(value)? {
-            HashValue::Packed(_) => Packed::check(value).map(HashValue::Packed),
-            large => Ok(large),
+        if value.first() == Some(&META_MARK) {
+            Meta::decode(value).map(HashValue::Large)
+        } else {
+            Packed::check(value).map(HashValue::Packed)
         }
     }
 }

@@ -10,8 +10,8 @@ use bytes::Bytes;
 use quiver_store::{Entry, ValueKind};
 
 use crate::cmd::common::{bulk_or_null, TxnCommand};
+use crate::cmd::hash;
 use crate::cmd::hash::read::{Found, HashRead};
-use crate::cmd::hash::{self};
 use crate::store_errors::store_error;
 use crate::txn::{valid_key, Txn};
 use quiver_service::reply::Reply;
@@ -118,7 +118,7 @@ impl<'a> VectorOp<'a> {
 
     /// The reply of an operation of one key (GET, a hash read) from what it found; for a
     /// read of a large hash, its metadata (the reply needs its buckets: a transaction reads
-    /// them, `exec::vector::one_key_reply` or [`TxnCommand::apply`]).
+    /// them: `exec::vector`'s `reply_of` and `get_replies`, or [`TxnCommand::apply`]).
     pub fn one_key_reply(&self, found: Option<Entry>) -> Found {
         match self.shape {
             Shape::Hash(read) => hash::read::reply(read, self.fields, found),

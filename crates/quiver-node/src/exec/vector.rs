@@ -428,8 +428,14 @@ fn count_failed(state: &ServerState, group: &[VectorOp<'_>]) {
 fn reply_of(state: &ServerState, db: u32, op: &VectorOp<'_>, results: Results<'_>) -> Reply {
     match op.reply(results) {
         Found::Reply(reply) => reply,
-        Found::Large(_) => super::atomic::run_command(state, db, op.cmd.spec(), &[], op),
+        Found::Large(_) => rerun(state, db, op),
     }
+}
+
+/// `op` run again as its own transaction (a read that found a large hash reads its buckets
+/// there).
+fn rerun(state: &ServerState, db: u32, op: &VectorOp<'_>) -> Reply {
+    super::atomic::run_command(state, db, op.cmd.spec(), &[], op)
 }
 
 /// The replies of a group of GETs and MGETs from the values of all their keys. Consecutive
@@ -457,15 +463,9 @@ fn get_replies(
     // from a state older than one before it did.
     let mut again = false;
     for op in group {
-        let mine: Vec<Option<Entry>> = values.by_ref().take(op.width()).collect();
         if again {
-            singles.push(super::atomic::run_command(
-                state,
-                db,
-                op.cmd.spec(),
-                &[],
-                op,
-            ));
+            values.by_ref().take(op.width()).for_each(drop);
+            singles.push(rerun(state, db, op));
             continue;
         }
         if op.shape == Shape::Values {
@@ -473,15 +473,19 @@ fn get_replies(
                 out.replies(&singles, resp3);
                 singles.clear();
             }
-            let mine: Vec<Option<Bytes>> = mine.into_iter().map(VectorOp::values_item).collect();
+            let mine: Vec<Option<Bytes>> = values
+                .by_ref()
+                .take(op.width())
+                .map(VectorOp::values_item)
+                .collect();
             out.bulks(&mine, resp3);
             continue;
         }
-        let reply = match op.reply(Results::Values(&mine)) {
+        let reply = match op.one_key_reply(values.next().flatten()) {
             Found::Reply(reply) => reply,
             Found::Large(_) => {
                 again = true;
-                super::atomic::run_command(state, db, op.cmd.spec(), &[], op)
+                rerun(state, db, op)
             }
         };
         singles.push(reply);

@@ -23,6 +23,8 @@ type Pairs = Vec<(Bytes, Bytes)>;
 /// a growing hash keeps its buckets near their size, and a write's cost stays bounded.
 const SPLITS_PER_WRITE: usize = 2;
 const FIELDS_PER_SPLIT: usize = 8;
+/// Buckets one engine read of [`Large::walk`] takes at most.
+const WALK_BUCKETS_PER_READ: u64 = 64;
 
 /// A large hash: its metadata and the buckets read so far.
 pub(crate) struct Large {
@@ -112,8 +114,46 @@ impl Large {
     /// The bucket `field` belongs in, read if it was not.
     fn bucket_of(&mut self, txn: &mut Txn<'_>, field: &[u8]) -> quiver_store::Result<u32> {
         let n = self.meta.bucket_of(field);
-        self.read(txn, [n])?;
+        if !self.buckets.contains_key(&n) {
+            self.read(txn, [n])?;
+        }
         Ok(n)
+    }
+
+    /// Reads the buckets `start`, `start + 1`, ... (at most `positions` of them, past the
+    /// last back to bucket 0) in vectors sized by the fields still wanted (at most
+    /// [`WALK_BUCKETS_PER_READ`] buckets each), handing each pair to `each`, until `wanted`
+    /// pairs were handed or the positions are used up; returns how many buckets it read
+    /// (HSCAN's page, HRANDFIELD's sample: reads in proportion to what they return).
+    pub fn walk(
+        &mut self,
+        txn: &mut Txn<'_>,
+        start: u32,
+        positions: u32,
+        wanted: u64,
+        mut each: impl FnMut(&Bytes, &Bytes),
+    ) -> quiver_store::Result<u32> {
+        let buckets = u64::from(self.meta.buckets());
+        let per_bucket = (self.meta.count / buckets).max(1);
+        let (mut done, mut handed) = (0u32, 0u64);
+        while done < positions && handed < wanted {
+            let want = (wanted - handed)
+                .div_ceil(per_bucket)
+                .min(WALK_BUCKETS_PER_READ);
+            let take = (want as u32).min(positions - done);
+            let numbers: Vec<u32> = (done..done + take)
+                .map(|i| ((u64::from(start) + u64::from(i)) % buckets) as u32)
+                .collect();
+            self.read(txn, numbers.iter().copied())?;
+            for &n in &numbers {
+                for (f, v) in self.bucket(n) {
+                    handed += 1;
+                    each(f, v);
+                }
+            }
+            done += take;
+        }
+        Ok(done)
     }
 
     pub fn get(&mut self, txn: &mut Txn<'_>, field: &[u8]) -> quiver_store::Result<Option<&Bytes>> {

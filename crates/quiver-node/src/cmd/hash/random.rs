@@ -151,22 +151,11 @@ impl HRandField<'_> {
             large.read_all(txn)?;
             return Ok(large.pairs().cloned().collect());
         }
-        let per_bucket = (meta.count / u64::from(buckets)).max(1);
         let start = (random_u64() % u64::from(buckets)) as u32;
         let mut pool = Vec::new();
-        let mut visited = 0u32;
-        while visited < buckets && (pool.len() as u64) < wanted.min(meta.count) {
-            let left = wanted.min(meta.count) - pool.len() as u64;
-            let take = (left.div_ceil(per_bucket) as u32).clamp(1, buckets - visited);
-            let numbers: Vec<u32> = (visited..visited + take)
-                .map(|i| ((u64::from(start) + u64::from(i)) % u64::from(buckets)) as u32)
-                .collect();
-            large.read(txn, numbers.iter().copied())?;
-            for &n in &numbers {
-                pool.extend(large.bucket(n).iter().cloned());
-            }
-            visited += take;
-        }
+        large.walk(txn, start, buckets, wanted.min(meta.count), |f, v| {
+            pool.push((f.clone(), v.clone()));
+        })?;
         Ok(pool)
     }
 }

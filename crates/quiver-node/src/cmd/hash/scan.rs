@@ -54,9 +54,6 @@ impl TxnCommand for HScan<'_> {
     }
 }
 
-/// Buckets one HSCAN call reads at most per engine read.
-const SCAN_BUCKETS_PER_READ: u64 = 64;
-
 /// A page of a large hash: the buckets from the cursor (a bucket number) on until they held
 /// COUNT fields, and the number of the next one (0 after the last). A split only moves
 /// fields to a higher bucket, so every field present for the whole iteration is returned
@@ -66,26 +63,21 @@ fn scan_large(
     meta: Meta,
     options: &ScanArgs<'_>,
 ) -> quiver_store::Result<Reply> {
-    let buckets = u64::from(meta.buckets());
-    let per_bucket = (meta.count / buckets).max(1);
-    let mut large = Large::new(meta);
-    let mut next = options.cursor;
-    let mut visited = 0;
+    let buckets = meta.buckets();
+    let Some(start) = u32::try_from(options.cursor).ok().filter(|&c| c < buckets) else {
+        return Ok(scan_reply(0, Vec::new()));
+    };
     let mut found = Vec::new();
-    while next < buckets && visited < options.count {
-        let left = (options.count - visited) as u64;
-        let end = buckets.min(next + left.div_ceil(per_bucket).min(SCAN_BUCKETS_PER_READ));
-        large.read(txn, next as u32..end as u32)?;
-        for n in next..end {
-            for (f, v) in large.bucket(n as u32) {
-                visited += 1;
-                if options.pattern.is_none_or(|p| glob_match(p, f)) {
-                    found.push(f.clone());
-                    found.push(v.clone());
-                }
-            }
+    let count = options.count as u64;
+    let read = Large::new(meta).walk(txn, start, buckets - start, count, |f, v| {
+        if options.pattern.is_none_or(|p| glob_match(p, f)) {
+            found.push(f.clone());
+            found.push(v.clone());
         }
-        next = end;
-    }
-    Ok(scan_reply(if next >= buckets { 0 } else { next }, found))
+    })?;
+    let next = start + read;
+    Ok(scan_reply(
+        if next >= buckets { 0 } else { u64::from(next) },
+        found,
+    ))
 }
