@@ -10,6 +10,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use quiver_store::{Access, Answer, Entry, RangeItem, ValueKind};
 
+use super::atomic::KeyCommand;
 use super::combine;
 use crate::chain::Took;
 use crate::cmd::hash::read::Found;
@@ -428,14 +429,18 @@ fn count_failed(state: &ServerState, group: &[VectorOp<'_>]) {
 fn reply_of(state: &ServerState, db: u32, op: &VectorOp<'_>, results: Results<'_>) -> Reply {
     match op.reply(results) {
         Found::Reply(reply) => reply,
-        Found::Large(_) => rerun(state, db, op),
+        Found::Large(_) => rerun(state, db, std::slice::from_ref(op)).remove(0),
     }
 }
 
-/// `op` run again as its own transaction (a read that found a large hash reads its buckets
-/// there).
-fn rerun(state: &ServerState, db: u32, op: &VectorOp<'_>) -> Reply {
-    super::atomic::run_command(state, db, op.cmd.spec(), &[], op)
+/// `ops` run again as one transaction (a read that found a large hash reads its buckets
+/// there, as one state with its metadata), each command's reply in order.
+fn rerun(state: &ServerState, db: u32, ops: &[VectorOp<'_>]) -> Vec<Reply> {
+    let commands: Vec<KeyCommand<'_>> = ops
+        .iter()
+        .map(|op| -> KeyCommand<'_> { (op.cmd.spec(), &[], Box::new(*op)) })
+        .collect();
+    super::atomic::run_group(state, db, &commands)
 }
 
 /// The replies of a group of GETs and MGETs from the values of all their keys. Consecutive
@@ -458,16 +463,7 @@ fn get_replies(
     // The values move into the replies (no copy, no reference count taken twice).
     let mut values = values.into_iter();
     let mut singles: Vec<Reply> = Vec::with_capacity(group.len());
-    // Set once a read found a large hash: it runs again as its own transaction, later than
-    // the vector read, so every command after it runs again too, in order — none answers
-    // from a state older than one before it did.
-    let mut again = false;
-    for op in group {
-        if again {
-            values.by_ref().take(op.width()).for_each(drop);
-            singles.push(rerun(state, db, op));
-            continue;
-        }
+    for (i, op) in group.iter().enumerate() {
         if op.shape == Shape::Values {
             if !singles.is_empty() {
                 out.replies(&singles, resp3);
@@ -481,14 +477,16 @@ fn get_replies(
             out.bulks(&mine, resp3);
             continue;
         }
-        let reply = match op.one_key_reply(values.next().flatten()) {
-            Found::Reply(reply) => reply,
+        match op.one_key_reply(values.next().flatten()) {
+            Found::Reply(reply) => singles.push(reply),
+            // A read that found a large hash runs again in a transaction, later than the
+            // vector read: so do the commands after it, in the same transaction, so that
+            // none answers from a state older than one before it did.
             Found::Large(_) => {
-                again = true;
-                rerun(state, db, op)
+                singles.extend(rerun(state, db, &group[i..]));
+                break;
             }
-        };
-        singles.push(reply);
+        }
     }
     if !singles.is_empty() {
         out.replies(&singles, resp3);

@@ -8,15 +8,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
-use quiver_store::fields::encode_pairs;
-use quiver_store::large_hash::{pair_bytes, HashValue, Meta, BUCKETS_DB};
+use quiver_store::fields::{encode_pairs, Packed};
+use quiver_store::large_hash::{pair_bytes, Meta, BUCKETS_DB};
 use quiver_store::slot::key_slot;
-use quiver_store::{Entry, Error, ValueKind};
+use quiver_store::{Entry, ValueKind};
 
 use crate::cmd::common::random_u64;
 use crate::txn::Txn;
 
-/// A bucket's pairs in their order, sharing the buffer of the record they were read from.
+/// A bucket's pairs in their order.
 type Pairs = Vec<(Bytes, Bytes)>;
 
 /// Bucket splits a write makes at most, beyond one per [`FIELDS_PER_SPLIT`] fields it adds:
@@ -26,10 +26,64 @@ const FIELDS_PER_SPLIT: usize = 8;
 /// Buckets one engine read of [`Large::walk`] takes at most.
 const WALK_BUCKETS_PER_READ: u64 = 64;
 
+/// A bucket as read: its packed value, shared with the record (empty: no record), read in
+/// place; decoded into pairs only once a change needs them (a read of one field walks the
+/// bytes and allocates nothing).
+#[derive(Default)]
+struct Bucket {
+    read: Bytes,
+    pairs: Option<Pairs>,
+}
+
+impl Bucket {
+    fn packed(&self) -> quiver_store::Result<Packed<'_>> {
+        Ok(Packed::new(&self.read)?)
+    }
+
+    fn get(&self, field: &[u8]) -> quiver_store::Result<Option<Bytes>> {
+        if let Some(pairs) = &self.pairs {
+            return Ok(pairs
+                .iter()
+                .find(|(f, _)| f == field)
+                .map(|(_, v)| v.clone()));
+        }
+        if self.read.is_empty() {
+            return Ok(None);
+        }
+        Ok(self.packed()?.get(field).map(|v| self.read.slice_ref(v)))
+    }
+
+    /// Hands each pair to `each`, in order; returns how many.
+    fn each(&self, each: &mut impl FnMut(&Bytes, &Bytes)) -> quiver_store::Result<u64> {
+        if let Some(pairs) = &self.pairs {
+            pairs.iter().for_each(|(f, v)| each(f, v));
+            return Ok(pairs.len() as u64);
+        }
+        if self.read.is_empty() {
+            return Ok(0);
+        }
+        let packed = self.packed()?;
+        for (f, v) in packed.iter() {
+            each(&self.read.slice_ref(f), &self.read.slice_ref(v));
+        }
+        Ok(packed.len() as u64)
+    }
+
+    /// The pairs to change, decoded from the record on the first change.
+    fn pairs_mut(&mut self) -> quiver_store::Result<&mut Pairs> {
+        if self.pairs.is_none() {
+            let mut pairs = Pairs::new();
+            self.each(&mut |f, v| pairs.push((f.clone(), v.clone())))?;
+            self.pairs = Some(pairs);
+        }
+        Ok(self.pairs.get_or_insert_with(Pairs::new))
+    }
+}
+
 /// A large hash: its metadata and the buckets read so far.
 pub(crate) struct Large {
     pub meta: Meta,
-    buckets: BTreeMap<u32, Pairs>,
+    buckets: BTreeMap<u32, Bucket>,
     /// Buckets to write back (an emptied one is deleted).
     changed: BTreeSet<u32>,
     /// Fields added by this command (they decide how many splits it may make).
@@ -56,7 +110,8 @@ impl Large {
         for (f, v) in pairs {
             let n = meta.bucket_of(f);
             let bucket = large.buckets.entry(n).or_default();
-            bucket.push((Bytes::copy_from_slice(f), Bytes::copy_from_slice(v)));
+            let pair = (Bytes::copy_from_slice(f), Bytes::copy_from_slice(v));
+            bucket.pairs.get_or_insert_with(Pairs::new).push(pair);
             large.changed.insert(n);
         }
         large
@@ -77,11 +132,12 @@ impl Large {
             txn.prefetch(BUCKETS_DB, keys.iter())?;
         }
         for (n, key) in wanted.into_iter().zip(keys) {
-            let pairs = match txn.get_entry_in(BUCKETS_DB, &key)? {
-                Some(entry) => bucket_pairs(&entry)?,
-                None => Vec::new(),
+            // A bucket is a hash record; anything else is damage, refused as such.
+            let read = match txn.get_entry_in(BUCKETS_DB, &key)? {
+                Some(entry) => entry.of_kind(ValueKind::Hash)?.value,
+                None => Bytes::new(),
             };
-            self.buckets.insert(n, pairs);
+            self.buckets.insert(n, Bucket { read, pairs: None });
         }
         Ok(())
     }
@@ -96,21 +152,6 @@ impl Large {
         self.read(txn, fields.map(|f| meta.bucket_of(f)))
     }
 
-    /// Reads every bucket (HGETALL, HKEYS, HVALS).
-    pub fn read_all(&mut self, txn: &mut Txn<'_>) -> quiver_store::Result<()> {
-        self.read(txn, 0..self.meta.buckets())
-    }
-
-    /// The pairs of the buckets read, in bucket order.
-    pub fn pairs(&self) -> impl Iterator<Item = &(Bytes, Bytes)> {
-        self.buckets.values().flatten()
-    }
-
-    /// The pairs of bucket `n` (read).
-    pub fn bucket(&self, n: u32) -> &[(Bytes, Bytes)] {
-        self.buckets.get(&n).map_or(&[], |b| &b[..])
-    }
-
     /// The bucket `field` belongs in, read if it was not.
     fn bucket_of(&mut self, txn: &mut Txn<'_>, field: &[u8]) -> quiver_store::Result<u32> {
         let n = self.meta.bucket_of(field);
@@ -120,11 +161,18 @@ impl Large {
         Ok(n)
     }
 
+    /// The pairs of bucket `n` to change (read if it was not).
+    fn pairs_mut(&mut self, txn: &mut Txn<'_>, n: u32) -> quiver_store::Result<&mut Pairs> {
+        self.read(txn, [n])?;
+        self.buckets.entry(n).or_default().pairs_mut()
+    }
+
     /// Reads the buckets `start`, `start + 1`, ... (at most `positions` of them, past the
     /// last back to bucket 0) in vectors sized by the fields still wanted (at most
     /// [`WALK_BUCKETS_PER_READ`] buckets each), handing each pair to `each`, until `wanted`
     /// pairs were handed or the positions are used up; returns how many buckets it read
-    /// (HSCAN's page, HRANDFIELD's sample: reads in proportion to what they return).
+    /// (HSCAN's page, HRANDFIELD's sample, HGETALL and COPY's whole hash: reads in
+    /// proportion to what they return).
     pub fn walk(
         &mut self,
         txn: &mut Txn<'_>,
@@ -145,10 +193,9 @@ impl Large {
                 .map(|i| ((u64::from(start) + u64::from(i)) % buckets) as u32)
                 .collect();
             self.read(txn, numbers.iter().copied())?;
-            for &n in &numbers {
-                for (f, v) in self.bucket(n) {
-                    handed += 1;
-                    each(f, v);
+            for n in &numbers {
+                if let Some(bucket) = self.buckets.get(n) {
+                    handed += bucket.each(&mut each)?;
                 }
             }
             done += take;
@@ -156,13 +203,22 @@ impl Large {
         Ok(done)
     }
 
-    pub fn get(&mut self, txn: &mut Txn<'_>, field: &[u8]) -> quiver_store::Result<Option<&Bytes>> {
+    /// Every pair, in bucket order.
+    pub fn all(&mut self, txn: &mut Txn<'_>) -> quiver_store::Result<Pairs> {
+        let mut pairs = Vec::with_capacity(self.meta.count as usize);
+        let buckets = self.meta.buckets();
+        self.walk(txn, 0, buckets, u64::MAX, |f, v| {
+            pairs.push((f.clone(), v.clone()));
+        })?;
+        Ok(pairs)
+    }
+
+    pub fn get(&mut self, txn: &mut Txn<'_>, field: &[u8]) -> quiver_store::Result<Option<Bytes>> {
         let n = self.bucket_of(txn, field)?;
-        Ok(self
-            .bucket(n)
-            .iter()
-            .find(|(f, _)| f == field)
-            .map(|(_, v)| v))
+        match self.buckets.get(&n) {
+            Some(bucket) => bucket.get(field),
+            None => Ok(None),
+        }
     }
 
     /// Sets `field` to `value` (in its place when the hash has it); whether it is new.
@@ -172,30 +228,31 @@ impl Large {
         field: &[u8],
         value: &[u8],
     ) -> quiver_store::Result<bool> {
-        let n = self.bucket_of(txn, field)?;
-        self.changed.insert(n);
-        let bucket = self.buckets.entry(n).or_default();
+        let n = self.meta.bucket_of(field);
         let value = Bytes::copy_from_slice(value);
-        match bucket.iter_mut().find(|(f, _)| f == field) {
+        let bucket = self.pairs_mut(txn, n)?;
+        let added = match bucket.iter_mut().find(|(f, _)| f == field) {
             Some(pair) => {
-                self.meta.bytes = self.meta.bytes - pair.1.len() as u64 + value.len() as u64;
-                pair.1 = value;
-                Ok(false)
+                let old = std::mem::replace(&mut pair.1, value.clone());
+                self.meta.bytes = self.meta.bytes - old.len() as u64 + value.len() as u64;
+                false
             }
             None => {
+                bucket.push((Bytes::copy_from_slice(field), value.clone()));
                 self.meta.bytes += pair_bytes(field, &value);
                 self.meta.count += 1;
                 self.added += 1;
-                bucket.push((Bytes::copy_from_slice(field), value));
-                Ok(true)
+                true
             }
-        }
+        };
+        self.changed.insert(n);
+        Ok(added)
     }
 
     /// Removes `field`; whether the hash had it.
     pub fn remove(&mut self, txn: &mut Txn<'_>, field: &[u8]) -> quiver_store::Result<bool> {
-        let n = self.bucket_of(txn, field)?;
-        let bucket = self.buckets.entry(n).or_default();
+        let n = self.meta.bucket_of(field);
+        let bucket = self.pairs_mut(txn, n)?;
         let Some(at) = bucket.iter().position(|(f, _)| f == field) else {
             return Ok(false);
         };
@@ -213,9 +270,8 @@ impl Large {
             if !self.meta.wants_split() {
                 break;
             }
-            self.read(txn, [self.meta.split])?;
+            let pairs = std::mem::take(self.pairs_mut(txn, self.meta.split)?);
             let (from, to) = self.meta.split_next();
-            let pairs = self.buckets.remove(&from).unwrap_or_default();
             let meta = self.meta;
             let (moved, kept): (Pairs, Pairs) = pairs
                 .into_iter()
@@ -224,8 +280,12 @@ impl Large {
                 self.changed.insert(from);
                 self.changed.insert(to);
             }
-            self.buckets.insert(from, kept);
-            self.buckets.insert(to, moved);
+            let bucket = |pairs| Bucket {
+                read: Bytes::new(),
+                pairs: Some(pairs),
+            };
+            self.buckets.insert(from, bucket(kept));
+            self.buckets.insert(to, bucket(moved));
         }
         Ok(())
     }
@@ -255,7 +315,7 @@ impl Large {
         }
         for &n in &self.changed {
             let key = self.meta.bucket_key(n);
-            match self.buckets.get(&n) {
+            match self.buckets.get(&n).and_then(|b| b.pairs.as_ref()) {
                 Some(pairs) if !pairs.is_empty() => {
                     let entry = Entry {
                         value: encode_pairs(pairs),
@@ -292,19 +352,7 @@ pub(crate) fn copy(
     to: &Bytes,
     expire_at: Option<u64>,
 ) -> quiver_store::Result<()> {
-    let mut from = Large::new(meta);
-    from.read_all(txn)?;
-    let pairs = from.pairs().map(|(f, v)| (&f[..], &v[..]));
+    let pairs = Large::new(meta).all(txn)?;
+    let pairs = pairs.iter().map(|(f, v)| (&f[..], &v[..]));
     Large::from_pairs(to, pairs).write_in(txn, db, to, expire_at)
-}
-
-/// The pairs of a bucket's record.
-fn bucket_pairs(entry: &Entry) -> quiver_store::Result<Pairs> {
-    match entry.hash_value()? {
-        HashValue::Packed(packed) => Ok(packed
-            .iter()
-            .map(|(f, v)| (entry.value.slice_ref(f), entry.value.slice_ref(v)))
-            .collect()),
-        HashValue::Large(_) => Err(Error::BadHash(quiver_store::fields::FieldsError::BadMeta)),
-    }
 }

@@ -19,6 +19,8 @@ pub mod read;
 pub mod scan;
 pub mod write;
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 use quiver_store::fields::Fields;
 use quiver_store::large_hash::HashValue;
@@ -60,10 +62,14 @@ impl<'e> Hash<'e> {
         })
     }
 
-    pub fn get(&mut self, txn: &mut Txn<'_>, field: &[u8]) -> quiver_store::Result<Option<&[u8]>> {
+    pub fn get(
+        &mut self,
+        txn: &mut Txn<'_>,
+        field: &[u8],
+    ) -> quiver_store::Result<Option<Cow<'e, [u8]>>> {
         Ok(match self {
-            Hash::Small(fields) => fields.get(field),
-            Hash::Large(large) => large.get(txn, field)?.map(|v| &v[..]),
+            Hash::Small(fields) => fields.get(field).map(Cow::Borrowed),
+            Hash::Large(large) => large.get(txn, field)?.map(|v| Cow::Owned(v.to_vec())),
         })
     }
 

@@ -148,8 +148,7 @@ impl HRandField<'_> {
         };
         let buckets = meta.buckets();
         if self.count.is_some_and(|n| n > 0) && wanted >= meta.count {
-            large.read_all(txn)?;
-            return Ok(large.pairs().cloned().collect());
+            return large.all(txn);
         }
         let start = (random_u64() % u64::from(buckets)) as u32;
         let mut pool = Vec::new();

@@ -87,13 +87,12 @@ pub fn large_reply(
             large.read_fields(txn, fields.iter().map(|f| &f[..]))?;
             let mut values = Vec::with_capacity(fields.len());
             for f in fields {
-                values.push(large.get(txn, f)?.cloned());
+                values.push(large.get(txn, f)?);
             }
             fields_reply(read, values.into_iter())
         }
         HashRead::All | HashRead::Keys | HashRead::Vals => {
-            large.read_all(txn)?;
-            all_reply(read, large.pairs().cloned())
+            all_reply(read, large.all(txn)?.into_iter())
         }
         HashRead::Len => Reply::Integer(meta.count as i64),
     })

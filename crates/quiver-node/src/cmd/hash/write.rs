@@ -195,7 +195,7 @@ impl TxnCommand for HIncr<'_> {
     fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
         let entry = read_hash(txn, self.key)?;
         let mut hash = Hash::of(txn, entry.as_ref(), [&self.field[..]].into_iter())?;
-        let (value, reply) = match self.next(hash.get(txn, self.field)?) {
+        let (value, reply) = match self.next(hash.get(txn, self.field)?.as_deref()) {
             Ok(next) => next,
             Err(reply) => return Ok(reply),
         };
