@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use quiver_store::large_hash::BUCKETS_DB;
+use quiver_store::large_hash::USER_DATABASES_MAX;
 use quiver_store::log::format::{record_len, SEGMENT_HEADER_LEN};
 use quiver_store::options::{KEY_LEN_MAX, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
 use quiver_store::{BackendKind, Durability, Options};
@@ -201,9 +201,11 @@ impl NodeConfig {
     pub fn validate(&self, service: &Config) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError(m));
         self.validate_cluster(service)?;
-        // The last database holds large hashes' buckets (`large_hash::BUCKETS_DB`).
-        if !(1..=BUCKETS_DB).contains(&service.databases) {
-            return bad(format!("databases must be between 1 and {BUCKETS_DB}"));
+        // The last databases hold large hashes' anchors and buckets (`large_hash`).
+        if !(1..=USER_DATABASES_MAX).contains(&service.databases) {
+            return bad(format!(
+                "databases must be between 1 and {USER_DATABASES_MAX}"
+            ));
         }
         if self.max_vector_width == 0 {
             return bad("max-vector-width must be at least 1".into());

@@ -425,7 +425,7 @@ impl Store {
     /// Database `db` (Redis's SELECT number; `0..Options::databases`).
     pub fn db(&self, db: u32) -> Result<Db<'_>> {
         let databases = self.inner().ctx.opts.databases;
-        if db >= databases && db != crate::large_hash::BUCKETS_DB {
+        if db >= databases && db < crate::large_hash::ANCHORS_DB {
             return Err(Error::NoSuchDatabase { db, databases });
         }
         Ok(Db { store: self, db })

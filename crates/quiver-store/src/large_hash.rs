@@ -8,7 +8,14 @@
 //! ```text
 //! meta := 0x00 version:u8 generation:u64 slot:u16 count:u64 bytes:u64 level:u8 split:u32
 //! bucket key := '{' tag[2] '}' generation:u64be number:u32be
+//! anchor key := '{' tag[2] '}' generation:u64be     anchor := buckets:u32 slot:u16 parent
 //! ```
+//!
+//! Each large hash also has an **anchor** (database [`ANCHORS_DB`]): its generation, how many
+//! buckets it has, and the key of its metadata. A hash that is gone — deleted, expired,
+//! overwritten, flushed — leaves its anchor and buckets behind; the node's reclaimer finds
+//! anchors whose key holds no metadata of their generation in any database and deletes them
+//! with their buckets.
 //!
 //! A meta value starts with a zero byte, which no packed hash does (its first byte is its
 //! field count, at least 1): a hash record's first byte tells the two encodings apart.
@@ -24,9 +31,14 @@ use crate::dbs::DATABASES_MAX;
 use crate::fields::{FieldsError, Packed};
 use crate::slot::{crc16, SLOTS};
 
-/// The database buckets are kept in: past every database a client can SELECT (`databases` is
-/// at most this), so SCAN, KEYS, DBSIZE, RANDOMKEY and INFO keyspace never see them.
+/// The database buckets are kept in: past every database a client can SELECT, so SCAN, KEYS,
+/// DBSIZE, RANDOMKEY and INFO keyspace never see them.
 pub const BUCKETS_DB: u32 = DATABASES_MAX - 1;
+/// The database of the anchors ([`Anchor`]): one record per large hash, which the node's
+/// reclaimer walks to find the buckets of hashes that are gone.
+pub const ANCHORS_DB: u32 = DATABASES_MAX - 2;
+/// Most databases a client can SELECT (`databases`): the hidden ones come after.
+pub const USER_DATABASES_MAX: u32 = ANCHORS_DB;
 /// Average bytes of fields and values per bucket past which the hash splits one. Small: a
 /// read of one field checksums, checks and walks its whole bucket, and a write rewrites it
 /// (HGET of a ~1M-field hash 0.32x Redis with 2 KiB buckets, 0.48x with these; HSET 0.08x
@@ -155,14 +167,21 @@ impl Meta {
 
     /// The key of bucket `n` (in [`BUCKETS_DB`]).
     pub fn bucket_key(&self, n: u32) -> Bytes {
-        let tag = slot_tags()[usize::from(self.slot)];
-        let mut key = BytesMut::with_capacity(4 + 8 + 4);
-        key.put_u8(b'{');
-        key.put_slice(&tag);
-        key.put_u8(b'}');
-        key.put_u64(self.generation);
-        key.put_u32(n);
-        key.freeze()
+        bucket_key(self.slot, self.generation, n)
+    }
+
+    /// The key of the hash's anchor (in [`ANCHORS_DB`]).
+    pub fn anchor_key(&self) -> Bytes {
+        tagged_key(self.slot, self.generation).freeze()
+    }
+
+    /// The hash's anchor, its metadata at `parent`.
+    pub fn anchor(&self, parent: &[u8]) -> Bytes {
+        let mut value = BytesMut::with_capacity(6 + parent.len());
+        value.put_u32_le(self.buckets());
+        value.put_u16_le(self.slot);
+        value.put_slice(parent);
+        value.freeze()
     }
 
     /// Whether the hash wants another bucket: more bytes and fields per bucket, on average,
@@ -198,6 +217,53 @@ impl crate::batch::Entry {
         }
         Ok(HashValue::of(&self.value)?)
     }
+}
+
+/// A large hash's anchor as the reclaimer reads it ([`Meta::anchor`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Anchor {
+    pub generation: u64,
+    pub slot: u16,
+    /// How many buckets the hash had at its last change of shape (its buckets are below).
+    pub buckets: u32,
+    /// The key of its metadata (in whichever database holds it).
+    pub parent: Bytes,
+}
+
+impl Anchor {
+    /// The anchor of `key` holding `value`; `None` for what no anchor looks like.
+    pub fn decode(key: &[u8], value: &Bytes) -> Option<Anchor> {
+        let generation = u64::from_be_bytes(key.get(4..12)?.try_into().ok()?);
+        let mut at = value.get(..6)?;
+        let (buckets, slot) = (at.get_u32_le(), at.get_u16_le());
+        (key.len() == 12 && u32::from(slot) < SLOTS).then(|| Anchor {
+            generation,
+            slot,
+            buckets,
+            parent: value.slice(6..),
+        })
+    }
+
+    pub fn bucket_key(&self, n: u32) -> Bytes {
+        bucket_key(self.slot, self.generation, n)
+    }
+}
+
+/// `{tag}` (the two bytes whose CRC16 is `slot`) and the generation.
+fn tagged_key(slot: u16, generation: u64) -> BytesMut {
+    let tag = slot_tags()[usize::from(slot)];
+    let mut key = BytesMut::with_capacity(4 + 8 + 4);
+    key.put_u8(b'{');
+    key.put_slice(&tag);
+    key.put_u8(b'}');
+    key.put_u64(generation);
+    key
+}
+
+fn bucket_key(slot: u16, generation: u64, n: u32) -> Bytes {
+    let mut key = tagged_key(slot, generation);
+    key.put_u32(n);
+    key.freeze()
 }
 
 /// The size a pair counts for in [`Meta::bytes`].
@@ -255,6 +321,25 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn an_anchor_names_its_hash_and_its_buckets() {
+        let meta = Meta::new(0x7d7d, 4242, 1000, 100_000);
+        let anchor = Anchor::decode(&meta.anchor_key(), &meta.anchor(b"user:1")).unwrap();
+        assert_eq!(anchor.generation, 0x7d7d);
+        assert_eq!(anchor.buckets, meta.buckets());
+        assert_eq!(&anchor.parent[..], b"user:1");
+        assert_eq!(anchor.bucket_key(7), meta.bucket_key(7));
+        assert_eq!(key_slot(&meta.anchor_key()), 4242);
+        assert_eq!(
+            Anchor::decode(&meta.bucket_key(0), &meta.anchor(b"k")),
+            None
+        );
+        assert_eq!(
+            Anchor::decode(&meta.anchor_key(), &Bytes::from_static(b"abc")),
+            None
+        );
     }
 
     #[test]

@@ -173,8 +173,8 @@ pub struct Options {
     /// version-1 store opened without it is refused with an error that names the upgrade.
     pub legacy_v1: bool,
     /// Databases addressable through `Store::db` (Redis's `databases`; at most
-    /// `large_hash::BUCKETS_DB`, the hidden database of large hashes' buckets, which
-    /// `Store::db` also opens).
+    /// `large_hash::USER_DATABASES_MAX`: the hidden databases of large hashes' anchors and
+    /// buckets come after, which `Store::db` also opens).
     pub databases: u32,
 }
 
@@ -236,11 +236,11 @@ impl Options {
                 self.value_len_max, self.segment_bytes
             ));
         }
-        if self.databases == 0 || self.databases > crate::large_hash::BUCKETS_DB {
+        if self.databases == 0 || self.databases > crate::large_hash::USER_DATABASES_MAX {
             return bad(format!(
                 "databases {} outside 1..={}",
                 self.databases,
-                crate::large_hash::BUCKETS_DB
+                crate::large_hash::USER_DATABASES_MAX
             ));
         }
         if self.legacy_v1 && !self.read_only {

@@ -484,7 +484,7 @@ impl Store {
         };
         let mut all = crate::dbs::Figures::default();
         for f in self
-            .db_figures(|d| d != crate::large_hash::BUCKETS_DB)
+            .db_figures(|d| d < crate::large_hash::ANCHORS_DB)
             .into_values()
         {
             all.add(f);

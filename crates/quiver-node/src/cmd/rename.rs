@@ -1,7 +1,7 @@
 //! RENAME, RENAMENX and COPY: a value moved or copied to another key (COPY: maybe in another
 //! database) with its expiry, in one transaction (so the old key's removal and the new key's
-//! write commit together). A large hash moves as its metadata record (its buckets are
-//! keyed by its generation, not its key); its COPY gets buckets of its own
+//! write commit together). A large hash moves as its metadata record and its anchor (its
+//! buckets are keyed by its generation, not its key); its COPY gets buckets of its own
 //! (`hash::large::copy`).
 
 use bytes::Bytes;
@@ -55,6 +55,10 @@ impl TxnCommand for Rename<'_> {
             return Ok(Reply::Integer(0));
         }
         txn.delete(self.from.clone());
+        // A large hash's anchor follows it to its new key (its buckets stay as they are).
+        if let Ok(HashValue::Large(meta)) = entry.hash_value() {
+            large::anchor(txn, &meta, self.to);
+        }
         // The expiry moves with the value; the destination's own is gone.
         txn.put_entry(self.to.clone(), entry);
         Ok(if self.nx {

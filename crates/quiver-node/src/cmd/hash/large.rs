@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use quiver_store::fields::{encode_pairs, Packed};
-use quiver_store::large_hash::{pair_bytes, Meta, BUCKETS_DB};
+use quiver_store::large_hash::{pair_bytes, Meta, ANCHORS_DB, BUCKETS_DB};
 use quiver_store::slot::key_slot;
 use quiver_store::{Entry, ValueKind};
 
@@ -88,6 +88,9 @@ pub(crate) struct Large {
     changed: BTreeSet<u32>,
     /// Fields added by this command (they decide how many splits it may make).
     added: usize,
+    /// The buckets its anchor counts (`None`: a new hash, no anchor yet): the anchor is
+    /// written again when they change.
+    anchored: Option<u32>,
 }
 
 impl Large {
@@ -97,6 +100,7 @@ impl Large {
             buckets: BTreeMap::new(),
             changed: BTreeSet::new(),
             added: 0,
+            anchored: Some(meta.buckets()),
         }
     }
 
@@ -107,6 +111,7 @@ impl Large {
         let bytes = pairs.iter().map(|(f, v)| pair_bytes(f, v)).sum();
         let meta = Meta::new(random_u64(), key_slot(key), pairs.len() as u64, bytes);
         let mut large = Large::new(meta);
+        large.anchored = None;
         for (f, v) in pairs {
             let n = meta.bucket_of(f);
             let bucket = large.buckets.entry(n).or_default();
@@ -328,8 +333,13 @@ impl Large {
             }
         }
         if self.meta.count == 0 {
+            // Its buckets are empty, so deleted: nothing is left to reclaim.
+            txn.delete_in(ANCHORS_DB, self.meta.anchor_key());
             txn.delete_in(db, key.clone());
         } else {
+            if self.anchored != Some(self.meta.buckets()) {
+                anchor(txn, &self.meta, key);
+            }
             let entry = Entry {
                 value: self.meta.encode(),
                 expire_at,
@@ -339,6 +349,12 @@ impl Large {
         }
         Ok(())
     }
+}
+
+/// Writes the anchor of the hash `meta` describes, at `parent` (RENAME: its new key).
+pub(crate) fn anchor(txn: &mut Txn<'_>, meta: &Meta, parent: &[u8]) {
+    let entry = Entry::string(meta.anchor(parent), None);
+    txn.put_entry_in(ANCHORS_DB, meta.anchor_key(), entry);
 }
 
 /// COPY of the large hash `meta` describes to `to` in database `db`, expiring at

@@ -16,6 +16,7 @@
 pub(crate) mod large;
 pub mod random;
 pub mod read;
+pub mod reclaim;
 pub mod scan;
 pub mod write;
 
