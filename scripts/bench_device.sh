@@ -15,9 +15,16 @@
 # Prints, per depth, keys/s and keys per server-CPU-second (means over rounds), fio's IOPS, and
 # the ratio Quiver keys/s / fio IOPS of each round; then the cgroup's peak memory and page cache.
 #
+# HASH_FIELDS=F: the keys are hashes of F fields of VALUE_SIZE bytes (issue 36), loaded by one
+# HSET each, and the reads are HMGETs of all F fields of one hash (one record read each, so
+# the device sees one read per HMGET in flight, and fio runs at that depth); keys/s counts
+# fields. Then, for the RAM per field, the same hashes (KEYS / 10 of them) are loaded into
+# Debian's redis-server without persistence and its `used_memory` divided by their fields.
+#
 # Environment (defaults in brackets):
 #   KEYS [4000000]  VALUE_SIZE [512]  KEY_SIZE [16]  MEMORY_MB [512]  DURATION seconds [8]
 #   ROUNDS [2]  IN_FLIGHT ["1 2 4 8"]  SERVER_CORE [0]  CLIENT_CORE [1]  KEEP=1 keeps the data
+#   HASH_FIELDS [none]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +46,21 @@ IN_FLIGHT=${IN_FLIGHT:-1 2 4 8}
 SERVER_CORE=${SERVER_CORE:-0}
 CLIENT_CORE=${CLIENT_CORE:-1}
 KEEP=${KEEP:-0}
+HASH_FIELDS=${HASH_FIELDS:-}
+# What one operation reads and names: MGET of 32 keys (32 records), or HMGET of a whole hash
+# (one record of F fields).
+if [ -n "$HASH_FIELDS" ]; then
+  SHAPE=(--hash-fields "$HASH_FIELDS" --width "$HASH_FIELDS")
+  WORKLOAD=hmget$HASH_FIELDS
+  READS_PER_OP=1
+  # A packed hash: a count, then per field a length byte, the name (f0000) and the value.
+  RECORD_BYTES=$((24 + KEY_SIZE + 2 + HASH_FIELDS * (2 + 5 + VALUE_SIZE)))
+else
+  SHAPE=(--width 32)
+  WORKLOAD=mget32
+  READS_PER_OP=32
+  RECORD_BYTES=$((24 + KEY_SIZE + VALUE_SIZE))
+fi
 
 apt_install_missing fio:fio jq:jq taskset:util-linux
 echo "building quiver (release)" >&2
@@ -86,14 +108,14 @@ PORT=$(served_port "$RUN/server.out")
 
 net() {
   taskset -c "$CLIENT_CORE" "$Q" bench net --port "$PORT" --server-pid "$PID" --system quiver \
-    --keys "$KEYS" --key-size "$KEY_SIZE" --value-size "$VALUE_SIZE" "$@"
+    --keys "$KEYS" --key-size "$KEY_SIZE" --value-size "$VALUE_SIZE" "${SHAPE[@]:0:2}" "$@"
 }
 echo "== loading $KEYS keys of $VALUE_SIZE bytes (memory limit $MEMORY_MB MiB)" >&2
 net --load-only >/dev/null
 settle "$PID" >/dev/null
 # The records' bytes (24-byte header, key, value): what reads land in. `du` would count the
 # segments' preallocated, never-read tails too, and fio on a larger region is slower here.
-DATA_MB=$(((KEYS * (24 + KEY_SIZE + VALUE_SIZE) >> 20) + 1))
+DATA_MB=$(((KEYS * RECORD_BYTES >> 20) + 1))
 echo "   $DATA_MB MiB of records ($(du -sm "$RUN/data" | cut -f1) MiB allocated)" >&2
 
 FIO=(taskset -c "$SERVER_CORE" fio --name=randread --filename="$RUN/fio.dat" --size="${DATA_MB}M"
@@ -103,24 +125,42 @@ FIO=(taskset -c "$SERVER_CORE" fio --name=randread --filename="$RUN/fio.dat" --s
 
 for ((round = 1; round <= ROUNDS; round++)); do
   for n in $IN_FLIGHT; do
-    echo "== round $round/$ROUNDS: $n MGET-32 in flight, then fio at depth $((32 * n))" >&2
-    line=$(net --width 32 --get-ratio 1 --connections "$n" --depth 1 --workload mget32 \
+    echo "== round $round/$ROUNDS: $n $WORKLOAD in flight, then fio at depth $((READS_PER_OP * n))" >&2
+    line=$(net "${SHAPE[@]:2}" --get-ratio 1 --connections "$n" --depth 1 --workload "$WORKLOAD" \
       --duration-s "$DURATION" --warmup-s 1)
     put "q$n" "$(jq -r .keys_per_sec <<<"$line")"
     put "qcpu$n" "$(jq -r .keys_per_server_cpu_s <<<"$line")"
     put "bad" "$(jq -r '.errors + .misses + .disconnects' <<<"$line")"
-    put "fio$n" "$("${FIO[@]}" --iodepth=$((32 * n)) | jq -r '.jobs[0].read.iops')"
+    put "fio$n" "$("${FIO[@]}" --iodepth=$((READS_PER_OP * n)) | jq -r '.jobs[0].read.iops')"
   done
 done
 
 echo
-echo "keys=$KEYS value_size=$VALUE_SIZE data=${DATA_MB}MiB memory_limit=${MEMORY_MB}MiB duration=${DURATION}s rounds=$ROUNDS $(date -u +%FT%TZ)"
+echo "keys=$KEYS value_size=$VALUE_SIZE hash_fields=${HASH_FIELDS:-none} data=${DATA_MB}MiB memory_limit=${MEMORY_MB}MiB duration=${DURATION}s rounds=$ROUNDS $(date -u +%FT%TZ)"
 printf '%-10s %-14s %14s %12s %16s\n' "in flight" "device depth" "quiver keys/s" "fio IOPS" "keys/server-cpu-s"
 for n in $IN_FLIGHT; do
-  printf '%-10s %-14s %14s %12s %16s   quiver / fio per round: %s\n' "$n" "$((32 * n))" \
+  printf '%-10s %-14s %14s %12s %16s   quiver / fio per round: %s\n' "$n" "$((READS_PER_OP * n))" \
     "$(mean "q$n")" "$(mean "fio$n")" "$(mean "qcpu$n")" "$(ratios "q$n" "fio$n")"
 done
 echo "cgroup peak memory $(($(as_root cat "$CG/$PEAK_FILE") >> 20)) MiB (limit $MEMORY_MB MiB, data $DATA_MB MiB)"
+if [ -n "$HASH_FIELDS" ]; then
+  # Redis's RAM per field for the same hashes (a tenth of them: Redis keeps all in RAM).
+  stop_pids "$PID"
+  PID=
+  RPORT=$(free_port)
+  taskset -c "$SERVER_CORE" redis-server --port "$RPORT" --save '' --appendonly no \
+    --dir "$RUN" >"$RUN/redis.log" 2>&1 &
+  PID=$!
+  wait_listening "$RPORT"
+  base=$(redis-cli -p "$RPORT" INFO memory | awk -F: '/^used_memory:/ { print $2 + 0 }')
+  taskset -c "$CLIENT_CORE" "$Q" bench net --port "$RPORT" --system redis --keys $((KEYS / 10)) \
+    --key-size "$KEY_SIZE" --value-size "$VALUE_SIZE" --hash-fields "$HASH_FIELDS" --load-only >/dev/null
+  used=$(redis-cli -p "$RPORT" INFO memory | awk -F: '/^used_memory:/ { print $2 + 0 }')
+  fields=$((KEYS / 10 * HASH_FIELDS))
+  echo "redis used_memory for $((KEYS / 10)) hashes of $HASH_FIELDS fields: $(((used - base) >> 20)) MiB," \
+    "$(((used - base) / fields)) bytes per field; all $KEYS hashes would need" \
+    "$(((used - base) * 10 >> 20)) MiB (Quiver's cgroup: $MEMORY_MB MiB)"
+fi
 bad=$(awk -F'\t' '$2 == "bad" { s += $3 } END { print s + 0 }' "$RESULTS")
 if [ "$bad" != 0 ]; then
   echo "ERROR: $bad errors, missing values or lost connections" >&2
