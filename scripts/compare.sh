@@ -44,6 +44,10 @@
 #                 Redis binding sends them — a read is HGETALL, an update HSET of one field —
 #                 on 10-field hashes, Zipf 0.99, 50 connections, one request each (YCSB's
 #                 binding itself cannot run: it indexes every key in a sorted set, ZADD)
+#   ycsb-d        D: 95% HGETALL / 5% inserts (HSET of a new 10-field hash past the loaded
+#                 ones), reads favouring the newest keys (Zipf over recency, YCSB's "latest")
+#   ycsb-f        F: 50% HGETALL / 50% read-modify-write (HGETALL, then HSET of one field of
+#                 the same hash once it answered), Zipf 0.99; keys/s counts requests
 #
 # keys/s is then fields read or written per second (`--width` of them per request).
 #
@@ -186,6 +190,8 @@ if ((HASHES)); then
     "ycsb-a|10|--hgetall --width 1 --get-ratio 0.5 --distribution zipf --connections 50 --depth 1"
     "ycsb-b|10|--hgetall --width 1 --get-ratio 0.95 --distribution zipf --connections 50 --depth 1"
     "ycsb-c|10|--hgetall --width 1 --get-ratio 1 --distribution zipf --connections 50 --depth 1"
+    "ycsb-d|10|--hgetall --width 1 --get-ratio 0.95 --insert-ratio 0.05 --distribution latest --connections 50 --depth 1"
+    "ycsb-f|10|--hgetall --width 1 --get-ratio 0.5 --read-modify-write --distribution zipf --connections 50 --depth 1"
   )
 else
   WORKLOADS=(

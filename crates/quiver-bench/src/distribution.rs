@@ -1,4 +1,4 @@
-//! Key popularity: uniform, or Zipf over key ranks.
+//! Key popularity: uniform, Zipf over key ranks, or Zipf over recency (YCSB's "latest").
 //!
 //! The Zipf sampler is YCSB's `ZipfianGenerator`, from Gray et al., "Quickly generating
 //! billion-record synthetic databases" (SIGMOD '94): rank r in `0..n` is drawn with probability
@@ -8,6 +8,8 @@
 //! Ranks are scrambled into key indexes by a bijection (multiplication by a prime modulo n), so
 //! the hot keys are not the first keys loaded: they sit in different segments and pages.
 //! Partitions are chosen by the key's hash, so hot keys are spread across them either way.
+//! "Latest" is not scrambled: rank r is the key r places before the newest, so that with
+//! inserts (YCSB workload D) the keys just inserted are the hottest.
 
 use std::fmt;
 use std::str::FromStr;
@@ -19,6 +21,8 @@ use crate::rng::WyRand;
 pub enum Distribution {
     Uniform,
     Zipf,
+    /// Zipf over recency: the newest key the most popular (YCSB's `latest`).
+    Latest,
 }
 
 impl Distribution {
@@ -26,6 +30,7 @@ impl Distribution {
         match self {
             Distribution::Uniform => "uniform",
             Distribution::Zipf => "zipf",
+            Distribution::Latest => "latest",
         }
     }
 }
@@ -36,8 +41,9 @@ impl FromStr for Distribution {
         match s {
             "uniform" => Ok(Distribution::Uniform),
             "zipf" | "zipfian" => Ok(Distribution::Zipf),
+            "latest" => Ok(Distribution::Latest),
             _ => Err(Error::Invalid(format!(
-                "unknown distribution {s:?} (expected uniform or zipf)"
+                "unknown distribution {s:?} (expected uniform, zipf or latest)"
             ))),
         }
     }
@@ -157,8 +163,17 @@ fn scramble_with(rank: u64, n: u64, prime_mod_n: u64) -> u64 {
 /// Draws key indexes in `0..n` from a distribution.
 #[derive(Clone, Debug)]
 pub enum KeySampler {
-    Uniform { n: u64 },
-    Zipf { zipf: Zipf, prime_mod_n: u64 },
+    Uniform {
+        n: u64,
+    },
+    Zipf {
+        zipf: Zipf,
+        prime_mod_n: u64,
+    },
+    /// Rank r is key `n - 1 - r` (the caller shifts it by the keys inserted since).
+    Latest {
+        zipf: Zipf,
+    },
 }
 
 impl KeySampler {
@@ -172,6 +187,9 @@ impl KeySampler {
                 zipf: Zipf::new(n, theta)?,
                 prime_mod_n: SCRAMBLE_PRIME % n,
             },
+            Distribution::Latest => KeySampler::Latest {
+                zipf: Zipf::new(n, theta)?,
+            },
         })
     }
 
@@ -182,6 +200,7 @@ impl KeySampler {
             KeySampler::Zipf { zipf, prime_mod_n } => {
                 scramble_with(zipf.sample_rank(rng), zipf.n, *prime_mod_n)
             }
+            KeySampler::Latest { zipf } => zipf.n - 1 - zipf.sample_rank(rng),
         }
     }
 }
@@ -276,13 +295,21 @@ mod tests {
     #[test]
     fn samplers_stay_in_range() {
         let mut rng = WyRand::new(11);
-        for dist in [Distribution::Uniform, Distribution::Zipf] {
+        for dist in [
+            Distribution::Uniform,
+            Distribution::Zipf,
+            Distribution::Latest,
+        ] {
             let s = KeySampler::new(dist, 12_345, 0.99).unwrap();
             for _ in 0..10_000 {
                 assert!(s.next(&mut rng) < 12_345);
             }
         }
         assert_eq!("zipf".parse::<Distribution>().unwrap(), Distribution::Zipf);
+        assert_eq!(
+            "latest".parse::<Distribution>().unwrap(),
+            Distribution::Latest
+        );
         assert!("pareto".parse::<Distribution>().is_err());
     }
 }

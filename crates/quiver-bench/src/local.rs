@@ -89,7 +89,11 @@ impl LocalConfig {
                 self.duration_s
             ));
         }
-        if self.distributions.contains(&Distribution::Zipf) {
+        if self
+            .distributions
+            .iter()
+            .any(|d| *d != Distribution::Uniform)
+        {
             crate::distribution::Zipf::new(1, self.zipf_theta)?;
         }
         Ok(())

@@ -136,13 +136,10 @@ impl Server {
         };
         let result = runtime.block_on(async {
             let mut background = Vec::new();
-            // Large hashes exist only off the cluster (`Txn::large_hashes`).
-            if state.cluster.is_none() {
-                background.push(tokio::spawn(crate::cmd::hash::reclaim::run(
-                    state.clone(),
-                    shutdown.subscribe(),
-                )));
-            }
+            background.push(tokio::spawn(crate::cmd::hash::reclaim::run(
+                state.clone(),
+                shutdown.subscribe(),
+            )));
             if let (Some(_), Some(endpoints)) = (&state.cluster, &state.config.cluster_etcd) {
                 let etcd = quiver_cluster::meta::EtcdSettings {
                     endpoints: endpoints.clone(),

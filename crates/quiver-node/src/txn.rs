@@ -346,12 +346,6 @@ impl<'a> Txn<'a> {
         self.write((self.at(db), key), None);
     }
 
-    /// Whether a hash may become large (`quiver_store::large_hash`): not on a cluster node,
-    /// whose chain messages carry the keys of database 0 alone.
-    pub fn large_hashes(&self) -> bool {
-        self.cluster.is_none()
-    }
-
     fn write(&mut self, key: DbKey, value: Option<Entry>) {
         if self.overlay.insert(key.clone(), value).is_none() {
             self.written.push(key);
@@ -567,29 +561,29 @@ impl<'a> Txn<'a> {
     }
 }
 
-/// Which of `keys` exist in database `db`, in engine calls of [`WALK_PAGE`] keys (keys the
-/// engine refuses exist nowhere).
 /// A batch's writes as the items a chain carries down to its members, all or nothing (its
 /// checks carry nothing: the head checked them).
 pub fn chain_items(batch: &Batch) -> Vec<RangeItem> {
     batch
         .ops
         .iter()
-        .filter_map(|op| match &op.action {
-            BatchAction::Put(v) => Some(RangeItem::Put {
-                key: op.key.clone(),
-                value: v.clone(),
-                expire_at: op.expire_at,
-                kind: op.kind,
-            }),
-            BatchAction::Delete => Some(RangeItem::Delete {
-                key: op.key.clone(),
-            }),
-            BatchAction::Check => None,
+        .filter_map(|op| {
+            let entry = match &op.action {
+                BatchAction::Put(v) => Some(Entry {
+                    value: v.clone(),
+                    expire_at: op.expire_at,
+                    kind: op.kind,
+                }),
+                BatchAction::Delete => None,
+                BatchAction::Check => return None,
+            };
+            Some(RangeItem::in_db(op.db, op.key.clone(), entry))
         })
         .collect()
 }
 
+/// Which of `keys` exist in database `db`, in engine calls of [`WALK_PAGE`] keys (keys the
+/// engine refuses exist nowhere).
 fn exist_in(store: &Store, db: u32, keys: &[&Bytes]) -> quiver_store::Result<Vec<bool>> {
     let store = store.db(db)?;
     let mut found = Vec::with_capacity(keys.len());

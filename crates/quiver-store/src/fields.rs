@@ -91,12 +91,12 @@ impl<'a> Packed<'a> {
         self.count == 0
     }
 
-    /// The value of `field`, if the hash has it.
     /// Whether Redis would keep these pairs as a listpack ([`fits_packed`]).
     pub fn fits_packed(&self) -> bool {
         fits_packed(self.len(), self.iter())
     }
 
+    /// The value of `field`, if the hash has it.
     pub fn get(&self, field: &[u8]) -> Option<&'a [u8]> {
         self.iter().find(|(f, _)| *f == field).map(|(_, v)| v)
     }

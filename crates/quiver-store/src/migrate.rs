@@ -25,10 +25,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::batch::{Entry, ValueKind};
+use crate::batch::Entry;
 use crate::dbs::DbMap;
 use crate::error::{Error, Result};
 use crate::inner::{StoreInner, Table};
+use crate::large_hash::{ANCHORS_DB, BUCKETS_DB};
 use crate::log::format::RecordType;
 use crate::maintenance::{self, LogPos, ScanMode};
 use crate::partition::{Partition, StoreCtx};
@@ -38,38 +39,29 @@ use crate::store::Store;
 /// Items handed to the callback at a time.
 pub const EXPORT_BATCH_ITEMS: usize = 1024;
 
-/// A key's state, as a range export hands it over.
+/// The databases a range export reads and an import writes: a cluster node's keys are all
+/// in database 0, and a large hash keeps its buckets and anchor in the hidden databases
+/// (`large_hash`), under keys of its own slot, so they move and replicate with it.
+pub const RANGE_DATABASES: [u32; 3] = [0, ANCHORS_DB, BUCKETS_DB];
+
+/// A key's state, as a range export hands it over and a chain carries it: its entry, or
+/// `None` when it is absent (a delete).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RangeItem {
-    Put {
-        key: Bytes,
-        value: Bytes,
-        expire_at: Option<u64>,
-        kind: ValueKind,
-    },
-    Delete {
-        key: Bytes,
-    },
+pub struct RangeItem {
+    /// Its database (one of [`RANGE_DATABASES`] in a cluster).
+    pub db: u32,
+    pub key: Bytes,
+    pub entry: Option<Entry>,
 }
 
 impl RangeItem {
-    /// The item for `key` in state `entry`: a put, or a delete when it is absent.
+    /// `key` of database 0 in state `entry`.
     pub fn of(key: Bytes, entry: Option<Entry>) -> RangeItem {
-        match entry {
-            Some(e) => RangeItem::Put {
-                key,
-                value: e.value,
-                expire_at: e.expire_at,
-                kind: e.kind,
-            },
-            None => RangeItem::Delete { key },
-        }
+        RangeItem::in_db(0, key, entry)
     }
 
-    pub fn key(&self) -> &Bytes {
-        match self {
-            RangeItem::Put { key, .. } | RangeItem::Delete { key } => key,
-        }
+    pub fn in_db(db: u32, key: Bytes, entry: Option<Entry>) -> RangeItem {
+        RangeItem { db, key, entry }
     }
 }
 
@@ -88,20 +80,25 @@ pub(crate) fn log_ends(parts: &[Arc<Partition>]) -> Result<Vec<LogPos>> {
 /// A key's state with its namespace (a split moves every database's keys).
 pub(crate) type NsItem = (u32, RangeItem);
 
-/// Which keys a range export reads: one namespace (database 0's, for a migration: cluster
-/// mode has no other), or every live one (a split, which moves whole slots).
+/// Which keys a range export reads: those of some databases ([`RANGE_DATABASES`], for a
+/// migration), or of every live namespace (a split, which moves whole slots).
 #[derive(Clone, Copy)]
 pub(crate) enum Namespaces<'a> {
-    One(u32),
+    Of(&'a DbMap, &'a [u32]),
     Live(&'a DbMap),
 }
 
 impl Namespaces<'_> {
-    fn wants(&self, ns: u32) -> bool {
+    /// The database of namespace `ns` if its keys are wanted.
+    fn db_of(&self, ns: u32) -> Option<u32> {
         match self {
-            Namespaces::One(n) => *n == ns,
-            Namespaces::Live(dbs) => dbs.is_live(ns),
+            Namespaces::Of(dbs, wanted) => dbs.db_of(ns).filter(|db| wanted.contains(db)),
+            Namespaces::Live(dbs) => dbs.db_of(ns),
         }
+    }
+
+    fn wants(&self, ns: u32) -> bool {
+        self.db_of(ns).is_some()
     }
 }
 
@@ -134,7 +131,10 @@ pub(crate) fn snapshot_partition(
         }
         let key = &r.bytes[r.header.key_range()];
         let ext = r.header.ext(r.bytes);
-        if !range.contains(key_slot(key)) || !nss.wants(ext.namespace) {
+        let Some(db) = nss.db_of(ext.namespace) else {
+            return Ok(());
+        };
+        if !range.contains(key_slot(key)) {
             return Ok(());
         }
         // An expired key is not copied, but a split source forgets it too: its index entry
@@ -152,14 +152,14 @@ pub(crate) fn snapshot_partition(
                 "record value checksum mismatch",
             ));
         }
+        let entry = Entry {
+            value: Bytes::copy_from_slice(&r.bytes[r.header.value_range()]),
+            expire_at: ext.expire_at,
+            kind: ext.kind,
+        };
         items.push((
             ext.namespace,
-            RangeItem::Put {
-                key: Bytes::copy_from_slice(key),
-                value: Bytes::copy_from_slice(&r.bytes[r.header.value_range()]),
-                expire_at: ext.expire_at,
-                kind: ext.kind,
-            },
+            RangeItem::in_db(db, Bytes::copy_from_slice(key), Some(entry)),
         ));
         n += 1;
         if items.len() >= EXPORT_BATCH_ITEMS {
@@ -291,11 +291,12 @@ impl RangeExport {
             ));
         }
         let mut n = 0;
-        let db0 = Namespaces::One(self.inner.table().dbs.ns(0));
+        let table = self.inner.table();
+        let nss = Namespaces::Of(&table.dbs, &RANGE_DATABASES);
         let mut strip =
             |items: &[NsItem]| out(&items.iter().map(|(_, i)| i.clone()).collect::<Vec<_>>());
         for (p, end) in self.paused.parts().iter().zip(&self.positions) {
-            n += snapshot_partition(&self.inner.ctx, p, self.range, db0, *end, None, &mut strip)?;
+            n += snapshot_partition(&self.inner.ctx, p, self.range, nss, *end, None, &mut strip)?;
         }
         self.check_layout()?;
         Ok(n)
@@ -309,18 +310,12 @@ impl RangeExport {
         out: &mut dyn FnMut(&[RangeItem]) -> Result<()>,
     ) -> Result<u64> {
         let mut n = 0;
-        let db0 = Namespaces::One(self.inner.table().dbs.ns(0));
+        let table = self.inner.table();
+        let nss = Namespaces::Of(&table.dbs, &RANGE_DATABASES);
         for (p, pos) in self.paused.parts().iter().zip(self.positions.iter_mut()) {
-            let (keys, end) = keys_written_since(p, self.range, db0, *pos)?;
+            let (keys, end) = keys_written_since(p, self.range, nss, *pos)?;
             for chunk in keys.chunks(EXPORT_BATCH_ITEMS) {
-                let keys: Vec<&Bytes> = chunk.iter().map(|(_, k)| k).collect();
-                let entries = store.multi_get_entries(&keys)?;
-                let items: Vec<RangeItem> = keys
-                    .into_iter()
-                    .zip(entries)
-                    .map(|(k, e)| RangeItem::of(k.clone(), e))
-                    .collect();
-                out(&items)?;
+                out(&current_items(store, nss, chunk)?)?;
             }
             n += keys.len() as u64;
             *pos = end;
@@ -347,6 +342,33 @@ impl RangeExport {
     }
 }
 
+/// The state now of `keys` (namespace, key), each in its database of `nss`.
+fn current_items(
+    store: &Store,
+    nss: Namespaces<'_>,
+    keys: &[(u32, Bytes)],
+) -> Result<Vec<RangeItem>> {
+    let mut items = Vec::with_capacity(keys.len());
+    for db in RANGE_DATABASES {
+        let of_db: Vec<&Bytes> = keys
+            .iter()
+            .filter(|(ns, _)| nss.db_of(*ns) == Some(db))
+            .map(|(_, k)| k)
+            .collect();
+        if of_db.is_empty() {
+            continue;
+        }
+        let entries = store.db(db)?.multi_get_entries(&of_db)?;
+        items.extend(
+            of_db
+                .into_iter()
+                .zip(entries)
+                .map(|(k, e)| RangeItem::in_db(db, k.clone(), e)),
+        );
+    }
+    Ok(items)
+}
+
 impl Store {
     /// Starts exporting the keys of a slot range (see [`RangeExport`]).
     pub fn export_range(&self, range: SlotRange) -> Result<RangeExport> {
@@ -366,36 +388,36 @@ impl Store {
     /// time. Not atomic as a whole; each item is, and applying the same items again changes
     /// nothing.
     pub fn import(&self, items: &[RangeItem]) -> Result<()> {
-        let db = self.db0();
         for chunk in items.chunks(EXPORT_BATCH_ITEMS) {
-            let mut puts = Vec::with_capacity(chunk.len());
-            for item in chunk {
-                if let RangeItem::Put {
-                    key,
-                    value,
-                    expire_at,
-                    kind,
-                } = item
-                {
-                    puts.push(db.put_op(key, value, *expire_at, *kind)?);
-                }
+            let mut dbs: Vec<u32> = chunk.iter().map(|i| i.db).collect();
+            dbs.sort_unstable();
+            dbs.dedup();
+            for db in dbs {
+                self.import_db(db, chunk.iter().filter(|i| i.db == db))?;
             }
-            let deletes: Vec<&[u8]> = chunk
-                .iter()
-                .filter_map(|i| match i {
-                    RangeItem::Delete { key } => Some(&key[..]),
-                    RangeItem::Put { .. } => None,
-                })
-                .collect();
-            // Within a chunk a key appears once (an export hands each key over once per
-            // call), so the order of puts and deletes does not matter.
-            if !puts.is_empty() {
-                self.check_width(puts.len())?;
-                self.write_plain(0, &mut puts)?;
+        }
+        Ok(())
+    }
+
+    /// [`Store::import`] of items of database `db` (at most [`EXPORT_BATCH_ITEMS`]).
+    fn import_db<'a>(&self, db: u32, items: impl Iterator<Item = &'a RangeItem>) -> Result<()> {
+        let store = self.db(db)?;
+        let mut puts = Vec::new();
+        let mut deletes: Vec<&[u8]> = Vec::new();
+        for item in items {
+            match &item.entry {
+                Some(e) => puts.push(store.put_op(&item.key, &e.value, e.expire_at, e.kind)?),
+                None => deletes.push(&item.key),
             }
-            if !deletes.is_empty() {
-                self.multi_delete(&deletes)?;
-            }
+        }
+        // Within a chunk a key appears once (an export hands each key over once per call),
+        // so the order of puts and deletes does not matter.
+        if !puts.is_empty() {
+            self.check_width(puts.len())?;
+            self.write_plain(db, &mut puts)?;
+        }
+        if !deletes.is_empty() {
+            store.multi_delete(&deletes)?;
         }
         Ok(())
     }
@@ -407,8 +429,21 @@ impl Store {
         let mut export = self.export_range(range)?;
         let mut n = 0;
         export.snapshot(&mut |items| {
-            let keys: Vec<&Bytes> = items.iter().map(RangeItem::key).collect();
-            n += self.multi_delete(&keys)?.iter().filter(|&&e| e).count() as u64;
+            for db in RANGE_DATABASES {
+                let keys: Vec<&Bytes> = items
+                    .iter()
+                    .filter(|i| i.db == db)
+                    .map(|i| &i.key)
+                    .collect();
+                if keys.is_empty() {
+                    continue;
+                }
+                let deleted = self.db(db)?.multi_delete(&keys)?;
+                // The hidden databases' keys are part of the hashes counted.
+                if db == 0 {
+                    n += deleted.iter().filter(|&&e| e).count() as u64;
+                }
+            }
             Ok(())
         })?;
         Ok(n)

@@ -345,6 +345,7 @@ fn current_items(ctx: &StoreCtx, st: &PartState, keys: &[(u32, Bytes)]) -> Resul
     keys.iter()
         .zip(found)
         .map(|((ns, k), f)| {
+            // The split writes by namespace; the item's database is not read.
             Ok((
                 *ns,
                 migrate::RangeItem::of(k.clone(), lookup::into_entry(f)?),
@@ -355,10 +356,7 @@ fn current_items(ctx: &StoreCtx, st: &PartState, keys: &[(u32, Bytes)]) -> Resul
 
 /// Writes items into the new partition (no one else writes it: it is in no layout yet).
 fn write_items(ctx: &StoreCtx, new: &Partition, items: &[NsItem]) -> Result<()> {
-    let puts = items
-        .iter()
-        .filter(|(_, i)| matches!(i, migrate::RangeItem::Put { .. }))
-        .count();
+    let puts = items.iter().filter(|(_, i)| i.entry.is_some()).count();
     if !new.state.read().index.has_room(puts) {
         let mut m = new.maintenance.lock();
         resize::resize(ctx, new, &mut m, puts)?;
@@ -375,28 +373,13 @@ fn write_items_locked(
 ) -> Result<()> {
     let ops: Vec<WriteOp<'_>> = items
         .iter()
-        .map(|(ns, i)| match i {
-            migrate::RangeItem::Put {
-                key,
-                value,
-                expire_at,
-                kind,
-            } => WriteOp {
-                ns: *ns,
-                key,
-                hash: KeyHash::of_ns(*ns, key),
-                value: Some(value),
-                expire_at: *expire_at,
-                kind: *kind,
-            },
-            migrate::RangeItem::Delete { key } => WriteOp {
-                ns: *ns,
-                key,
-                hash: KeyHash::of_ns(*ns, key),
-                value: None,
-                expire_at: None,
-                kind: ValueKind::String,
-            },
+        .map(|(ns, i)| WriteOp {
+            ns: *ns,
+            key: &i.key,
+            hash: KeyHash::of_ns(*ns, &i.key),
+            value: i.entry.as_ref().map(|e| &e.value[..]),
+            expire_at: i.entry.as_ref().and_then(|e| e.expire_at),
+            kind: i.entry.as_ref().map_or(ValueKind::String, |e| e.kind),
         })
         .collect();
     if !st.index.has_room(write::inserts_needed(&ops)) {

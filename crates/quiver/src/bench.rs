@@ -189,12 +189,11 @@ impl NetObserver for NetCliObserver<'_> {
             pb.finish_and_clear();
         }
         eprintln!(
-            "quiver bench: loaded {} keys in {:.2} s ({:.0} keys/s; {} MSETs of {} pairs)",
+            "quiver bench: loaded {} keys in {:.2} s ({:.0} keys/s; {})",
             r.keys,
             r.seconds,
             r.keys_per_sec(),
-            r.msets,
-            r.pairs_per_mset
+            r.requests()
         );
     }
 
@@ -366,6 +365,8 @@ pub fn net(dir: Option<&Path>, a: &BenchNetArgs) -> Result<(), CliError> {
             .map(|fields| quiver_bench::net::spec::HashShape {
                 fields,
                 read_all: a.hgetall,
+                insert_ratio: a.insert_ratio,
+                read_modify_write: a.read_modify_write,
             }),
         connections: a.connections,
         mode,

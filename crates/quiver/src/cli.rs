@@ -470,7 +470,7 @@ pub struct BenchLocalArgs {
         default_value = "mmap"
     )]
     pub backend: Vec<BackendKind>,
-    /// Key distributions, comma-separated: uniform, zipf.
+    /// Key distributions, comma-separated: uniform, zipf, latest.
     #[arg(
         long,
         value_name = "D,...",
@@ -511,7 +511,7 @@ pub struct BenchNetArgs {
     pub password: Option<String>,
     #[command(flatten)]
     pub data: DataSetArgs,
-    /// Key popularity: uniform or zipf.
+    /// Key popularity: uniform, zipf, or latest (Zipf over recency: the newest keys hottest).
     #[arg(long, value_name = "D", default_value = "uniform")]
     pub distribution: Distribution,
     /// Zipf exponent, in (0, 1).
@@ -547,6 +547,20 @@ pub struct BenchNetArgs {
     /// With --hash-fields: reads are HGETALL of the whole hash.
     #[arg(long, requires = "hash_fields")]
     pub hgetall: bool,
+    /// With --hash-fields: probability that an operation inserts a new hash (HSET of all its
+    /// fields) at the next key past --keys (YCSB D's inserts; pair with --distribution
+    /// latest, whose reads favour the newest keys).
+    #[arg(
+        long,
+        value_name = "P",
+        default_value_t = 0.0,
+        requires = "hash_fields"
+    )]
+    pub insert_ratio: f64,
+    /// With --hash-fields: every write is a read-modify-write (YCSB F): its key's read goes
+    /// out first, as its own request, then the HSET.
+    #[arg(long, requires = "hash_fields")]
+    pub read_modify_write: bool,
     /// Connections (all driven by one client thread).
     #[arg(long, value_name = "C", default_value_t = 50)]
     pub connections: usize,

@@ -56,7 +56,7 @@ pub use spec::{Mode, NetConfig};
 use tally::{Tally, Window};
 use timer::PreciseTimer;
 use token_bucket::monotonic_ns;
-use workload::RequestGen;
+use workload::{Inserts, RequestGen};
 
 /// Nanoseconds per second.
 const NS_PER_S: f64 = 1e9;
@@ -218,9 +218,10 @@ async fn measure(
     let tally = Rc::new(RefCell::new(Tally::new(window, cfg.connections)));
     let all_done = Rc::new(Notify::new());
     let mut gens = Vec::with_capacity(cfg.connections);
+    let inserts = Inserts::default();
     for i in 0..cfg.connections {
         let seed = cfg.seed ^ (i as u64 + 1).wrapping_mul(SEED_STEP) ^ run_index << 48;
-        gens.push(RequestGen::new(cfg, seed)?);
+        gens.push(RequestGen::new(cfg, seed, &inserts)?);
     }
     let mut closed_tasks = Vec::new();
     let mut open_run = None;
@@ -384,7 +385,7 @@ fn build_record(
         value_size: cfg.value_size,
         value_size_max: cfg.value_size_max,
         distribution: cfg.distribution.name(),
-        zipf_theta: (cfg.distribution == Distribution::Zipf).then_some(cfg.zipf_theta),
+        zipf_theta: (cfg.distribution != Distribution::Uniform).then_some(cfg.zipf_theta),
         get_ratio: cfg.get_ratio,
         del_ratio: cfg.del_ratio,
         expire_ratio: cfg.expire_ratio,

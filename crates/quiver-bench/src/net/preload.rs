@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::net::closed::READ_BUF;
 use crate::net::resp::ReplyScanner;
 use crate::net::spec::NetConfig;
-use crate::net::workload::RequestGen;
+use crate::net::workload::{Inserts, RequestGen};
 
 /// Pairs per MSET: one engine vector on a Quiver server, and per-command overhead amortized
 /// on any server.
@@ -32,11 +32,25 @@ pub struct NetLoadReport {
     pub seconds: f64,
     pub msets: u64,
     pub pairs_per_mset: usize,
+    /// Keys as hashes of this many fields: a batch is then that many HSETs.
+    pub hash_fields: Option<usize>,
 }
 
 impl NetLoadReport {
     pub fn keys_per_sec(&self) -> f64 {
         self.keys as f64 / self.seconds.max(1e-9)
+    }
+
+    /// How the keys went: `250 MSETs of 4000 pairs`, or `250 batches of 4000 HSETs of 10
+    /// fields`.
+    pub fn requests(&self) -> String {
+        match self.hash_fields {
+            None => format!("{} MSETs of {} pairs", self.msets, self.pairs_per_mset),
+            Some(f) => format!(
+                "{} batches of {} HSETs of {f} fields",
+                self.msets, self.pairs_per_mset
+            ),
+        }
     }
 }
 
@@ -60,7 +74,7 @@ pub async fn load(
         what: "loading",
         source: e,
     };
-    let gen = RequestGen::new(cfg, 0)?;
+    let gen = RequestGen::new(cfg, 0, &Inserts::default())?;
     let pairs = pairs_per_mset(cfg);
     let mut out = Vec::new();
     let mut buf = vec![0u8; READ_BUF];
@@ -124,5 +138,6 @@ pub async fn load(
         seconds: start.elapsed().as_secs_f64(),
         msets,
         pairs_per_mset: pairs,
+        hash_fields: cfg.hash.map(|h| h.fields),
     })
 }

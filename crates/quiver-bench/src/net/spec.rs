@@ -67,16 +67,40 @@ pub const TTL_MS_DEFAULT: (u64, u64) = (1_000, 60_000);
 pub const HASH_FIELDS_MAX: usize = 10_000;
 /// Bytes of a field's name.
 pub const HASH_FIELD_LEN: usize = 5;
+/// With inserts, the key size must hold this many times `keys` (the loaded keys, then those
+/// inserted past them).
+pub const INSERTED_KEYS_ROOM: u64 = 10;
 
 /// Keys as hashes (`--hash-fields`): every key a hash of `fields` fields (`f0000`, `f0001`,
 /// ...), each field's value as a string key's would be. A read reads `width` fields of one
 /// hash (HGET, or HMGET when wider; HGETALL when `read_all`), a write sets `width` fields of
 /// one hash (HSET), the fields a run of consecutive ones from a random first; the load is one
 /// HSET of all the fields per key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// YCSB's workloads D and F as its Redis binding sends them: `insert_ratio` of the operations
+/// insert a new hash (HSET of all its fields) at the next key past the loaded ones — the keys
+/// of one `bench net` process, shared by its connections, so several processes insert the
+/// same keys —, and with `read_modify_write` each write first reads the hash (its own
+/// request, the write sent after its reply at depth 1).
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct HashShape {
     pub fields: usize,
     pub read_all: bool,
+    pub insert_ratio: f64,
+    pub read_modify_write: bool,
+}
+
+impl HashShape {
+    /// Hashes of `fields` fields, read by field (or whole with `read_all`), no inserts, no
+    /// read-modify-write.
+    pub fn new(fields: usize, read_all: bool) -> HashShape {
+        HashShape {
+            fields,
+            read_all,
+            insert_ratio: 0.0,
+            read_modify_write: false,
+        }
+    }
 }
 
 /// How requests are paced.
@@ -236,7 +260,7 @@ impl NetConfig {
         }
         self.check_mix()?;
         self.check_hash()?;
-        if self.distribution == Distribution::Zipf {
+        if self.distribution != Distribution::Uniform {
             Zipf::new(1, self.zipf_theta)?;
         }
         if !(1..=CONNECTIONS_MAX).contains(&self.connections) {
@@ -353,6 +377,17 @@ impl NetConfig {
         if self.misses_expected() {
             return bad("hashes are read and written: no --del-ratio or --expire-ratio".into());
         }
+        if !(0.0..=1.0).contains(&h.insert_ratio) || self.get_ratio + h.insert_ratio > 1.0 {
+            return bad(format!(
+                "insert ratio {} outside [0, 1 - get ratio {}]",
+                h.insert_ratio, self.get_ratio
+            ));
+        }
+        if h.insert_ratio > 0.0 {
+            // Inserted keys follow the loaded ones: the key size must leave room for them.
+            let room = self.keys.saturating_mul(INSERTED_KEYS_ROOM);
+            crate::keys::check_key_params(room, self.key_size)?;
+        }
         let load = self.key_size + h.fields * (HASH_FIELD_LEN + self.largest_value() + 32);
         if load > REQUEST_BYTES_MAX {
             return bad(format!(
@@ -423,8 +458,8 @@ impl NetConfig {
             }
             n
         };
-        if self.distribution == Distribution::Zipf {
-            name.push_str("-zipf");
+        if self.distribution != Distribution::Uniform {
+            name.push_str(&format!("-{}", self.distribution));
         }
         name
     }
@@ -432,7 +467,8 @@ impl NetConfig {
 
 impl NetConfig {
     /// `hgetall-of100`, `hget-of100`, `hmget10-of100`, `hset10-of100`, or
-    /// `hmixed-95-5-w10-of100`.
+    /// `hmixed-95-5-w10-of100`; `-ins5` with inserts, `-rmw` with read-modify-writes, and the
+    /// distribution unless uniform (`hmixed-95-0-w1-of10-ins5-latest`: YCSB D).
     fn hash_workload_name(&self, h: HashShape) -> String {
         let (w, f) = (self.width, h.fields);
         let read = match (h.read_all, w) {
@@ -440,16 +476,23 @@ impl NetConfig {
             (false, 1) => "hget".to_string(),
             (false, w) => format!("hmget{w}"),
         };
+        let set_ratio = 1.0 - self.get_ratio - h.insert_ratio;
         let mut name = if self.get_ratio >= 1.0 {
             format!("{read}-of{f}")
-        } else if self.get_ratio <= 0.0 {
+        } else if self.get_ratio <= 0.0 && h.insert_ratio <= 0.0 {
             format!("hset{w}-of{f}")
         } else {
-            let (get, set) = (percent(self.get_ratio), percent(1.0 - self.get_ratio));
+            let (get, set) = (percent(self.get_ratio), percent(set_ratio.max(0.0)));
             format!("hmixed-{get}-{set}-w{w}-of{f}")
         };
-        if self.distribution == Distribution::Zipf {
-            name.push_str("-zipf");
+        if h.insert_ratio > 0.0 {
+            name.push_str(&format!("-ins{}", percent(h.insert_ratio)));
+        }
+        if h.read_modify_write {
+            name.push_str("-rmw");
+        }
+        if self.distribution != Distribution::Uniform {
+            name.push_str(&format!("-{}", self.distribution));
         }
         name
     }
@@ -468,6 +511,39 @@ fn percent(ratio: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hash_workload_names_name_inserts_and_read_modify_writes() {
+        let mut c = NetConfig::new("127.0.0.1", 1);
+        c.get_ratio = 0.95;
+        c.distribution = Distribution::Latest;
+        c.hash = Some(HashShape {
+            insert_ratio: 0.05,
+            ..HashShape::new(10, true)
+        });
+        assert_eq!(c.workload_name(), "hmixed-95-0-w1-of10-ins5-latest");
+        c.get_ratio = 0.5;
+        c.distribution = Distribution::Zipf;
+        c.hash = Some(HashShape {
+            read_modify_write: true,
+            ..HashShape::new(10, true)
+        });
+        assert_eq!(c.workload_name(), "hmixed-50-50-w1-of10-rmw-zipf");
+        // Inserts past what the key size holds, or more than the reads leave, are refused.
+        c.key_size = 6;
+        c.hash = Some(HashShape {
+            insert_ratio: 0.05,
+            ..HashShape::new(10, true)
+        });
+        assert!(c.validate().is_err());
+        c.key_size = 16;
+        assert!(c.validate().is_ok());
+        c.hash = Some(HashShape {
+            insert_ratio: 0.6,
+            ..HashShape::new(10, true)
+        });
+        assert!(c.validate().is_err());
+    }
 
     #[test]
     fn workload_names_follow_the_mix() {

@@ -8,13 +8,18 @@
 //! its size; the load's sizes come from the key's index ([`RequestGen::load_value_size`]), so
 //! the live values' sizes are uniform over the range from the start. With keys as hashes
 //! (`spec::HashShape`) a read is HGET / HMGET / HGETALL of one key and a write HSET of
-//! `width` fields of one key; each field's value is its key's.
+//! `width` fields of one key; each field's value is its key's. An insert (YCSB D) is an HSET
+//! of every field of the next key past the loaded ones ([`Inserts`]); with read-modify-write
+//! (YCSB F) a write's read of its key goes out first, the write as the connection's next
+//! request.
 
+use std::cell::Cell;
 use std::io::Write;
+use std::rc::Rc;
 
 use quiver_resp::{decimal_len, put_header};
 
-use crate::distribution::KeySampler;
+use crate::distribution::{Distribution, KeySampler};
 use crate::error::Result;
 use crate::keys::{write_key, write_value};
 use crate::net::spec::{HashShape, NetConfig, HASH_FIELD_LEN};
@@ -31,7 +36,14 @@ pub enum Op {
     /// A SET with an expiry.
     WriteExpiring,
     Delete,
+    /// A new hash past the loaded keys (HSET of all its fields).
+    Insert,
 }
+
+/// How many keys a process's connections have inserted past the loaded ones (they run on one
+/// thread): the next insert's key is `keys` plus this, and "latest" reads count back from
+/// the newest.
+pub type Inserts = Rc<Cell<u64>>;
 
 /// Generates one connection's requests; see the module documentation.
 #[derive(Clone, Debug)]
@@ -66,10 +78,18 @@ pub struct RequestGen {
     value_head: Vec<u8>,
     /// Keys as hashes (the heads above are then HGET / HMGET / HGETALL and HSET).
     hash: Option<HashShape>,
+    /// Keys loaded (an insert's key is this plus `inserts`).
+    keys: u64,
+    inserts: Inserts,
+    /// Whether keys are drawn counting back from the newest insert.
+    latest: bool,
+    /// The write of a read-modify-write whose read went out last: its key.
+    pending_write: Option<u64>,
 }
 
 impl RequestGen {
-    pub fn new(cfg: &NetConfig, seed: u64) -> Result<RequestGen> {
+    /// The generator of one connection of a process whose connections share `inserts`.
+    pub fn new(cfg: &NetConfig, seed: u64, inserts: &Inserts) -> Result<RequestGen> {
         let w = cfg.width;
         let head = |n: usize, name: &[u8]| {
             let mut h = Vec::new();
@@ -110,6 +130,10 @@ impl RequestGen {
             key_head,
             value_head,
             hash: cfg.hash,
+            keys: cfg.keys,
+            inserts: inserts.clone(),
+            latest: cfg.distribution == Distribution::Latest,
+            pending_write: None,
         })
     }
 
@@ -154,7 +178,8 @@ impl RequestGen {
                     self.put_key(out, i);
                 }
             }
-            Op::Write => {
+            // `pick` never inserts (hashes only: `next_hash`).
+            Op::Write | Op::Insert => {
                 out.extend_from_slice(&self.write_head);
                 for _ in 0..self.width {
                     let i = self.sampler.next(&mut self.rng);
@@ -187,29 +212,76 @@ impl RequestGen {
         op
     }
 
-    /// [`RequestGen::next`] with keys as hashes: reads and writes only (`spec` refuses the
-    /// rest), of `width` consecutive fields from a random one.
+    /// [`RequestGen::next`] with keys as hashes: reads, writes and inserts only (`spec`
+    /// refuses the rest), of `width` consecutive fields from a random one.
     fn next_hash(&mut self, out: &mut Vec<u8>, h: HashShape) -> Op {
-        let op = self.pick();
-        let i = self.sampler.next(&mut self.rng);
-        let first = self.rng.index(h.fields);
-        let fields = (0..self.width).map(|j| (first + j) % h.fields);
-        if op == Op::Read {
-            out.extend_from_slice(&self.read_head);
-            self.put_key(out, i);
-            if !h.read_all {
-                fields.for_each(|f| put_field(out, f));
-            }
-            return Op::Read;
+        if let Some(i) = self.pending_write.take() {
+            self.put_hash_write(out, i, h);
+            return Op::Write;
         }
+        let op = self.pick_hash(h);
+        if op == Op::Insert {
+            let i = self.keys + self.inserts.get();
+            self.inserts.set(self.inserts.get() + 1);
+            self.put_whole_hash(out, i, h);
+            return Op::Insert;
+        }
+        // Counting back from the newest insert, or among the loaded keys.
+        let shift = if self.latest { self.inserts.get() } else { 0 };
+        let i = self.sampler.next(&mut self.rng) + shift;
+        if op == Op::Write && !h.read_modify_write {
+            self.put_hash_write(out, i, h);
+            return Op::Write;
+        }
+        if op == Op::Write {
+            self.pending_write = Some(i);
+        }
+        out.extend_from_slice(&self.read_head);
+        self.put_key(out, i);
+        if !h.read_all {
+            let first = self.rng.index(h.fields);
+            (0..self.width).for_each(|j| put_field(out, (first + j) % h.fields));
+        }
+        Op::Read
+    }
+
+    /// The next hash operation's kind: with inserts in the mix, one draw picks among reads,
+    /// inserts and writes; without, [`RequestGen::pick`] (the same draws as before inserts).
+    fn pick_hash(&mut self, h: HashShape) -> Op {
+        if h.insert_ratio <= 0.0 {
+            return self.pick();
+        }
+        let u = self.rng.unit_f64();
+        if u < self.get_ratio {
+            Op::Read
+        } else if u < self.get_ratio + h.insert_ratio {
+            Op::Insert
+        } else {
+            Op::Write
+        }
+    }
+
+    /// HSET of `width` consecutive fields of hash `i` from a random one, each to its value.
+    fn put_hash_write(&mut self, out: &mut Vec<u8>, i: u64, h: HashShape) {
         out.extend_from_slice(&self.write_head);
         self.put_key(out, i);
-        for f in fields {
-            put_field(out, f);
+        let first = self.rng.index(h.fields);
+        for j in 0..self.width {
+            put_field(out, (first + j) % h.fields);
             let len = self.draw_value_size();
             self.put_value(out, i, len);
         }
-        Op::Write
+    }
+
+    /// HSET of every field of hash `i` (the load's, and an insert's).
+    fn put_whole_hash(&self, out: &mut Vec<u8>, i: u64, h: HashShape) {
+        put_header(out, b'*', 2 + 2 * h.fields);
+        out.extend_from_slice(b"$4\r\nHSET\r\n");
+        self.put_key(out, i);
+        for f in 0..h.fields {
+            put_field(out, f);
+            self.put_value(out, i, self.load_value_size(i));
+        }
     }
 
     /// A written value's size: uniform over the range, or the one size.
@@ -268,13 +340,7 @@ impl RequestGen {
             return 1;
         };
         for i in keys {
-            put_header(out, b'*', 2 + 2 * h.fields);
-            out.extend_from_slice(b"$4\r\nHSET\r\n");
-            self.put_key(out, i);
-            for f in 0..h.fields {
-                put_field(out, f);
-                self.put_value(out, i, self.load_value_size(i));
-            }
+            self.put_whole_hash(out, i, h);
         }
         n
     }
@@ -331,7 +397,7 @@ mod tests {
 
     #[test]
     fn get_and_set_encode_byte_for_byte() {
-        let mut g = RequestGen::new(&cfg(1, 1.0), 1).unwrap();
+        let mut g = RequestGen::new(&cfg(1, 1.0), 1, &Inserts::default()).unwrap();
         let mut out = Vec::new();
         assert_eq!(g.next(&mut out), Op::Read);
         let a = args(&out);
@@ -340,7 +406,7 @@ mod tests {
         assert_eq!(out, want);
         assert_eq!(a[1].len(), 8);
 
-        let mut g = RequestGen::new(&cfg(1, 0.0), 1).unwrap();
+        let mut g = RequestGen::new(&cfg(1, 0.0), 1, &Inserts::default()).unwrap();
         out.clear();
         assert_eq!(g.next(&mut out), Op::Write);
         let a = args(&out);
@@ -352,7 +418,7 @@ mod tests {
 
     #[test]
     fn mget_and_mset_carry_width_keys() {
-        let mut g = RequestGen::new(&cfg(4, 1.0), 9).unwrap();
+        let mut g = RequestGen::new(&cfg(4, 1.0), 9, &Inserts::default()).unwrap();
         let mut out = Vec::new();
         g.next(&mut out);
         let a = args(&out);
@@ -360,7 +426,7 @@ mod tests {
         assert_eq!(a[0], b"MGET");
         assert!(a[1..].iter().all(|k| k.len() == 8));
 
-        let mut g = RequestGen::new(&cfg(4, 0.0), 9).unwrap();
+        let mut g = RequestGen::new(&cfg(4, 0.0), 9, &Inserts::default()).unwrap();
         out.clear();
         g.next(&mut out);
         let a = args(&out);
@@ -379,7 +445,7 @@ mod tests {
 
     #[test]
     fn load_mset_encodes_consecutive_keys() {
-        let g = RequestGen::new(&cfg(1, 1.0), 1).unwrap();
+        let g = RequestGen::new(&cfg(1, 1.0), 1, &Inserts::default()).unwrap();
         let mut out = Vec::new();
         assert_eq!(g.put_load(&mut out, 40, 3), 1);
         let mut want = Vec::new();
@@ -395,12 +461,9 @@ mod tests {
     fn hashes_are_read_and_written_by_field() {
         let hash = |width, get_ratio, read_all| {
             let mut c = cfg(width, get_ratio);
-            c.hash = Some(HashShape {
-                fields: 4,
-                read_all,
-            });
+            c.hash = Some(HashShape::new(4, read_all));
             c.validate().unwrap();
-            RequestGen::new(&c, 3).unwrap()
+            RequestGen::new(&c, 3, &Inserts::default()).unwrap()
         };
         let mut out = Vec::new();
         // The load: one HSET of every field per key, one reply each.
@@ -442,16 +505,100 @@ mod tests {
         assert_eq!((&a[3], &a[5]), (&value_for(i, 5), &value_for(i, 5)));
         // No deletes or expiry with hashes, no wider reads than a hash has.
         let mut c = cfg(5, 1.0);
-        c.hash = Some(HashShape {
-            fields: 4,
-            read_all: false,
-        });
+        c.hash = Some(HashShape::new(4, false));
         assert!(c.validate().is_err());
+    }
+
+    /// The key a request names (keys are decimal in the tests' 8 bytes).
+    fn key_of(a: &[Vec<u8>]) -> u64 {
+        std::str::from_utf8(&a[1]).unwrap().parse().unwrap()
+    }
+
+    /// YCSB D: inserts take the keys past the loaded ones in turn, shared by the process's
+    /// connections, and "latest" reads favour the newest.
+    #[test]
+    fn inserts_take_new_keys_and_latest_reads_follow_them() {
+        let mut c = cfg(1, 0.95);
+        c.hash = Some(HashShape {
+            insert_ratio: 0.05,
+            ..HashShape::new(4, true)
+        });
+        c.distribution = Distribution::Latest;
+        c.validate().unwrap();
+        let inserts = Inserts::default();
+        let mut gens = [
+            RequestGen::new(&c, 1, &inserts).unwrap(),
+            RequestGen::new(&c, 2, &inserts).unwrap(),
+        ];
+        let (mut out, mut newest, mut newest_reads) = (Vec::new(), 999, 0);
+        for n in 0..40_000 {
+            out.clear();
+            let op = gens[n % 2].next(&mut out);
+            let a = args(&out);
+            match op {
+                Op::Insert => {
+                    // HSET of every field of the next new key.
+                    assert_eq!((&a[0][..], a.len()), (&b"HSET"[..], 10));
+                    newest += 1;
+                    assert_eq!(key_of(&a), newest);
+                }
+                Op::Read => {
+                    assert_eq!(a[0], b"HGETALL");
+                    let k = key_of(&a);
+                    assert!(k <= newest && k + 1000 > newest, "{k} of newest {newest}");
+                    newest_reads += u64::from(k == newest);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // 2,000 inserts expected (sd ~44); the newest key read with Zipf rank 0's
+        // probability, 1 / zeta(1000) ~= 0.13 (38,000 reads: ~5,000).
+        assert!((1_800..2_200).contains(&inserts.get()), "{}", inserts.get());
+        assert!((4_000..6_000).contains(&newest_reads), "{newest_reads}");
+    }
+
+    /// YCSB F: a read-modify-write reads its key, then writes it as the next request.
+    #[test]
+    fn a_read_modify_write_reads_then_writes_its_key() {
+        let mut c = cfg(1, 0.5);
+        c.hash = Some(HashShape {
+            read_modify_write: true,
+            ..HashShape::new(4, true)
+        });
+        c.validate().unwrap();
+        let mut g = RequestGen::new(&c, 7, &Inserts::default()).unwrap();
+        let mut out = Vec::new();
+        let mut last_read = None;
+        let (mut reads, mut writes) = (0, 0);
+        for _ in 0..30_000 {
+            out.clear();
+            let op = g.next(&mut out);
+            let a = args(&out);
+            match op {
+                Op::Read => {
+                    assert_eq!(a[0], b"HGETALL");
+                    last_read = Some(key_of(&a));
+                    reads += 1;
+                }
+                Op::Write => {
+                    assert_eq!((&a[0][..], a.len()), (&b"HSET"[..], 4));
+                    assert_eq!(last_read.take(), Some(key_of(&a)), "written after its read");
+                    writes += 1;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // Half the operations are read-modify-writes: a third of the requests are writes.
+        assert!(
+            (9_500..10_500).contains(&writes),
+            "{writes} of {}",
+            reads + writes
+        );
     }
 
     #[test]
     fn the_mix_follows_the_ratio() {
-        let mut g = RequestGen::new(&cfg(1, 0.9), 3).unwrap();
+        let mut g = RequestGen::new(&cfg(1, 0.9), 3, &Inserts::default()).unwrap();
         let mut out = Vec::new();
         let reads = (0..100_000)
             .filter(|_| {
@@ -470,7 +617,7 @@ mod tests {
         c.expire_ratio = 0.2;
         c.value_size_max = Some(40);
         c.ttl_ms = (1500, 2500);
-        let mut g = RequestGen::new(&c, 11).unwrap();
+        let mut g = RequestGen::new(&c, 11, &Inserts::default()).unwrap();
         let mut out = Vec::new();
         let mut counts = std::collections::HashMap::<Op, u64>::new();
         let (mut px, mut ex) = (0, 0);
@@ -482,6 +629,7 @@ mod tests {
             let a = args(&out);
             match op {
                 Op::Read => assert_eq!(a[0], b"GET"),
+                Op::Insert => panic!("an insert among strings"),
                 Op::Delete => assert_eq!((a.len(), &a[0][..]), (2, &b"DEL"[..])),
                 Op::Write | Op::WriteExpiring => {
                     assert_eq!(a[0], b"SET");
@@ -534,7 +682,7 @@ mod tests {
         let mut c = cfg(1, 1.0);
         c.keys = 100_000;
         c.distribution = Distribution::Zipf;
-        let mut g = RequestGen::new(&c, 5).unwrap();
+        let mut g = RequestGen::new(&c, 5, &Inserts::default()).unwrap();
         let mut counts = std::collections::HashMap::<Vec<u8>, u64>::new();
         let mut out = Vec::new();
         let draws = 200_000;

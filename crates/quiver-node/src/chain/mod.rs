@@ -30,7 +30,7 @@ use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use quiver_cluster::topology::Topology;
 use quiver_store::slot::{key_slot, SlotRange, SLOTS};
-use quiver_store::{Batch, Entry, RangeItem, Store};
+use quiver_store::{Batch, RangeItem, Store};
 
 pub use stream::{Msg, Refusal, Role, Stream};
 
@@ -248,7 +248,7 @@ impl Chains {
         let table = self.table.read().clone();
         let mut parts: Vec<(Arc<Stream>, Vec<usize>)> = Vec::new();
         for (i, item) in items.iter().enumerate() {
-            let Some(stream) = table.stream(key_slot(item.key())) else {
+            let Some(stream) = table.stream(key_slot(&item.key)) else {
                 continue;
             };
             match parts.iter_mut().find(|(s, _)| Arc::ptr_eq(s, stream)) {
@@ -262,7 +262,7 @@ impl Chains {
         let _order = self.order.lock();
         let mut seqs = Vec::with_capacity(parts.len());
         for (stream, at) in &parts {
-            match stream.begin(at.iter().map(|&i| items[i].key())) {
+            match stream.begin(at.iter().map(|&i| &items[i].key)) {
                 Ok(seq) => seqs.push(seq),
                 Err(r) => {
                     // Every number taken goes out, empty, so no member waits for it.
@@ -347,14 +347,10 @@ impl Chains {
                 theirs: version,
             }));
         };
-        if let Some(item) = msg
-            .items
-            .iter()
-            .find(|i| !slots.contains(key_slot(i.key())))
-        {
+        if let Some(item) = msg.items.iter().find(|i| !slots.contains(key_slot(&i.key))) {
             return Err(ReceiveError::Outside {
                 slots,
-                slot: key_slot(item.key()),
+                slot: key_slot(&item.key),
             });
         }
         let seq = msg.seq;
@@ -425,24 +421,11 @@ pub fn apply_items(store: &Store, items: &[RangeItem], atomic: bool) -> quiver_s
     if atomic && items.len() > 1 {
         let mut batch = Batch::new();
         for item in items {
-            match item {
-                RangeItem::Put {
-                    key,
-                    value,
-                    expire_at,
-                    kind,
-                } => {
-                    let entry = Entry {
-                        value: value.clone(),
-                        expire_at: *expire_at,
-                        kind: *kind,
-                    };
-                    batch.put_entry(key.clone(), entry, None);
-                }
-                RangeItem::Delete { key } => {
-                    batch.delete(key.clone());
-                }
-            }
+            let batch = batch.in_db(item.db);
+            match &item.entry {
+                Some(e) => batch.put_entry(item.key.clone(), e.clone(), None),
+                None => batch.delete(item.key.clone()),
+            };
         }
         return store.apply(&batch).map(|_| ());
     }

@@ -48,10 +48,7 @@ impl Msg {
         64 + self
             .items
             .iter()
-            .map(|i| match i {
-                RangeItem::Put { key, value, .. } => 32 + key.len() + value.len(),
-                RangeItem::Delete { key } => 16 + key.len(),
-            })
+            .map(|i| 16 + i.key.len() + i.entry.as_ref().map_or(0, |e| 16 + e.value.len()))
             .sum::<usize>()
     }
 }
@@ -289,7 +286,7 @@ impl Stream {
         }
         if !s.role.is_tail() {
             for item in &msg.items {
-                s.dirty.insert(item.key().clone(), msg.seq);
+                s.dirty.insert(item.key.clone(), msg.seq);
             }
             if msg.flush {
                 s.flush_dirty = msg.seq;

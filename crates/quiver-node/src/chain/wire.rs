@@ -2,7 +2,10 @@
 //! chain's messages (`CHAIN APPLY`): `key expire value` triples, expire `-1` for none, `-2`
 //! for a delete (the value empty), else the absolute expiry time in ms — so a key expires at
 //! the same instant on every node, whenever the message arrives. A hash's expire has an `H`
-//! before it (`H-1`, `H1767225600000`) and its value is the packed fields (`fields::Fields`).
+//! before it (`H-1`, `H1767225600000`) and its value is the packed fields (`fields::Fields`)
+//! or a large hash's metadata. A key of another database than 0 — a large hash's bucket or
+//! anchor (`quiver_store::large_hash`) — has the database and a colon first (`1023:H-1`,
+//! `1022:-2`).
 //!
 //! ```text
 //! CHAIN APPLY <lo-hi> <version> <seq> ATOMIC|PLAIN [<key> <expire> <value>] ...
@@ -14,8 +17,9 @@
 //! answered `+OK` once the message is committed (see `chain`).
 
 use bytes::{Bytes, BytesMut};
+use quiver_store::migrate::RANGE_DATABASES;
 use quiver_store::slot::{key_slot, SlotRange};
-use quiver_store::{RangeItem, ValueKind};
+use quiver_store::{Entry, RangeItem, ValueKind};
 
 use crate::chain::Msg;
 use quiver_service::errors::err;
@@ -28,28 +32,24 @@ const HASH_MARK: &str = "H";
 /// Appends `items` as triples to `args`.
 pub fn push_items(args: &mut Vec<Bytes>, items: &[RangeItem]) {
     for item in items {
-        match item {
-            RangeItem::Put {
-                key,
-                value,
-                expire_at,
-                kind,
-            } => {
-                let kind = match kind {
+        let db = match item.db {
+            0 => String::new(),
+            db => format!("{db}:"),
+        };
+        let (state, value) = match &item.entry {
+            Some(e) => {
+                let kind = match e.kind {
                     ValueKind::String => "",
                     ValueKind::Hash => HASH_MARK,
                 };
-                let expire = expire_at.map_or("-1".to_string(), |t| t.to_string());
-                args.push(key.clone());
-                args.push(Bytes::from(format!("{kind}{expire}")));
-                args.push(value.clone());
+                let expire = e.expire_at.map_or("-1".to_string(), |t| t.to_string());
+                (format!("{db}{kind}{expire}"), e.value.clone())
             }
-            RangeItem::Delete { key } => {
-                args.push(key.clone());
-                args.push(Bytes::from_static(b"-2"));
-                args.push(Bytes::new());
-            }
-        }
+            None => (format!("{db}-2"), Bytes::new()),
+        };
+        args.push(item.key.clone());
+        args.push(Bytes::from(state));
+        args.push(value);
     }
 }
 
@@ -67,24 +67,39 @@ pub fn parse_items(range: SlotRange, args: &[Bytes]) -> Result<Vec<RangeItem>, R
                     key_slot(&key)
                 )));
             }
-            let (kind, expire) = match c[1].strip_prefix(HASH_MARK.as_bytes()) {
+            let (db, state) = parse_db(&c[1])?;
+            let (kind, expire) = match state.strip_prefix(HASH_MARK.as_bytes()) {
                 Some(expire) => (ValueKind::Hash, expire),
-                None => (ValueKind::String, &c[1][..]),
+                None => (ValueKind::String, state),
             };
             let expire_at = match string2ll(expire) {
-                Some(-2) if kind == ValueKind::String => return Ok(RangeItem::Delete { key }),
+                Some(-2) if kind == ValueKind::String => {
+                    return Ok(RangeItem::in_db(db, key, None))
+                }
                 Some(-1) => None,
                 Some(t) if t >= 0 => Some(t as u64),
                 _ => return Err(err("ERR invalid expire time in a key's state")),
             };
-            Ok(RangeItem::Put {
-                key,
+            let entry = Entry {
                 value: c[2].clone(),
                 expire_at,
                 kind,
-            })
+            };
+            Ok(RangeItem::in_db(db, key, Some(entry)))
         })
         .collect()
+}
+
+/// The database before a key's state (0 when none is written), and the rest of it; only the
+/// databases a range holds keys of (`RANGE_DATABASES`) are accepted.
+fn parse_db(state: &[u8]) -> Result<(u32, &[u8]), Reply> {
+    let Some(colon) = state.iter().position(|&b| b == b':') else {
+        return Ok((0, state));
+    };
+    match string2ll(&state[..colon]).and_then(|db| u32::try_from(db).ok()) {
+        Some(db) if db != 0 && RANGE_DATABASES.contains(&db) => Ok((db, &state[colon + 1..])),
+        _ => Err(err("ERR invalid database in a key's state")),
+    }
 }
 
 /// Encodes `msg` of the chain of `slots` at `version` as a `CHAIN APPLY` request.
@@ -159,6 +174,7 @@ pub fn parse_apply(args: &[Bytes]) -> Result<Apply, Reply> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use quiver_store::large_hash::{ANCHORS_DB, BUCKETS_DB};
 
     /// The request's arguments after `CHAIN APPLY`.
     fn encoded_args(msg: &Msg) -> Vec<Bytes> {
@@ -195,9 +211,7 @@ mod tests {
         assert!(parse_apply(&with_items).is_err());
         let write = Msg::write(
             4,
-            vec![RangeItem::Delete {
-                key: Bytes::from_static(b"k"),
-            }],
+            vec![RangeItem::of(Bytes::from_static(b"k"), None)],
             false,
         );
         let back = parse_apply(&encoded_args(&write)).unwrap();
@@ -205,29 +219,47 @@ mod tests {
     }
 
     #[test]
-    fn items_of_each_kind_travel_with_their_expiry() {
-        let put = |key: &'static [u8], expire_at, kind| RangeItem::Put {
-            key: Bytes::from_static(key),
-            value: Bytes::from_static(b"\x01\x01f\x01v"),
-            expire_at,
-            kind,
+    fn items_of_each_kind_travel_with_their_expiry_and_database() {
+        let put = |db, key: &'static [u8], expire_at, kind| {
+            let entry = Entry {
+                value: Bytes::from_static(b"\x01\x01f\x01v"),
+                expire_at,
+                kind,
+            };
+            RangeItem::in_db(db, Bytes::from_static(key), Some(entry))
         };
         let items = vec![
-            put(b"s", None, ValueKind::String),
-            put(b"t", Some(1_767_225_600_000), ValueKind::String),
-            put(b"h", None, ValueKind::Hash),
-            put(b"i", Some(1_767_225_600_000), ValueKind::Hash),
-            RangeItem::Delete {
-                key: Bytes::from_static(b"d"),
-            },
+            put(0, b"s", None, ValueKind::String),
+            put(0, b"t", Some(1_767_225_600_000), ValueKind::String),
+            put(0, b"h", None, ValueKind::Hash),
+            put(0, b"i", Some(1_767_225_600_000), ValueKind::Hash),
+            RangeItem::of(Bytes::from_static(b"d"), None),
+            put(BUCKETS_DB, b"b", Some(1_767_225_600_000), ValueKind::Hash),
+            put(ANCHORS_DB, b"a", None, ValueKind::String),
+            RangeItem::in_db(BUCKETS_DB, Bytes::from_static(b"c"), None),
         ];
         let mut args = Vec::new();
         push_items(&mut args, &items);
         assert_eq!(args[7], Bytes::from_static(b"H-1"));
         assert_eq!(args[10], Bytes::from_static(b"H1767225600000"));
+        assert_eq!(args[16], Bytes::from_static(b"1023:H1767225600000"));
+        assert_eq!(args[19], Bytes::from_static(b"1022:-1"));
+        assert_eq!(args[22], Bytes::from_static(b"1023:-2"));
         assert_eq!(parse_items(SlotRange::ALL, &args).unwrap(), items);
-        // A hash is never a delete, and the mark is followed by a time.
-        for bad in [&b"H-2"[..], b"H", b"h-1", b"-3"] {
+        // A hash is never a delete, the mark is followed by a time, and a database is one a
+        // range holds keys of, written only when not 0.
+        for bad in [
+            &b"H-2"[..],
+            b"H",
+            b"h-1",
+            b"-3",
+            b"7:-1",
+            b"0:-1",
+            b":-1",
+            b"1023:",
+            b"x:-1",
+            b"1023:1023:-1",
+        ] {
             let args = [b"k", bad, b""].map(Bytes::copy_from_slice);
             assert!(parse_items(SlotRange::ALL, &args).is_err(), "{bad:?}");
         }

@@ -4,10 +4,12 @@
 //! its keys and values are checked against the engine's limits, and it runs as a transaction
 //! step: every condition is evaluated against the state before the batch; if all hold, every
 //! write is applied (atomically, with the transaction's commit), else nothing is and the reply
-//! is `-CONDITION op <i> failed: <cond>`.
+//! is `-CONDITION op <i> failed: <cond>`. A hash key takes part as any key does: it exists,
+//! equals no string, a PUT replaces it with a string (as SET does) and a DEL deletes it.
 
 use bytes::Bytes;
 use quiver_service::batch::{self, Condition, Op};
+use quiver_store::{Entry, ValueKind};
 
 use crate::cmd::common::{check_new_key, check_value, Limits, TxnCommand};
 use crate::txn::Txn;
@@ -35,7 +37,7 @@ impl TxnCommand for Batch {
         // Conditions see the state before the batch: evaluate them all before any write.
         for (i, (op, condition)) in self.ops.iter().enumerate() {
             if let Some(c) = condition {
-                if !c.holds(txn.get(op.key())?.as_ref()) {
+                if !holds(c, txn.get_entry(op.key())?.as_ref()) {
                     return Ok(Reply::error(format!(
                         "CONDITION op {i} failed: {}",
                         c.name()
@@ -51,5 +53,14 @@ impl TxnCommand for Batch {
             }
         }
         Ok(Reply::OK)
+    }
+}
+
+/// Whether `c` holds for a key in state `current`, of any kind: a hash exists and equals no
+/// string.
+fn holds(c: &Condition, current: Option<&Entry>) -> bool {
+    match (c, current) {
+        (Condition::Equals(_), Some(e)) if e.kind != ValueKind::String => false,
+        _ => c.holds(current.map(|e| &e.value)),
     }
 }

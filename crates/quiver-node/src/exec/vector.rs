@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use bytes::Bytes;
-use quiver_store::{Access, Answer, Entry, RangeItem, ValueKind};
+use quiver_store::{Access, Answer, Entry, RangeItem};
 
 use super::atomic::KeyCommand;
 use super::combine;
@@ -124,11 +124,8 @@ fn on_engine(
             let items = || {
                 pairs
                     .iter()
-                    .map(|(k, v)| RangeItem::Put {
-                        key: (*k).clone(),
-                        value: (*v).clone(),
-                        expire_at: None,
-                        kind: ValueKind::String,
+                    .map(|(k, v)| {
+                        RangeItem::in_db(db, (*k).clone(), Some(Entry::lasting((*v).clone())))
                     })
                     .collect()
             };
@@ -142,7 +139,7 @@ fn on_engine(
         Vector::Delete => {
             let items = || {
                 keys.iter()
-                    .map(|k| RangeItem::Delete { key: (*k).clone() })
+                    .map(|k| RangeItem::in_db(db, (*k).clone(), None))
                     .collect()
             };
             match replicated(state, false, items, || store.multi_delete(&keys)) {

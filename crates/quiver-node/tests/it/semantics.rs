@@ -380,6 +380,48 @@ fn batch_applies_all_or_nothing() {
     ));
 }
 
+/// A hash key in a BATCH: it exists, equals no string (not even its packed bytes), a PUT
+/// replaces it with a string and a DEL deletes it — a large hash too.
+#[test]
+fn batch_takes_hash_keys() {
+    let server = TestServer::start();
+    let mut c = connect(&server);
+    let mut hset: Vec<Vec<u8>> = vec![b"HSET".to_vec(), b"big".to_vec()];
+    for i in 0..600 {
+        hset.extend([format!("f{i}").into_bytes(), format!("v{i}").into_bytes()]);
+    }
+    let args: Vec<&[u8]> = hset.iter().map(Vec::as_slice).collect();
+    assert_eq!(c.command(&args).unwrap(), Value::Integer(600));
+    c.command(&[b"HSET", b"small", b"f", b"v"]).unwrap();
+    let outcome = Batch::new()
+        .check("big", Condition::Exists)
+        .check("small", Condition::Exists)
+        .execute(&mut c)
+        .unwrap();
+    assert_eq!(outcome, BatchOutcome::Applied);
+    let outcome = Batch::new()
+        .put_if("small", "x", Condition::equals("\u{1}\u{1}f\u{1}v"))
+        .execute(&mut c)
+        .unwrap();
+    assert!(matches!(
+        outcome,
+        BatchOutcome::ConditionFailed { op: 0, .. }
+    ));
+    let outcome = Batch::new()
+        .put_if("small", "now a string", Condition::Exists)
+        .delete("big")
+        .check("big", Condition::Exists)
+        .execute(&mut c)
+        .unwrap();
+    assert_eq!(outcome, BatchOutcome::Applied);
+    assert_eq!(
+        c.get("small").unwrap().as_deref(),
+        Some(&b"now a string"[..])
+    );
+    assert_eq!(c.command(&[b"EXISTS", b"big"]).unwrap(), Value::Integer(0));
+    assert_eq!(c.command(&[b"HLEN", b"big"]).unwrap(), Value::Integer(0));
+}
+
 #[test]
 fn the_intermediate_queue_answers_every_get() {
     let server = TestServer::start_with(|c| {

@@ -178,15 +178,7 @@ fn a_range_export_carries_the_kind() {
     let mut apply = |items: &[RangeItem]| {
         hashes += items
             .iter()
-            .filter(|i| {
-                matches!(
-                    i,
-                    RangeItem::Put {
-                        kind: ValueKind::Hash,
-                        ..
-                    }
-                )
-            })
+            .filter(|i| i.entry.as_ref().is_some_and(|e| e.kind == ValueKind::Hash))
             .count();
         dst.import(items)
     };

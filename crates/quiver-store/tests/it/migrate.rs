@@ -7,9 +7,12 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use parking_lot::Mutex;
+use quiver_store::fields::encode_pairs;
+use quiver_store::large_hash::{Meta, ANCHORS_DB, BUCKETS_DB};
 use quiver_store::slot::{key_slot, SlotRange};
-use quiver_store::{BackendKind, Batch, Clock, Options, RangeItem, Store};
+use quiver_store::{BackendKind, Batch, Clock, Entry, Options, RangeItem, Store, ValueKind};
 use quiver_testkit::rng::Rng;
 
 use crate::common::{key, small_options, value};
@@ -657,4 +660,111 @@ fn concurrent_drops_aligning_to_one_edge_both_succeed() {
         );
         assert!(store.check().unwrap().is_ok());
     }
+}
+
+/// A large hash at a key of `slot`-routed `parent`: its metadata in database 0, its buckets
+/// and anchor in the hidden databases (as `quiver-node`'s hash commands lay it out).
+fn large_hash(store: &Store, parent: &[u8], generation: u64) -> Meta {
+    let meta = Meta::new(generation, key_slot(parent), 400, 400 * 20);
+    assert!(meta.buckets() > 1);
+    let mut batch = Batch::new();
+    for n in 0..meta.buckets() {
+        let pairs = [(format!("f{n}"), format!("{generation}.{n}"))];
+        let bucket = Entry {
+            value: encode_pairs(&pairs),
+            expire_at: None,
+            kind: ValueKind::Hash,
+        };
+        batch
+            .in_db(BUCKETS_DB)
+            .put_entry(meta.bucket_key(n), bucket, None);
+    }
+    let anchor = Entry::string(meta.anchor(parent), None);
+    batch
+        .in_db(ANCHORS_DB)
+        .put_entry(meta.anchor_key(), anchor, None);
+    let hash = Entry {
+        value: meta.encode(),
+        expire_at: None,
+        kind: ValueKind::Hash,
+    };
+    batch
+        .in_db(0)
+        .put_entry(Bytes::copy_from_slice(parent), hash, None);
+    assert!(store.apply(&batch).unwrap().is_applied());
+    meta
+}
+
+/// The entries of the hash `meta` describes at `parent`: metadata, anchor, buckets.
+fn hash_entries(store: &Store, parent: &[u8], meta: &Meta) -> Vec<Option<Entry>> {
+    let mut entries = vec![
+        store.get_entry(parent).unwrap(),
+        store
+            .db(ANCHORS_DB)
+            .unwrap()
+            .get_entry(&meta.anchor_key())
+            .unwrap(),
+    ];
+    let buckets = store.db(BUCKETS_DB).unwrap();
+    for n in 0..meta.buckets() {
+        entries.push(buckets.get_entry(&meta.bucket_key(n)).unwrap());
+    }
+    entries
+}
+
+/// A large hash's buckets and anchor live in hidden databases under keys of its slot: a range
+/// export carries them with the hash (snapshot and changes), the import writes them where
+/// they were, and a drop deletes them, counting the hash once. A hash of another slot stays.
+#[test]
+fn a_large_hash_moves_and_drops_with_its_slot() {
+    let src_dir = tempfile::tempdir().unwrap();
+    let dst_dir = tempfile::tempdir().unwrap();
+    let opts = small_options(BackendKind::Mmap);
+    let src = Store::open(src_dir.path(), opts.clone()).unwrap();
+    let dst = Store::open(dst_dir.path(), opts).unwrap();
+    let (inside, outside) = (&b"profile:7"[..], &b"other"[..]);
+    let range = SlotRange::new(key_slot(inside), key_slot(inside)).unwrap();
+    assert!(!range.contains(key_slot(outside)));
+    let moved = large_hash(&src, inside, 1);
+    let stays = large_hash(&src, outside, 2);
+
+    let mut export = src.export_range(range).unwrap();
+    let mut apply = |items: &[RangeItem]| dst.import(items);
+    let copied = export.snapshot(&mut apply).unwrap();
+    assert_eq!(
+        copied,
+        2 + u64::from(moved.buckets()),
+        "hash, anchor, buckets"
+    );
+    // A change to a bucket, and one deleted, travel as changes.
+    let buckets = src.db(BUCKETS_DB).unwrap();
+    let changed = Entry {
+        value: encode_pairs(&[("f0", "changed")]),
+        expire_at: None,
+        kind: ValueKind::Hash,
+    };
+    let mut batch = Batch::new();
+    batch
+        .in_db(BUCKETS_DB)
+        .put_entry(moved.bucket_key(0), changed, None);
+    assert!(src.apply(&batch).unwrap().is_applied());
+    assert!(buckets.delete(&moved.bucket_key(1)).unwrap());
+    assert_eq!(export.changes(&src, &mut apply).unwrap(), 2);
+    drop(export);
+
+    let want = hash_entries(&src, inside, &moved);
+    assert!(
+        want[0].is_some() && want[1].is_some() && want[3].is_none(),
+        "{want:?}"
+    );
+    assert_eq!(hash_entries(&dst, inside, &moved), want);
+    let absent = vec![None; 2 + stays.buckets() as usize];
+    assert_eq!(hash_entries(&dst, outside, &stays), absent);
+
+    assert_eq!(src.drop_range(range).unwrap(), 1, "the hash, counted once");
+    let gone = vec![None; 2 + moved.buckets() as usize];
+    assert_eq!(hash_entries(&src, inside, &moved), gone);
+    assert!(hash_entries(&src, outside, &stays)
+        .iter()
+        .all(Option::is_some));
 }

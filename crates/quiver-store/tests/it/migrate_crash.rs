@@ -18,7 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use quiver_store::slot::key_slot;
-use quiver_store::{BackendKind, Durability, Entry, Options, RangeItem, Store, ValueKind};
+use quiver_store::{BackendKind, Durability, Entry, Options, RangeItem, Store};
 use quiver_testkit::rng::Rng;
 
 use crate::common::{key, small_options};
@@ -71,11 +71,9 @@ fn load(store: &Store, keys: &[u64]) {
 /// range at version 1, some expiring), then the changes (a third of the keys deleted, a third
 /// overwritten at version 2 with another expiry).
 fn import_stream() -> Vec<Vec<RangeItem>> {
-    let put = |i: u64, version, expire_at| RangeItem::Put {
-        key: key(i).into(),
-        value: value_of(i, version).into(),
-        expire_at,
-        kind: ValueKind::String,
+    let put = |i: u64, version, expire_at| {
+        let entry = Entry::string(value_of(i, version), expire_at);
+        RangeItem::of(key(i).into(), Some(entry))
     };
     let snapshot: Vec<RangeItem> = keys_inside()
         .into_iter()
@@ -85,7 +83,7 @@ fn import_stream() -> Vec<Vec<RangeItem>> {
         .into_iter()
         .filter(|i| i % 3 != 2)
         .map(|i| match i % 3 {
-            0 => RangeItem::Delete { key: key(i).into() },
+            0 => RangeItem::of(key(i).into(), None),
             _ => put(i, 2, (i % 5 == 0).then_some(FAR + i)),
         })
         .collect();

@@ -19,10 +19,11 @@
 //! - every acknowledged write is there, on every member; of the writes in flight at the kill
 //!   (their connection broke), any may have taken effect after the last acknowledged one —
 //!   nothing older shows, nothing never written; a counter lies between its acknowledged value
-//!   and that plus the INCRs in flight after it; a hash shows its fields, in insertion order,
+//!   and that plus the INCRs in flight after it; a hash shows its fields (in insertion order
+//!   while it is small; one HSET in six or so makes it large, `hash`),
 //!   as its acknowledged writes and any of the in-flight ones after them leave them; replies
 //!   (INCR's value, DEL's count, HSET's and HDEL's counts, HINCRBY's sum) fit too;
-//! - the members agree (a hash: the same fields in the same order), an MSET in flight shows on
+//! - the members agree (a hash: the same fields, in the same order while small), an MSET in flight shows on
 //!   all its keys or on none, and a FLUSHALL in flight on every key of a range or on none (an
 //!   acknowledged one on every key, hashes included).
 //!
@@ -504,6 +505,11 @@ fn kill_cycle(
     if let Err(f) = verify(cluster, writers) {
         fail(cluster, cycle, &f);
     }
+    tally.large_hashes += writers
+        .iter()
+        .flat_map(|w| &w.keys)
+        .filter(|k| k.holds_large_hash())
+        .count() as u64;
     tally.acked += acked;
     tally.in_flight += unknown;
     tally.refused += refused;

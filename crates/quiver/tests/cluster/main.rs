@@ -34,6 +34,7 @@ mod chains;
 mod failover;
 mod fault_cycles;
 mod harness;
+mod hashes;
 mod history;
 mod kill_loop;
 mod lincheck;

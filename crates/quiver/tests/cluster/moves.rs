@@ -175,7 +175,7 @@ pub fn wait_settled(cluster: &Cluster) -> serde_json::Value {
 }
 
 /// Waits until node `i`'s store holds `want` keys (a drop is asynchronous).
-fn wait_store_keys(cluster: &Cluster, i: usize, want: u64, what: &str) {
+pub fn wait_store_keys(cluster: &Cluster, i: usize, want: u64, what: &str) {
     let node = &cluster.nodes[i];
     wait_until(
         &format!("{}: {what}", node.id),

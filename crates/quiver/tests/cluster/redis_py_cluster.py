@@ -9,7 +9,8 @@ cluster's chain length, 1 by default) above 1 the client reads from replicas too
 must list REPLICAS-1 replicas per range. Sets 1000 keys (spread
 over every node), reads them back in order with mget_nonatomic, checks get, delete and exists,
 that cluster_slots and cluster_nodes parse into the whole cluster, a pipeline, and hashes (HSET of
-10 fields per entity, a Feast-style pipeline of 32 HMGETs, read from every member). Exits 0 when
+10 fields per entity, a Feast-style pipeline of 32 HMGETs, a large hash of 600 fields, read from
+every member). Exits 0 when
 everything matched; otherwise prints the first mismatch and exits 1. Run by the cluster test
 binary (crates/quiver/tests/cluster); scripts/test_deps.sh installs redis-py.
 """
@@ -28,6 +29,8 @@ KEYS = 1000
 PIPELINED = 50
 # Keys read once per member of their chain.
 REREADS = 100
+# Fields of the large hash: past the listpack's 512 entries.
+LARGE_FIELDS = 600
 
 
 def check(ok, what):
@@ -148,6 +151,23 @@ def hashes(rc, replicas):
     check(rc.hdel(entities[1], "visits", "f0") == 2, "HDEL")
     check(rc.hlen(entities[1]) == 9, "HLEN after HDEL")
     check(rc.type(entities[2]) == "hash", "TYPE of a hash")
+    large_hash(rc, replicas)
+
+
+def large_hash(rc, replicas):
+    """A hash past the listpack's 512 entries is large (its fields in buckets, which go
+    down its chain with it): every member reads it whole."""
+    key = "entity:large"
+    fields = {f"f{i}": f"v{i}" for i in range(LARGE_FIELDS)}
+    check(rc.hset(key, mapping=fields) == LARGE_FIELDS, "HSET of a large hash")
+    check(rc.hset(key, "f3", "changed") == 0, "HSET of one field of a large hash")
+    fields["f3"] = "changed"
+    names = [f"f{i}" for i in range(0, LARGE_FIELDS, 50)]
+    for _ in range(replicas):
+        check(rc.hgetall(key) == fields, "HGETALL of a large hash (from any member)")
+        check(rc.hlen(key) == LARGE_FIELDS, "HLEN of a large hash (from any member)")
+        got = rc.hmget(key, names)
+        check(got == [fields[f] for f in names], f"HMGET of a large hash: {got[:3]}...")
 
 
 if __name__ == "__main__":

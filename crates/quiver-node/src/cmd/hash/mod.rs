@@ -97,7 +97,7 @@ impl<'e> Hash<'e> {
 
     /// Writes the hash back as the hash at `key`, expiring at `expire_at`: no fields at all
     /// delete the key, as Redis removes a hash with its last field; a small hash past Redis's
-    /// listpack thresholds becomes large (where the node may keep large hashes).
+    /// listpack thresholds becomes large.
     pub fn write(
         self,
         txn: &mut Txn<'_>,
@@ -106,7 +106,7 @@ impl<'e> Hash<'e> {
     ) -> quiver_store::Result<()> {
         match self {
             Hash::Small(fields) if fields.is_empty() => txn.delete(key.clone()),
-            Hash::Small(fields) if fields.fits_packed() || !txn.large_hashes() => {
+            Hash::Small(fields) if fields.fits_packed() => {
                 let entry = Entry {
                     value: fields.encode(),
                     expire_at,

@@ -5,6 +5,9 @@
 //! walks the anchors and, for each whose key holds no metadata of its generation in any
 //! database, deletes its buckets and then the anchor.
 //!
+//! On a cluster node only the head of the hash's chain reclaims, and its deletions go down
+//! the chain as every write does (`reclaim_here`).
+//!
 //! Safety: the check and the deletions are one transaction, whose commit finds every read
 //! unchanged — the anchor, and the key absent (or something else) in each database — or
 //! applies nothing, so a hash renamed (its anchor rewritten), moved or swapped to another
@@ -19,6 +22,7 @@ use quiver_store::large_hash::{Anchor, HashValue, ANCHORS_DB, BUCKETS_DB};
 use quiver_store::Entry;
 use tokio::sync::watch;
 
+use crate::cluster::Route;
 use crate::state::{ServerState, SharedState};
 use crate::txn::{Commit, Txn};
 
@@ -76,8 +80,7 @@ pub fn pass(state: &ServerState, mut cursor: u64) -> quiver_store::Result<(u64, 
     for _ in 0..PAGES_PER_PASS {
         let page = anchors.scan(cursor, None, ANCHORS_PER_PAGE)?;
         for key in &page.keys {
-            let buckets = reclaim(state, key)?;
-            if let Some(buckets) = buckets {
+            if let Some(buckets) = reclaim_here(state, key)? {
                 done.hashes += 1;
                 done.buckets += buckets;
             }
@@ -89,6 +92,22 @@ pub fn pass(state: &ServerState, mut cursor: u64) -> quiver_store::Result<(u64, 
         }
     }
     Ok((cursor, done))
+}
+
+/// [`reclaim`] where this node may write the anchor's slot. On a cluster node that is a
+/// slot whose chain it heads and that is not frozen (an importing range's anchor may arrive
+/// before its hash, a replica's chain writes come from its head): the node's gate is held
+/// meanwhile, so that no hand-over freezes the slot between the check and the commit. The
+/// anchor's key routes by its `{tag}`, the hash's slot.
+fn reclaim_here(state: &ServerState, key: &Bytes) -> quiver_store::Result<Option<u64>> {
+    let Some(node) = &state.cluster else {
+        return reclaim(state, key);
+    };
+    let _gate = node.gate.blocking_read();
+    match node.route([&key[..]], true, false) {
+        Route::Local => reclaim(state, key),
+        _ => Ok(None),
+    }
 }
 
 /// Deletes the buckets and the anchor at `key` if its hash is gone; how many buckets (`None`:

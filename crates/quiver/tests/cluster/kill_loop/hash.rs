@@ -4,7 +4,11 @@
 //!
 //! The fields and rules are those of the single-server loop's hashes
 //! (`tests/server_process/kill_loop/hash.rs`, another test binary); here a hash is kept as the
-//! field names and value texts HGETALL shows, which is what the members are compared on.
+//! field names and value texts HGETALL shows, which is what the members are compared on. The
+//! load's values are up to 64 filler bytes long: about one HSET in six writes one past Redis's
+//! listpack threshold, and the hash becomes large (metadata, anchor and buckets, which go down
+//! the chain and to a rejoining member with it) until its last field goes, so kills land in
+//! both encodings and across the transitions.
 
 use quiver_client::Value;
 use quiver_testkit::rng::Rng;
@@ -28,13 +32,44 @@ fn field_name(field: usize) -> String {
     format!("f{field}")
 }
 
-/// A hash's fields and values in HGETALL's order, which is insertion order: a replaced value
-/// keeps its field's place, a new field goes last, a deleted one closes its gap. A state never
-/// holds an empty one: a hash loses its key with its last field.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Fields(Vec<(String, String)>);
+/// Longest value a hash keeps packed (Redis's `hash-max-listpack-value`): a longer one makes
+/// it large.
+const PACKED_VALUE_MAX: usize = 64;
+
+/// A hash's fields and values in HGETALL's order, which is insertion order while it is small:
+/// a replaced value keeps its field's place, a new field goes last, a deleted one closes its
+/// gap. A large hash's order is its own. A state never holds an empty one: a hash loses its
+/// key with its last field.
+#[derive(Clone, Debug, Eq)]
+pub struct Fields {
+    pairs: Vec<(String, String)>,
+    /// A value past [`PACKED_VALUE_MAX`] was written since the hash was created (in a state
+    /// of the model), or shows (in a reply): the hash is large.
+    large: bool,
+}
+
+/// Two hashes are equal with the same fields and values, in the same order unless either is
+/// large.
+impl PartialEq for Fields {
+    fn eq(&self, other: &Fields) -> bool {
+        if !self.large && !other.large {
+            return self.pairs == other.pairs;
+        }
+        let sorted = |f: &Fields| {
+            let mut pairs = f.pairs.clone();
+            pairs.sort();
+            pairs
+        };
+        sorted(self) == sorted(other)
+    }
+}
 
 impl Fields {
+    fn of(pairs: Vec<(String, String)>, large: bool) -> Option<Fields> {
+        let large = large || pairs.iter().any(|(_, v)| v.len() > PACKED_VALUE_MAX);
+        (!pairs.is_empty()).then_some(Fields { pairs, large })
+    }
+
     /// HGETALL's reply (RESP2: field, value, field, value, ...): absent for no fields.
     pub fn from_reply(items: &[Value]) -> Result<Option<Fields>, String> {
         let mut pairs = Vec::with_capacity(items.len() / 2);
@@ -47,15 +82,19 @@ impl Fields {
                 _ => return Err(format!("HGETALL answered {items:?}")),
             }
         }
-        Ok((!pairs.is_empty()).then_some(Fields(pairs)))
+        Ok(Fields::of(pairs, false))
     }
 
     pub fn pairs(&self) -> &[(String, String)] {
-        &self.0
+        &self.pairs
+    }
+
+    pub fn is_large(&self) -> bool {
+        self.large
     }
 
     fn get(&self, field: &str) -> Option<&str> {
-        self.0
+        self.pairs
             .iter()
             .find(|(f, _)| f == field)
             .map(|(_, v)| v.as_str())
@@ -130,7 +169,7 @@ impl HashWrite {
     /// field is left), and its reply — HSET the number of fields it added, HDEL of those it
     /// removed, HINCRBY the field's new value.
     pub fn apply(&self, from: Option<&Fields>) -> (Option<Fields>, i64) {
-        let mut pairs = from.map_or_else(Vec::new, |f| f.0.clone());
+        let mut pairs = from.map_or_else(Vec::new, |f| f.pairs.clone());
         let reply = match self {
             HashWrite::Set { fields, value } => {
                 let mut added = 0;
@@ -167,7 +206,8 @@ impl HashWrite {
                 }
             }
         };
-        ((!pairs.is_empty()).then_some(Fields(pairs)), reply)
+        // A hash that lost its last field is gone: one made again starts small.
+        (Fields::of(pairs, from.is_some_and(|f| f.large)), reply)
     }
 }
 
@@ -178,18 +218,21 @@ impl HashWrite {
 pub fn behind(found: &Fields, state: Option<&Fields>, acked_op: u64) -> bool {
     let Some(state) = state else {
         return found
-            .0
+            .pairs
             .iter()
             .all(|(_, v)| op_of(v).is_none_or(|op| op < acked_op));
     };
-    state.0.iter().any(|(field, value)| match found.get(field) {
-        None => true,
-        Some(shown) => match (op_of(shown), op_of(value)) {
-            (Some(shown), Some(value)) => shown < value,
-            _ => matches!(
-                (shown.parse::<i64>(), value.parse::<i64>()),
-                (Ok(shown), Ok(value)) if shown < value
-            ),
-        },
-    })
+    state
+        .pairs
+        .iter()
+        .any(|(field, value)| match found.get(field) {
+            None => true,
+            Some(shown) => match (op_of(shown), op_of(value)) {
+                (Some(shown), Some(value)) => shown < value,
+                _ => matches!(
+                    (shown.parse::<i64>(), value.parse::<i64>()),
+                    (Ok(shown), Ok(value)) if shown < value
+                ),
+            },
+        })
 }

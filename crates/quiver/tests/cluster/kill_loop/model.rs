@@ -5,14 +5,14 @@
 //! A key has one writer, whose operations are sequential, so with unique values the rule is
 //! exact: a key holds the state its last acknowledged write gave it, or one of the in-flight
 //! writes after it took effect (a counter: its last acknowledged value plus any of the
-//! in-flight INCRs after it; a DEL in flight may have reset it; a hash: its fields in order,
-//! as any of the in-flight HSETs, HDELs, HINCRBYs and DELs after it would leave them, in the
+//! in-flight INCRs after it; a DEL in flight may have reset it; a hash: its fields, in order
+//! while it is small, as any of the in-flight HSETs, HDELs, HINCRBYs and DELs after it would leave them, in the
 //! order sent). An acknowledged hash write's reply tells which of the states it may have met
 //! it did, each giving its own state after it. Anything else is a finding: **lost** when the
 //! key shows nothing where something was acknowledged, an older value than the last
 //! acknowledged one, a counter short of its acknowledged count, or a hash missing a field of
 //! every state it may hold or holding it at an older value; **wrong** otherwise (a value never
-//! written, a counter past its bound, a hash's fields in another order, members that disagree,
+//! written, a counter past its bound, a small hash's fields in another order, members that disagree,
 //! an MSET in flight seen on some of its keys only, a FLUSHALL in flight seen on some keys of a
 //! range only, a reply that no state explains).
 //!
@@ -322,11 +322,26 @@ impl KeyModel {
         Err(self.finding(verdict, member, show(found)))
     }
 
-    /// The check saw `found`, given by write `op`: the state the next cycle starts from.
+    /// Whether the key holds a large hash, as a check settled it.
+    pub fn holds_large_hash(&self) -> bool {
+        matches!(&self.possible[..], [Origin { value: Some(Held::Hash(f)), .. }] if f.is_large())
+    }
+
+    /// The check saw `found`, given by write `op`: the state the next cycle starts from (the
+    /// model's own state that equals it, where one does: a hash's reply does not tell whether
+    /// it is large, its state does).
     pub fn settle(&mut self, op: u64, found: Option<Held>) {
+        let value = match self
+            .possible
+            .iter()
+            .find(|o| o.op == op && o.value == found)
+        {
+            Some(o) => o.value.clone(),
+            None => found,
+        };
         self.possible = vec![Origin {
             op,
-            value: found,
+            value,
             acked: true,
         }];
         self.acked_op = op;

@@ -12,6 +12,8 @@ pub struct Tally {
     /// Of those, the operations on hash keys (HSET, HDEL, HINCRBY, DEL of a hash).
     pub hash_acked: u64,
     pub hash_in_flight: u64,
+    /// Hashes found large by the checks (summed over cycles).
+    pub large_hashes: u64,
     pub refused: u64,
     /// From each kill until every chain was whole again.
     pub wholes: Vec<Duration>,
@@ -39,14 +41,15 @@ impl Tally {
         let (whole_median, whole_max) = median_max(&self.wholes);
         let (spread_median, spread_max) = median_max(&self.spreads);
         format!(
-            "chain crash loop: {} cycles, {} acknowledged operations checked ({} on hashes), 0 \
-             lost, 0 wrong, {} in flight at kills ({} on hashes), {whole_median:.2}/{whole_max:.2} \
-             seconds until whole (median/max), heads spread {spread_median:.2}/{spread_max:.2} \
-             seconds after; {} kills of a node heading every chain, {} of one in the same \
-             position in every chain",
+            "chain crash loop: {} cycles, {} acknowledged operations checked ({} on hashes; {} \
+             large hashes checked), 0 lost, 0 wrong, {} in flight at kills ({} on hashes), \
+             {whole_median:.2}/{whole_max:.2} seconds until whole (median/max), heads spread \
+             {spread_median:.2}/{spread_max:.2} seconds after; {} kills of a node heading every \
+             chain, {} of one in the same position in every chain",
             self.cycles,
             self.acked,
             self.hash_acked,
+            self.large_hashes,
             self.in_flight,
             self.hash_in_flight,
             self.head_of_all,
