@@ -34,7 +34,7 @@ use super::{broadcast, txn};
 use quiver_service::admission;
 use quiver_service::admission::{forbidden_in_cluster, keys_of};
 use quiver_service::cmd::ConnCtx;
-use quiver_service::cmd::{client, command, config, connection, info};
+use quiver_service::cmd::{client, command, config, connection, info, server};
 use quiver_service::errors::{self, err};
 use quiver_service::output::Output;
 use quiver_service::reply::Reply;
@@ -64,7 +64,7 @@ pub async fn execute_run(
     out: &mut Output<'_>,
 ) -> RunEnd {
     let core = &router.core;
-    let limit = core.config.client_output_buffer_limit;
+    let limit = core.live.client_output_buffer_limit();
     let run_started = Instant::now();
     let mut next: Option<Prepared<'_>> = None;
     let mut i = 0;
@@ -83,7 +83,13 @@ pub async fn execute_run(
                 let started = Instant::now();
                 let answer = run_local(router, session, conn, spec, args).await;
                 let usec = started.elapsed().as_micros() as u64;
-                count(router, session, spec, usec, answer.error().is_some());
+                count(
+                    router,
+                    session,
+                    (spec, args),
+                    usec,
+                    answer.error().is_some(),
+                );
                 out.raw(&answer.bytes, session.resp3);
                 1
             }
@@ -108,8 +114,8 @@ pub async fn execute_run(
                 let replies = execute(router, session.resp3, &segment, table.epoch, 0).await;
                 // The segment's time is shared out by its commands, as a node shares a vector's.
                 let usec = started.elapsed().as_micros() as u64 / segment.len() as u64;
-                for (f, a) in segment.iter().zip(&replies) {
-                    count(router, session, f.spec, usec, a.error().is_some());
+                for ((f, a), args) in segment.iter().zip(&replies).zip(&requests[i..j]) {
+                    count(router, session, (f.spec, args), usec, a.error().is_some());
                     out.raw(&a.bytes, session.resp3);
                 }
                 j - i
@@ -125,14 +131,24 @@ pub async fn execute_run(
     RunEnd::Complete
 }
 
-/// Counts a command the router answered in `usec`.
-fn count(router: &Router, session: &Session, spec: &CommandSpec, usec: u64, failed: bool) {
+/// Counts a command (its spec and arguments) the router answered in `usec`, and offers it to
+/// the slow log (EXEC aside, as Redis).
+fn count(
+    router: &Router,
+    session: &Session,
+    (spec, args): (&CommandSpec, &[Bytes]),
+    usec: u64,
+    failed: bool,
+) {
     let index = spec.cmd.index();
     session.info.touch(index);
     let stats = &router.core.stats;
     stats.command(index, 1, usec);
     if failed {
         stats.failed(index, 1);
+    }
+    if !spec.flags.contains(Flags::SKIP_SLOWLOG) {
+        router.core.command_took(args, usec, &session.info);
     }
 }
 
@@ -407,6 +423,8 @@ async fn run_local(
         }
         Cmd::Command => command::run(&core.config.rename_command, args),
         Cmd::Config => config::run(core, Vec::new(), args),
+        Cmd::SlowLog => server::slowlog(core, args),
+        Cmd::Time => server::time(),
         Cmd::Acl => quiver_service::cmd::acl::run(&mut ConnCtx { core, session }, args),
         Cmd::Asking | Cmd::ReadWrite => Reply::OK,
         Cmd::ReadOnly => {

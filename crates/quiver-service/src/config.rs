@@ -34,6 +34,9 @@ pub const CLIENT_OUTPUT_BUFFER_LIMIT_DEFAULT: usize = 1 << 30;
 pub const CLIENT_OUTPUT_BUFFER_TOTAL_LIMIT_DEFAULT: usize = 4 << 30;
 /// Redis's default `databases`: real applications and client test suites SELECT 0..15.
 pub const DATABASES_DEFAULT: u32 = 16;
+/// Redis's defaults for the slow log: commands of 10 ms or more, the last 128 of them.
+pub const SLOWLOG_LOG_SLOWER_THAN_DEFAULT: i64 = 10_000;
+pub const SLOWLOG_MAX_LEN_DEFAULT: usize = 128;
 
 /// Log line format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -84,6 +87,8 @@ pub struct Config {
     pub proto_max_multibulk_len: usize,
     #[serde(deserialize_with = "byte_size")]
     pub client_query_buffer_limit: usize,
+    /// The most reply bytes one connection holds (0: no limit of its own, only
+    /// `client-output-buffer-total-limit`).
     #[serde(deserialize_with = "byte_size")]
     pub client_output_buffer_limit: usize,
     /// Bound on the sum of all connections' buffered replies (0 = no limit).
@@ -109,6 +114,11 @@ pub struct Config {
     /// Commands renamed or disabled: a `[rename-command]` table of `NAME = "new name"`, or
     /// `""` to disable (Redis's `rename-command`; see `names`).
     pub rename_command: Renames,
+    /// A command that takes at least this many microseconds goes to the slow log (SLOWLOG;
+    /// -1: none does, 0: every one).
+    pub slowlog_log_slower_than: i64,
+    /// Entries the slow log keeps.
+    pub slowlog_max_len: usize,
 }
 
 impl Default for Config {
@@ -137,6 +147,8 @@ impl Default for Config {
             tls_auth_clients: AuthClients::Yes,
             aclfile: None,
             rename_command: Renames::default(),
+            slowlog_log_slower_than: SLOWLOG_LOG_SLOWER_THAN_DEFAULT,
+            slowlog_max_len: SLOWLOG_MAX_LEN_DEFAULT,
         }
     }
 }
@@ -186,6 +198,9 @@ impl Config {
         if self.client_query_buffer_limit < 1024 * 1024 {
             // Redis's own floor for this setting.
             return bad("client-query-buffer-limit must be at least 1mb");
+        }
+        if self.slowlog_log_slower_than < -1 {
+            return bad("slowlog-log-slower-than must be -1 (off) or more");
         }
         if self.requirepass.as_deref() == Some("") {
             return bad("requirepass must not be empty (leave it unset for no password)");

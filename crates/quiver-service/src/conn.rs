@@ -115,8 +115,8 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
     // Counted in the server-wide budget until written; its Drop gives back what is left
     // however this loop ends.
     let mut out = Output::new(&core.output_budget, &core.stats);
-    let idle = (config.timeout > 0).then(|| Duration::from_secs(config.timeout));
     let info = session.info.clone();
+    let mut settings = core.live.subscribe();
     // What has run since this connection's thread last turned to the others. A read that
     // waits for the client yields the thread too, uncounted here: then the next explicit
     // yield comes early, which costs one turn of the event loop.
@@ -211,7 +211,7 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
             turn = RunSize::default();
             continue;
         }
-        if inbuf.len() >= config.client_query_buffer_limit {
+        if inbuf.len() >= core.live.client_query_buffer_limit() {
             tracing::warn!(
                 client = info.id,
                 bytes = inbuf.len(),
@@ -220,6 +220,9 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
             return End::QueryBufferLimit;
         }
         inbuf.reserve(inbuf.len().clamp(READ_CHUNK_MIN, READ_CHUNK_MAX));
+        // Read at every wait: CONFIG SET timeout applies to open connections.
+        let timeout = core.live.timeout();
+        let idle = (timeout > 0).then(|| Duration::from_secs(timeout));
         let read = async {
             match idle {
                 Some(d) => tokio::time::timeout(d, stream.read_buf(&mut inbuf))
@@ -232,6 +235,8 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
             r = read => r,
             _ = shutdown.wait_for(|&s| s) => return End::Shutdown,
             _ = info.kill_notify.notified() => return End::Killed,
+            // A setting changed (CONFIG SET timeout): wait again under the new ones.
+            Ok(()) = settings.changed() => continue,
         };
         match n {
             None => return End::IdleTimeout,

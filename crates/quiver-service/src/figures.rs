@@ -95,7 +95,7 @@ pub const CLIENTS: &[Figure] = &[
     Figure {
         info: Some("maxclients"),
         metric: None,
-        read: |c| Value::Count(c.config.maxclients as u64),
+        read: |c| Value::Count(c.live.maxclients() as u64),
     },
     Figure {
         info: Some("blocked_clients"),

@@ -5,16 +5,17 @@
 //! * [`frame`] parses requests exactly as Redis 7 does; [`reply`] encodes replies; [`errors`]
 //!   holds Redis's error texts;
 //! * [`config`] holds the service's settings (Redis's names and defaults) and reads a settings
-//!   file beside what serves reads of it;
+//!   file beside what serves reads of it; [`settings`] the ones CONFIG SET changes while
+//!   serving;
 //! * [`server`] binds the listeners, accepts and shuts down; [`serving`] runs connections on
 //!   serving threads; [`conn`] runs one connection; [`output`] holds a connection's replies
 //!   under the per-connection and server-wide limits; [`tls`] is the TLS port;
 //! * [`admission`] checks a request before it runs or is queued in MULTI (known, arity, AUTH,
 //!   ACL); [`session`] is a connection's state; [`acl`] the users and their rules;
 //! * [`table`] is the command table (data only), [`subcommands`] CLUSTER's subcommands; [`names`] the commands' names
-//!   (`rename-command`); [`cmd`] the commands about the connection (AUTH, HELLO, CLIENT, ACL,
-//!   COMMAND, CONFIG GET, ...);
-//! * [`stats`] and [`clients`] are shared registries; [`figures`] the figures INFO and the
+//!   (`rename-command`); [`cmd`] the commands about the connection and the server (AUTH,
+//!   HELLO, CLIENT, ACL, COMMAND, CONFIG, SLOWLOG, TIME, ...);
+//! * [`stats`], [`clients`] and [`slowlog`] are shared registries; [`figures`] the figures INFO and the
 //!   metrics endpoint both show; [`metrics`] the Prometheus endpoint;
 //!   [`ratelog`] keeps repeated warnings to one line a second.
 
@@ -37,6 +38,8 @@ pub mod server;
 pub mod service;
 pub mod serving;
 pub mod session;
+pub mod settings;
+pub mod slowlog;
 pub mod stats;
 pub mod subcommands;
 pub mod table;

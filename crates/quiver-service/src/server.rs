@@ -547,7 +547,7 @@ async fn admit<S, T>(
     let core = service.core();
     let stats = &core.stats;
     stats.connections_received.fetch_add(1, Ordering::Relaxed);
-    if stats.connected_clients.fetch_add(1, Ordering::SeqCst) >= core.config.maxclients {
+    if stats.connected_clients.fetch_add(1, Ordering::SeqCst) >= core.live.maxclients() {
         stats.connected_clients.fetch_sub(1, Ordering::SeqCst);
         stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(%addr, "maxclients reached: connection refused");
@@ -587,20 +587,44 @@ where
 
 /// Raises the open-files limit towards `wanted` (as Redis does for maxclients).
 fn raise_fd_limit(wanted: u64) {
+    if raise_fd_limit_to(wanted) < wanted {
+        tracing::warn!(wanted, "could not raise the open-files limit");
+    }
+}
+
+/// Raises the open-files limit towards `wanted` (as far as the hard limit lets); returns the
+/// limit now.
+fn raise_fd_limit_to(wanted: u64) -> u64 {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: getrlimit/setrlimit only read and write the struct passed.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= wanted {
-            return;
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
         }
-        let target = wanted.min(lim.rlim_max);
-        lim.rlim_cur = target;
+        if lim.rlim_cur >= wanted {
+            return lim.rlim_cur;
+        }
+        let current = lim.rlim_cur;
+        lim.rlim_cur = wanted.min(lim.rlim_max);
         if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-            tracing::warn!(wanted, "could not raise the open-files limit");
+            return current;
         }
+        lim.rlim_cur
+    }
+}
+
+/// Makes room for `clients` connections (CONFIG SET maxclients): raises the open-files limit
+/// if it must; `Err` with the most clients the process can serve if it cannot.
+pub fn make_room_for_clients(clients: usize) -> Result<(), u64> {
+    let wanted = clients as u64 + RESERVED_FDS;
+    let now = raise_fd_limit_to(wanted);
+    if now >= wanted {
+        Ok(())
+    } else {
+        Err(now.saturating_sub(RESERVED_FDS))
     }
 }
 

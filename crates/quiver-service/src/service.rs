@@ -11,11 +11,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 
-use crate::acl::Users;
-use crate::clients::Clients;
+use crate::acl::{Users, DEFAULT_USER};
+use crate::clients::{ClientInfo, Clients};
 use crate::config::Config;
 use crate::output::{Output, OutputBudget};
 use crate::session::Session;
+use crate::settings::{Change, Live};
+use crate::slowlog::SlowLog;
 use crate::stats::Stats;
 
 /// Why a run stopped early.
@@ -32,7 +34,12 @@ pub enum RunEnd {
 
 /// The state every RESP server shares between its connections, whatever executes commands.
 pub struct Core {
+    /// The settings as the server started with them; those CONFIG SET changes are read from
+    /// `live`.
     pub config: Config,
+    pub live: Live,
+    /// SLOWLOG's entries.
+    pub slowlog: SlowLog,
     /// The ACL users (`default`'s password is `requirepass`).
     pub users: Users,
     pub stats: Stats,
@@ -53,6 +60,8 @@ impl Core {
         Core {
             output_budget: OutputBudget::new(config.client_output_buffer_total_limit),
             users,
+            live: Live::of(&config),
+            slowlog: SlowLog::default(),
             config,
             stats: Stats::default(),
             clients: Clients::default(),
@@ -64,6 +73,28 @@ impl Core {
 
     pub fn is_shutting_down(&self) -> bool {
         self.shutting_down.load(Ordering::SeqCst)
+    }
+
+    /// Applies a change CONFIG SET checked: to the live settings, and `requirepass` to the
+    /// `default` user, whose passwords become that one alone (none for an empty one), as
+    /// Redis does.
+    pub fn apply(&self, change: &Change) {
+        if let Change::RequirePass(password) = change {
+            let rule = match password {
+                Some(p) => Bytes::from(format!(">{p}")),
+                None => Bytes::from_static(b"nopass"),
+            };
+            let rules = [Bytes::from_static(b"resetpass"), rule];
+            // Fixed rules on the user that always exists: they cannot fail.
+            let _ = self.users.set_user(DEFAULT_USER.as_bytes(), &rules);
+        }
+        self.live.set(change);
+    }
+
+    /// Counts a command of `client` that took `usec` (its share of its engine call) for the
+    /// slow log.
+    pub fn command_took(&self, args: &[Bytes], usec: u64, client: &ClientInfo) {
+        self.slowlog.command(&self.live, args, usec, client);
     }
 }
 

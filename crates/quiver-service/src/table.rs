@@ -26,6 +26,8 @@ pub enum Cmd {
     Config,
     Info,
     Acl,
+    SlowLog,
+    Time,
     // strings and keys
     Get,
     Set,
@@ -393,6 +395,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     row!("config", Config, -2, Flags::ADMIN, Acl::NONE, NO_KEYS, None, "server", "2.0.0", "A container for server configuration commands."),
     row!("info", Info, -1, LOADING_STALE, Acl::DANGEROUS, NO_KEYS, None, "server", "1.0.0", "Returns information and statistics about the server."),
     row!("acl", Acl, -2, Flags::ADMIN.or(Flags::NOSCRIPT), Acl::NONE, NO_KEYS, None, "server", "6.0.0", "A container for Access List Control commands."),
+    row!("slowlog", SlowLog, -2, Flags::ADMIN.or(LOADING_STALE), Acl::NONE, NO_KEYS, None, "server", "2.2.12", "A container for slow log commands."),
+    row!("time", Time, 1, LOADING_STALE.or(Flags::FAST), Acl::NONE, NO_KEYS, None, "server", "2.6.0", "Returns the server time."),
     row!("get", Get, 2, READONLY_FAST, STRING_ACL, ONE_KEY, Get, "string", "1.0.0", "Returns the string value of a key."),
     row!("set", Set, -3, WRITE_DENYOOM, STRING_ACL, ONE_KEY, Put, "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
     row!("setnx", SetNx, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, None, "string", "1.0.0", "Set the string value of a key only when the key doesn't exist."),
@@ -519,6 +523,8 @@ pub fn is_server_command(cmd: Cmd) -> bool {
             | Cmd::Config
             | Cmd::Info
             | Cmd::Acl
+            | Cmd::SlowLog
+            | Cmd::Time
             | Cmd::Multi
             | Cmd::Discard
             | Cmd::Watch

@@ -161,7 +161,7 @@ fn reconcile(
     };
     for stream in node.chains.streams() {
         if stream.claim_sender() {
-            let password = state.core.config.requirepass.clone();
+            let password = state.core.live.requirepass();
             tokio::spawn(crate::chain::sender::run(stream, password));
         }
     }

@@ -315,7 +315,7 @@ impl Target {
             conn,
             range: range.to_string(),
         };
-        if let Some(password) = &state.core.config.requirepass {
+        if let Some(password) = &state.core.live.requirepass() {
             target.request(&[b"AUTH", password.as_bytes()]).await?;
         }
         Ok(target)

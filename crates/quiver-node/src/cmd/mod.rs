@@ -59,7 +59,7 @@ use bytes::Bytes;
 use common::Limits;
 use ctx::Ctx;
 use parsed::Command;
-use quiver_service::cmd::{acl, client, command, config, connection, info};
+use quiver_service::cmd::{acl, client, command, config, connection, info, server};
 use quiver_service::reply::Reply;
 use quiver_service::table::{is_server_command, Cmd, CommandSpec};
 
@@ -150,6 +150,8 @@ pub fn run_server(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
         Cmd::Client => client::run(&mut ctx.conn_ctx(), args),
         Cmd::Command => command::run(&ctx.state.core.config.rename_command, args),
         Cmd::Config => config::run(&ctx.state.core, ctx.state.config.values(), args),
+        Cmd::SlowLog => server::slowlog(&ctx.state.core, args),
+        Cmd::Time => server::time(),
         Cmd::Acl => acl::run(&mut ctx.conn_ctx(), args),
         Cmd::Info => info::run(ctx.state, args),
         Cmd::Multi | Cmd::Discard | Cmd::Watch | Cmd::Unwatch => transactions::run(ctx, cmd, args),

@@ -42,7 +42,7 @@ use quiver_service::reply::Reply;
 use quiver_service::service::InfoParts;
 use quiver_service::service::{Core, Service};
 use quiver_service::session::Session;
-use quiver_service::table::{Cmd, CommandSpec, Vector};
+use quiver_service::table::{Cmd, CommandSpec, Flags, Vector};
 use thread::on_thread;
 
 pub use quiver_service::service::RunEnd;
@@ -79,7 +79,7 @@ pub async fn execute_run(
     requests: &[Vec<Bytes>],
     out: &mut Output<'_>,
 ) -> RunEnd {
-    let limit = state.core.config.client_output_buffer_limit;
+    let limit = state.core.live.client_output_buffer_limit();
     // Once per run, not per request.
     let limits = Limits::of(state);
     // Cluster mode: the run holds the gate from its routing checks to its last reply, so a
@@ -99,12 +99,17 @@ pub async fn execute_run(
             Some(p) => p,
             None => prepare(state, session, conn, &limits, &requests[i]),
         };
+        let step_started = Instant::now();
+        // Whether the step's requests ran (and go to the slow log if slow).
+        let mut ran = true;
         let n = match prepared {
             Prepared::Answered(reply) => {
                 out.reply(&reply, session.resp3);
+                ran = false;
                 1
             }
             Prepared::Frozen => {
+                ran = false;
                 let since = *frozen_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= FROZEN_WAIT_MAX {
                     out.reply(&errors::err(TRYAGAIN), session.resp3);
@@ -191,6 +196,8 @@ pub async fn execute_run(
                 args,
                 command,
             } => {
+                // EXEC is not logged (Redis logs the commands it runs).
+                ran = !spec.flags.contains(Flags::SKIP_SLOWLOG);
                 let reply = on_thread(state, conn, |conn| {
                     run_one(
                         &mut Ctx {
@@ -209,6 +216,9 @@ pub async fn execute_run(
                 1
             }
         };
+        if ran {
+            slow_log(state, session, &requests[i..i + n], step_started);
+        }
         if n > 0 {
             frozen_since = None;
             // A command's latency inside the server includes the commands before it in its
@@ -224,6 +234,15 @@ pub async fn execute_run(
         }
     }
     RunEnd::Complete
+}
+
+/// Offers the requests of a step that began at `started` to the slow log, each with its share
+/// of the step's time (a vector's commands ran as one engine call).
+fn slow_log(state: &ServerState, session: &Session, step: &[Vec<Bytes>], started: Instant) {
+    let usec = started.elapsed().as_micros() as u64 / step.len().max(1) as u64;
+    for args in step {
+        state.core.command_took(args, usec, &session.info);
+    }
 }
 
 /// Most keys of a group of `kind`: `max-vector-width` (the storage vector width R: reads are

@@ -14,6 +14,7 @@ mod frame;
 mod hash_model;
 mod inline;
 mod limits;
+mod live_config;
 mod observability;
 mod rename_command;
 mod reply;

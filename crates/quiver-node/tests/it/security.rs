@@ -55,6 +55,7 @@ fn every_other_command_answers_noauth_until_auth() {
             "client" => vec![b"CLIENT", b"ID"],
             "config" => vec![b"CONFIG", b"GET", b"maxclients"],
             "command" => vec![b"COMMAND", b"COUNT"],
+            "slowlog" => vec![b"SLOWLOG", b"LEN"],
             "cluster" => vec![b"CLUSTER", b"KEYSLOT", b"secret"],
             name => {
                 let argc = if spec.arity > 0 {

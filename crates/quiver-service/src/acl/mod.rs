@@ -197,7 +197,13 @@ pub fn refusal<'k>(
 fn shown_name(spec: &CommandSpec, args: &[Bytes]) -> String {
     let container = matches!(
         spec.cmd,
-        Cmd::Client | Cmd::Config | Cmd::Command | Cmd::Cluster | Cmd::Object | Cmd::Acl
+        Cmd::Client
+            | Cmd::Config
+            | Cmd::Command
+            | Cmd::Cluster
+            | Cmd::Object
+            | Cmd::Acl
+            | Cmd::SlowLog
     );
     match args.get(1) {
         Some(sub) if container => format!(

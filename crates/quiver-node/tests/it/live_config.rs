@@ -1,0 +1,263 @@
+//! CONFIG SET while serving (issue 37): each family of mutable settings takes effect on
+//! connections that were open before the change — the client limits (`maxclients`,
+//! `timeout`, the query and output buffer limits), the password (`requirepass`) and the slow
+//! log (`slowlog-log-slower-than`, `slowlog-max-len`: SLOWLOG GET shows what Redis shows,
+//! secrets redacted); several settings in one call apply all or none; an immutable or
+//! unknown one is refused and changes nothing. The replies byte for byte are the compat
+//! goldens' (`cases_ops.json`).
+
+use std::io::Write;
+
+use quiver_client::{Connection, Value};
+use quiver_node::testing::TestServer;
+
+use crate::bad_input::{
+    client, expect_closed, expect_reply, multibulk, raw, read_line, show, wait_connected_clients,
+};
+
+/// `args` on `c`, its reply (an error reply fails the test).
+fn call(c: &mut Connection, args: &[&str]) -> Value {
+    let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+    c.command(&a).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+/// The error `args` answers on `c`.
+fn refused(c: &mut Connection, args: &[&str]) -> String {
+    let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+    match c.command(&a) {
+        Err(quiver_client::Error::Server(e)) => e,
+        other => panic!("{args:?} was not refused: {other:?}"),
+    }
+}
+
+fn ok(c: &mut Connection, args: &[&str]) {
+    assert_eq!(call(c, args), Value::Simple("OK".into()), "{args:?}");
+}
+
+fn get_config(c: &mut Connection, name: &str) -> String {
+    match call(c, &["CONFIG", "GET", name]) {
+        Value::Array(items) if items.len() == 2 => {
+            String::from_utf8_lossy(items[1].as_bytes().unwrap_or_default()).into_owned()
+        }
+        other => panic!("CONFIG GET {name}: {other:?}"),
+    }
+}
+
+#[test]
+fn client_limits_apply_to_open_connections() {
+    let server = TestServer::start();
+    let mut admin = client(server.addr);
+    let mut idle = raw(server.addr);
+    idle.write_all(b"PING\r\n").unwrap();
+    expect_reply(&mut idle, b"+PONG\r\n");
+    let mut reader = client(server.addr);
+    wait_connected_clients(&mut admin, 3);
+
+    // maxclients: the three open ones stay, a fourth is refused; raised again, admitted.
+    ok(&mut admin, &["CONFIG", "SET", "maxclients", "3"]);
+    let mut fourth = raw(server.addr);
+    fourth.write_all(b"PING\r\n").unwrap();
+    expect_reply(&mut fourth, b"-ERR max number of clients reached\r\n");
+    ok(&mut admin, &["CONFIG", "SET", "maxclients", "10000"]);
+    let mut fifth = raw(server.addr);
+    fifth.write_all(b"PING\r\n").unwrap();
+    expect_reply(&mut fifth, b"+PONG\r\n");
+    drop(fifth);
+
+    // client-output-buffer-limit: a reply past the new limit closes the open connection.
+    let big = "x".repeat(2 << 20);
+    ok(&mut admin, &["SET", "big", &big]);
+    assert_eq!(
+        call(&mut reader, &["STRLEN", "big"]),
+        Value::Integer(2 << 20)
+    );
+    ok(
+        &mut admin,
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 1mb 0 0",
+        ],
+    );
+    assert!(reader.command(&[b"GET", b"big"]).is_err(), "closed");
+    ok(
+        &mut admin,
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "normal 0 0 0 pubsub 32mb 8mb 60",
+        ],
+    );
+    assert_eq!(
+        get_config(&mut admin, "client-output-buffer-limit"),
+        "normal 0 0 0"
+    );
+    let mut reader = client(server.addr);
+    assert_eq!(
+        call(&mut reader, &["GET", "big"])
+            .as_bytes()
+            .map(<[u8]>::len),
+        Some(2 << 20)
+    );
+
+    // client-query-buffer-limit: a request growing past the new limit closes its connection.
+    ok(
+        &mut admin,
+        &["CONFIG", "SET", "client-query-buffer-limit", "1mb"],
+    );
+    let mut writer = raw(server.addr);
+    writer
+        .write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$3000000\r\n")
+        .unwrap();
+    let _ = writer.write_all(&vec![b'v'; 1_500_000]);
+    expect_closed(&mut writer);
+    ok(
+        &mut admin,
+        &["CONFIG", "SET", "client-query-buffer-limit", "1gb"],
+    );
+
+    // timeout: the connection idle since before the change is closed under the new one
+    // (and so is every other that waits as long, the admin's among them).
+    ok(&mut admin, &["CONFIG", "SET", "timeout", "1"]);
+    expect_closed(&mut idle);
+    let mut admin = client(server.addr);
+    ok(&mut admin, &["CONFIG", "SET", "timeout", "0"]);
+    assert_eq!(get_config(&mut admin, "timeout"), "0");
+}
+
+#[test]
+fn requirepass_applies_to_new_connections_and_keeps_the_open_ones() {
+    let server = TestServer::start();
+    let mut admin = client(server.addr);
+    ok(&mut admin, &["CONFIG", "SET", "requirepass", "s3cret"]);
+    // The open connection stays logged in, as in Redis.
+    assert_eq!(call(&mut admin, &["PING"]), Value::Simple("PONG".into()));
+    let mut late = raw(server.addr);
+    late.write_all(&multibulk(&[b"PING"])).unwrap();
+    let line = read_line(&mut late);
+    assert!(line.starts_with(b"-NOAUTH"), "{}", show(&line));
+    late.write_all(&multibulk(&[b"AUTH", b"wrong"])).unwrap();
+    let line = read_line(&mut late);
+    assert!(line.starts_with(b"-WRONGPASS"), "{}", show(&line));
+    late.write_all(&multibulk(&[b"AUTH", b"s3cret"])).unwrap();
+    expect_reply(&mut late, b"+OK\r\n");
+    assert_eq!(get_config(&mut admin, "requirepass"), "s3cret");
+    ok(&mut admin, &["CONFIG", "SET", "requirepass", ""]);
+    let mut free = raw(server.addr);
+    free.write_all(b"PING\r\n").unwrap();
+    expect_reply(&mut free, b"+PONG\r\n");
+}
+
+#[test]
+fn the_slow_log_follows_its_settings() {
+    let server = TestServer::start();
+    let mut c = client(server.addr);
+    ok(&mut c, &["CLIENT", "SETNAME", "slowpoke"]);
+    ok(&mut c, &["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    ok(&mut c, &["SLOWLOG", "RESET"]);
+    ok(&mut c, &["SET", "k", "v"]);
+    let auth = c.command(&[b"AUTH", b"nobody", b"secret"]).unwrap_err();
+    assert!(auth.to_string().contains("WRONGPASS"), "{auth}");
+    // RESET, SET, AUTH (a refused AUTH ran: it is logged, its arguments redacted); each
+    // command is logged once it has run, so LEN counts those before it and GET sees LEN.
+    assert_eq!(call(&mut c, &["SLOWLOG", "LEN"]), Value::Integer(3));
+    let Value::Array(entries) = call(&mut c, &["SLOWLOG", "GET", "3"]) else {
+        panic!("SLOWLOG GET")
+    };
+    assert_eq!(entries.len(), 3);
+    let fields = |e: &Value| match e {
+        Value::Array(f) if f.len() == 6 => f.clone(),
+        other => panic!("entry {other:?}"),
+    };
+    let args = |f: &[Value]| match &f[3] {
+        Value::Array(a) => a
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes().unwrap_or_default()).into_owned())
+            .collect::<Vec<_>>(),
+        other => panic!("arguments {other:?}"),
+    };
+    let len = fields(&entries[0]);
+    assert_eq!(args(&len), ["SLOWLOG", "LEN"]);
+    let newest = fields(&entries[1]);
+    let older = fields(&entries[2]);
+    assert_eq!(args(&newest), ["AUTH", "(redacted)", "(redacted)"]);
+    assert_eq!(args(&older), ["SET", "k", "v"]);
+    let (Value::Integer(id_new), Value::Integer(id_old)) = (&newest[0], &older[0]) else {
+        panic!("ids {newest:?}")
+    };
+    assert_eq!(id_new - id_old, 1);
+    assert!(
+        matches!(older[1], Value::Integer(t) if t > 1_700_000_000),
+        "{older:?}"
+    );
+    assert!(matches!(older[2], Value::Integer(us) if us >= 0));
+    assert!(older[4]
+        .as_bytes()
+        .is_some_and(|a| a.starts_with(b"127.0.0.1:")));
+    assert_eq!(older[5].as_bytes(), Some(&b"slowpoke"[..]));
+
+    // slowlog-max-len trims at the next command; -1 logs nothing more.
+    ok(&mut c, &["CONFIG", "SET", "slowlog-max-len", "2"]);
+    assert_eq!(call(&mut c, &["SLOWLOG", "LEN"]), Value::Integer(2));
+    ok(
+        &mut c,
+        &[
+            "CONFIG",
+            "SET",
+            "slowlog-log-slower-than",
+            "-1",
+            "slowlog-max-len",
+            "128",
+        ],
+    );
+    ok(&mut c, &["SLOWLOG", "RESET"]);
+    ok(&mut c, &["SET", "k", "v2"]);
+    assert_eq!(call(&mut c, &["SLOWLOG", "LEN"]), Value::Integer(0));
+    assert_eq!(call(&mut c, &["SLOWLOG", "GET"]), Value::Array(vec![]));
+}
+
+/// All or nothing, and only what may change: a call with any bad name or value changes
+/// nothing, the first problem is the answer.
+#[test]
+fn config_set_is_all_or_nothing() {
+    let server = TestServer::start();
+    let mut c = client(server.addr);
+    let e = refused(
+        &mut c,
+        &["CONFIG", "SET", "maxclients", "50", "databases", "4"],
+    );
+    assert_eq!(
+        e,
+        "ERR CONFIG SET failed (possibly related to argument 'databases') - can't set \
+         immutable config"
+    );
+    let e = refused(
+        &mut c,
+        &["CONFIG", "SET", "timeout", "5", "maxclients", "abc"],
+    );
+    assert!(
+        e.contains("'maxclients') - argument couldn't be parsed"),
+        "{e}"
+    );
+    let e = refused(&mut c, &["CONFIG", "SET", "timeout", "5", "nosuch", "1"]);
+    assert_eq!(
+        e,
+        "ERR Unknown option or number of arguments for CONFIG SET - 'nosuch'"
+    );
+    assert_eq!(get_config(&mut c, "maxclients"), "10000");
+    assert_eq!(get_config(&mut c, "timeout"), "0");
+    assert_eq!(get_config(&mut c, "databases"), "16");
+    // A node's own settings are shown and immutable too.
+    let e = refused(&mut c, &["CONFIG", "SET", "max-vector-width", "8"]);
+    assert!(e.ends_with("can't set immutable config"), "{e}");
+    ok(
+        &mut c,
+        &["CONFIG", "SET", "MAXCLIENTS", "500", "Timeout", "7"],
+    );
+    assert_eq!(get_config(&mut c, "maxclients"), "500");
+    assert_eq!(get_config(&mut c, "timeout"), "7");
+    let info = c.info(Some("clients")).unwrap();
+    assert!(info.contains("maxclients:500"), "{info}");
+}
