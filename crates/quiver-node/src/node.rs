@@ -12,6 +12,7 @@ use crate::agent;
 use crate::cluster::ClusterNode;
 use crate::coalesce::Coalescer;
 use crate::node_config::{Coalesce, ServeConfig};
+use crate::saves::Saves;
 use crate::state::{ServerState, SharedState};
 use crate::watch::Watches;
 use quiver_service::server::{io_error, serve_clients, Bound, ServerError};
@@ -92,6 +93,8 @@ impl Server {
             coalescer: (node_config.coalesce == Coalesce::Adaptive).then(Coalescer::default),
             config: node_config,
             cluster,
+            saves: Saves::default(),
+            shutdown: Some(bound.shutdown_handle()),
         });
         Ok(Server { state, bound })
     }
@@ -140,6 +143,10 @@ impl Server {
                 state.clone(),
                 shutdown.subscribe(),
             )));
+            background.push(tokio::spawn(crate::saves::run(
+                state.clone(),
+                shutdown.subscribe(),
+            )));
             if let (Some(_), Some(endpoints)) = (&state.cluster, &state.config.cluster_etcd) {
                 let etcd = quiver_cluster::meta::EtcdSettings {
                     endpoints: endpoints.clone(),
@@ -177,7 +184,8 @@ impl Server {
             let _ = thread.join();
         }
         let close = match Arc::try_unwrap(state) {
-            Ok(state) => state.store.close(),
+            Ok(state) if state.saves.checkpoint_at_close() => state.store.close(),
+            Ok(state) => state.store.close_without_checkpoint(),
             // A task outlived the runtime's shutdown: make the store durable without closing.
             Err(state) => state.store.flush().and_then(|()| state.store.checkpoint()),
         };

@@ -111,6 +111,10 @@ pub fn queue(session: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) 
     if spec.flags.contains(Flags::NOT_QUEUED) {
         return None;
     }
+    if spec.flags.contains(Flags::NO_MULTI) {
+        multi.aborted = true;
+        return Some(errors::err(errors::NOT_IN_MULTI));
+    }
     if multi.queued.len() >= MULTI_QUEUED_MAX {
         multi.aborted = true;
         return Some(errors::multi_queue_full(MULTI_QUEUED_MAX));

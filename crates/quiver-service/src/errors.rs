@@ -13,6 +13,8 @@ pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(1);
 static TOTAL_OUTPUT_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);
 
 pub const SYNTAX: &str = "ERR syntax error";
+/// A command flagged `no-multi` (SAVE, SHUTDOWN, ...) sent inside MULTI.
+pub const NOT_IN_MULTI: &str = "ERR Command not allowed inside a transaction";
 pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 pub const OVERFLOW: &str = "ERR increment or decrement would overflow";
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";

@@ -28,6 +28,10 @@ pub enum Cmd {
     Acl,
     SlowLog,
     Time,
+    Save,
+    BgSave,
+    LastSave,
+    Shutdown,
     // strings and keys
     Get,
     Set,
@@ -143,6 +147,8 @@ impl Flags {
     pub const FAST: Flags = Flags(1 << 8);
     pub const NO_AUTH: Flags = Flags(1 << 9);
     pub const ALLOW_BUSY: Flags = Flags(1 << 10);
+    /// Refused inside MULTI ("Command not allowed inside a transaction").
+    pub const NO_MULTI: Flags = Flags(1 << 11);
     /// Quiver: runs at once inside MULTI instead of being queued (EXEC, DISCARD, ...).
     pub const NOT_QUEUED: Flags = Flags(1 << 16);
     /// Quiver: writes its keys without reading them, so a transaction neither prefetches
@@ -150,7 +156,7 @@ impl Flags {
     pub const BLIND_WRITE: Flags = Flags(1 << 17);
 
     /// The flags COMMAND INFO reports, by name, in Redis's order.
-    const NAMES: [(Flags, &'static str); 11] = [
+    const NAMES: [(Flags, &'static str); 12] = [
         (Flags::WRITE, "write"),
         (Flags::READONLY, "readonly"),
         (Flags::DENYOOM, "denyoom"),
@@ -161,6 +167,7 @@ impl Flags {
         (Flags::SKIP_SLOWLOG, "skip_slowlog"),
         (Flags::FAST, "fast"),
         (Flags::NO_AUTH, "no_auth"),
+        (Flags::NO_MULTI, "no_multi"),
         (Flags::ALLOW_BUSY, "allow_busy"),
     ];
 
@@ -397,6 +404,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     row!("acl", Acl, -2, Flags::ADMIN.or(Flags::NOSCRIPT), Acl::NONE, NO_KEYS, None, "server", "6.0.0", "A container for Access List Control commands."),
     row!("slowlog", SlowLog, -2, Flags::ADMIN.or(LOADING_STALE), Acl::NONE, NO_KEYS, None, "server", "2.2.12", "A container for slow log commands."),
     row!("time", Time, 1, LOADING_STALE.or(Flags::FAST), Acl::NONE, NO_KEYS, None, "server", "2.6.0", "Returns the server time."),
+    row!("save", Save, 1, Flags::ADMIN.or(Flags::NOSCRIPT).or(Flags::NO_MULTI), Acl::NONE, NO_KEYS, None, "server", "1.0.0", "Synchronously saves the database(s) to disk."),
+    row!("bgsave", BgSave, -1, Flags::ADMIN.or(Flags::NOSCRIPT), Acl::NONE, NO_KEYS, None, "server", "1.0.0", "Asynchronously saves the database(s) to disk."),
+    row!("lastsave", LastSave, 1, LOADING_STALE.or(Flags::FAST), Acl::ADMIN.or(Acl::DANGEROUS), NO_KEYS, None, "server", "1.0.0", "Returns the Unix timestamp of the last successful save to disk."),
+    row!("shutdown", Shutdown, -1, Flags::ADMIN.or(Flags::NOSCRIPT).or(LOADING_STALE).or(Flags::NO_MULTI).or(Flags::ALLOW_BUSY), Acl::NONE, NO_KEYS, None, "server", "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server."),
     row!("get", Get, 2, READONLY_FAST, STRING_ACL, ONE_KEY, Get, "string", "1.0.0", "Returns the string value of a key."),
     row!("set", Set, -3, WRITE_DENYOOM, STRING_ACL, ONE_KEY, Put, "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
     row!("setnx", SetNx, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, None, "string", "1.0.0", "Set the string value of a key only when the key doesn't exist."),
@@ -525,6 +536,10 @@ pub fn is_server_command(cmd: Cmd) -> bool {
             | Cmd::Acl
             | Cmd::SlowLog
             | Cmd::Time
+            | Cmd::Save
+            | Cmd::BgSave
+            | Cmd::LastSave
+            | Cmd::Shutdown
             | Cmd::Multi
             | Cmd::Discard
             | Cmd::Watch

@@ -637,6 +637,15 @@ impl Store {
         res
     }
 
+    /// [`Store::close`] without the checkpoint (a server's SHUTDOWN NOSAVE): every record is
+    /// written out and synced, and the next open replays what its last checkpoints miss.
+    pub fn close_without_checkpoint(mut self) -> Result<()> {
+        self.stop_background();
+        let res = self.flush();
+        self.inner.closed.store(true, Ordering::SeqCst);
+        res
+    }
+
     /// Drops the store as a crash would: no flush of `none`-mode buffers, no checkpoint.
     /// For tests of recovery.
     #[doc(hidden)]

@@ -46,6 +46,7 @@ pub mod lcs;
 pub mod mset;
 pub mod object;
 pub mod parsed;
+pub mod persistence;
 pub mod range;
 pub mod rangeimport;
 pub mod rename;
@@ -151,6 +152,7 @@ pub fn run_server(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
         Cmd::Command => command::run(&ctx.state.core.config.rename_command, args),
         Cmd::Config => config::run(&ctx.state.core, ctx.state.config.values(), args),
         Cmd::SlowLog => server::slowlog(&ctx.state.core, args),
+        Cmd::Save | Cmd::BgSave | Cmd::LastSave => persistence::run(ctx.state, cmd, args),
         Cmd::Time => server::time(),
         Cmd::Acl => acl::run(&mut ctx.conn_ctx(), args),
         Cmd::Info => info::run(ctx.state, args),

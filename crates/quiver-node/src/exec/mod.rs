@@ -191,6 +191,10 @@ pub async fn execute_run(
                 }
                 j - i
             }
+            Prepared::Run { spec, args, .. } if spec.cmd == Cmd::Shutdown => {
+                shutdown(state, session, conn, args, out);
+                1
+            }
             Prepared::Run {
                 spec,
                 args,
@@ -234,6 +238,23 @@ pub async fn execute_run(
         }
     }
     RunEnd::Complete
+}
+
+/// SHUTDOWN (`cmd::persistence::shutdown`): once the server is stopping, the connection
+/// closes after the replies before it are written, without a reply of its own, as Redis's
+/// does.
+fn shutdown(
+    state: &ServerState,
+    session: &mut Session,
+    conn: &mut NodeConn,
+    args: &[Bytes],
+    out: &mut Output<'_>,
+) {
+    state.core.stats.command(Cmd::Shutdown.index(), 1, 0);
+    match on_thread(state, conn, |_| cmd::persistence::shutdown(state, args)) {
+        Ok(()) => session.closing = true,
+        Err(reply) => out.reply(&reply, session.resp3),
+    }
 }
 
 /// Offers the requests of a step that began at `started` to the slow log, each with its share

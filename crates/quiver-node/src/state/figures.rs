@@ -5,6 +5,7 @@
 use quiver_service::figures::{counter, gauge, Figure, Value};
 use quiver_store::{BackendKind, Durability, Stats as StoreStats};
 
+use crate::saves::SaveFigures;
 use crate::state::ServerState;
 
 /// What the node's figures are read from: the store's statistics, taken once, and the
@@ -13,6 +14,7 @@ pub struct Snapshot {
     pub stats: StoreStats,
     pub durability: Durability,
     pub backend: BackendKind,
+    pub saves: SaveFigures,
 }
 
 impl Snapshot {
@@ -21,6 +23,7 @@ impl Snapshot {
             stats: state.store.stats(),
             durability: state.config.durability,
             backend: state.config.backend,
+            saves: state.saves.figures(state),
         }
     }
 }
@@ -177,10 +180,43 @@ pub const PERSISTENCE: &[Row] = &[
         metric: None,
         read: |s| count(s.stats.maintenance_stalls),
     },
+    // Redis's RDB fields, for the tools that read them: a save is a checkpoint (`saves`),
+    // changes are write commands since the last one.
     Figure {
         info: Some("rdb_changes_since_last_save"),
+        metric: gauge(
+            "quiver_changes_since_last_save",
+            "Write commands since the last save (checkpoint).",
+        ),
+        read: |s| count(s.saves.changes_since_last_save),
+    },
+    Figure {
+        info: Some("rdb_bgsave_in_progress"),
         metric: None,
-        read: |_| count(0u64),
+        read: |s| count(u64::from(s.saves.bgsave_in_progress)),
+    },
+    Figure {
+        info: Some("rdb_last_save_time"),
+        metric: gauge(
+            "quiver_last_save_timestamp_seconds",
+            "Unix time of the last successful save (checkpoint).",
+        ),
+        read: |s| count(s.saves.last_save_time),
+    },
+    Figure {
+        info: Some("rdb_last_bgsave_status"),
+        metric: None,
+        read: |s| Value::Text(if s.saves.last_bgsave_ok { "ok" } else { "err" }.into()),
+    },
+    Figure {
+        info: Some("rdb_last_bgsave_time_sec"),
+        metric: None,
+        read: |s| Value::Text(s.saves.last_bgsave_time_sec.to_string()),
+    },
+    Figure {
+        info: Some("rdb_current_bgsave_time_sec"),
+        metric: None,
+        read: |s| Value::Text(s.saves.current_bgsave_time_sec.to_string()),
     },
     Figure {
         info: Some("aof_enabled"),

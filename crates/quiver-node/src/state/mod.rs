@@ -8,7 +8,9 @@ use quiver_store::Store;
 
 use crate::cluster::ClusterNode;
 use crate::node_config::NodeConfig;
+use crate::saves::Saves;
 use crate::watch::{DbKey, Watches};
+use quiver_service::server::ShutdownHandle;
 use quiver_service::service::Core;
 
 pub mod figures;
@@ -26,6 +28,10 @@ pub struct ServerState {
     pub coalescer: Option<crate::coalesce::Coalescer>,
     /// This node in its cluster, in cluster mode.
     pub cluster: Option<Arc<ClusterNode>>,
+    /// SAVE, BGSAVE, LASTSAVE and what INFO shows of them.
+    pub saves: Saves,
+    /// What SHUTDOWN fires (none in unit tests' states, which serve nothing).
+    pub shutdown: Option<ShutdownHandle>,
 }
 
 impl ServerState {
@@ -120,6 +126,8 @@ impl ServerState {
             watches: Watches::default(),
             coalescer: None,
             cluster: None,
+            saves: Saves::default(),
+            shutdown: None,
         }
     }
 }

@@ -113,6 +113,8 @@ const WORDS: &[&[u8]] = &[
     b"everything",
     b"default",
     b"NOLOOP",
+    b"RESET",
+    b"SCHEDULE",
 ];
 const NUMBERS: &[&[u8]] = &[
     b"0",
@@ -174,7 +176,8 @@ fn request(rng: &mut WyRand) -> Vec<Vec<u8>> {
         args.push(pick(rng, WORDS).to_vec());
     } else {
         let spec = &COMMANDS[rng.index(COMMANDS.len())];
-        if spec.name == "quit" {
+        // QUIT and SHUTDOWN would end the connection or the server the run needs.
+        if spec.name == "quit" || spec.name == "shutdown" {
             args.push(b"PING".to_vec());
         } else {
             let name: Vec<u8> = spec

@@ -19,6 +19,7 @@ mod observability;
 mod rename_command;
 mod reply;
 mod robustness;
+mod saves;
 mod security;
 mod semantics;
 mod serving;

@@ -183,6 +183,18 @@ impl Served {
         log
     }
 
+    /// Waits for the server to exit by itself (SHUTDOWN), cleanly (code 0).
+    fn wait_clean_exit(mut self, what: &str) -> String {
+        let status = self.process.wait_exit(what, WAIT);
+        let log = self.stderr();
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "exit after {what}: {status}; stderr:\n{log}"
+        );
+        log
+    }
+
     fn stderr(&self) -> String {
         read_log(&self.stderr_path)
     }
@@ -405,7 +417,18 @@ fn info_keys(conn: &mut Connection) -> u64 {
 // ---------------------------------------------------------------------------------------------
 // Graceful shutdown
 
-fn graceful_shutdown(signal: libc::c_int) {
+/// How a test stops a server that must reopen with nothing to replay.
+#[derive(Clone, Copy, Debug)]
+enum Stop {
+    /// SIGTERM or SIGINT.
+    Signal(libc::c_int),
+    /// The SHUTDOWN command: no reply, the connection closed, exit 0.
+    Shutdown,
+    /// SAVE, then kill -9: the checkpoint SAVE wrote is what the restart opens from.
+    SaveThenKill9,
+}
+
+fn graceful_shutdown(stop: Stop) {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, logs) = (tmp.path().join("store"), tmp.path().join("logs"));
     let server = serve(&dir, &logs, &[]);
@@ -421,7 +444,30 @@ fn graceful_shutdown(signal: libc::c_int) {
     let _idle = server.client();
     let mut partial = std::net::TcpStream::connect(&server.addr).unwrap();
     std::io::Write::write_all(&mut partial, b"*2\r\n$3\r\nGET\r\n$5\r\nke").unwrap();
-    server.stop_with(signal);
+    match stop {
+        Stop::Signal(signal) => {
+            server.stop_with(signal);
+        }
+        Stop::Shutdown => {
+            // Redis's SHUTDOWN answers nothing: the connection closes.
+            let e = c.command(&[b"SHUTDOWN"]).unwrap_err();
+            assert!(e.is_connection_error(), "SHUTDOWN answered {e}");
+            server.wait_clean_exit("SHUTDOWN");
+        }
+        Stop::SaveThenKill9 => {
+            let before = unix_now();
+            assert_eq!(c.command(&[b"SAVE"]).unwrap(), Value::Simple("OK".into()));
+            match c.command(&[b"LASTSAVE"]).unwrap() {
+                Value::Integer(t) => assert!(t as u64 >= before, "LASTSAVE {t} < {before}"),
+                other => panic!("LASTSAVE answered {other:?}"),
+            }
+            let info = c.info(Some("persistence")).unwrap();
+            assert!(info.contains("rdb_changes_since_last_save:0"), "{info}");
+            assert!(info.contains("rdb_bgsave_in_progress:0"), "{info}");
+            let mut server = server;
+            server.kill_9();
+        }
+    }
     // The connections were closed by the server.
     partial.set_read_timeout(Some(WAIT)).unwrap();
     let mut rest = Vec::new();
@@ -472,14 +518,78 @@ fn graceful_shutdown(signal: libc::c_int) {
     server.stop_with(libc::SIGTERM);
 }
 
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
 #[test]
 fn sigterm_shuts_down_cleanly_and_restart_reopens_from_the_checkpoint() {
-    graceful_shutdown(libc::SIGTERM);
+    graceful_shutdown(Stop::Signal(libc::SIGTERM));
 }
 
 #[test]
 fn sigint_shuts_down_cleanly_and_restart_reopens_from_the_checkpoint() {
-    graceful_shutdown(libc::SIGINT);
+    graceful_shutdown(Stop::Signal(libc::SIGINT));
+}
+
+#[test]
+fn shutdown_command_shuts_down_cleanly_and_restart_reopens_from_the_checkpoint() {
+    graceful_shutdown(Stop::Shutdown);
+}
+
+#[test]
+fn save_then_kill_9_reopens_from_the_save_with_nothing_to_replay() {
+    graceful_shutdown(Stop::SaveThenKill9);
+}
+
+/// SHUTDOWN NOSAVE closes without a checkpoint: every acknowledged write is still there at the
+/// next start (replayed from the log); SHUTDOWN refused inside MULTI, its bad options refused.
+#[test]
+fn shutdown_nosave_keeps_every_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, logs) = (tmp.path().join("store"), tmp.path().join("logs"));
+    let server = serve(&dir, &logs, &[]);
+    let mut c = server.client();
+    let pairs: Vec<(String, String)> = (0..300)
+        .map(|i| (format!("k{i}"), format!("v{i}")))
+        .collect();
+    c.multi_set(&pairs).unwrap();
+    for (args, error) in [
+        (
+            &[&b"SHUTDOWN"[..], b"NOSAVE", b"SAVE"][..],
+            "ERR syntax error",
+        ),
+        (&[b"SHUTDOWN", b"ABORT"], "ERR No shutdown in progress."),
+    ] {
+        match c.command(args) {
+            Err(quiver_client::Error::Server(e)) => assert_eq!(e, error),
+            other => panic!("{args:?} answered {other:?}"),
+        }
+    }
+    c.command(&[b"MULTI"]).unwrap();
+    match c.command(&[b"SHUTDOWN"]) {
+        Err(quiver_client::Error::Server(e)) => {
+            assert_eq!(e, "ERR Command not allowed inside a transaction")
+        }
+        other => panic!("SHUTDOWN in MULTI answered {other:?}"),
+    }
+    assert!(c.command(&[b"EXEC"]).is_err(), "EXECABORT");
+    let e = c.command(&[b"SHUTDOWN", b"NOSAVE"]).unwrap_err();
+    assert!(e.is_connection_error(), "SHUTDOWN NOSAVE answered {e}");
+    server.wait_clean_exit("SHUTDOWN NOSAVE");
+
+    let server = serve(&dir, &logs, &[]);
+    let mut c = server.client();
+    let keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+    let values = c.multi_get(&keys).unwrap();
+    for ((k, v), got) in pairs.iter().zip(&values) {
+        assert_eq!(got.as_deref(), Some(v.as_bytes()), "{k}");
+    }
+    drop(c);
+    server.stop_with(libc::SIGTERM);
 }
 
 /// The store cannot be closed at shutdown (here its directory is gone, so the checkpoint cannot
