@@ -117,12 +117,74 @@ pub const CLIENTS: &[Figure] = &[
     },
 ];
 
-/// INFO's `# Memory`, before what serves adds.
-pub const MEMORY: &[Figure] = &[Figure {
-    info: Some("used_memory_rss"),
-    metric: gauge("quiver_process_resident_bytes", "Resident set size."),
-    read: |_| Value::Count(process_rss_bytes()),
-}];
+/// INFO's `# Memory`, before what serves adds: Redis's fields tools read (`used_memory`: the
+/// bytes the allocator holds for the process, as Redis counts its own).
+pub const MEMORY: &[Figure] = &[
+    Figure {
+        info: Some("used_memory"),
+        metric: gauge(
+            "quiver_allocated_bytes",
+            "Bytes the allocator holds in use.",
+        ),
+        read: |_| Value::Count(allocated_bytes()),
+    },
+    Figure {
+        info: Some("used_memory_human"),
+        metric: None,
+        read: |_| Value::Text(bytes_human(allocated_bytes())),
+    },
+    Figure {
+        info: Some("used_memory_rss"),
+        metric: gauge("quiver_process_resident_bytes", "Resident set size."),
+        read: |_| Value::Count(process_rss_bytes()),
+    },
+    Figure {
+        info: Some("used_memory_rss_human"),
+        metric: None,
+        read: |_| Value::Text(bytes_human(process_rss_bytes())),
+    },
+    // No eviction: the store is on disk, RAM holds its index and the page cache.
+    Figure {
+        info: Some("maxmemory"),
+        metric: None,
+        read: |_| Value::Count(0),
+    },
+    Figure {
+        info: Some("maxmemory_policy"),
+        metric: None,
+        read: |_| Value::Text("noeviction".into()),
+    },
+];
+
+/// Bytes the C allocator holds in use (glibc's `mallinfo2`: chunks in use plus mapped
+/// blocks); 0 where it cannot tell.
+pub fn allocated_bytes() -> u64 {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 takes no arguments and returns a plain struct.
+        let m = unsafe { libc::mallinfo2() };
+        (m.uordblks + m.hblkhd) as u64
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        0
+    }
+}
+
+/// A byte count as Redis's `bytesToHuman` writes it: `512B`, `1.50K`, `2.00M`, ...
+pub fn bytes_human(n: u64) -> String {
+    const UNITS: [&str; 5] = ["K", "M", "G", "T", "P"];
+    if n < 1024 {
+        return format!("{n}B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.2}{}", UNITS[unit])
+}
 
 /// INFO's `# Stats`, in its order (the serving threads' delays and what serves adds follow).
 pub const STATS: &[Figure] = &[

@@ -2,22 +2,26 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::cmd::common::{check_new_key, TxnCommand};
+use crate::cmd::common::{check_new_key, Limits, TxnCommand, STRING_TOO_LONG};
 use crate::txn::Txn;
+use quiver_service::errors::err;
 use quiver_service::reply::Reply;
 
 /// APPEND key value: the new length.
 pub struct Append<'a> {
     key: &'a Bytes,
     value: &'a Bytes,
+    /// The longest value (`proto-max-bulk-len`).
+    value_len_max: usize,
 }
 
 impl<'a> Append<'a> {
-    pub fn parse(args: &'a [Bytes]) -> Result<Append<'a>, Reply> {
+    pub fn parse(args: &'a [Bytes], limits: &Limits) -> Result<Append<'a>, Reply> {
         check_new_key(&args[1])?;
         Ok(Append {
             key: &args[1],
             value: &args[2],
+            value_len_max: limits.value_len_max,
         })
     }
 }
@@ -25,6 +29,10 @@ impl<'a> Append<'a> {
 impl TxnCommand for Append<'_> {
     fn apply(&self, txn: &mut Txn<'_>) -> quiver_store::Result<Reply> {
         let old = txn.get(self.key)?.unwrap_or_default();
+        // Redis's check, in its words, before anything is built.
+        if old.len().saturating_add(self.value.len()) > self.value_len_max {
+            return Ok(err(STRING_TOO_LONG));
+        }
         let mut v = BytesMut::with_capacity(old.len() + self.value.len());
         v.put_slice(&old);
         v.put_slice(self.value);

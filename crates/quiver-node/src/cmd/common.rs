@@ -48,6 +48,9 @@ pub fn check_new_key(key: &[u8]) -> Result<(), Reply> {
 }
 
 /// The error for a value longer than the engine stores.
+/// Redis's refusal of a string that would grow past `proto-max-bulk-len` (APPEND, SETRANGE).
+pub const STRING_TOO_LONG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+
 pub fn check_value(limits: &Limits, value: &[u8]) -> Result<(), Reply> {
     if value.len() <= limits.value_len_max {
         return Ok(());

@@ -84,7 +84,7 @@ pub fn parse<'a>(
         Cmd::MSet => Ok(vector(mset::mset(args, limits)?)),
         Cmd::MSetNx => keys(Box::new(mset::MSet::parse(args, true, limits)?)),
         Cmd::StrLen => keys(Box::new(append::StrLen::parse(args))),
-        Cmd::Append => keys(Box::new(append::Append::parse(args)?)),
+        Cmd::Append => keys(Box::new(append::Append::parse(args, limits)?)),
         Cmd::Incr | Cmd::IncrBy | Cmd::Decr | Cmd::DecrBy => {
             keys(Box::new(incr::IncrBy::parse(cmd, args)?))
         }

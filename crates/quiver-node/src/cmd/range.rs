@@ -3,7 +3,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::cmd::common::{check_new_key, Limits, TxnCommand};
+use crate::cmd::common::{check_new_key, Limits, TxnCommand, STRING_TOO_LONG};
 use crate::txn::Txn;
 use quiver_service::errors::{self, err};
 use quiver_service::frame::string2ll;
@@ -76,9 +76,7 @@ impl<'a> SetRange<'a> {
         let value = &args[3];
         // Redis checks the size only when there is something to write.
         if !value.is_empty() && offset.saturating_add(value.len()) > limits.value_len_max {
-            return Err(err(
-                "ERR string exceeds maximum allowed size (proto-max-bulk-len)",
-            ));
+            return Err(err(STRING_TOO_LONG));
         }
         check_new_key(&args[1])?;
         Ok(SetRange {

@@ -576,6 +576,19 @@ fn values_over_proto_max_bulk_len_are_protocol_errors() {
     expected.extend(&value);
     expected.extend(b"\r\n");
     expect_reply(&mut s, &expected);
+    // A string that would grow past the limit is refused in Redis's words, and unchanged.
+    for grow in [
+        &[&b"APPEND"[..], b"big", b"yy"][..],
+        &[b"SETRANGE", b"big", b"1048575", b"yy"],
+    ] {
+        s.write_all(&multibulk(grow)).unwrap();
+        expect_reply(
+            &mut s,
+            b"-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n",
+        );
+    }
+    s.write_all(&multibulk(&[b"STRLEN", b"big"])).unwrap();
+    expect_reply(&mut s, format!(":{LIMIT}\r\n").as_bytes());
     // The engine's own value limit (512 MiB) equals the largest default proto-max-bulk-len:
     // reaching it would take sending half a gigabyte, which this suite does not do.
     canary.wait_rounds(3);

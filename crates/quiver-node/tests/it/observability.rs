@@ -53,6 +53,13 @@ fn info_has_every_default_section_and_counts_keys() {
         info_u64(&mut c, "server", "tcp_port"),
         u64::from(server.port())
     );
+    // Redis's memory fields the tools read: the allocator's bytes (within the resident set),
+    // and no eviction.
+    let used = info_u64(&mut c, "memory", "used_memory");
+    assert!(used > 0 && used <= info_u64(&mut c, "memory", "used_memory_rss") * 2);
+    assert!(info_field(&mut c, "memory", "used_memory_human")
+        .is_some_and(|h| h.ends_with(['K', 'M', 'G'])));
+    assert_eq!(info_u64(&mut c, "memory", "maxmemory"), 0);
     // The disk reserve (held if the file system has room) and whether it is released.
     info_u64(&mut c, "persistence", "disk_reserve_bytes");
     assert_eq!(info_u64(&mut c, "persistence", "short_of_space"), 0);

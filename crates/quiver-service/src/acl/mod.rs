@@ -71,9 +71,18 @@ impl Users {
         Ok(())
     }
 
-    /// Writes every user to the file (ACL SAVE), atomically.
+    /// Writes every user to the file (ACL SAVE), atomically; refused whole if a user's name
+    /// is empty (a file line could not name it).
     pub fn save(&self, path: &Path) -> Result<(), String> {
-        file::write(path, &file::render(&self.all()))
+        let users = self.all();
+        if users.iter().any(|u| u.name.is_empty()) {
+            return Err(
+                "a user with an empty name cannot be written to the aclfile: \
+                        ACL DELUSER \"\" first"
+                    .into(),
+            );
+        }
+        file::write(path, &file::render(&users))
     }
 
     pub fn version(&self) -> u64 {
@@ -101,14 +110,13 @@ impl Users {
     pub fn set_user(&self, name: &[u8], rules: &[Bytes]) -> Result<(), String> {
         let name = std::str::from_utf8(name)
             .ok()
+            // The empty name is a name, as in Redis 7.0 (the aclfile cannot hold it: `save`).
             .filter(|n| {
-                !n.is_empty()
-                    && n.len() <= USER_NAME_MAX
-                    && !n.contains(|c: char| c.is_whitespace() || c == '\0')
+                n.len() <= USER_NAME_MAX && !n.contains(|c: char| c.is_whitespace() || c == '\0')
             })
             .ok_or_else(|| {
                 format!(
-                    "Usernames can't contain spaces or null characters, and are 1 to \
+                    "Usernames can't contain spaces or null characters, and are at most \
                      {USER_NAME_MAX} bytes"
                 )
             })?;

@@ -62,7 +62,7 @@ pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
             Reply::Map(vec![
                 (
                     Reply::text("flags"),
-                    Reply::Array(u.flags().into_iter().map(Reply::text).collect()),
+                    Reply::Set(u.flags().into_iter().map(Reply::text).collect()),
                 ),
                 (
                     Reply::text("passwords"),

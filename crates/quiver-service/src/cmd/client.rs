@@ -81,17 +81,17 @@ fn verbatim(text: String) -> Reply {
     }
 }
 
-/// CLIENT LIST [TYPE normal] [ID id ...].
+/// CLIENT LIST [TYPE type] [ID id ...] (every Quiver client is a normal one).
 fn client_list(ctx: &ConnCtx<'_>, args: &[Bytes]) -> Reply {
     let mut ids: Option<Vec<u64>> = None;
+    let mut normal = true;
     let mut j = 0;
     while j < args.len() {
         if args[j].eq_ignore_ascii_case(b"type") && j + 1 < args.len() {
-            if !args[j + 1].eq_ignore_ascii_case(b"normal") {
-                let mut m = bytes::BytesMut::from(&b"ERR Unknown client type '"[..]);
-                m.extend_from_slice(&args[j + 1]);
-                m.extend_from_slice(b"'");
-                return Reply::Error(errors::sanitize(m));
+            let name = String::from_utf8_lossy(&args[j + 1]);
+            match CLIENT_TYPES.iter().find(|t| t.eq_ignore_ascii_case(&name)) {
+                Some(t) => normal &= *t == "normal",
+                None => return unknown_type(&args[j + 1]),
             }
             j += 2;
         } else if args[j].eq_ignore_ascii_case(b"id") && j + 1 < args.len() {
@@ -110,7 +110,7 @@ fn client_list(ctx: &ConnCtx<'_>, args: &[Bytes]) -> Reply {
     }
     let mut text = String::new();
     for c in ctx.core.clients.all() {
-        if ids.as_ref().is_none_or(|ids| ids.contains(&c.id)) {
+        if normal && ids.as_ref().is_none_or(|ids| ids.contains(&c.id)) {
             text.push_str(&c.list_line());
             text.push('\n');
         }
@@ -118,7 +118,19 @@ fn client_list(ctx: &ConnCtx<'_>, args: &[Bytes]) -> Reply {
     verbatim(text)
 }
 
-/// CLIENT KILL addr | CLIENT KILL [ID id] [TYPE normal] [ADDR addr] [LADDR addr] [SKIPME yes/no].
+/// Redis's refusal of a client type it does not know (CLIENT LIST, CLIENT KILL).
+fn unknown_type(name: &[u8]) -> Reply {
+    let mut m = bytes::BytesMut::from(&b"ERR Unknown client type '"[..]);
+    m.extend_from_slice(name);
+    m.extend_from_slice(b"'");
+    Reply::Error(errors::sanitize(m))
+}
+
+/// The client types Redis knows: every Quiver client is a normal one.
+const CLIENT_TYPES: &[&str] = &["normal", "master", "replica", "slave", "pubsub"];
+
+/// CLIENT KILL addr | CLIENT KILL [ID id] [TYPE type] [USER name] [ADDR addr] [LADDR addr]
+/// [SKIPME yes/no].
 fn client_kill(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
     if args.len() == 1 {
         let addr = String::from_utf8_lossy(&args[0]);
@@ -139,7 +151,7 @@ fn client_kill(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
         return err(errors::SYNTAX);
     }
     let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, true);
-    let mut normal = true;
+    let (mut normal, mut user) = (true, None);
     for pair in args.chunks(2) {
         let value = String::from_utf8_lossy(&pair[1]).into_owned();
         let opt = pair[0].to_ascii_lowercase();
@@ -150,9 +162,16 @@ fn client_kill(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
             },
             b"addr" => addr = Some(value),
             b"laddr" => laddr = Some(value),
-            // Every Quiver client is a normal one.
-            b"type" if value.eq_ignore_ascii_case("normal") => {}
-            b"type" => normal = false,
+            b"type" => match CLIENT_TYPES.iter().find(|t| t.eq_ignore_ascii_case(&value)) {
+                Some(t) => normal &= *t == "normal",
+                None => return unknown_type(&pair[1]),
+            },
+            b"user" => {
+                if ctx.core.users.get(&value).is_none() {
+                    return Reply::error(format!("ERR No such user '{value}'"));
+                }
+                user = Some(value);
+            }
             b"skipme" => match crate::config::parse_yes_no(&value) {
                 Ok(b) => skipme = b,
                 Err(_) => return err(errors::SYNTAX),
@@ -166,6 +185,7 @@ fn client_kill(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
             && id.is_none_or(|i| c.id == i)
             && addr.as_ref().is_none_or(|a| &c.addr == a)
             && laddr.as_ref().is_none_or(|a| &c.laddr == a)
+            && user.as_ref().is_none_or(|u| *c.user.lock() == *u)
             && !(skipme && c.id == ctx.session.id());
         if matches {
             victims.push(c);
