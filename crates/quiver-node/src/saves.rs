@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
-use quiver_service::table::{Flags, COMMANDS};
 use tokio::sync::{watch, Notify};
 
 use crate::state::{ServerState, SharedState};
@@ -84,11 +83,7 @@ fn unix_now() -> u64 {
 /// Calls of the commands that write, so far: what `rdb_changes_since_last_save` counts from
 /// (Redis counts keys changed; a command is Quiver's unit).
 fn writes(state: &ServerState) -> u64 {
-    COMMANDS
-        .iter()
-        .filter(|c| c.flags.contains(Flags::WRITE))
-        .map(|c| state.core.stats.calls(c.cmd.index()).0)
-        .sum()
+    state.core.stats.writes()
 }
 
 impl Saves {

@@ -119,6 +119,10 @@ pub struct Config {
     pub slowlog_log_slower_than: i64,
     /// Entries the slow log keeps.
     pub slowlog_max_len: usize,
+    /// The file these settings were read from (CONFIG REWRITE writes the live ones back to
+    /// it); not a setting.
+    #[serde(skip)]
+    pub config_file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -149,6 +153,7 @@ impl Default for Config {
             rename_command: Renames::default(),
             slowlog_log_slower_than: SLOWLOG_LOG_SLOWER_THAN_DEFAULT,
             slowlog_max_len: SLOWLOG_MAX_LEN_DEFAULT,
+            config_file: None,
         }
     }
 }
@@ -236,7 +241,31 @@ struct NoMore {}
 pub fn from_file_with<T: DeserializeOwned>(path: &Path) -> Result<(Config, T), ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
-    from_toml_with(&text).map_err(|e| ConfigError(format!("{}: {}", path.display(), e.0)))
+    let (mut config, more) =
+        from_toml_with(&text).map_err(|e| ConfigError(format!("{}: {}", path.display(), e.0)))?;
+    config.config_file = Some(path.to_path_buf());
+    Ok((config, more))
+}
+
+/// Writes `text` to `path` atomically (a temporary file beside it, synced, renamed over it,
+/// the directory synced): the settings file (CONFIG REWRITE) and the aclfile (ACL SAVE).
+pub fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
+    use std::io::Write;
+    let at = |e: std::io::Error| format!("{}: {e}", path.display());
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp).map_err(at)?;
+    f.write_all(text.as_bytes()).map_err(at)?;
+    f.sync_all().map_err(at)?;
+    drop(f);
+    std::fs::rename(&tmp, path).map_err(at)?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(at)?;
+    Ok(())
 }
 
 /// Reads the settings of `text` into the service's [`Config`] and `T` (each reads the keys it

@@ -9,7 +9,10 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
+use std::path::Path;
+
 use parking_lot::Mutex;
+use toml_edit::{DocumentMut, Item, Value};
 
 use crate::config::Config;
 
@@ -104,6 +107,64 @@ impl Live {
     }
 }
 
+impl Live {
+    /// CONFIG REWRITE: writes the live settings into the settings file at `path`, atomically.
+    /// A key the file has takes its live value in place (its comments and order kept); one it
+    /// lacks is added when its value differs from the default; `requirepass` unset is
+    /// removed. Everything else in the file stays as it is.
+    pub fn rewrite(&self, path: &Path) -> Result<(), String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut doc: DocumentMut = text
+            .parse()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let d = Config::default();
+        let numbers: [(&str, i64, i64); 6] = [
+            ("maxclients", self.maxclients() as i64, d.maxclients as i64),
+            ("timeout", self.timeout() as i64, d.timeout as i64),
+            (
+                "client-query-buffer-limit",
+                self.client_query_buffer_limit() as i64,
+                d.client_query_buffer_limit as i64,
+            ),
+            (
+                "client-output-buffer-limit",
+                self.client_output_buffer_limit_shown() as i64,
+                d.client_output_buffer_limit as i64,
+            ),
+            (
+                "slowlog-log-slower-than",
+                self.slowlog_log_slower_than(),
+                d.slowlog_log_slower_than,
+            ),
+            (
+                "slowlog-max-len",
+                self.slowlog_max_len() as i64,
+                d.slowlog_max_len as i64,
+            ),
+        ];
+        for (key, live, default) in numbers {
+            if doc.contains_key(key) || live != default {
+                set_keeping_comments(&mut doc, key, Value::from(live));
+            }
+        }
+        match self.requirepass() {
+            Some(p) => set_keeping_comments(&mut doc, "requirepass", Value::from(p)),
+            None => {
+                doc.remove("requirepass");
+            }
+        }
+        crate::config::write_atomically(path, &doc.to_string())
+    }
+}
+
+/// Sets top-level `key` of `doc` to `value`, keeping the comment after the old value.
+fn set_keeping_comments(doc: &mut DocumentMut, key: &str, mut value: Value) {
+    if let Some(old) = doc.get(key).and_then(Item::as_value) {
+        *value.decor_mut() = old.decor().clone();
+    }
+    doc[key] = Item::Value(value);
+}
+
 /// A checked new value of one live setting.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Change {
@@ -116,4 +177,56 @@ pub enum Change {
     SlowlogMaxLen(usize),
     /// `None`: no password (CONFIG SET requirepass "").
     RequirePass(Option<String>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The live values go where the file has their keys (comments kept), the others that
+    /// differ from the defaults are added, an unset password leaves; the file reads back as
+    /// the live settings, and what CONFIG SET does not change stays as written.
+    #[test]
+    fn rewrite_keeps_the_file_and_writes_the_live_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("quiver.toml");
+        let text = "# the node\nport = 7001\nmaxclients = 100   # a few\nrequirepass = \"old\"\n\
+                    client-query-buffer-limit = \"2mb\"\n\n[rename-command]\nFLUSHALL = \"\"\n";
+        std::fs::write(&path, text).unwrap();
+        let config = Config::from_file(&path).unwrap();
+        let live = Live::of(&config);
+        for c in [
+            Change::MaxClients(500),
+            Change::Timeout(30),
+            Change::RequirePass(None),
+            Change::SlowlogMaxLen(7),
+        ] {
+            live.set(&c);
+        }
+        live.rewrite(&path).unwrap();
+        let written = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            written.starts_with("# the node\nport = 7001\n"),
+            "{written}"
+        );
+        assert!(
+            written.contains("maxclients = 500   # a few\n"),
+            "{written}"
+        );
+        assert!(!written.contains("requirepass"), "{written}");
+        assert!(!written.contains("slowlog-log-slower-than"), "{written}");
+        let back = Config::from_file(&path).unwrap();
+        assert_eq!(
+            (
+                back.port,
+                back.maxclients,
+                back.timeout,
+                back.slowlog_max_len
+            ),
+            (7001, 500, 30, 7)
+        );
+        assert_eq!(back.requirepass, None);
+        assert_eq!(back.client_query_buffer_limit, 2 << 20);
+        assert!(back.rename_command.is_disabled(crate::table::Cmd::FlushAll));
+    }
 }

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
-use crate::table::COMMANDS;
+use crate::table::{Flags, COMMANDS};
 
 /// Distinct error codes INFO errorstats lists at most (Redis's limit too). Quiver's own codes
 /// are a handful; the bound only matters if error texts ever start with client input.
@@ -45,6 +45,9 @@ struct Shard {
     usec: Box<[AtomicU64]>,
     keyspace_hits: AtomicU64,
     keyspace_misses: AtomicU64,
+    /// Calls of write commands: never reset (CONFIG RESETSTAT keeps it, as Redis keeps its
+    /// count of changes since the last save).
+    writes: AtomicU64,
     net_input_bytes: AtomicU64,
     net_output_bytes: AtomicU64,
     /// Reply bytes buffered by this thread's connections, added when a reply is buffered and
@@ -71,6 +74,7 @@ impl Default for Shard {
             usec: per_command(),
             keyspace_hits: AtomicU64::new(0),
             keyspace_misses: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
             net_input_bytes: AtomicU64::new(0),
             net_output_bytes: AtomicU64::new(0),
             output_buffered_bytes: AtomicU64::new(0),
@@ -126,6 +130,13 @@ impl Histogram {
 
     pub fn sum(&self) -> u64 {
         self.sum.load(Relaxed)
+    }
+
+    fn reset(&self) {
+        for b in &self.buckets {
+            b.store(0, Relaxed);
+        }
+        self.sum.store(0, Relaxed);
     }
 
     /// Adds `other`'s counts into this one.
@@ -294,6 +305,59 @@ impl Stats {
         let s = self.shard();
         s.calls[index].fetch_add(n, Relaxed);
         s.usec[index].fetch_add(usec, Relaxed);
+        if COMMANDS[index].flags.contains(Flags::WRITE) {
+            s.writes.fetch_add(n, Relaxed);
+        }
+    }
+
+    /// Calls of write commands since the start (what INFO's `rdb_changes_since_last_save`
+    /// counts from).
+    pub fn writes(&self) -> u64 {
+        self.sum(|s| &s.writes)
+    }
+
+    /// CONFIG RESETSTAT: every counter INFO's stats and commandstats show starts again from
+    /// 0, as Redis resets them; what is a state and not a count (connected clients, buffered
+    /// replies, the writes since the last save) stays.
+    pub fn reset(&self) {
+        for s in self.shards.iter() {
+            for c in s.calls.iter().chain(s.usec.iter()) {
+                c.store(0, Relaxed);
+            }
+            for c in [
+                &s.keyspace_hits,
+                &s.keyspace_misses,
+                &s.net_input_bytes,
+                &s.net_output_bytes,
+            ] {
+                c.store(0, Relaxed);
+            }
+            s.vector_widths.reset();
+            s.latency_us.reset();
+        }
+        for c in &self.commands {
+            c.rejected_calls.store(0, Relaxed);
+            c.failed_calls.store(0, Relaxed);
+        }
+        for c in [
+            &self.connections_received,
+            &self.rejected_connections,
+            &self.protocol_errors,
+            &self.unknown_commands,
+            &self.transaction_retries,
+            &self.transactions_abandoned,
+            &self.replies_refused_by_total_limit,
+            &self.error_replies,
+            &self.clients_closed_by_limit,
+        ] {
+            c.store(0, Relaxed);
+        }
+        self.error_codes.lock().clear();
+        for d in [&self.stalls.runs, &self.stalls.wakes] {
+            for c in [&d.over_5ms, &d.over_25ms, &d.max_us] {
+                c.store(0, Relaxed);
+            }
+        }
     }
 
     /// Calls of command `index` so far, and their microseconds.

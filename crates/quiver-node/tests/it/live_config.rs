@@ -261,3 +261,32 @@ fn config_set_is_all_or_nothing() {
     let info = c.info(Some("clients")).unwrap();
     assert!(info.contains("maxclients:500"), "{info}");
 }
+
+/// CONFIG RESETSTAT: the counts INFO shows start again (commandstats, errorstats, totals), the
+/// states stay (connected clients, the changes since the last save).
+#[test]
+fn config_resetstat_starts_the_counts_again() {
+    let server = TestServer::start();
+    let mut c = client(server.addr);
+    c.set("k", "v").unwrap();
+    let _ = c.command(&[b"INCR", b"k"]).unwrap_err();
+    let info = |c: &mut Connection, section: &str| c.info(Some(section)).unwrap();
+    assert!(info(&mut c, "commandstats").contains("cmdstat_set:calls=1"));
+    assert!(info(&mut c, "errorstats").contains("errorstat_ERR:count=1"));
+    ok(&mut c, &["CONFIG", "RESETSTAT"]);
+    let stats = info(&mut c, "commandstats");
+    assert!(!stats.contains("cmdstat_set"), "{stats}");
+    assert!(!info(&mut c, "errorstats").contains("errorstat_ERR"));
+    let persistence = info(&mut c, "persistence");
+    assert!(
+        persistence.contains("rdb_changes_since_last_save:2"),
+        "{persistence}"
+    );
+    let clients = info(&mut c, "clients");
+    assert!(clients.contains("connected_clients:1"), "{clients}");
+    let e = refused(&mut c, &["CONFIG", "RESETSTAT", "x"]);
+    assert_eq!(
+        e,
+        "ERR wrong number of arguments for 'config|resetstat' command"
+    );
+}

@@ -4,7 +4,6 @@
 //! replaces the file atomically (a temporary file, fsync, rename, fsync of the directory), so a
 //! crash leaves the old file or the new one.
 
-use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -67,25 +66,6 @@ pub fn render(users: &[Arc<User>]) -> String {
         .iter()
         .map(|u| format!("user {} {}\n", u.name, u.describe()))
         .collect()
-}
-
-/// Writes `text` to `path` atomically.
-pub fn write(path: &Path, text: &str) -> Result<(), String> {
-    let at = |e: std::io::Error| format!("{}: {e}", path.display());
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp).map_err(at)?;
-    f.write_all(text.as_bytes()).map_err(at)?;
-    f.sync_all().map_err(at)?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(at)?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(at)?;
-    Ok(())
 }
 
 #[cfg(test)]

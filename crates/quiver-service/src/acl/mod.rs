@@ -82,7 +82,7 @@ impl Users {
                     .into(),
             );
         }
-        file::write(path, &file::render(&users))
+        crate::config::write_atomically(path, &file::render(&users))
     }
 
     pub fn version(&self) -> u64 {

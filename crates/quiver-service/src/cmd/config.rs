@@ -1,7 +1,8 @@
 //! CONFIG GET and SET: the settings by their Redis names. SET changes the live ones
 //! (`settings::Live`: [`MUTABLE`]) while serving, several in one call all or nothing, with
 //! Redis 7's checks and errors; every other setting CONFIG GET shows is refused as Redis
-//! refuses an immutable one.
+//! refuses an immutable one. REWRITE writes the live ones back into the settings file
+//! (`Live::rewrite`); RESETSTAT resets the statistics (`Stats::reset`).
 
 use bytes::Bytes;
 use quiver_resp::glob_match;
@@ -82,7 +83,8 @@ fn path_or_empty(p: &Option<std::path::PathBuf>) -> String {
         .map_or(String::new(), |p| p.display().to_string())
 }
 
-/// CONFIG GET pattern [pattern ...], CONFIG SET name value [name value ...], HELP.
+/// CONFIG GET pattern [pattern ...], SET name value [name value ...], RESETSTAT, REWRITE,
+/// HELP.
 fn config(core: &Core, more: Vec<(&'static str, String)>, args: &[Bytes]) -> Reply {
     let sub = args[1].to_ascii_lowercase();
     match &sub[..] {
@@ -104,10 +106,20 @@ fn config(core: &Core, more: Vec<(&'static str, String)>, args: &[Bytes]) -> Rep
             Reply::Map(found)
         }
         b"set" => set(core, &more, args),
-        b"rewrite" | b"resetstat" => err(
-            "ERR CONFIG REWRITE and RESETSTAT are not supported yet: edit the config file and \
-             restart",
-        ),
+        b"resetstat" if args.len() != 2 => wrong_arity("config|resetstat"),
+        b"resetstat" => {
+            core.stats.reset();
+            Reply::OK
+        }
+        b"rewrite" if args.len() != 2 => wrong_arity("config|rewrite"),
+        b"rewrite" => match &core.config.config_file {
+            None => err("ERR The server is running without a config file"),
+            Some(path) => match core.live.rewrite(path) {
+                Ok(()) => Reply::OK,
+                Err(e) => Reply::error(format!("ERR Rewriting config file: {e}")),
+            },
+        },
+        b"help" if args.len() != 2 => wrong_arity("config|help"),
         b"help" => Reply::Array(vec![
             Reply::simple("CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
             Reply::simple("GET <pattern>"),
@@ -116,8 +128,12 @@ fn config(core: &Core, more: Vec<(&'static str, String)>, args: &[Bytes]) -> Rep
             ),
             Reply::simple("SET <directive> <value>"),
             Reply::simple("    Set the configuration <directive> to <value>."),
+            Reply::simple("RESETSTAT"),
+            Reply::simple("    Reset statistics reported by the INFO command."),
+            Reply::simple("REWRITE"),
+            Reply::simple("    Rewrite the configuration file."),
             Reply::simple("HELP"),
-            Reply::simple("    Print this help."),
+            Reply::simple("    Prints this help."),
         ]),
         _ => unknown_subcommand(&args[1], "CONFIG"),
     }

@@ -630,6 +630,66 @@ fn config_get(conn: &mut Connection, name: &str) -> String {
     }
 }
 
+/// CONFIG SET, then CONFIG REWRITE: the file keeps its comments and other settings, and a
+/// restart on it serves the settings set; without a file, REWRITE says so.
+#[test]
+fn config_rewrite_then_a_restart_keeps_the_settings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, logs) = (tmp.path().join("store"), tmp.path().join("logs"));
+    let file = tmp.path().join("quiver.toml");
+    std::fs::write(
+        &file,
+        "# tuned by hand
+timeout = 300 # five minutes
+",
+    )
+    .unwrap();
+    let file_arg = file.to_str().unwrap();
+    let server = serve(&dir, &logs, &["--config", file_arg]);
+    let mut c = server.client();
+    let set = c.command(&[
+        b"CONFIG",
+        b"SET",
+        b"timeout",
+        b"60",
+        b"maxclients",
+        b"123",
+        b"slowlog-log-slower-than",
+        b"2500",
+    ]);
+    assert_eq!(set.unwrap(), Value::Simple("OK".into()));
+    assert_eq!(
+        c.command(&[b"CONFIG", b"REWRITE"]).unwrap(),
+        Value::Simple("OK".into())
+    );
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        written.starts_with("# tuned by hand\ntimeout = 60 # five minutes\n"),
+        "{written}"
+    );
+    drop(c);
+    server.stop_with(libc::SIGTERM);
+
+    let server = serve(&dir, &logs, &["--config", file_arg]);
+    let mut c = server.client();
+    assert_eq!(config_get(&mut c, "timeout"), "60");
+    assert_eq!(config_get(&mut c, "maxclients"), "123");
+    assert_eq!(config_get(&mut c, "slowlog-log-slower-than"), "2500");
+    drop(c);
+    server.stop_with(libc::SIGTERM);
+
+    let server = serve(&dir, &logs, &[]);
+    let mut c = server.client();
+    match c.command(&[b"CONFIG", b"REWRITE"]) {
+        Err(quiver_client::Error::Server(e)) => {
+            assert_eq!(e, "ERR The server is running without a config file")
+        }
+        other => panic!("CONFIG REWRITE answered {other:?}"),
+    }
+    drop(c);
+    server.stop_with(libc::SIGTERM);
+}
+
 #[test]
 fn config_file_settings_and_flag_overrides() {
     let tmp = tempfile::tempdir().unwrap();
