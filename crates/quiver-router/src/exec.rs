@@ -152,6 +152,7 @@ fn count(
     if !spec.flags.contains(Flags::SKIP_SLOWLOG) {
         router.core.command_took(args, usec, &session.info);
     }
+    router.core.step_took(usec);
 }
 
 fn prepare<'a>(
@@ -428,6 +429,7 @@ async fn run_local(
         Cmd::Command => command::run(&core.config.rename_command, args),
         Cmd::Config => config::run(core, Vec::new(), args),
         Cmd::SlowLog => server::slowlog(core, args),
+        Cmd::Latency => server::latency(core, args),
         Cmd::Time => server::time(),
         Cmd::Acl => quiver_service::cmd::acl::run(&mut ConnCtx { core, session }, args),
         Cmd::Asking | Cmd::ReadWrite => Reply::OK,

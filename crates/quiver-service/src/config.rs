@@ -119,6 +119,8 @@ pub struct Config {
     pub slowlog_log_slower_than: i64,
     /// Entries the slow log keeps.
     pub slowlog_max_len: usize,
+    /// Events of at least this many milliseconds go to the latency monitor (LATENCY; 0: off).
+    pub latency_monitor_threshold: u64,
     /// The file these settings were read from (CONFIG REWRITE writes the live ones back to
     /// it); not a setting.
     #[serde(skip)]
@@ -153,6 +155,7 @@ impl Default for Config {
             rename_command: Renames::default(),
             slowlog_log_slower_than: SLOWLOG_LOG_SLOWER_THAN_DEFAULT,
             slowlog_max_len: SLOWLOG_MAX_LEN_DEFAULT,
+            latency_monitor_threshold: 0,
             config_file: None,
         }
     }

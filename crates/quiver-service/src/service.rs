@@ -14,6 +14,7 @@ use bytes::Bytes;
 use crate::acl::{Users, DEFAULT_USER};
 use crate::clients::{ClientInfo, Clients};
 use crate::config::Config;
+use crate::latency::LatencyMonitor;
 use crate::output::{Output, OutputBudget};
 use crate::session::Session;
 use crate::settings::{Change, Live};
@@ -40,6 +41,8 @@ pub struct Core {
     pub live: Live,
     /// SLOWLOG's entries.
     pub slowlog: SlowLog,
+    /// LATENCY's events.
+    pub latency: LatencyMonitor,
     /// The ACL users (`default`'s password is `requirepass`).
     pub users: Users,
     pub stats: Stats,
@@ -62,6 +65,7 @@ impl Core {
             users,
             live: Live::of(&config),
             slowlog: SlowLog::default(),
+            latency: LatencyMonitor::default(),
             config,
             stats: Stats::default(),
             clients: Clients::default(),
@@ -95,6 +99,17 @@ impl Core {
     /// slow log.
     pub fn command_took(&self, args: &[Bytes], usec: u64, client: &ClientInfo) {
         self.slowlog.command(&self.live, args, usec, client);
+    }
+
+    /// A step of a run (a command, or a vector of them) took `usec`: the latency monitor's
+    /// `command` event.
+    pub fn step_took(&self, usec: u64) {
+        self.latency.add(
+            &self.live,
+            "command",
+            usec / 1000,
+            crate::latency::unix_seconds(),
+        );
     }
 }
 

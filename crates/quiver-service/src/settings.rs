@@ -1,7 +1,8 @@
 //! The settings CONFIG SET changes while serving (`cmd::config`): each is read where it is
 //! used, on every use (one atomic load), so a change takes effect on open connections at
 //! their next request or read — `maxclients` at the next accept, `timeout` at the next wait
-//! for a request, the buffer limits at the next run, the slow log at the next command. The
+//! for a request, the buffer limits at the next run, the slow log and the latency monitor at
+//! the next command. The
 //! rest of [`Config`] is fixed at start.
 
 use std::sync::atomic::AtomicI64;
@@ -25,6 +26,8 @@ pub struct Live {
     /// Microseconds; negative: nothing is logged.
     slowlog_log_slower_than: AtomicI64,
     slowlog_max_len: AtomicUsize,
+    /// Milliseconds; 0: the latency monitor is off.
+    latency_monitor_threshold: AtomicU64,
     /// As CONFIG GET shows it (the `default` user's password is in `Users`).
     requirepass: Mutex<Option<String>>,
     /// Moved by every change, so that a connection waiting for a request under the old
@@ -42,6 +45,7 @@ impl Live {
             client_output_buffer_limit: AtomicUsize::new(config.client_output_buffer_limit),
             slowlog_log_slower_than: AtomicI64::new(config.slowlog_log_slower_than),
             slowlog_max_len: AtomicUsize::new(config.slowlog_max_len),
+            latency_monitor_threshold: AtomicU64::new(config.latency_monitor_threshold),
             requirepass: Mutex::new(config.requirepass.clone()),
             changed: tokio::sync::watch::Sender::new(0),
         }
@@ -86,6 +90,10 @@ impl Live {
         self.slowlog_max_len.load(Relaxed)
     }
 
+    pub fn latency_monitor_threshold(&self) -> u64 {
+        self.latency_monitor_threshold.load(Relaxed)
+    }
+
     pub fn requirepass(&self) -> Option<String> {
         self.requirepass.lock().clone()
     }
@@ -101,6 +109,9 @@ impl Live {
             }
             Change::SlowlogLogSlowerThan(us) => self.slowlog_log_slower_than.store(*us, Relaxed),
             Change::SlowlogMaxLen(n) => self.slowlog_max_len.store(*n, Relaxed),
+            Change::LatencyMonitorThreshold(ms) => {
+                self.latency_monitor_threshold.store(*ms, Relaxed)
+            }
             Change::RequirePass(p) => *self.requirepass.lock() = p.clone(),
         }
         self.changed.send_modify(|n| *n += 1);
@@ -118,7 +129,7 @@ impl Live {
             .parse()
             .map_err(|e| format!("{}: {e}", path.display()))?;
         let d = Config::default();
-        let numbers: [(&str, i64, i64); 6] = [
+        let numbers: [(&str, i64, i64); 7] = [
             ("maxclients", self.maxclients() as i64, d.maxclients as i64),
             ("timeout", self.timeout() as i64, d.timeout as i64),
             (
@@ -140,6 +151,11 @@ impl Live {
                 "slowlog-max-len",
                 self.slowlog_max_len() as i64,
                 d.slowlog_max_len as i64,
+            ),
+            (
+                "latency-monitor-threshold",
+                self.latency_monitor_threshold() as i64,
+                d.latency_monitor_threshold as i64,
             ),
         ];
         for (key, live, default) in numbers {
@@ -175,6 +191,7 @@ pub enum Change {
     ClientOutputBufferLimit(usize),
     SlowlogLogSlowerThan(i64),
     SlowlogMaxLen(usize),
+    LatencyMonitorThreshold(u64),
     /// `None`: no password (CONFIG SET requirepass "").
     RequirePass(Option<String>),
 }

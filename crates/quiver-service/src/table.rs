@@ -32,6 +32,7 @@ pub enum Cmd {
     BgSave,
     LastSave,
     Shutdown,
+    Latency,
     // strings and keys
     Get,
     Set,
@@ -408,6 +409,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     row!("bgsave", BgSave, -1, Flags::ADMIN.or(Flags::NOSCRIPT), Acl::NONE, NO_KEYS, None, "server", "1.0.0", "Asynchronously saves the database(s) to disk."),
     row!("lastsave", LastSave, 1, LOADING_STALE.or(Flags::FAST), Acl::ADMIN.or(Acl::DANGEROUS), NO_KEYS, None, "server", "1.0.0", "Returns the Unix timestamp of the last successful save to disk."),
     row!("shutdown", Shutdown, -1, Flags::ADMIN.or(Flags::NOSCRIPT).or(LOADING_STALE).or(Flags::NO_MULTI).or(Flags::ALLOW_BUSY), Acl::NONE, NO_KEYS, None, "server", "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server."),
+    row!("latency", Latency, -2, Flags::ADMIN.or(LOADING_STALE), Acl::NONE, NO_KEYS, None, "server", "2.8.13", "A container for latency diagnostics commands."),
     row!("get", Get, 2, READONLY_FAST, STRING_ACL, ONE_KEY, Get, "string", "1.0.0", "Returns the string value of a key."),
     row!("set", Set, -3, WRITE_DENYOOM, STRING_ACL, ONE_KEY, Put, "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
     row!("setnx", SetNx, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, None, "string", "1.0.0", "Set the string value of a key only when the key doesn't exist."),
@@ -540,6 +542,7 @@ pub fn is_server_command(cmd: Cmd) -> bool {
             | Cmd::BgSave
             | Cmd::LastSave
             | Cmd::Shutdown
+            | Cmd::Latency
             | Cmd::Multi
             | Cmd::Discard
             | Cmd::Watch

@@ -61,6 +61,23 @@ pub(crate) struct Stalls {
     holds: AtomicU64,
     /// The task of the longest hold.
     max_by: parking_lot::Mutex<&'static str>,
+    /// Holds of at least [`STALL_EVENT_MIN_US`], until taken (`Store::take_stall_events`).
+    events: parking_lot::Mutex<std::collections::VecDeque<StallEvent>>,
+}
+
+/// Holds this long or longer are kept as events (a server's latency monitor names them).
+pub const STALL_EVENT_MIN_US: u64 = 1_000;
+/// Events kept until taken; past it the oldest go.
+pub const STALL_EVENTS_MAX: usize = 1024;
+
+/// One long hold of a partition's lock by maintenance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StallEvent {
+    /// The task ("checkpoint", "compaction range", ...).
+    pub by: &'static str,
+    pub us: u64,
+    /// Unix time it ended, seconds.
+    pub unix_secs: u64,
 }
 
 impl Stalls {
@@ -72,6 +89,11 @@ impl Stalls {
             by,
             since: Instant::now(),
         }
+    }
+
+    /// The long holds since the last call, oldest first.
+    pub fn take_events(&self) -> Vec<StallEvent> {
+        self.events.lock().drain(..).collect()
     }
 
     /// (longest hold and its task, all holds' total, holds), in microseconds.
@@ -101,5 +123,19 @@ impl Drop for StallTimer<'_> {
         }
         s.total_us.fetch_add(us, Ordering::Relaxed);
         s.holds.fetch_add(1, Ordering::Relaxed);
+        if us >= STALL_EVENT_MIN_US {
+            let unix_secs = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let mut events = s.events.lock();
+            if events.len() >= STALL_EVENTS_MAX {
+                events.pop_front();
+            }
+            events.push_back(StallEvent {
+                by: self.by,
+                us,
+                unix_secs,
+            });
+        }
     }
 }

@@ -31,6 +31,7 @@ use crate::retry::WriteRetry;
 use crate::route::{RouteTries, Routed};
 use crate::scan::ScanPage;
 use crate::slot::SlotRange;
+use crate::stalls::StallEvent;
 use crate::sweep;
 use crate::write::{self, read_among_writes, ReadAt, WriteOp};
 
@@ -538,6 +539,12 @@ impl Store {
     }
 
     // ---- durability and maintenance ----
+
+    /// The holds of a partition's lock by maintenance of at least 1 ms since the last call
+    /// (at most the last 1,024), oldest first: what a server's latency monitor names.
+    pub fn take_stall_events(&self) -> Vec<StallEvent> {
+        self.inner.ctx.stalls.take_events()
+    }
 
     /// Writes buffered records to the OS and fdatasyncs every partition's log.
     pub fn flush(&self) -> Result<()> {

@@ -152,6 +152,10 @@ pub fn run_server(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
         Cmd::Command => command::run(&ctx.state.core.config.rename_command, args),
         Cmd::Config => config::run(&ctx.state.core, ctx.state.config.values(), args),
         Cmd::SlowLog => server::slowlog(&ctx.state.core, args),
+        Cmd::Latency => {
+            ctx.state.note_stalls();
+            server::latency(&ctx.state.core, args)
+        }
         Cmd::Save | Cmd::BgSave | Cmd::LastSave => persistence::run(ctx.state, cmd, args),
         Cmd::Time => server::time(),
         Cmd::Acl => acl::run(&mut ctx.conn_ctx(), args),

@@ -60,6 +60,17 @@ impl ServerState {
     pub fn fsync(&self) -> bool {
         self.config.durability == quiver_store::Durability::Fsync
     }
+
+    /// Hands the store's long maintenance holds since the last call to the latency monitor,
+    /// each an event named for its task (`checkpoint`, `compaction-range`, ...).
+    pub fn note_stalls(&self) {
+        for e in self.store.take_stall_events() {
+            let event = e.by.replace(' ', "-");
+            self.core
+                .latency
+                .add(&self.core.live, &event, e.us / 1000, e.unix_secs);
+        }
+    }
 }
 
 pub type SharedState = Arc<ServerState>;

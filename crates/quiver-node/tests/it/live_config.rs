@@ -290,3 +290,54 @@ fn config_resetstat_starts_the_counts_again() {
         "ERR wrong number of arguments for 'config|resetstat' command"
     );
 }
+
+/// The latency monitor: off until `latency-monitor-threshold` is set; then a step of a run as
+/// slow as it is a `command` event, which LATENCY LATEST, HISTORY, GRAPH and DOCTOR show and
+/// RESET forgets.
+#[test]
+fn the_latency_monitor_names_slow_steps() {
+    let server = TestServer::start();
+    let mut c = client(server.addr);
+    let wide: Vec<(String, String)> = (0..20_000)
+        .map(|i| (format!("wide:{i}"), "x".repeat(256)))
+        .collect();
+    for chunk in wide.chunks(1000) {
+        c.multi_set(chunk).unwrap();
+    }
+    assert_eq!(call(&mut c, &["LATENCY", "LATEST"]), Value::Array(vec![]));
+    ok(&mut c, &["CONFIG", "SET", "latency-monitor-threshold", "1"]);
+    // Overwrites, as one MSET of 20,000 keys: one step of well over a millisecond.
+    c.multi_set(&wide).unwrap();
+    let Value::Array(latest) = call(&mut c, &["LATENCY", "LATEST"]) else {
+        panic!("LATENCY LATEST")
+    };
+    let command = latest
+        .iter()
+        .find_map(|e| match e {
+            Value::Array(f) if f[0].as_bytes() == Some(&b"command"[..]) => Some(f.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no command event in {latest:?}"));
+    assert!(
+        matches!(command[2], Value::Integer(ms) if ms >= 1),
+        "{command:?}"
+    );
+    assert!(
+        matches!(command[3], Value::Integer(ms) if ms >= 1),
+        "{command:?}"
+    );
+    let Value::Array(history) = call(&mut c, &["LATENCY", "HISTORY", "command"]) else {
+        panic!("LATENCY HISTORY")
+    };
+    assert!(!history.is_empty());
+    let text = |v: Value| String::from_utf8_lossy(v.as_bytes().unwrap_or_default()).into_owned();
+    let graph = text(call(&mut c, &["LATENCY", "GRAPH", "command"]));
+    assert!(graph.starts_with("command - high "), "{graph}");
+    let doctor = text(call(&mut c, &["LATENCY", "DOCTOR"]));
+    assert!(doctor.contains("command:"), "{doctor}");
+    assert!(matches!(call(&mut c, &["LATENCY", "RESET"]), Value::Integer(n) if n >= 1));
+    ok(&mut c, &["CONFIG", "SET", "latency-monitor-threshold", "0"]);
+    assert_eq!(call(&mut c, &["LATENCY", "LATEST"]), Value::Array(vec![]));
+    let e = refused(&mut c, &["LATENCY", "GRAPH", "command"]);
+    assert_eq!(e, "ERR No samples available for event 'command'");
+}

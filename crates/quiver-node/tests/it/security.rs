@@ -56,6 +56,7 @@ fn every_other_command_answers_noauth_until_auth() {
             "config" => vec![b"CONFIG", b"GET", b"maxclients"],
             "command" => vec![b"COMMAND", b"COUNT"],
             "slowlog" => vec![b"SLOWLOG", b"LEN"],
+            "latency" => vec![b"LATENCY", b"LATEST"],
             "cluster" => vec![b"CLUSTER", b"KEYSLOT", b"secret"],
             name => {
                 let argc = if spec.arity > 0 {

@@ -212,6 +212,7 @@ fn shown_name(spec: &CommandSpec, args: &[Bytes]) -> String {
             | Cmd::Object
             | Cmd::Acl
             | Cmd::SlowLog
+            | Cmd::Latency
     );
     match args.get(1) {
         Some(sub) if container => format!(

@@ -23,6 +23,7 @@ pub const MUTABLE: &[&str] = &[
     "requirepass",
     "slowlog-log-slower-than",
     "slowlog-max-len",
+    "latency-monitor-threshold",
 ];
 
 /// CONFIG for a service on `core`, whose own settings beyond the service's are `more` (a
@@ -74,6 +75,10 @@ fn config_values(core: &Core) -> Vec<(&'static str, String)> {
             live.slowlog_log_slower_than().to_string(),
         ),
         ("slowlog-max-len", live.slowlog_max_len().to_string()),
+        (
+            "latency-monitor-threshold",
+            live.latency_monitor_threshold().to_string(),
+        ),
     ]
 }
 
@@ -220,6 +225,9 @@ fn change(core: &Core, setting: &str, value: &[u8]) -> Result<Change, String> {
         "requirepass" => Change::RequirePass((!value.is_empty()).then(|| text.into_owned())),
         "slowlog-log-slower-than" => Change::SlowlogLogSlowerThan(integer(value, -1, i64::MAX)?),
         "slowlog-max-len" => Change::SlowlogMaxLen(integer(value, 0, i64::MAX)? as usize),
+        "latency-monitor-threshold" => {
+            Change::LatencyMonitorThreshold(integer(value, 0, i64::MAX)? as u64)
+        }
         other => return Err(format!("no way to set {other}")),
     })
 }
