@@ -33,6 +33,7 @@ pub enum Cmd {
     LastSave,
     Shutdown,
     Latency,
+    Memory,
     // strings and keys
     Get,
     Set,
@@ -410,6 +411,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     row!("lastsave", LastSave, 1, LOADING_STALE.or(Flags::FAST), Acl::ADMIN.or(Acl::DANGEROUS), NO_KEYS, None, "server", "1.0.0", "Returns the Unix timestamp of the last successful save to disk."),
     row!("shutdown", Shutdown, -1, Flags::ADMIN.or(Flags::NOSCRIPT).or(LOADING_STALE).or(Flags::NO_MULTI).or(Flags::ALLOW_BUSY), Acl::NONE, NO_KEYS, None, "server", "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server."),
     row!("latency", Latency, -2, Flags::ADMIN.or(LOADING_STALE), Acl::NONE, NO_KEYS, None, "server", "2.8.13", "A container for latency diagnostics commands."),
+    row!("memory", Memory, -2, Flags::READONLY, Acl::NONE, keys(2, 2, 1), None, "server", "4.0.0", "A container for memory diagnostics commands."),
     row!("get", Get, 2, READONLY_FAST, STRING_ACL, ONE_KEY, Get, "string", "1.0.0", "Returns the string value of a key."),
     row!("set", Set, -3, WRITE_DENYOOM, STRING_ACL, ONE_KEY, Put, "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
     row!("setnx", SetNx, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, None, "string", "1.0.0", "Set the string value of a key only when the key doesn't exist."),
@@ -543,6 +545,7 @@ pub fn is_server_command(cmd: Cmd) -> bool {
             | Cmd::LastSave
             | Cmd::Shutdown
             | Cmd::Latency
+            | Cmd::Memory
             | Cmd::Multi
             | Cmd::Discard
             | Cmd::Watch

@@ -43,6 +43,7 @@ pub mod hash;
 pub mod incr;
 pub mod keyspace;
 pub mod lcs;
+pub mod memory;
 pub mod mset;
 pub mod object;
 pub mod parsed;
@@ -157,6 +158,7 @@ pub fn run_server(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
             server::latency(&ctx.state.core, args)
         }
         Cmd::Save | Cmd::BgSave | Cmd::LastSave => persistence::run(ctx.state, cmd, args),
+        Cmd::Memory => memory::run(ctx, args),
         Cmd::Time => server::time(),
         Cmd::Acl => acl::run(&mut ctx.conn_ctx(), args),
         Cmd::Info => info::run(ctx.state, args),

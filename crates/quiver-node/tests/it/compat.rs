@@ -76,3 +76,49 @@ fn redis_cli_session_matches() {
         &["redis_cli_check.sh", "--port", &server.port().to_string()],
     );
 }
+
+/// `redis-cli --bigkeys` (SCAN, TYPE, STRLEN / HLEN) and `--memkeys` (MEMORY USAGE) find the
+/// biggest string and hash; MEMORY USAGE counts a large hash's buckets (all with SAMPLES 0,
+/// five of them extrapolated by default).
+#[test]
+fn redis_cli_bigkeys_and_memkeys_find_the_biggest_keys() {
+    let server = TestServer::start();
+    let mut c = quiver_client::Connection::connect(&server.addr.to_string()).unwrap();
+    for i in 1..=50 {
+        c.set(format!("key:{i}"), "x".repeat(i * 10)).unwrap();
+    }
+    let mut hset: Vec<Vec<u8>> = vec![b"HSET".to_vec(), b"big".to_vec()];
+    for i in 0..2000 {
+        hset.extend([
+            format!("field:{i}").into_bytes(),
+            format!("value:{i}").into_bytes(),
+        ]);
+    }
+    let args: Vec<&[u8]> = hset.iter().map(Vec::as_slice).collect();
+    c.command(&args).unwrap();
+    let port = server.port().to_string();
+    let big = run("redis-cli", &["-p", &port, "--bigkeys"]);
+    assert!(
+        big.contains("Biggest string found '\"key:50\"' has 500 bytes"),
+        "{big}"
+    );
+    assert!(
+        big.contains("Biggest   hash found '\"big\"' has 2000 fields"),
+        "{big}"
+    );
+    let mem = run("redis-cli", &["-p", &port, "--memkeys"]);
+    assert!(mem.contains("Biggest   hash found '\"big\"'"), "{mem}");
+    let mut usage = |extra: &[&[u8]]| {
+        let mut a: Vec<&[u8]> = vec![b"MEMORY", b"USAGE", b"big"];
+        a.extend(extra);
+        match c.command(&a).unwrap() {
+            quiver_client::Value::Integer(n) => n,
+            other => panic!("MEMORY USAGE: {other:?}"),
+        }
+    };
+    let all = usage(&[b"SAMPLES", b"0"]);
+    // At least the fields' bytes, in buckets.
+    assert!(all > 2000 * 20, "{all}");
+    let sampled = usage(&[]);
+    assert!(sampled > all / 2 && sampled < all * 2, "{sampled} vs {all}");
+}

@@ -213,6 +213,7 @@ fn shown_name(spec: &CommandSpec, args: &[Bytes]) -> String {
             | Cmd::Acl
             | Cmd::SlowLog
             | Cmd::Latency
+            | Cmd::Memory
     );
     match args.get(1) {
         Some(sub) if container => format!(
