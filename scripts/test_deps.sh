@@ -22,6 +22,9 @@
 #   checker tools/lincheck (porcupine, from the Go module proxy; go.sum pins it), built into
 #   target/lincheck/lincheck when missing or older than its sources. The cluster tests'
 #   `lincheck` and the history checks run it.
+# - redis_exporter (oliver006/redis_exporter, the Prometheus exporter Redis operators run),
+#   installed with Go into target/tools/redis_exporter when missing: the operator tests scrape
+#   a node with it.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -65,4 +68,11 @@ if [[ ! -x $lincheck ]] ||
   # owner would make Go refuse to read it).
   (cd "$root/tools/lincheck" && "$go_bin" build -buildvcs=false -o "$lincheck" .) >>"$log" 2>&1 ||
     fail "could not build tools/lincheck with $go_bin ($("$go_bin" version 2>&1))"
+fi
+
+# ---- redis_exporter, with the same Go
+exporter=$root/target/tools/redis_exporter
+if [[ ! -x $exporter ]]; then
+  GOBIN=$root/target/tools "$go_bin" install github.com/oliver006/redis_exporter@v1.97.0 \
+    >>"$log" 2>&1 || fail "could not install redis_exporter with $go_bin ($("$go_bin" version 2>&1))"
 fi

@@ -56,6 +56,8 @@ struct Shard {
     output_buffered_bytes: AtomicU64,
     vector_widths: Histogram,
     latency_us: Histogram,
+    /// Per command, indexed like [`COMMANDS`]: each call's microseconds (LATENCY HISTOGRAM).
+    command_usec: Box<[Histogram]>,
 }
 
 /// Unused counters after a shard's per-command arrays: 128 bytes, so that another shard's
@@ -80,6 +82,7 @@ impl Default for Shard {
             output_buffered_bytes: AtomicU64::new(0),
             vector_widths: Histogram::default(),
             latency_us: Histogram::default(),
+            command_usec: (0..COMMANDS.len()).map(|_| Histogram::default()).collect(),
         }
     }
 }
@@ -305,9 +308,15 @@ impl Stats {
         let s = self.shard();
         s.calls[index].fetch_add(n, Relaxed);
         s.usec[index].fetch_add(usec, Relaxed);
+        s.command_usec[index].record_n(usec / n.max(1), n);
         if COMMANDS[index].flags.contains(Flags::WRITE) {
             s.writes.fetch_add(n, Relaxed);
         }
+    }
+
+    /// Command `index`'s calls by how many microseconds each took (its share of a vector).
+    pub fn command_histogram(&self, index: usize) -> Histogram {
+        self.sum_histogram(|s| &s.command_usec[index])
     }
 
     /// Calls of write commands since the start (what INFO's `rdb_changes_since_last_save`
@@ -334,6 +343,9 @@ impl Stats {
             }
             s.vector_widths.reset();
             s.latency_us.reset();
+            for h in s.command_usec.iter() {
+                h.reset();
+            }
         }
         for c in &self.commands {
             c.rejected_calls.store(0, Relaxed);

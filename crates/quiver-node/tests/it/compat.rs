@@ -122,3 +122,43 @@ fn redis_cli_bigkeys_and_memkeys_find_the_biggest_keys() {
     let sampled = usage(&[]);
     assert!(sampled > all / 2 && sampled < all * 2, "{sampled} vs {all}");
 }
+
+/// `redis-cli --latency` (PINGs) and `--stat` (INFO's keys, used_memory, clients, totals).
+#[test]
+fn redis_cli_latency_and_stat_work() {
+    use std::io::BufRead;
+    let server = TestServer::start();
+    let port = server.port().to_string();
+    let mut c = quiver_client::Connection::connect(&server.addr.to_string()).unwrap();
+    c.multi_set(&[("a", "1"), ("b", "2"), ("c", "3")]).unwrap();
+    // Raw output: one line of min, max, avg and samples, then it exits.
+    let latency = run(
+        "redis-cli",
+        &["-p", &port, "--latency", "--raw", "-i", "0.2"],
+    );
+    let numbers: Vec<f64> = latency
+        .split_whitespace()
+        .map(|n| n.parse().unwrap_or_else(|_| panic!("{latency}")))
+        .collect();
+    assert_eq!(numbers.len(), 4, "{latency}");
+    assert!(numbers[3] >= 1.0, "no PING answered: {latency}");
+    // --stat runs until stopped; stdbuf makes it print each line as it comes.
+    let child = Command::new(tool::require("stdbuf"))
+        .args(["-oL", tool::require("redis-cli").to_str().unwrap()])
+        .args(["-p", &port, "--stat", "-i", "0.1"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stat = quiver_testkit::process::Guard::new(child);
+    let stdout = stat.child().stdout.take().unwrap();
+    let lines: Vec<String> = std::io::BufReader::new(stdout)
+        .lines()
+        .take(3)
+        .map(Result::unwrap)
+        .collect();
+    stat.kill9();
+    assert!(lines[1].starts_with("keys       mem"), "{lines:?}");
+    let row: Vec<&str> = lines[2].split_whitespace().collect();
+    assert_eq!(row[0], "3", "{lines:?}");
+    assert!(row[1].ends_with(['K', 'M', 'G']), "{lines:?}");
+}

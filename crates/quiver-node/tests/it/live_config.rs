@@ -335,6 +335,23 @@ fn the_latency_monitor_names_slow_steps() {
     assert!(graph.starts_with("command - high "), "{graph}");
     let doctor = text(call(&mut c, &["LATENCY", "DOCTOR"]));
     assert!(doctor.contains("command:"), "{doctor}");
+    // The MSETs' latencies by power-of-two microseconds, cumulative, as Redis replies.
+    let Value::Array(h) = call(&mut c, &["LATENCY", "HISTOGRAM", "mset", "nosuch"]) else {
+        panic!("LATENCY HISTOGRAM")
+    };
+    assert_eq!(h[0].as_bytes(), Some(&b"mset"[..]), "{h:?}");
+    let Value::Array(fields) = &h[1] else {
+        panic!("{h:?}")
+    };
+    assert_eq!(fields[1], Value::Integer(21), "{h:?}");
+    let Value::Array(buckets) = &fields[3] else {
+        panic!("{h:?}")
+    };
+    assert_eq!(
+        buckets.last(),
+        Some(&Value::Integer(21)),
+        "cumulative: {h:?}"
+    );
     assert!(matches!(call(&mut c, &["LATENCY", "RESET"]), Value::Integer(n) if n >= 1));
     ok(&mut c, &["CONFIG", "SET", "latency-monitor-threshold", "0"]);
     assert_eq!(call(&mut c, &["LATENCY", "LATEST"]), Value::Array(vec![]));

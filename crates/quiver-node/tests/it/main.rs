@@ -10,6 +10,7 @@ mod compat;
 mod databases;
 mod dispatch_fuzz;
 mod expire;
+mod exporter;
 mod frame;
 mod hash_model;
 mod inline;
