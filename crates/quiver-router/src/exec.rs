@@ -71,6 +71,13 @@ pub async fn execute_run(
     let mut next: Option<Prepared<'_>> = None;
     let mut i = 0;
     while i < requests.len() && !session.closing {
+        // CLIENT PAUSE: as on a node, the request waits its turn, and nothing is grouped
+        // ahead of its wait.
+        let paused = core.pause.is_active();
+        if paused {
+            let renames = &core.config.rename_command;
+            core.pause.wait(renames, session, &requests[i]).await;
+        }
         let table = router.tables.current();
         let prepared = match next.take() {
             Some(p) => p,
@@ -100,7 +107,7 @@ pub async fn execute_run(
                 // and it ends the segment), so preparing ahead is safe.
                 let mut segment = vec![first];
                 let mut j = i + 1;
-                while j < requests.len() {
+                while j < requests.len() && !paused {
                     match prepare(router, session, conn, &table, &requests[j]) {
                         Prepared::Forward(f) => {
                             segment.push(f);

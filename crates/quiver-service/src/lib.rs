@@ -15,7 +15,8 @@
 //! * [`table`] is the command table (data only), [`subcommands`] CLUSTER's subcommands; [`names`] the commands' names
 //!   (`rename-command`); [`cmd`] the commands about the connection and the server (AUTH,
 //!   HELLO, CLIENT, ACL, COMMAND, CONFIG, SLOWLOG, TIME, ...);
-//! * [`stats`], [`clients`], [`slowlog`] and [`latency`] are shared registries; [`figures`] the figures INFO and the
+//! * [`stats`], [`clients`], [`slowlog`] and [`latency`] are shared registries; [`pause`]
+//!   is CLIENT PAUSE; [`figures`] the figures INFO and the
 //!   metrics endpoint both show; [`metrics`] the Prometheus endpoint;
 //!   [`ratelog`] keeps repeated warnings to one line a second.
 
@@ -33,6 +34,7 @@ pub mod latency;
 pub mod metrics;
 pub mod names;
 pub mod output;
+pub mod pause;
 pub mod ratelog;
 pub mod reply;
 pub mod server;

@@ -16,6 +16,7 @@ use crate::clients::{ClientInfo, Clients};
 use crate::config::Config;
 use crate::latency::LatencyMonitor;
 use crate::output::{Output, OutputBudget};
+use crate::pause::Pause;
 use crate::session::Session;
 use crate::settings::{Change, Live};
 use crate::slowlog::SlowLog;
@@ -43,6 +44,8 @@ pub struct Core {
     pub slowlog: SlowLog,
     /// LATENCY's events.
     pub latency: LatencyMonitor,
+    /// CLIENT PAUSE.
+    pub pause: Pause,
     /// The ACL users (`default`'s password is `requirepass`).
     pub users: Users,
     pub stats: Stats,
@@ -66,6 +69,7 @@ impl Core {
             live: Live::of(&config),
             slowlog: SlowLog::default(),
             latency: LatencyMonitor::default(),
+            pause: Pause::default(),
             config,
             stats: Stats::default(),
             clients: Clients::default(),

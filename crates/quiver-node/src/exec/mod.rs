@@ -95,6 +95,7 @@ pub async fn execute_run(
     let mut next: Option<Prepared<'_>> = None;
     let mut i = 0;
     while i < requests.len() && !session.closing {
+        let paused = pause_turn(state, session, &requests[i]).await;
         let prepared = match next.take() {
             Some(p) => p,
             None => prepare(state, session, conn, &limits, &requests[i]),
@@ -138,7 +139,7 @@ pub async fn execute_run(
                 let mut width = op.width();
                 group.push(op);
                 let mut j = i + 1;
-                while j < requests.len() {
+                while j < requests.len() && !paused {
                     match prepare(state, session, conn, &limits, &requests[j]) {
                         Prepared::Run {
                             command: Command::Vector(more),
@@ -167,7 +168,7 @@ pub async fn execute_run(
                 // As for a vector group, the requests prepared ahead cannot change the session.
                 let mut group: Vec<atomic::KeyCommand<'_>> = vec![(spec, args, c)];
                 let mut j = i + 1;
-                while j < requests.len() && group.len() < state.config.max_vector_width {
+                while j < requests.len() && group.len() < state.config.max_vector_width && !paused {
                     match prepare(state, session, conn, &limits, &requests[j]) {
                         Prepared::Run {
                             spec,
@@ -238,6 +239,19 @@ pub async fn execute_run(
         }
     }
     RunEnd::Complete
+}
+
+/// CLIENT PAUSE: waits while a pause holds the request `args`; whether one was active (then
+/// the run's requests go one by one: none is grouped ahead of its wait).
+async fn pause_turn(state: &ServerState, session: &Session, args: &[Bytes]) -> bool {
+    let pause = &state.core.pause;
+    let paused = pause.is_active();
+    if paused {
+        pause
+            .wait(&state.core.config.rename_command, session, args)
+            .await;
+    }
+    paused
 }
 
 /// SHUTDOWN (`cmd::persistence::shutdown`): once the server is stopping, the connection

@@ -358,3 +358,64 @@ fn the_latency_monitor_names_slow_steps() {
     let e = refused(&mut c, &["LATENCY", "GRAPH", "command"]);
     assert_eq!(e, "ERR No samples available for event 'command'");
 }
+
+/// CLIENT PAUSE WRITE: reads go on, a write waits — unapplied — until UNPAUSE; PAUSE ALL holds
+/// reads too.
+#[test]
+fn client_pause_holds_writes_or_everything_until_unpause() {
+    use std::sync::mpsc;
+    let server = TestServer::start();
+    let mut admin = client(server.addr);
+    ok(&mut admin, &["SET", "k", "before"]);
+    ok(&mut admin, &["CLIENT", "PAUSE", "60000", "WRITE"]);
+    let mut reader = client(server.addr);
+    assert_eq!(
+        call(&mut reader, &["GET", "k"]).as_bytes(),
+        Some(&b"before"[..])
+    );
+    let (done, finished) = mpsc::channel();
+    let addr = server.addr;
+    let writer = std::thread::spawn(move || {
+        let mut w = client(addr);
+        w.set("k", "after").unwrap();
+        done.send(()).unwrap();
+    });
+    // The write is held: a read meanwhile sees the old value.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        finished.try_recv().is_err(),
+        "the write ran during the pause"
+    );
+    assert_eq!(
+        call(&mut reader, &["GET", "k"]).as_bytes(),
+        Some(&b"before"[..])
+    );
+    ok(&mut admin, &["CLIENT", "UNPAUSE"]);
+    finished
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the write ran after UNPAUSE");
+    writer.join().unwrap();
+    assert_eq!(
+        call(&mut reader, &["GET", "k"]).as_bytes(),
+        Some(&b"after"[..])
+    );
+
+    // ALL: a read waits too, until the pause's end (an UNPAUSE would wait as well, as in
+    // Redis 7.0).
+    ok(&mut admin, &["CLIENT", "PAUSE", "2000", "ALL"]);
+    let (done, finished) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let v = call(&mut reader, &["GET", "k"]);
+        done.send(v).unwrap();
+    });
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(
+        finished.try_recv().is_err(),
+        "the read ran during PAUSE ALL"
+    );
+    let v = finished
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the read ran once the pause ended");
+    assert_eq!(v.as_bytes(), Some(&b"after"[..]));
+    reader.join().unwrap();
+}

@@ -1,10 +1,12 @@
-//! CLIENT ID | GETNAME | SETNAME | SETINFO | INFO | LIST | KILL | NO-EVICT | NO-TOUCH | HELP.
+//! CLIENT ID | GETNAME | SETNAME | SETINFO | INFO | LIST | KILL | PAUSE | UNPAUSE | NO-EVICT |
+//! NO-TOUCH | GETREDIR | UNBLOCK | HELP.
 
 use bytes::Bytes;
 
 use crate::cmd::ConnCtx;
 use crate::errors::{self, err, unknown_subcommand, wrong_arity};
 use crate::frame::string2ll;
+use crate::pause::PauseKind;
 use crate::reply::Reply;
 
 /// Redis accepts client names of printable ASCII without blanks.
@@ -36,6 +38,16 @@ const CLIENT_HELP: &[&str] = &[
     "    Assign the name <name> to the current connection.",
     "SETINFO <LIB-NAME|LIB-VER> <value>",
     "    Accepted and ignored (client libraries send it on connect).",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Suspend all, or just write, clients for <timeout> milliseconds.",
+    "UNPAUSE",
+    "    Stop the current client pause, resuming traffic.",
+    "NO-EVICT (ON|OFF)",
+    "    Accepted (Quiver evicts nothing).",
+    "GETREDIR",
+    "    Return the client ID we are redirecting to when tracking is enabled (-1: none).",
+    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+    "    Unblock the specified blocked client (Quiver has no blocking commands: 0).",
     "HELP",
     "    Print this help.",
 ];
@@ -64,13 +76,82 @@ pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
             Reply::OK
         }
         b"setinfo" => arity(args.len() == 4, "setinfo").unwrap_or(Reply::OK),
-        b"no-evict" | b"no-touch" => arity(args.len() == 3, "no-evict").unwrap_or(Reply::OK),
+        b"no-evict" | b"no-touch" => {
+            let name = String::from_utf8_lossy(&sub).into_owned();
+            arity(args.len() == 3, &name).unwrap_or_else(|| on_off(&args[2]))
+        }
+        b"pause" => match args.len() {
+            3 | 4 => pause(ctx, &args[2..]),
+            2 => wrong_arity("client|pause"),
+            _ => subcommand_syntax(&args[1]),
+        },
+        b"unpause" => arity(args.len() == 2, "unpause").unwrap_or_else(|| {
+            ctx.core.pause.unpause();
+            Reply::OK
+        }),
+        b"getredir" => arity(args.len() == 2, "getredir").unwrap_or(Reply::Integer(-1)),
+        b"unblock" => match args.len() {
+            3 | 4 => unblock(&args[2..]),
+            2 => wrong_arity("client|unblock"),
+            _ => subcommand_syntax(&args[1]),
+        },
         b"info" => arity(args.len() == 2, "info")
             .unwrap_or_else(|| verbatim(ctx.session.info.list_line() + "\n")),
         b"list" => client_list(ctx, &args[2..]),
         b"kill" => client_kill(ctx, &args[2..]),
         b"help" => Reply::Array(CLIENT_HELP.iter().map(|l| Reply::simple(*l)).collect()),
         _ => unknown_subcommand(&args[1], "CLIENT"),
+    }
+}
+
+/// Redis 7.0's refusal of a known subcommand given too many arguments (its
+/// `addReplySubcommandSyntaxError`), naming it as sent.
+fn subcommand_syntax(sub: &[u8]) -> Reply {
+    let mut m =
+        bytes::BytesMut::from(&b"ERR unknown subcommand or wrong number of arguments for '"[..]);
+    m.extend_from_slice(sub);
+    m.extend_from_slice(b"'. Try CLIENT HELP.");
+    Reply::Error(errors::sanitize(m))
+}
+
+/// ON or OFF, accepted (NO-EVICT, NO-TOUCH).
+fn on_off(value: &[u8]) -> Reply {
+    if value.eq_ignore_ascii_case(b"on") || value.eq_ignore_ascii_case(b"off") {
+        Reply::OK
+    } else {
+        err(errors::SYNTAX)
+    }
+}
+
+/// CLIENT PAUSE timeout [WRITE|ALL] (`pause`).
+fn pause(ctx: &ConnCtx<'_>, args: &[Bytes]) -> Reply {
+    let ms = match string2ll(&args[0]) {
+        None => return err("ERR timeout is not an integer or out of range"),
+        Some(n) if n < 0 => return err("ERR timeout is negative"),
+        Some(n) => n as u64,
+    };
+    let kind = match args.get(1) {
+        None => PauseKind::All,
+        Some(m) if m.eq_ignore_ascii_case(b"all") => PauseKind::All,
+        Some(m) if m.eq_ignore_ascii_case(b"write") => PauseKind::Write,
+        Some(_) => return err("ERR CLIENT PAUSE mode must be WRITE or ALL"),
+    };
+    ctx.core
+        .pause
+        .pause(std::time::Duration::from_millis(ms), kind);
+    Reply::OK
+}
+
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR]: no Quiver command blocks, so none is unblocked.
+fn unblock(args: &[Bytes]) -> Reply {
+    if string2ll(&args[0]).is_none() {
+        return err(errors::NOT_INTEGER);
+    }
+    match args.get(1) {
+        Some(r) if !r.eq_ignore_ascii_case(b"timeout") && !r.eq_ignore_ascii_case(b"error") => {
+            err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+        }
+        _ => Reply::Integer(0),
     }
 }
 
