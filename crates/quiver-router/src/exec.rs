@@ -52,7 +52,7 @@ enum Prepared<'a> {
 
 const NOT_FOR_ROUTER: &str = "ERR this command is for cluster nodes, not the router";
 const NOT_FOR_NODELESS: &str = "ERR the router stores nothing: send SAVE, BGSAVE, LASTSAVE, \
-     SHUTDOWN and MEMORY to each node";
+     SHUTDOWN, MEMORY and DEBUG to each node";
 const CLUSTER_SUBCOMMANDS: &str = "ERR the router answers CLUSTER KEYSLOT, COUNTKEYSINSLOT and \
      GETKEYSINSLOT; ask a node (or `quiver cluster status`) for the rest";
 
@@ -182,7 +182,7 @@ fn prepare<'a>(
     let refusal = match spec.cmd {
         Cmd::RangeImport | Cmd::Chain => Some(NOT_FOR_ROUTER),
         // A router stores nothing: saves are each node's (and a router stops on SIGTERM).
-        Cmd::Save | Cmd::BgSave | Cmd::LastSave | Cmd::Shutdown | Cmd::Memory => {
+        Cmd::Save | Cmd::BgSave | Cmd::LastSave | Cmd::Shutdown | Cmd::Memory | Cmd::Debug => {
             Some(NOT_FOR_NODELESS)
         }
         other => forbidden_in_cluster(other, args),

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::Bytes;
 
+use crate::config::DebugCommand;
 use crate::errors::{self, Refusal};
 use crate::reply::Reply;
 use crate::service::Core;
@@ -79,6 +80,8 @@ pub fn check(
         Some(reply)
     } else if !session.authenticated && !spec.flags.contains(Flags::NO_AUTH) {
         Some(errors::err(errors::NOAUTH))
+    } else if spec.flags.contains(Flags::PROTECTED) && !protected_allowed(core, session) {
+        Some(errors::err(errors::DEBUG_NOT_ALLOWED))
     } else {
         acl_refusal(core, session, spec, args)
     };
@@ -123,6 +126,20 @@ pub fn queue(session: &mut Session, spec: &'static CommandSpec, args: &[Bytes]) 
     let queued = multi.queued.len() as u64;
     session.info.multi.store(queued, Relaxed);
     Some(Reply::simple("QUEUED"))
+}
+
+/// Whether `enable-debug-command` lets `session` run a protected command: `local` for a
+/// client on a loopback address or the Unix socket.
+fn protected_allowed(core: &Core, session: &Session) -> bool {
+    match core.config.enable_debug_command {
+        DebugCommand::Yes => true,
+        DebugCommand::No => false,
+        DebugCommand::Local => {
+            let addr = &session.info.addr;
+            addr.parse::<std::net::SocketAddr>()
+                .map_or(true, |a| a.ip().is_loopback())
+        }
+    }
 }
 
 /// A refused command inside MULTI makes EXEC fail (Redis's `flagTransaction`).

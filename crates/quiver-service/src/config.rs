@@ -38,6 +38,38 @@ pub const DATABASES_DEFAULT: u32 = 16;
 pub const SLOWLOG_LOG_SLOWER_THAN_DEFAULT: i64 = 10_000;
 pub const SLOWLOG_MAX_LEN_DEFAULT: usize = 128;
 
+/// Who may run DEBUG (Redis's `enable-debug-command`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DebugCommand {
+    #[default]
+    No,
+    Yes,
+    /// Clients on a loopback address or the Unix socket.
+    Local,
+}
+
+impl FromStr for DebugCommand {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "no" => Ok(DebugCommand::No),
+            "yes" => Ok(DebugCommand::Yes),
+            "local" => Ok(DebugCommand::Local),
+            _ => Err(format!("expected no, yes or local, got {s:?}")),
+        }
+    }
+}
+
+impl std::fmt::Display for DebugCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DebugCommand::No => "no",
+            DebugCommand::Yes => "yes",
+            DebugCommand::Local => "local",
+        })
+    }
+}
+
 /// Log line format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LogFormat {
@@ -121,6 +153,9 @@ pub struct Config {
     pub slowlog_max_len: usize,
     /// Events of at least this many milliseconds go to the latency monitor (LATENCY; 0: off).
     pub latency_monitor_threshold: u64,
+    /// Who may run DEBUG: no (Redis 7's default), yes, or local clients.
+    #[serde(deserialize_with = "parse_str")]
+    pub enable_debug_command: DebugCommand,
     /// The file these settings were read from (CONFIG REWRITE writes the live ones back to
     /// it); not a setting.
     #[serde(skip)]
@@ -156,6 +191,7 @@ impl Default for Config {
             slowlog_log_slower_than: SLOWLOG_LOG_SLOWER_THAN_DEFAULT,
             slowlog_max_len: SLOWLOG_MAX_LEN_DEFAULT,
             latency_monitor_threshold: 0,
+            enable_debug_command: DebugCommand::No,
             config_file: None,
         }
     }

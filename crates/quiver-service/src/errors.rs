@@ -13,6 +13,10 @@ pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(1);
 static TOTAL_OUTPUT_LOG: LogLimiter = LogLimiter::new(REFUSAL_LOG_INTERVAL);
 
 pub const SYNTAX: &str = "ERR syntax error";
+/// DEBUG while `enable-debug-command` does not allow it (Redis 7's words).
+pub const DEBUG_NOT_ALLOWED: &str = "ERR DEBUG command not allowed. If the enable-debug-command \
+     option is set to \"local\", you can run it from a local connection, otherwise you need to \
+     set this option in the configuration file, and then restart the server.";
 /// A command flagged `no-multi` (SAVE, SHUTDOWN, ...) sent inside MULTI.
 pub const NOT_IN_MULTI: &str = "ERR Command not allowed inside a transaction";
 pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";

@@ -34,6 +34,7 @@ pub enum Cmd {
     Shutdown,
     Latency,
     Memory,
+    Debug,
     // strings and keys
     Get,
     Set,
@@ -151,6 +152,8 @@ impl Flags {
     pub const ALLOW_BUSY: Flags = Flags(1 << 10);
     /// Refused inside MULTI ("Command not allowed inside a transaction").
     pub const NO_MULTI: Flags = Flags(1 << 11);
+    /// Refused unless `enable-debug-command` allows it (DEBUG).
+    pub const PROTECTED: Flags = Flags(1 << 12);
     /// Quiver: runs at once inside MULTI instead of being queued (EXEC, DISCARD, ...).
     pub const NOT_QUEUED: Flags = Flags(1 << 16);
     /// Quiver: writes its keys without reading them, so a transaction neither prefetches
@@ -158,7 +161,7 @@ impl Flags {
     pub const BLIND_WRITE: Flags = Flags(1 << 17);
 
     /// The flags COMMAND INFO reports, by name, in Redis's order.
-    const NAMES: [(Flags, &'static str); 12] = [
+    const NAMES: [(Flags, &'static str); 13] = [
         (Flags::WRITE, "write"),
         (Flags::READONLY, "readonly"),
         (Flags::DENYOOM, "denyoom"),
@@ -169,6 +172,7 @@ impl Flags {
         (Flags::SKIP_SLOWLOG, "skip_slowlog"),
         (Flags::FAST, "fast"),
         (Flags::NO_AUTH, "no_auth"),
+        (Flags::PROTECTED, "protected"),
         (Flags::NO_MULTI, "no_multi"),
         (Flags::ALLOW_BUSY, "allow_busy"),
     ];
@@ -412,6 +416,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     row!("shutdown", Shutdown, -1, Flags::ADMIN.or(Flags::NOSCRIPT).or(LOADING_STALE).or(Flags::NO_MULTI).or(Flags::ALLOW_BUSY), Acl::NONE, NO_KEYS, None, "server", "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server."),
     row!("latency", Latency, -2, Flags::ADMIN.or(LOADING_STALE), Acl::NONE, NO_KEYS, None, "server", "2.8.13", "A container for latency diagnostics commands."),
     row!("memory", Memory, -2, Flags::READONLY, Acl::NONE, keys(2, 2, 1), None, "server", "4.0.0", "A container for memory diagnostics commands."),
+    row!("debug", Debug, -2, Flags::ADMIN.or(Flags::NOSCRIPT).or(LOADING_STALE).or(Flags::PROTECTED), Acl::NONE, NO_KEYS, None, "server", "1.0.0", "A container for debugging commands."),
     row!("get", Get, 2, READONLY_FAST, STRING_ACL, ONE_KEY, Get, "string", "1.0.0", "Returns the string value of a key."),
     row!("set", Set, -3, WRITE_DENYOOM, STRING_ACL, ONE_KEY, Put, "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
     row!("setnx", SetNx, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, None, "string", "1.0.0", "Set the string value of a key only when the key doesn't exist."),
@@ -546,6 +551,7 @@ pub fn is_server_command(cmd: Cmd) -> bool {
             | Cmd::Shutdown
             | Cmd::Latency
             | Cmd::Memory
+            | Cmd::Debug
             | Cmd::Multi
             | Cmd::Discard
             | Cmd::Watch

@@ -34,6 +34,7 @@ pub mod cluster;
 pub mod common;
 pub mod ctx;
 pub mod databases;
+pub mod debug;
 pub mod del;
 pub mod exists;
 pub mod expire;
@@ -159,6 +160,7 @@ pub fn run_server(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
         }
         Cmd::Save | Cmd::BgSave | Cmd::LastSave => persistence::run(ctx.state, cmd, args),
         Cmd::Memory => memory::run(ctx, args),
+        Cmd::Debug => debug::run(ctx, args),
         Cmd::Time => server::time(),
         Cmd::Acl => acl::run(&mut ctx.conn_ctx(), args),
         Cmd::Info => info::run(ctx.state, args),

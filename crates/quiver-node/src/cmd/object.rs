@@ -19,7 +19,7 @@ use crate::txn::Txn;
 use quiver_service::errors::{err, unknown_subcommand, wrong_arity};
 use quiver_service::frame::string2ll;
 use quiver_service::reply::Reply;
-use quiver_store::ValueKind;
+use quiver_store::{Entry, ValueKind};
 
 /// Redis's `OBJ_ENCODING_EMBSTR_SIZE_LIMIT`: longer strings are `raw`.
 const EMBSTR_LEN_MAX: usize = 44;
@@ -102,20 +102,30 @@ impl TxnCommand for Object<'_> {
         let Some(entry) = txn.get_entry(key)? else {
             return Ok(Reply::Null);
         };
-        let value = &entry.value;
         Ok(match self {
-            Object::Encoding(_) => Reply::Bulk(Bytes::from_static(
-                match entry.kind {
-                    ValueKind::String => encoding(value),
-                    ValueKind::Hash => hash::encoding(&entry.hash_value()?),
-                }
-                .as_bytes(),
-            )),
-            Object::RefCount(_) if entry.kind == ValueKind::Hash => Reply::Integer(1),
-            Object::RefCount(_) => Reply::Integer(refcount(value)),
+            Object::Encoding(_) => {
+                Reply::Bulk(Bytes::from_static(entry_encoding(&entry)?.as_bytes()))
+            }
+            Object::RefCount(_) => Reply::Integer(entry_refcount(&entry)),
             Object::IdleTime(_) => Reply::Integer(0),
             _ => err(FREQ_NOT_TRACKED),
         })
+    }
+}
+
+/// OBJECT ENCODING of a key holding `entry` (DEBUG OBJECT's too).
+pub fn entry_encoding(entry: &Entry) -> quiver_store::Result<&'static str> {
+    Ok(match entry.kind {
+        ValueKind::String => encoding(&entry.value),
+        ValueKind::Hash => hash::encoding(&entry.hash_value()?),
+    })
+}
+
+/// OBJECT REFCOUNT of a key holding `entry`.
+pub fn entry_refcount(entry: &Entry) -> i64 {
+    match entry.kind {
+        ValueKind::String => refcount(&entry.value),
+        ValueKind::Hash => 1,
     }
 }
 

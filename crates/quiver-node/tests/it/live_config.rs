@@ -419,3 +419,46 @@ fn client_pause_holds_writes_or_everything_until_unpause() {
     assert_eq!(v.as_bytes(), Some(&b"after"[..]));
     reader.join().unwrap();
 }
+
+/// DEBUG where `enable-debug-command` allows it: SLEEP stalls the connection's thread (the
+/// latency monitor names it), OBJECT shows a key as Redis's does; refused where it does not.
+#[test]
+fn debug_follows_enable_debug_command() {
+    use quiver_service::config::DebugCommand;
+    let server = TestServer::start_with(|c| c.service.enable_debug_command = DebugCommand::Local);
+    let mut c = client(server.addr);
+    ok(&mut c, &["SET", "k", "hello"]);
+    let object = call(&mut c, &["DEBUG", "OBJECT", "k"]);
+    assert_eq!(
+        object,
+        Value::Simple(
+            "Value at:0x0 refcount:1 encoding:embstr serializedlength:5 lru:0 \
+             lru_seconds_idle:0"
+                .into()
+        )
+    );
+    assert_eq!(
+        refused(&mut c, &["DEBUG", "OBJECT", "nokey"]),
+        "ERR no such key"
+    );
+    ok(
+        &mut c,
+        &["CONFIG", "SET", "latency-monitor-threshold", "20"],
+    );
+    ok(&mut c, &["DEBUG", "SLEEP", "0.05"]);
+    let Value::Array(latest) = call(&mut c, &["LATENCY", "LATEST"]) else {
+        panic!("LATENCY LATEST")
+    };
+    assert!(
+        latest.iter().any(|e| matches!(e, Value::Array(f)
+            if f[0].as_bytes() == Some(&b"command"[..]) && matches!(f[2], Value::Integer(ms) if ms >= 50))),
+        "{latest:?}"
+    );
+    let e = refused(&mut c, &["DEBUG", "JMAP"]);
+    assert!(e.contains("Try DEBUG HELP"), "{e}");
+
+    let server = TestServer::start();
+    let mut c = client(server.addr);
+    let e = refused(&mut c, &["DEBUG", "SLEEP", "0"]);
+    assert!(e.starts_with("ERR DEBUG command not allowed."), "{e}");
+}

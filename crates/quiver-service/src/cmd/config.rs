@@ -79,6 +79,7 @@ fn config_values(core: &Core) -> Vec<(&'static str, String)> {
             "latency-monitor-threshold",
             live.latency_monitor_threshold().to_string(),
         ),
+        ("enable-debug-command", c.enable_debug_command.to_string()),
     ]
 }
 
