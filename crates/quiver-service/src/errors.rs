@@ -132,6 +132,15 @@ pub fn unknown_subcommand(sub: &[u8], cmd: &str) -> Reply {
     Reply::Error(sanitize(m))
 }
 
+/// Redis 7.0's refusal of a known subcommand given the wrong number of arguments where it
+/// checks them itself (`addReplySubcommandSyntaxError`), naming it as sent.
+pub fn subcommand_syntax(sub: &[u8], cmd: &str) -> Reply {
+    let mut m = BytesMut::from(&b"ERR unknown subcommand or wrong number of arguments for '"[..]);
+    m.put_slice(&sub[..sub.len().min(128)]);
+    m.put_slice(format!("'. Try {cmd} HELP.").as_bytes());
+    Reply::Error(sanitize(m))
+}
+
 /// Replaces `\r` and `\n` with blanks, as Redis's `addReplyErrorFormat` does.
 pub fn sanitize(mut m: BytesMut) -> bytes::Bytes {
     for b in m.iter_mut() {

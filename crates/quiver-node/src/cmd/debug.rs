@@ -4,7 +4,7 @@
 //! of a key, from Quiver's OBJECT answers: it has no object header or address) and HELP.
 
 use bytes::Bytes;
-use quiver_service::errors::{err, wrong_arity};
+use quiver_service::errors::{err, subcommand_syntax, wrong_arity};
 use quiver_service::reply::Reply;
 
 use crate::cmd::ctx::Ctx;
@@ -35,14 +35,7 @@ pub fn run(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
         (b"object", 3) => object(ctx, &args[2]),
         (b"help", 2) => Reply::Array(HELP.iter().map(|l| Reply::simple(*l)).collect()),
         (b"help", _) => wrong_arity("debug|help"),
-        _ => {
-            let mut m = bytes::BytesMut::from(
-                &b"ERR unknown subcommand or wrong number of arguments for '"[..],
-            );
-            m.extend_from_slice(&args[1]);
-            m.extend_from_slice(b"'. Try DEBUG HELP.");
-            Reply::Error(quiver_service::errors::sanitize(m))
-        }
+        _ => subcommand_syntax(&args[1], "DEBUG"),
     }
 }
 

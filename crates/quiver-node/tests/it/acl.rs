@@ -362,3 +362,21 @@ fn a_bad_acl_file_stops_the_start() {
         "the store was opened first"
     );
 }
+
+/// ACL GENPASS: random hex of the bits asked (256 by default), never twice the same.
+#[test]
+fn acl_genpass_makes_random_passwords_of_the_size_asked() {
+    let server = TestServer::start();
+    let mut c = crate::bad_input::client(server.addr);
+    let pass = |c: &mut quiver_client::Connection, args: &[&[u8]]| {
+        let v = c.command(args).unwrap();
+        String::from_utf8(v.as_bytes().unwrap().to_vec()).unwrap()
+    };
+    let a = pass(&mut c, &[b"ACL", b"GENPASS"]);
+    let b = pass(&mut c, &[b"ACL", b"GENPASS"]);
+    assert_eq!(a.len(), 64);
+    assert!(a.bytes().all(|h| h.is_ascii_hexdigit()), "{a}");
+    assert_ne!(a, b);
+    assert_eq!(pass(&mut c, &[b"ACL", b"GENPASS", b"32"]).len(), 8);
+    assert_eq!(pass(&mut c, &[b"ACL", b"GENPASS", b"5"]).len(), 2);
+}

@@ -202,7 +202,7 @@ pub fn refusal<'k>(
 }
 
 /// The name Redis gives a command in NOPERM: `name|subcommand` for a container.
-fn shown_name(spec: &CommandSpec, args: &[Bytes]) -> String {
+pub(crate) fn shown_name(spec: &CommandSpec, args: &[Bytes]) -> String {
     let container = matches!(
         spec.cmd,
         Cmd::Client

@@ -5,7 +5,7 @@ use bytes::Bytes;
 
 use crate::acl::user::{commands_in, hex, CATEGORIES};
 use crate::cmd::ConnCtx;
-use crate::errors::{err, unknown_subcommand, wrong_arity};
+use crate::errors::{err, subcommand_syntax, unknown_subcommand, wrong_arity};
 use crate::reply::Reply;
 
 const ACL_HELP: &[&str] = &[
@@ -29,6 +29,11 @@ const ACL_HELP: &[&str] = &[
     "    List all the registered usernames.",
     "WHOAMI",
     "    Return the current connection username.",
+    "DRYRUN <username> <command> [<arg> ...]",
+    "    Returns whether the user can execute the given command without executing the command.",
+    "GENPASS [<bits>]",
+    "    Generate a secure 256-bit user password. The optional `bits` argument can",
+    "    be used to specify a different size.",
     "HELP",
     "    Print this help.",
 ];
@@ -42,6 +47,9 @@ pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
         b"getuser" => argc == 3,
         b"list" | b"users" | b"whoami" | b"load" | b"save" | b"help" => argc == 2,
         b"cat" => argc <= 3,
+        b"dryrun" => argc >= 4,
+        b"genpass" if argc > 3 => return subcommand_syntax(&args[1], "ACL"),
+        b"genpass" => true,
         _ => return unknown_subcommand(&args[1], "ACL"),
     };
     if !arity_ok {
@@ -96,6 +104,8 @@ pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
                 .collect(),
         ),
         b"whoami" => Reply::text(ctx.session.user.name.clone()),
+        b"dryrun" => dryrun(ctx.core, &args[2], &args[3..]),
+        b"genpass" => genpass(args.get(2)),
         b"cat" => match args.get(2) {
             None => Reply::Array(CATEGORIES.iter().map(|c| Reply::text(*c)).collect()),
             Some(c) => {
@@ -127,6 +137,73 @@ pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
         }
         _ => Reply::Array(ACL_HELP.iter().map(|l| Reply::simple(*l)).collect()),
     }
+}
+
+/// ACL DRYRUN user command arg...: whether `user` could run it, in Redis's words (a bulk
+/// string saying why not; an error for an unknown user or command, or a wrong arity).
+fn dryrun(core: &crate::service::Core, name: &[u8], request: &[Bytes]) -> Reply {
+    let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let Some(user) = std::str::from_utf8(name)
+        .ok()
+        .and_then(|n| core.users.get(n))
+    else {
+        return Reply::error(format!("ERR User '{}' not found", lossy(name)));
+    };
+    let Some(spec) = core.config.rename_command.lookup(&request[0]) else {
+        return Reply::error(format!("ERR Command '{}' not found", lossy(&request[0])));
+    };
+    if !spec.arity_ok(request.len()) {
+        return wrong_arity(spec.name);
+    }
+    if user.unrestricted() {
+        return Reply::OK;
+    }
+    if !user.may_run(spec) {
+        return Reply::text(format!(
+            "This user has no permissions to run the '{}' command",
+            crate::acl::shown_name(spec, request)
+        ));
+    }
+    match crate::admission::keys_of(spec, request)
+        .into_iter()
+        .find(|k| !user.may_access(k))
+    {
+        Some(k) => Reply::text(format!(
+            "This user has no permissions to access the '{}' key",
+            lossy(&k)
+        )),
+        None => Reply::OK,
+    }
+}
+
+/// Bits of a password ACL GENPASS makes without an argument, and at most.
+const GENPASS_BITS_DEFAULT: i64 = 256;
+const GENPASS_BITS_MAX: i64 = 4096;
+
+/// ACL GENPASS [bits]: that many random bits (from the kernel) as hex, rounded up to a
+/// whole hex digit.
+fn genpass(bits: Option<&Bytes>) -> Reply {
+    let bits = match bits.map(|b| crate::frame::string2ll(b)) {
+        None => GENPASS_BITS_DEFAULT,
+        Some(None) => return err(crate::errors::NOT_INTEGER),
+        Some(Some(n)) if (1..=GENPASS_BITS_MAX).contains(&n) => n,
+        Some(Some(_)) => {
+            return err(
+                "ERR ACL GENPASS argument must be the number of bits for the output password, \
+                 a positive number up to 4096",
+            )
+        }
+    };
+    let digits = (bits as usize).div_ceil(4);
+    let mut random = vec![0u8; digits.div_ceil(2)];
+    let read = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut random));
+    if let Err(e) = read {
+        return Reply::error(format!("ERR cannot read random bytes: {e}"));
+    }
+    let mut hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    hex.truncate(digits);
+    Reply::text(hex)
 }
 
 /// Closes the connections whose user no longer exists (after ACL DELUSER or ACL LOAD), as

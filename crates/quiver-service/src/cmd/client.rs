@@ -83,7 +83,7 @@ pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
         b"pause" => match args.len() {
             3 | 4 => pause(ctx, &args[2..]),
             2 => wrong_arity("client|pause"),
-            _ => subcommand_syntax(&args[1]),
+            _ => errors::subcommand_syntax(&args[1], "CLIENT"),
         },
         b"unpause" => arity(args.len() == 2, "unpause").unwrap_or_else(|| {
             ctx.core.pause.unpause();
@@ -93,7 +93,7 @@ pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
         b"unblock" => match args.len() {
             3 | 4 => unblock(&args[2..]),
             2 => wrong_arity("client|unblock"),
-            _ => subcommand_syntax(&args[1]),
+            _ => errors::subcommand_syntax(&args[1], "CLIENT"),
         },
         b"info" => arity(args.len() == 2, "info")
             .unwrap_or_else(|| verbatim(ctx.session.info.list_line() + "\n")),
@@ -102,16 +102,6 @@ pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
         b"help" => Reply::Array(CLIENT_HELP.iter().map(|l| Reply::simple(*l)).collect()),
         _ => unknown_subcommand(&args[1], "CLIENT"),
     }
-}
-
-/// Redis 7.0's refusal of a known subcommand given too many arguments (its
-/// `addReplySubcommandSyntaxError`), naming it as sent.
-fn subcommand_syntax(sub: &[u8]) -> Reply {
-    let mut m =
-        bytes::BytesMut::from(&b"ERR unknown subcommand or wrong number of arguments for '"[..]);
-    m.extend_from_slice(sub);
-    m.extend_from_slice(b"'. Try CLIENT HELP.");
-    Reply::Error(errors::sanitize(m))
 }
 
 /// ON or OFF, accepted (NO-EVICT, NO-TOUCH).

@@ -1,12 +1,14 @@
-//! COMMAND [COUNT | LIST | INFO name... | DOCS name... | HELP]: the command table as clients
-//! see it (redis-py's cluster client reads key positions from it).
+//! COMMAND [COUNT | LIST [FILTERBY ...] | INFO name... | DOCS name... | GETKEYS command... |
+//! HELP]: the command table as clients see it (redis-py's cluster client reads key positions
+//! from it).
 
 use bytes::Bytes;
 
-use crate::errors::{unknown_subcommand, wrong_arity};
+use crate::errors::{self, err, unknown_subcommand, wrong_arity};
 use crate::names::Renames;
 use crate::reply::Reply;
 use crate::table::{CommandSpec, COMMANDS};
+use quiver_resp::glob_match;
 
 /// COMMAND as the configuration's `rename-command` leaves the table: a disabled command is
 /// missing; a renamed one is listed under its own name (as Redis does) and found by its new
@@ -25,7 +27,9 @@ fn command(names: &Renames, args: &[Bytes]) -> Reply {
     match &sub[..] {
         b"count" if args.len() == 2 => Reply::Integer(all().count() as i64),
         b"count" => wrong_arity("command|count"),
-        b"list" => Reply::Array(all().map(|c| Reply::text(c.name)).collect()),
+        b"list" => list(all(), &args[2..]),
+        b"getkeys" if args.len() >= 4 => getkeys(names, &args[2..]),
+        b"getkeys" => wrong_arity("command|getkeys"),
         b"info" => Reply::Array(
             args[2..]
                 .iter()
@@ -52,8 +56,10 @@ fn command(names: &Renames, args: &[Bytes]) -> Reply {
                 "    Return details about all Quiver commands.",
                 "COUNT",
                 "    Return the total number of commands in this Quiver server.",
-                "LIST",
+                "LIST [FILTERBY (MODULE <module-name>|ACLCAT <category>|PATTERN <pattern>)]",
                 "    Return a list of all commands in this Quiver server.",
+                "GETKEYS <full-command>",
+                "    Return the keys from a full Quiver command.",
                 "INFO [<command-name> ...]",
                 "    Return details about multiple commands.",
                 "DOCS [<command-name> ...]",
@@ -67,6 +73,50 @@ fn command(names: &Renames, args: &[Bytes]) -> Reply {
         ),
         _ => unknown_subcommand(&args[1], "COMMAND"),
     }
+}
+
+/// COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern] (Quiver has no
+/// modules: MODULE lists nothing).
+fn list<'a>(all: impl Iterator<Item = &'a CommandSpec>, filter: &[Bytes]) -> Reply {
+    let keep: Box<dyn Fn(&CommandSpec) -> bool> = match filter {
+        [] => Box::new(|_| true),
+        [by, kind, value] if by.eq_ignore_ascii_case(b"filterby") => {
+            let value = value.to_ascii_lowercase();
+            match &kind.to_ascii_lowercase()[..] {
+                b"module" => Box::new(|_| false),
+                b"aclcat" => Box::new(move |c: &CommandSpec| {
+                    c.acl_categories()
+                        .any(|cat| cat.as_bytes()[1..] == value[..])
+                }),
+                b"pattern" => {
+                    Box::new(move |c: &CommandSpec| glob_match(&value, c.name.as_bytes()))
+                }
+                _ => return err(errors::SYNTAX),
+            }
+        }
+        _ => return err(errors::SYNTAX),
+    };
+    Reply::Array(
+        all.filter(|c| keep(c))
+            .map(|c| Reply::text(c.name))
+            .collect(),
+    )
+}
+
+/// COMMAND GETKEYS command arg...: the keys the command names, by its key positions (or a
+/// BATCH's operations), with Redis's errors.
+fn getkeys(names: &Renames, request: &[Bytes]) -> Reply {
+    let Some(spec) = names.lookup(&request[0]) else {
+        return err("ERR Invalid command specified");
+    };
+    if !spec.arity_ok(request.len()) {
+        return err("ERR Invalid number of arguments specified for command");
+    }
+    let keys = crate::admission::keys_of(spec, request);
+    if keys.is_empty() {
+        return err("ERR The command has no key arguments");
+    }
+    Reply::Array(keys.into_iter().map(Reply::Bulk).collect())
 }
 
 /// One command in Redis 7's COMMAND INFO shape: name, arity, flags, first key, last key,
