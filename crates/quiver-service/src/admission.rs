@@ -49,7 +49,16 @@ fn acl_refusal(
         Cmd::Object => args.get(2).cloned().into_iter().collect(),
         _ => keys_of(spec, args),
     };
-    crate::acl::refusal(&session.user, spec, args, keys.iter().map(|k| &k[..]))
+    let refused = crate::acl::refusal(&session.user, spec, args, keys.iter().map(|k| &k[..]))?;
+    // ACL LOG: the command refused, or the first key it may not touch.
+    let user = &session.user;
+    let (reason, object) = match keys.iter().find(|k| !user.may_access(k)) {
+        Some(k) if user.may_run(spec) => ("key", String::from_utf8_lossy(k).into_owned()),
+        _ => ("command", crate::acl::shown_name(spec, args)),
+    };
+    let client = session.info.list_line();
+    core.acl_log.add(reason, object, user.name.clone(), client);
+    Some(refused)
 }
 
 /// A request answered without running, by [`check`].

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 
+use crate::acl::log::AclLog;
 use crate::acl::{Users, DEFAULT_USER};
 use crate::clients::{ClientInfo, Clients};
 use crate::config::Config;
@@ -46,6 +47,8 @@ pub struct Core {
     pub latency: LatencyMonitor,
     /// CLIENT PAUSE.
     pub pause: Pause,
+    /// ACL LOG's entries.
+    pub acl_log: AclLog,
     /// The ACL users (`default`'s password is `requirepass`).
     pub users: Users,
     pub stats: Stats,
@@ -70,6 +73,7 @@ impl Core {
             slowlog: SlowLog::default(),
             latency: LatencyMonitor::default(),
             pause: Pause::default(),
+            acl_log: AclLog::default(),
             config,
             stats: Stats::default(),
             clients: Clients::default(),

@@ -380,3 +380,83 @@ fn acl_genpass_makes_random_passwords_of_the_size_asked() {
     assert_eq!(pass(&mut c, &[b"ACL", b"GENPASS", b"32"]).len(), 8);
     assert_eq!(pass(&mut c, &[b"ACL", b"GENPASS", b"5"]).len(), 2);
 }
+
+/// ACL LOG: failed logins and NOPERM refusals (the command, or the key), newest first, like
+/// events counted on one entry; RESET empties it.
+#[test]
+fn acl_log_records_failed_logins_and_refusals() {
+    use quiver_client::Value;
+    let server = TestServer::start();
+    let mut admin = crate::bad_input::client(server.addr);
+    let run = |c: &mut quiver_client::Connection, args: &[&str]| {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        c.command(&a)
+    };
+    run(
+        &mut admin,
+        &["ACL", "SETUSER", "ro", "on", ">pw", "~a*", "+get", "+auth"],
+    )
+    .unwrap();
+    let mut s = raw(server.addr);
+    for _ in 0..2 {
+        s.write_all(&multibulk(&[b"AUTH", b"ro", b"wrong"]))
+            .unwrap();
+        let line = crate::bad_input::read_line(&mut s);
+        assert!(line.starts_with(b"-WRONGPASS"), "{line:?}");
+    }
+    s.write_all(&multibulk(&[b"AUTH", b"ro", b"pw"])).unwrap();
+    expect_reply(&mut s, b"+OK\r\n");
+    s.write_all(&multibulk(&[b"SET", b"a1", b"v"])).unwrap();
+    let line = crate::bad_input::read_line(&mut s);
+    assert!(line.starts_with(b"-NOPERM"), "{line:?}");
+    s.write_all(&multibulk(&[b"GET", b"b"])).unwrap();
+    let line = crate::bad_input::read_line(&mut s);
+    assert!(line.starts_with(b"-NOPERM"), "{line:?}");
+
+    let Value::Array(entries) = run(&mut admin, &["ACL", "LOG"]).unwrap() else {
+        panic!("ACL LOG")
+    };
+    let field = |e: &Value, name: &str| match e {
+        Value::Array(f) => f
+            .chunks(2)
+            .find(|p| p[0].as_bytes() == Some(name.as_bytes()))
+            .map(|p| p[1].clone())
+            .unwrap_or_else(|| panic!("no {name} in {e:?}")),
+        other => panic!("{other:?}"),
+    };
+    let text = |v: Value| String::from_utf8_lossy(v.as_bytes().unwrap_or_default()).into_owned();
+    let seen: Vec<(String, String, String)> = entries
+        .iter()
+        .map(|e| {
+            (
+                text(field(e, "reason")),
+                text(field(e, "object")),
+                text(field(e, "username")),
+            )
+        })
+        .collect();
+    let want = |r: &str, o: &str| (r.to_string(), o.to_string(), "ro".to_string());
+    assert_eq!(
+        seen,
+        [
+            want("key", "b"),
+            want("command", "set"),
+            want("auth", "AUTH")
+        ]
+    );
+    assert_eq!(field(&entries[2], "count"), Value::Integer(2));
+    assert_eq!(text(field(&entries[0], "context")), "toplevel");
+    assert!(text(field(&entries[0], "client-info")).contains("user=ro"));
+    let Value::Array(one) = run(&mut admin, &["ACL", "LOG", "1"]).unwrap() else {
+        panic!("ACL LOG 1")
+    };
+    assert_eq!(one.len(), 1);
+    assert_eq!(
+        run(&mut admin, &["ACL", "LOG", "RESET"]).unwrap(),
+        Value::Simple("OK".into())
+    );
+    assert_eq!(
+        run(&mut admin, &["ACL", "LOG"]).unwrap(),
+        Value::Array(vec![])
+    );
+}

@@ -5,6 +5,7 @@
 //! `default` user's password, as in Redis.
 
 pub mod file;
+pub mod log;
 pub mod user;
 
 use std::collections::BTreeMap;

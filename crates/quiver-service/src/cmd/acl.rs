@@ -29,6 +29,8 @@ const ACL_HELP: &[&str] = &[
     "    List all the registered usernames.",
     "WHOAMI",
     "    Return the current connection username.",
+    "LOG [<count> | RESET]",
+    "    Show the ACL log entries.",
     "DRYRUN <username> <command> [<arg> ...]",
     "    Returns whether the user can execute the given command without executing the command.",
     "GENPASS [<bits>]",
@@ -48,6 +50,8 @@ pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
         b"list" | b"users" | b"whoami" | b"load" | b"save" | b"help" => argc == 2,
         b"cat" => argc <= 3,
         b"dryrun" => argc >= 4,
+        b"log" if argc > 3 => return subcommand_syntax(&args[1], "ACL"),
+        b"log" => true,
         b"genpass" if argc > 3 => return subcommand_syntax(&args[1], "ACL"),
         b"genpass" => true,
         _ => return unknown_subcommand(&args[1], "ACL"),
@@ -105,6 +109,7 @@ pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
         ),
         b"whoami" => Reply::text(ctx.session.user.name.clone()),
         b"dryrun" => dryrun(ctx.core, &args[2], &args[3..]),
+        b"log" => log(ctx.core, args.get(2)),
         b"genpass" => genpass(args.get(2)),
         b"cat" => match args.get(2) {
             None => Reply::Array(CATEGORIES.iter().map(|c| Reply::text(*c)).collect()),
@@ -174,6 +179,41 @@ fn dryrun(core: &crate::service::Core, name: &[u8], request: &[Bytes]) -> Reply 
         )),
         None => Reply::OK,
     }
+}
+
+/// Entries ACL LOG shows without a count.
+const LOG_DEFAULT: usize = 10;
+
+/// ACL LOG [count | RESET]: the newest entries, each as Redis 7.0 shows it.
+fn log(core: &crate::service::Core, arg: Option<&Bytes>) -> Reply {
+    let count = match arg {
+        None => Some(LOG_DEFAULT),
+        Some(a) if a.eq_ignore_ascii_case(b"reset") => {
+            core.acl_log.reset();
+            return Reply::OK;
+        }
+        // A negative count is all of them, as Redis counts it down.
+        Some(a) => match crate::frame::string2ll(a) {
+            Some(n) if n >= 0 => Some(n as usize),
+            Some(_) => None,
+            None => return err(crate::errors::NOT_INTEGER),
+        },
+    };
+    let entry = |e: crate::acl::log::LogEntry| {
+        Reply::Map(vec![
+            (Reply::text("count"), Reply::Integer(e.count as i64)),
+            (Reply::text("reason"), Reply::text(e.reason)),
+            (Reply::text("context"), Reply::text(e.context)),
+            (Reply::text("object"), Reply::text(e.object)),
+            (Reply::text("username"), Reply::text(e.username)),
+            (
+                Reply::text("age-seconds"),
+                Reply::Double(e.at.elapsed().as_secs_f64()),
+            ),
+            (Reply::text("client-info"), Reply::text(e.client_info)),
+        ])
+    };
+    Reply::Array(core.acl_log.newest(count).into_iter().map(entry).collect())
 }
 
 /// Bits of a password ACL GENPASS makes without an argument, and at most.

@@ -98,7 +98,12 @@ fn authenticate(ctx: &mut ConnCtx<'_>, user: &[u8], pass: &[u8]) -> bool {
             log_in(ctx, u, version);
             true
         }
-        None => false,
+        None => {
+            let client = ctx.session.info.list_line();
+            let name = String::from_utf8_lossy(user).into_owned();
+            ctx.core.acl_log.add("auth", "AUTH".into(), name, client);
+            false
+        }
     }
 }
 
