@@ -160,6 +160,7 @@ fn count(
         router.core.command_took(args, usec, &session.info);
     }
     router.core.step_took(usec);
+    router.core.command_ran(args, session.db, &session.info);
 }
 
 fn prepare<'a>(

@@ -101,6 +101,54 @@ pub async fn serve<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
     core.stats.connected_clients.fetch_sub(1, Relaxed);
 }
 
+/// What woke a connection waiting for its client.
+enum Woke {
+    /// Its read: `None` when the idle timeout passed.
+    Read(Option<std::io::Result<usize>>),
+    /// A MONITOR line (`None`: the monitor was cut off).
+    Line(Option<bytes::Bytes>),
+}
+
+/// The next line of a monitor's queue (`None`: it was cut off).
+async fn next_line(
+    monitor: &mut Option<tokio::sync::mpsc::Receiver<bytes::Bytes>>,
+) -> Option<bytes::Bytes> {
+    match monitor {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Requests of a connection in MONITOR mode, answered as Redis answers them: PING and QUIT
+/// run, RESET ends the monitoring (`true`: the caller stops streaming); anything else is
+/// refused.
+fn monitoring(requests: &[Vec<bytes::Bytes>], session: &mut Session, out: &mut Output<'_>) -> bool {
+    for (i, r) in requests.iter().enumerate() {
+        let name = r
+            .first()
+            .map(|n| n.to_ascii_lowercase())
+            .unwrap_or_default();
+        let reply = match &name[..] {
+            b"ping" => Reply::simple("PONG"),
+            b"quit" => {
+                session.closing = true;
+                Reply::OK
+            }
+            // What follows it runs as usual, on the next turn of the loop.
+            b"reset" if i + 1 == requests.len() => {
+                out.reply(&Reply::simple("RESET"), session.resp3);
+                return true;
+            }
+            _ => Reply::error("ERR Replica can't interact with the keyspace"),
+        };
+        out.reply(&reply, session.resp3);
+        if session.closing {
+            break;
+        }
+    }
+    false
+}
+
 async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
     service: &V,
     stream: &mut S,
@@ -117,6 +165,8 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
     let mut out = Output::new(&core.output_budget, &core.stats);
     let info = session.info.clone();
     let mut settings = core.live.subscribe();
+    // MONITOR: the commands of every client, streamed between this one's replies.
+    let mut monitor: Option<tokio::sync::mpsc::Receiver<bytes::Bytes>> = None;
     // What has run since this connection's thread last turned to the others. A read that
     // waits for the client yields the thread too, uncounted here: then the next explicit
     // yield comes early, which costs one turn of the event loop.
@@ -142,7 +192,11 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
         if let Some(at) = http {
             requests.truncate(at);
         }
-        if !requests.is_empty() {
+        if monitor.is_some() {
+            if monitoring(&requests, session, &mut out) {
+                monitor = None;
+            }
+        } else if !requests.is_empty() {
             let end = service
                 .execute_run(session, conn, &requests, &mut out)
                 .await;
@@ -178,6 +232,9 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
             core.stats.protocol_errors.fetch_add(1, Relaxed);
             tracing::info!(client = info.id, error = %e, "protocol error");
             out.reply(&Reply::from(e.clone()), session.resp3);
+        }
+        if let Some(rx) = session.monitor.take() {
+            monitor = Some(rx);
         }
         if !out.is_empty() {
             // A client that does not read its replies must not hold up shutdown.
@@ -231,12 +288,24 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
                 None => Some(stream.read_buf(&mut inbuf).await),
             }
         };
-        let n = tokio::select! {
-            r = read => r,
+        let woke = tokio::select! {
+            r = read => Woke::Read(r),
             _ = shutdown.wait_for(|&s| s) => return End::Shutdown,
             _ = info.kill_notify.notified() => return End::Killed,
             // A setting changed (CONFIG SET timeout): wait again under the new ones.
             Ok(()) = settings.changed() => continue,
+            line = next_line(&mut monitor), if monitor.is_some() => Woke::Line(line),
+        };
+        let n = match woke {
+            Woke::Read(n) => n,
+            // Cut off: its queue filled (a slow monitor), as Redis cuts one off.
+            Woke::Line(None) => return End::OutputBufferLimit,
+            Woke::Line(Some(line)) => {
+                if let Err(e) = stream.write_all(&line).await {
+                    return End::Io(e);
+                }
+                continue;
+            }
         };
         match n {
             None => return End::IdleTimeout,

@@ -16,7 +16,7 @@
 //!   (`rename-command`); [`cmd`] the commands about the connection and the server (AUTH,
 //!   HELLO, CLIENT, ACL, COMMAND, CONFIG, SLOWLOG, TIME, ...);
 //! * [`stats`], [`clients`], [`slowlog`] and [`latency`] are shared registries; [`pause`]
-//!   is CLIENT PAUSE; [`figures`] the figures INFO and the
+//!   is CLIENT PAUSE; [`monitor`] MONITOR's feed; [`figures`] the figures INFO and the
 //!   metrics endpoint both show; [`metrics`] the Prometheus endpoint;
 //!   [`ratelog`] keeps repeated warnings to one line a second.
 
@@ -32,6 +32,7 @@ pub mod figures;
 pub mod frame;
 pub mod latency;
 pub mod metrics;
+pub mod monitor;
 pub mod names;
 pub mod output;
 pub mod pause;

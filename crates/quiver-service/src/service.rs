@@ -16,6 +16,7 @@ use crate::acl::{Users, DEFAULT_USER};
 use crate::clients::{ClientInfo, Clients};
 use crate::config::Config;
 use crate::latency::LatencyMonitor;
+use crate::monitor::Monitors;
 use crate::output::{Output, OutputBudget};
 use crate::pause::Pause;
 use crate::session::Session;
@@ -49,6 +50,8 @@ pub struct Core {
     pub pause: Pause,
     /// ACL LOG's entries.
     pub acl_log: AclLog,
+    /// MONITOR's connections.
+    pub monitors: Monitors,
     /// The ACL users (`default`'s password is `requirepass`).
     pub users: Users,
     pub stats: Stats,
@@ -74,6 +77,7 @@ impl Core {
             latency: LatencyMonitor::default(),
             pause: Pause::default(),
             acl_log: AclLog::default(),
+            monitors: Monitors::default(),
             config,
             stats: Stats::default(),
             clients: Clients::default(),
@@ -107,6 +111,12 @@ impl Core {
     /// slow log.
     pub fn command_took(&self, args: &[Bytes], usec: u64, client: &ClientInfo) {
         self.slowlog.command(&self.live, args, usec, client);
+    }
+
+    /// A command ran: MONITOR's connections see it.
+    pub fn command_ran(&self, args: &[Bytes], db: u32, client: &ClientInfo) {
+        self.monitors
+            .feed(&self.config.rename_command, args, db, client);
     }
 
     /// A step of a run (a command, or a vector of them) took `usec`: the latency monitor's

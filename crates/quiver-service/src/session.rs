@@ -36,6 +36,8 @@ pub struct Session {
     /// Clients the command just run killed (CLIENT KILL): what follows waits until they are
     /// disconnected (`Clients::wait_gone`).
     pub killed: Vec<u64>,
+    /// MONITOR's queue, handed to the connection's loop once the run's replies are out.
+    pub monitor: Option<tokio::sync::mpsc::Receiver<bytes::Bytes>>,
 }
 
 impl Session {
@@ -53,6 +55,7 @@ impl Session {
             closing: false,
             readonly: false,
             killed: Vec::new(),
+            monitor: None,
         }
     }
 

@@ -124,6 +124,18 @@ fn kept_args(args: &[Bytes]) -> Vec<Bytes> {
         .collect()
 }
 
+/// `args` with their secrets redacted, nothing cut (what MONITOR shows).
+pub fn redacted(args: &[Bytes]) -> Vec<Bytes> {
+    let secret = secret_from(args);
+    args.iter()
+        .enumerate()
+        .map(|(i, a)| match secret(i) {
+            true => Bytes::from_static(REDACTED.as_bytes()),
+            false => a.clone(),
+        })
+        .collect()
+}
+
 /// Which arguments of a command are secrets, as Redis 7 redacts them: AUTH's, HELLO's AUTH
 /// user and password, ACL SETUSER's rules (and user), CONFIG SET's value of `requirepass`.
 fn secret_from(args: &[Bytes]) -> impl Fn(usize) -> bool + '_ {

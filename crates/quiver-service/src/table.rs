@@ -35,6 +35,7 @@ pub enum Cmd {
     Latency,
     Memory,
     Debug,
+    Monitor,
     // strings and keys
     Get,
     Set,
@@ -417,6 +418,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     row!("latency", Latency, -2, Flags::ADMIN.or(LOADING_STALE), Acl::NONE, NO_KEYS, None, "server", "2.8.13", "A container for latency diagnostics commands."),
     row!("memory", Memory, -2, Flags::READONLY, Acl::NONE, keys(2, 2, 1), None, "server", "4.0.0", "A container for memory diagnostics commands."),
     row!("debug", Debug, -2, Flags::ADMIN.or(Flags::NOSCRIPT).or(LOADING_STALE).or(Flags::PROTECTED), Acl::NONE, NO_KEYS, None, "server", "1.0.0", "A container for debugging commands."),
+    row!("monitor", Monitor, 1, Flags::ADMIN.or(Flags::NOSCRIPT).or(LOADING_STALE), Acl::NONE, NO_KEYS, None, "server", "1.0.0", "Listens for all requests received by the server in real-time."),
     row!("get", Get, 2, READONLY_FAST, STRING_ACL, ONE_KEY, Get, "string", "1.0.0", "Returns the string value of a key."),
     row!("set", Set, -3, WRITE_DENYOOM, STRING_ACL, ONE_KEY, Put, "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
     row!("setnx", SetNx, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, None, "string", "1.0.0", "Set the string value of a key only when the key doesn't exist."),
@@ -552,6 +554,7 @@ pub fn is_server_command(cmd: Cmd) -> bool {
             | Cmd::Latency
             | Cmd::Memory
             | Cmd::Debug
+            | Cmd::Monitor
             | Cmd::Multi
             | Cmd::Discard
             | Cmd::Watch

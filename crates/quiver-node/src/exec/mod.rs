@@ -272,14 +272,15 @@ fn shutdown(
 }
 
 /// Offers the requests of a step that began at `started` to the slow log, each with its share
-/// of the step's time (a vector's commands ran as one engine call), and the step to the
-/// latency monitor.
+/// of the step's time (a vector's commands ran as one engine call), to MONITOR, and the step
+/// to the latency monitor.
 fn slow_log(state: &ServerState, session: &Session, step: &[Vec<Bytes>], started: Instant) {
     let took = started.elapsed().as_micros() as u64;
     state.core.step_took(took);
     let usec = took / step.len().max(1) as u64;
     for args in step {
         state.core.command_took(args, usec, &session.info);
+        state.core.command_ran(args, session.db, &session.info);
     }
 }
 

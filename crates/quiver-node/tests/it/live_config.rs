@@ -462,3 +462,51 @@ fn debug_follows_enable_debug_command() {
     let e = refused(&mut c, &["DEBUG", "SLEEP", "0"]);
     assert!(e.starts_with("ERR DEBUG command not allowed."), "{e}");
 }
+
+/// MONITOR streams every client's commands as Redis does (secrets redacted, admin commands
+/// left out); the monitoring connection may PING and QUIT, nothing else.
+#[test]
+fn monitor_streams_the_commands_of_every_client() {
+    use std::io::Write;
+    let server = TestServer::start();
+    let mut m = raw(server.addr);
+    m.write_all(b"MONITOR\r\n").unwrap();
+    expect_reply(&mut m, b"+OK\r\n");
+    let mut c = client(server.addr);
+    ok(&mut c, &["SET", "k", "v 1"]);
+    assert_eq!(call(&mut c, &["GET", "k"]).as_bytes(), Some(&b"v 1"[..]));
+    let _ = c.command(&[b"AUTH", b"someone", b"secret"]).unwrap_err();
+    call(&mut c, &["CONFIG", "GET", "maxclients"]);
+    ok(&mut c, &["SELECT", "2"]);
+    ok(&mut c, &["SET", "k2", "x"]);
+    let lines: Vec<String> = (0..5)
+        .map(|_| String::from_utf8(read_line(&mut m)).unwrap())
+        .collect();
+    let tails: Vec<&str> = lines
+        .iter()
+        .map(|l| {
+            assert!(
+                l.starts_with('+') && l.contains(" [") && l.contains(" 127.0.0.1:"),
+                "{l}"
+            );
+            &l[l.find("] ").unwrap() + 2..]
+        })
+        .collect();
+    assert_eq!(
+        tails,
+        [
+            "\"SET\" \"k\" \"v 1\"\r\n",
+            "\"GET\" \"k\"\r\n",
+            "\"AUTH\" \"(redacted)\" \"(redacted)\"\r\n",
+            "\"SELECT\" \"2\"\r\n",
+            "\"SET\" \"k2\" \"x\"\r\n",
+        ]
+    );
+    assert!(lines[4].contains(" [2 127.0.0.1:"), "{}", lines[4]);
+    m.write_all(b"PING\r\nGET k\r\nQUIT\r\n").unwrap();
+    expect_reply(
+        &mut m,
+        b"+PONG\r\n-ERR Replica can't interact with the keyspace\r\n+OK\r\n",
+    );
+    expect_closed(&mut m);
+}

@@ -1,4 +1,4 @@
-//! Connection commands: PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET.
+//! Connection commands: PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET, MONITOR.
 
 use bytes::Bytes;
 
@@ -49,6 +49,14 @@ pub fn run(ctx: &mut ConnCtx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
             Reply::simple("RESET")
         }
         Cmd::Auth => auth(ctx, &args[1..]),
+        // The connection's loop streams the commands once this reply is out (`conn`).
+        Cmd::Monitor => match ctx.core.monitors.subscribe() {
+            Some(rx) => {
+                ctx.session.monitor = Some(rx);
+                Reply::OK
+            }
+            None => err("ERR too many MONITOR connections"),
+        },
         Cmd::Hello => hello(ctx, args),
         // A service with no replication of its own (a cluster node answers from its chains).
         Cmd::Role => super::replication::role(&super::replication::Replication::alone()),
