@@ -176,8 +176,9 @@ fn request(rng: &mut WyRand) -> Vec<Vec<u8>> {
         args.push(pick(rng, WORDS).to_vec());
     } else {
         let spec = &COMMANDS[rng.index(COMMANDS.len())];
-        // QUIT and SHUTDOWN would end the connection or the server the run needs.
-        if spec.name == "quit" || spec.name == "shutdown" {
+        // QUIT and SHUTDOWN would end the connection or the server the run needs; MONITOR
+        // would interleave other connections' commands with its replies.
+        if matches!(spec.name, "quit" | "shutdown" | "monitor") {
             args.push(b"PING".to_vec());
         } else {
             let name: Vec<u8> = spec
