@@ -9,7 +9,7 @@
 //!
 //! * [`node`] opens the store, serves and closes it; [`node_config`] holds the node's settings
 //!   (store, vectors, cluster); [`state`] is what its connections share (and what each keeps:
-//!   `NodeConn`); [`saves`] the checkpoints SAVE, BGSAVE and SHUTDOWN take;
+//!   `NodeConn`; `state::saves`: the checkpoints SAVE, BGSAVE and SHUTDOWN take);
 //! * [`cmd`] the commands, each parsed into an engine vector operation or a transaction's step;
 //!   [`exec`] runs them (vectors grouped, transactions retried, MULTI/EXEC); [`txn`] is the
 //!   optimistic transaction; [`watch`] the watched keys; [`store_errors`] the engine's errors
@@ -30,7 +30,6 @@ pub mod exec;
 pub mod float80;
 pub mod node;
 pub mod node_config;
-pub mod saves;
 pub mod state;
 pub mod store_errors;
 pub mod testing;

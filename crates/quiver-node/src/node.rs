@@ -12,7 +12,6 @@ use crate::agent;
 use crate::cluster::ClusterNode;
 use crate::coalesce::Coalescer;
 use crate::node_config::{Coalesce, ServeConfig};
-use crate::saves::Saves;
 use crate::state::{ServerState, SharedState};
 use crate::watch::Watches;
 use quiver_service::server::{io_error, serve_clients, Bound, ServerError};
@@ -93,7 +92,7 @@ impl Server {
             coalescer: (node_config.coalesce == Coalesce::Adaptive).then(Coalescer::default),
             config: node_config,
             cluster,
-            saves: Saves::default(),
+            saves: crate::state::saves::Saves::default(),
             shutdown: Some(bound.shutdown_handle()),
         });
         Ok(Server { state, bound })
@@ -143,7 +142,7 @@ impl Server {
                 state.clone(),
                 shutdown.subscribe(),
             )));
-            background.push(tokio::spawn(crate::saves::run(
+            background.push(tokio::spawn(crate::state::saves::run(
                 state.clone(),
                 shutdown.subscribe(),
             )));

@@ -1,5 +1,5 @@
 //! SAVE, BGSAVE [SCHEDULE], LASTSAVE and SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT], with
-//! Redis 7's replies; a save is a checkpoint (`saves`).
+//! Redis 7's replies; a save is a checkpoint (`state::saves`).
 //!
 //! SHUTDOWN saves first (unless NOSAVE) and refuses to stop if that fails, unless FORCE; then
 //! the server stops as on SIGTERM — connections finish their run, the store closes — and the
@@ -12,7 +12,7 @@ use quiver_service::errors::{self, err};
 use quiver_service::reply::Reply;
 use quiver_service::table::Cmd;
 
-use crate::saves::{self, BgSave};
+use crate::state::saves::{self, BgSave};
 use crate::state::ServerState;
 use crate::store_errors::store_error;
 

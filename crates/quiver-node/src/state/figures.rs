@@ -5,7 +5,7 @@
 use quiver_service::figures::{counter, gauge, Figure, Value};
 use quiver_store::{BackendKind, Durability, Stats as StoreStats};
 
-use crate::saves::SaveFigures;
+use crate::state::saves::SaveFigures;
 use crate::state::ServerState;
 
 /// What the node's figures are read from: the store's statistics, taken once, and the
@@ -180,7 +180,7 @@ pub const PERSISTENCE: &[Row] = &[
         metric: None,
         read: |s| count(s.stats.maintenance_stalls),
     },
-    // Redis's RDB fields, for the tools that read them: a save is a checkpoint (`saves`),
+    // Redis's RDB fields, for the tools that read them: a save is a checkpoint (`state::saves`),
     // changes are write commands since the last one.
     Figure {
         info: Some("rdb_changes_since_last_save"),

@@ -8,7 +8,6 @@ use quiver_store::Store;
 
 use crate::cluster::ClusterNode;
 use crate::node_config::NodeConfig;
-use crate::saves::Saves;
 use crate::watch::{DbKey, Watches};
 use quiver_service::server::ShutdownHandle;
 use quiver_service::service::Core;
@@ -16,6 +15,7 @@ use quiver_service::service::Core;
 pub mod figures;
 pub mod info;
 pub mod metrics;
+pub mod saves;
 
 pub struct ServerState {
     /// What every RESP server has: settings, statistics, clients, output budget.
@@ -29,7 +29,7 @@ pub struct ServerState {
     /// This node in its cluster, in cluster mode.
     pub cluster: Option<Arc<ClusterNode>>,
     /// SAVE, BGSAVE, LASTSAVE and what INFO shows of them.
-    pub saves: Saves,
+    pub saves: saves::Saves,
     /// What SHUTDOWN fires (none in unit tests' states, which serve nothing).
     pub shutdown: Option<ShutdownHandle>,
 }
@@ -137,7 +137,7 @@ impl ServerState {
             watches: Watches::default(),
             coalescer: None,
             cluster: None,
-            saves: Saves::default(),
+            saves: saves::Saves::default(),
             shutdown: None,
         }
     }
