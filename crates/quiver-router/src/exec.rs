@@ -156,11 +156,12 @@ fn count(
     if failed {
         stats.failed(index, 1);
     }
-    if !spec.flags.contains(Flags::SKIP_SLOWLOG) {
-        router.core.command_took(args, usec, &session.info);
-    }
     router.core.step_took(usec);
-    router.core.command_ran(args, session.db, &session.info);
+    if !spec.flags.contains(Flags::SKIP_SLOWLOG) {
+        router
+            .core
+            .command_done(args, usec, session.db, &session.info);
+    }
 }
 
 fn prepare<'a>(

@@ -44,12 +44,6 @@ pub struct Latest {
     pub max_ms: u64,
 }
 
-pub fn unix_seconds() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 impl LatencyMonitor {
     /// Records that `event` took `ms` at Unix time `time`, if the threshold says so.
     pub fn add(&self, live: &Live, event: &str, ms: u64, time: u64) {

@@ -107,14 +107,10 @@ impl Core {
         self.live.set(change);
     }
 
-    /// Counts a command of `client` that took `usec` (its share of its engine call) for the
-    /// slow log.
-    pub fn command_took(&self, args: &[Bytes], usec: u64, client: &ClientInfo) {
+    /// A command `args` of `client` ran in database `db`, taking `usec` (its share of its
+    /// engine call): the slow log and MONITOR's connections see it.
+    pub fn command_done(&self, args: &[Bytes], usec: u64, db: u32, client: &ClientInfo) {
         self.slowlog.command(&self.live, args, usec, client);
-    }
-
-    /// A command ran: MONITOR's connections see it.
-    pub fn command_ran(&self, args: &[Bytes], db: u32, client: &ClientInfo) {
         self.monitors
             .feed(&self.config.rename_command, args, db, client);
     }
@@ -122,12 +118,8 @@ impl Core {
     /// A step of a run (a command, or a vector of them) took `usec`: the latency monitor's
     /// `command` event.
     pub fn step_took(&self, usec: u64) {
-        self.latency.add(
-            &self.live,
-            "command",
-            usec / 1000,
-            crate::latency::unix_seconds(),
-        );
+        self.latency
+            .add(&self.live, "command", usec / 1000, unix_seconds());
     }
 }
 
@@ -187,6 +179,14 @@ pub trait Service: Send + Sync + 'static {
 
     /// What this service adds to INFO (`cmd::info`).
     fn info_parts(&self) -> InfoParts;
+}
+
+/// The system clock in whole seconds since the Unix epoch (0 before it): the time of slow log
+/// entries, latency samples and saves.
+pub fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// A new 40-hex-character id, like Redis's node and run ids.

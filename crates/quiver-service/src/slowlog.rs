@@ -59,7 +59,7 @@ impl SlowLog {
         if slow {
             entries.push_front(Entry {
                 id: self.next_id.fetch_add(1, Relaxed),
-                time: unix_seconds(),
+                time: crate::service::unix_seconds(),
                 duration_us,
                 args: kept_args(args),
                 addr: client.addr.clone(),
@@ -92,24 +92,15 @@ impl SlowLog {
     }
 }
 
-fn unix_seconds() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// The arguments an entry keeps: secrets redacted, at most [`ENTRY_ARGS_MAX`] (the last
 /// counting the rest), each at most [`ENTRY_ARG_BYTES_MAX`] bytes (counting the rest).
 fn kept_args(args: &[Bytes]) -> Vec<Bytes> {
-    let secret = secret_from(args);
+    let args = redacted(args);
     let kept = args.len().min(ENTRY_ARGS_MAX);
     (0..kept)
         .map(|i| {
             if kept < args.len() && i == kept - 1 {
                 return Bytes::from(format!("... ({} more arguments)", args.len() - kept + 1));
-            }
-            if secret(i) {
-                return Bytes::from_static(REDACTED.as_bytes());
             }
             let arg = &args[i];
             if arg.len() <= ENTRY_ARG_BYTES_MAX {

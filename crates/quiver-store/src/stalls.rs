@@ -124,9 +124,7 @@ impl Drop for StallTimer<'_> {
         s.total_us.fetch_add(us, Ordering::Relaxed);
         s.holds.fetch_add(1, Ordering::Relaxed);
         if us >= STALL_EVENT_MIN_US {
-            let unix_secs = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
+            let unix_secs = crate::clock::system_now_ms() / 1000;
             let mut events = s.events.lock();
             if events.len() >= STALL_EVENTS_MAX {
                 events.pop_front();

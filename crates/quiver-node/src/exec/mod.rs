@@ -279,8 +279,9 @@ fn slow_log(state: &ServerState, session: &Session, step: &[Vec<Bytes>], started
     state.core.step_took(took);
     let usec = took / step.len().max(1) as u64;
     for args in step {
-        state.core.command_took(args, usec, &session.info);
-        state.core.command_ran(args, session.db, &session.info);
+        state
+            .core
+            .command_done(args, usec, session.db, &session.info);
     }
 }
 

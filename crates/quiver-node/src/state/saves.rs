@@ -11,9 +11,10 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use parking_lot::Mutex;
+use quiver_service::service::unix_seconds;
 use tokio::sync::{watch, Notify};
 
 use crate::state::{ServerState, SharedState};
@@ -63,7 +64,7 @@ pub struct SaveFigures {
 impl Default for Saves {
     fn default() -> Self {
         Saves {
-            last_save: AtomicU64::new(unix_now()),
+            last_save: AtomicU64::new(unix_seconds()),
             writes_at_save: AtomicU64::new(0),
             background: Mutex::new(Background::default()),
             wake: Notify::new(),
@@ -72,18 +73,6 @@ impl Default for Saves {
             skip_checkpoint_at_close: AtomicBool::new(false),
         }
     }
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-/// Calls of the commands that write, so far: what `rdb_changes_since_last_save` counts from
-/// (Redis counts keys changed; a command is Quiver's unit).
-fn writes(state: &ServerState) -> u64 {
-    state.core.stats.writes()
 }
 
 impl Saves {
@@ -123,7 +112,10 @@ impl Saves {
     pub fn figures(&self, state: &ServerState) -> SaveFigures {
         let running = self.background.lock().running;
         SaveFigures {
-            changes_since_last_save: writes(state)
+            changes_since_last_save: state
+                .core
+                .stats
+                .writes()
                 .saturating_sub(self.writes_at_save.load(Relaxed)),
             bgsave_in_progress: running.is_some(),
             last_save_time: self.last_save(),
@@ -137,10 +129,10 @@ impl Saves {
 /// Saves now, on the calling thread: the store's records written out and synced, then its
 /// checkpoints (SAVE, SHUTDOWN, and the saver task's background saves).
 pub fn save(state: &ServerState) -> quiver_store::Result<()> {
-    let writes = writes(state);
+    let writes = state.core.stats.writes();
     state.store.flush()?;
     state.store.checkpoint()?;
-    state.saves.last_save.store(unix_now(), Relaxed);
+    state.saves.last_save.store(unix_seconds(), Relaxed);
     state.saves.writes_at_save.store(writes, Relaxed);
     Ok(())
 }
