@@ -15,7 +15,8 @@
 //! * [`table`] is the command table (data only), [`subcommands`] CLUSTER's subcommands; [`names`] the commands' names
 //!   (`rename-command`); [`cmd`] the commands about the connection and the server (AUTH,
 //!   HELLO, CLIENT, ACL, COMMAND, CONFIG, SLOWLOG, TIME, ...);
-//! * [`stats`], [`clients`], [`slowlog`] and [`latency`] are shared registries; [`pause`]
+//! * [`stats`], [`clients`], [`slowlog`] and [`latency`] are shared registries ([`clock`]
+//!   their Unix time); [`pause`]
 //!   is CLIENT PAUSE; [`monitor`] MONITOR's feed; [`figures`] the figures INFO and the
 //!   metrics endpoint both show; [`metrics`] the Prometheus endpoint;
 //!   [`ratelog`] keeps repeated warnings to one line a second.
@@ -24,6 +25,7 @@ pub mod acl;
 pub mod admission;
 pub mod batch;
 pub mod clients;
+pub mod clock;
 pub mod cmd;
 pub mod config;
 pub mod conn;

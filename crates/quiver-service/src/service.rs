@@ -118,8 +118,12 @@ impl Core {
     /// A step of a run (a command, or a vector of them) took `usec`: the latency monitor's
     /// `command` event.
     pub fn step_took(&self, usec: u64) {
-        self.latency
-            .add(&self.live, "command", usec / 1000, unix_seconds());
+        self.latency.add(
+            &self.live,
+            "command",
+            usec / 1000,
+            crate::clock::unix_seconds(),
+        );
     }
 }
 
@@ -179,14 +183,6 @@ pub trait Service: Send + Sync + 'static {
 
     /// What this service adds to INFO (`cmd::info`).
     fn info_parts(&self) -> InfoParts;
-}
-
-/// The system clock in whole seconds since the Unix epoch (0 before it): the time of slow log
-/// entries, latency samples and saves.
-pub fn unix_seconds() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// A new 40-hex-character id, like Redis's node and run ids.

@@ -59,7 +59,7 @@ impl SlowLog {
         if slow {
             entries.push_front(Entry {
                 id: self.next_id.fetch_add(1, Relaxed),
-                time: crate::service::unix_seconds(),
+                time: crate::clock::unix_seconds(),
                 duration_us,
                 args: kept_args(args),
                 addr: client.addr.clone(),

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Instant;
 
 use parking_lot::Mutex;
-use quiver_service::service::unix_seconds;
+use quiver_service::clock::unix_seconds;
 use tokio::sync::{watch, Notify};
 
 use crate::state::{ServerState, SharedState};
