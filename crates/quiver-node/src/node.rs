@@ -87,8 +87,8 @@ impl Server {
         };
         let state = Arc::new(ServerState {
             store,
+            watches: Watches::new(core.tracking.clone()),
             core,
-            watches: Watches::default(),
             coalescer: (node_config.coalesce == Coalesce::Adaptive).then(Coalescer::default),
             config: node_config,
             cluster,

@@ -630,7 +630,7 @@ pub fn swap_dbs(store: &Store, watches: &Watches, a: u32, b: u32) -> quiver_stor
         touched.extend(watched_existing(store, watches, b, Some(a))?);
     }
     store.swap_dbs(a, b)?;
-    watches.touch_keys(touched.iter().map(|(db, k)| (*db, k)));
+    watches.mark_watchers(touched.iter().map(|(db, k)| (*db, k)));
     Ok(())
 }
 
@@ -639,7 +639,8 @@ pub fn swap_dbs(store: &Store, watches: &Watches, a: u32, b: u32) -> quiver_stor
 pub fn flush_db(store: &Store, watches: &Watches, db: u32) -> quiver_store::Result<()> {
     let touched = watched_existing(store, watches, db, None)?;
     store.flush_db(db)?;
-    watches.touch_keys(touched.iter().map(|(db, k)| (*db, k)));
+    watches.mark_watchers(touched.iter().map(|(db, k)| (*db, k)));
+    watches.flushed();
     Ok(())
 }
 
@@ -654,7 +655,8 @@ pub fn flush_all(store: &Store, watches: &Watches) -> quiver_store::Result<()> {
         touched.extend(watched_existing(store, watches, db, None)?);
     }
     store.drop_all()?;
-    watches.touch_keys(touched.iter().map(|(db, k)| (*db, k)));
+    watches.mark_watchers(touched.iter().map(|(db, k)| (*db, k)));
+    watches.flushed();
     Ok(())
 }
 

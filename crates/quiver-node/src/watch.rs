@@ -1,7 +1,9 @@
 //! WATCH bookkeeping, as Redis's `touchWatchedKey`: every write the server makes marks the
 //! clients watching the written keys, so EXEC fails even when a key was rewritten with the
 //! same value. (EXEC also carries each watched key's value as a batch precondition, which
-//! closes the window between its check of the mark and its commit.)
+//! closes the window between its check of the mark and its commit.) The same calls tell
+//! CLIENT TRACKING (`quiver_service::tracking`) which keys changed, as Redis's
+//! `signalModifiedKey` does both.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -9,6 +11,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
+use quiver_service::tracking::Tracking;
 
 /// A key in a database (SELECT's number): what is watched, and what a transaction reads.
 pub type DbKey = (u32, Bytes);
@@ -19,6 +22,8 @@ type Watcher = (u64, Arc<AtomicBool>);
 /// Who watches which key.
 #[derive(Default)]
 pub struct Watches {
+    /// CLIENT TRACKING's table, told of every key changed (the service core's).
+    tracking: Arc<Tracking>,
     /// Watchers in `by_db`; writers skip the lock entirely while it is 0.
     entries: AtomicUsize,
     /// Database -> key -> its watchers.
@@ -26,6 +31,20 @@ pub struct Watches {
 }
 
 impl Watches {
+    /// Watches that tell `tracking` of every change too.
+    pub fn new(tracking: Arc<Tracking>) -> Watches {
+        Watches {
+            tracking,
+            ..Watches::default()
+        }
+    }
+
+    /// FLUSHDB or FLUSHALL happened (after the watchers of its keys were marked): every
+    /// tracking client forgets every key.
+    pub fn flushed(&self) {
+        self.tracking.flush();
+    }
+
     /// Client `id` watches `key`; `dirty` is set when the key is written.
     pub fn add(&self, id: u64, (db, key): DbKey, dirty: &Arc<AtomicBool>) {
         let mut map = self.by_db.lock();
@@ -71,9 +90,44 @@ impl Watches {
             .collect()
     }
 
-    /// Marks the watchers of every key in `keys` of database `db`. Called after the write is
-    /// applied.
-    pub fn touch<'a, K: AsRef<[u8]> + 'a>(&self, db: u32, keys: impl IntoIterator<Item = &'a K>) {
+    /// Keys of database `db` changed (after the write is applied): their watchers are marked
+    /// and their trackers told.
+    pub fn touch<'a, K: AsRef<[u8]> + 'a>(
+        &self,
+        db: u32,
+        keys: impl IntoIterator<Item = &'a K, IntoIter: Clone>,
+    ) {
+        let keys = keys.into_iter();
+        self.tracking.invalidate(keys.clone().map(|k| k.as_ref()));
+        self.mark(db, keys);
+    }
+
+    /// Keys changed, each in its database: as [`Watches::touch`].
+    pub fn touch_keys<'a>(
+        &self,
+        keys: impl IntoIterator<Item = (u32, &'a Bytes), IntoIter: Clone>,
+    ) {
+        let keys = keys.into_iter();
+        self.tracking
+            .invalidate(keys.clone().map(|(_, k)| k.as_ref()));
+        self.mark_watchers(keys);
+    }
+
+    /// Marks the watchers of `keys` (each with its database) without telling the trackers:
+    /// FLUSHDB, FLUSHALL and SWAPDB, which mark the watchers of the keys that existed, as
+    /// Redis's `touchAllWatchedKeysInDb`; a flush tells the trackers at once ([`Watches::flushed`]),
+    /// SWAPDB does not (nor does Redis).
+    pub fn mark_watchers<'a>(&self, keys: impl IntoIterator<Item = (u32, &'a Bytes)>) {
+        if self.entries.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        for (db, key) in keys {
+            self.mark(db, [key]);
+        }
+    }
+
+    /// Marks the watchers of every key in `keys` of database `db`.
+    fn mark<'a, K: AsRef<[u8]> + 'a>(&self, db: u32, keys: impl IntoIterator<Item = &'a K>) {
         if self.entries.load(Ordering::SeqCst) == 0 {
             return;
         }
@@ -87,16 +141,6 @@ impl Watches {
                     dirty.store(true, Ordering::SeqCst);
                 }
             }
-        }
-    }
-
-    /// Marks the watchers of every key in `keys` (each with its database).
-    pub fn touch_keys<'a>(&self, keys: impl IntoIterator<Item = (u32, &'a Bytes)>) {
-        if self.entries.load(Ordering::SeqCst) == 0 {
-            return;
-        }
-        for (db, key) in keys {
-            self.touch(db, [key]);
         }
     }
 }

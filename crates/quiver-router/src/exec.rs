@@ -50,6 +50,9 @@ enum Prepared<'a> {
     Local(&'static CommandSpec, &'a [Bytes]),
 }
 
+/// CLIENT TRACKING on the router.
+const TRACKING_AT_NODES: &str = "ERR CLIENT TRACKING is not available through the router: \
+     connect to the nodes (their writes send the invalidations)";
 const NOT_FOR_ROUTER: &str = "ERR this command is for cluster nodes, not the router";
 const NOT_FOR_NODELESS: &str = "ERR the router stores nothing: send SAVE, BGSAVE, LASTSAVE, \
      SHUTDOWN, MEMORY and DEBUG to each node";
@@ -99,6 +102,9 @@ pub async fn execute_run(
                     usec,
                     answer.error().is_some(),
                 );
+                if let Some(mode) = session.reply_change.take() {
+                    out.switch(mode);
+                }
                 out.raw(&answer.bytes, session.resp3);
                 1
             }
@@ -432,6 +438,10 @@ async fn run_local(
     let core = &router.core;
     let reply = match spec.cmd {
         Cmd::Info => info::run(router, args),
+        // Invalidations come from the nodes' writes, which the router does not see.
+        Cmd::Client if args.len() > 2 && args[1].eq_ignore_ascii_case(b"tracking") => {
+            err(TRACKING_AT_NODES)
+        }
         Cmd::Client => {
             let reply = client::run(&mut ConnCtx { core, session }, args);
             core.clients.wait_gone(&mut session.killed).await;

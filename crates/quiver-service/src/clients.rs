@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{
-    AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed,
+    AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed,
 };
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,6 +11,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+use crate::push::Pushes;
 use crate::table::COMMANDS;
 
 /// One connected client, shared between its connection task and the registry.
@@ -36,6 +37,10 @@ pub struct ClientInfo {
     pub kill_notify: Notify,
     /// The ACL user the connection is logged in as (`default` at first).
     pub user: Mutex<String>,
+    /// Messages outside its replies (CLIENT TRACKING's invalidations).
+    pub pushes: Pushes,
+    /// CLIENT TRACKING: -1 off, else REDIRECT's client id (0: none), for CLIENT LIST.
+    pub tracking_redirect: AtomicI64,
 }
 
 impl ClientInfo {
@@ -63,15 +68,23 @@ impl ClientInfo {
             u64::MAX => -1,
             n => n as i64,
         };
+        let redir = self.tracking_redirect.load(Relaxed);
+        // Redis's letters, in its order; N for none.
+        let flags = match (multi >= 0, redir >= 0) {
+            (false, false) => "N",
+            (true, false) => "x",
+            (false, true) => "t",
+            (true, true) => "xt",
+        };
         format!(
             "id={} addr={} laddr={} fd=-1 name={} age={age} idle={idle} flags={} db={} sub=0 \
              psub=0 ssub=0 multi={multi} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 \
-             omem=0 tot-mem=0 events=r cmd={cmd} user={} redir=-1 resp={}",
+             omem=0 tot-mem=0 events=r cmd={cmd} user={} redir={redir} resp={}",
             self.id,
             self.addr,
             self.laddr,
             String::from_utf8_lossy(&name),
-            if multi >= 0 { "x" } else { "N" },
+            flags,
             self.db.load(Relaxed),
             self.user.lock(),
             self.resp.load(Relaxed),
@@ -125,6 +138,8 @@ impl Clients {
             killed: AtomicBool::new(false),
             kill_notify: Notify::new(),
             user: Mutex::new(crate::acl::DEFAULT_USER.to_owned()),
+            pushes: Pushes::default(),
+            tracking_redirect: AtomicI64::new(-1),
         });
         self.by_id.lock().insert(id, info.clone());
         info

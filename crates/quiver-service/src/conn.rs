@@ -80,7 +80,8 @@ pub async fn serve<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
     let version = core.users.version();
     let mut session = Session::new(info.clone(), core.users.default_user(), version);
     let mut conn = V::Conn::default();
-    let end = serve_loop(&*service, &mut stream, &mut session, &mut conn, shutdown).await;
+    let served = serve_loop(&*service, &mut stream, &mut session, &mut conn, shutdown);
+    let end = crate::tracking::as_client(info.id, served).await;
     match &end {
         End::ClientClosed | End::Quit | End::Shutdown => {
             tracing::debug!(client = info.id, addr = %info.addr, reason = ?end, "connection closed")
@@ -97,6 +98,7 @@ pub async fn serve<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
     }
     let _ = stream.shutdown().await;
     service.disconnected(&mut session, conn);
+    core.tracking.disable(&info);
     core.clients.unregister(info.id);
     core.stats.connected_clients.fetch_sub(1, Relaxed);
 }
@@ -236,6 +238,7 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
         if let Some(rx) = session.monitor.take() {
             monitor = Some(rx);
         }
+        info.pushes.deliver(&mut out, session.resp3);
         if !out.is_empty() {
             // A client that does not read its replies must not hold up shutdown.
             let written = tokio::select! {
@@ -294,6 +297,8 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
             _ = info.kill_notify.notified() => return End::Killed,
             // A setting changed (CONFIG SET timeout): wait again under the new ones.
             Ok(()) = settings.changed() => continue,
+            // A message to write (CLIENT TRACKING): the loop's next turn writes it.
+            _ = info.pushes.notify.notified() => continue,
             line = next_line(&mut monitor), if monitor.is_some() => Woke::Line(line),
         };
         let n = match woke {

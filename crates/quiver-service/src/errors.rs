@@ -30,6 +30,8 @@ pub const DISCARD_WITHOUT_MULTI: &str = "ERR DISCARD without MULTI";
 pub const WATCH_INSIDE_MULTI: &str = "ERR WATCH inside MULTI is not allowed";
 pub const EXEC_WITHOUT_MULTI: &str = "ERR EXEC without MULTI";
 pub const EXEC_ABORTED: &str = "EXECABORT Transaction discarded because of previous errors.";
+/// MONITOR queued in MULTI, at EXEC (Redis: a client in EXEC may not block).
+pub const MONITOR_IN_EXEC: &str = "ERR MONITOR isn't allowed for DENY BLOCKING client";
 
 pub fn err(text: &'static str) -> Reply {
     Reply::Error(bytes::Bytes::from_static(text.as_bytes()))

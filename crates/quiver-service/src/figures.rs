@@ -103,6 +103,11 @@ pub const CLIENTS: &[Figure] = &[
         read: |_| Value::Count(0),
     },
     Figure {
+        info: Some("tracking_clients"),
+        metric: None,
+        read: |c| Value::Count(c.tracking.figures().clients as u64),
+    },
+    Figure {
         info: Some("client_output_buffer_total_bytes"),
         metric: gauge(
             "quiver_client_output_buffer_bytes",
@@ -228,6 +233,21 @@ pub const STATS: &[Figure] = &[
             "Reads that did not find their key.",
         ),
         read: |c| Value::Count(c.stats.keyspace_misses()),
+    },
+    Figure {
+        info: Some("tracking_total_keys"),
+        metric: None,
+        read: |c| Value::Count(c.tracking.figures().keys as u64),
+    },
+    Figure {
+        info: Some("tracking_total_items"),
+        metric: None,
+        read: |c| Value::Count(c.tracking.figures().items as u64),
+    },
+    Figure {
+        info: Some("tracking_total_prefixes"),
+        metric: None,
+        read: |c| Value::Count(c.tracking.figures().prefixes as u64),
     },
     Figure {
         info: Some("total_error_replies"),

@@ -38,6 +38,7 @@ pub mod monitor;
 pub mod names;
 pub mod output;
 pub mod pause;
+pub mod push;
 pub mod ratelog;
 pub mod reply;
 pub mod server;
@@ -50,6 +51,7 @@ pub mod stats;
 pub mod subcommands;
 pub mod table;
 pub mod tls;
+pub mod tracking;
 
 pub use config::Config;
 pub use frame::{parse_request, parse_run, Limits, ProtocolError, RequestParser, Run, RunSize};

@@ -17,6 +17,10 @@
 //! counts against the limit (a connection may be refused up to its peers' credits early); the
 //! exact bytes buffered, for INFO, are counted per thread (`Stats::output_buffered`). A closed
 //! connection gives everything back.
+//!
+//! CLIENT REPLY OFF / SKIP ([`ReplyMode`]) drops replies here, where every command's reply
+//! passes one call at a time: they are neither buffered nor counted, but an error dropped is
+//! still counted in the error statistics, as Redis counts it.
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -34,6 +38,17 @@ const OUTPUT_CAPACITY_KEPT_MAX_BYTES: usize = 1 << 20;
 /// Most a connection keeps reserved in the budget beyond its buffered replies (and at most a
 /// 64th of the limit): a run's replies within it are counted without a shared write.
 pub const OUTPUT_CREDIT_BYTES: usize = 16 * 1024;
+
+/// CLIENT REPLY: whether a connection's replies are sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReplyMode {
+    #[default]
+    On,
+    Off,
+    /// The next this many replies are dropped, then replies are on again (CLIENT REPLY SKIP
+    /// drops its own and the next command's).
+    Skip(u8),
+}
 
 /// The bytes of replies reserved by all connections; see the module documentation.
 pub struct OutputBudget {
@@ -95,6 +110,8 @@ pub struct Output<'s> {
     held_bytes: usize,
     /// Bytes reserved in `budget` beyond `held_bytes`, for the next replies.
     credit_bytes: usize,
+    /// CLIENT REPLY.
+    mode: ReplyMode,
 }
 
 impl<'s> Output<'s> {
@@ -105,6 +122,31 @@ impl<'s> Output<'s> {
             stats,
             held_bytes: 0,
             credit_bytes: 0,
+            mode: ReplyMode::On,
+        }
+    }
+
+    /// CLIENT REPLY ON, OFF or SKIP (`Session::reply_change`), as Redis switches: a SKIP
+    /// while replies are off changes nothing.
+    pub fn switch(&mut self, to: ReplyMode) {
+        if !(matches!(to, ReplyMode::Skip(_)) && self.mode == ReplyMode::Off) {
+            self.mode = to;
+        }
+    }
+
+    /// Whether the next reply is dropped (CLIENT REPLY OFF or SKIP); a skip is used up by it.
+    fn muted(&mut self) -> bool {
+        match self.mode {
+            ReplyMode::On => false,
+            ReplyMode::Off => true,
+            ReplyMode::Skip(n) => {
+                self.mode = if n > 1 {
+                    ReplyMode::Skip(n - 1)
+                } else {
+                    ReplyMode::On
+                };
+                true
+            }
         }
     }
 
@@ -150,6 +192,12 @@ impl<'s> Output<'s> {
     /// Appends `reply`, or, if the server's buffered replies would pass the total limit with
     /// it, the error that replaces it.
     pub fn reply(&mut self, reply: &Reply, resp3: bool) {
+        if self.muted() {
+            if let Reply::Error(text) = reply {
+                self.stats.error_reply(text);
+            }
+            return;
+        }
         let len = reply.encoded_len(resp3);
         if !self.reserve(len) {
             return self.refuse(len, resp3);
@@ -162,8 +210,9 @@ impl<'s> Output<'s> {
     /// on the shared sum per vector, not one per reply).
     pub fn replies(&mut self, replies: &[Reply], resp3: bool) {
         let len = replies.iter().map(|r| r.encoded_len(resp3)).sum();
-        if !self.reserve(len) {
-            // Some do not fit: each on its own, so that only those are refused.
+        if self.mode != ReplyMode::On || !self.reserve(len) {
+            // Some do not fit, or some are dropped (CLIENT REPLY): each on its own, so that
+            // only those are refused or dropped.
             for r in replies {
                 self.reply(r, resp3);
             }
@@ -178,7 +227,7 @@ impl<'s> Output<'s> {
     /// alike), like [`Output::replies`].
     pub fn reply_n(&mut self, reply: &Reply, n: usize, resp3: bool) {
         let len = reply.encoded_len(resp3) * n;
-        if !self.reserve(len) {
+        if self.mode != ReplyMode::On || !self.reserve(len) {
             for _ in 0..n {
                 self.reply(reply, resp3);
             }
@@ -198,9 +247,25 @@ impl<'s> Output<'s> {
         reply.encode(&mut self.buf, resp3);
     }
 
+    /// Appends a push message (`push`): never dropped by CLIENT REPLY, as Redis sends them,
+    /// nor refused at the total limit (an error in its place would read as a command's reply,
+    /// and a lost invalidation leaves a client's cache stale); counted like any reply. Their
+    /// number is bounded where they are queued (`push::PUSHES_PENDING_MAX`).
+    pub fn push(&mut self, push: &Reply) {
+        let len = push.encoded_len(true);
+        if !self.reserve(len) {
+            self.budget.take(len);
+            self.held(len);
+        }
+        self.encode(push, true);
+    }
+
     /// Appends an array of bulk strings or nulls (an MGET reply) straight from the values,
     /// under the same limit as [`Output::reply`].
     pub fn bulks(&mut self, values: &[Option<Bytes>], resp3: bool) {
+        if self.muted() {
+            return;
+        }
         let len = reply::bulks_encoded_len(values, resp3);
         if !self.reserve(len) {
             return self.refuse(len, resp3);
@@ -212,11 +277,14 @@ impl<'s> Output<'s> {
     /// limit as [`Output::reply`]; an error reply is counted as one.
     pub fn raw(&mut self, bytes: &[u8], resp3: bool) {
         let len = bytes.len();
-        if !self.reserve(len) {
-            return self.refuse(len, resp3);
-        }
         if bytes.first() == Some(&b'-') && len >= 3 {
             self.stats.error_reply(&bytes[1..len - 2]);
+        }
+        if self.muted() {
+            return;
+        }
+        if !self.reserve(len) {
+            return self.refuse(len, resp3);
         }
         self.buf.extend_from_slice(bytes);
     }
@@ -360,5 +428,30 @@ mod tests {
         drop(out);
         assert_eq!(budget.reserved_bytes.load(Relaxed), 0);
         assert_eq!(buffered(&stats), 0);
+    }
+
+    #[test]
+    fn client_reply_drops_replies_but_not_pushes() {
+        let budget = OutputBudget::new(0);
+        let stats = Stats::default();
+        let mut out = Output::new(&budget, &stats);
+        let one = Reply::Integer(1);
+        // SKIP: the CLIENT REPLY SKIP's own reply and the next one go.
+        out.switch(ReplyMode::Skip(2));
+        out.reply(&Reply::OK, false);
+        out.replies(&[one.clone(), one.clone()], false);
+        assert_eq!(out.bytes(), b":1\r\n");
+        // OFF: everything goes but pushes; a SKIP changes nothing while off.
+        out.switch(ReplyMode::Off);
+        out.switch(ReplyMode::Skip(2));
+        out.reply_n(&one, 3, false);
+        out.raw(b"-ERR x\r\n", false);
+        out.push(&Reply::Push(vec![Reply::Null]));
+        assert_eq!(out.bytes(), b":1\r\n>1\r\n_\r\n");
+        // A dropped error still counts as an error reply.
+        assert_eq!(stats.error_replies.load(Relaxed), 1);
+        out.switch(ReplyMode::On);
+        out.reply(&one, false);
+        assert_eq!(out.bytes(), b":1\r\n>1\r\n_\r\n:1\r\n");
     }
 }

@@ -37,6 +37,9 @@ pub enum Reply {
         text: Bytes,
     },
     Set(Vec<Reply>),
+    /// RESP3 push (`>`): a message the server sends outside the replies (CLIENT TRACKING's
+    /// invalidations); an array in RESP2.
+    Push(Vec<Reply>),
 }
 
 impl Reply {
@@ -68,6 +71,7 @@ impl Reply {
             Reply::NullArray => out.put_slice(b"*-1\r\n"),
             Reply::Array(items) => aggregate(out, b'*', items, resp3),
             Reply::Set(items) => aggregate(out, if resp3 { b'~' } else { b'*' }, items, resp3),
+            Reply::Push(items) => aggregate(out, if resp3 { b'>' } else { b'*' }, items, resp3),
             Reply::Map(pairs) => {
                 let (kind, n) = if resp3 {
                     (b'%', pairs.len())
@@ -127,7 +131,7 @@ impl Reply {
             Reply::Null | Reply::NullArray if resp3 => 3,
             Reply::Null => 5,
             Reply::NullArray => 5,
-            Reply::Array(items) | Reply::Set(items) => {
+            Reply::Array(items) | Reply::Set(items) | Reply::Push(items) => {
                 header_len(items.len()) + items.iter().map(|i| i.encoded_len(resp3)).sum::<usize>()
             }
             Reply::Map(pairs) => {

@@ -8,6 +8,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -23,6 +24,7 @@ use crate::session::Session;
 use crate::settings::{Change, Live};
 use crate::slowlog::SlowLog;
 use crate::stats::Stats;
+use crate::tracking::Tracking;
 
 /// Why a run stopped early.
 #[derive(Debug, PartialEq, Eq)]
@@ -52,6 +54,8 @@ pub struct Core {
     pub acl_log: AclLog,
     /// MONITOR's connections.
     pub monitors: Monitors,
+    /// CLIENT TRACKING's table (fed by a node's writes).
+    pub tracking: Arc<Tracking>,
     /// The ACL users (`default`'s password is `requirepass`).
     pub users: Users,
     pub stats: Stats,
@@ -78,6 +82,7 @@ impl Core {
             pause: Pause::default(),
             acl_log: AclLog::default(),
             monitors: Monitors::default(),
+            tracking: Arc::default(),
             config,
             stats: Stats::default(),
             clients: Clients::default(),

@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use crate::acl::User;
 use crate::clients::ClientInfo;
+use crate::output::ReplyMode;
 
 /// Commands queued between MULTI and EXEC.
 #[derive(Default)]
@@ -38,6 +39,26 @@ pub struct Session {
     pub killed: Vec<u64>,
     /// MONITOR's queue, handed to the connection's loop once the run's replies are out.
     pub monitor: Option<tokio::sync::mpsc::Receiver<bytes::Bytes>>,
+    /// CLIENT REPLY (or RESET) just run: the caller switches the connection's `Output` before
+    /// writing that command's reply (`Output::switch`), which the new mode may drop.
+    pub reply_change: Option<ReplyMode>,
+    /// CLIENT TRACKING is on (`Core::tracking` holds its options).
+    pub tracking: bool,
+    /// CLIENT CACHING YES / NO (OPTIN / OPTOUT), for the next command.
+    pub tracking_caching: Caching,
+}
+
+/// Where CLIENT CACHING's choice stands: it applies to the command after it (or the
+/// transaction), and CLIENT TRACKINGINFO shows it until that command has run, as Redis clears
+/// it after the command.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Caching {
+    #[default]
+    None,
+    /// CLIENT CACHING ran; the next command takes it.
+    Next,
+    /// The command running now took it.
+    Taken,
 }
 
 impl Session {
@@ -56,6 +77,9 @@ impl Session {
             readonly: false,
             killed: Vec::new(),
             monitor: None,
+            reply_change: None,
+            tracking: false,
+            tracking_caching: Caching::None,
         }
     }
 

@@ -73,7 +73,8 @@ pub fn flush_chains(ctx: &mut Ctx<'_>) -> Reply {
         Ok(_) => {
             // A watched key of a range another node heads was not flushed here; marking it
             // too only makes its transaction retry.
-            watches.touch_keys(touched.iter().map(|(db, k)| (*db, k)));
+            watches.mark_watchers(touched.iter().map(|(db, k)| (*db, k)));
+            watches.flushed();
             Reply::OK
         }
         Err(crate::chain::FlushError::Store(e)) => crate::store_errors::store_error(&e),

@@ -167,6 +167,10 @@ fn exec_queued(ctx: &mut Ctx<'_>, queued: &[(usize, Vec<Bytes>)]) -> Reply {
                 args,
                 command: &**c,
             },
+            // MONITOR would turn the connection into a stream in the middle of EXEC's reply.
+            Ok(Command::Server) if spec.cmd == Cmd::Monitor => {
+                Step::Answered(err(errors::MONITOR_IN_EXEC))
+            }
             Ok(Command::Server) => Step::Server { spec, args },
             // EXEC is never queued (NOT_QUEUED).
             Ok(Command::Exec) => Step::Answered(err("ERR EXEC inside MULTI is not allowed")),

@@ -203,24 +203,12 @@ pub async fn execute_run(
             } => {
                 // EXEC is not logged (Redis logs the commands it runs).
                 ran = !spec.flags.contains(Flags::SKIP_SLOWLOG);
-                let reply = on_thread(state, conn, |conn| {
-                    run_one(
-                        &mut Ctx {
-                            state,
-                            session,
-                            conn,
-                        },
-                        spec,
-                        args,
-                        command,
-                    )
-                });
-                // CLIENT KILL: what follows it runs once its victims are gone.
-                state.core.clients.wait_gone(&mut session.killed).await;
-                out.reply(&reply, session.resp3);
+                run_command(state, session, conn, (spec, args, command), out).await;
                 1
             }
         };
+        // CLIENT TRACKING's invalidations of what the step wrote follow its replies.
+        session.info.pushes.deliver(out, session.resp3);
         if ran {
             slow_log(state, session, &requests[i..i + n], step_started);
         }
@@ -239,6 +227,35 @@ pub async fn execute_run(
         }
     }
     RunEnd::Complete
+}
+
+/// Runs one command that is no part of a group, and writes its reply.
+async fn run_command(
+    state: &ServerState,
+    session: &mut Session,
+    conn: &mut NodeConn,
+    (spec, args, command): (&'static CommandSpec, &[Bytes], Command<'_>),
+    out: &mut Output<'_>,
+) {
+    let reply = on_thread(state, conn, |conn| {
+        run_one(
+            &mut Ctx {
+                state,
+                session,
+                conn,
+            },
+            spec,
+            args,
+            command,
+        )
+    });
+    // CLIENT KILL: what follows it runs once its victims are gone.
+    state.core.clients.wait_gone(&mut session.killed).await;
+    // CLIENT REPLY: its own reply is the first the new mode drops (OFF, SKIP).
+    if let Some(mode) = session.reply_change.take() {
+        out.switch(mode);
+    }
+    out.reply(&reply, session.resp3);
 }
 
 /// CLIENT PAUSE: waits while a pause holds the request `args`; whether one was active (then
@@ -346,6 +363,10 @@ fn prepare<'a>(
     }
     if let Some(reply) = queue(session, spec, args) {
         return Prepared::Answered(reply);
+    }
+    if session.tracking {
+        // Before the command runs: see `quiver_service::tracking`.
+        state.core.tracking.before_command(session, spec, args);
     }
     match cmd::parse(spec, args, limits) {
         // Its arguments checked as the plain command's, a flush of the node's chains.

@@ -132,9 +132,9 @@ impl ServerState {
         core.output_budget = quiver_service::output::OutputBudget::new(0);
         ServerState {
             store: Store::open(dir, options).unwrap(),
+            watches: Watches::new(core.tracking.clone()),
             core,
             config: config.node,
-            watches: Watches::default(),
             coalescer: None,
             cluster: None,
             saves: saves::Saves::default(),

@@ -25,6 +25,7 @@ mod security;
 mod semantics;
 mod serving;
 mod tls;
+mod tracking;
 
 use bytes::BytesMut;
 use quiver_service::{parse_request, Limits, RequestParser};

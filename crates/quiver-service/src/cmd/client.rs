@@ -1,13 +1,16 @@
 //! CLIENT ID | GETNAME | SETNAME | SETINFO | INFO | LIST | KILL | PAUSE | UNPAUSE | NO-EVICT |
-//! NO-TOUCH | GETREDIR | UNBLOCK | HELP.
+//! NO-TOUCH | REPLY | TRACKING | CACHING | TRACKINGINFO | GETREDIR | UNBLOCK | HELP.
 
 use bytes::Bytes;
 
 use crate::cmd::ConnCtx;
 use crate::errors::{self, err, unknown_subcommand, wrong_arity};
 use crate::frame::string2ll;
+use crate::output::ReplyMode;
 use crate::pause::PauseKind;
 use crate::reply::Reply;
+use crate::session::Caching;
+use crate::tracking::Options;
 
 /// Redis accepts client names of printable ASCII without blanks.
 pub fn check_client_name(name: &[u8]) -> Option<Reply> {
@@ -44,8 +47,17 @@ const CLIENT_HELP: &[&str] = &[
     "    Stop the current client pause, resuming traffic.",
     "NO-EVICT (ON|OFF)",
     "    Accepted (Quiver evicts nothing).",
+    "REPLY (ON|OFF|SKIP)",
+    "    Control the replies sent to the current connection.",
+    "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+    "         [OPTIN] [OPTOUT] [NOLOOP]",
+    "    Control server assisted client side caching.",
+    "CACHING (YES|NO)",
+    "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+    "TRACKINGINFO",
+    "    Report tracking status for the current connection.",
     "GETREDIR",
-    "    Return the client ID we are redirecting to when tracking is enabled (-1: none).",
+    "    Return the client ID we are redirecting to when tracking is enabled.",
     "UNBLOCK <clientid> [TIMEOUT|ERROR]",
     "    Unblock the specified blocked client (Quiver has no blocking commands: 0).",
     "HELP",
@@ -89,7 +101,19 @@ pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
             ctx.core.pause.unpause();
             Reply::OK
         }),
-        b"getredir" => arity(args.len() == 2, "getredir").unwrap_or(Reply::Integer(-1)),
+        b"reply" => arity(args.len() == 3, "reply").unwrap_or_else(|| reply(ctx, &args[2])),
+        b"tracking" => match args.len() {
+            2 => wrong_arity("client|tracking"),
+            _ => tracking(ctx, &args[2..]),
+        },
+        b"caching" => arity(args.len() == 3, "caching").unwrap_or_else(|| caching(ctx, &args[2])),
+        b"trackinginfo" => {
+            arity(args.len() == 2, "trackinginfo").unwrap_or_else(|| tracking_info(ctx))
+        }
+        b"getredir" => arity(args.len() == 2, "getredir").unwrap_or_else(|| {
+            let info = ctx.core.tracking.info(ctx.session.id());
+            Reply::Integer(info.map_or(-1, |i| i.options.redirect as i64))
+        }),
         b"unblock" => match args.len() {
             3 | 4 => unblock(&args[2..]),
             2 => wrong_arity("client|unblock"),
@@ -102,6 +126,149 @@ pub fn run(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
         b"help" => Reply::Array(CLIENT_HELP.iter().map(|l| Reply::simple(*l)).collect()),
         _ => unknown_subcommand(&args[1], "CLIENT"),
     }
+}
+
+/// CLIENT REPLY ON|OFF|SKIP: the connection's loop switches its replies before writing this
+/// command's own, which OFF and SKIP drop (Redis sends them no reply).
+fn reply(ctx: &mut ConnCtx<'_>, mode: &[u8]) -> Reply {
+    let mode = if mode.eq_ignore_ascii_case(b"on") {
+        ReplyMode::On
+    } else if mode.eq_ignore_ascii_case(b"off") {
+        ReplyMode::Off
+    } else if mode.eq_ignore_ascii_case(b"skip") {
+        ReplyMode::Skip(2)
+    } else {
+        return err(errors::SYNTAX);
+    };
+    ctx.session.reply_change = Some(mode);
+    Reply::OK
+}
+
+/// CLIENT TRACKING ON|OFF [options] (`tracking`), with Redis 7.0's checks in its order.
+fn tracking(ctx: &mut ConnCtx<'_>, args: &[Bytes]) -> Reply {
+    let mut options = Options::default();
+    let mut i = 1;
+    while i < args.len() {
+        let (opt, more) = (args[i].to_ascii_lowercase(), i + 1 < args.len());
+        match &opt[..] {
+            b"redirect" if more => {
+                i += 1;
+                if options.redirect != 0 {
+                    return err("ERR A client can only redirect to a single other client");
+                }
+                match string2ll(&args[i]) {
+                    Some(id) if ctx.core.clients.get(id as u64).is_some() && id > 0 => {
+                        options.redirect = id as u64;
+                    }
+                    Some(_) => return err("ERR The client ID you want redirect to does not exist"),
+                    None => return err(errors::NOT_INTEGER),
+                }
+            }
+            b"bcast" => options.bcast = true,
+            b"optin" => options.optin = true,
+            b"optout" => options.optout = true,
+            b"noloop" => options.noloop = true,
+            b"prefix" if more => {
+                i += 1;
+                options.prefixes.push(args[i].clone());
+            }
+            _ => return err(errors::SYNTAX),
+        }
+        i += 1;
+    }
+    if args[0].eq_ignore_ascii_case(b"on") {
+        if let Some(e) = tracking_on(ctx, options) {
+            return e;
+        }
+    } else if args[0].eq_ignore_ascii_case(b"off") {
+        ctx.core.tracking.disable(&ctx.session.info);
+        ctx.session.tracking = false;
+    } else {
+        return err(errors::SYNTAX);
+    }
+    Reply::OK
+}
+
+/// CLIENT TRACKING ON with `options` parsed; the refusal, if any.
+fn tracking_on(ctx: &mut ConnCtx<'_>, options: Options) -> Option<Reply> {
+    if !options.bcast && !options.prefixes.is_empty() {
+        return Some(err("ERR PREFIX option requires BCAST mode to be enabled"));
+    }
+    if options.bcast && (options.optin || options.optout) {
+        return Some(err("ERR OPTIN and OPTOUT are not compatible with BCAST"));
+    }
+    if options.optin && options.optout {
+        return Some(err("ERR You can't specify both OPTIN mode and OPTOUT mode"));
+    }
+    let redirect = match options.redirect {
+        0 => None,
+        id => ctx.core.clients.get(id),
+    };
+    let info = ctx.session.info.clone();
+    if let Err(e) = ctx.core.tracking.enable(&info, options, redirect.as_ref()) {
+        return Some(Reply::error(e));
+    }
+    ctx.session.tracking = true;
+    None
+}
+
+/// CLIENT CACHING YES|NO (`caching`): the next command's keys are (YES, in OPTIN mode) or are
+/// not (NO, in OPTOUT mode) remembered.
+fn caching(ctx: &mut ConnCtx<'_>, choice: &[u8]) -> Reply {
+    let Some(info) = ctx.core.tracking.info(ctx.session.id()) else {
+        return err("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled");
+    };
+    if choice.eq_ignore_ascii_case(b"yes") {
+        if !info.options.optin {
+            return err(
+                "ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.",
+            );
+        }
+    } else if choice.eq_ignore_ascii_case(b"no") {
+        if !info.options.optout {
+            return err(
+                "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.",
+            );
+        }
+    } else {
+        return err(errors::SYNTAX);
+    }
+    ctx.session.tracking_caching = Caching::Next;
+    Reply::OK
+}
+
+/// CLIENT TRACKINGINFO: flags (a set), redirect, prefixes, as Redis 7.0 lists them.
+fn tracking_info(ctx: &ConnCtx<'_>) -> Reply {
+    let info = ctx.core.tracking.info(ctx.session.id());
+    let caching = ctx.session.tracking_caching != Caching::None;
+    let mut flags = vec![if info.is_some() { "on" } else { "off" }];
+    if let Some(i) = &info {
+        let o = &i.options;
+        let named = [
+            (o.bcast, "bcast"),
+            (o.optin, "optin"),
+            (o.optin && caching, "caching-yes"),
+            (o.optout, "optout"),
+            (o.optout && caching, "caching-no"),
+            (o.noloop, "noloop"),
+            (i.broken, "broken_redirect"),
+        ];
+        flags.extend(named.iter().filter(|(on, _)| *on).map(|(_, f)| *f));
+    }
+    let bulk = |s: &str| Reply::Bulk(Bytes::copy_from_slice(s.as_bytes()));
+    let redirect = info.as_ref().map_or(-1, |i| i.options.redirect as i64);
+    let prefixes = info.map(|i| i.prefixes).unwrap_or_default();
+    Reply::Map(vec![
+        (
+            bulk("flags"),
+            Reply::Set(flags.into_iter().map(bulk).collect()),
+        ),
+        (bulk("redirect"), Reply::Integer(redirect)),
+        (
+            bulk("prefixes"),
+            Reply::Array(prefixes.into_iter().map(Reply::Bulk).collect()),
+        ),
+    ])
 }
 
 /// ON or OFF, accepted (NO-EVICT, NO-TOUCH).

@@ -8,6 +8,7 @@ use crate::cmd::ConnCtx;
 use crate::cmd::{db_index, int_arg};
 use crate::errors::{self, err, wrong_arity};
 use crate::frame::string2ll;
+use crate::output::ReplyMode;
 use crate::reply::Reply;
 use crate::table::Cmd;
 
@@ -40,6 +41,10 @@ pub fn run(ctx: &mut ConnCtx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
             ctx.session.set_resp3(false);
             ctx.session.select(0);
             ctx.session.readonly = false;
+            ctx.session.reply_change = Some(ReplyMode::On);
+            ctx.core.tracking.disable(&ctx.session.info);
+            ctx.session.tracking = false;
+            ctx.session.tracking_caching = Default::default();
             *ctx.session.info.name.lock() = None;
             // Back to the default user, logged in if it needs no password (Redis's RESET).
             let version = ctx.core.users.version();
