@@ -9,7 +9,8 @@
 //! INCRBYFLOAT (never `int`), and after COPY (a copied shared integer has one reference);
 //! `tests/compat/quiver_deviations.json` lists the session that shows it. A hash is `listpack`
 //! or `hashtable` by Redis's thresholds from the fields it holds (`hash::encoding`), one
-//! reference. Quiver tracks no access times: IDLETIME is 0.
+//! reference. Quiver keeps no access data (docs/design.md "OBJECT IDLETIME and FREQ"): IDLETIME
+//! is 0, FREQ Redis's refusal under a non-LFU policy.
 
 use bytes::Bytes;
 
