@@ -68,8 +68,9 @@ impl Coalescer {
     }
 
     /// The storage thread's loop: serves the queue from `store` until [`Coalescer::close`],
-    /// at most `width_max` keys per engine call, recording each call's width in `stats`.
-    pub fn serve(&self, store: &Store, stats: &Stats, width_max: usize) {
+    /// at most `width_max()` keys per engine call (`max-vector-width`, as set now), recording
+    /// each call's width in `stats`.
+    pub fn serve(&self, store: &Store, stats: &Stats, width_max: impl Fn() -> usize) {
         let c = self;
         loop {
             // Take every queued request up to the width limit (at least one).
@@ -81,7 +82,7 @@ impl Coalescer {
                 if q.pending.is_empty() {
                     return;
                 }
-                let mut keys = 0;
+                let (mut keys, width_max) = (0, width_max());
                 let mut batch = Vec::new();
                 while let Some(p) = q.pending.front() {
                     if !batch.is_empty() && keys + p.keys.len() > width_max {

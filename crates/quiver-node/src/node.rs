@@ -63,6 +63,10 @@ impl Server {
         let (core, bound) = Bound::start(service).map_err(NodeError::Service)?;
         let store = Store::open(&node_config.dir, options).map_err(NodeError::OpenStore)?;
         log_recovery(store.recovery_report());
+        // CONFIG SET proto-max-bulk-len may lower it, and raise it back, but the store holds
+        // no value longer than it was opened for.
+        core.live
+            .limit_proto_max_bulk_len(store.options().value_len_max);
         tracing::info!(
             dir = %node_config.dir.display(),
             keys = store.len(),
@@ -90,6 +94,7 @@ impl Server {
             watches: Watches::new(core.tracking.clone()),
             core,
             coalescer: (node_config.coalesce == Coalesce::Adaptive).then(Coalescer::default),
+            live: crate::state::live::NodeLive::of(&node_config),
             config: node_config,
             cluster,
             saves: crate::state::saves::Saves::default(),
@@ -122,11 +127,9 @@ impl Server {
                     .name("quiver-storage".into())
                     .spawn(move || {
                         if let Some(c) = &state.coalescer {
-                            c.serve(
-                                &state.store,
-                                &state.core.stats,
-                                state.config.max_vector_width,
-                            );
+                            c.serve(&state.store, &state.core.stats, || {
+                                state.live.max_vector_width()
+                            });
                         }
                     })
                     .map_err(|e| {

@@ -90,6 +90,10 @@ pub struct NodeConfig {
     /// The share of a core background compaction takes while it is not urgent (the store's
     /// `compact_cpu_share`): the serving threads on that core keep the rest. 1: unpaced.
     pub compaction_cpu_share: f64,
+    /// Background compaction starts in a partition whose garbage ratio (dead records over
+    /// records) passes this (the store's `compact_garbage_ratio`); 0: no background
+    /// compaction.
+    pub compaction_garbage_ratio: f64,
     #[serde(deserialize_with = "parse_str")]
     pub coalesce: Coalesce,
     /// Widest engine vector built from a pipelined run of single-key commands.
@@ -124,6 +128,7 @@ impl Default for NodeConfig {
             segment_size: Options::default().segment_bytes as usize,
             disk_reserve: Options::default().disk_reserve_bytes as usize,
             compaction_cpu_share: Options::default().compact_cpu_share,
+            compaction_garbage_ratio: Options::default().compact_garbage_ratio,
             coalesce: Coalesce::Off,
             max_vector_width: MAX_VECTOR_WIDTH_DEFAULT,
             max_multikey_width: MAX_MULTIKEY_WIDTH_DEFAULT,
@@ -149,6 +154,10 @@ impl NodeConfig {
                 "compaction-cpu-share",
                 self.compaction_cpu_share.to_string(),
             ),
+            (
+                "compaction-garbage-ratio",
+                self.compaction_garbage_ratio.to_string(),
+            ),
             ("backend", self.backend.to_string()),
             (
                 "coalesce",
@@ -171,6 +180,7 @@ impl NodeConfig {
             segment_bytes: self.segment_size as u64,
             disk_reserve_bytes: self.disk_reserve as u64,
             compact_cpu_share: self.compaction_cpu_share,
+            compact_garbage_ratio: self.compaction_garbage_ratio,
             value_len_max: service.proto_max_bulk_len,
             durability: self.durability,
             backend: self.backend,
@@ -219,6 +229,12 @@ impl NodeConfig {
             return bad(format!(
                 "compaction-cpu-share must be above 0 and at most 1 (got {})",
                 self.compaction_cpu_share
+            ));
+        }
+        if !(0.0..1.0).contains(&self.compaction_garbage_ratio) {
+            return bad(format!(
+                "compaction-garbage-ratio must be at least 0 and below 1 (got {})",
+                self.compaction_garbage_ratio
             ));
         }
         let segment = self.segment_size as u64;

@@ -141,7 +141,7 @@ impl<'a> Txn<'a> {
         Txn {
             store: &state.store,
             stats: &state.core.stats,
-            read_width_max: state.config.max_multikey_width,
+            read_width_max: state.live.max_multikey_width(),
             read_calls: 0,
             watches: &state.watches,
             databases: state.core.config.databases,

@@ -448,7 +448,7 @@ async fn run_local(
             reply
         }
         Cmd::Command => command::run(&core.config.rename_command, args),
-        Cmd::Config => config::run(core, Vec::new(), args),
+        Cmd::Config => config::run(core, None, args),
         Cmd::SlowLog => server::slowlog(core, args),
         Cmd::Latency => server::latency(core, args),
         Cmd::Time => server::time(),

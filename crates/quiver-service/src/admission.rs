@@ -57,7 +57,9 @@ fn acl_refusal(
         _ => ("command", crate::acl::shown_name(spec, args)),
     };
     let client = session.info.list_line();
-    core.acl_log.add(reason, object, user.name.clone(), client);
+    let len_max = core.live.acllog_max_len();
+    core.acl_log
+        .add((reason, object), user.name.clone(), client, len_max);
     Some(refused)
 }
 

@@ -130,6 +130,11 @@ pub struct Config {
     pub metrics_addr: Option<SocketAddr>,
     #[serde(deserialize_with = "parse_str")]
     pub log_format: LogFormat,
+    /// What is logged (Redis's `loglevel`; `RUST_LOG`, when set, rules at start instead).
+    #[serde(deserialize_with = "parse_str")]
+    pub loglevel: crate::logging::LogLevel,
+    /// Entries ACL LOG keeps (Redis's `acllog-max-len`).
+    pub acllog_max_len: usize,
     /// TLS port (unset: none; 0: a free one, printed at start), beside the plain `port`.
     pub tls_port: Option<u16>,
     /// The server's certificate chain (PEM) on the TLS port.
@@ -181,6 +186,8 @@ impl Default for Config {
             client_output_buffer_total_limit: CLIENT_OUTPUT_BUFFER_TOTAL_LIMIT_DEFAULT,
             metrics_addr: None,
             log_format: LogFormat::Text,
+            loglevel: crate::logging::LogLevel::Notice,
+            acllog_max_len: crate::acl::log::ACL_LOG_LEN_DEFAULT,
             tls_port: None,
             tls_cert_file: None,
             tls_key_file: None,

@@ -182,6 +182,7 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
             TURN_BOUND_UNAUTHENTICATED
         };
         parser.set_unauthenticated(!session.authenticated);
+        parser.set_proto_max_bulk_len(core.live.proto_max_bulk_len());
         let Run {
             mut requests,
             size,

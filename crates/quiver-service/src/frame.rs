@@ -298,6 +298,11 @@ impl RequestParser {
         &self.limits
     }
 
+    /// CONFIG SET proto-max-bulk-len: requests from now on are held to `n`.
+    pub fn set_proto_max_bulk_len(&mut self, n: usize) {
+        self.limits.proto_max_bulk_len = n;
+    }
+
     /// Forgets any progress in a partially received request.
     pub fn reset(&mut self) {
         self.st = State::default();

@@ -33,6 +33,7 @@ pub mod errors;
 pub mod figures;
 pub mod frame;
 pub mod latency;
+pub mod logging;
 pub mod metrics;
 pub mod monitor;
 pub mod names;

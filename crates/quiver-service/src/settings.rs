@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 use toml_edit::{DocumentMut, Item, Value};
 
 use crate::config::Config;
+use crate::logging::LogLevel;
 
 pub struct Live {
     maxclients: AtomicUsize,
@@ -30,6 +31,12 @@ pub struct Live {
     latency_monitor_threshold: AtomicU64,
     /// As CONFIG GET shows it (the `default` user's password is in `Users`).
     requirepass: Mutex<Option<String>>,
+    proto_max_bulk_len: AtomicUsize,
+    /// The most `proto-max-bulk-len` may be raised to while serving (a node's store was
+    /// opened with the value at start, and holds no larger value).
+    proto_max_bulk_len_ceiling: AtomicUsize,
+    loglevel: Mutex<LogLevel>,
+    acllog_max_len: AtomicUsize,
     /// Moved by every change, so that a connection waiting for a request under the old
     /// `timeout` waits again under the new one.
     changed: tokio::sync::watch::Sender<u64>,
@@ -47,6 +54,10 @@ impl Live {
             slowlog_max_len: AtomicUsize::new(config.slowlog_max_len),
             latency_monitor_threshold: AtomicU64::new(config.latency_monitor_threshold),
             requirepass: Mutex::new(config.requirepass.clone()),
+            proto_max_bulk_len: AtomicUsize::new(config.proto_max_bulk_len),
+            proto_max_bulk_len_ceiling: AtomicUsize::new(i64::MAX as usize),
+            loglevel: Mutex::new(config.loglevel),
+            acllog_max_len: AtomicUsize::new(config.acllog_max_len),
             changed: tokio::sync::watch::Sender::new(0),
         }
     }
@@ -98,6 +109,27 @@ impl Live {
         self.requirepass.lock().clone()
     }
 
+    pub fn proto_max_bulk_len(&self) -> usize {
+        self.proto_max_bulk_len.load(Relaxed)
+    }
+
+    pub fn proto_max_bulk_len_ceiling(&self) -> usize {
+        self.proto_max_bulk_len_ceiling.load(Relaxed)
+    }
+
+    /// A node: its store holds values of at most `n` bytes (`proto-max-bulk-len` at start).
+    pub fn limit_proto_max_bulk_len(&self, n: usize) {
+        self.proto_max_bulk_len_ceiling.store(n, Relaxed);
+    }
+
+    pub fn loglevel(&self) -> LogLevel {
+        *self.loglevel.lock()
+    }
+
+    pub fn acllog_max_len(&self) -> usize {
+        self.acllog_max_len.load(Relaxed)
+    }
+
     /// Applies one change (checked already: see `cmd::config`).
     pub fn set(&self, change: &Change) {
         match change {
@@ -113,23 +145,30 @@ impl Live {
                 self.latency_monitor_threshold.store(*ms, Relaxed)
             }
             Change::RequirePass(p) => *self.requirepass.lock() = p.clone(),
+            Change::ProtoMaxBulkLen(n) => self.proto_max_bulk_len.store(*n, Relaxed),
+            Change::LogLevel(level) => {
+                *self.loglevel.lock() = *level;
+                crate::logging::set_level(*level);
+            }
+            Change::AclLogMaxLen(n) => self.acllog_max_len.store(*n, Relaxed),
         }
         self.changed.send_modify(|n| *n += 1);
     }
 }
 
 impl Live {
-    /// CONFIG REWRITE: writes the live settings into the settings file at `path`, atomically.
+    /// CONFIG REWRITE: writes the live settings into the settings file at `path`, atomically,
+    /// with `more` (what serves has beyond them: key, value, whether it is not the default).
     /// A key the file has takes its live value in place (its comments and order kept); one it
     /// lacks is added when its value differs from the default; `requirepass` unset is
     /// removed. Everything else in the file stays as it is.
-    pub fn rewrite(&self, path: &Path) -> Result<(), String> {
+    pub fn rewrite(&self, path: &Path, more: &[(&str, Value, bool)]) -> Result<(), String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut doc: DocumentMut = text
             .parse()
             .map_err(|e| format!("{}: {e}", path.display()))?;
         let d = Config::default();
-        let numbers: [(&str, i64, i64); 7] = [
+        let numbers: [(&str, i64, i64); 9] = [
             ("maxclients", self.maxclients() as i64, d.maxclients as i64),
             ("timeout", self.timeout() as i64, d.timeout as i64),
             (
@@ -157,11 +196,30 @@ impl Live {
                 self.latency_monitor_threshold() as i64,
                 d.latency_monitor_threshold as i64,
             ),
+            (
+                "proto-max-bulk-len",
+                self.proto_max_bulk_len() as i64,
+                d.proto_max_bulk_len as i64,
+            ),
+            (
+                "acllog-max-len",
+                self.acllog_max_len() as i64,
+                d.acllog_max_len as i64,
+            ),
         ];
         for (key, live, default) in numbers {
             if doc.contains_key(key) || live != default {
                 set_keeping_comments(&mut doc, key, Value::from(live));
             }
+        }
+        for (key, value, changed) in more {
+            if doc.contains_key(key) || *changed {
+                set_keeping_comments(&mut doc, key, value.clone());
+            }
+        }
+        if doc.contains_key("loglevel") || self.loglevel() != d.loglevel {
+            let level = Value::from(self.loglevel().to_string());
+            set_keeping_comments(&mut doc, "loglevel", level);
         }
         match self.requirepass() {
             Some(p) => set_keeping_comments(&mut doc, "requirepass", Value::from(p)),
@@ -194,6 +252,9 @@ pub enum Change {
     LatencyMonitorThreshold(u64),
     /// `None`: no password (CONFIG SET requirepass "").
     RequirePass(Option<String>),
+    ProtoMaxBulkLen(usize),
+    LogLevel(LogLevel),
+    AclLogMaxLen(usize),
 }
 
 #[cfg(test)]
@@ -220,7 +281,7 @@ mod tests {
         ] {
             live.set(&c);
         }
-        live.rewrite(&path).unwrap();
+        live.rewrite(&path, &[]).unwrap();
         let written = std::fs::read_to_string(&path).unwrap();
         assert!(
             written.starts_with("# the node\nport = 7001\n"),

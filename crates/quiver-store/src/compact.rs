@@ -363,8 +363,8 @@ pub(crate) fn compact_pass(
         (st.counters.dead, st.counters.records, st.retired)
     };
     // Urgent past halfway from the trigger to all garbage: the pass then takes what it needs.
-    let urgent = dead as f64 > (1.0 + ctx.opts.compact_garbage_ratio) / 2.0 * records as f64;
-    let pacer = Pacer::new((paced && !urgent).then_some(ctx.opts.compact_cpu_share));
+    let urgent = dead as f64 > (1.0 + ctx.tuning.compact_garbage_ratio()) / 2.0 * records as f64;
+    let pacer = Pacer::new((paced && !urgent).then_some(ctx.tuning.compact_cpu_share()));
     // A range export or split holds positions in this log: no records move until it ends. A
     // merged partition has nothing to keep (its directory is being deleted).
     if retired || part.exports.load(std::sync::atomic::Ordering::SeqCst) > 0 {

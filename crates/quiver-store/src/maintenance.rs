@@ -68,9 +68,9 @@ pub(crate) fn wants_resize(st: &PartState) -> bool {
 /// trigger (and it has more than a token number of dead records).
 pub(crate) fn wants_compaction(ctx: &StoreCtx, st: &PartState) -> bool {
     let c = st.counters;
-    ctx.opts.compact_garbage_ratio > 0.0
+    ctx.tuning.compact_garbage_ratio() > 0.0
         && c.dead >= ctx.opts.compact_min_dead_records.max(1)
-        && c.dead as f64 > ctx.opts.compact_garbage_ratio * c.records as f64
+        && c.dead as f64 > ctx.tuning.compact_garbage_ratio() * c.records as f64
 }
 
 /// A position in a partition's log.

@@ -55,6 +55,7 @@ pub(crate) fn open(
     let ctx = StoreCtx {
         id: crate::partition::new_store_id(),
         backend: io::backend(opts.backend)?,
+        tuning: crate::tuning::Tuning::of(&opts),
         opts,
         next_file_id: AtomicU64::new(1),
         next_seq: AtomicU64::new(1),

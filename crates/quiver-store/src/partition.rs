@@ -53,6 +53,8 @@ pub(crate) struct StoreCtx {
     /// Unique in the process (`new_store_id`).
     pub id: u64,
     pub opts: Options,
+    /// What of `opts` may change while the store is open (compaction's trigger and pacing).
+    pub tuning: crate::tuning::Tuning,
     pub backend: Box<dyn ReadBackend>,
     /// Next segment file number (unique across the store's life).
     pub next_file_id: AtomicU64,

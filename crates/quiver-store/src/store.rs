@@ -472,6 +472,22 @@ impl Store {
         Ok(n)
     }
 
+    /// Sets compaction's trigger (`Options::compact_garbage_ratio`, 0: no background
+    /// compaction) and pacing (`Options::compact_cpu_share`) while the store is open: the
+    /// next passes follow them. Checked as at opening; nothing changes on an error.
+    pub fn set_compaction(&self, garbage_ratio: f64, cpu_share: f64) -> Result<()> {
+        self.inner
+            .ctx
+            .tuning
+            .set_compaction(garbage_ratio, cpu_share)
+    }
+
+    /// Compaction's trigger and pacing as set now (`set_compaction`).
+    pub fn compaction(&self) -> (f64, f64) {
+        let t = &self.inner.ctx.tuning;
+        (t.compact_garbage_ratio(), t.compact_cpu_share())
+    }
+
     /// The partitions' slot ranges, in partition order (empty for a store of format 1).
     pub fn slot_ranges(&self) -> Vec<SlotRange> {
         self.inner.table().partitioner.ranges().to_vec()

@@ -9,6 +9,7 @@ use quiver_node::node_config::ServeConfig;
 use quiver_node::Server;
 use quiver_router::RouterServer;
 use quiver_service::config::{Config, LogFormat};
+use quiver_service::logging::LogLevel;
 
 use crate::cli::{ListenArgs, ManagerArgs, RouterArgs, ServeArgs};
 use crate::error::CliError;
@@ -48,7 +49,7 @@ pub fn serve(dir: Option<PathBuf>, a: &ServeArgs) -> Result<(), CliError> {
     if let Some(ms) = a.node_timeout {
         config.cluster_node_timeout = ms;
     }
-    init_logging(serve.service.log_format);
+    init_logging(serve.service.log_format, serve.service.loglevel);
     let server = Server::bind(serve).map_err(CliError::Node)?;
     server.bound().announce("quiver", &mut std::io::stdout())?;
     server.run(true).map_err(CliError::Node)
@@ -73,7 +74,7 @@ pub fn router(a: &RouterArgs) -> Result<(), CliError> {
             .clone()
             .unwrap_or_else(|| quiver_cluster::meta::DEFAULT_PREFIX.to_string()),
     };
-    init_logging(config.log_format);
+    init_logging(config.log_format, config.loglevel);
     let router = RouterServer::bind(config, etcd).map_err(CliError::Server)?;
     router
         .bound()
@@ -98,21 +99,29 @@ fn listen_flags(a: &ListenArgs, config: &mut Config) {
     }
 }
 
-/// Structured logs on stderr; `RUST_LOG` filters them (default `info`).
-pub fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+/// Structured logs on stderr, filtered by `RUST_LOG` when it is set, else by `level`;
+/// CONFIG SET loglevel replaces the filter while serving (`quiver_service::logging`).
+pub fn init_logging(format: LogFormat, level: LogLevel) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{fmt, reload, EnvFilter};
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level.filter()));
+    let (filter, reload) = reload::Layer::new(filter);
+    quiver_service::logging::install(Box::new(move |f| {
+        let _ = reload.reload(EnvFilter::new(f));
+    }));
+    let lines = fmt::layer()
         .with_writer(std::io::stderr)
         // A log line that cannot be written (stderr on a full disk, a closed pipe) is dropped:
         // reporting that failure on stderr again would panic the process (`eprintln!`), and a
         // node must not die of its logs.
         .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    let logger = tracing_subscriber::registry().with(filter);
     match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
+        LogFormat::Json => logger.with(lines.json()).init(),
+        LogFormat::Text => logger.with(lines).init(),
     }
 }
 
@@ -127,7 +136,7 @@ pub fn manager(a: &ManagerArgs) -> Result<(), CliError> {
             "--name {name:?}: 1 to 40 of [0-9A-Za-z_-]"
         )));
     }
-    init_logging(LogFormat::Text);
+    init_logging(LogFormat::Text, LogLevel::Notice);
     let settings = quiver_cluster::manager::Settings {
         etcd: quiver_cluster::meta::EtcdSettings {
             endpoints: a.etcd.etcd.clone(),

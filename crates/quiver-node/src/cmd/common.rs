@@ -29,7 +29,8 @@ pub struct Limits {
 impl Limits {
     pub fn of(state: &ServerState) -> Limits {
         Limits {
-            value_len_max: state.store.options().value_len_max,
+            // CONFIG SET proto-max-bulk-len; never above what the store was opened with.
+            value_len_max: state.core.live.proto_max_bulk_len(),
             databases: state.core.config.databases,
         }
     }

@@ -152,7 +152,7 @@ pub fn run_server(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
     match cmd {
         Cmd::Client => client::run(&mut ctx.conn_ctx(), args),
         Cmd::Command => command::run(&ctx.state.core.config.rename_command, args),
-        Cmd::Config => config::run(&ctx.state.core, ctx.state.config.values(), args),
+        Cmd::Config => config::run(&ctx.state.core, Some(ctx.state), args),
         Cmd::SlowLog => server::slowlog(&ctx.state.core, args),
         Cmd::Latency => {
             ctx.state.note_stalls();

@@ -69,7 +69,7 @@ fn watch(ctx: &mut Ctx<'_>, keys: &[Bytes]) -> Reply {
             .add(ctx.session.id(), (db, (*k).clone()), &ctx.conn.watch_dirty);
     }
     let readable: Vec<&Bytes> = new.iter().copied().filter(|k| valid_key(k)).collect();
-    let width_max = ctx.state.config.max_multikey_width;
+    let width_max = ctx.state.live.max_multikey_width();
     let mut values = match read_all(&ctx.state.store, db, &readable, width_max) {
         Ok(v) => v.into_iter(),
         Err(e) => return store_error(&e),

@@ -307,7 +307,7 @@ fn changed_since_watch(state: &ServerState, watched: &[(DbKey, Option<Entry>)]) 
             .filter(|((d, _), _)| *d == db)
             .map(|((_, k), w)| (k, w))
             .unzip();
-        match read_all(&state.store, db, &keys, state.config.max_multikey_width) {
+        match read_all(&state.store, db, &keys, state.live.max_multikey_width()) {
             Ok(now) => now.iter().zip(seen).any(|(n, w)| n != w),
             // Let the next attempt report the failure.
             Err(_) => false,

@@ -130,7 +130,7 @@ pub async fn execute_run(
             Prepared::Run {
                 command: Command::Vector(op),
                 ..
-            } if op.width() <= state.config.max_multikey_width => {
+            } if op.width() <= state.live.max_multikey_width() => {
                 // Requests prepared here cannot change the session (only a command that is
                 // no vector operation can, and it ends the group), so preparing ahead is safe.
                 group.clear();
@@ -168,7 +168,7 @@ pub async fn execute_run(
                 // As for a vector group, the requests prepared ahead cannot change the session.
                 let mut group: Vec<atomic::KeyCommand<'_>> = vec![(spec, args, c)];
                 let mut j = i + 1;
-                while j < requests.len() && group.len() < state.config.max_vector_width && !paused {
+                while j < requests.len() && group.len() < state.live.max_vector_width() && !paused {
                     match prepare(state, session, conn, &limits, &requests[j]) {
                         Prepared::Run {
                             spec,
@@ -307,7 +307,7 @@ fn slow_log(state: &ServerState, session: &Session, step: &[Vec<Bytes>], started
 /// one compound batch — two rounds of fdatasyncs per batch — as many as a combined batch
 /// takes (`combine::COMBINED_KEYS_MAX`).
 fn group_width_max_of(state: &ServerState, kind: Vector) -> usize {
-    let max_vector_width = state.config.max_vector_width;
+    let max_vector_width = state.live.max_vector_width();
     match kind {
         Vector::AtomicPut if state.fsync() => max_vector_width.max(combine::COMBINED_KEYS_MAX),
         _ => max_vector_width,

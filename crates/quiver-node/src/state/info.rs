@@ -21,7 +21,7 @@ pub fn parts(state: &ServerState) -> InfoParts {
         keyspace: keyspace(state),
         vectors: vec![line(
             "max_vector_width",
-            state.config.max_vector_width.to_string(),
+            state.live.max_vector_width().to_string(),
         )],
     }
 }

@@ -14,14 +14,17 @@ use quiver_service::service::Core;
 
 pub mod figures;
 pub mod info;
+pub mod live;
 pub mod metrics;
 pub mod saves;
 
 pub struct ServerState {
     /// What every RESP server has: settings, statistics, clients, output budget.
     pub core: Core,
-    /// The node's own settings (`node_config`).
+    /// The node's own settings (`node_config`), as they were at start.
     pub config: NodeConfig,
+    /// Those CONFIG SET changes while serving (`live`).
+    pub live: live::NodeLive,
     pub store: Store,
     pub watches: Watches,
     /// The intermediate queue, when `coalesce = "adaptive"`.
@@ -129,11 +132,14 @@ impl ServerState {
         };
         let users = quiver_service::acl::Users::new(config.service.requirepass.as_deref());
         let mut core = Core::new(config.service, 0, users);
+        core.live
+            .limit_proto_max_bulk_len(config.node.store_options(&core.config).value_len_max);
         core.output_budget = quiver_service::output::OutputBudget::new(0);
         ServerState {
             store: Store::open(dir, options).unwrap(),
             watches: Watches::new(core.tracking.clone()),
             core,
+            live: live::NodeLive::of(&config.node),
             config: config.node,
             coalescer: None,
             cluster: None,

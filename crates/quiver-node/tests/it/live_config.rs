@@ -12,7 +12,8 @@ use quiver_client::{Connection, Value};
 use quiver_node::testing::TestServer;
 
 use crate::bad_input::{
-    client, expect_closed, expect_reply, multibulk, raw, read_line, show, wait_connected_clients,
+    client, expect_closed, expect_reply, info_u64, multibulk, raw, read_line, show,
+    wait_connected_clients,
 };
 
 /// `args` on `c`, its reply (an error reply fails the test).
@@ -249,8 +250,8 @@ fn config_set_is_all_or_nothing() {
     assert_eq!(get_config(&mut c, "maxclients"), "10000");
     assert_eq!(get_config(&mut c, "timeout"), "0");
     assert_eq!(get_config(&mut c, "databases"), "16");
-    // A node's own settings are shown and immutable too.
-    let e = refused(&mut c, &["CONFIG", "SET", "max-vector-width", "8"]);
+    // A node's own settings are shown, and those fixed at start immutable too.
+    let e = refused(&mut c, &["CONFIG", "SET", "durability", "fsync"]);
     assert!(e.ends_with("can't set immutable config"), "{e}");
     ok(
         &mut c,
@@ -509,4 +510,77 @@ fn monitor_streams_the_commands_of_every_client() {
         b"+PONG\r\n-ERR Replica can't interact with the keyspace\r\n+OK\r\n",
     );
     expect_closed(&mut m);
+}
+
+/// A node's own settings change while serving: `max-vector-width` bounds the very next
+/// pipelined run's engine vectors; compaction's trigger and pacing are the store's at once;
+/// values out of range and the settings fixed at start are refused, changing nothing.
+#[test]
+fn a_nodes_settings_change_while_serving() {
+    let server = TestServer::start();
+    let mut admin = client(server.addr);
+    let mut piped = raw(server.addr);
+    ok(&mut admin, &["CONFIG", "SET", "max-vector-width", "2"]);
+    ok(&mut admin, &["CONFIG", "RESETSTAT"]);
+    let run: Vec<u8> = (0..8)
+        .flat_map(|i| multibulk(&[b"SET", format!("k{i}").as_bytes(), b"v"]))
+        .collect();
+    piped.write_all(&run).unwrap();
+    expect_reply(&mut piped, &b"+OK\r\n".repeat(8));
+    let vectors = info_u64(&mut admin, "vectors", "vectors");
+    assert!(
+        vectors >= 4,
+        "8 SETs in vectors of at most 2: {vectors} vectors"
+    );
+    assert_eq!(
+        info_u64(&mut admin, "vectors", "vector_width_le_2"),
+        vectors
+    );
+    assert_eq!(get_config(&mut admin, "max-vector-width"), "2");
+
+    ok(
+        &mut admin,
+        &[
+            "CONFIG",
+            "SET",
+            "compaction-garbage-ratio",
+            "0",
+            "compaction-cpu-share",
+            "1",
+        ],
+    );
+    assert_eq!(get_config(&mut admin, "compaction-garbage-ratio"), "0");
+    assert_eq!(get_config(&mut admin, "compaction-cpu-share"), "1");
+    for (args, why) in [
+        (
+            ["compaction-garbage-ratio", "1"],
+            "compaction-garbage-ratio') - argument must be below 1",
+        ),
+        (
+            ["compaction-cpu-share", "0"],
+            "compaction-cpu-share') - argument must be in (0, 1]",
+        ),
+        (
+            ["max-vector-width", "0"],
+            "max-vector-width') - argument must be between 1 and 1048576 inclusive",
+        ),
+        (
+            ["coalesce", "adaptive"],
+            "coalesce') - can't set immutable config",
+        ),
+        (
+            ["segment-size", "1mb"],
+            "segment-size') - can't set immutable config",
+        ),
+    ] {
+        let e = refused(
+            &mut admin,
+            &["CONFIG", "SET", args[0], args[1], "timeout", "9"],
+        );
+        assert!(e.ends_with(why), "{args:?}: {e}");
+    }
+    // Nothing of a refused call was applied.
+    assert_eq!(get_config(&mut admin, "timeout"), "0");
+    assert_eq!(get_config(&mut admin, "max-vector-width"), "2");
+    assert_eq!(get_config(&mut admin, "compaction-garbage-ratio"), "0");
 }

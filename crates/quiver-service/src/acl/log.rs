@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 /// Events like an entry within this long are counted on it (Redis's grouping time).
 pub const GROUPING: Duration = Duration::from_secs(60);
 /// Redis's default `acllog-max-len`.
-pub const ACLLOG_MAX_LEN: usize = 128;
+pub const ACL_LOG_LEN_DEFAULT: usize = 128;
 
 #[derive(Clone, Debug)]
 pub struct LogEntry {
@@ -34,8 +34,15 @@ pub struct AclLog {
 }
 
 impl AclLog {
-    /// Logs an event of `reason` on `object` by `username` from the client `client_info`.
-    pub fn add(&self, reason: &'static str, object: String, username: String, client_info: String) {
+    /// Logs an event of `reason` on `object` by `username` from the client `client_info`,
+    /// keeping the newest `len_max` entries (`acllog-max-len` now).
+    pub fn add(
+        &self,
+        (reason, object): (&'static str, String),
+        username: String,
+        client_info: String,
+        len_max: usize,
+    ) {
         let mut entries = self.entries.lock();
         let now = Instant::now();
         let like = entries.iter().position(|e| {
@@ -62,7 +69,7 @@ impl AclLog {
             },
         };
         entries.push_front(entry);
-        entries.truncate(ACLLOG_MAX_LEN);
+        entries.truncate(len_max);
     }
 
     /// The newest `count` entries (all for `None`).
@@ -87,9 +94,9 @@ mod tests {
     #[test]
     fn like_events_count_on_one_entry_the_newest() {
         let log = AclLog::default();
-        log.add("auth", "AUTH".into(), "bob".into(), "c1".into());
-        log.add("command", "set".into(), "bob".into(), "c1".into());
-        log.add("auth", "AUTH".into(), "bob".into(), "c2".into());
+        log.add(("auth", "AUTH".into()), "bob".into(), "c1".into(), 128);
+        log.add(("command", "set".into()), "bob".into(), "c1".into(), 128);
+        log.add(("auth", "AUTH".into()), "bob".into(), "c2".into(), 128);
         let e = log.newest(None);
         assert_eq!(e.len(), 2);
         assert_eq!(

@@ -1,8 +1,9 @@
 //! CONFIG GET and SET: the settings by their Redis names. SET changes the live ones
-//! (`settings::Live`: [`MUTABLE`]) while serving, several in one call all or nothing, with
-//! Redis 7's checks and errors; every other setting CONFIG GET shows is refused as Redis
-//! refuses an immutable one. REWRITE writes the live ones back into the settings file
-//! (`Live::rewrite`); RESETSTAT resets the statistics (`Stats::reset`).
+//! (`settings::Live`: [`MUTABLE`], and those of what serves: [`MoreSettings`]) while serving,
+//! several in one call all or nothing, with Redis 7's checks and errors; every other setting
+//! CONFIG GET shows is refused as Redis refuses an immutable one. REWRITE writes the live ones
+//! back into the settings file (`Live::rewrite`); RESETSTAT resets the statistics
+//! (`Stats::reset`).
 
 use bytes::Bytes;
 use quiver_resp::glob_match;
@@ -24,11 +25,28 @@ pub const MUTABLE: &[&str] = &[
     "slowlog-log-slower-than",
     "slowlog-max-len",
     "latency-monitor-threshold",
+    "proto-max-bulk-len",
+    "loglevel",
+    "acllog-max-len",
 ];
 
-/// CONFIG for a service on `core`, whose own settings beyond the service's are `more` (a
-/// node's: `NodeConfig::values`).
-pub fn run(core: &Core, more: Vec<(&'static str, String)>, args: &[Bytes]) -> Reply {
+/// The settings of what serves beyond the service's own (a node's), for CONFIG.
+pub trait MoreSettings {
+    /// Each with its value now, by Redis name (CONFIG GET).
+    fn values(&self) -> Vec<(&'static str, String)>;
+    /// Those CONFIG SET changes while serving.
+    fn mutable(&self) -> &'static [&'static str];
+    /// Whether `value` suits the mutable setting `name`; else why not, in Redis's words.
+    fn check(&self, name: &str, value: &[u8]) -> Result<(), String>;
+    /// Sets `name` to a `value` that `check` accepted.
+    fn apply(&self, name: &str, value: &[u8]);
+    /// CONFIG REWRITE: each mutable setting's value now, as the settings file writes it, and
+    /// whether it differs from the default.
+    fn rewrite_values(&self) -> Vec<(&'static str, toml_edit::Value, bool)>;
+}
+
+/// CONFIG for a service on `core`, whose settings beyond the service's are `more`.
+pub fn run(core: &Core, more: Option<&dyn MoreSettings>, args: &[Bytes]) -> Reply {
     config(core, more, args)
 }
 
@@ -42,7 +60,9 @@ fn config_values(core: &Core) -> Vec<(&'static str, String)> {
         ("databases", c.databases.to_string()),
         ("maxclients", live.maxclients().to_string()),
         ("timeout", live.timeout().to_string()),
-        ("proto-max-bulk-len", c.proto_max_bulk_len.to_string()),
+        ("proto-max-bulk-len", live.proto_max_bulk_len().to_string()),
+        ("loglevel", live.loglevel().to_string()),
+        ("acllog-max-len", live.acllog_max_len().to_string()),
         (
             "client-query-buffer-limit",
             live.client_query_buffer_limit().to_string(),
@@ -91,7 +111,7 @@ fn path_or_empty(p: &Option<std::path::PathBuf>) -> String {
 
 /// CONFIG GET pattern [pattern ...], SET name value [name value ...], RESETSTAT, REWRITE,
 /// HELP.
-fn config(core: &Core, more: Vec<(&'static str, String)>, args: &[Bytes]) -> Reply {
+fn config(core: &Core, more: Option<&dyn MoreSettings>, args: &[Bytes]) -> Reply {
     let sub = args[1].to_ascii_lowercase();
     match &sub[..] {
         b"get" => {
@@ -99,7 +119,7 @@ fn config(core: &Core, more: Vec<(&'static str, String)>, args: &[Bytes]) -> Rep
                 return wrong_arity("config|get");
             }
             let mut values = config_values(core);
-            values.extend(more);
+            values.extend(more.map(|m| m.values()).unwrap_or_default());
             let mut found = Vec::new();
             for (name, value) in &values {
                 let matched = args[2..]
@@ -111,7 +131,7 @@ fn config(core: &Core, more: Vec<(&'static str, String)>, args: &[Bytes]) -> Rep
             }
             Reply::Map(found)
         }
-        b"set" => set(core, &more, args),
+        b"set" => set(core, more, args),
         b"resetstat" if args.len() != 2 => wrong_arity("config|resetstat"),
         b"resetstat" => {
             core.stats.reset();
@@ -120,7 +140,10 @@ fn config(core: &Core, more: Vec<(&'static str, String)>, args: &[Bytes]) -> Rep
         b"rewrite" if args.len() != 2 => wrong_arity("config|rewrite"),
         b"rewrite" => match &core.config.config_file {
             None => err("ERR The server is running without a config file"),
-            Some(path) => match core.live.rewrite(path) {
+            Some(path) => match core
+                .live
+                .rewrite(path, &more.map(|m| m.rewrite_values()).unwrap_or_default())
+            {
                 Ok(()) => Reply::OK,
                 Err(e) => Reply::error(format!("ERR Rewriting config file: {e}")),
             },
@@ -148,23 +171,26 @@ fn config(core: &Core, more: Vec<(&'static str, String)>, args: &[Bytes]) -> Rep
 /// CONFIG SET name value [name value ...], as Redis 7: every name is checked first (known,
 /// mutable, given once: the first problem is the answer), then every value; only if all hold
 /// is any applied.
-fn set(core: &Core, more: &[(&'static str, String)], args: &[Bytes]) -> Reply {
+fn set(core: &Core, more: Option<&dyn MoreSettings>, args: &[Bytes]) -> Reply {
     if args.len() < 4 {
         return wrong_arity("config|set");
     }
     if args.len() % 2 != 0 {
         return err(errors::SYNTAX);
     }
+    let more_values = more.map(|m| m.values()).unwrap_or_default();
+    let more_mutable = more.map_or(&[][..], |m| m.mutable());
     let known: Vec<&str> = config_values(core)
         .iter()
         .map(|(n, _)| *n)
-        .chain(more.iter().map(|(n, _)| *n))
+        .chain(more_values.iter().map(|(n, _)| *n))
         .collect();
     let pairs: Vec<(&Bytes, &Bytes)> = args[2..].chunks(2).map(|p| (&p[0], &p[1])).collect();
     let mut named: Vec<&str> = Vec::with_capacity(pairs.len());
     for (name, _) in &pairs {
         let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
-        let Some(&mutable) = MUTABLE.iter().find(|m| **m == lower) else {
+        let mutable = MUTABLE.iter().chain(more_mutable).find(|m| **m == lower);
+        let Some(&mutable) = mutable else {
             if known.contains(&lower.as_str()) {
                 return set_failed(name, "can't set immutable config");
             }
@@ -178,16 +204,25 @@ fn set(core: &Core, more: &[(&'static str, String)], args: &[Bytes]) -> Reply {
         }
         named.push(mutable);
     }
+    // Every value is checked before any is applied.
     let mut changes = Vec::with_capacity(pairs.len());
-    for ((_, value), setting) in pairs.iter().zip(named) {
-        match change(core, setting, value) {
+    for ((_, value), setting) in pairs.iter().zip(&named) {
+        let checked = match more.filter(|_| !MUTABLE.contains(setting)) {
+            Some(m) => m.check(setting, value).map(|()| None),
+            None => change(core, setting, value).map(Some),
+        };
+        match checked {
             Ok(c) => changes.push(c),
             // A value's error names the setting as Redis spells it, not as given.
             Err(why) => return set_failed(setting.as_bytes(), &why),
         }
     }
-    for c in &changes {
-        core.apply(c);
+    for ((c, setting), (_, value)) in changes.iter().zip(&named).zip(&pairs) {
+        match (c, more) {
+            (Some(c), _) => core.apply(c),
+            (None, Some(m)) => m.apply(setting, value),
+            (None, None) => {}
+        }
     }
     Reply::OK
 }
@@ -229,6 +264,19 @@ fn change(core: &Core, setting: &str, value: &[u8]) -> Result<Change, String> {
         "latency-monitor-threshold" => {
             Change::LatencyMonitorThreshold(integer(value, 0, i64::MAX)? as u64)
         }
+        "proto-max-bulk-len" => {
+            let n = memory(&text, 1 << 20, i64::MAX)?;
+            let ceiling = core.live.proto_max_bulk_len_ceiling();
+            if n > ceiling {
+                return Err(format!(
+                    "the store was opened for values of at most {ceiling} bytes: raise \
+                     proto-max-bulk-len in the settings file and restart"
+                ));
+            }
+            Change::ProtoMaxBulkLen(n)
+        }
+        "loglevel" => Change::LogLevel(text.parse()?),
+        "acllog-max-len" => Change::AclLogMaxLen(integer(value, 0, i64::MAX)? as usize),
         other => return Err(format!("no way to set {other}")),
     })
 }

@@ -114,7 +114,10 @@ fn authenticate(ctx: &mut ConnCtx<'_>, user: &[u8], pass: &[u8]) -> bool {
         None => {
             let client = ctx.session.info.list_line();
             let name = String::from_utf8_lossy(user).into_owned();
-            ctx.core.acl_log.add("auth", "AUTH".into(), name, client);
+            let len_max = ctx.core.live.acllog_max_len();
+            ctx.core
+                .acl_log
+                .add(("auth", "AUTH".into()), name, client, len_max);
             false
         }
     }

@@ -125,7 +125,7 @@ fn by_garbage(ctx: &StoreCtx, st: &PartState, budget_bytes: u64) -> Option<Choic
     let candidates = &ordered[..ordered.len() - 1 + active_used as usize];
     let groups = groups_of(candidates)?;
     let c = st.counters;
-    let target = GARBAGE_AFTER_SHARE * ctx.opts.compact_garbage_ratio;
+    let target = GARBAGE_AFTER_SHARE * ctx.tuning.compact_garbage_ratio();
     let need = (c.dead as f64 - target * c.records as f64) / (1.0 - target);
     let (start_group, len_groups) = best_range(&groups, need.max(1.0), budget_bytes)?;
     let start = groups[..start_group].iter().map(|g| g.segments).sum();

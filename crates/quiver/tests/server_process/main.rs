@@ -656,6 +656,14 @@ timeout = 300 # five minutes
         b"123",
         b"slowlog-log-slower-than",
         b"2500",
+        b"loglevel",
+        b"warning",
+        b"proto-max-bulk-len",
+        b"2mb",
+        b"max-vector-width",
+        b"16",
+        b"compaction-garbage-ratio",
+        b"0.3",
     ]);
     assert_eq!(set.unwrap(), Value::Simple("OK".into()));
     assert_eq!(
@@ -675,6 +683,11 @@ timeout = 300 # five minutes
     assert_eq!(config_get(&mut c, "timeout"), "60");
     assert_eq!(config_get(&mut c, "maxclients"), "123");
     assert_eq!(config_get(&mut c, "slowlog-log-slower-than"), "2500");
+    assert_eq!(config_get(&mut c, "loglevel"), "warning");
+    assert_eq!(config_get(&mut c, "proto-max-bulk-len"), "2097152");
+    assert_eq!(config_get(&mut c, "max-vector-width"), "16");
+    assert_eq!(config_get(&mut c, "compaction-garbage-ratio"), "0.3");
+    assert_eq!(config_get(&mut c, "compaction-cpu-share"), "0.25");
     drop(c);
     server.stop_with(libc::SIGTERM);
 
@@ -688,6 +701,39 @@ timeout = 300 # five minutes
     }
     drop(c);
     server.stop_with(libc::SIGTERM);
+}
+
+/// CONFIG SET loglevel changes what the running process logs: a protocol error (a notice)
+/// is not logged at `warning`, and is again at `notice`.
+#[test]
+fn config_set_loglevel_changes_what_the_server_logs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, logs) = (tmp.path().join("store"), tmp.path().join("logs"));
+    let server = serve(&dir, &logs, &[]);
+    let mut c = server.client();
+    let bad_frame = |addr: &str| {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        std::io::Write::write_all(&mut s, b"*1\r\n$x\r\n").unwrap();
+        // The error reply, then the close.
+        let mut reply = Vec::new();
+        let _ = s.read_to_end(&mut reply);
+        assert!(reply.starts_with(b"-ERR Protocol error"), "{reply:?}");
+    };
+    for (level, frames) in [("warning", 2), ("notice", 1)] {
+        let set = c.command(&[b"CONFIG", b"SET", b"loglevel", level.as_bytes()]);
+        assert_eq!(set.unwrap(), Value::Simple("OK".into()));
+        for _ in 0..frames {
+            bad_frame(&server.addr);
+        }
+    }
+    drop(c);
+    let log = server.stop_with(libc::SIGTERM);
+    let logged = log.matches("protocol error").count();
+    assert_eq!(
+        logged, 1,
+        "one protocol error logged at notice, none at warning:\n{log}"
+    );
 }
 
 #[test]
