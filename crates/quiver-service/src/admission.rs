@@ -181,11 +181,8 @@ pub fn acl_keys(spec: &CommandSpec, args: &[Bytes]) -> Vec<(Bytes, KeyAccess)> {
             .map(|k| (k, KeyAccess::READ_WRITE))
             .collect(),
         _ => {
-            let get = spec.cmd == Cmd::Set
-                && args
-                    .iter()
-                    .skip(3)
-                    .any(|a| a.eq_ignore_ascii_case(b"get"));
+            let get =
+                spec.cmd == Cmd::Set && args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get"));
             let access = if get {
                 [KeyAccess::READ_WRITE; 2]
             } else {

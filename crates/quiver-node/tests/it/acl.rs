@@ -484,9 +484,10 @@ fn an_acl_file_and_renames_written_for_redis_start() {
     let mut s = raw(server.addr);
     send(&mut s, &[b"ACL", b"GETUSER", b"x"]);
     let rules = b"+@all -debug -eval -shutdown -script|flush -config|set";
-    let mut expected = b"*12\r\n$5\r\nflags\r\n*2\r\n$2\r\non\r\n$6\r\nnopass\r\n$9\r\npasswords\r\n\
+    let mut expected =
+        b"*12\r\n$5\r\nflags\r\n*2\r\n$2\r\non\r\n$6\r\nnopass\r\n$9\r\npasswords\r\n\
         *0\r\n$8\r\ncommands\r\n"
-        .to_vec();
+            .to_vec();
     expected.extend_from_slice(format!("${}\r\n", rules.len()).as_bytes());
     expected.extend_from_slice(rules);
     expected.extend_from_slice(

@@ -183,9 +183,9 @@ impl Commands {
         }
         self.allowed[spec.cmd.index()]
             || first.is_some_and(|a| {
-                self.first_args
-                    .iter()
-                    .any(|(c, allowed)| *c == spec.cmd && allowed.iter().any(|f| a.eq_ignore_ascii_case(f.as_bytes())))
+                self.first_args.iter().any(|(c, allowed)| {
+                    *c == spec.cmd && allowed.iter().any(|f| a.eq_ignore_ascii_case(f.as_bytes()))
+                })
             })
     }
 
@@ -288,7 +288,10 @@ mod tests {
         let c = commands(&["+config|get", "+acl|whoami"]).unwrap();
         assert!(may(&c, &["CONFIG", "GET", "x"]) && may(&c, &["acl", "WhoAmI"]));
         assert!(!may(&c, &["config", "set", "a", "b"]) && !may(&c, &["acl", "list"]));
-        assert!(!may(&c, &["config", "bogus"]), "unknown: the container's own bit");
+        assert!(
+            !may(&c, &["config", "bogus"]),
+            "unknown: the container's own bit"
+        );
         assert_eq!(c.describe(), "-@all +config|get +acl|whoami");
     }
 
@@ -305,7 +308,11 @@ mod tests {
         assert_eq!(c.describe(), "+@all -client|kill -config|set");
         c.apply(true, b"config").unwrap();
         assert!(may(&c, &["config", "set", "a", "b"]));
-        assert_eq!(c.describe(), "+@all -client|kill +config", "+config drops config|set");
+        assert_eq!(
+            c.describe(),
+            "+@all -client|kill +config",
+            "+config drops config|set"
+        );
     }
 
     #[test]
@@ -347,8 +354,14 @@ mod tests {
     #[test]
     fn bad_rules_get_redis_reasons() {
         let refused = |r: &str| commands(&[r]).unwrap_err();
-        assert_eq!(refused("+config|bogus"), format!("+config|bogus: {UNKNOWN_NAME}"));
-        assert_eq!(refused("-config|bogus"), format!("-config|bogus: {UNKNOWN_NAME}"));
+        assert_eq!(
+            refused("+config|bogus"),
+            format!("+config|bogus: {UNKNOWN_NAME}")
+        );
+        assert_eq!(
+            refused("-config|bogus"),
+            format!("-config|bogus: {UNKNOWN_NAME}")
+        );
         assert_eq!(refused("-select|0"), format!("-select|0: {UNKNOWN_NAME}"));
         assert_eq!(refused("+config|"), "+config|: Syntax error");
         assert_eq!(refused("-config|"), format!("-config|: {UNKNOWN_NAME}"));
@@ -358,7 +371,10 @@ mod tests {
             format!("+config|get|x: {FIRST_ARG_OF_SUBCOMMAND}")
         );
         assert_eq!(refused("+nosuch|x"), format!("+nosuch|x: {UNKNOWN_NAME}"));
-        assert_eq!(refused("+nosuchcommand"), format!("+nosuchcommand: {UNKNOWN_NAME}"));
+        assert_eq!(
+            refused("+nosuchcommand"),
+            format!("+nosuchcommand: {UNKNOWN_NAME}")
+        );
         assert_eq!(refused("+@nosuch"), format!("+@nosuch: {UNKNOWN_NAME}"));
     }
 }

@@ -482,7 +482,9 @@ mod tests {
         for bad in ["%", "%~a", "%X~a", "%RR~a", "%RWR~a", "~a b", "%R~a b"] {
             assert_eq!(user(&[bad]).unwrap_err(), format!("{bad}: Syntax error"));
         }
-        assert!(user(&["allkeys", "%R~a"]).unwrap_err().contains("resetkeys"));
+        assert!(user(&["allkeys", "%R~a"])
+            .unwrap_err()
+            .contains("resetkeys"));
     }
 
     #[test]
