@@ -12,7 +12,7 @@ use crate::errors::{self, Refusal};
 use crate::reply::Reply;
 use crate::service::Core;
 use crate::session::Session;
-use crate::table::{Cmd, CommandSpec, Flags};
+use crate::table::{Cmd, CommandSpec, Flags, KeyAccess};
 
 /// Commands a MULTI may queue (each holds its arguments until EXEC). Past it the transaction
 /// is aborted: EXEC answers EXECABORT, as after any refused command.
@@ -42,18 +42,14 @@ fn acl_refusal(
     if session.user.unrestricted() || spec.flags.contains(Flags::NO_AUTH) {
         return None;
     }
-    let keys: Vec<Bytes> = match spec.cmd {
-        // OBJECT's subcommands take one key, which its table row (a container's) does not
-        // name; any other request's keys are what the cluster routes by (BATCH's among its
-        // operations), read without the value limit: a value too long is refused when it runs.
-        Cmd::Object => args.get(2).cloned().into_iter().collect(),
-        _ => keys_of(spec, args),
-    };
-    let refused = crate::acl::refusal(&session.user, spec, args, keys.iter().map(|k| &k[..]))?;
-    // ACL LOG: the command refused, or the first key it may not touch.
+    let keys = acl_keys(spec, args);
+    let refused = crate::acl::refusal(&session.user, spec, args, &keys)?;
+    // ACL LOG: the command refused, or the first key it may not use so.
     let user = &session.user;
-    let (reason, object) = match keys.iter().find(|k| !user.may_access(k)) {
-        Some(k) if user.may_run(spec) => ("key", String::from_utf8_lossy(k).into_owned()),
+    let (reason, object) = match keys.iter().find(|(k, a)| !user.may_access(k, *a)) {
+        Some((k, _)) if user.may_run(spec, args) => {
+            ("key", String::from_utf8_lossy(k).into_owned())
+        }
         _ => ("command", crate::acl::shown_name(spec, args)),
     };
     let client = session.info.list_line();
@@ -167,6 +163,38 @@ pub fn keys_of(spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
     match spec.cmd {
         Cmd::Batch => crate::batch::keys(args),
         _ => spec.keys(args).cloned().collect(),
+    }
+}
+
+/// The keys of a request as ACL patterns check them, each with what the request does with it
+/// (the table's key access; SET's GET option reads too, as Redis's `setGetKeys` says).
+/// OBJECT's subcommands take one key, which its table row (a container's) does not name, and
+/// read nothing of its value for the client; a BATCH may read (IF EQUALS) and write each of
+/// its keys. Read without the value limit: a value too long is refused when it runs.
+pub fn acl_keys(spec: &CommandSpec, args: &[Bytes]) -> Vec<(Bytes, KeyAccess)> {
+    match spec.cmd {
+        Cmd::Object => args
+            .get(2)
+            .map(|k| (k.clone(), KeyAccess::NONE))
+            .into_iter()
+            .collect(),
+        Cmd::Batch => crate::batch::keys(args)
+            .into_iter()
+            .map(|k| (k, KeyAccess::READ_WRITE))
+            .collect(),
+        _ => {
+            let get =
+                spec.cmd == Cmd::Set && args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get"));
+            let access = if get {
+                [KeyAccess::READ_WRITE; 2]
+            } else {
+                spec.access
+            };
+            spec.key_positions(args.len())
+                .enumerate()
+                .map(|(n, i)| (args[i].clone(), access[usize::from(n > 0)]))
+                .collect()
+        }
     }
 }
 

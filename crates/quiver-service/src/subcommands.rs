@@ -1,5 +1,7 @@
 //! The subcommands a request is checked against before it runs or is queued in MULTI, as Redis
-//! checks them from its command table: CLUSTER's ([`SUBCOMMANDS`]). OBJECT, CLIENT, CONFIG and
+//! checks them from its command table: CLUSTER's (their names and arities are the table's,
+//! `table::SUBCOMMANDS`: Redis 7.0's, and Quiver's COUNTKEYSINRANGES, a chain's share of
+//! DBSIZE, which the router asks). OBJECT, CLIENT, CONFIG and
 //! COMMAND check theirs when they run (as Redis's do).
 
 use bytes::Bytes;
@@ -7,41 +9,6 @@ use bytes::Bytes;
 use crate::errors::{unknown_subcommand, wrong_arity};
 use crate::reply::Reply;
 use crate::table::Cmd;
-
-/// Redis 7.0's CLUSTER subcommands and their arities (`COMMAND INFO cluster`), in Redis's
-/// convention: `n > 0` exactly n arguments (CLUSTER and the subcommand included), `n < 0` at
-/// least -n; and Quiver's one, COUNTKEYSINRANGES (a chain's share of DBSIZE, which the
-/// router asks).
-const SUBCOMMANDS: &[(&str, i32)] = &[
-    ("addslots", -3),
-    ("addslotsrange", -4),
-    ("bumpepoch", 2),
-    ("count-failure-reports", 3),
-    ("countkeysinranges", -4),
-    ("countkeysinslot", 3),
-    ("delslots", -3),
-    ("delslotsrange", -4),
-    ("failover", -2),
-    ("flushslots", 2),
-    ("forget", 3),
-    ("getkeysinslot", 4),
-    ("help", 2),
-    ("info", 2),
-    ("keyslot", 3),
-    ("links", 2),
-    ("meet", -4),
-    ("myid", 2),
-    ("nodes", 2),
-    ("replicas", 3),
-    ("replicate", 3),
-    ("reset", -2),
-    ("saveconfig", 2),
-    ("set-config-epoch", 3),
-    ("setslot", -4),
-    ("shards", 2),
-    ("slaves", 3),
-    ("slots", 2),
-];
 
 /// The refusal Redis gives a request for an unknown subcommand of a container command, or a
 /// known one with a wrong number of arguments (CLUSTER's), before anything runs.
@@ -56,12 +23,10 @@ pub fn refusal(cmd: Cmd, args: &[Bytes]) -> Option<Reply> {
 /// subcommand, or a wrong number of arguments for a known one (`args[1]` exists: CLUSTER's
 /// own arity was checked).
 fn cluster_refusal(args: &[Bytes]) -> Option<Reply> {
-    let Some(&(name, arity)) = SUBCOMMANDS
-        .iter()
-        .find(|(name, _)| args[1].eq_ignore_ascii_case(name.as_bytes()))
-    else {
+    let Some((_, sub)) = crate::table::subcommand(Cmd::Cluster, &args[1]) else {
         return Some(unknown_subcommand(&args[1], "CLUSTER"));
     };
+    let (name, arity) = (sub.name, sub.arity);
     let argc = args.len() as i64;
     let arity = i64::from(arity);
     let ok = if arity >= 0 {
@@ -108,6 +73,6 @@ mod tests {
         );
         assert!(cluster_refusal(&args(&["CLUSTER", "ADDSLOTS", "1", "2", "3"])).is_none());
         assert!(cluster_refusal(&args(&["CLUSTER", "FAILOVER"])).is_none());
-        assert!(SUBCOMMANDS.windows(2).all(|w| w[0].0 < w[1].0));
+        assert!(cluster_refusal(&args(&["CLUSTER", "COUNTKEYSINRANGES", "0", "1"])).is_none());
     }
 }

@@ -460,3 +460,53 @@ fn acl_log_records_failed_logins_and_refusals() {
         Value::Array(vec![])
     );
 }
+
+/// A hardening file written for Redis starts: rules and renames naming Redis commands Quiver
+/// does not have (EVAL, SCRIPT) are accepted to no effect, as Redis accepts them, and those
+/// naming Quiver's (DEBUG, SHUTDOWN, CONFIG SET) apply.
+#[test]
+fn an_acl_file_and_renames_written_for_redis_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("users.acl");
+    std::fs::write(
+        &file,
+        "user x on nopass ~* +@all -debug -eval -shutdown -script|flush -config|set\n\
+         user default on nopass ~* +@all\n",
+    )
+    .unwrap();
+    let renames = Config::from_toml("[rename-command]\nEVAL = \"\"\nKEYS = \"\"\nDEBUG = \"\"\n")
+        .unwrap()
+        .rename_command;
+    let server = TestServer::start_with(|c| {
+        c.service.aclfile = Some(file.clone());
+        c.service.rename_command = renames;
+    });
+    let mut s = raw(server.addr);
+    send(&mut s, &[b"ACL", b"GETUSER", b"x"]);
+    let rules = b"+@all -debug -eval -shutdown -script|flush -config|set";
+    let mut expected =
+        b"*12\r\n$5\r\nflags\r\n*2\r\n$2\r\non\r\n$6\r\nnopass\r\n$9\r\npasswords\r\n\
+        *0\r\n$8\r\ncommands\r\n"
+            .to_vec();
+    expected.extend_from_slice(format!("${}\r\n", rules.len()).as_bytes());
+    expected.extend_from_slice(rules);
+    expected.extend_from_slice(
+        b"\r\n$4\r\nkeys\r\n$2\r\n~*\r\n$8\r\nchannels\r\n$0\r\n\r\n$9\r\nselectors\r\n*0\r\n",
+    );
+    expect_reply(&mut s, &expected);
+    send(&mut s, &[b"AUTH", b"x", b"any"]);
+    send(&mut s, &[b"CONFIG", b"SET", b"maxclients", b"10"]);
+    send(&mut s, &[b"SHUTDOWN"]);
+    send(&mut s, &[b"KEYS", b"*"]);
+    send(&mut s, &[b"GET", b"k"]);
+    expect_reply(
+        &mut s,
+        b"+OK\r\n-NOPERM this user has no permissions to run the 'config|set' command\r\n\
+          -NOPERM this user has no permissions to run the 'shutdown' command\r\n\
+          -ERR unknown command 'KEYS', with args beginning with: '*' \r\n$-1\r\n",
+    );
+    // The refusal is logged under the subcommand's name, as Redis logs it.
+    send(&mut s, &[b"AUTH", b"default", b"any"]);
+    send(&mut s, &[b"ACL", b"LOG", b"1"]);
+    expect_reply(&mut s, b"+OK\r\n*1\r\n*14\r\n$5\r\ncount\r\n:1\r\n$6\r\nreason\r\n$7\r\ncommand\r\n$7\r\ncontext\r\n$8\r\ntoplevel\r\n$6\r\nobject\r\n$8\r\nshutdown\r\n");
+}

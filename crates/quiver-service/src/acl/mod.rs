@@ -4,6 +4,7 @@
 //! as Redis applies an `ACL SETUSER` to connections already logged in. `requirepass` is the
 //! `default` user's password, as in Redis.
 
+pub mod commands;
 pub mod file;
 pub mod log;
 pub mod user;
@@ -17,7 +18,7 @@ use bytes::Bytes;
 use parking_lot::RwLock;
 
 use crate::reply::Reply;
-use crate::table::{Cmd, CommandSpec};
+use crate::table::{self, CommandSpec, KeyAccess};
 pub use user::User;
 
 /// The user every connection starts as.
@@ -178,23 +179,24 @@ impl Users {
     }
 }
 
-/// Why `user` may not run `args` (`spec`, naming `keys`), in Redis's words; `None` if it may.
+/// Why `user` may not run `args` (`spec`, using `keys` so), in Redis's words; `None` if it
+/// may.
 pub fn refusal<'k>(
     user: &User,
     spec: &CommandSpec,
     args: &[Bytes],
-    keys: impl IntoIterator<Item = &'k [u8]>,
+    keys: impl IntoIterator<Item = &'k (Bytes, KeyAccess)>,
 ) -> Option<Reply> {
     if user.unrestricted() {
         return None;
     }
-    if !user.may_run(spec) {
+    if !user.may_run(spec, args) {
         return Some(Reply::error(format!(
             "NOPERM this user has no permissions to run the '{}' command",
             shown_name(spec, args)
         )));
     }
-    if keys.into_iter().any(|k| !user.may_access(k)) {
+    if keys.into_iter().any(|(k, a)| !user.may_access(k, *a)) {
         return Some(Reply::error(
             "NOPERM this user has no permissions to access one of the keys used as arguments",
         ));
@@ -202,22 +204,10 @@ pub fn refusal<'k>(
     None
 }
 
-/// The name Redis gives a command in NOPERM: `name|subcommand` for a container.
+/// The name Redis gives a command in NOPERM and ACL LOG: `name|subcommand` for a container.
 pub(crate) fn shown_name(spec: &CommandSpec, args: &[Bytes]) -> String {
-    let container = matches!(
-        spec.cmd,
-        Cmd::Client
-            | Cmd::Config
-            | Cmd::Command
-            | Cmd::Cluster
-            | Cmd::Object
-            | Cmd::Acl
-            | Cmd::SlowLog
-            | Cmd::Latency
-            | Cmd::Memory
-    );
     match args.get(1) {
-        Some(sub) if container => format!(
+        Some(sub) if table::is_container(spec.cmd) => format!(
             "{}|{}",
             spec.name,
             String::from_utf8_lossy(sub).to_ascii_lowercase()

@@ -1,50 +1,14 @@
-//! One ACL user and the rules of `ACL SETUSER` (Redis 7.0's, less selectors and per-key
-//! read/write permissions): `on` / `off`, passwords (`>pw`, `<pw`, `#sha256`, `!sha256`,
-//! `nopass`, `resetpass`), commands (`+cmd`, `-cmd`, `+@category`, `-@category`,
-//! `allcommands`, `nocommands`), keys (`~pattern`, `allkeys`, `resetkeys`), channels (accepted
-//! and shown; Quiver has no Pub/Sub), and `reset`.
+//! One ACL user and the rules of `ACL SETUSER` (Redis 7.0's, less selectors): `on` / `off`,
+//! passwords (`>pw`, `<pw`, `#sha256`, `!sha256`, `nopass`, `resetpass`), commands (`+cmd`,
+//! `-cmd`, `+cmd|sub`, `+cmd|firstarg`, `+@category`, `-@category`, `allcommands`,
+//! `nocommands`: `commands`), keys (`~pattern`, `%R~pattern`, `%W~pattern`, `%RW~pattern`,
+//! `allkeys`, `resetkeys`), channels (accepted and shown; Quiver has no Pub/Sub), and `reset`.
 
+use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
-use crate::table::{self, CommandSpec, COMMANDS};
-
-/// Redis 7's categories, in `ACL CAT`'s order: the ones no Quiver command is in are listed
-/// too, so a rule naming any Redis category is accepted.
-pub const CATEGORIES: [&str; 21] = [
-    "keyspace",
-    "read",
-    "write",
-    "set",
-    "sortedset",
-    "list",
-    "hash",
-    "string",
-    "bitmap",
-    "hyperloglog",
-    "geo",
-    "stream",
-    "pubsub",
-    "admin",
-    "fast",
-    "slow",
-    "blocking",
-    "dangerous",
-    "connection",
-    "transaction",
-    "scripting",
-];
-
-/// Redis's reason for a `+name` / `-name` rule that names no command or category.
-const UNKNOWN_NAME: &str = "Unknown command or category name in ACL";
-
-/// The commands of a category (`read`, not `@read`), as its `+@` / `-@` rules and `ACL CAT`
-/// see them.
-pub fn commands_in(category: &str) -> impl Iterator<Item = &'static CommandSpec> + '_ {
-    COMMANDS.iter().filter(move |c| {
-        c.acl_categories()
-            .any(|n| n.strip_prefix('@') == Some(category))
-    })
-}
+use super::commands::Commands;
+use crate::table::{CommandSpec, KeyAccess};
 
 /// Passwords one user may have at most; key patterns likewise (a bound on what SETUSER grows).
 pub const PASSWORDS_MAX: usize = 64;
@@ -52,6 +16,18 @@ pub const PATTERNS_MAX: usize = 1024;
 
 /// Redis's reason when `<password` or `!hash` names a password the user does not have.
 const NO_SUCH_PASSWORD: &str = "The password you are trying to remove from the user does not exist";
+
+/// Redis's reasons for a bad key pattern rule.
+const SYNTAX: &str = "Syntax error";
+const AFTER_ALLKEYS: &str = "Adding a pattern after the * pattern (or the 'allkeys' flag) is not valid and does not have any effect. Try 'resetkeys' to start with an empty list of patterns";
+
+/// A key pattern and what it permits (`~p` both, `%R~p` reads, `%W~p` writes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyPattern {
+    pub pattern: Vec<u8>,
+    pub read: bool,
+    pub write: bool,
+}
 
 /// A password as stored: its SHA-256, as Redis keeps it (`ACL GETUSER` shows it in hex).
 pub type PasswordHash = [u8; 32];
@@ -66,12 +42,10 @@ pub struct User {
     pub enabled: bool,
     pub nopass: bool,
     pub passwords: Vec<PasswordHash>,
-    /// By command index: whether the user may run it.
-    allowed: Vec<bool>,
-    /// The command rules as `ACL LIST` shows them (`+@all`, `-@all -get`, ...).
-    command_rules: String,
+    commands: Commands,
     pub allkeys: bool,
-    pub key_patterns: Vec<Vec<u8>>,
+    /// In the order given; a pattern given again adds its permissions to the first's.
+    pub key_patterns: Vec<KeyPattern>,
     pub allchannels: bool,
     pub channel_patterns: Vec<Vec<u8>>,
     /// Every command on every key: kept by `apply`, read on every request.
@@ -86,8 +60,7 @@ impl User {
             enabled: false,
             nopass: false,
             passwords: Vec::new(),
-            allowed: vec![false; COMMANDS.len()],
-            command_rules: "-@all".into(),
+            commands: Commands::none(),
             allkeys: false,
             key_patterns: Vec::new(),
             allchannels: false,
@@ -111,16 +84,21 @@ impl User {
         self.unrestricted
     }
 
-    pub fn may_run(&self, spec: &CommandSpec) -> bool {
-        self.allowed[spec.cmd.index()]
+    /// Whether the user may run the request `args` (`spec`): by its subcommand for a
+    /// container (`config|set`).
+    pub fn may_run(&self, spec: &CommandSpec, args: &[Bytes]) -> bool {
+        self.commands.may_run(spec, args)
     }
 
-    pub fn may_access(&self, key: &[u8]) -> bool {
+    /// Whether the user may use `key` as `access` says (Redis's `ACLSelectorCheckKey`: a
+    /// pattern matching the key that permits all of it).
+    pub fn may_access(&self, key: &[u8], access: KeyAccess) -> bool {
         self.allkeys
-            || self
-                .key_patterns
-                .iter()
-                .any(|p| quiver_resp::glob_match(p, key))
+            || self.key_patterns.iter().any(|p| {
+                (p.read || !access.read)
+                    && (p.write || !access.write)
+                    && quiver_resp::glob_match(&p.pattern, key)
+            })
     }
 
     /// Whether `password` is one of the user's (any password when `nopass`).
@@ -138,7 +116,7 @@ impl User {
     /// Applies one rule; the error is the reason Redis gives after the rule's name.
     pub fn apply(&mut self, rule: &[u8]) -> Result<(), String> {
         let applied = self.apply_rule(rule);
-        self.unrestricted = self.allkeys && self.allowed.iter().all(|&a| a);
+        self.unrestricted = self.allkeys && self.commands.all_allowed();
         applied
     }
 
@@ -172,8 +150,8 @@ impl User {
                 self.allchannels = false;
                 self.channel_patterns.clear();
             }
-            "allcommands" | "+@all" => self.set_all(true),
-            "nocommands" | "-@all" => self.set_all(false),
+            "allcommands" => self.commands.set_all(true),
+            "nocommands" => self.commands.set_all(false),
             "reset" => {
                 *self = User {
                     name: std::mem::take(&mut self.name),
@@ -187,7 +165,7 @@ impl User {
 
     fn apply_prefixed(&mut self, rule: &[u8]) -> Result<(), String> {
         let Some((&first, rest)) = rule.split_first() else {
-            return Err("Syntax error".into());
+            return Err(SYNTAX.into());
         };
         match first {
             b'>' => {
@@ -196,51 +174,14 @@ impl User {
             b'<' => self.remove_password(hash_password(rest))?,
             b'#' => self.add_password(parse_hash(rest)?)?,
             b'!' => self.remove_password(parse_hash(rest)?)?,
-            b'~' => {
-                if self.allkeys {
-                    return Err(
-                        "Adding a pattern after the * pattern (or the 'allkeys' flag) is not valid and does not have any effect. Try 'resetkeys' to start with an empty list of patterns"
-                            .into(),
-                    );
-                }
-                if self.key_patterns.len() >= PATTERNS_MAX {
-                    return Err(format!("at most {PATTERNS_MAX} key patterns"));
-                }
-                if !self.key_patterns.iter().any(|p| p == rest) {
-                    self.key_patterns.push(rest.to_vec());
-                }
-            }
+            b'~' | b'%' => self.add_key_pattern(rule)?,
             b'&' => {
                 if !self.allchannels && !self.channel_patterns.iter().any(|p| p == rest) {
                     self.channel_patterns.push(rest.to_vec());
                 }
             }
-            b'+' | b'-' => {
-                let allow = first == b'+';
-                let name = std::str::from_utf8(rest)
-                    .map_err(|_| UNKNOWN_NAME.to_string())?
-                    .to_ascii_lowercase();
-                if let Some(category) = name.strip_prefix('@') {
-                    if !CATEGORIES.contains(&category) {
-                        return Err(UNKNOWN_NAME.into());
-                    }
-                    for c in commands_in(category) {
-                        self.allowed[c.cmd.index()] = allow;
-                    }
-                } else {
-                    if name.contains('|') {
-                        return Err(
-                            "Quiver's ACL rules name whole commands, not subcommands".into()
-                        );
-                    }
-                    let spec = table::lookup(name.as_bytes()).ok_or(UNKNOWN_NAME)?;
-                    self.allowed[spec.cmd.index()] = allow;
-                }
-                self.command_rules.push(' ');
-                self.command_rules.push(first as char);
-                self.command_rules.push_str(&name);
-            }
-            _ => return Err("Syntax error".into()),
+            b'+' | b'-' => self.commands.apply(first == b'+', rest)?,
+            _ => return Err(SYNTAX.into()),
         }
         Ok(())
     }
@@ -264,9 +205,36 @@ impl User {
         Ok(())
     }
 
-    fn set_all(&mut self, allow: bool) {
-        self.allowed.iter_mut().for_each(|a| *a = allow);
-        self.command_rules = if allow { "+@all" } else { "-@all" }.into();
+    /// `~p`, `%R~p`, `%W~p`, `%RW~p` as Redis 7.0 reads them (`%R` alone is the empty
+    /// pattern; `~*` and `%RW~*` are `allkeys`).
+    fn add_key_pattern(&mut self, rule: &[u8]) -> Result<(), String> {
+        if self.allkeys {
+            return Err(AFTER_ALLKEYS.into());
+        }
+        let (read, write, pattern) = parse_key_rule(rule)?;
+        // Redis refuses a pattern with spaces: an ACL file line could not hold it.
+        if pattern.iter().any(u8::is_ascii_whitespace) {
+            return Err(SYNTAX.into());
+        }
+        if read && write && pattern == b"*" {
+            self.allkeys = true;
+            self.key_patterns.clear();
+            return Ok(());
+        }
+        if let Some(p) = self.key_patterns.iter_mut().find(|p| p.pattern == pattern) {
+            p.read |= read;
+            p.write |= write;
+            return Ok(());
+        }
+        if self.key_patterns.len() >= PATTERNS_MAX {
+            return Err(format!("at most {PATTERNS_MAX} key patterns"));
+        }
+        self.key_patterns.push(KeyPattern {
+            pattern: pattern.to_vec(),
+            read,
+            write,
+        });
+        Ok(())
     }
 
     /// The flags `ACL GETUSER` lists.
@@ -278,16 +246,28 @@ impl User {
         f
     }
 
-    pub fn command_rules(&self) -> &str {
-        &self.command_rules
+    pub fn command_rules(&self) -> String {
+        self.commands.describe()
     }
 
-    /// `~p1 ~p2` (or `~*`), as `ACL LIST` and `GETUSER` show the keys.
+    /// `~p1 %R~p2 %W~p3` (or `~*`), as `ACL LIST` and `GETUSER` show the keys.
     pub fn keys_text(&self) -> String {
         if self.allkeys {
             return "~*".into();
         }
-        patterns_text(b'~', &self.key_patterns)
+        let shown: Vec<String> = self
+            .key_patterns
+            .iter()
+            .map(|p| {
+                let sigil: &[u8] = match (p.read, p.write) {
+                    (true, false) => b"%R~",
+                    (false, true) => b"%W~",
+                    _ => b"~",
+                };
+                String::from_utf8_lossy(&[sigil, &p.pattern[..]].concat()).into_owned()
+            })
+            .collect();
+        shown.join(" ")
     }
 
     pub fn channels_text(&self) -> String {
@@ -318,7 +298,7 @@ impl User {
                 parts.push(channels);
             }
         }
-        parts.push(self.command_rules.clone());
+        parts.push(self.command_rules());
         parts.join(" ")
     }
 }
@@ -337,6 +317,32 @@ fn patterns_text(sigil: u8, patterns: &[Vec<u8>]) -> String {
 
 pub fn hex(h: &PasswordHash) -> String {
     h.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A `~` or `%` key rule: read, write, the pattern. `%` takes `R` and `W` once each, in any
+/// case and order, then `~` (Redis 7.0's parser; `%R` without `~` is the empty pattern).
+fn parse_key_rule(rule: &[u8]) -> Result<(bool, bool, &[u8]), String> {
+    if rule.first() == Some(&b'~') {
+        return Ok((true, true, &rule[1..]));
+    }
+    let (mut read, mut write) = (false, false);
+    let mut i = 1;
+    while i < rule.len() {
+        match rule[i].to_ascii_uppercase() {
+            b'R' if !read => read = true,
+            b'W' if !write => write = true,
+            b'~' => {
+                i += 1;
+                break;
+            }
+            _ => return Err(SYNTAX.into()),
+        }
+        i += 1;
+    }
+    if !read && !write {
+        return Err(SYNTAX.into());
+    }
+    Ok((read, write, &rule[i..]))
 }
 
 fn parse_hash(text: &[u8]) -> Result<PasswordHash, String> {
@@ -364,6 +370,13 @@ mod tests {
     use super::*;
     use crate::table::Cmd;
 
+    /// Whether `u` may run `cmd` with no arguments past its name.
+    fn runs(u: &User, cmd: Cmd) -> bool {
+        u.may_run(cmd.spec(), &[Bytes::from_static(b"x")])
+    }
+
+    const RW: KeyAccess = KeyAccess::READ_WRITE;
+
     fn user(rules: &[&str]) -> Result<User, String> {
         let mut u = User::new("alice");
         for r in rules {
@@ -382,7 +395,7 @@ mod tests {
     #[test]
     fn a_new_user_may_do_nothing() {
         let u = User::new("alice");
-        assert!(!u.enabled && !u.may_run(Cmd::Get.spec()) && !u.may_access(b"k"));
+        assert!(!u.enabled && !runs(&u, Cmd::Get) && !u.may_access(b"k", RW));
         assert!(!u.password_ok(b""), "no password and not nopass: no login");
         assert_eq!(u.describe(), "off resetchannels -@all");
     }
@@ -399,10 +412,10 @@ mod tests {
             "-strlen",
         ])
         .unwrap();
-        assert!(u.may_run(Cmd::Get.spec()) && u.may_run(Cmd::MGet.spec()));
-        assert!(u.may_run(Cmd::Set.spec()) && !u.may_run(Cmd::Del.spec()));
-        assert!(!u.may_run(Cmd::StrLen.spec()) && !u.may_run(Cmd::Keys.spec()));
-        assert!(u.may_access(b"app:1") && !u.may_access(b"other"));
+        assert!(runs(&u, Cmd::Get) && runs(&u, Cmd::MGet));
+        assert!(runs(&u, Cmd::Set) && !runs(&u, Cmd::Del));
+        assert!(!runs(&u, Cmd::StrLen) && !runs(&u, Cmd::Keys));
+        assert!(u.may_access(b"app:1", RW) && !u.may_access(b"other", KeyAccess::NONE));
         assert!(u.password_ok(b"pw") && !u.password_ok(b"PW"));
         assert_eq!(
             u.describe(),
@@ -451,6 +464,27 @@ mod tests {
         );
         assert_eq!(user(&["bogus"]).unwrap_err(), "bogus: Syntax error");
         assert!(user(&["allkeys", "~x"]).unwrap_err().contains("resetkeys"));
+    }
+
+    #[test]
+    fn read_and_write_key_patterns() {
+        let u = user(&["%R~r*", "%W~w*", "~b*", "%rw~k*"]).unwrap();
+        let (read, write) = (KeyAccess::READ, KeyAccess::WRITE);
+        assert!(u.may_access(b"r1", read) && !u.may_access(b"r1", write));
+        assert!(u.may_access(b"w1", write) && !u.may_access(b"w1", read));
+        assert!(!u.may_access(b"w1", RW) && u.may_access(b"b1", RW) && u.may_access(b"k", RW));
+        assert!(u.may_access(b"w1", KeyAccess::NONE) && !u.may_access(b"x", KeyAccess::NONE));
+        assert_eq!(u.keys_text(), "%R~r* %W~w* ~b* ~k*");
+        // A pattern given again adds to the first; `%RW~*` is allkeys, `%R~*` is not.
+        let u = user(&["%R~a", "%W~a", "%R~*", "%R"]).unwrap();
+        assert_eq!(u.keys_text(), "~a %R~* %R~");
+        assert!(user(&["%RW~*"]).unwrap().allkeys);
+        for bad in ["%", "%~a", "%X~a", "%RR~a", "%RWR~a", "~a b", "%R~a b"] {
+            assert_eq!(user(&[bad]).unwrap_err(), format!("{bad}: Syntax error"));
+        }
+        assert!(user(&["allkeys", "%R~a"])
+            .unwrap_err()
+            .contains("resetkeys"));
     }
 
     #[test]

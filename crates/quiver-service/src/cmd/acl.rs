@@ -3,7 +3,8 @@
 
 use bytes::Bytes;
 
-use crate::acl::user::{commands_in, hex, CATEGORIES};
+use crate::acl::commands::{commands_in, CATEGORIES};
+use crate::acl::user::hex;
 use crate::cmd::ConnCtx;
 use crate::errors::{err, subcommand_syntax, unknown_subcommand, wrong_arity};
 use crate::reply::Reply;
@@ -163,17 +164,17 @@ fn dryrun(core: &crate::service::Core, name: &[u8], request: &[Bytes]) -> Reply 
     if user.unrestricted() {
         return Reply::OK;
     }
-    if !user.may_run(spec) {
+    if !user.may_run(spec, request) {
         return Reply::text(format!(
             "This user has no permissions to run the '{}' command",
             crate::acl::shown_name(spec, request)
         ));
     }
-    match crate::admission::keys_of(spec, request)
+    match crate::admission::acl_keys(spec, request)
         .into_iter()
-        .find(|k| !user.may_access(k))
+        .find(|(k, a)| !user.may_access(k, *a))
     {
-        Some(k) => Reply::text(format!(
+        Some((k, _)) => Reply::text(format!(
             "This user has no permissions to access the '{}' key",
             lossy(&k)
         )),

@@ -730,6 +730,34 @@ fn router_auth_and_limits() {
     for (k, got) in keys.iter().zip(values) {
         assert_eq!(got.as_deref(), Some(k.as_bytes()));
     }
+    // ACL rules as a node checks them (`admission::check`): a subcommand denied, a key
+    // pattern that permits reads only.
+    let rules: [&[u8]; 7] = [
+        b"ACL",
+        b"SETUSER",
+        b"ro",
+        b"on",
+        b"nopass",
+        b"%R~auth*",
+        b"+@all",
+    ];
+    c.command(&rules).unwrap();
+    c.command(&[b"ACL", b"SETUSER", b"ro", b"-config|set"])
+        .unwrap();
+    let mut ro = Connection::connect_with(connect_options(&addr)).unwrap();
+    ro.command(&[b"AUTH", b"ro", b"x"]).unwrap();
+    assert_eq!(
+        ro.get(&keys[0]).unwrap().as_deref(),
+        Some(keys[0].as_bytes())
+    );
+    let refused = error_text(ro.command(&[b"SET", keys[0].as_bytes(), b"x"]));
+    assert!(refused.contains("access one of the keys"), "{refused}");
+    let refused = error_text(ro.command(&[b"CONFIG", b"SET", b"maxclients", b"10"]));
+    assert!(
+        refused.contains("run the 'config|set' command"),
+        "{refused}"
+    );
+    c.command(&[b"ACL", b"DELUSER", b"ro"]).unwrap();
     // A client given the password (AUTH on connect).
     let mut c2 = cluster.routers[r].conn();
     assert_eq!(
