@@ -4,6 +4,7 @@
 //! compaction pass to a share of the core (`Pacer`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Work a paced pass does between two sleeps.
@@ -70,7 +71,40 @@ pub const STALL_EVENT_MIN_US: u64 = 1_000;
 /// Events kept until taken; past it the oldest go.
 pub const STALL_EVENTS_MAX: usize = 1024;
 
-/// One long hold of a partition's lock by maintenance.
+/// Long fdatasyncs of the logs (at least [`STALL_EVENT_MIN_US`]), each with the file's path,
+/// as events named `fdatasync` (`Store::take_stall_events` hands over those under its
+/// directory with its holds). Kept for the process, not in a store: the sync happens where no
+/// store is at hand (`Segment::sync_data`).
+static FDATASYNCS: parking_lot::Mutex<std::collections::VecDeque<(PathBuf, StallEvent)>> =
+    parking_lot::Mutex::new(std::collections::VecDeque::new());
+
+/// An fdatasync of `path` that began at `since` has ended: a long one is an event.
+pub(crate) fn note_fdatasync(path: &Path, since: Instant) {
+    let us = since.elapsed().as_micros() as u64;
+    if us < STALL_EVENT_MIN_US {
+        return;
+    }
+    let event = StallEvent {
+        by: "fdatasync",
+        us,
+        unix_secs: crate::clock::system_now_ms() / 1000,
+    };
+    let mut syncs = FDATASYNCS.lock();
+    if syncs.len() >= STALL_EVENTS_MAX {
+        syncs.pop_front();
+    }
+    syncs.push_back((path.to_path_buf(), event));
+}
+
+/// Keeps `event`, the oldest going past [`STALL_EVENTS_MAX`].
+fn push_event(events: &mut std::collections::VecDeque<StallEvent>, event: StallEvent) {
+    if events.len() >= STALL_EVENTS_MAX {
+        events.pop_front();
+    }
+    events.push_back(event);
+}
+
+/// One long hold of a partition's lock by maintenance, or one long fdatasync.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StallEvent {
     /// The task ("checkpoint", "compaction range", ...).
@@ -91,9 +125,20 @@ impl Stalls {
         }
     }
 
-    /// The long holds since the last call, oldest first.
-    pub fn take_events(&self) -> Vec<StallEvent> {
-        self.events.lock().drain(..).collect()
+    /// The long holds, and the long fdatasyncs of files under `dir`, since the last call,
+    /// oldest first.
+    pub fn take_events(&self, dir: &Path) -> Vec<StallEvent> {
+        let mut events: Vec<StallEvent> = self.events.lock().drain(..).collect();
+        FDATASYNCS.lock().retain(|(path, e)| {
+            let ours = path.starts_with(dir);
+            if ours {
+                events.push(*e);
+            }
+            !ours
+        });
+        // Each list is in order; together, by when they ended (a stable sort keeps ties).
+        events.sort_by_key(|e| e.unix_secs);
+        events
     }
 
     /// (longest hold and its task, all holds' total, holds), in microseconds.
@@ -125,15 +170,12 @@ impl Drop for StallTimer<'_> {
         s.holds.fetch_add(1, Ordering::Relaxed);
         if us >= STALL_EVENT_MIN_US {
             let unix_secs = crate::clock::system_now_ms() / 1000;
-            let mut events = s.events.lock();
-            if events.len() >= STALL_EVENTS_MAX {
-                events.pop_front();
-            }
-            events.push_back(StallEvent {
+            let event = StallEvent {
                 by: self.by,
                 us,
                 unix_secs,
-            });
+            };
+            push_event(&mut s.events.lock(), event);
         }
     }
 }

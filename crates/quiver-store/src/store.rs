@@ -556,10 +556,11 @@ impl Store {
 
     // ---- durability and maintenance ----
 
-    /// The holds of a partition's lock by maintenance of at least 1 ms since the last call
-    /// (at most the last 1,024), oldest first: what a server's latency monitor names.
+    /// The holds of a partition's lock by maintenance, and the fdatasyncs of its logs, of at
+    /// least 1 ms since the last call (at most the last 1,024 of each), oldest first: what a
+    /// server's latency monitor names.
     pub fn take_stall_events(&self) -> Vec<StallEvent> {
-        self.inner.ctx.stalls.take_events()
+        self.inner.ctx.stalls.take_events(self.dir())
     }
 
     /// Writes buffered records to the OS and fdatasyncs every partition's log.

@@ -366,10 +366,12 @@ impl Segment {
                 });
             }
         }
+        let started = std::time::Instant::now();
         let res = match faults::check(&self.path, FileOp::Sync, 0) {
             Some(f) => Err(f.error),
             None => self.file.sync_data(),
         };
+        crate::stalls::note_fdatasync(&self.path, started);
         drop(first);
         res.map_err(|e| {
             let _ = self.sync_failed.set(e.to_string());

@@ -528,3 +528,34 @@ fn a_deferred_fsync_failure_settles_with_its_error_and_stops_writes() {
     assert_eq!(s.stats().partitions_refusing_writes, 1);
     assert!(s.close().is_err());
 }
+
+/// A slow fdatasync of a log (a disk that takes 3 ms: the injector sleeps inside the timed
+/// sync) is handed over as an `fdatasync` event with the maintenance holds, and only by the
+/// store whose file it was.
+#[test]
+fn a_slow_fdatasync_is_a_stall_event_of_its_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let s = Store::open(tmp.path(), options(Durability::Fsync)).unwrap();
+    let o = Store::open(other.path(), options(Durability::Fsync)).unwrap();
+    let _slow = faults::inject(tmp.path(), |op, _, _| {
+        if op == FileOp::Sync {
+            std::thread::sleep(std::time::Duration::from_millis(3));
+        }
+        None
+    });
+    s.put(b"k", b"v").unwrap();
+    let syncs: Vec<_> = s
+        .take_stall_events()
+        .into_iter()
+        .filter(|e| e.by == "fdatasync")
+        .collect();
+    assert!(!syncs.is_empty(), "no fdatasync event after a 3 ms sync");
+    assert!(syncs.iter().all(|e| e.us >= 3_000), "{syncs:?}");
+    assert!(
+        o.take_stall_events().iter().all(|e| e.by != "fdatasync"),
+        "another store's sync handed over"
+    );
+    // Taken once.
+    assert!(s.take_stall_events().iter().all(|e| e.by != "fdatasync"));
+}
