@@ -14,6 +14,7 @@
 # - etcd and etcdctl (Debian packages etcd-server, etcd-client): the cluster tests
 #   (crates/quiver/tests/cluster) run a real etcd.
 # - iptables: the cluster's partition test cuts two nodes apart with rules on loopback.
+# - openssl: the TLS tests make a client certificate as an operator would (`openssl x509 -req`).
 # - the Python `redis` package (redis-py) for redis_py_check.py and redis_py_cluster.py: pip
 #   first; if pip refuses (PEP 668 "externally managed environment") or is missing, pip with
 #   --break-system-packages, then Debian's python3-redis.
@@ -38,10 +39,10 @@ fail() {
   exit 1
 }
 
-# ---- protoc, mount, redis-server, redis-cli, redis-benchmark, etcd, etcdctl, iptables
+# ---- protoc, mount, redis-server, redis-cli, redis-benchmark, etcd, etcdctl, iptables, openssl
 apt_install_missing protoc:protobuf-compiler mount:mount redis-server:redis-server \
   redis-cli:redis-tools redis-benchmark:redis-tools etcd:etcd-server etcdctl:etcd-client \
-  iptables:iptables ||
+  iptables:iptables openssl:openssl ||
   fail "apt-get install failed (its output is above)"
 
 # ---- redis-py

@@ -413,7 +413,10 @@ async fn accept_tls<S: Service>(
                     let addr = peer.to_string();
                     admit(&service, stream, addr, Some(peer.ip()), laddr, &shutdown).await;
                 }
-                Ok(Err(e)) => tracing::info!(%peer, error = %e, "TLS handshake failed"),
+                Ok(Err(e)) => match tls::handshake_hint(&e) {
+                    Some(hint) => tracing::warn!(%peer, error = %e, hint, "TLS handshake failed"),
+                    None => tracing::info!(%peer, error = %e, "TLS handshake failed"),
+                },
                 Err(_) => tracing::info!(%peer, "TLS handshake timed out"),
             }
         });

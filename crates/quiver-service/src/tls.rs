@@ -18,6 +18,16 @@ use tokio_rustls::TlsAcceptor;
 /// Longest a client may take over its handshake before the connection is dropped: a client
 /// that connects and sends nothing must not hold a handshake slot for ever.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What to tell the operator about a failed handshake, beyond the error: a client certificate
+/// of X.509 version 1 (what `openssl x509 -req` makes without an extension file) is refused by
+/// rustls's verifier, which accepts version 3 only; the README says how to make one.
+pub fn handshake_hint(e: &std::io::Error) -> Option<&'static str> {
+    e.to_string().contains("UnsupportedCertVersion").then_some(
+        "the client certificate is X.509 v1; only v3 is accepted (README, TLS: make one with \
+         openssl x509 -req ... -extfile)",
+    )
+}
 /// Handshakes in progress at once; a connection arriving past this is closed at once (the
 /// accepted-but-not-yet-a-client connections are not bounded by `maxclients`).
 pub const HANDSHAKES_MAX: usize = 1024;

@@ -3,8 +3,8 @@
 //! `maintenance_stall_max_us`, `_by`, `_total_us`, `maintenance_stalls`), and the pacing of a
 //! compaction pass to a share of the core (`Pacer`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Work a paced pass does between two sleeps.

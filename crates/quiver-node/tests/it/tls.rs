@@ -25,6 +25,7 @@ use crate::bad_input::{expect_reply, multibulk, raw};
 struct Certs {
     _dir: tempfile::TempDir,
     ca: PathBuf,
+    ca_key: PathBuf,
     server_cert: PathBuf,
     server_key: PathBuf,
     client_cert: PathBuf,
@@ -80,6 +81,7 @@ impl Certs {
             leaf(&["stranger"], ExtendedKeyUsagePurpose::ClientAuth, &other);
         Certs {
             ca: write("ca.pem", &authority.0.pem()),
+            ca_key: write("ca.key", &authority.1.serialize_pem()),
             server_cert: write("server.pem", &server_cert),
             server_key: write("server.key", &server_key),
             client_cert: write("client.pem", &client_cert),
@@ -270,4 +272,78 @@ fn bad_tls_settings_stop_the_start() {
     assert_eq!(c.tls_port, Some(6380));
     assert_eq!(c.tls_auth_clients, AuthClients::Optional);
     assert!(Config::from_toml("tls-auth-clients = \"maybe\"\n").is_err());
+}
+
+/// A client certificate made as an operator makes one with `openssl x509 -req`: without an
+/// extension file it is X.509 version 1, which rustls refuses (the connection is closed);
+/// with the README's extension file it is version 3 and works.
+#[test]
+fn openssl_client_certificates_need_the_readmes_extension_file() {
+    let certs = Certs::new();
+    let server = TestServer::start_with(|c| certs.configure(c, AuthClients::Yes));
+    let dir = certs._dir.path();
+    let openssl = |args: &[&str]| {
+        let out = Command::new(tool::require("openssl"))
+            .current_dir(dir)
+            .args(args)
+            .output()
+            .expect("openssl (scripts/test_deps.sh installs it)");
+        assert!(out.status.success(), "openssl {args:?}: {out:?}");
+    };
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "op.key",
+        "-out",
+        "op.csr",
+        "-subj",
+        "/CN=operator",
+    ]);
+    let sign = [
+        "x509", "-req", "-in", "op.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+    ];
+    openssl(
+        &[
+            &sign[..],
+            &["-CAcreateserial", "-days", "1", "-out", "v1.pem"],
+        ]
+        .concat(),
+    );
+    std::fs::write(
+        dir.join("client.ext"),
+        "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n",
+    )
+    .unwrap();
+    let v3 = [
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "client.ext",
+        "-out",
+        "v3.pem",
+    ];
+    openssl(&[&sign[..], &v3[..]].concat());
+    let key = dir.join("op.key");
+    let v1 = cli(
+        &server,
+        &certs,
+        Some((&dir.join("v1.pem"), &key)),
+        &["PING"],
+    );
+    assert_ne!(
+        stdout(&v1),
+        "PONG\n",
+        "a version 1 certificate was accepted: {v1:?}"
+    );
+    let v3 = cli(
+        &server,
+        &certs,
+        Some((&dir.join("v3.pem"), &key)),
+        &["PING"],
+    );
+    assert_eq!(stdout(&v3), "PONG\n", "{v3:?}");
 }
