@@ -302,8 +302,9 @@ fn openssl_client_certificates_need_the_readmes_extension_file() {
         "-subj",
         "/CN=operator",
     ]);
+    let ca_key = certs.ca_key.to_str().unwrap();
     let sign = [
-        "x509", "-req", "-in", "op.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "x509", "-req", "-in", "op.csr", "-CA", "ca.pem", "-CAkey", ca_key,
     ];
     openssl(
         &[
