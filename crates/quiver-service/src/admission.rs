@@ -12,7 +12,7 @@ use crate::errors::{self, Refusal};
 use crate::reply::Reply;
 use crate::service::Core;
 use crate::session::Session;
-use crate::table::{Cmd, CommandSpec, Flags, KeyAccess};
+use crate::table::{Cmd, CommandSpec, Flags, KeyAccess, KeyFlags};
 
 /// Commands a MULTI may queue (each holds its arguments until EXEC). Past it the transaction
 /// is aborted: EXEC answers EXECABORT, as after any refused command.
@@ -166,36 +166,47 @@ pub fn keys_of(spec: &CommandSpec, args: &[Bytes]) -> Vec<Bytes> {
     }
 }
 
-/// The keys of a request as ACL patterns check them, each with what the request does with it
-/// (the table's key access; SET's GET option reads too, as Redis's `setGetKeys` says).
-/// OBJECT's subcommands take one key, which its table row (a container's) does not name, and
-/// read nothing of its value for the client; a BATCH may read (IF EQUALS) and write each of
-/// its keys. Read without the value limit: a value too long is refused when it runs.
-pub fn acl_keys(spec: &CommandSpec, args: &[Bytes]) -> Vec<(Bytes, KeyAccess)> {
+/// The keys of a request with Redis's key-spec flags for each (COMMAND GETKEYSANDFLAGS), by
+/// its table row; as Redis's `setGetKeys`, SET overwrites its key (`OW update`) unless GET
+/// reads it too (`RW access update`). OBJECT's subcommands take one key, which the
+/// container's row does not name (`RO`); a BATCH's keys are among its operations. Read
+/// without the value limit: a value too long is refused when it runs.
+pub fn keys_and_flags(spec: &CommandSpec, args: &[Bytes]) -> Vec<(Bytes, KeyFlags)> {
     match spec.cmd {
         Cmd::Object => args
             .get(2)
-            .map(|k| (k.clone(), KeyAccess::NONE))
+            .map(|k| (k.clone(), KeyFlags::RO))
             .into_iter()
             .collect(),
         Cmd::Batch => crate::batch::keys(args)
             .into_iter()
-            .map(|k| (k, KeyAccess::READ_WRITE))
+            .map(|k| (k, spec.key_flags[0]))
             .collect(),
         _ => {
-            let get =
-                spec.cmd == Cmd::Set && args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get"));
-            let access = if get {
-                [KeyAccess::READ_WRITE; 2]
-            } else {
-                spec.access
-            };
+            let mut flags = spec.key_flags;
+            if spec.cmd == Cmd::Set {
+                let get = args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get"));
+                let f = match get {
+                    true => KeyFlags::RW.or(KeyFlags::ACCESS).or(KeyFlags::UPDATE),
+                    false => KeyFlags::OW.or(KeyFlags::UPDATE),
+                };
+                flags = [f, f];
+            }
             spec.key_positions(args.len())
                 .enumerate()
-                .map(|(n, i)| (args[i].clone(), access[usize::from(n > 0)]))
+                .map(|(n, i)| (args[i].clone(), flags[usize::from(n > 0)]))
                 .collect()
         }
     }
+}
+
+/// The keys of a request as ACL patterns check them, each with what the request does with it
+/// (`KeyFlags::access`).
+pub fn acl_keys(spec: &CommandSpec, args: &[Bytes]) -> Vec<(Bytes, KeyAccess)> {
+    keys_and_flags(spec, args)
+        .into_iter()
+        .map(|(k, f)| (k, f.access()))
+        .collect()
 }
 
 /// Redis Cluster has one database: what addresses another is refused, with Redis's texts.

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use crate::errors::{self, err, unknown_subcommand, wrong_arity};
 use crate::names::Renames;
 use crate::reply::Reply;
-use crate::table::{CommandSpec, COMMANDS};
+use crate::table::{CommandSpec, KeyFlags, COMMANDS};
 use quiver_resp::glob_match;
 
 /// COMMAND as the configuration's `rename-command` leaves the table: a disabled command is
@@ -28,8 +28,10 @@ fn command(names: &Renames, args: &[Bytes]) -> Reply {
         b"count" if args.len() == 2 => Reply::Integer(all().count() as i64),
         b"count" => wrong_arity("command|count"),
         b"list" => list(all(), &args[2..]),
-        b"getkeys" if args.len() >= 4 => getkeys(names, &args[2..]),
+        b"getkeys" if args.len() >= 4 => getkeys(names, &args[2..], false),
         b"getkeys" => wrong_arity("command|getkeys"),
+        b"getkeysandflags" if args.len() >= 4 => getkeys(names, &args[2..], true),
+        b"getkeysandflags" => wrong_arity("command|getkeysandflags"),
         b"info" => Reply::Array(
             args[2..]
                 .iter()
@@ -60,6 +62,8 @@ fn command(names: &Renames, args: &[Bytes]) -> Reply {
                 "    Return a list of all commands in this Quiver server.",
                 "GETKEYS <full-command>",
                 "    Return the keys from a full Quiver command.",
+                "GETKEYSANDFLAGS <full-command>",
+                "    Return the keys and the access flags from a full Quiver command.",
                 "INFO [<command-name> ...]",
                 "    Return details about multiple commands.",
                 "DOCS [<command-name> ...]",
@@ -103,20 +107,28 @@ fn list<'a>(all: impl Iterator<Item = &'a CommandSpec>, filter: &[Bytes]) -> Rep
     )
 }
 
-/// COMMAND GETKEYS command arg...: the keys the command names, by its key positions (or a
-/// BATCH's operations), with Redis's errors.
-fn getkeys(names: &Renames, request: &[Bytes]) -> Reply {
+/// COMMAND GETKEYS command arg... (and GETKEYSANDFLAGS, `with_flags`: each key with its
+/// key-spec flags, a set): the keys the command names, by its key positions (or a BATCH's
+/// operations), with Redis's errors.
+fn getkeys(names: &Renames, request: &[Bytes], with_flags: bool) -> Reply {
     let Some(spec) = names.lookup(&request[0]) else {
         return err("ERR Invalid command specified");
     };
     if !spec.arity_ok(request.len()) {
         return err("ERR Invalid number of arguments specified for command");
     }
-    let keys = crate::admission::keys_of(spec, request);
+    let keys = crate::admission::keys_and_flags(spec, request);
     if keys.is_empty() {
         return err("ERR The command has no key arguments");
     }
-    Reply::Array(keys.into_iter().map(Reply::Bulk).collect())
+    let key = |(k, flags): (Bytes, KeyFlags)| match with_flags {
+        false => Reply::Bulk(k),
+        true => Reply::Array(vec![
+            Reply::Bulk(k),
+            Reply::Set(flags.names().map(Reply::simple).collect()),
+        ]),
+    };
+    Reply::Array(keys.into_iter().map(key).collect())
 }
 
 /// One command in Redis 7's COMMAND INFO shape: name, arity, flags, first key, last key,

@@ -8,7 +8,11 @@
 //! vector of one kind run as one engine call (see `exec`). Where a command is implemented is
 //! decided in one place, `cmd::parse`.
 
+pub mod key_flags;
 pub mod redis;
+
+use key_flags::*;
+pub use key_flags::{KeyAccess, KeyFlags};
 
 pub use redis::{Subcommand, SUBCOMMANDS};
 
@@ -280,35 +284,6 @@ pub struct KeySpec {
     pub step: i32,
 }
 
-/// What a command does with the value at a key, as Redis 7.0's key specs say: `read` if the
-/// value reaches the client (the spec's ACCESS flag), `write` if it changes (INSERT, DELETE,
-/// UPDATE). What ACL's `%R~` / `%W~` patterns are checked against; a key neither read nor
-/// written (EXISTS, TYPE) needs only a pattern of any kind, as in Redis.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KeyAccess {
-    pub read: bool,
-    pub write: bool,
-}
-
-impl KeyAccess {
-    pub const NONE: KeyAccess = KeyAccess {
-        read: false,
-        write: false,
-    };
-    pub const READ: KeyAccess = KeyAccess {
-        read: true,
-        write: false,
-    };
-    pub const WRITE: KeyAccess = KeyAccess {
-        read: false,
-        write: true,
-    };
-    pub const READ_WRITE: KeyAccess = KeyAccess {
-        read: true,
-        write: true,
-    };
-}
-
 /// One command's static description.
 #[derive(Debug)]
 pub struct CommandSpec {
@@ -321,9 +296,9 @@ pub struct CommandSpec {
     /// The command's own ACL categories (see [`CommandSpec::acl_categories`]).
     pub acl: Acl,
     pub keys: KeySpec,
-    /// What it does with its first key, and with the others (COPY reads its source and writes
-    /// its destination; SET's GET option reads too, which `admission` adds).
-    pub access: [KeyAccess; 2],
+    /// Redis's key-spec flags of its first key, and of the others (COPY reads its source and
+    /// overwrites its destination; SET's depend on GET: `admission::keys_and_flags`).
+    pub key_flags: [KeyFlags; 2],
     pub vector: Vector,
     /// Redis's documentation group, its first version and summary (COMMAND DOCS).
     pub group: &'static str,
@@ -395,16 +370,6 @@ const ONE_KEY: KeySpec = keys(1, 1, 1);
 const ALL_KEYS: KeySpec = keys(1, -1, 1);
 const KEY_VALUE_PAIRS: KeySpec = keys(1, -1, 2);
 
-// Key access the rows share: [first key, the others].
-const NO_ACCESS: [KeyAccess; 2] = [KeyAccess::NONE; 2];
-const READS: [KeyAccess; 2] = [KeyAccess::READ; 2];
-const WRITES: [KeyAccess; 2] = [KeyAccess::WRITE; 2];
-const READS_WRITES: [KeyAccess; 2] = [KeyAccess::READ_WRITE; 2];
-/// RENAME, RENAMENX: the source is read and deleted, the destination written.
-const MOVES_TO: [KeyAccess; 2] = [KeyAccess::READ_WRITE, KeyAccess::WRITE];
-/// COPY: the source is read, the destination written.
-const COPIES_TO: [KeyAccess; 2] = [KeyAccess::READ, KeyAccess::WRITE];
-
 // Flag sets the rows share.
 const WRITE: Flags = Flags::WRITE;
 const WRITE_DENYOOM: Flags = Flags::WRITE.or(Flags::DENYOOM);
@@ -423,7 +388,7 @@ const TXN_CONTROL: Flags = Flags::NOSCRIPT
 const STRING_ACL: Acl = Acl::STRING;
 
 macro_rules! row {
-    ($name:literal, $cmd:ident, $arity:expr, $flags:expr, $acl:expr, $keys:expr, $access:expr,
+    ($name:literal, $cmd:ident, $arity:expr, $flags:expr, $acl:expr, $keys:expr, $key_flags:expr,
      $vector:ident,
      $group:literal, $since:literal, $summary:literal) => {
         CommandSpec {
@@ -433,7 +398,7 @@ macro_rules! row {
             flags: $flags,
             acl: $acl,
             keys: $keys,
-            access: $access,
+            key_flags: $key_flags,
             vector: Vector::$vector,
             group: $group,
             since: $since,
@@ -445,106 +410,106 @@ macro_rules! row {
 /// Every command, in the order `COMMAND` lists them, which is `Cmd`'s order.
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    row!("ping", Ping, -1, Flags::FAST, Acl::CONNECTION, NO_KEYS, NO_ACCESS, None, "connection", "1.0.0", "Returns the server's liveliness response."),
-    row!("echo", Echo, 2, Flags::FAST, Acl::CONNECTION, NO_KEYS, NO_ACCESS, None, "connection", "1.0.0", "Returns the given string."),
-    row!("hello", Hello, -1, HANDSHAKE, Acl::CONNECTION, NO_KEYS, NO_ACCESS, None, "connection", "6.0.0", "Handshakes with the Redis server."),
-    row!("auth", Auth, -2, HANDSHAKE, Acl::CONNECTION, NO_KEYS, NO_ACCESS, None, "connection", "1.0.0", "Authenticates the connection."),
-    row!("select", Select, 2, LOADING_STALE.or(Flags::FAST), Acl::CONNECTION, NO_KEYS, NO_ACCESS, None, "connection", "1.0.0", "Changes the selected database."),
-    row!("quit", Quit, -1, HANDSHAKE.or(Flags::NOT_QUEUED), Acl::CONNECTION, NO_KEYS, NO_ACCESS, None, "connection", "1.0.0", "Closes the connection."),
-    row!("reset", Reset, 1, HANDSHAKE.or(Flags::NOT_QUEUED), Acl::CONNECTION, NO_KEYS, NO_ACCESS, None, "connection", "6.2.0", "Resets the connection."),
-    row!("client", Client, -2, Flags::NONE, Acl::CONNECTION, NO_KEYS, NO_ACCESS, None, "connection", "2.4.0", "A container for client connection commands."),
-    row!("command", Command, -1, LOADING_STALE, Acl::CONNECTION, NO_KEYS, NO_ACCESS, None, "server", "2.8.13", "Returns detailed information about all commands."),
-    row!("config", Config, -2, Flags::ADMIN, Acl::NONE, NO_KEYS, NO_ACCESS, None, "server", "2.0.0", "A container for server configuration commands."),
-    row!("info", Info, -1, LOADING_STALE, Acl::DANGEROUS, NO_KEYS, NO_ACCESS, None, "server", "1.0.0", "Returns information and statistics about the server."),
-    row!("acl", Acl, -2, Flags::ADMIN.or(Flags::NOSCRIPT), Acl::NONE, NO_KEYS, NO_ACCESS, None, "server", "6.0.0", "A container for Access List Control commands."),
-    row!("slowlog", SlowLog, -2, Flags::ADMIN.or(LOADING_STALE), Acl::NONE, NO_KEYS, NO_ACCESS, None, "server", "2.2.12", "A container for slow log commands."),
-    row!("time", Time, 1, LOADING_STALE.or(Flags::FAST), Acl::NONE, NO_KEYS, NO_ACCESS, None, "server", "2.6.0", "Returns the server time."),
-    row!("save", Save, 1, Flags::ADMIN.or(Flags::NOSCRIPT).or(Flags::NO_MULTI), Acl::NONE, NO_KEYS, NO_ACCESS, None, "server", "1.0.0", "Synchronously saves the database(s) to disk."),
-    row!("bgsave", BgSave, -1, Flags::ADMIN.or(Flags::NOSCRIPT), Acl::NONE, NO_KEYS, NO_ACCESS, None, "server", "1.0.0", "Asynchronously saves the database(s) to disk."),
-    row!("lastsave", LastSave, 1, LOADING_STALE.or(Flags::FAST), Acl::ADMIN.or(Acl::DANGEROUS), NO_KEYS, NO_ACCESS, None, "server", "1.0.0", "Returns the Unix timestamp of the last successful save to disk."),
-    row!("shutdown", Shutdown, -1, Flags::ADMIN.or(Flags::NOSCRIPT).or(LOADING_STALE).or(Flags::NO_MULTI).or(Flags::ALLOW_BUSY), Acl::NONE, NO_KEYS, NO_ACCESS, None, "server", "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server."),
-    row!("latency", Latency, -2, Flags::ADMIN.or(LOADING_STALE), Acl::NONE, NO_KEYS, NO_ACCESS, None, "server", "2.8.13", "A container for latency diagnostics commands."),
-    row!("memory", Memory, -2, Flags::READONLY, Acl::NONE, keys(2, 2, 1), NO_ACCESS, None, "server", "4.0.0", "A container for memory diagnostics commands."),
-    row!("debug", Debug, -2, Flags::ADMIN.or(Flags::NOSCRIPT).or(LOADING_STALE).or(Flags::PROTECTED), Acl::NONE, NO_KEYS, NO_ACCESS, None, "server", "1.0.0", "A container for debugging commands."),
-    row!("monitor", Monitor, 1, Flags::ADMIN.or(Flags::NOSCRIPT).or(LOADING_STALE), Acl::NONE, NO_KEYS, NO_ACCESS, None, "server", "1.0.0", "Listens for all requests received by the server in real-time."),
-    row!("get", Get, 2, READONLY_FAST, STRING_ACL, ONE_KEY, READS, Get, "string", "1.0.0", "Returns the string value of a key."),
-    row!("set", Set, -3, WRITE_DENYOOM, STRING_ACL, ONE_KEY, WRITES, Put, "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
-    row!("setnx", SetNx, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, WRITES, None, "string", "1.0.0", "Set the string value of a key only when the key doesn't exist."),
-    row!("getset", GetSet, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, READS_WRITES, None, "string", "1.0.0", "Returns the previous string value of a key after setting it to a new value."),
-    row!("getdel", GetDel, 2, WRITE.or(Flags::FAST), STRING_ACL, ONE_KEY, READS_WRITES, None, "string", "6.2.0", "Returns the string value of a key after deleting the key."),
-    row!("mget", MGet, -2, READONLY_FAST, STRING_ACL, ALL_KEYS, READS, Get, "string", "1.0.0", "Atomically returns the string values of one or more keys."),
-    row!("mset", MSet, -3, WRITE_DENYOOM.or(Flags::BLIND_WRITE), STRING_ACL, KEY_VALUE_PAIRS, WRITES, AtomicPut, "string", "1.0.1", "Atomically creates or modifies the string values of one or more keys."),
-    row!("msetnx", MSetNx, -3, WRITE_DENYOOM, STRING_ACL, KEY_VALUE_PAIRS, WRITES, None, "string", "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
-    row!("del", Del, -2, WRITE, Acl::KEYSPACE, ALL_KEYS, WRITES, Delete, "generic", "1.0.0", "Deletes one or more keys."),
-    row!("unlink", Unlink, -2, WRITE.or(Flags::FAST), Acl::KEYSPACE, ALL_KEYS, WRITES, Delete, "generic", "4.0.0", "Asynchronously deletes one or more keys."),
-    row!("exists", Exists, -2, READONLY_FAST, Acl::KEYSPACE, ALL_KEYS, NO_ACCESS, Exists, "generic", "1.0.0", "Determines whether one or more keys exist."),
-    row!("strlen", StrLen, 2, READONLY_FAST, STRING_ACL, ONE_KEY, NO_ACCESS, None, "string", "2.2.0", "Returns the length of a string value."),
-    row!("append", Append, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, WRITES, None, "string", "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist."),
-    row!("incr", Incr, 2, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, READS_WRITES, None, "string", "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
-    row!("incrby", IncrBy, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, READS_WRITES, None, "string", "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
-    row!("decr", Decr, 2, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, READS_WRITES, None, "string", "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
-    row!("decrby", DecrBy, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, READS_WRITES, None, "string", "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist."),
-    row!("incrbyfloat", IncrByFloat, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, READS_WRITES, None, "string", "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
-    row!("type", Type, 2, READONLY_FAST, Acl::KEYSPACE, ONE_KEY, NO_ACCESS, None, "generic", "1.0.0", "Determines the type of value stored at a key."),
-    row!("getrange", GetRange, 4, Flags::READONLY, STRING_ACL, ONE_KEY, READS, None, "string", "2.4.0", "Returns a substring of the string stored at a key."),
-    row!("substr", Substr, 4, Flags::READONLY, STRING_ACL, ONE_KEY, READS, None, "string", "1.0.0", "Returns a substring from a string value."),
-    row!("setrange", SetRange, 4, WRITE_DENYOOM, STRING_ACL, ONE_KEY, WRITES, None, "string", "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
-    row!("lcs", Lcs, -3, Flags::READONLY, STRING_ACL, keys(1, 2, 1), READS, None, "string", "7.0.0", "Finds the longest common substring."),
-    row!("touch", Touch, -2, READONLY_FAST, Acl::KEYSPACE, ALL_KEYS, NO_ACCESS, Exists, "generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed."),
-    row!("rename", Rename, 3, WRITE, Acl::KEYSPACE, keys(1, 2, 1), MOVES_TO, None, "generic", "1.0.0", "Renames a key and overwrites the destination."),
-    row!("renamenx", RenameNx, 3, WRITE.or(Flags::FAST), Acl::KEYSPACE, keys(1, 2, 1), MOVES_TO, None, "generic", "1.0.0", "Renames a key only when the target key name doesn't exist."),
-    row!("copy", Copy, -3, WRITE_DENYOOM, Acl::KEYSPACE, keys(1, 2, 1), COPIES_TO, None, "generic", "6.2.0", "Copies the value of a key to a new key."),
-    row!("move", Move, 3, WRITE.or(Flags::FAST), Acl::KEYSPACE, ONE_KEY, READS_WRITES, None, "generic", "1.0.0", "Moves a key to another database."),
-    row!("object", Object, -2, Flags::NONE, Acl::NONE, NO_KEYS, NO_ACCESS, None, "generic", "2.2.3", "A container for object introspection commands."),
-    row!("setex", SetEx, 4, WRITE_DENYOOM.or(Flags::BLIND_WRITE), STRING_ACL, ONE_KEY, WRITES, None, "string", "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist."),
-    row!("psetex", PSetEx, 4, WRITE_DENYOOM.or(Flags::BLIND_WRITE), STRING_ACL, ONE_KEY, WRITES, None, "string", "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist."),
-    row!("getex", GetEx, -2, WRITE.or(Flags::FAST), STRING_ACL, ONE_KEY, READS_WRITES, None, "string", "6.2.0", "Returns the string value of a key after setting its expiration time."),
-    row!("expire", Expire, -3, WRITE.or(Flags::FAST), Acl::KEYSPACE, ONE_KEY, WRITES, None, "generic", "1.0.0", "Sets the expiration time of a key in seconds."),
-    row!("pexpire", PExpire, -3, WRITE.or(Flags::FAST), Acl::KEYSPACE, ONE_KEY, WRITES, None, "generic", "2.6.0", "Sets the expiration time of a key in milliseconds."),
-    row!("expireat", ExpireAt, -3, WRITE.or(Flags::FAST), Acl::KEYSPACE, ONE_KEY, WRITES, None, "generic", "1.2.0", "Sets the expiration time of a key to a Unix timestamp."),
-    row!("pexpireat", PExpireAt, -3, WRITE.or(Flags::FAST), Acl::KEYSPACE, ONE_KEY, WRITES, None, "generic", "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp."),
-    row!("ttl", Ttl, 2, READONLY_FAST, Acl::KEYSPACE, ONE_KEY, READS, None, "generic", "1.0.0", "Returns the expiration time in seconds of a key."),
-    row!("pttl", PTtl, 2, READONLY_FAST, Acl::KEYSPACE, ONE_KEY, READS, None, "generic", "2.6.0", "Returns the expiration time in milliseconds of a key."),
-    row!("expiretime", ExpireTime, 2, READONLY_FAST, Acl::KEYSPACE, ONE_KEY, READS, None, "generic", "7.0.0", "Returns the expiration time of a key as a Unix timestamp."),
-    row!("pexpiretime", PExpireTime, 2, READONLY_FAST, Acl::KEYSPACE, ONE_KEY, READS, None, "generic", "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp."),
-    row!("persist", Persist, 2, WRITE.or(Flags::FAST), Acl::KEYSPACE, ONE_KEY, WRITES, None, "generic", "2.2.0", "Removes the expiration time of a key."),
-    row!("batch", Batch, -3, WRITE_DENYOOM, STRING_ACL, NO_KEYS, NO_ACCESS, None, "quiver", "0.1.0", "Quiver: applies puts, deletes and checks with preconditions all or nothing."),
-    row!("hset", HSet, -4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, WRITES, Txn, "hash", "2.0.0", "Creates or modifies the value of a field in a hash."),
-    row!("hsetnx", HSetNx, 4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, WRITES, Txn, "hash", "2.0.0", "Sets the value of a field in a hash only when the field doesn't exist."),
-    row!("hmset", HMSet, -4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, WRITES, Txn, "hash", "2.0.0", "Sets the values of multiple fields."),
-    row!("hget", HGet, 3, READONLY_FAST, Acl::HASH, ONE_KEY, READS, Get, "hash", "2.0.0", "Returns the value of a field in a hash."),
-    row!("hmget", HMGet, -3, READONLY_FAST, Acl::HASH, ONE_KEY, READS, Get, "hash", "2.0.0", "Returns the values of all fields in a hash."),
-    row!("hgetall", HGetAll, 2, Flags::READONLY, Acl::HASH, ONE_KEY, READS, Get, "hash", "2.0.0", "Returns all fields and values in a hash."),
-    row!("hkeys", HKeys, 2, Flags::READONLY, Acl::HASH, ONE_KEY, READS, Get, "hash", "2.0.0", "Returns all fields in a hash."),
-    row!("hvals", HVals, 2, Flags::READONLY, Acl::HASH, ONE_KEY, READS, Get, "hash", "2.0.0", "Returns all values in a hash."),
-    row!("hlen", HLen, 2, READONLY_FAST, Acl::HASH, ONE_KEY, NO_ACCESS, Get, "hash", "2.0.0", "Returns the number of fields in a hash."),
-    row!("hexists", HExists, 3, READONLY_FAST, Acl::HASH, ONE_KEY, NO_ACCESS, Get, "hash", "2.0.0", "Determines whether a field exists in a hash."),
-    row!("hdel", HDel, -3, WRITE.or(Flags::FAST), Acl::HASH, ONE_KEY, WRITES, Txn, "hash", "2.0.0", "Deletes one or more fields and their values from a hash. Deletes the hash if no fields remain."),
-    row!("hstrlen", HStrLen, 3, READONLY_FAST, Acl::HASH, ONE_KEY, NO_ACCESS, Get, "hash", "3.2.0", "Returns the length of the value of a field."),
-    row!("hincrby", HIncrBy, 4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, READS_WRITES, Txn, "hash", "2.0.0", "Increments the integer value of a field in a hash by a number. Uses 0 as initial value if the field doesn't exist."),
-    row!("hincrbyfloat", HIncrByFloat, 4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, READS_WRITES, Txn, "hash", "2.6.0", "Increments the floating point value of a field by a number. Uses 0 as initial value if the field doesn't exist."),
-    row!("hrandfield", HRandField, -2, Flags::READONLY, Acl::HASH, ONE_KEY, READS, None, "hash", "6.2.0", "Returns one or more random fields from a hash."),
-    row!("hscan", HScan, -3, Flags::READONLY, Acl::HASH, ONE_KEY, READS, None, "hash", "2.8.0", "Iterates over fields and values of a hash."),
-    row!("scan", Scan, -2, Flags::READONLY, Acl::KEYSPACE, NO_KEYS, NO_ACCESS, None, "generic", "2.8.0", "Iterates over the key names in the database."),
-    row!("keys", Keys, 2, Flags::READONLY, Acl::KEYSPACE.or(Acl::DANGEROUS), NO_KEYS, NO_ACCESS, None, "generic", "1.0.0", "Returns all key names that match a pattern."),
-    row!("randomkey", RandomKey, 1, Flags::READONLY, Acl::KEYSPACE, NO_KEYS, NO_ACCESS, None, "generic", "1.0.0", "Returns a random key name from the database."),
-    row!("dbsize", DbSize, 1, READONLY_FAST, Acl::KEYSPACE, NO_KEYS, NO_ACCESS, None, "server", "1.0.0", "Returns the number of keys in the database."),
-    row!("flushdb", FlushDb, -1, WRITE, Acl::KEYSPACE.or(Acl::DANGEROUS), NO_KEYS, NO_ACCESS, None, "server", "1.0.0", "Remove all keys from the current database."),
-    row!("flushall", FlushAll, -1, WRITE, Acl::KEYSPACE.or(Acl::DANGEROUS), NO_KEYS, NO_ACCESS, None, "server", "1.0.0", "Removes all keys from all databases."),
-    row!("swapdb", SwapDb, 3, WRITE.or(Flags::FAST), Acl::KEYSPACE.or(Acl::DANGEROUS), NO_KEYS, NO_ACCESS, None, "server", "4.0.0", "Swaps two Redis databases."),
-    row!("multi", Multi, 1, TXN_CONTROL.or(Flags::NOT_QUEUED), Acl::TRANSACTION, NO_KEYS, NO_ACCESS, None, "transactions", "1.2.0", "Starts a transaction."),
-    row!("exec", Exec, 1, Flags::NOSCRIPT.or(LOADING_STALE).or(Flags::SKIP_SLOWLOG).or(Flags::NOT_QUEUED), Acl::TRANSACTION, NO_KEYS, NO_ACCESS, None, "transactions", "1.2.0", "Executes all commands in a transaction."),
-    row!("discard", Discard, 1, TXN_CONTROL.or(Flags::NOT_QUEUED), Acl::TRANSACTION, NO_KEYS, NO_ACCESS, None, "transactions", "2.0.0", "Discards a transaction."),
-    row!("watch", Watch, -2, TXN_CONTROL.or(Flags::NOT_QUEUED), Acl::TRANSACTION, ALL_KEYS, NO_ACCESS, None, "transactions", "2.2.0", "Monitors changes to keys to determine the execution of a transaction."),
-    row!("unwatch", Unwatch, 1, TXN_CONTROL, Acl::TRANSACTION, NO_KEYS, NO_ACCESS, None, "transactions", "2.2.0", "Forgets about watched keys of a transaction."),
-    row!("cluster", Cluster, -2, Flags::NONE, Acl::NONE, NO_KEYS, NO_ACCESS, None, "cluster", "3.0.0", "A container for Redis Cluster commands."),
-    row!("asking", Asking, 1, Flags::FAST, Acl::CONNECTION, NO_KEYS, NO_ACCESS, None, "cluster", "3.0.0", "Sent by cluster clients after an -ASK redirect"),
-    row!("readonly", ReadOnly, 1, LOADING_STALE.or(Flags::FAST), Acl::CONNECTION, NO_KEYS, NO_ACCESS, None, "cluster", "3.0.0", "Enables read queries for a connection to a cluster replica node"),
-    row!("readwrite", ReadWrite, 1, LOADING_STALE.or(Flags::FAST), Acl::CONNECTION, NO_KEYS, NO_ACCESS, None, "cluster", "3.0.0", "Disables read queries for a connection to a cluster replica node"),
-    row!("role", Role, 1, Flags::NOSCRIPT.or(LOADING_STALE).or(Flags::FAST), Acl::ADMIN.or(Acl::FAST).or(Acl::DANGEROUS), NO_KEYS, NO_ACCESS, None, "server", "2.8.12", "Returns the replication role."),
-    row!("wait", Wait, 3, Flags::NOSCRIPT, Acl::SLOW.or(Acl::CONNECTION), NO_KEYS, NO_ACCESS, None, "generic", "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
-    row!("rangeimport", RangeImport, -3, WRITE.or(Flags::ADMIN), Acl::NONE, NO_KEYS, NO_ACCESS, None, "quiver", "0.1.0", "Quiver: receives a range of slots moving to this cluster node (sent by the node handing it over)."),
-    row!("chain", Chain, -2, WRITE.or(Flags::ADMIN), Acl::NONE, NO_KEYS, NO_ACCESS, None, "quiver", "0.1.0", "Quiver: chain replication between cluster nodes (a message from the predecessor, or this node's chains' status)."),
+    row!("ping", Ping, -1, Flags::FAST, Acl::CONNECTION, NO_KEYS, NO_KEY_FLAGS, None, "connection", "1.0.0", "Returns the server's liveliness response."),
+    row!("echo", Echo, 2, Flags::FAST, Acl::CONNECTION, NO_KEYS, NO_KEY_FLAGS, None, "connection", "1.0.0", "Returns the given string."),
+    row!("hello", Hello, -1, HANDSHAKE, Acl::CONNECTION, NO_KEYS, NO_KEY_FLAGS, None, "connection", "6.0.0", "Handshakes with the Redis server."),
+    row!("auth", Auth, -2, HANDSHAKE, Acl::CONNECTION, NO_KEYS, NO_KEY_FLAGS, None, "connection", "1.0.0", "Authenticates the connection."),
+    row!("select", Select, 2, LOADING_STALE.or(Flags::FAST), Acl::CONNECTION, NO_KEYS, NO_KEY_FLAGS, None, "connection", "1.0.0", "Changes the selected database."),
+    row!("quit", Quit, -1, HANDSHAKE.or(Flags::NOT_QUEUED), Acl::CONNECTION, NO_KEYS, NO_KEY_FLAGS, None, "connection", "1.0.0", "Closes the connection."),
+    row!("reset", Reset, 1, HANDSHAKE.or(Flags::NOT_QUEUED), Acl::CONNECTION, NO_KEYS, NO_KEY_FLAGS, None, "connection", "6.2.0", "Resets the connection."),
+    row!("client", Client, -2, Flags::NONE, Acl::CONNECTION, NO_KEYS, NO_KEY_FLAGS, None, "connection", "2.4.0", "A container for client connection commands."),
+    row!("command", Command, -1, LOADING_STALE, Acl::CONNECTION, NO_KEYS, NO_KEY_FLAGS, None, "server", "2.8.13", "Returns detailed information about all commands."),
+    row!("config", Config, -2, Flags::ADMIN, Acl::NONE, NO_KEYS, NO_KEY_FLAGS, None, "server", "2.0.0", "A container for server configuration commands."),
+    row!("info", Info, -1, LOADING_STALE, Acl::DANGEROUS, NO_KEYS, NO_KEY_FLAGS, None, "server", "1.0.0", "Returns information and statistics about the server."),
+    row!("acl", Acl, -2, Flags::ADMIN.or(Flags::NOSCRIPT), Acl::NONE, NO_KEYS, NO_KEY_FLAGS, None, "server", "6.0.0", "A container for Access List Control commands."),
+    row!("slowlog", SlowLog, -2, Flags::ADMIN.or(LOADING_STALE), Acl::NONE, NO_KEYS, NO_KEY_FLAGS, None, "server", "2.2.12", "A container for slow log commands."),
+    row!("time", Time, 1, LOADING_STALE.or(Flags::FAST), Acl::NONE, NO_KEYS, NO_KEY_FLAGS, None, "server", "2.6.0", "Returns the server time."),
+    row!("save", Save, 1, Flags::ADMIN.or(Flags::NOSCRIPT).or(Flags::NO_MULTI), Acl::NONE, NO_KEYS, NO_KEY_FLAGS, None, "server", "1.0.0", "Synchronously saves the database(s) to disk."),
+    row!("bgsave", BgSave, -1, Flags::ADMIN.or(Flags::NOSCRIPT), Acl::NONE, NO_KEYS, NO_KEY_FLAGS, None, "server", "1.0.0", "Asynchronously saves the database(s) to disk."),
+    row!("lastsave", LastSave, 1, LOADING_STALE.or(Flags::FAST), Acl::ADMIN.or(Acl::DANGEROUS), NO_KEYS, NO_KEY_FLAGS, None, "server", "1.0.0", "Returns the Unix timestamp of the last successful save to disk."),
+    row!("shutdown", Shutdown, -1, Flags::ADMIN.or(Flags::NOSCRIPT).or(LOADING_STALE).or(Flags::NO_MULTI).or(Flags::ALLOW_BUSY), Acl::NONE, NO_KEYS, NO_KEY_FLAGS, None, "server", "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server."),
+    row!("latency", Latency, -2, Flags::ADMIN.or(LOADING_STALE), Acl::NONE, NO_KEYS, NO_KEY_FLAGS, None, "server", "2.8.13", "A container for latency diagnostics commands."),
+    row!("memory", Memory, -2, Flags::READONLY, Acl::NONE, keys(2, 2, 1), RO, None, "server", "4.0.0", "A container for memory diagnostics commands."),
+    row!("debug", Debug, -2, Flags::ADMIN.or(Flags::NOSCRIPT).or(LOADING_STALE).or(Flags::PROTECTED), Acl::NONE, NO_KEYS, NO_KEY_FLAGS, None, "server", "1.0.0", "A container for debugging commands."),
+    row!("monitor", Monitor, 1, Flags::ADMIN.or(Flags::NOSCRIPT).or(LOADING_STALE), Acl::NONE, NO_KEYS, NO_KEY_FLAGS, None, "server", "1.0.0", "Listens for all requests received by the server in real-time."),
+    row!("get", Get, 2, READONLY_FAST, STRING_ACL, ONE_KEY, RO_ACCESS, Get, "string", "1.0.0", "Returns the string value of a key."),
+    row!("set", Set, -3, WRITE_DENYOOM, STRING_ACL, ONE_KEY, SET_FLAGS, Put, "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
+    row!("setnx", SetNx, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, OW_INSERT, None, "string", "1.0.0", "Set the string value of a key only when the key doesn't exist."),
+    row!("getset", GetSet, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, RW_ACCESS_UPDATE, None, "string", "1.0.0", "Returns the previous string value of a key after setting it to a new value."),
+    row!("getdel", GetDel, 2, WRITE.or(Flags::FAST), STRING_ACL, ONE_KEY, RW_ACCESS_DELETE, None, "string", "6.2.0", "Returns the string value of a key after deleting the key."),
+    row!("mget", MGet, -2, READONLY_FAST, STRING_ACL, ALL_KEYS, RO_ACCESS, Get, "string", "1.0.0", "Atomically returns the string values of one or more keys."),
+    row!("mset", MSet, -3, WRITE_DENYOOM.or(Flags::BLIND_WRITE), STRING_ACL, KEY_VALUE_PAIRS, OW_UPDATE, AtomicPut, "string", "1.0.1", "Atomically creates or modifies the string values of one or more keys."),
+    row!("msetnx", MSetNx, -3, WRITE_DENYOOM, STRING_ACL, KEY_VALUE_PAIRS, OW_INSERT, None, "string", "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
+    row!("del", Del, -2, WRITE, Acl::KEYSPACE, ALL_KEYS, RM_DELETE, Delete, "generic", "1.0.0", "Deletes one or more keys."),
+    row!("unlink", Unlink, -2, WRITE.or(Flags::FAST), Acl::KEYSPACE, ALL_KEYS, RM_DELETE, Delete, "generic", "4.0.0", "Asynchronously deletes one or more keys."),
+    row!("exists", Exists, -2, READONLY_FAST, Acl::KEYSPACE, ALL_KEYS, RO, Exists, "generic", "1.0.0", "Determines whether one or more keys exist."),
+    row!("strlen", StrLen, 2, READONLY_FAST, STRING_ACL, ONE_KEY, RO, None, "string", "2.2.0", "Returns the length of a string value."),
+    row!("append", Append, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, RW_INSERT, None, "string", "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist."),
+    row!("incr", Incr, 2, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, RW_ACCESS_UPDATE, None, "string", "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
+    row!("incrby", IncrBy, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, RW_ACCESS_UPDATE, None, "string", "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
+    row!("decr", Decr, 2, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, RW_ACCESS_UPDATE, None, "string", "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
+    row!("decrby", DecrBy, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, RW_ACCESS_UPDATE, None, "string", "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist."),
+    row!("incrbyfloat", IncrByFloat, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, RW_ACCESS_UPDATE, None, "string", "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
+    row!("type", Type, 2, READONLY_FAST, Acl::KEYSPACE, ONE_KEY, RO, None, "generic", "1.0.0", "Determines the type of value stored at a key."),
+    row!("getrange", GetRange, 4, Flags::READONLY, STRING_ACL, ONE_KEY, RO_ACCESS, None, "string", "2.4.0", "Returns a substring of the string stored at a key."),
+    row!("substr", Substr, 4, Flags::READONLY, STRING_ACL, ONE_KEY, RO_ACCESS, None, "string", "1.0.0", "Returns a substring from a string value."),
+    row!("setrange", SetRange, 4, WRITE_DENYOOM, STRING_ACL, ONE_KEY, RW_UPDATE, None, "string", "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
+    row!("lcs", Lcs, -3, Flags::READONLY, STRING_ACL, keys(1, 2, 1), RO_ACCESS, None, "string", "7.0.0", "Finds the longest common substring."),
+    row!("touch", Touch, -2, READONLY_FAST, Acl::KEYSPACE, ALL_KEYS, RO, Exists, "generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed."),
+    row!("rename", Rename, 3, WRITE, Acl::KEYSPACE, keys(1, 2, 1), RENAME_FLAGS, None, "generic", "1.0.0", "Renames a key and overwrites the destination."),
+    row!("renamenx", RenameNx, 3, WRITE.or(Flags::FAST), Acl::KEYSPACE, keys(1, 2, 1), RENAMENX_FLAGS, None, "generic", "1.0.0", "Renames a key only when the target key name doesn't exist."),
+    row!("copy", Copy, -3, WRITE_DENYOOM, Acl::KEYSPACE, keys(1, 2, 1), COPY_FLAGS, None, "generic", "6.2.0", "Copies the value of a key to a new key."),
+    row!("move", Move, 3, WRITE.or(Flags::FAST), Acl::KEYSPACE, ONE_KEY, RW_ACCESS_UPDATE, None, "generic", "1.0.0", "Moves a key to another database."),
+    row!("object", Object, -2, Flags::NONE, Acl::NONE, NO_KEYS, NO_KEY_FLAGS, None, "generic", "2.2.3", "A container for object introspection commands."),
+    row!("setex", SetEx, 4, WRITE_DENYOOM.or(Flags::BLIND_WRITE), STRING_ACL, ONE_KEY, OW_UPDATE, None, "string", "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist."),
+    row!("psetex", PSetEx, 4, WRITE_DENYOOM.or(Flags::BLIND_WRITE), STRING_ACL, ONE_KEY, OW_UPDATE, None, "string", "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist."),
+    row!("getex", GetEx, -2, WRITE.or(Flags::FAST), STRING_ACL, ONE_KEY, RW_ACCESS_UPDATE, None, "string", "6.2.0", "Returns the string value of a key after setting its expiration time."),
+    row!("expire", Expire, -3, WRITE.or(Flags::FAST), Acl::KEYSPACE, ONE_KEY, RW_UPDATE, None, "generic", "1.0.0", "Sets the expiration time of a key in seconds."),
+    row!("pexpire", PExpire, -3, WRITE.or(Flags::FAST), Acl::KEYSPACE, ONE_KEY, RW_UPDATE, None, "generic", "2.6.0", "Sets the expiration time of a key in milliseconds."),
+    row!("expireat", ExpireAt, -3, WRITE.or(Flags::FAST), Acl::KEYSPACE, ONE_KEY, RW_UPDATE, None, "generic", "1.2.0", "Sets the expiration time of a key to a Unix timestamp."),
+    row!("pexpireat", PExpireAt, -3, WRITE.or(Flags::FAST), Acl::KEYSPACE, ONE_KEY, RW_UPDATE, None, "generic", "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp."),
+    row!("ttl", Ttl, 2, READONLY_FAST, Acl::KEYSPACE, ONE_KEY, RO_ACCESS, None, "generic", "1.0.0", "Returns the expiration time in seconds of a key."),
+    row!("pttl", PTtl, 2, READONLY_FAST, Acl::KEYSPACE, ONE_KEY, RO_ACCESS, None, "generic", "2.6.0", "Returns the expiration time in milliseconds of a key."),
+    row!("expiretime", ExpireTime, 2, READONLY_FAST, Acl::KEYSPACE, ONE_KEY, RO_ACCESS, None, "generic", "7.0.0", "Returns the expiration time of a key as a Unix timestamp."),
+    row!("pexpiretime", PExpireTime, 2, READONLY_FAST, Acl::KEYSPACE, ONE_KEY, RO_ACCESS, None, "generic", "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp."),
+    row!("persist", Persist, 2, WRITE.or(Flags::FAST), Acl::KEYSPACE, ONE_KEY, RW_UPDATE, None, "generic", "2.2.0", "Removes the expiration time of a key."),
+    row!("batch", Batch, -3, WRITE_DENYOOM, STRING_ACL, NO_KEYS, BATCH_FLAGS, None, "quiver", "0.1.0", "Quiver: applies puts, deletes and checks with preconditions all or nothing."),
+    row!("hset", HSet, -4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, RW_UPDATE, Txn, "hash", "2.0.0", "Creates or modifies the value of a field in a hash."),
+    row!("hsetnx", HSetNx, 4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, RW_INSERT, Txn, "hash", "2.0.0", "Sets the value of a field in a hash only when the field doesn't exist."),
+    row!("hmset", HMSet, -4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, RW_UPDATE, Txn, "hash", "2.0.0", "Sets the values of multiple fields."),
+    row!("hget", HGet, 3, READONLY_FAST, Acl::HASH, ONE_KEY, RO_ACCESS, Get, "hash", "2.0.0", "Returns the value of a field in a hash."),
+    row!("hmget", HMGet, -3, READONLY_FAST, Acl::HASH, ONE_KEY, RO_ACCESS, Get, "hash", "2.0.0", "Returns the values of all fields in a hash."),
+    row!("hgetall", HGetAll, 2, Flags::READONLY, Acl::HASH, ONE_KEY, RO_ACCESS, Get, "hash", "2.0.0", "Returns all fields and values in a hash."),
+    row!("hkeys", HKeys, 2, Flags::READONLY, Acl::HASH, ONE_KEY, RO_ACCESS, Get, "hash", "2.0.0", "Returns all fields in a hash."),
+    row!("hvals", HVals, 2, Flags::READONLY, Acl::HASH, ONE_KEY, RO_ACCESS, Get, "hash", "2.0.0", "Returns all values in a hash."),
+    row!("hlen", HLen, 2, READONLY_FAST, Acl::HASH, ONE_KEY, RO, Get, "hash", "2.0.0", "Returns the number of fields in a hash."),
+    row!("hexists", HExists, 3, READONLY_FAST, Acl::HASH, ONE_KEY, RO, Get, "hash", "2.0.0", "Determines whether a field exists in a hash."),
+    row!("hdel", HDel, -3, WRITE.or(Flags::FAST), Acl::HASH, ONE_KEY, RW_DELETE, Txn, "hash", "2.0.0", "Deletes one or more fields and their values from a hash. Deletes the hash if no fields remain."),
+    row!("hstrlen", HStrLen, 3, READONLY_FAST, Acl::HASH, ONE_KEY, RO, Get, "hash", "3.2.0", "Returns the length of the value of a field."),
+    row!("hincrby", HIncrBy, 4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, RW_ACCESS_UPDATE, Txn, "hash", "2.0.0", "Increments the integer value of a field in a hash by a number. Uses 0 as initial value if the field doesn't exist."),
+    row!("hincrbyfloat", HIncrByFloat, 4, WRITE_DENYOOM_FAST, Acl::HASH, ONE_KEY, RW_ACCESS_UPDATE, Txn, "hash", "2.6.0", "Increments the floating point value of a field by a number. Uses 0 as initial value if the field doesn't exist."),
+    row!("hrandfield", HRandField, -2, Flags::READONLY, Acl::HASH, ONE_KEY, RO_ACCESS, None, "hash", "6.2.0", "Returns one or more random fields from a hash."),
+    row!("hscan", HScan, -3, Flags::READONLY, Acl::HASH, ONE_KEY, RO_ACCESS, None, "hash", "2.8.0", "Iterates over fields and values of a hash."),
+    row!("scan", Scan, -2, Flags::READONLY, Acl::KEYSPACE, NO_KEYS, NO_KEY_FLAGS, None, "generic", "2.8.0", "Iterates over the key names in the database."),
+    row!("keys", Keys, 2, Flags::READONLY, Acl::KEYSPACE.or(Acl::DANGEROUS), NO_KEYS, NO_KEY_FLAGS, None, "generic", "1.0.0", "Returns all key names that match a pattern."),
+    row!("randomkey", RandomKey, 1, Flags::READONLY, Acl::KEYSPACE, NO_KEYS, NO_KEY_FLAGS, None, "generic", "1.0.0", "Returns a random key name from the database."),
+    row!("dbsize", DbSize, 1, READONLY_FAST, Acl::KEYSPACE, NO_KEYS, NO_KEY_FLAGS, None, "server", "1.0.0", "Returns the number of keys in the database."),
+    row!("flushdb", FlushDb, -1, WRITE, Acl::KEYSPACE.or(Acl::DANGEROUS), NO_KEYS, NO_KEY_FLAGS, None, "server", "1.0.0", "Remove all keys from the current database."),
+    row!("flushall", FlushAll, -1, WRITE, Acl::KEYSPACE.or(Acl::DANGEROUS), NO_KEYS, NO_KEY_FLAGS, None, "server", "1.0.0", "Removes all keys from all databases."),
+    row!("swapdb", SwapDb, 3, WRITE.or(Flags::FAST), Acl::KEYSPACE.or(Acl::DANGEROUS), NO_KEYS, NO_KEY_FLAGS, None, "server", "4.0.0", "Swaps two Redis databases."),
+    row!("multi", Multi, 1, TXN_CONTROL.or(Flags::NOT_QUEUED), Acl::TRANSACTION, NO_KEYS, NO_KEY_FLAGS, None, "transactions", "1.2.0", "Starts a transaction."),
+    row!("exec", Exec, 1, Flags::NOSCRIPT.or(LOADING_STALE).or(Flags::SKIP_SLOWLOG).or(Flags::NOT_QUEUED), Acl::TRANSACTION, NO_KEYS, NO_KEY_FLAGS, None, "transactions", "1.2.0", "Executes all commands in a transaction."),
+    row!("discard", Discard, 1, TXN_CONTROL.or(Flags::NOT_QUEUED), Acl::TRANSACTION, NO_KEYS, NO_KEY_FLAGS, None, "transactions", "2.0.0", "Discards a transaction."),
+    row!("watch", Watch, -2, TXN_CONTROL.or(Flags::NOT_QUEUED), Acl::TRANSACTION, ALL_KEYS, RO, None, "transactions", "2.2.0", "Monitors changes to keys to determine the execution of a transaction."),
+    row!("unwatch", Unwatch, 1, TXN_CONTROL, Acl::TRANSACTION, NO_KEYS, NO_KEY_FLAGS, None, "transactions", "2.2.0", "Forgets about watched keys of a transaction."),
+    row!("cluster", Cluster, -2, Flags::NONE, Acl::NONE, NO_KEYS, NO_KEY_FLAGS, None, "cluster", "3.0.0", "A container for Redis Cluster commands."),
+    row!("asking", Asking, 1, Flags::FAST, Acl::CONNECTION, NO_KEYS, NO_KEY_FLAGS, None, "cluster", "3.0.0", "Sent by cluster clients after an -ASK redirect"),
+    row!("readonly", ReadOnly, 1, LOADING_STALE.or(Flags::FAST), Acl::CONNECTION, NO_KEYS, NO_KEY_FLAGS, None, "cluster", "3.0.0", "Enables read queries for a connection to a cluster replica node"),
+    row!("readwrite", ReadWrite, 1, LOADING_STALE.or(Flags::FAST), Acl::CONNECTION, NO_KEYS, NO_KEY_FLAGS, None, "cluster", "3.0.0", "Disables read queries for a connection to a cluster replica node"),
+    row!("role", Role, 1, Flags::NOSCRIPT.or(LOADING_STALE).or(Flags::FAST), Acl::ADMIN.or(Acl::FAST).or(Acl::DANGEROUS), NO_KEYS, NO_KEY_FLAGS, None, "server", "2.8.12", "Returns the replication role."),
+    row!("wait", Wait, 3, Flags::NOSCRIPT, Acl::SLOW.or(Acl::CONNECTION), NO_KEYS, NO_KEY_FLAGS, None, "generic", "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
+    row!("rangeimport", RangeImport, -3, WRITE.or(Flags::ADMIN), Acl::NONE, NO_KEYS, NO_KEY_FLAGS, None, "quiver", "0.1.0", "Quiver: receives a range of slots moving to this cluster node (sent by the node handing it over)."),
+    row!("chain", Chain, -2, WRITE.or(Flags::ADMIN), Acl::NONE, NO_KEYS, NO_KEY_FLAGS, None, "quiver", "0.1.0", "Quiver: chain replication between cluster nodes (a message from the predecessor, or this node's chains' status)."),
 ];
 
 /// Longest command name in the table (lookups of longer names fail at once).
