@@ -149,6 +149,10 @@ impl Server {
                 state.clone(),
                 shutdown.subscribe(),
             )));
+            background.push(tokio::spawn(crate::state::expired::run(
+                state.clone(),
+                shutdown.subscribe(),
+            )));
             if let (Some(_), Some(endpoints)) = (&state.cluster, &state.config.cluster_etcd) {
                 let etcd = quiver_cluster::meta::EtcdSettings {
                     endpoints: endpoints.clone(),

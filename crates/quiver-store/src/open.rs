@@ -64,6 +64,7 @@ pub(crate) fn open(
         compaction_copied: AtomicU64::new(0),
         compaction_dropped: AtomicU64::new(0),
         stalls: Default::default(),
+        expired: Default::default(),
         space_short: Arc::new(AtomicBool::new(false)),
         unsealed: Mutex::new(Vec::new()),
         pages_ahead,

@@ -563,6 +563,19 @@ impl Store {
         self.inner.ctx.stalls.take_events(self.dir())
     }
 
+    /// Whether the names of the keys the expiry sweep deletes are kept for
+    /// [`Store::take_expired`] (at most `sweep::EXPIRED_KEPT_MAX` between two takes); off, the
+    /// sweep keeps none.
+    pub fn report_expired(&self, on: bool) {
+        self.inner.ctx.expired.set_wanted(on);
+    }
+
+    /// The keys the expiry sweep deleted since the last call (any database), and whether
+    /// some went unreported (too many between two calls).
+    pub fn take_expired(&self) -> (Vec<Vec<u8>>, bool) {
+        self.inner.ctx.expired.take()
+    }
+
     /// Writes buffered records to the OS and fdatasyncs every partition's log.
     pub fn flush(&self) -> Result<()> {
         if self.inner.ctx.opts.read_only {

@@ -12,6 +12,7 @@ use crate::watch::{DbKey, Watches};
 use quiver_service::server::ShutdownHandle;
 use quiver_service::service::Core;
 
+pub mod expired;
 pub mod figures;
 pub mod info;
 pub mod live;

@@ -182,3 +182,20 @@ fn a_connection_that_tracks_nothing_more_gets_nothing() {
         "{info:?}"
     );
 }
+
+/// A key that expires is invalidated when the store's sweep deletes it, with no write from
+/// anyone (Redis invalidates a key it deletes expired).
+#[test]
+fn an_expired_key_is_invalidated() {
+    let server = TestServer::start();
+    let mut reader = resp3(&server);
+    let mut writer = client(server.addr);
+    call(&mut writer, &["SET", "short", "lived", "PX", "200"]);
+    send(&mut reader, &["CLIENT", "TRACKING", "ON"]);
+    expect_reply(&mut reader, b"+OK\r\n");
+    send(&mut reader, &["GET", "short"]);
+    expect_reply(&mut reader, b"$5\r\nlived\r\n");
+    expect_reply(&mut reader, &invalidate(&["short"]));
+    send(&mut reader, &["GET", "short"]);
+    expect_reply(&mut reader, b"_\r\n");
+}
