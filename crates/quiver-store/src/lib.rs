@@ -68,6 +68,7 @@ mod split;
 mod stalls;
 mod store;
 mod sweep;
+mod swept;
 mod tuning;
 mod upgrade;
 mod write;

@@ -71,7 +71,7 @@ pub(crate) struct StoreCtx {
     /// Maintenance's holds of partitions' locks that keep writers waiting.
     pub stalls: crate::stalls::Stalls,
     /// The keys the expiry sweep deleted, kept while someone asks (`Store::report_expired`).
-    pub expired: crate::sweep::ExpiredKeys,
+    pub expired: crate::swept::ExpiredKeys,
     /// Set while the disk reserve is released (see `reserve`): appenders then allocate no
     /// disk blocks ahead of need.
     pub space_short: Arc<AtomicBool>,

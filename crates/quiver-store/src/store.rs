@@ -564,7 +564,7 @@ impl Store {
     }
 
     /// Whether the names of the keys the expiry sweep deletes are kept for
-    /// [`Store::take_expired`] (at most `sweep::EXPIRED_KEPT_MAX` between two takes); off, the
+    /// [`Store::take_expired`] (at most `swept::EXPIRED_KEPT_MAX` between two takes); off, the
     /// sweep keeps none.
     pub fn report_expired(&self, on: bool) {
         self.inner.ctx.expired.set_wanted(on);
