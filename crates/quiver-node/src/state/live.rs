@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-use quiver_service::cmd::config::MoreSettings;
+use quiver_service::cmd::config::{integer, MoreSettings};
 use toml_edit::Value;
 
 use super::ServerState;
@@ -50,17 +50,9 @@ impl NodeLive {
     }
 }
 
-/// A setting's value as CONFIG SET gives it: a whole number in `lo..=hi`, or Redis's words.
+/// A width as CONFIG SET gives it: a whole number in `lo..=hi`, or Redis's words.
 fn whole(value: &[u8], lo: usize, hi: usize) -> Result<usize, String> {
-    let n: usize = std::str::from_utf8(value)
-        .ok()
-        .and_then(|t| t.parse().ok())
-        .ok_or("argument couldn't be parsed into an integer")?;
-    if (lo..=hi).contains(&n) {
-        Ok(n)
-    } else {
-        Err(format!("argument must be between {lo} and {hi} inclusive"))
-    }
+    integer(value, lo as i64, hi as i64).map(|n| n as usize)
 }
 
 /// A share in `(lo, 1]` (`lo` itself allowed when `lo_allowed`), or why not.

@@ -281,8 +281,8 @@ fn change(core: &Core, setting: &str, value: &[u8]) -> Result<Change, String> {
     })
 }
 
-/// An integer in `lo..=hi`, or Redis's error.
-fn integer(value: &[u8], lo: i64, hi: i64) -> Result<i64, String> {
+/// An integer in `lo..=hi`, or Redis's error (a node's settings are checked with it too).
+pub fn integer(value: &[u8], lo: i64, hi: i64) -> Result<i64, String> {
     let n = string2ll(value).ok_or("argument couldn't be parsed into an integer")?;
     in_range(n, lo, hi)
 }
