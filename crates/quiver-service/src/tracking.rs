@@ -13,7 +13,10 @@
 //! committed after the remembering finds it and invalidates, and one committed before is what
 //! the read sees, so no connection keeps a value older than the last invalidation it got.
 //! Every write looks at [`Tracking::on`] first and takes the table's lock only while some
-//! connection tracks.
+//! connection tracks (one lock for the whole table: tracking serializes the writers' turns
+//! at the table, which nothing pays for while no connection tracks). NOLOOP knows a write's
+//! connection by the task it runs on ([`as_client`]); a write applied on another connection's
+//! task (`fsync` mode's MSETs combined into one batch) counts as that connection's.
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
