@@ -584,3 +584,23 @@ fn a_nodes_settings_change_while_serving() {
     assert_eq!(get_config(&mut admin, "max-vector-width"), "2");
     assert_eq!(get_config(&mut admin, "compaction-garbage-ratio"), "0");
 }
+
+/// CONFIG SET acllog-max-len bounds ACL LOG from the next entry on.
+#[test]
+fn the_acl_log_keeps_acllog_max_len_entries() {
+    let server = TestServer::start();
+    let mut c = client(server.addr);
+    ok(&mut c, &["CONFIG", "SET", "acllog-max-len", "2"]);
+    for user in ["a", "b", "c"] {
+        let failed = c.command(&[b"AUTH", user.as_bytes(), b"wrong"]);
+        assert!(
+            format!("{failed:?}").contains("WRONGPASS"),
+            "AUTH {user}: {failed:?}"
+        );
+    }
+    match call(&mut c, &["ACL", "LOG"]) {
+        Value::Array(entries) => assert_eq!(entries.len(), 2, "{entries:?}"),
+        other => panic!("ACL LOG: {other:?}"),
+    }
+    assert_eq!(get_config(&mut c, "acllog-max-len"), "2");
+}

@@ -116,3 +116,36 @@ fn passes_by_garbage_copy_far_less_than_passes_over_the_whole_log() {
     assert_holds(&s, &model);
     s.close().unwrap();
 }
+
+/// Compaction's trigger changes while the store is open (a server's CONFIG SET
+/// compaction-garbage-ratio): at 0 a partition full of garbage is left alone, set back it is
+/// compacted; values out of range are refused and change nothing.
+#[test]
+fn the_garbage_trigger_changes_while_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), options()).unwrap();
+    for round in 0..=3 {
+        let again: Vec<(Vec<u8>, Vec<u8>)> = (0..KEYS).map(|i| (key(i), value(i, round))).collect();
+        s.multi_put(&again).unwrap();
+    }
+    s.set_compaction(0.0, 1.0).unwrap();
+    assert_eq!(
+        s.compact_garbage().unwrap().records_dropped,
+        0,
+        "compacted with the trigger off"
+    );
+    assert!(s.set_compaction(1.0, 1.0).is_err());
+    assert!(s.set_compaction(0.5, 0.0).is_err());
+    assert_eq!(s.compaction(), (0.0, 1.0));
+    s.set_compaction(0.5, 1.0).unwrap();
+    assert!(
+        s.compact_garbage().unwrap().records_dropped > 0,
+        "not compacted with the trigger on"
+    );
+    for i in 0..KEYS {
+        assert_eq!(
+            s.get(&key(i)).unwrap().map(|v| v.to_vec()),
+            Some(value(i, 3))
+        );
+    }
+}
