@@ -50,6 +50,8 @@ enum Prepared<'a> {
     Local(&'static CommandSpec, &'a [Bytes]),
 }
 
+/// Pub/Sub on the router.
+const PUBSUB_AT_NODES: &str = "ERR Pub/Sub is not available through the router: connect to a node";
 /// CLIENT TRACKING on the router.
 const TRACKING_AT_NODES: &str = "ERR CLIENT TRACKING is not available through the router: \
      connect to the nodes (their writes send the invalidations)";
@@ -438,6 +440,13 @@ async fn run_local(
     let core = &router.core;
     let reply = match spec.cmd {
         Cmd::Info => info::run(router, args),
+        // A node's PUBLISH reaches that node's subscribers: Pub/Sub is the nodes'.
+        Cmd::Subscribe
+        | Cmd::Unsubscribe
+        | Cmd::PSubscribe
+        | Cmd::PUnsubscribe
+        | Cmd::Publish
+        | Cmd::PubSub => err(PUBSUB_AT_NODES),
         // Invalidations come from the nodes' writes, which the router does not see.
         Cmd::Client if args.len() > 2 && args[1].eq_ignore_ascii_case(b"tracking") => {
             err(TRACKING_AT_NODES)

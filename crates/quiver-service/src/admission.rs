@@ -59,6 +59,49 @@ fn acl_refusal(
     Some(refused)
 }
 
+/// ACL's channel rules: SUBSCRIBE and PUBLISH need a pattern matching each channel,
+/// PSUBSCRIBE one equal to each pattern (Redis 7.0); a refusal is logged (reason `channel`).
+fn channel_refusal(
+    core: &Core,
+    session: &Session,
+    spec: &CommandSpec,
+    args: &[Bytes],
+) -> Option<Reply> {
+    let (names, literal) = match spec.cmd {
+        Cmd::Subscribe => (&args[1..], false),
+        Cmd::Publish => (&args[1..2], false),
+        Cmd::PSubscribe => (&args[1..], true),
+        _ => return None,
+    };
+    let user = &session.user;
+    let denied = names.iter().find(|c| !user.may_use_channel(c, literal))?;
+    let object = String::from_utf8_lossy(denied).into_owned();
+    let client = session.info.list_line();
+    let len_max = core.live.acllog_max_len();
+    core.acl_log
+        .add(("channel", object), user.name.clone(), client, len_max);
+    Some(errors::err(
+        "NOPERM this user has no permissions to access one of the channels used as arguments",
+    ))
+}
+
+/// A RESP2 connection with a subscription runs only the Pub/Sub commands, PING, QUIT and
+/// RESET (Redis's words, naming the command as Redis does: `config|get`).
+fn subscribed_mode_refusal(session: &Session, spec: &CommandSpec, args: &[Bytes]) -> Option<Reply> {
+    let allowed = matches!(
+        spec.cmd,
+        Cmd::Subscribe
+            | Cmd::Unsubscribe
+            | Cmd::PSubscribe
+            | Cmd::PUnsubscribe
+            | Cmd::Ping
+            | Cmd::Quit
+            | Cmd::Reset
+    );
+    (session.subscribed_mode() && !allowed)
+        .then(|| crate::cmd::pubsub::subscribed_mode_refusal(&crate::acl::shown_name(spec, args)))
+}
+
 /// A request answered without running, by [`check`].
 pub struct Refused {
     pub reply: Reply,
@@ -91,6 +134,8 @@ pub fn check(
         Some(errors::err(errors::DEBUG_NOT_ALLOWED))
     } else {
         acl_refusal(core, session, spec, args)
+            .or_else(|| channel_refusal(core, session, spec, args))
+            .or_else(|| subscribed_mode_refusal(session, spec, args))
     };
     let Some(reply) = refused else {
         return Ok(spec);

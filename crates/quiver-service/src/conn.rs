@@ -99,6 +99,10 @@ pub async fn serve<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
     let _ = stream.shutdown().await;
     service.disconnected(&mut session, conn);
     core.tracking.disable(&info);
+    crate::cmd::pubsub::unsubscribe_all(&mut crate::cmd::ConnCtx {
+        core,
+        session: &mut session,
+    });
     core.clients.unregister(info.id);
     core.stats.connected_clients.fetch_sub(1, Relaxed);
 }
@@ -239,7 +243,7 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
         if let Some(rx) = session.monitor.take() {
             monitor = Some(rx);
         }
-        info.pushes.deliver(&mut out, session.resp3);
+        info.pushes.deliver(&mut out, session.receiver());
         if !out.is_empty() {
             // A client that does not read its replies must not hold up shutdown.
             let written = tokio::select! {

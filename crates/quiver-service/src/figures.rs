@@ -235,6 +235,16 @@ pub const STATS: &[Figure] = &[
         read: |c| Value::Count(c.stats.keyspace_misses()),
     },
     Figure {
+        info: Some("pubsub_channels"),
+        metric: None,
+        read: |c| Value::Count(c.pubsub.channels(None).len() as u64),
+    },
+    Figure {
+        info: Some("pubsub_patterns"),
+        metric: None,
+        read: |c| Value::Count(c.pubsub.numpat() as u64),
+    },
+    Figure {
         info: Some("tracking_total_keys"),
         metric: None,
         read: |c| Value::Count(c.tracking.figures().keys as u64),

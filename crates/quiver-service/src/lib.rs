@@ -39,6 +39,7 @@ pub mod monitor;
 pub mod names;
 pub mod output;
 pub mod pause;
+pub mod pubsub;
 pub mod push;
 pub mod ratelog;
 pub mod reply;

@@ -251,13 +251,13 @@ impl<'s> Output<'s> {
     /// nor refused at the total limit (an error in its place would read as a command's reply,
     /// and a lost invalidation leaves a client's cache stale); counted like any reply. Their
     /// number is bounded where they are queued (`push::PUSHES_PENDING_MAX`).
-    pub fn push(&mut self, push: &Reply) {
-        let len = push.encoded_len(true);
+    pub fn push(&mut self, push: &Reply, resp3: bool) {
+        let len = push.encoded_len(resp3);
         if !self.reserve(len) {
             self.budget.take(len);
             self.held(len);
         }
-        self.encode(push, true);
+        self.encode(push, resp3);
     }
 
     /// Appends an array of bulk strings or nulls (an MGET reply) straight from the values,
@@ -446,7 +446,7 @@ mod tests {
         out.switch(ReplyMode::Skip(2));
         out.reply_n(&one, 3, false);
         out.raw(b"-ERR x\r\n", false);
-        out.push(&Reply::Push(vec![Reply::Null]));
+        out.push(&Reply::Push(vec![Reply::Null]), true);
         assert_eq!(out.bytes(), b":1\r\n>1\r\n_\r\n");
         // A dropped error still counts as an error reply.
         assert_eq!(stats.error_replies.load(Relaxed), 1);

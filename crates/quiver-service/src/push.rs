@@ -1,7 +1,8 @@
 //! Messages the server sends a connection outside its replies: CLIENT TRACKING's
-//! invalidations. Any thread may queue one for any connection ([`Pushes::send`]); the
-//! connection's own loop writes them between its replies (`conn`, and a node's runs after each
-//! step), as RESP3 pushes (`>`).
+//! invalidations and Pub/Sub's messages. Any thread may queue one for any connection
+//! ([`Pushes::send`]); the connection's own loop writes them between its replies (`conn`, and
+//! a node's runs after each step), as RESP3 pushes (`>`), or as RESP2 arrays to a connection
+//! in subscribed mode.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +25,25 @@ pub enum Push {
     Invalidate(Option<Vec<Bytes>>),
     /// The client that this connection's invalidations were redirected to is gone (its id).
     RedirectBroken(u64),
+    /// PUBLISH to a channel the connection subscribed to.
+    Message { channel: Bytes, message: Bytes },
+    /// PUBLISH to a channel matching a pattern the connection subscribed to.
+    PMessage {
+        pattern: Bytes,
+        channel: Bytes,
+        message: Bytes,
+    },
+}
+
+/// The channel RESP2 connections subscribe to for CLIENT TRACKING's invalidations (REDIRECT).
+pub const TRACKING_CHANNEL: &[u8] = b"__redis__:invalidate";
+
+/// How a connection takes pushes.
+#[derive(Clone, Copy, Debug)]
+pub struct Receiver {
+    pub resp3: bool,
+    /// RESP2: subscribed to [`TRACKING_CHANNEL`], it takes invalidations as its messages.
+    pub tracking_channel: bool,
 }
 
 impl Push {
@@ -41,6 +61,40 @@ impl Push {
                 Reply::Bulk(Bytes::from_static(b"tracking-redir-broken")),
                 Reply::Integer(*id as i64),
             ]),
+            Push::Message { channel, message } => Reply::Push(vec![
+                Reply::Bulk(Bytes::from_static(b"message")),
+                Reply::Bulk(channel.clone()),
+                Reply::Bulk(message.clone()),
+            ]),
+            Push::PMessage {
+                pattern,
+                channel,
+                message,
+            } => Reply::Push(vec![
+                Reply::Bulk(Bytes::from_static(b"pmessage")),
+                Reply::Bulk(pattern.clone()),
+                Reply::Bulk(channel.clone()),
+                Reply::Bulk(message.clone()),
+            ]),
+        }
+    }
+
+    /// The message as `to` takes it, if at all: RESP3 takes every one; RESP2 takes Pub/Sub's,
+    /// and invalidations as messages of [`TRACKING_CHANNEL`] once subscribed to it (Redis's
+    /// REDIRECT to a RESP2 connection); anything else is dropped, as Redis sends it nothing.
+    fn reply_for(&self, to: Receiver) -> Option<Reply> {
+        match self {
+            _ if to.resp3 => Some(self.reply()),
+            Push::Message { .. } | Push::PMessage { .. } => Some(self.reply()),
+            Push::Invalidate(keys) if to.tracking_channel => Some(Reply::Push(vec![
+                Reply::Bulk(Bytes::from_static(b"message")),
+                Reply::Bulk(Bytes::from_static(TRACKING_CHANNEL)),
+                match keys {
+                    Some(keys) => Reply::Array(keys.iter().cloned().map(Reply::Bulk).collect()),
+                    None => Reply::Null,
+                },
+            ])),
+            Push::Invalidate(_) | Push::RedirectBroken(_) => None,
         }
     }
 }
@@ -70,9 +124,8 @@ impl Pushes {
         true
     }
 
-    /// Writes what is queued into `out` (RESP3 connections; a RESP2 connection cannot take
-    /// pushes, and Redis sends it none: they are dropped).
-    pub fn deliver(&self, out: &mut Output<'_>, resp3: bool) {
+    /// Writes what is queued into `out`, as `to` takes it (`Push::reply_for`).
+    pub fn deliver(&self, out: &mut Output<'_>, to: Receiver) {
         if !self.pending.load(Ordering::SeqCst) {
             return;
         }
@@ -81,10 +134,8 @@ impl Pushes {
             self.pending.store(false, Ordering::SeqCst);
             std::mem::take(&mut *queue)
         };
-        if resp3 {
-            for push in taken {
-                out.push(&push.reply());
-            }
+        for reply in taken.iter().filter_map(|p| p.reply_for(to)) {
+            out.push(&reply, to.resp3);
         }
     }
 }

@@ -40,6 +40,9 @@ pub enum Reply {
     /// RESP3 push (`>`): a message the server sends outside the replies (CLIENT TRACKING's
     /// invalidations); an array in RESP2.
     Push(Vec<Reply>),
+    /// Several replies to one command, one after another (SUBSCRIBE a b answers one per
+    /// channel, as Redis).
+    Many(Vec<Reply>),
 }
 
 impl Reply {
@@ -72,6 +75,7 @@ impl Reply {
             Reply::Array(items) => aggregate(out, b'*', items, resp3),
             Reply::Set(items) => aggregate(out, if resp3 { b'~' } else { b'*' }, items, resp3),
             Reply::Push(items) => aggregate(out, if resp3 { b'>' } else { b'*' }, items, resp3),
+            Reply::Many(replies) => replies.iter().for_each(|r| r.encode(out, resp3)),
             Reply::Map(pairs) => {
                 let (kind, n) = if resp3 {
                     (b'%', pairs.len())
@@ -131,6 +135,7 @@ impl Reply {
             Reply::Null | Reply::NullArray if resp3 => 3,
             Reply::Null => 5,
             Reply::NullArray => 5,
+            Reply::Many(replies) => replies.iter().map(|r| r.encoded_len(resp3)).sum(),
             Reply::Array(items) | Reply::Set(items) | Reply::Push(items) => {
                 header_len(items.len()) + items.iter().map(|i| i.encoded_len(resp3)).sum::<usize>()
             }

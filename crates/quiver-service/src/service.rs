@@ -20,6 +20,7 @@ use crate::latency::LatencyMonitor;
 use crate::monitor::Monitors;
 use crate::output::{Output, OutputBudget};
 use crate::pause::Pause;
+use crate::pubsub::PubSub;
 use crate::session::Session;
 use crate::settings::{Change, Live};
 use crate::slowlog::SlowLog;
@@ -56,6 +57,8 @@ pub struct Core {
     pub monitors: Monitors,
     /// CLIENT TRACKING's table (fed by a node's writes).
     pub tracking: Arc<Tracking>,
+    /// Pub/Sub's channels and patterns.
+    pub pubsub: PubSub,
     /// The ACL users (`default`'s password is `requirepass`).
     pub users: Users,
     pub stats: Stats,
@@ -83,6 +86,7 @@ impl Core {
             acl_log: AclLog::default(),
             monitors: Monitors::default(),
             tracking: Arc::default(),
+            pubsub: PubSub::default(),
             config,
             stats: Stats::default(),
             clients: Clients::default(),

@@ -2,6 +2,7 @@
 //! transaction being queued, the selected database. What a service keeps beyond it is its own
 //! (`Service::Conn`).
 
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use bytes::Bytes;
 use crate::acl::User;
 use crate::clients::ClientInfo;
 use crate::output::ReplyMode;
+use crate::push::{Receiver, TRACKING_CHANNEL};
 
 /// Commands queued between MULTI and EXEC.
 #[derive(Default)]
@@ -46,6 +48,9 @@ pub struct Session {
     pub tracking: bool,
     /// CLIENT CACHING YES / NO (OPTIN / OPTOUT), for the next command.
     pub tracking_caching: Caching,
+    /// Pub/Sub: the channels and patterns subscribed to (`pubsub`).
+    pub channels: BTreeSet<Bytes>,
+    pub patterns: BTreeSet<Bytes>,
 }
 
 /// Where CLIENT CACHING's choice stands: it applies to the command after it (or the
@@ -80,6 +85,8 @@ impl Session {
             reply_change: None,
             tracking: false,
             tracking_caching: Caching::None,
+            channels: BTreeSet::new(),
+            patterns: BTreeSet::new(),
         }
     }
 
@@ -97,6 +104,24 @@ impl Session {
     pub fn select(&mut self, db: u32) {
         self.db = db;
         self.info.db.store(db, Relaxed);
+    }
+
+    /// Channels and patterns subscribed to (Redis's subscription count).
+    pub fn subscriptions(&self) -> usize {
+        self.channels.len() + self.patterns.len()
+    }
+
+    /// RESP2 with a subscription: only the Pub/Sub commands, PING, QUIT and RESET run.
+    pub fn subscribed_mode(&self) -> bool {
+        !self.resp3 && self.subscriptions() > 0
+    }
+
+    /// How this connection takes pushes (`push::Pushes::deliver`).
+    pub fn receiver(&self) -> Receiver {
+        Receiver {
+            resp3: self.resp3,
+            tracking_channel: self.channels.contains(TRACKING_CHANNEL),
+        }
     }
 
     pub fn set_resp3(&mut self, resp3: bool) {

@@ -162,6 +162,12 @@ pub fn run_server(ctx: &mut Ctx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
         Cmd::Memory => memory::run(ctx, args),
         Cmd::Debug => debug::run(ctx, args),
         Cmd::Time => server::time(),
+        Cmd::Subscribe
+        | Cmd::Unsubscribe
+        | Cmd::PSubscribe
+        | Cmd::PUnsubscribe
+        | Cmd::Publish
+        | Cmd::PubSub => quiver_service::cmd::pubsub::run(&mut ctx.conn_ctx(), cmd, args),
         Cmd::Acl => acl::run(&mut ctx.conn_ctx(), args),
         Cmd::Info => info::run(ctx.state, args),
         Cmd::Multi | Cmd::Discard | Cmd::Watch | Cmd::Unwatch => transactions::run(ctx, cmd, args),

@@ -208,7 +208,7 @@ pub async fn execute_run(
             }
         };
         // CLIENT TRACKING's invalidations of what the step wrote follow its replies.
-        session.info.pushes.deliver(out, session.resp3);
+        session.info.pushes.deliver(out, session.receiver());
         if ran {
             slow_log(state, session, &requests[i..i + n], step_started);
         }

@@ -11,6 +11,7 @@ RESP3. The first failing check is named and the script exits 1; on success it pr
 
 import argparse
 import sys
+import time
 import traceback
 
 import redis
@@ -322,6 +323,34 @@ def feast_style_online_read_and_write(r, r2):
         pipe.hmget(f"entity:{e}", features)
     rows = pipe.execute()
     expect(rows, [[f"{e}.{f}".encode() for f in features] for e in range(32)], "HMGETs")
+
+
+@check
+def publish_subscribe(r, r2):
+    p = r.pubsub()
+    p.subscribe("news")
+    p.psubscribe("n*")
+    seen = []
+    deadline = time.monotonic() + 5
+    # The two confirmations, then the messages PUBLISH counts.
+    while len(seen) < 2 and time.monotonic() < deadline:
+        m = p.get_message(timeout=0.1)
+        if m:
+            seen.append(m["type"])
+    expect(seen, ["subscribe", "psubscribe"], "confirmations")
+    expect(r2.publish("news", "hi"), 2, "PUBLISH receivers")
+    got = []
+    while len(got) < 2 and time.monotonic() < deadline:
+        m = p.get_message(timeout=0.1)
+        if m:
+            got.append((m["type"], m["channel"], m["data"]))
+    expect(
+        sorted(got),
+        [("message", b"news", b"hi"), ("pmessage", b"news", b"hi")],
+        "messages",
+    )
+    expect(r2.pubsub_numsub("news"), [(b"news", 1)], "PUBSUB NUMSUB")
+    p.close()
 
 
 def run_pass(host, port, protocol):

@@ -177,8 +177,18 @@ fn request(rng: &mut WyRand) -> Vec<Vec<u8>> {
     } else {
         let spec = &COMMANDS[rng.index(COMMANDS.len())];
         // QUIT and SHUTDOWN would end the connection or the server the run needs; MONITOR
-        // would interleave other connections' commands with its replies.
-        if matches!(spec.name, "quit" | "shutdown" | "monitor") {
+        // would interleave other connections' commands with its replies; a (un)subscription
+        // answers one reply per channel, and subscribed mode refuses what follows.
+        if matches!(
+            spec.name,
+            "quit"
+                | "shutdown"
+                | "monitor"
+                | "subscribe"
+                | "psubscribe"
+                | "unsubscribe"
+                | "punsubscribe"
+        ) {
             args.push(b"PING".to_vec());
         } else {
             let name: Vec<u8> = spec

@@ -17,6 +17,7 @@ mod inline;
 mod limits;
 mod live_config;
 mod observability;
+mod pubsub;
 mod rename_command;
 mod reply;
 mod robustness;

@@ -2,7 +2,8 @@
 //! passwords (`>pw`, `<pw`, `#sha256`, `!sha256`, `nopass`, `resetpass`), commands (`+cmd`,
 //! `-cmd`, `+cmd|sub`, `+cmd|firstarg`, `+@category`, `-@category`, `allcommands`,
 //! `nocommands`: `commands`), keys (`~pattern`, `%R~pattern`, `%W~pattern`, `%RW~pattern`,
-//! `allkeys`, `resetkeys`), channels (accepted and shown; Quiver has no Pub/Sub), and `reset`.
+//! `allkeys`, `resetkeys`), channels (`&pattern`, `allchannels`, `resetchannels`: what Pub/Sub
+//! may use), and `reset`.
 
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
@@ -98,6 +99,16 @@ impl User {
                 (p.read || !access.read)
                     && (p.write || !access.write)
                     && quiver_resp::glob_match(&p.pattern, key)
+            })
+    }
+
+    /// Whether the user may use `channel` (Redis's `ACLCheckChannelAgainstList`): one of its
+    /// `&` patterns matches it, or, for a PSUBSCRIBE pattern (`literal`), equals it.
+    pub fn may_use_channel(&self, channel: &[u8], literal: bool) -> bool {
+        self.allchannels
+            || self.channel_patterns.iter().any(|p| match literal {
+                true => p[..] == *channel,
+                false => quiver_resp::glob_match(p, channel),
             })
     }
 

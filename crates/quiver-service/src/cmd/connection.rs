@@ -18,6 +18,11 @@ pub const REDIS_COMPAT_VERSION: &str = "7.0.15";
 
 pub fn run(ctx: &mut ConnCtx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
     match cmd {
+        // RESP2 in subscribed mode: `pong` and the argument, as a message would come.
+        Cmd::Ping if ctx.session.subscribed_mode() && args.len() <= 2 => Reply::Array(vec![
+            Reply::Bulk(Bytes::from_static(b"pong")),
+            Reply::Bulk(args.get(1).cloned().unwrap_or_default()),
+        ]),
         Cmd::Ping => match args.len() {
             1 => Reply::simple("PONG"),
             2 => Reply::Bulk(args[1].clone()),
@@ -43,6 +48,7 @@ pub fn run(ctx: &mut ConnCtx<'_>, cmd: Cmd, args: &[Bytes]) -> Reply {
             ctx.session.readonly = false;
             ctx.session.reply_change = Some(ReplyMode::On);
             ctx.core.tracking.disable(&ctx.session.info);
+            crate::cmd::pubsub::unsubscribe_all(ctx);
             ctx.session.tracking = false;
             ctx.session.tracking_caching = Default::default();
             *ctx.session.info.name.lock() = None;

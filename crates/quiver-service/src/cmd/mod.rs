@@ -1,7 +1,7 @@
 //! The commands every RESP service answers alike, about the connection or the service itself:
 //! AUTH, HELLO, SELECT, PING, ECHO, QUIT, RESET ([`connection`]), CLIENT ([`client`]), ACL
 //! ([`acl`]), COMMAND ([`command`]), CONFIG ([`config`]), INFO ([`info`]), ROLE and WAIT
-//! ([`replication`]), TIME and SLOWLOG ([`server`]); each sees the connection
+//! ([`replication`]), TIME and SLOWLOG ([`server`]), Pub/Sub ([`pubsub`]); each sees the connection
 //! through a [`ConnCtx`]. [`int_arg`] and [`db_index`] check arguments as Redis does.
 
 pub mod acl;
@@ -10,6 +10,7 @@ pub mod command;
 pub mod config;
 pub mod connection;
 pub mod info;
+pub mod pubsub;
 pub mod replication;
 pub mod server;
 

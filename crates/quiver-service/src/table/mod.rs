@@ -44,6 +44,13 @@ pub enum Cmd {
     Memory,
     Debug,
     Monitor,
+    // pub/sub
+    Subscribe,
+    Unsubscribe,
+    PSubscribe,
+    PUnsubscribe,
+    Publish,
+    PubSub,
     // strings and keys
     Get,
     Set,
@@ -163,6 +170,7 @@ impl Flags {
     pub const NO_MULTI: Flags = Flags(1 << 11);
     /// Refused unless `enable-debug-command` allows it (DEBUG).
     pub const PROTECTED: Flags = Flags(1 << 12);
+    pub const PUBSUB: Flags = Flags(1 << 13);
     /// Quiver: runs at once inside MULTI instead of being queued (EXEC, DISCARD, ...).
     pub const NOT_QUEUED: Flags = Flags(1 << 16);
     /// Quiver: writes its keys without reading them, so a transaction neither prefetches
@@ -170,11 +178,12 @@ impl Flags {
     pub const BLIND_WRITE: Flags = Flags(1 << 17);
 
     /// The flags COMMAND INFO reports, by name, in Redis's order.
-    const NAMES: [(Flags, &'static str); 13] = [
+    const NAMES: [(Flags, &'static str); 14] = [
         (Flags::WRITE, "write"),
         (Flags::READONLY, "readonly"),
         (Flags::DENYOOM, "denyoom"),
         (Flags::ADMIN, "admin"),
+        (Flags::PUBSUB, "pubsub"),
         (Flags::NOSCRIPT, "noscript"),
         (Flags::LOADING, "loading"),
         (Flags::STALE, "stale"),
@@ -221,13 +230,15 @@ impl Acl {
     pub const CONNECTION: Acl = Acl(1 << 8);
     pub const TRANSACTION: Acl = Acl(1 << 9);
     pub const HASH: Acl = Acl(1 << 10);
+    pub const PUBSUB: Acl = Acl(1 << 11);
 
-    const NAMES: [(Acl, &'static str); 11] = [
+    const NAMES: [(Acl, &'static str); 12] = [
         (Acl::KEYSPACE, "@keyspace"),
         (Acl::READ, "@read"),
         (Acl::WRITE, "@write"),
         (Acl::HASH, "@hash"),
         (Acl::STRING, "@string"),
+        (Acl::PUBSUB, "@pubsub"),
         (Acl::FAST, "@fast"),
         (Acl::SLOW, "@slow"),
         (Acl::ADMIN, "@admin"),
@@ -386,6 +397,7 @@ const TXN_CONTROL: Flags = Flags::NOSCRIPT
     .or(Flags::FAST)
     .or(Flags::ALLOW_BUSY);
 const STRING_ACL: Acl = Acl::STRING;
+const PUBSUB_SLOW: Flags = Flags::PUBSUB.or(Flags::NOSCRIPT).or(LOADING_STALE);
 
 macro_rules! row {
     ($name:literal, $cmd:ident, $arity:expr, $flags:expr, $acl:expr, $keys:expr, $key_flags:expr,
@@ -432,6 +444,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     row!("memory", Memory, -2, Flags::READONLY, Acl::NONE, keys(2, 2, 1), RO, None, "server", "4.0.0", "A container for memory diagnostics commands."),
     row!("debug", Debug, -2, Flags::ADMIN.or(Flags::NOSCRIPT).or(LOADING_STALE).or(Flags::PROTECTED), Acl::NONE, NO_KEYS, NO_KEY_FLAGS, None, "server", "1.0.0", "A container for debugging commands."),
     row!("monitor", Monitor, 1, Flags::ADMIN.or(Flags::NOSCRIPT).or(LOADING_STALE), Acl::NONE, NO_KEYS, NO_KEY_FLAGS, None, "server", "1.0.0", "Listens for all requests received by the server in real-time."),
+    row!("subscribe", Subscribe, -2, PUBSUB_SLOW, Acl::PUBSUB, NO_KEYS, NO_KEY_FLAGS, None, "pubsub", "2.0.0", "Listens for messages published to channels."),
+    row!("unsubscribe", Unsubscribe, -1, PUBSUB_SLOW, Acl::PUBSUB, NO_KEYS, NO_KEY_FLAGS, None, "pubsub", "2.0.0", "Stops listening to messages posted to channels."),
+    row!("psubscribe", PSubscribe, -2, PUBSUB_SLOW, Acl::PUBSUB, NO_KEYS, NO_KEY_FLAGS, None, "pubsub", "2.0.0", "Listens for messages published to channels that match one or more patterns."),
+    row!("punsubscribe", PUnsubscribe, -1, PUBSUB_SLOW, Acl::PUBSUB, NO_KEYS, NO_KEY_FLAGS, None, "pubsub", "2.0.0", "Stops listening to messages published to channels that match one or more patterns."),
+    row!("publish", Publish, 3, Flags::PUBSUB.or(LOADING_STALE).or(Flags::FAST), Acl::PUBSUB, NO_KEYS, NO_KEY_FLAGS, None, "pubsub", "2.0.0", "Posts a message to a channel."),
+    row!("pubsub", PubSub, -2, Flags::NONE, Acl::NONE, NO_KEYS, NO_KEY_FLAGS, None, "pubsub", "2.8.0", "A container for Pub/Sub commands."),
     row!("get", Get, 2, READONLY_FAST, STRING_ACL, ONE_KEY, RO_ACCESS, Get, "string", "1.0.0", "Returns the string value of a key."),
     row!("set", Set, -3, WRITE_DENYOOM, STRING_ACL, ONE_KEY, SET_FLAGS, Put, "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
     row!("setnx", SetNx, 3, WRITE_DENYOOM_FAST, STRING_ACL, ONE_KEY, OW_INSERT, None, "string", "1.0.0", "Set the string value of a key only when the key doesn't exist."),
@@ -600,6 +618,12 @@ pub fn is_server_command(cmd: Cmd) -> bool {
             | Cmd::Memory
             | Cmd::Debug
             | Cmd::Monitor
+            | Cmd::Subscribe
+            | Cmd::Unsubscribe
+            | Cmd::PSubscribe
+            | Cmd::PUnsubscribe
+            | Cmd::Publish
+            | Cmd::PubSub
             | Cmd::Multi
             | Cmd::Discard
             | Cmd::Watch

@@ -33,7 +33,7 @@ const fn sub(
     }
 }
 
-/// Redis 7.0's subcommands of CLIENT, CONFIG, COMMAND, ACL, SLOWLOG, LATENCY, MEMORY, OBJECT and
+/// Redis 7.0's subcommands of CLIENT, CONFIG, COMMAND, ACL, SLOWLOG, LATENCY, MEMORY, OBJECT, PUBSUB and
 /// CLUSTER (and Quiver's own CLUSTER COUNTKEYSINRANGES), sorted by container and name. A
 /// subcommand's ACL id is the table's length plus its index here.
 #[rustfmt::skip]
@@ -125,6 +125,12 @@ pub static SUBCOMMANDS: &[Subcommand] = &[
     sub("object", "help", 2, &["@keyspace", "@slow"]),
     sub("object", "idletime", 3, &["@keyspace", "@read", "@slow"]),
     sub("object", "refcount", 3, &["@keyspace", "@read", "@slow"]),
+    sub("pubsub", "channels", -2, &["@pubsub", "@slow"]),
+    sub("pubsub", "help", 2, &["@slow"]),
+    sub("pubsub", "numpat", 2, &["@pubsub", "@slow"]),
+    sub("pubsub", "numsub", -2, &["@pubsub", "@slow"]),
+    sub("pubsub", "shardchannels", -2, &["@pubsub", "@slow"]),
+    sub("pubsub", "shardnumsub", -2, &["@pubsub", "@slow"]),
     sub("slowlog", "get", -2, &["@admin", "@slow", "@dangerous"]),
     sub("slowlog", "help", 2, &["@slow"]),
     sub("slowlog", "len", 2, &["@admin", "@slow", "@dangerous"]),
@@ -145,15 +151,13 @@ pub static ABSENT: &[&str] = &[
     "geosearchstore", "getbit", "lindex", "linsert", "llen", "lmove", "lmpop", "lolwut", "lpop",
     "lpos", "lpush", "lpushx", "lrange", "lrem", "lset", "ltrim", "migrate", "module",
     "module|help", "module|list", "module|load", "module|loadex", "module|unload", "pfadd",
-    "pfcount", "pfdebug", "pfmerge", "pfselftest", "psubscribe", "psync", "publish", "pubsub",
-    "pubsub|channels", "pubsub|help", "pubsub|numpat", "pubsub|numsub", "pubsub|shardchannels",
-    "pubsub|shardnumsub", "punsubscribe", "replconf", "replicaof", "restore", "restore-asking",
+    "pfcount", "pfdebug", "pfmerge", "pfselftest", "psync", "replconf", "replicaof", "restore", "restore-asking",
     "rpop", "rpoplpush", "rpush", "rpushx", "sadd", "scard", "script", "script|debug",
     "script|exists", "script|flush", "script|help", "script|kill", "script|load", "sdiff",
     "sdiffstore", "setbit", "sinter", "sintercard", "sinterstore", "sismember", "slaveof",
     "smembers", "smismember", "smove", "sort", "sort_ro", "spop", "spublish", "srandmember", "srem",
-    "sscan", "ssubscribe", "subscribe", "sunion", "sunionstore", "sunsubscribe", "sync",
-    "unsubscribe", "xack", "xadd", "xautoclaim", "xclaim", "xdel", "xgroup", "xgroup|create",
+    "sscan", "ssubscribe", "sunion", "sunionstore", "sunsubscribe", "sync",
+    "xack", "xadd", "xautoclaim", "xclaim", "xdel", "xgroup", "xgroup|create",
     "xgroup|createconsumer", "xgroup|delconsumer", "xgroup|destroy", "xgroup|help", "xgroup|setid",
     "xinfo", "xinfo|consumers", "xinfo|groups", "xinfo|help", "xinfo|stream", "xlen", "xpending",
     "xrange", "xread", "xreadgroup", "xrevrange", "xsetid", "xtrim", "zadd", "zcard", "zcount",
