@@ -43,6 +43,11 @@ pub enum Reply {
     /// Several replies to one command, one after another (SUBSCRIBE a b answers one per
     /// channel, as Redis).
     Many(Vec<Reply>),
+    /// RESP3 big number (`(`): a bulk string in RESP2 (DEBUG PROTOCOL bignum).
+    BigNumber(&'static str),
+    /// RESP3 attributes (`|`) before a reply; RESP2 sends the reply alone (DEBUG PROTOCOL
+    /// attrib).
+    Attributed(Vec<(Reply, Reply)>, Box<Reply>),
 }
 
 impl Reply {
@@ -121,6 +126,18 @@ impl Reply {
                 out.put_slice(b"\r\n");
             }
             Reply::Verbatim { text, .. } => bulk(out, text),
+            Reply::BigNumber(digits) if resp3 => line(out, b'(', digits.as_bytes()),
+            Reply::BigNumber(digits) => bulk(out, digits.as_bytes()),
+            Reply::Attributed(attrs, reply) => {
+                if resp3 {
+                    out.put_slice(Header::new(b'|', attrs.len()).as_bytes());
+                    for (k, v) in attrs {
+                        k.encode(out, resp3);
+                        v.encode(out, resp3);
+                    }
+                }
+                reply.encode(out, resp3);
+            }
         }
     }
 
@@ -164,6 +181,17 @@ impl Reply {
             Reply::Boolean(_) => 4,
             Reply::Verbatim { text, .. } if resp3 => bulk_len(text.len() + 4),
             Reply::Verbatim { text, .. } => bulk_len(text.len()),
+            Reply::BigNumber(digits) if resp3 => digits.len() + 3,
+            Reply::BigNumber(digits) => bulk_len(digits.len()),
+            Reply::Attributed(attrs, reply) if resp3 => {
+                header_len(attrs.len())
+                    + attrs
+                        .iter()
+                        .map(|(k, v)| k.encoded_len(resp3) + v.encoded_len(resp3))
+                        .sum::<usize>()
+                    + reply.encoded_len(resp3)
+            }
+            Reply::Attributed(_, reply) => reply.encoded_len(resp3),
         }
     }
 

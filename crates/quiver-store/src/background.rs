@@ -91,7 +91,7 @@ fn run(inner: &StoreInner) {
         inner.reserve.restore();
         resize_where_needed(inner);
         // The active expiry sweep, bounded per partition and tick.
-        if ctx.opts.expire_sweep_keys_max > 0 {
+        if ctx.opts.expire_sweep_keys_max > 0 && ctx.tuning.active_expire() {
             for part in inner.table().parts.iter() {
                 let r = sweep::sweep_partition(ctx, part, ctx.opts.expire_sweep_keys_max);
                 note(inner, r.map(drop));

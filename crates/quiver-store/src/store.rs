@@ -482,6 +482,12 @@ impl Store {
             .set_compaction(garbage_ratio, cpu_share)
     }
 
+    /// Whether the background thread's expiry sweep runs (on at opening); reads treat expired
+    /// keys as absent either way (Redis's DEBUG SET-ACTIVE-EXPIRE).
+    pub fn set_active_expire(&self, on: bool) {
+        self.inner.ctx.tuning.set_active_expire(on);
+    }
+
     /// Compaction's trigger and pacing as set now (`set_compaction`).
     pub fn compaction(&self) -> (f64, f64) {
         let t = &self.inner.ctx.tuning;

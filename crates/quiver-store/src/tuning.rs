@@ -1,8 +1,8 @@
 //! The engine's settings that may change while it serves (a server's CONFIG SET): compaction's
-//! trigger and pacing. Each is read where it is used, on every use (one atomic load); the rest
+//! trigger and pacing, and whether the expiry sweep runs (a server's DEBUG SET-ACTIVE-EXPIRE). Each is read where it is used, on every use (one atomic load); the rest
 //! of [`crate::Options`] is fixed at opening.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use crate::error::{Error, Result};
 use crate::options::Options;
@@ -27,6 +27,8 @@ impl AtomicF64 {
 pub(crate) struct Tuning {
     compact_garbage_ratio: AtomicF64,
     compact_cpu_share: AtomicF64,
+    /// The background thread's expiry sweep runs (reads treat expired keys as absent anyway).
+    active_expire: AtomicBool,
 }
 
 impl Tuning {
@@ -34,7 +36,16 @@ impl Tuning {
         Tuning {
             compact_garbage_ratio: AtomicF64::new(opts.compact_garbage_ratio),
             compact_cpu_share: AtomicF64::new(opts.compact_cpu_share),
+            active_expire: AtomicBool::new(true),
         }
+    }
+
+    pub(crate) fn active_expire(&self) -> bool {
+        self.active_expire.load(Relaxed)
+    }
+
+    pub(crate) fn set_active_expire(&self, on: bool) {
+        self.active_expire.store(on, Relaxed);
     }
 
     /// `Options::compact_garbage_ratio`, as set now.

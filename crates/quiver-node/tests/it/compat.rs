@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use quiver_node::testing::TestServer;
+use quiver_service::config::DebugCommand;
 use quiver_testkit::tool;
 
 fn compat_dir() -> PathBuf {
@@ -29,6 +30,27 @@ fn run(program: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
+}
+
+/// DEBUG's subcommands test harnesses call, against a server that allows DEBUG as the
+/// recording's did (`enable-debug-command yes`).
+#[test]
+fn debug_replies_match_redis_7_byte_for_byte() {
+    let server = TestServer::start_with(|c| c.service.enable_debug_command = DebugCommand::Yes);
+    let port = server.port().to_string();
+    let out = run(
+        "python3",
+        &[
+            "check_golden.py",
+            "--port",
+            &port,
+            "--golden",
+            "golden_debug.json",
+            "--deviations",
+            "quiver_deviations_debug.json",
+        ],
+    );
+    assert!(out.contains(" 0 mismatches"), "{out}");
 }
 
 #[test]

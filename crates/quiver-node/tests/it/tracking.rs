@@ -199,3 +199,24 @@ fn an_expired_key_is_invalidated() {
     send(&mut reader, &["GET", "short"]);
     expect_reply(&mut reader, b"_\r\n");
 }
+
+/// DEBUG SET-ACTIVE-EXPIRE 0 stops the sweep: an expired key is absent to reads but not
+/// deleted, so no invalidation comes; 1 starts it again, and the invalidation comes.
+#[test]
+fn debug_set_active_expire_stops_and_starts_the_sweep() {
+    use quiver_service::config::DebugCommand;
+    let server = TestServer::start_with(|c| c.service.enable_debug_command = DebugCommand::Yes);
+    let mut reader = resp3(&server);
+    let mut admin = client(server.addr);
+    call(&mut admin, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    call(&mut admin, &["SET", "short", "lived", "PX", "50"]);
+    send(&mut reader, &["CLIENT", "TRACKING", "ON"]);
+    expect_reply(&mut reader, b"+OK\r\n");
+    send(&mut reader, &["GET", "short"]);
+    expect_reply(&mut reader, b"$5\r\nlived\r\n");
+    // Well past its expiry and several sweep ticks: nothing comes.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    expect_waiting(&mut reader);
+    call(&mut admin, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
+    expect_reply(&mut reader, &invalidate(&["short"]));
+}
