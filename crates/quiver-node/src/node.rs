@@ -11,7 +11,7 @@ use quiver_store::{Clock, RecoveryReport, Store};
 use crate::agent;
 use crate::cluster::ClusterNode;
 use crate::coalesce::Coalescer;
-use crate::node_config::{Coalesce, ServeConfig};
+use crate::node_config::ServeConfig;
 use crate::state::{ServerState, SharedState};
 use crate::watch::Watches;
 use quiver_service::server::{io_error, serve_clients, Bound, ServerError};
@@ -93,7 +93,7 @@ impl Server {
             store,
             watches: Watches::new(core.tracking.clone()),
             core,
-            coalescer: (node_config.coalesce == Coalesce::Adaptive).then(Coalescer::default),
+            coalescer: Coalescer::default(),
             live: crate::state::live::NodeLive::of(&node_config),
             config: node_config,
             cluster,
@@ -120,24 +120,18 @@ impl Server {
                     shutdown,
                 },
         } = self;
-        let storage = match state.coalescer {
-            Some(_) => {
-                let state = state.clone();
-                let thread = std::thread::Builder::new()
-                    .name("quiver-storage".into())
-                    .spawn(move || {
-                        if let Some(c) = &state.coalescer {
-                            c.serve(&state.store, &state.core.stats, || {
-                                state.live.max_vector_width()
-                            });
-                        }
-                    })
-                    .map_err(|e| {
-                        NodeError::Service(io_error("cannot start the storage thread")(e))
-                    })?;
-                Some(thread)
-            }
-            None => None,
+        // The intermediate queue's thread runs whatever `coalesce` says now: CONFIG SET may
+        // turn it on (it then waits on its queue; idle, it costs one sleeping thread).
+        let storage = {
+            let state = state.clone();
+            std::thread::Builder::new()
+                .name("quiver-storage".into())
+                .spawn(move || {
+                    state.coalescer.serve(&state.store, &state.core.stats, || {
+                        state.live.max_vector_width()
+                    });
+                })
+                .map_err(|e| NodeError::Service(io_error("cannot start the storage thread")(e)))?
         };
         let result = runtime.block_on(async {
             let mut background = Vec::new();
@@ -185,10 +179,8 @@ impl Server {
             served
         });
         runtime.shutdown_timeout(Duration::from_secs(1));
-        if let (Some(c), Some(thread)) = (&state.coalescer, storage) {
-            c.close();
-            let _ = thread.join();
-        }
+        state.coalescer.close();
+        let _ = storage.join();
         let close = match Arc::try_unwrap(state) {
             Ok(state) if state.saves.checkpoint_at_close() => state.store.close(),
             Ok(state) => state.store.close_without_checkpoint(),

@@ -53,6 +53,15 @@ pub enum Coalesce {
     Adaptive,
 }
 
+impl std::fmt::Display for Coalesce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Coalesce::Off => "off",
+            Coalesce::Adaptive => "adaptive",
+        })
+    }
+}
+
 impl FromStr for Coalesce {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -159,10 +168,7 @@ impl NodeConfig {
                 self.compaction_garbage_ratio.to_string(),
             ),
             ("backend", self.backend.to_string()),
-            (
-                "coalesce",
-                format!("{:?}", self.coalesce).to_ascii_lowercase(),
-            ),
+            ("coalesce", self.coalesce.to_string()),
             ("max-vector-width", self.max_vector_width.to_string()),
             ("max-multikey-width", self.max_multikey_width.to_string()),
         ]

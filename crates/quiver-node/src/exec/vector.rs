@@ -54,9 +54,10 @@ pub async fn run(
         account(state, session, group, started);
         return;
     }
-    match (&state.coalescer, first.kind) {
+    match (state.live.coalescing(), first.kind) {
         // The intermediate queue serves database 0 (other databases read directly).
-        (Some(c), Vector::Get) if db == 0 => {
+        (true, Vector::Get) if db == 0 => {
+            let c = &state.coalescer;
             let keys = group.iter().flat_map(|op| op.keys()).cloned().collect();
             let result = c.get(keys).await;
             get_replies(state, db, group, result, out, resp3);
@@ -186,7 +187,7 @@ fn on_engine(
 /// through the intermediate queue (it serves database 0's GETs alone) and not on a node that
 /// replicates chains (their writes go down the chain, their reads wait for dirty keys).
 pub fn mixing(state: &ServerState, db: u32) -> bool {
-    (state.coalescer.is_none() || db != 0)
+    (!state.live.coalescing() || db != 0)
         && !state
             .cluster
             .as_ref()

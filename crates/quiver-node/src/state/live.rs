@@ -2,23 +2,25 @@
 //! `quiver_service::cmd::config`): `max-vector-width` and `max-multikey-width`, read at every
 //! run and engine call, and compaction's pacing and trigger (`compaction-cpu-share`,
 //! `compaction-garbage-ratio`), the store's own (`Store::set_compaction`), read by every
-//! compaction pass. The rest of `NodeConfig` is fixed at start: the data directory, the
-//! durability mode, the backend, the segment size, the partitions of a new store, the
-//! intermediate queue (`coalesce`: its storage thread is started with the node) and the
-//! cluster's settings.
+//! compaction pass, and `coalesce` (whether GET vectors go through the intermediate queue,
+//! whose thread waits either way). The rest of `NodeConfig` is fixed at start: the data
+//! directory, the durability mode, the backend, the segment size, the partitions of a new
+//! store and the cluster's settings.
 
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
 use quiver_service::cmd::config::{integer, MoreSettings};
 use toml_edit::Value;
 
 use super::ServerState;
 use crate::node_config::{
-    NodeConfig, ENGINE_VECTOR_WIDTH_MAX, MAX_MULTIKEY_WIDTH_DEFAULT, MAX_VECTOR_WIDTH_DEFAULT,
+    Coalesce, NodeConfig, ENGINE_VECTOR_WIDTH_MAX, MAX_MULTIKEY_WIDTH_DEFAULT,
+    MAX_VECTOR_WIDTH_DEFAULT,
 };
 
 /// What CONFIG SET changes on a node.
 const MUTABLE: &[&str] = &[
+    "coalesce",
     "max-vector-width",
     "max-multikey-width",
     "compaction-cpu-share",
@@ -29,6 +31,8 @@ const MUTABLE: &[&str] = &[
 pub struct NodeLive {
     max_vector_width: AtomicUsize,
     max_multikey_width: AtomicUsize,
+    /// `coalesce = "adaptive"`.
+    coalesce: AtomicBool,
 }
 
 impl NodeLive {
@@ -36,6 +40,19 @@ impl NodeLive {
         NodeLive {
             max_vector_width: AtomicUsize::new(config.max_vector_width),
             max_multikey_width: AtomicUsize::new(config.max_multikey_width),
+            coalesce: AtomicBool::new(config.coalesce == Coalesce::Adaptive),
+        }
+    }
+
+    /// Whether database 0's GET vectors go through the intermediate queue.
+    pub fn coalescing(&self) -> bool {
+        self.coalesce.load(Relaxed)
+    }
+
+    fn coalesce(&self) -> Coalesce {
+        match self.coalescing() {
+            true => Coalesce::Adaptive,
+            false => Coalesce::Off,
         }
     }
 
@@ -53,6 +70,14 @@ impl NodeLive {
 /// A width as CONFIG SET gives it: a whole number in `lo..=hi`, or Redis's words.
 fn whole(value: &[u8], lo: usize, hi: usize) -> Result<usize, String> {
     integer(value, lo as i64, hi as i64).map(|n| n as usize)
+}
+
+/// `coalesce`'s value: Redis-style words for a bad one.
+fn coalesce_of(value: &[u8]) -> Result<Coalesce, String> {
+    String::from_utf8_lossy(value)
+        .to_ascii_lowercase()
+        .parse()
+        .map_err(|_| "argument(s) must be one of the following: off, adaptive".to_string())
 }
 
 /// A share in `(lo, 1]` (`lo` itself allowed when `lo_allowed`), or why not.
@@ -77,6 +102,7 @@ impl MoreSettings for ServerState {
         let mut values = self.config.values();
         for (name, value) in values.iter_mut() {
             match *name {
+                "coalesce" => *value = self.live.coalesce().to_string(),
                 "max-vector-width" => *value = self.live.max_vector_width().to_string(),
                 "max-multikey-width" => *value = self.live.max_multikey_width().to_string(),
                 "compaction-cpu-share" => *value = cpu.to_string(),
@@ -93,6 +119,7 @@ impl MoreSettings for ServerState {
 
     fn check(&self, name: &str, value: &[u8]) -> Result<(), String> {
         match name {
+            "coalesce" => coalesce_of(value).map(drop),
             "max-vector-width" => whole(value, 1, ENGINE_VECTOR_WIDTH_MAX).map(drop),
             "max-multikey-width" => whole(value, 1, ENGINE_VECTOR_WIDTH_MAX).map(drop),
             "compaction-cpu-share" => share(value, 0.0, false).map(drop),
@@ -112,6 +139,10 @@ impl MoreSettings for ServerState {
         let (ratio, cpu) = self.store.compaction();
         // Checked by `check`: nothing below fails.
         match name {
+            "coalesce" => {
+                let on = coalesce_of(value).is_ok_and(|c| c == Coalesce::Adaptive);
+                self.live.coalesce.store(on, Relaxed);
+            }
             "max-vector-width" => {
                 let n =
                     whole(value, 1, ENGINE_VECTOR_WIDTH_MAX).unwrap_or(MAX_VECTOR_WIDTH_DEFAULT);
@@ -157,9 +188,18 @@ impl MoreSettings for ServerState {
                 d.compaction_garbage_ratio,
             ),
         ];
-        widths
-            .into_iter()
-            .map(|(k, v, default)| (k, Value::from(v as i64), v != default))
+        let coalesce = self.live.coalesce();
+        let mode = (
+            "coalesce",
+            Value::from(coalesce.to_string()),
+            coalesce != d.coalesce,
+        );
+        std::iter::once(mode)
+            .chain(
+                widths
+                    .into_iter()
+                    .map(|(k, v, default)| (k, Value::from(v as i64), v != default)),
+            )
             .chain(
                 shares
                     .into_iter()

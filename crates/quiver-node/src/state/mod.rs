@@ -28,8 +28,8 @@ pub struct ServerState {
     pub live: live::NodeLive,
     pub store: Store,
     pub watches: Watches,
-    /// The intermediate queue, when `coalesce = "adaptive"`.
-    pub coalescer: Option<crate::coalesce::Coalescer>,
+    /// The intermediate queue, used while `coalesce` is `adaptive` (`live`).
+    pub coalescer: crate::coalesce::Coalescer,
     /// This node in its cluster, in cluster mode.
     pub cluster: Option<Arc<ClusterNode>>,
     /// SAVE, BGSAVE, LASTSAVE and what INFO shows of them.
@@ -142,7 +142,7 @@ impl ServerState {
             core,
             live: live::NodeLive::of(&config.node),
             config: config.node,
-            coalescer: None,
+            coalescer: crate::coalesce::Coalescer::default(),
             cluster: None,
             saves: saves::Saves::default(),
             shutdown: None,

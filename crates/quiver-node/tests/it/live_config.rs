@@ -565,8 +565,8 @@ fn a_nodes_settings_change_while_serving() {
             "max-vector-width') - argument must be between 1 and 1048576 inclusive",
         ),
         (
-            ["coalesce", "adaptive"],
-            "coalesce') - can't set immutable config",
+            ["coalesce", "sometimes"],
+            "coalesce') - argument(s) must be one of the following: off, adaptive",
         ),
         (
             ["segment-size", "1mb"],
@@ -581,6 +581,16 @@ fn a_nodes_settings_change_while_serving() {
     }
     // Nothing of a refused call was applied.
     assert_eq!(get_config(&mut admin, "timeout"), "0");
+    // The intermediate queue on and off: GETs answer alike either way.
+    for mode in ["adaptive", "off"] {
+        ok(&mut admin, &["CONFIG", "SET", "coalesce", mode]);
+        assert_eq!(get_config(&mut admin, "coalesce"), mode);
+        let run: Vec<u8> = (0..8)
+            .flat_map(|i| multibulk(&[b"GET", format!("k{i}").as_bytes()]))
+            .collect();
+        piped.write_all(&run).unwrap();
+        expect_reply(&mut piped, &b"$1\r\nv\r\n".repeat(8));
+    }
     assert_eq!(get_config(&mut admin, "max-vector-width"), "2");
     assert_eq!(get_config(&mut admin, "compaction-garbage-ratio"), "0");
 }
