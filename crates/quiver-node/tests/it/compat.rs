@@ -32,12 +32,10 @@ fn run(program: &str, args: &[&str]) -> String {
     stdout
 }
 
-/// DEBUG's subcommands test harnesses call, against a server that allows DEBUG as the
-/// recording's did (`enable-debug-command yes`).
-#[test]
-fn debug_replies_match_redis_7_byte_for_byte() {
-    let server = TestServer::start_with(|c| c.service.enable_debug_command = DebugCommand::Yes);
-    let port = server.port().to_string();
+/// Replays `golden` against the server on `port`, skipping the sessions `deviations` lists;
+/// fails unless every other one matches.
+fn check_golden(port: u16, golden: &str, deviations: &str) {
+    let port = port.to_string();
     let out = run(
         "python3",
         &[
@@ -45,18 +43,29 @@ fn debug_replies_match_redis_7_byte_for_byte() {
             "--port",
             &port,
             "--golden",
-            "golden_debug.json",
+            golden,
             "--deviations",
-            "quiver_deviations_debug.json",
+            deviations,
         ],
     );
-    assert!(out.contains(" 0 mismatches"), "{out}");
+    assert!(out.contains(" 0 mismatches"), "{golden}: {out}");
+}
+
+/// DEBUG's subcommands test harnesses call, against a server that allows DEBUG as the
+/// recording's did (`enable-debug-command yes`).
+#[test]
+fn debug_replies_match_redis_7_byte_for_byte() {
+    let server = TestServer::start_with(|c| c.service.enable_debug_command = DebugCommand::Yes);
+    check_golden(
+        server.port(),
+        "golden_debug.json",
+        "quiver_deviations_debug.json",
+    );
 }
 
 #[test]
 fn replies_match_redis_7_byte_for_byte() {
     let server = TestServer::start();
-    let port = server.port().to_string();
     // The strings, keys and server recording, then the hashes' (issue 36), then the
     // operator's commands' (issue 37), then ACL subcommand rules, read / write key patterns
     // and rules naming Redis commands Quiver lacks.
@@ -66,19 +75,7 @@ fn replies_match_redis_7_byte_for_byte() {
         ("golden_ops.json", "quiver_deviations_ops.json"),
         ("golden_acl.json", "quiver_deviations_acl.json"),
     ] {
-        let out = run(
-            "python3",
-            &[
-                "check_golden.py",
-                "--port",
-                &port,
-                "--golden",
-                golden,
-                "--deviations",
-                deviations,
-            ],
-        );
-        assert!(out.contains(" 0 mismatches"), "{golden}: {out}");
+        check_golden(server.port(), golden, deviations);
     }
 }
 

@@ -5,23 +5,13 @@
 //! invalidations as messages of that channel. One connection's replies byte for byte are the
 //! compat goldens' (`cases_ops.json`, `pubsub/`).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Read;
 
-use quiver_client::{Connection, Value};
+use quiver_client::Value;
 use quiver_node::testing::TestServer;
 
-use crate::bad_input::{client, expect_reply, expect_waiting, multibulk, raw, show};
-
-fn call(c: &mut Connection, args: &[&str]) -> Value {
-    let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
-    c.command(&a).unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
-
-fn send(s: &mut TcpStream, args: &[&str]) {
-    let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
-    s.write_all(&multibulk(&a)).unwrap();
-}
+use crate::bad_input::{client, expect_reply, expect_waiting, raw, show};
+use crate::tracking::{call, client_id, send};
 
 /// RESP2 `message` array (or RESP3 push, `kind` b'>').
 fn message(kind: u8, channel: &str, payload: &str) -> Vec<u8> {
@@ -101,16 +91,7 @@ fn publish_reaches_subscribers_by_channel_and_pattern() {
 fn tracking_redirects_to_a_resp2_subscriber_of_the_invalidate_channel() {
     let server = TestServer::start();
     let mut sink = raw(server.addr);
-    send(&mut sink, &["CLIENT", "ID"]);
-    let mut id = Vec::new();
-    let mut byte = [0u8; 1];
-    while !id.ends_with(b"\r\n") {
-        sink.read_exact(&mut byte).unwrap();
-        id.push(byte[0]);
-    }
-    let id = std::str::from_utf8(&id[1..id.len() - 2])
-        .unwrap()
-        .to_owned();
+    let id = client_id(&mut sink);
     send(&mut sink, &["SUBSCRIBE", "__redis__:invalidate"]);
     expect_reply(
         &mut sink,

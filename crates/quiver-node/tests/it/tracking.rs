@@ -13,13 +13,13 @@ use quiver_node::testing::TestServer;
 use crate::bad_input::{client, expect_reply, expect_waiting, multibulk, raw, show};
 
 /// `args` on `c`, its reply.
-fn call(c: &mut Connection, args: &[&str]) -> Value {
+pub fn call(c: &mut Connection, args: &[&str]) -> Value {
     let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
     c.command(&a).unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
 /// Sends `args` on a raw connection.
-fn send(s: &mut TcpStream, args: &[&str]) {
+pub fn send(s: &mut TcpStream, args: &[&str]) {
     let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
     s.write_all(&multibulk(&a)).unwrap();
 }
@@ -38,6 +38,21 @@ fn read_through(s: &mut TcpStream, end: &[u8]) {
             ),
         }
     }
+}
+
+/// CLIENT ID on a raw connection.
+pub fn client_id(s: &mut TcpStream) -> String {
+    send(s, &["CLIENT", "ID"]);
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        s.read_exact(&mut byte).unwrap();
+        line.push(byte[0]);
+    }
+    assert_eq!(line[0], b':', "CLIENT ID: {}", show(&line));
+    std::str::from_utf8(&line[1..line.len() - 2])
+        .unwrap()
+        .to_owned()
 }
 
 /// A raw connection in RESP3.
@@ -91,16 +106,7 @@ fn another_connections_write_reaches_an_idle_reader() {
 fn invalidations_go_to_the_redirect_connection_until_it_is_gone() {
     let server = TestServer::start();
     let mut sink = resp3(&server);
-    send(&mut sink, &["CLIENT", "ID"]);
-    let mut id = Vec::new();
-    let mut byte = [0u8; 1];
-    while !id.ends_with(b"\r\n") {
-        sink.read_exact(&mut byte).unwrap();
-        id.push(byte[0]);
-    }
-    let id = std::str::from_utf8(&id[1..id.len() - 2])
-        .unwrap()
-        .to_owned();
+    let id = client_id(&mut sink);
     let mut reader = client(server.addr);
     let mut writer = client(server.addr);
     call(&mut reader, &["CLIENT", "TRACKING", "ON", "REDIRECT", &id]);
