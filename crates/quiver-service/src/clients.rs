@@ -50,6 +50,15 @@ impl ClientInfo {
         self.last_cmd.store(cmd_index, Relaxed);
     }
 
+    /// Queues `push` for this connection; one whose queue is full does not read what it is
+    /// sent, and is closed (as Redis closes a client past its output limit).
+    pub fn push(&self, push: crate::push::Push) {
+        if !self.pushes.send(push) {
+            tracing::warn!(client = self.id, "push queue full: closing the connection");
+            self.kill();
+        }
+    }
+
     pub fn kill(&self) {
         self.killed.store(true, Relaxed);
         self.kill_notify.notify_one();

@@ -237,7 +237,7 @@ pub const STATS: &[Figure] = &[
     Figure {
         info: Some("pubsub_channels"),
         metric: None,
-        read: |c| Value::Count(c.pubsub.channels(None).len() as u64),
+        read: |c| Value::Count(c.pubsub.channel_count() as u64),
     },
     Figure {
         info: Some("pubsub_patterns"),

@@ -101,10 +101,7 @@ impl PubSub {
                 continue;
             };
             received += 1;
-            if !to.pushes.send(push) {
-                tracing::warn!(client = to.id, "push queue full: closing the subscriber");
-                to.kill();
-            }
+            to.push(push);
         }
         received
     }
@@ -119,6 +116,11 @@ impl PubSub {
             .collect();
         found.sort();
         found
+    }
+
+    /// Channels with a subscriber (INFO `pubsub_channels`).
+    pub fn channel_count(&self) -> usize {
+        self.channels.lock().len()
     }
 
     /// PUBSUB NUMSUB: the subscribers of `channel` (patterns not counted, as Redis).

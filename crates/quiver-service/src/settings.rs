@@ -207,19 +207,19 @@ impl Live {
                 d.acllog_max_len as i64,
             ),
         ];
-        for (key, live, default) in numbers {
-            if doc.contains_key(key) || live != default {
-                set_keeping_comments(&mut doc, key, Value::from(live));
+        let level = self.loglevel();
+        let service = numbers
+            .into_iter()
+            .map(|(key, live, default)| (key, Value::from(live), live != default))
+            .chain([(
+                "loglevel",
+                Value::from(level.to_string()),
+                level != d.loglevel,
+            )]);
+        for (key, value, changed) in service.chain(more.iter().cloned()) {
+            if doc.contains_key(key) || changed {
+                set_keeping_comments(&mut doc, key, value);
             }
-        }
-        for (key, value, changed) in more {
-            if doc.contains_key(key) || *changed {
-                set_keeping_comments(&mut doc, key, value.clone());
-            }
-        }
-        if doc.contains_key("loglevel") || self.loglevel() != d.loglevel {
-            let level = Value::from(self.loglevel().to_string());
-            set_keeping_comments(&mut doc, "loglevel", level);
         }
         match self.requirepass() {
             Some(p) => set_keeping_comments(&mut doc, "requirepass", Value::from(p)),

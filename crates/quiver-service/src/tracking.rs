@@ -361,13 +361,10 @@ impl Table {
     }
 }
 
-/// Queues each message; a connection whose queue is full is closed.
+/// Queues each message (`ClientInfo::push`).
 fn deliver(sends: Vec<Send>) {
     for (to, push) in sends {
-        if !to.pushes.send(push) {
-            tracing::warn!(client = to.id, "push queue full: closing the connection");
-            to.kill();
-        }
+        to.push(push);
     }
 }
 
