@@ -31,11 +31,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 
-case "${1:-}" in
-  "") ;;
-  -h | --help) usage; exit 0 ;;
-  *) echo "bench_device.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
-esac
+no_args_or_help "$@"
 KEYS=${KEYS:-4000000}
 VALUE_SIZE=${VALUE_SIZE:-512}
 KEY_SIZE=${KEY_SIZE:-16}

@@ -18,11 +18,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 
-case "${1:-}" in
-  -h | --help) usage; exit 0 ;;
-  "") ;;
-  *) echo "bench_pacing.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
-esac
+no_args_or_help "$@"
 KEYS=${KEYS:-1000000}
 VALUE_SIZE=${VALUE_SIZE:-32}
 SET_RATE=${SET_RATE:-250000}

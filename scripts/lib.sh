@@ -152,6 +152,16 @@ ratios() {
     }' "$RESULTS"
 }
 
+# no_args_or_help "$@": the arguments of a script that takes none but -h / --help (prints its
+# usage and exits); anything else is refused with its usage.
+no_args_or_help() {
+  case "${1:-}" in
+    "") ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "$(basename "$0"): unknown argument $1" >&2; usage >&2; exit 2 ;;
+  esac
+}
+
 # quick_or_help "$@": the arguments of a script that takes only --quick (sets QUICK to 0 or 1)
 # and -h / --help (prints its usage and exits); anything else is refused with its usage.
 quick_or_help() {

@@ -43,11 +43,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 
-case "${1:-}" in
-  "") ;;
-  -h | --help) usage; exit 0 ;;
-  *) echo "soak.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
-esac
+no_args_or_help "$@"
 DURATION=${DURATION:-1800}
 SAMPLE_S=${SAMPLE_S:-10}
 WARMUP_S=${WARMUP_S:-10}

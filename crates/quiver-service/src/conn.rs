@@ -80,8 +80,16 @@ pub async fn serve<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
     let version = core.users.version();
     let mut session = Session::new(info.clone(), core.users.default_user(), version);
     let mut conn = V::Conn::default();
-    let served = serve_loop(&*service, &mut stream, &mut session, &mut conn, shutdown);
-    let end = crate::tracking::as_client(info.id, served).await;
+    let polls = Polls::default();
+    let served = serve_loop(
+        &*service,
+        &mut stream,
+        &mut session,
+        &mut conn,
+        shutdown,
+        &polls,
+    );
+    let end = crate::tracking::as_client(info.id, polls.counting(served)).await;
     match &end {
         End::ClientClosed | End::Quit | End::Shutdown => {
             tracing::debug!(client = info.id, addr = %info.addr, reason = ?end, "connection closed")
@@ -105,6 +113,62 @@ pub async fn serve<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
     });
     core.clients.unregister(info.id);
     core.stats.connected_clients.fetch_sub(1, Relaxed);
+}
+
+/// How many times a connection's task has been polled. Each poll after the first resumes it
+/// after it gave its thread up — it waited for its client, for an fdatasync, for the MSETs of
+/// the thread's other connections, or yielded — so a new turn starts there: `TURN_BOUND`
+/// bounds the work between two, not the work of a connection's life. (Counted across the
+/// turns instead, a client that pipelines four MSET-32s and waits for their replies had
+/// every 32nd group cut in two, and in `fsync` mode each half synced on its own: 15% of its
+/// throughput, BENCHMARKS §45.)
+#[derive(Default)]
+struct Polls(std::sync::atomic::AtomicU64);
+
+impl Polls {
+    fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+
+    /// Runs `fut`, counting its polls.
+    async fn counting<F: std::future::Future>(&self, fut: F) -> F::Output {
+        let mut fut = std::pin::pin!(fut);
+        std::future::poll_fn(|cx| {
+            self.0.fetch_add(1, Relaxed);
+            fut.as_mut().poll(cx)
+        })
+        .await
+    }
+}
+
+/// What a connection has run in its turn: since its task last gave its thread up.
+struct Turn<'p> {
+    polls: &'p Polls,
+    /// The task's polls when the turn started.
+    at: u64,
+    ran: RunSize,
+}
+
+impl<'p> Turn<'p> {
+    fn new(polls: &'p Polls) -> Turn<'p> {
+        Turn {
+            polls,
+            at: polls.get(),
+            ran: RunSize::default(),
+        }
+    }
+
+    /// What the turn has run so far (nothing, if the task has waited since the last call).
+    fn ran(&mut self) -> RunSize {
+        if self.polls.get() != self.at {
+            *self = Turn::new(self.polls);
+        }
+        self.ran
+    }
+
+    fn add(&mut self, size: RunSize) {
+        self.ran = self.ran.plus(size);
+    }
 }
 
 /// What woke a connection waiting for its client.
@@ -161,6 +225,7 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
     session: &mut Session,
     conn: &mut V::Conn,
     mut shutdown: watch::Receiver<bool>,
+    polls: &Polls,
 ) -> End {
     let core = service.core();
     let config = &core.config;
@@ -173,10 +238,7 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
     let mut settings = core.live.subscribe();
     // MONITOR: the commands of every client, streamed between this one's replies.
     let mut monitor: Option<tokio::sync::mpsc::Receiver<bytes::Bytes>> = None;
-    // What has run since this connection's thread last turned to the others. A read that
-    // waits for the client yields the thread too, uncounted here: then the next explicit
-    // yield comes early, which costs one turn of the event loop.
-    let mut turn = RunSize::default();
+    let mut turn = Turn::new(polls);
     loop {
         // Until the client authenticates, one request at a time under Redis's tighter limits:
         // an AUTH early in a pipeline lifts them for what follows it.
@@ -192,8 +254,8 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
             size,
             error,
             bounded,
-        } = parser.parse_run(&mut inbuf, bound.less(turn));
-        turn = turn.plus(size);
+        } = parser.parse_run(&mut inbuf, bound.less(turn.ran()));
+        turn.add(size);
         // What comes before an HTTP line runs, as it would have one by one; nothing after.
         let http = requests.iter().position(|r| is_http_line(r));
         if let Some(at) = http {
@@ -273,7 +335,6 @@ async fn serve_loop<V: Service, S: AsyncRead + AsyncWrite + Unpin>(
             // ready now. (Reads of data already arrived do not yield, so without this one
             // client's backlog would hold the thread until it is used up.)
             tokio::task::yield_now().await;
-            turn = RunSize::default();
             continue;
         }
         if inbuf.len() >= core.live.client_query_buffer_limit() {
@@ -389,6 +450,63 @@ mod tests {
         }
     }
 
+    /// A `Logger` service, and a single-threaded runtime (one serving thread's).
+    fn logger() -> (Arc<Logger>, tokio::runtime::Runtime) {
+        let users = Users::at_start(None, None).unwrap();
+        let service = Arc::new(Logger {
+            core: Core::new(Config::default(), 0, users),
+            runs: Mutex::default(),
+        });
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        (service, runtime)
+    }
+
+    /// `n` MSETs of `pairs` pairs each (keys `m:p`), encoded back to back.
+    fn msets(n: usize, pairs: usize) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for m in 0..n {
+            let keys: Vec<String> = (0..pairs).map(|p| format!("{m}:{p}")).collect();
+            let mut args: Vec<&[u8]> = vec![b"MSET"];
+            for key in &keys {
+                args.extend([key.as_bytes(), b"v"]);
+            }
+            quiver_resp::encode_command(&mut bytes, &args);
+        }
+        bytes
+    }
+
+    /// A client that pipelines a few MSETs and waits for their replies before the next ones
+    /// has each group run whole: every wait for the client starts a new turn, so the turn's
+    /// bound never falls inside a group however many groups came before.
+    #[test]
+    fn a_client_that_waits_for_its_replies_starts_a_new_turn_each_time() {
+        // Groups of 4 pipelined MSETs of 32 pairs: 65 arguments a request, past
+        // `TURN_BOUND.args` within 32 groups.
+        const GROUPS: usize = 100;
+        const DEPTH: usize = 4;
+        const PAIRS: usize = 32;
+        let group = msets(DEPTH, PAIRS);
+        const _: () = assert!(GROUPS * DEPTH * (1 + 2 * PAIRS) > 2 * TURN_BOUND.args);
+        let (service, runtime) = logger();
+        runtime.block_on(async {
+            let (_stop, shutdown) = watch::channel(false);
+            let (mut client, server) = tokio::io::duplex(1 << 16);
+            let info = service.core.clients.register("test".into(), "test".into());
+            tokio::spawn(serve(service.clone(), server, info, shutdown));
+            let mut replies = vec![0; DEPTH * b"+OK\r\n".len()];
+            for _ in 0..GROUPS {
+                client.write_all(&group).await.unwrap();
+                client.read_exact(&mut replies).await.unwrap();
+            }
+        });
+        let runs = service.runs.lock().unwrap().clone();
+        assert_eq!(runs.len(), GROUPS, "a group was cut: {runs:?}");
+        assert!(runs.iter().all(|r| r.1 == DEPTH), "{runs:?}");
+    }
+
     /// One connection's backlog of wide MSETs, already received in full, runs a bounded run
     /// at a time, and a connection of the same thread that is ready too runs between two of
     /// them — not after the whole backlog.
@@ -396,25 +514,8 @@ mod tests {
     fn a_backlog_runs_in_bounded_turns_with_the_threads_other_connections() {
         const MSETS: usize = 100;
         const PAIRS: usize = 256;
-        let mut backlog = Vec::new();
-        for m in 0..MSETS {
-            let keys: Vec<String> = (0..PAIRS).map(|p| format!("{m}:{p}")).collect();
-            let mut args: Vec<&[u8]> = vec![b"MSET"];
-            for key in &keys {
-                args.extend([key.as_bytes(), b"v"]);
-            }
-            quiver_resp::encode_command(&mut backlog, &args);
-        }
-        let config = Config::default();
-        let users = Users::at_start(None, None).unwrap();
-        let service = Arc::new(Logger {
-            core: Core::new(config, 0, users),
-            runs: Mutex::default(),
-        });
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let backlog = msets(MSETS, PAIRS);
+        let (service, runtime) = logger();
         let (busy, other) = runtime.block_on(async {
             let (_stop, shutdown) = watch::channel(false);
             let mut ends = Vec::new();

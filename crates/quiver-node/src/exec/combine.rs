@@ -114,6 +114,7 @@ fn commit_handed(state: &ServerState) {
         let db = groups[0].db;
         let batch = atomic_batch(
             db,
+            groups.iter().map(|g| g.pairs.len()).sum(),
             groups
                 .iter()
                 .flat_map(|g| g.pairs.iter().map(|(k, v)| (k, v))),
@@ -154,11 +155,18 @@ fn next_batch(handed: &mut Vec<Handed>) -> Option<Vec<Handed>> {
 
 /// The compound batch of MSETs in database `db` (one group, or several combined): every
 /// pair, in order, without preconditions (one batch: all or nothing, each MSET with it); a key
-/// given twice keeps its last value, as if the MSETs ran one by one.
-pub fn atomic_batch<'a>(db: u32, pairs: impl Iterator<Item = (&'a Bytes, &'a Bytes)>) -> Batch {
+/// given twice keeps its last value, as if the MSETs ran one by one. `n`: how many pairs.
+pub fn atomic_batch<'a>(
+    db: u32,
+    n: usize,
+    pairs: impl Iterator<Item = (&'a Bytes, &'a Bytes)>,
+) -> Batch {
     let mut batch = Batch::new();
     batch.in_db(db);
-    let mut at: HashMap<&Bytes, usize, foldhash::fast::RandomState> = HashMap::default();
+    // Sized once: grown pair by pair, the map and the ops reallocated several times a batch.
+    batch.ops.reserve(n);
+    let mut at: HashMap<&Bytes, usize, foldhash::fast::RandomState> =
+        HashMap::with_capacity_and_hasher(n, Default::default());
     for (k, v) in pairs {
         match at.get(k) {
             Some(&i) => batch.ops[i].action = BatchAction::Put(v.clone()),

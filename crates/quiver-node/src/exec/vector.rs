@@ -149,7 +149,8 @@ fn on_engine(
             }
         }
         Vector::AtomicPut => {
-            let batch = combine::atomic_batch(db, group.iter().flat_map(|op| op.pairs()));
+            let batch =
+                combine::atomic_batch(db, keys.len(), group.iter().flat_map(|op| op.pairs()));
             let items = || crate::txn::chain_items(&batch);
             match replicated(state, true, items, || {
                 state.store.apply(&batch).map(|_| vec![true; keys.len()])
