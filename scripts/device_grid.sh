@@ -7,8 +7,9 @@
 #
 # Every system the kit holds runs: quiver, and quiver-base, redis-server (one thread and
 # io-threads) and valkey-server (io-threads) when it holds them. A call's command may run 10
-# minutes at most: the defaults below take about 8 for quiver, quiver-base and redis at
-# THREADS "1 4 8"; set WORKLOADS or THREADS to split a longer grid into calls.
+# minutes at most: the defaults below should take 6-8 for quiver, quiver-base and redis at
+# THREADS "1 4 8" (an estimate from the runs' lengths, ~6 s each with loads; not yet timed
+# there); set WORKLOADS or THREADS to split a longer grid into calls.
 #
 # Environment (defaults in brackets; the rest as bench_cores.sh):
 #   KIT [.kit]  OUT [a new folder under /tmp]  THREADS ["1 4 8"]  KEYS [1000000]

@@ -5,10 +5,10 @@
 #
 #   scripts/device_kit.sh
 #
-# KIT/bin: `quiver` (this checkout's release build, stripped), `quiver-base` (BASE, stripped:
-# the build to compare with), `redis-server` (REDIS) and `valkey-server` (VALKEY; build it from
-# a fetched valkey-io/valkey tag 8.0.1 with `make`). Each is a stripped copy in KIT/real, run
-# through a two-line wrapper in KIT/bin that points LD_LIBRARY_PATH at KIT/lib, where the
+# The programs: `quiver` (this checkout's release build), `quiver-base` (BASE: the build to
+# compare with), `redis-server` (REDIS) and `valkey-server` (VALKEY; build it from a fetched
+# valkey-io/valkey tag 8.0.1 with `make`). Each is a stripped copy in KIT/real, run through a
+# wrapper script in KIT/bin that points LD_LIBRARY_PATH at KIT/lib, where the
 # shared libraries it names that are not glibc's (liblzf, libjemalloc, libatomic, ...) are
 # copied: only the kit's programs see them, not the tools of the machine. Then prints the call
 # to make: carry [KIT], command `scripts/device_grid.sh` (which runs scripts/bench_cores.sh
