@@ -90,6 +90,7 @@ impl Server {
             None
         };
         let state = Arc::new(ServerState {
+            serving_threads: core.config.threads(),
             store,
             watches: Watches::new(core.tracking.clone()),
             core,

@@ -4,10 +4,13 @@
 //! it touches locked for its whole commit, and in `fsync` mode its parts fdatasynced (under
 //! those locks) before its commit record. A batch per connection made those costs per
 //! connection: one thread serving eight connections of pipelined MSETs committed their
-//! batches one after another, each waiting for two rounds of fdatasyncs. Redis with
+//! batches one after another, each waiting for two rounds of fdatasyncs; and with several
+//! serving threads, MSETs over uniform keys take every partition's write lock in turn, one
+//! batch at a time, each lock and the lines it guards handed from core to core per batch
+//! (BENCHMARKS §37: a batch held each lock 51-65 µs on 8 cores, 21-24 µs on one). Redis with
 //! `appendfsync always` syncs once per turn of its event loop for all its clients; here, the
 //! groups that a serving thread's connections hand over in one turn go to the engine as one
-//! batch (in `fsync` mode: `applies`). The first connection to hand one over leads: it yields once, so that every
+//! batch (where `applies`). The first connection to hand one over leads: it yields once, so that every
 //! connection ready on the thread runs up to its own group, then commits what was handed over
 //! (batches of at most [`COMBINED_KEYS_MAX`] keys, one database each) and gives each
 //! connection its batch's outcome and what its replies wait for (`SyncWait`).
@@ -62,12 +65,18 @@ thread_local! {
 }
 
 /// Whether groups of MSETs are combined: in `fsync` mode (where a batch's commit costs two
-/// rounds of fdatasyncs; without them combining saves little and makes every MSET of a turn
-/// wait for the whole turn), on a serving thread (the turn is the thread's) of a node that is
-/// no member of a cluster (a cluster node checks and replicates each connection's writes
-/// itself).
+/// rounds of fdatasyncs) or with several serving threads (where each batch's locks go from
+/// core to core: combined, a thread takes them once a turn; at 2 threads a third as many
+/// write locks and waits, BENCHMARKS §46) — not on one thread in `os` or `none` mode, where
+/// combining saved nothing measurable and makes every MSET of a turn wait for the whole
+/// turn; on a serving thread (the turn is the thread's) whose engine calls do not block, of
+/// a node that is no member of a cluster (a cluster node checks and replicates each
+/// connection's writes itself).
 pub fn applies(state: &ServerState) -> bool {
-    state.defers_sync() && quiver_service::serving::on_serving_thread() && state.cluster.is_none()
+    (state.fsync() || state.serving_threads > 1)
+        && !state.blocking()
+        && quiver_service::serving::on_serving_thread()
+        && state.cluster.is_none()
 }
 
 /// Commits `pairs` (a group of MSETs of database `db`) with the groups the thread's other

@@ -36,6 +36,8 @@ pub struct ServerState {
     pub saves: saves::Saves,
     /// What SHUTDOWN fires (none in unit tests' states, which serve nothing).
     pub shutdown: Option<ShutdownHandle>,
+    /// Serving threads (`threads`, resolved once: where it is 0 that asks the system).
+    pub serving_threads: usize,
 }
 
 impl ServerState {
@@ -137,6 +139,7 @@ impl ServerState {
             .limit_proto_max_bulk_len(config.node.store_options(&core.config).value_len_max);
         core.output_budget = quiver_service::output::OutputBudget::new(0);
         ServerState {
+            serving_threads: core.config.threads(),
             store: Store::open(dir, options).unwrap(),
             watches: Watches::new(core.tracking.clone()),
             core,
