@@ -163,7 +163,7 @@ impl Server {
             // `block_in_place` (see `serving`).
             let serving = match state.blocking() {
                 true => Serving::Shared(tokio::runtime::Handle::current()),
-                false => Serving::start(state.core.config.threads(), &state.core.stats.stalls)
+                false => Serving::start(state.serving_threads, &state.core.stats.stalls)
                     .map_err(io_error("cannot start the serving threads"))?,
             };
             let serving = Arc::new(serving);
