@@ -64,14 +64,12 @@ thread_local! {
     static TURN: RefCell<Turn> = RefCell::default();
 }
 
-/// Whether groups of MSETs are combined: in `fsync` mode (where a batch's commit costs two
-/// rounds of fdatasyncs) or with several serving threads (where each batch's locks go from
-/// core to core: combined, a thread takes them once a turn; at 2 threads a third as many
-/// write locks and waits, BENCHMARKS §46) — not on one thread in `os` or `none` mode, where
-/// combining saved nothing measurable and makes every MSET of a turn wait for the whole
-/// turn; on a serving thread (the turn is the thread's) whose engine calls do not block, of
-/// a node that is no member of a cluster (a cluster node checks and replicates each
-/// connection's writes itself).
+/// Whether groups of MSETs are combined (see the module documentation): in `fsync` mode, or
+/// with several serving threads — not on one thread in `os` or `none` mode, where it saved
+/// nothing measurable and makes every MSET of a turn wait for the whole turn (BENCHMARKS
+/// §31, §46); only on a serving thread (the turn is the thread's) whose engine calls do not
+/// block, of a node that is no member of a cluster (a cluster node checks and replicates
+/// each connection's writes itself).
 pub fn applies(state: &ServerState) -> bool {
     (state.fsync() || state.serving_threads > 1)
         && !state.blocking()
