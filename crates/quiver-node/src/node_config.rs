@@ -28,6 +28,15 @@ pub const DEFAULT_DIR: &str = "./quiver-data";
 /// slower than with 4 and a serving thread waited up to 0.5 s (§32). In `fsync` mode there
 /// is no floor (see [`NodeConfig::partitions`]).
 pub const PARTITIONS_MIN_DEFAULT: u32 = 4;
+/// Serving threads per partition of a new store in `fsync` mode when `partitions` is 0 (one
+/// partition up to four threads). There the disk bounds the writes, not the cores: every
+/// partition a round of writes touches is one more fdatasync before the replies, and a batch
+/// over several partitions syncs its parts before its commit record, holding their locks
+/// (§32; at two threads, one partition instead of two held each lock 0.7 ms per MSET batch
+/// less and ran MSET-32 1.6-1.9x, SET 1.2-1.4x, 50/50 mixes 1.3-2.1x, §47). But a partition's
+/// writers hold its readers, and its lock is every thread's: on many cores writes still
+/// spread over a few (the 16-core grid has not measured `fsync` yet).
+pub const FSYNC_THREADS_PER_PARTITION: u32 = 4;
 /// Default widest engine vector built from a pipelined run of single-key commands (the paper's
 /// storage vector width R). One command with more keys (an MGET of 100) is a vector of its own.
 pub const MAX_VECTOR_WIDTH_DEFAULT: usize = 64;
@@ -199,15 +208,18 @@ impl NodeConfig {
     }
 
     /// Partitions of a new store: `partitions`, or one per serving thread when it is 0 — at
-    /// least `PARTITIONS_MIN_DEFAULT`, except in `fsync` mode: there every partition a round
-    /// of writes touches is one more write to the disk and fdatasync before the replies
-    /// (four files' fdatasyncs at once took 1.6-2.4 times one's here), and a batch over
-    /// one partition is one part, synced once (§32: one server thread, one partition against
-    /// four, SET 2.1-2.7x, MSET-32 1.7-2.8x).
+    /// least `PARTITIONS_MIN_DEFAULT`, except in `fsync` mode: there one per
+    /// `FSYNC_THREADS_PER_PARTITION` threads, as every partition a round of writes touches is
+    /// one more write to the disk and fdatasync before the replies (four files' fdatasyncs at
+    /// once took 1.6-2.4 times one's here), and a batch over one partition is one part,
+    /// synced once (§32: one server thread, one partition against four, SET 2.1-2.7x,
+    /// MSET-32 1.7-2.8x).
     pub fn partitions(&self, service: &Config) -> u32 {
         let threads = service.threads() as u32;
         match self.partitions {
-            0 if self.durability == Durability::Fsync => threads,
+            0 if self.durability == Durability::Fsync => {
+                threads.div_ceil(FSYNC_THREADS_PER_PARTITION)
+            }
             0 => threads.max(PARTITIONS_MIN_DEFAULT),
             n => n,
         }
@@ -358,7 +370,7 @@ mod tests {
     }
 
     #[test]
-    fn partitions_follow_threads_with_a_floor_outside_fsync_mode() {
+    fn partitions_follow_threads_with_a_floor_outside_fsync_mode_and_a_share_in_it() {
         let with = |threads, durability, partitions| {
             let service = Config {
                 threads,
@@ -374,7 +386,18 @@ mod tests {
         assert_eq!(with(1, Durability::Os, 0), PARTITIONS_MIN_DEFAULT);
         assert_eq!(with(8, Durability::None, 0), 8);
         assert_eq!(with(1, Durability::Fsync, 0), 1);
-        assert_eq!(with(2, Durability::Fsync, 0), 2);
+        assert_eq!(
+            with(FSYNC_THREADS_PER_PARTITION as usize, Durability::Fsync, 0),
+            1
+        );
+        assert_eq!(
+            with(
+                FSYNC_THREADS_PER_PARTITION as usize + 1,
+                Durability::Fsync,
+                0
+            ),
+            2
+        );
         assert_eq!(with(1, Durability::Fsync, 16), 16);
         assert_eq!(with(2, Durability::Os, 3), 3);
     }
