@@ -32,10 +32,10 @@ pub const PARTITIONS_MIN_DEFAULT: u32 = 4;
 /// partition up to four threads). There the disk bounds the writes, not the cores: every
 /// partition a round of writes touches is one more fdatasync before the replies, and a batch
 /// over several partitions syncs its parts before its commit record, holding their locks
-/// (§32; at two threads, one partition instead of two held each lock 0.7 ms per MSET batch
-/// less and ran MSET-32 1.6-1.9x, SET 1.2-1.4x, 50/50 mixes 1.3-2.1x, §47). But a partition's
-/// writers hold its readers, and its lock is every thread's: on many cores writes still
-/// spread over a few (the 16-core grid has not measured `fsync` yet).
+/// (§32). At two threads one partition instead of two: an MSET batch held its lock 126 µs
+/// instead of 711, and MSET-32 ran 1.7-1.9x, SET 1.3x, MGET-32/MSET-32 50/50 2.2-2.4x (§47).
+/// But a partition's writers hold its readers, and its lock is every thread's: on many cores
+/// writes still spread over a few (the 16-core grid has not measured `fsync` yet).
 pub const FSYNC_THREADS_PER_PARTITION: u32 = 4;
 /// Default widest engine vector built from a pipelined run of single-key commands (the paper's
 /// storage vector width R). One command with more keys (an MGET of 100) is a vector of its own.
@@ -386,18 +386,9 @@ mod tests {
         assert_eq!(with(1, Durability::Os, 0), PARTITIONS_MIN_DEFAULT);
         assert_eq!(with(8, Durability::None, 0), 8);
         assert_eq!(with(1, Durability::Fsync, 0), 1);
-        assert_eq!(
-            with(FSYNC_THREADS_PER_PARTITION as usize, Durability::Fsync, 0),
-            1
-        );
-        assert_eq!(
-            with(
-                FSYNC_THREADS_PER_PARTITION as usize + 1,
-                Durability::Fsync,
-                0
-            ),
-            2
-        );
+        let per = FSYNC_THREADS_PER_PARTITION as usize;
+        assert_eq!(with(per, Durability::Fsync, 0), 1);
+        assert_eq!(with(per + 1, Durability::Fsync, 0), 2);
         assert_eq!(with(1, Durability::Fsync, 16), 16);
         assert_eq!(with(2, Durability::Os, 3), 3);
     }
