@@ -8,7 +8,8 @@
 //! tens of milliseconds at a time (BENCHMARKS §33 item 4, §36) — inside a serving thread's
 //! run, holding every connection of the thread. Here a thread faults in the pages of the
 //! blocks the appender has reserved ahead of its end (`MADV_POPULATE_WRITE`: the fault path a
-//! store takes, large folios and all, without touching the bytes), so the appender finds them
+//! store takes, a page at a time as the mapping is advised, without touching the bytes; see
+//! `Segment::map_for_appends`), so the appender finds them
 //! mapped writable, and the cost lands on a thread the scheduler can preempt.
 //!
 //! The thread shares its cores with the serving threads, and when they keep every core busy it
@@ -37,8 +38,7 @@ use parking_lot::{Condvar, Mutex};
 const STEP_BYTES: u64 = 64 << 10;
 /// Bytes a writer faults in when it helps (`PagesAhead::help`): far more than a write vector
 /// appends (an MSET of 32 small pairs: ~2.5 KiB), so helpers keep ahead, and a few pages, so
-/// that a helper pays about what its own appends' faults would have cost it (a fault's
-/// read-around may still fill more at once, as the appender's own fault would).
+/// that a helper pays about what its own appends' faults would have cost it.
 const HELP_BYTES: u64 = 16 << 10;
 /// The page size the log's mappings are handled in (x86-64 and arm64 with 4 KiB pages).
 pub(crate) const PAGE: u64 = 4096;

@@ -284,11 +284,20 @@ impl Segment {
 
     /// A shared writable mapping of the whole capacity, for the appender (see
     /// `Appender::append`); `None` if the file cannot be mapped.
+    ///
+    /// Advised `MADV_RANDOM`: a fault there (an append's, or `log::ahead`'s) then adds one
+    /// page to the page cache instead of reading around it in a large folio. Such a folio
+    /// is an allocation of high order, and finding one can mean compacting memory: on this
+    /// project's virtual machine the faulting thread then ran 15-17 ms at a time, which a
+    /// kernel without preemption lets no serving thread interrupt (BENCHMARKS §47). The
+    /// appends write every page anyway, so reading around gains nothing. Best effort.
     pub fn map_for_appends(&self) -> Option<memmap2::MmapRaw> {
-        memmap2::MmapOptions::new()
+        let map = memmap2::MmapOptions::new()
             .len(self.header.segment_bytes as usize)
             .map_raw(&self.file)
-            .ok()
+            .ok()?;
+        let _ = map.advise(memmap2::Advice::Random);
+        Some(map)
     }
 
     pub fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
