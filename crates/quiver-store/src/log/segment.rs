@@ -511,4 +511,26 @@ mod tests {
         );
         assert_eq!(seg.bytes_at(&mut buf, 4096, 64).unwrap(), b"reco");
     }
+
+    /// The appender's mapping is advised random (`map_for_appends`): the kernel shows it as
+    /// the mapping's `rr` flag in /proc/self/smaps.
+    #[test]
+    fn the_append_mapping_faults_in_a_page_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let seg =
+            Segment::create(dir.path().join(segment_file_name(1)), test_header(1, CAP)).unwrap();
+        let map = seg.map_for_appends().expect("the segment maps");
+        let start = format!("{:x}-", map.as_ptr() as usize);
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        // Each mapping's entry: its address range, then fields, the last `VmFlags`.
+        let entry = smaps
+            .lines()
+            .skip_while(|l| !l.starts_with(&start))
+            .find(|l| l.starts_with("VmFlags:"))
+            .expect("the mapping and its flags are listed");
+        assert!(
+            entry.split_whitespace().any(|f| f == "rr"),
+            "not advised random: {entry}"
+        );
+    }
 }
