@@ -30,9 +30,11 @@ pub const DEFAULT_DIR: &str = "./quiver-data";
 pub const PARTITIONS_MIN_DEFAULT: u32 = 4;
 /// Serving threads per partition of a new store in `fsync` mode when `partitions` is 0 (one
 /// partition up to four threads). There the disk bounds the writes, not the cores: every
-/// partition a round of writes touches is one more fdatasync before the replies, and a batch
-/// over several partitions syncs its parts before its commit record, holding their locks
-/// (§32). At two threads one partition instead of two: an MSET batch held its lock 126 µs
+/// partition a round of writes touches is one more fdatasync before the replies (four files'
+/// fdatasyncs at once took 1.6-2.4 times one's here), and a batch over several partitions
+/// syncs its parts before its commit record, holding their locks, where a batch over one is
+/// one part, synced once (§32: one thread, one partition against four, SET 2.1-2.7x, MSET-32
+/// 1.7-2.8x). At two threads one partition instead of two: an MSET batch held its lock 126 µs
 /// instead of 711, and MSET-32 ran 1.7-1.9x, SET 1.3x, MGET-32/MSET-32 50/50 2.2-2.4x (§47).
 /// But a partition's writers hold its readers, and its lock is every thread's: on many cores
 /// writes still spread over a few (the 16-core grid has not measured `fsync` yet).
@@ -207,13 +209,9 @@ impl NodeConfig {
         }
     }
 
-    /// Partitions of a new store: `partitions`, or one per serving thread when it is 0 — at
-    /// least `PARTITIONS_MIN_DEFAULT`, except in `fsync` mode: there one per
-    /// `FSYNC_THREADS_PER_PARTITION` threads, as every partition a round of writes touches is
-    /// one more write to the disk and fdatasync before the replies (four files' fdatasyncs at
-    /// once took 1.6-2.4 times one's here), and a batch over one partition is one part,
-    /// synced once (§32: one server thread, one partition against four, SET 2.1-2.7x,
-    /// MSET-32 1.7-2.8x).
+    /// Partitions of a new store: `partitions`, or when it is 0 one per serving thread — at
+    /// least `PARTITIONS_MIN_DEFAULT` — except in `fsync` mode, one per
+    /// `FSYNC_THREADS_PER_PARTITION` threads (each constant says why).
     pub fn partitions(&self, service: &Config) -> u32 {
         let threads = service.threads() as u32;
         match self.partitions {
