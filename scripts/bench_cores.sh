@@ -17,6 +17,9 @@
 #   mixed-50-50  GET / SET half and half, C x 32 pipelined
 #   mixed32-50-50  MGET-32 / MSET-32 half and half, C x 4 pipelined (readers beside batches;
 #                not in the default list)
+#   readers-writers  even clients MGET-32 (C x 4), odd clients SET (C x 32): readers of every
+#                partition beside its writers, each side's figures on a line of their own (not
+#                in the default list)
 #   get-unpipelined  GET, U connections per client, one request outstanding each (a web tier)
 #   set-unpipelined  SET, the same
 #
@@ -25,17 +28,20 @@
 # client's p99; for Quiver, cores busy per kind of thread over the whole run, warm-up included
 # (serving threads, syncers, the maintenance thread, the shared runtime's workers), the
 # serving threads' delay figures, the longest hold of a partition by maintenance so far (INFO
-# persistence: how long, by what), and the run's partition lock figures (INFO stats: writers' locks,
-# waits and their µs, µs held; readers' waits and their µs) on a line of their own; before a
-# Quiver server's first run, its load of the keys (time, serving runs over 25 ms, the longest:
-# every index grows from empty meanwhile). The JSON records of every client go to OUT.
+# persistence: how long, by what), and the run's partition lock figures (INFO stats: writers'
+# locks, waits and their µs, µs held and of that upgrades' waits and exclusive; readers' waits
+# and their µs) on a line of their own; before a Quiver server's first run, its load of the
+# keys (time, serving runs over 25 ms, the longest: every index grows from empty meanwhile).
+# The JSON records of every client go to OUT.
 # --quick: fewer keys, shorter runs (a spot check).
 #
 # Environment (defaults in brackets):
 #   THREADS ["1 2 4 8", those below half the machine's cores]: Quiver's server threads.
 #   CONFIGS [""]: more Quiver runs, T:setting=value:..., e.g. "8:partitions=16" (settings go to
 #     a config file; durability=none|os|fsync is a flag).
-#   CLIENTS [the cores left, at most 8]: load-generator processes. CONNECTIONS [8] per client.
+#   CLIENTS [the cores left, at most 8]: load-generator processes (given, they may wrap past
+#     the last core onto the server's: a spot check on a small machine). CONNECTIONS [8] per
+#     client.
 #   UNPIPELINED [50]: connections per client of the unpipelined workloads (U above).
 #   KEYS [2000000; quick 200000]  DURATION seconds [5; quick 2]  WARMUP seconds [1; quick 0.5]
 #   WORKLOADS ["get set mget32 mset32 mixed-50-50 get-unpipelined set-unpipelined"]
@@ -79,7 +85,7 @@ OTHERS=""
 [ -n "${VALKEY:-}" ] && OTHERS="$OTHERS $VALKEY_IO"
 for t in $THREADS $OTHERS; do ((t > WIDEST)) && WIDEST=$t; done
 for c in ${CONFIGS:-}; do t=${c%%:*}; ((t > WIDEST)) && WIDEST=$t; done
-if ((WIDEST >= CORES)); then
+if ((WIDEST >= CORES)) && [ -z "${CLIENTS:-}" ]; then
   echo "bench_cores.sh: servers up to $WIDEST threads leave no core of $CORES for clients" >&2
   exit 2
 fi
@@ -107,6 +113,8 @@ declare -A LOAD=(
   [mset32]="--width 32 --get-ratio 0 --connections $CONNECTIONS --depth 4"
   [mixed-50-50]="--width 1 --get-ratio 0.5 --connections $CONNECTIONS --depth 32"
   [mixed32-50-50]="--width 32 --get-ratio 0.5 --connections $CONNECTIONS --depth 4"
+  # Loads split by "|": client i runs part i modulo their number.
+  [readers-writers]="--width 32 --get-ratio 1 --connections $CONNECTIONS --depth 4|--width 1 --get-ratio 0 --connections $CONNECTIONS --depth 32"
   [get-unpipelined]="--width 1 --get-ratio 1 --connections $UNPIPELINED --depth 1"
   [set-unpipelined]="--width 1 --get-ratio 0 --connections $UNPIPELINED --depth 1"
 )
@@ -151,10 +159,10 @@ stop() {
   SERVER_PID=""
 }
 
-# locks: Quiver's partition lock counters now (INFO stats), space-separated.
+# locks: Quiver's partition lock counters now (INFO stats), space-separated name=value pairs.
 locks() {
   { "$QUIVER" info stats --port "$PORT" 2>/dev/null || true; } | { grep '^partition_' || true; } |
-    cut -d: -f2 | tr -d '\r' | xargs
+    tr -d '\r' | tr : = | xargs
 }
 
 # stalls: the serving threads' delay counters now (INFO stats: runs over 5 ms, over 25 ms, the
@@ -195,15 +203,16 @@ field() { grep -o "\"$1\":[-0-9.e+]*" <<<"$2" | head -1 | cut -d: -f2; }
 run() {
   local sys=$1 t=$2 wl=$3 i pids=() f kps=0 p99=0 cpu="" before="" stalled=""
   [[ $sys == quiver* ]] && before=$(locks) && stalled=$(stalls)
-  local ticks started
+  local ticks started loads sides=()
+  IFS='|' read -ra loads <<<"${LOAD[$wl]}"
   ticks=$(thread_ticks "$SERVER_PID")
   started=$(date +%s.%N)
   for ((i = 0; i < CLIENTS; i++)); do
     # shellcheck disable=SC2086
-    taskset -c "$((WIDEST + i))" "$QUIVER" bench net --port "$PORT" --keys "$KEYS" \
+    taskset -c "$(((WIDEST + i) % CORES))" "$QUIVER" bench net --port "$PORT" --keys "$KEYS" \
       --key-size 16 --value-size 32 --warmup-s "$WARMUP" --duration-s "$DURATION" \
       --seed "$((1000 + i))" --json --system "$sys" --workload "$wl" --tag "threads=$t" \
-      --server-pid "$SERVER_PID" ${LOAD[$wl]} >"$RUN/client-$i.json" 2>"$RUN/client-$i.err" &
+      --server-pid "$SERVER_PID" ${loads[$((i % ${#loads[@]}))]} >"$RUN/client-$i.json" 2>"$RUN/client-$i.err" &
     pids+=($!)
   done
   for i in "${!pids[@]}"; do
@@ -221,10 +230,18 @@ run() {
     kps=$(awk -v a="$kps" -v b="$(field keys_per_sec "$f")" 'BEGIN { print a + b }')
     p99=$(awk -v a="$p99" -v b="$(field p99_us "$f")" 'BEGIN { print (b > a ? b : a) }')
     [ -z "$cpu" ] && cpu=$(field server_cpu_s "$f")
+    sides[i % ${#loads[@]}]+="$(field keys_per_sec "$f") $(field p99_us "$f") "
   done
   awk -v s="$sys" -v t="$t" -v w="$wl" -v k="$kps" -v c="${cpu:-0}" -v d="$DURATION" -v p="$p99" \
     'BEGIN { busy = c / d; printf "%-13s %3d  %-12s %10.3f %7.2f %12.3f %9.2f\n",
              s, t, w, k / 1e6, busy, (busy > 0 ? k / busy / 1e6 : 0), p / 1000 }'
+  if ((${#loads[@]} > 1)); then
+    for i in "${!sides[@]}"; do
+      awk -v n="$i" -v c="${#loads[@]}" -v l="${loads[$i]}" -v f="${sides[$i]}" 'BEGIN { m = split(f, x, " ")
+        for (j = 1; j <= m; j += 2) { k += x[j]; if (x[j + 1] > p) p = x[j + 1] }
+        printf "#   clients %d mod %d (%s): %.3f Mkeys/s, p99 %.2f ms\n", n, c, l, k / 1e6, p / 1000 }'
+    done
+  fi
   [[ $sys == quiver* ]] && echo "$by_thread"
   if [ "$(wc -w <<<"$stalled")" = 6 ]; then
     echo "$stalled" "$(stalls)" | awk '{ printf "#   runs over 5 ms %d, over 25 ms %d (longest so far %.1f ms); wakes over 5 ms %d, over 25 ms %d (latest so far %.1f ms)\n",
@@ -233,10 +250,23 @@ run() {
   if [[ $sys == quiver* ]]; then
     held | awk 'NF == 2 { printf "#   maintenance held a partition %.1f ms at most so far (%s)\n", $1 / 1000, $2 }'
   fi
-  if [ -n "$before" ] && [ "$(wc -w <<<"$before")" = 6 ]; then
-    echo "$before" "$(locks)" | awk '{ n = NF / 2; printf "#   locks: writes %d, waited %d (%.0f us), held %.0f us; reads waited %d (%.0f us)\n",
-      $(n+1) - $1, $(n+2) - $2, $(n+3) - $3, $(n+4) - $4, $(n+5) - $5, $(n+6) - $6 }'
+  if [ -n "$before" ]; then
+    lock_line "$before" "$(locks)"
   fi
+}
+
+# lock_line BEFORE AFTER: the run's lock figures, from two `locks` readings (by name: an older
+# binary has no exclusive figure).
+lock_line() {
+  awk -v a="$1" -v b="$2" 'function read(s, into,   n, i, f, kv) {
+      n = split(s, f, " "); for (i = 1; i <= n; i++) { split(f[i], kv, "="); into[kv[1]] = kv[2] } }
+    BEGIN { read(a, A); read(b, B); for (k in B) D[substr(k, 11)] = B[k] - A[k]
+      if (!("write_locks" in D)) exit
+      printf "#   locks: writes %d, waited %d (%.0f us), held %.0f us", D["write_locks"],
+        D["write_lock_waits"], D["write_lock_wait_us"], D["write_lock_hold_us"]
+      if ("write_lock_exclusive_us" in D) printf " (upgrades waited %.0f us, exclusive %.0f us)",
+        D["write_lock_upgrade_wait_us"], D["write_lock_exclusive_us"]
+      printf "; reads waited %d (%.0f us)\n", D["read_lock_waits"], D["read_lock_wait_us"] }'
 }
 
 # grid SYSTEM T BINARY [SETTINGS]: a server, its keys, every workload.
@@ -262,7 +292,7 @@ grid() {
 ( WORKLOADS="set get" DURATION=2 WARMUP=0.5 grid quiver-warm-up 1 "$QUIVER" >/dev/null )
 
 echo "# $(date -u +%FT%TZ) $(uname -m), $CORES cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs));" \
-  "$CLIENTS clients on cores $WIDEST..$((WIDEST + CLIENTS - 1)); $KEYS keys; ${DURATION}s runs; quiver durability $DURABILITY"
+  "$CLIENTS clients on cores $((WIDEST % CORES))..$(((WIDEST + CLIENTS - 1) % CORES)); $KEYS keys; ${DURATION}s runs; quiver durability $DURABILITY"
 printf "%-13s %3s  %-12s %10s %7s %12s %9s\n" system T workload "Mkeys/s" "busy" "Mkeys/cpu-s" "p99 ms"
 for t in $THREADS; do
   grid quiver "$t" "$QUIVER"

@@ -12,9 +12,12 @@
 //!   fails takes back the parts it wrote, so that nothing follows them.
 //!
 //! Log space for every part is reserved before anything is written, so a full disk refuses a
-//! batch whole. The caller holds the write locks of every partition involved, taken in
-//! ascending order, from the precondition checks to the index updates.
+//! batch whole. The caller holds every partition involved, taken in ascending order, from the
+//! precondition checks to the index updates: exclusively, or, for a batch of one partition,
+//! as an intent (lookups and preconditions beside its readers) upgraded for the appends and
+//! index updates (`BatchHold`).
 
+use std::ops::Deref;
 use std::sync::Arc;
 
 use crate::batch::{self, Batch, BatchAction, BatchOutcome};
@@ -26,7 +29,7 @@ use crate::log::segment::{Segment, SyncFirst};
 use crate::lookup::foresee::{self, foresee, Foreseen};
 use crate::lookup::{Found, LookupKey};
 use crate::options::Durability;
-use crate::partition::{release_all, PartState, Partition, StoreCtx, WriteHold};
+use crate::partition::{release_all, PartState, Partition, StoreCtx, WriteHold, WriteIntent};
 use crate::seal;
 use crate::write::{
     append_run, check_found, encode_part, inserts_needed, update_index, Framing, Run, WriteOp,
@@ -119,36 +122,95 @@ pub(crate) enum LookFirst<'a> {
     Always(&'a mut dyn FnMut()),
 }
 
-/// The write locks of `parts` (ascending ids, as they come) for `batch`, whose ops' lookups
-/// are `items` ([`lookup_keys`]), with those lookups made before the locks as `look_first`
-/// says.
+/// A batch's hold of one of its partitions: an intent where the batch has one partition (its
+/// lookups and preconditions shut no reader out; see `WriteIntent`), the write lock where it
+/// has several (an upgrade of one of several could deadlock with a reader of several).
+pub(crate) enum BatchHold<'p> {
+    Intent(WriteIntent<'p>),
+    Exclusive(WriteHold<'p>),
+}
+
+impl Deref for BatchHold<'_> {
+    type Target = PartState;
+    fn deref(&self) -> &PartState {
+        match self {
+            BatchHold::Intent(g) => g,
+            BatchHold::Exclusive(g) => g,
+        }
+    }
+}
+
+impl<'p> BatchHold<'p> {
+    /// The exclusive hold, for the batch's appends and index updates.
+    fn exclusive(self) -> WriteHold<'p> {
+        match self {
+            BatchHold::Intent(g) => g.upgrade(),
+            BatchHold::Exclusive(g) => g,
+        }
+    }
+}
+
+/// The holds of `parts` (ascending ids, as they come) for `batch`, whose ops' lookups are
+/// `items` ([`lookup_keys`]), with those lookups made before the locks as `look_first` says
+/// (`IfContended`: not where the batch's one partition is held as an intent, see
+/// `Partition::held_exclusively`).
 pub(crate) fn lock_parts<'p>(
     ctx: &StoreCtx,
     parts: &[&'p Arc<Partition>],
     batch: &Batch,
     items: &[LookupKey<'_>],
     look_first: LookFirst<'_>,
-) -> (Vec<WriteHold<'p>>, Option<Foreseen>) {
+) -> (Vec<BatchHold<'p>>, Option<Foreseen>) {
     if let LookFirst::IfContended = look_first {
-        let mut free = Vec::with_capacity(parts.len());
-        for part in parts {
-            match part.state.try_write() {
-                Some(g) => free.push(g),
-                None => break,
+        if let Some(holds) = try_hold_all(parts) {
+            return (holds, None);
+        }
+        if let [part] = parts {
+            if !part.held_exclusively() {
+                return (hold_all(parts), None);
             }
         }
-        if free.len() == parts.len() {
-            let guards = parts.iter().zip(free).map(|(p, g)| p.timed(g)).collect();
-            return (guards, None);
-        }
-        release_all(free);
     }
     let foreseen = foresee(ctx, parts, items, needs_values(batch));
     if let LookFirst::Always(meanwhile) = look_first {
         meanwhile();
     }
-    let guards = parts.iter().map(|p| p.write_serving()).collect();
-    (guards, Some(foreseen))
+    (hold_all(parts), Some(foreseen))
+}
+
+/// The holds of `parts` if no one holds any of them.
+fn try_hold_all<'p>(parts: &[&'p Arc<Partition>]) -> Option<Vec<BatchHold<'p>>> {
+    if let [part] = parts {
+        let g = part.state.try_upgradable_read()?;
+        return Some(vec![BatchHold::Intent(part.intent(g))]);
+    }
+    let mut free = Vec::with_capacity(parts.len());
+    for part in parts {
+        match part.state.try_write() {
+            Some(g) => free.push(g),
+            None => {
+                release_all(free);
+                return None;
+            }
+        }
+    }
+    let holds = parts.iter().zip(free);
+    Some(
+        holds
+            .map(|(p, g)| BatchHold::Exclusive(p.timed(g)))
+            .collect(),
+    )
+}
+
+/// The holds of `parts`, waiting for them.
+fn hold_all<'p>(parts: &[&'p Arc<Partition>]) -> Vec<BatchHold<'p>> {
+    if let [part] = parts {
+        return vec![BatchHold::Intent(part.intend_serving())];
+    }
+    let holds = parts
+        .iter()
+        .map(|p| BatchHold::Exclusive(p.write_serving()));
+    holds.collect()
 }
 
 /// The lookup of each op of `batch` (op `i` has namespace and hash `hashed[i]` and lies in
@@ -180,7 +242,7 @@ fn needs_values(batch: &Batch) -> bool {
         .any(|op| op.condition.as_ref().is_some_and(batch::needs_value))
 }
 
-/// One try of a batch, prepared by [`prepare`]. `guards[i]` is the write lock of `parts[i]`
+/// One try of a batch, prepared by [`prepare`]. `guards[i]` is the hold of `parts[i]`
 /// (ascending ids; they hold the partition of every op); op `i`'s lookup is `items[i]`
 /// ([`lookup_keys`]: its namespace, hash and place in `parts`), and `foreseen` what
 /// [`lock_parts`] found of them before the locks. Every index must have room for the batch's
@@ -192,7 +254,7 @@ pub(crate) fn try_batch(
     ctx: &StoreCtx,
     background: &Background,
     parts: &[&Arc<Partition>],
-    mut guards: Vec<WriteHold<'_>>,
+    guards: Vec<BatchHold<'_>>,
     batch: &Batch,
     prepared: Prepared<'_>,
     foreseen: Option<Foreseen>,
@@ -230,6 +292,7 @@ pub(crate) fn try_batch(
     if let Err(e) = check_found(&mut found) {
         return Attempt::Done(Err(e));
     }
+    let mut guards: Vec<WriteHold<'_>> = guards.into_iter().map(BatchHold::exclusive).collect();
 
     // Each partition's share of the writes.
     let mut shares: Vec<Share<'_>> = Vec::new();

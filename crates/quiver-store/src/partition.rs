@@ -3,18 +3,18 @@
 //!
 //! Locking model (see ARCHITECTURE.md): `state` is a reader-writer lock. Readers hold it shared
 //! from index probe to the end of their value reads, so a vector sees one state of the
-//! partition; writers hold it exclusive while they append and update the index. Operations
-//! that span partitions take the locks in ascending partition order. `maintenance` serialises
+//! partition; writers hold it exclusive while they append and update the index — a writer of
+//! this partition alone looks up, reads and plans under an intent first, which shuts out
+//! other writers but not readers (`serving`). Operations that span partitions take the locks
+//! in ascending partition order. `maintenance` serialises
 //! index growth and compaction of the partition; they work mostly without `state` and take it
 //! exclusive only to catch up with the log tail and swap.
 
-use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
-use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{Mutex, RwLock};
 
 use crate::dbs::DbMap;
 use crate::error::{Error, Result};
@@ -30,6 +30,11 @@ use crate::log::format::{
 use crate::log::segment::{segment_file_name, sync_dir, Segment};
 use crate::log::writer::Appender;
 use crate::options::{Durability, Options};
+
+mod serving;
+
+pub use serving::LockStats;
+pub(crate) use serving::{release_all, LockFigures, WriteHold, WriteIntent};
 
 /// Seqs a thread takes from `StoreCtx::next_seq` at once for its plain records
 /// (`StoreCtx::plain_seq`).
@@ -356,132 +361,6 @@ pub(crate) struct Partition {
     pub unsealed: AtomicBool,
     /// How the serving paths wait for and hold `state` (`write_serving`, `read_serving`).
     pub locks: LockFigures,
-}
-
-/// Figures of a partition's `state` lock on the serving paths (gets, plain writes, pipelines,
-/// batches): how often writers took it, how often and how long they waited for it, how long
-/// they held it (sampled: `HOLD_SAMPLE_EVERY`); how often and how long readers waited.
-/// Maintenance's holds are `stalls`'s.
-/// Writers update them holding the lock (no cache line is contended beyond the lock's own);
-/// readers only when they had to wait.
-#[derive(Default)]
-pub(crate) struct LockFigures {
-    write_locks: AtomicU64,
-    write_waits: AtomicU64,
-    write_wait_ns: AtomicU64,
-    write_hold_ns: AtomicU64,
-    read_waits: AtomicU64,
-    read_wait_ns: AtomicU64,
-}
-
-/// Sums of [`LockFigures`] over partitions (`Store::stats`), in µs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LockStats {
-    pub write_locks: u64,
-    pub write_waits: u64,
-    pub write_wait_us: u64,
-    pub write_hold_us: u64,
-    pub read_waits: u64,
-    pub read_wait_us: u64,
-}
-
-impl LockFigures {
-    pub fn add_to(&self, sum: &mut LockStats) {
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        sum.write_locks += get(&self.write_locks);
-        sum.write_waits += get(&self.write_waits);
-        sum.write_wait_us += get(&self.write_wait_ns) / 1000;
-        sum.write_hold_us += get(&self.write_hold_ns) / 1000;
-        sum.read_waits += get(&self.read_waits);
-        sum.read_wait_us += get(&self.read_wait_ns) / 1000;
-    }
-}
-
-/// Serving writers' holds timed: one in this many (the figure is scaled up), so that a short
-/// hold does not pay two clock reads.
-const HOLD_SAMPLE_EVERY: u64 = 16;
-
-/// A serving writer's hold of a partition's `state`, timed into its [`LockFigures`] when
-/// dropped if it is a sampled one.
-pub(crate) struct WriteHold<'a> {
-    guard: RwLockWriteGuard<'a, PartState>,
-    figures: &'a LockFigures,
-    since: Option<Instant>,
-}
-
-impl Deref for WriteHold<'_> {
-    type Target = PartState;
-    fn deref(&self) -> &PartState {
-        &self.guard
-    }
-}
-
-impl DerefMut for WriteHold<'_> {
-    fn deref_mut(&mut self) -> &mut PartState {
-        &mut self.guard
-    }
-}
-
-impl Drop for WriteHold<'_> {
-    fn drop(&mut self) {
-        if let Some(since) = self.since {
-            let held = since.elapsed().as_nanos() as u64 * HOLD_SAMPLE_EVERY;
-            self.figures
-                .write_hold_ns
-                .fetch_add(held, Ordering::Relaxed);
-        }
-    }
-}
-
-/// Lets go of the locks of several partitions (taken in ascending order) in descending order.
-/// A writer that wants the same partitions waits on the first, so it is woken once, with the
-/// others free; let go of in ascending order, each wake found the next lock still held, and a
-/// waiter slept and was woken once per partition, holding the ones before (on 2 threads, an
-/// MSET-32's hold per lock went from 31-35 to 27-29 µs, BENCHMARKS §37).
-pub(crate) fn release_all<G>(mut guards: Vec<G>) {
-    while let Some(g) = guards.pop() {
-        drop(g);
-    }
-}
-
-impl Partition {
-    /// `state` for a serving write (a plain vector, a pipeline's share, a batch), timed.
-    pub fn write_serving(&self) -> WriteHold<'_> {
-        let guard = self.state.try_write();
-        guard.map(|g| self.timed(g)).unwrap_or_else(|| {
-            let f = &self.locks;
-            let t = Instant::now();
-            let g = self.state.write();
-            f.write_waits.fetch_add(1, Ordering::Relaxed);
-            let waited = t.elapsed().as_nanos() as u64;
-            f.write_wait_ns.fetch_add(waited, Ordering::Relaxed);
-            self.timed(g)
-        })
-    }
-
-    /// [`Partition::write_serving`] from a write lock of `state` already taken.
-    pub fn timed<'a>(&'a self, guard: RwLockWriteGuard<'a, PartState>) -> WriteHold<'a> {
-        let f = &self.locks;
-        let n = f.write_locks.fetch_add(1, Ordering::Relaxed);
-        WriteHold {
-            guard,
-            figures: f,
-            since: (n % HOLD_SAMPLE_EVERY == 0).then(Instant::now),
-        }
-    }
-
-    /// `state` for a serving read; a wait for it is counted.
-    pub fn read_serving(&self) -> RwLockReadGuard<'_, PartState> {
-        self.state.try_read().unwrap_or_else(|| {
-            let t = Instant::now();
-            let g = self.state.read();
-            let f = &self.locks;
-            f.read_waits.fetch_add(1, Ordering::Relaxed);
-            f.read_wait_ns
-                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            g
-        })
-    }
 }
 
 /// What the background thread remembers about a partition's maintenance.

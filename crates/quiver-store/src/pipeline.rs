@@ -1,6 +1,7 @@
 //! A pipeline of independent single-key accesses (`Db::pipeline`): each partition's share is
 //! applied on its own, under that partition's lock alone, in the pipeline's order within the
-//! partition. That is what a Redis pipeline of independent commands promises — each command
+//! partition; the shares one after another, in ascending partition order from that of the
+//! first access (`run`). That is what a Redis pipeline of independent commands promises — each command
 //! atomic, the pipeline not — and it never holds more than the partition it appends to, so
 //! pipelines on many threads run in parallel wherever their partitions differ (an atomic
 //! vector, `Store::write_plain_reading`, locks every partition it touches at once).
@@ -20,7 +21,7 @@ use crate::hash::KeyHash;
 use crate::inner::{owns, StoreInner};
 use crate::lookup::foresee::{foresee, Foreseen};
 use crate::options::Durability;
-use crate::partition::{Partition, StoreCtx, WriteHold};
+use crate::partition::{Partition, StoreCtx, WriteIntent};
 use crate::retry::WriteRetry;
 use crate::route::{RouteTries, Routed};
 use crate::write::{self, ReadAt, WriteOp};
@@ -129,8 +130,21 @@ pub(crate) fn run(
         for (&i, &(g, slot)) in pending.iter().zip(&routed.of_key) {
             by_part[g].push((i, slot));
         }
+        // Shares in ascending partition order from the partition of the first access, round
+        // to the ones before it: a pipeline of a SET then a GET of another partition runs the
+        // GET after the SET, as in Redis (in plain ascending order, that pipeline and another's
+        // SET y then GET x could both miss the other's SET: the store-buffering litmus), and
+        // pipelines on several threads still sweep the partitions in one direction, one behind
+        // the other, where an order of first accesses had them meet (BENCHMARKS §48).
+        let first = routed.of_key.first().map_or(0, |r| r.0);
+        let shares = by_part
+            .iter()
+            .enumerate()
+            .cycle()
+            .skip(first)
+            .take(by_part.len());
         let mut rerouted = Vec::new();
-        for (g, share) in by_part.iter().enumerate() {
+        for (g, share) in shares {
             let part = routed.part(g);
             let answers = &mut outcome.answers;
             match apply_share(inner, &mut retry, part, db, steps, share, answers) {
@@ -209,7 +223,7 @@ fn apply_share(
         return read_share(inner, part, db, steps, share, answers);
     }
     loop {
-        let (mut st, mut foreseen) = lock_share(ctx, part, steps, share);
+        let (st, mut foreseen) = lock_share(ctx, part, steps, share);
         if !share.iter().all(|&(_, slot)| owns(&st, slot)) {
             return Share::Rerouted;
         }
@@ -241,7 +255,7 @@ fn apply_share(
                 Err(e) => return Share::Failed(e),
             }
         }
-        let plan = match write::plan_plain(ctx, part, &mut st, &ops, foreseen) {
+        let plan = match write::plan_plain(ctx, &st, &ops, foreseen) {
             Ok(plan) => plan,
             Err(e) => {
                 drop(st);
@@ -262,6 +276,15 @@ fn apply_share(
                 Err(e) => return Share::Failed(e),
             }
         };
+        // Readers wait from here on: for the appends and the index updates alone.
+        let mut st = st.upgrade();
+        if let Err(e) = write::reserve_plain(ctx, part, &mut st, &plan) {
+            drop(st);
+            match retry.after_refusal(e) {
+                Ok(()) => continue,
+                Err(e) => return Share::Failed(e),
+            }
+        }
         let done = write::apply_plain(ctx, part, &mut st, plan, &ops);
         let (lsn, grow) = (st.appended_lsn, st.index.wants_growth());
         drop(st);
@@ -269,18 +292,23 @@ fn apply_share(
     }
 }
 
-/// The write lock of a share's partition. If another holds it (the share would wait anyway,
-/// and what it holds makes others wait), the share's writes' keys are looked up first, under
-/// the read lock (`lookup::foresee`), for `write::plan_plain` to keep what still holds; on one
-/// serving thread no one does, and the lookups stay under the write lock.
+/// The intent on a share's partition (`WriteIntent`: other writers wait, readers do not). If
+/// another writer holds it exclusively (the share would wait anyway, and what it holds makes
+/// others wait), the share's writes' keys are looked up first, under the read lock
+/// (`lookup::foresee`), for `write::plan_plain` to keep what still holds; not where another
+/// holds only an intent (`Partition::held_exclusively`): the share waits for the intent and
+/// looks up under it, as on one serving thread, where no one holds it.
 fn lock_share<'p>(
     ctx: &StoreCtx,
     part: &'p Arc<Partition>,
     steps: &[Step<'_>],
     share: &[(usize, u16)],
-) -> (WriteHold<'p>, Option<Foreseen>) {
-    if let Some(g) = part.state.try_write() {
-        return (part.timed(g), None);
+) -> (WriteIntent<'p>, Option<Foreseen>) {
+    if let Some(g) = part.state.try_upgradable_read() {
+        return (part.intent(g), None);
+    }
+    if !part.held_exclusively() {
+        return (part.intend_serving(), None);
     }
     let items: Vec<_> = share
         .iter()
@@ -290,7 +318,7 @@ fn lock_share<'p>(
         })
         .collect();
     let foreseen = foresee(ctx, &[part], &items, false);
-    (part.write_serving(), Some(foreseen))
+    (part.intend_serving(), Some(foreseen))
 }
 
 /// A share of gets only: under the partition's read lock.

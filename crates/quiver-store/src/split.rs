@@ -400,7 +400,7 @@ fn write_items_locked(
         )?;
         st.index = b.index;
     }
-    let plan = write::plan_plain(ctx, new, st, &ops, None)?;
+    let plan = write::plan_reserved(ctx, new, st, &ops)?;
     let (locs, res) = write::append_run(ctx, new, st, &plan.run, Framing::Plain);
     write::update_index(st, &ops, &plan.found, &locs);
     res

@@ -251,7 +251,7 @@ impl Store {
             let mut refused = None;
             for (gi, g) in group_ops.iter().enumerate() {
                 let part = routed.part(groups[gi].0);
-                match write::plan_plain(ctx, part, &mut guards[groups[gi].0], g, None) {
+                match write::plan_reserved(ctx, part, &mut guards[groups[gi].0], g) {
                     Ok(plan) => plans.push(plan),
                     Err(e) => {
                         refused = Some(e);

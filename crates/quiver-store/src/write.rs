@@ -377,19 +377,18 @@ pub(crate) fn check_found(found: &mut [Found]) -> Result<()> {
 }
 
 /// A partition's share of a plain vector, ready to append: its keys' lookups and its encoded
-/// run, with log space reserved for the run.
+/// run.
 pub(crate) struct PlainPlan {
     pub found: Vec<Found>,
     pub run: Run,
 }
 
-/// Phase 1 of a plain vector on one exclusively locked partition: look the keys up (keeping
-/// what `foreseen`, the lookups of `ops` before the lock, still holds), encode the run and make
-/// sure appending it cannot fail for space. Nothing is written.
+/// Phase 1 of a plain vector on one partition that no other writer can change (held
+/// exclusively, or as a `WriteIntent`): look the keys up (keeping what `foreseen`, the
+/// lookups of `ops` before the lock, still holds) and encode the run. Nothing is written.
 pub(crate) fn plan_plain(
     ctx: &StoreCtx,
-    part: &Partition,
-    st: &mut PartState,
+    st: &PartState,
     ops: &[WriteOp<'_>],
     foreseen: Option<Foreseen>,
 ) -> Result<PlainPlan> {
@@ -397,8 +396,32 @@ pub(crate) fn plan_plain(
     let mut found = foresee::confirm(ctx, &[st], foreseen, &keys, false);
     check_found(&mut found)?;
     let run = encode(ctx, ops, &found);
-    st.prepare_append(ctx, part.id, &part.dir, run.bytes.len() as u64)?;
     Ok(PlainPlan { found, run })
+}
+
+/// Between the phases, on the partition held exclusively: makes sure appending `plan`'s run
+/// cannot fail for space. A full disk (or a partition refusing writes) fails here, before
+/// anything is written.
+pub(crate) fn reserve_plain(
+    ctx: &StoreCtx,
+    part: &Partition,
+    st: &mut PartState,
+    plan: &PlainPlan,
+) -> Result<()> {
+    st.prepare_append(ctx, part.id, &part.dir, plan.run.bytes.len() as u64)
+}
+
+/// Phase 1 of a plain vector on one exclusively locked partition, with nothing looked up
+/// before the lock: [`plan_plain`], then [`reserve_plain`].
+pub(crate) fn plan_reserved(
+    ctx: &StoreCtx,
+    part: &Partition,
+    st: &mut PartState,
+    ops: &[WriteOp<'_>],
+) -> Result<PlainPlan> {
+    let plan = plan_plain(ctx, st, ops, None)?;
+    reserve_plain(ctx, part, st, &plan)?;
+    Ok(plan)
 }
 
 /// Phase 2 of a plain vector on one exclusively locked partition, planned by [`plan_plain`]:

@@ -60,13 +60,20 @@ fn keyspace(state: &ServerState) -> Vec<Line> {
 }
 
 /// The serving paths' partition lock figures (a node's `# Stats`): writers' locks, waits,
-/// wait and hold times; readers' waits and wait time.
+/// wait and hold times (and, of the holds, intents' upgrades waiting for readers and the
+/// exclusive part, what readers can wait for);
+/// readers' waits and wait time.
 fn lock_lines(locks: &quiver_store::LockStats) -> Vec<Line> {
     [
         ("partition_write_locks", locks.write_locks),
         ("partition_write_lock_waits", locks.write_waits),
         ("partition_write_lock_wait_us", locks.write_wait_us),
         ("partition_write_lock_hold_us", locks.write_hold_us),
+        (
+            "partition_write_lock_upgrade_wait_us",
+            locks.upgrade_wait_us,
+        ),
+        ("partition_write_lock_exclusive_us", locks.exclusive_hold_us),
         ("partition_read_lock_waits", locks.read_waits),
         ("partition_read_lock_wait_us", locks.read_wait_us),
     ]

@@ -59,7 +59,9 @@ fn a_pipelined_run_keeps_order_and_reads_its_own_writes() {
 /// A pipeline alternating GETs and SETs reaches the engine as one vector, and still runs as
 /// if one by one: two clients on two server threads each set one key and then get the
 /// other's (the store-buffering litmus test) — never do both miss the other's write, as they
-/// could if a vector ran its GETs before its SETs or let another client in between.
+/// could if a vector ran its GETs before its SETs or let another client in between. (It runs
+/// as an engine pipeline, partition by partition: this holds because the partitions' shares
+/// run in the order of their first accesses, `pipeline::run`.)
 #[test]
 fn mixed_get_set_pipelines_run_as_if_one_by_one() {
     let server = TestServer::start_with(|c| c.service.threads = 2);

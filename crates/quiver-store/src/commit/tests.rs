@@ -415,7 +415,7 @@ fn a_batch_looks_again_after_a_compaction_or_resize_since_it_looked() {
 }
 
 /// A pipeline's share that found its partition held looks its keys up first
-/// (`pipeline::lock_share`), then plans its writes under the write lock from what still holds
+/// (`pipeline::lock_share`), then plans its writes under its intent from what still holds
 /// (`write::plan_plain`). Between the two, one of its keys is inserted, one rewritten, one
 /// deleted: the share writes over what is there then, one index entry per key.
 #[test]
@@ -443,8 +443,15 @@ fn a_plain_write_looks_again_at_keys_written_since_it_looked() {
     s.put(a, b"mid").unwrap();
     assert!(s.delete(c).unwrap());
     {
-        let mut st = p0.write_serving();
-        let plan = write::plan_plain(ctx, &p0, &mut st, &ops, Some(foreseen)).unwrap();
+        // Planned under an intent: readers of the partition are not shut out until the
+        // upgrade, other writers are.
+        let intent = p0.intend_serving();
+        let plan = write::plan_plain(ctx, &intent, &ops, Some(foreseen)).unwrap();
+        assert!(p0.state.try_read().is_some());
+        assert!(p0.state.try_write().is_none() && p0.state.try_upgradable_read().is_none());
+        let mut st = intent.upgrade();
+        assert!(p0.state.try_read().is_none());
+        write::reserve_plain(ctx, &p0, &mut st, &plan).unwrap();
         let done = write::apply_plain(ctx, &p0, &mut st, plan, &ops);
         assert!(done.error.is_none() && done.applied.iter().all(|&a| a));
         assert_eq!(done.existed, [true, true, false, true]);
