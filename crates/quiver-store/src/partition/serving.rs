@@ -181,7 +181,8 @@ pub(crate) fn release_all<G>(mut guards: Vec<G>) {
 }
 
 impl Partition {
-    /// `state` for a serving write (a plain vector, a pipeline's share, a batch), timed.
+    /// `state` held exclusively for a serving write (a plain vector, a batch of several
+    /// partitions), timed.
     pub fn write_serving(&self) -> WriteHold<'_> {
         let guard = self.state.try_write();
         let guard = guard.unwrap_or_else(|| self.waited_for(|| self.state.write()));
