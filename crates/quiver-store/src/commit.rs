@@ -152,8 +152,7 @@ impl<'p> BatchHold<'p> {
 
 /// The holds of `parts` (ascending ids, as they come) for `batch`, whose ops' lookups are
 /// `items` ([`lookup_keys`]), with those lookups made before the locks as `look_first` says
-/// (`IfContended`: not where the batch's one partition is held as an intent, see
-/// `Partition::held_exclusively`).
+/// (`IfContended`, for one partition: as `Partition::intend_serving_after` says).
 pub(crate) fn lock_parts<'p>(
     ctx: &StoreCtx,
     parts: &[&'p Arc<Partition>],
@@ -161,29 +160,25 @@ pub(crate) fn lock_parts<'p>(
     items: &[LookupKey<'_>],
     look_first: LookFirst<'_>,
 ) -> (Vec<BatchHold<'p>>, Option<Foreseen>) {
+    let look = || foresee(ctx, parts, items, needs_values(batch));
     if let LookFirst::IfContended = look_first {
-        if let Some(holds) = try_hold_all(parts) {
+        if let [part] = parts {
+            let (intent, foreseen) = part.intend_serving_after(look);
+            return (vec![BatchHold::Intent(intent)], foreseen);
+        }
+        if let Some(holds) = try_write_all(parts) {
             return (holds, None);
         }
-        if let [part] = parts {
-            if !part.held_exclusively() {
-                return (hold_all(parts), None);
-            }
-        }
     }
-    let foreseen = foresee(ctx, parts, items, needs_values(batch));
+    let foreseen = look();
     if let LookFirst::Always(meanwhile) = look_first {
         meanwhile();
     }
     (hold_all(parts), Some(foreseen))
 }
 
-/// The holds of `parts` if no one holds any of them.
-fn try_hold_all<'p>(parts: &[&'p Arc<Partition>]) -> Option<Vec<BatchHold<'p>>> {
-    if let [part] = parts {
-        let g = part.state.try_upgradable_read()?;
-        return Some(vec![BatchHold::Intent(part.intent(g))]);
-    }
+/// The write locks of `parts` if no one holds any of them.
+fn try_write_all<'p>(parts: &[&'p Arc<Partition>]) -> Option<Vec<BatchHold<'p>>> {
     let mut free = Vec::with_capacity(parts.len());
     for part in parts {
         match part.state.try_write() {

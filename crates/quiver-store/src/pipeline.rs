@@ -292,33 +292,25 @@ fn apply_share(
     }
 }
 
-/// The intent on a share's partition (`WriteIntent`: other writers wait, readers do not). If
-/// another writer holds it exclusively (the share would wait anyway, and what it holds makes
-/// others wait), the share's writes' keys are looked up first, under the read lock
-/// (`lookup::foresee`), for `write::plan_plain` to keep what still holds; not where another
-/// holds only an intent (`Partition::held_exclusively`): the share waits for the intent and
-/// looks up under it, as on one serving thread, where no one holds it.
+/// The intent on a share's partition (`WriteIntent`: other writers wait, readers do not), the
+/// share's writes' keys looked up first where another writer holds it exclusively
+/// (`Partition::intend_serving_after`), for `write::plan_plain` to keep what still holds.
 fn lock_share<'p>(
     ctx: &StoreCtx,
     part: &'p Arc<Partition>,
     steps: &[Step<'_>],
     share: &[(usize, u16)],
 ) -> (WriteIntent<'p>, Option<Foreseen>) {
-    if let Some(g) = part.state.try_upgradable_read() {
-        return (part.intent(g), None);
-    }
-    if !part.held_exclusively() {
-        return (part.intend_serving(), None);
-    }
-    let items: Vec<_> = share
-        .iter()
-        .filter_map(|&(i, _)| match &steps[i] {
-            Step::Write(op) => Some(op.lookup_key()),
-            Step::Read(_) => None,
-        })
-        .collect();
-    let foreseen = foresee(ctx, &[part], &items, false);
-    (part.intend_serving(), Some(foreseen))
+    part.intend_serving_after(|| {
+        let items: Vec<_> = share
+            .iter()
+            .filter_map(|&(i, _)| match &steps[i] {
+                Step::Write(op) => Some(op.lookup_key()),
+                Step::Read(_) => None,
+            })
+            .collect();
+        foresee(ctx, &[part], &items, false)
+    })
 }
 
 /// A share of gets only: under the partition's read lock.

@@ -207,10 +207,7 @@ impl Partition {
     }
 
     /// [`Partition::intend_serving`] from an upgradable lock of `state` already taken.
-    pub fn intent<'a>(
-        &'a self,
-        guard: RwLockUpgradableReadGuard<'a, PartState>,
-    ) -> WriteIntent<'a> {
+    fn intent<'a>(&'a self, guard: RwLockUpgradableReadGuard<'a, PartState>) -> WriteIntent<'a> {
         WriteIntent {
             guard,
             timer: self.hold_timer(),
@@ -242,13 +239,21 @@ impl Partition {
         }
     }
 
-    /// Whether a writer holds `state` exclusively (or is upgrading to): a writer that finds it
-    /// so looks its keys up before it waits (`lookup::foresee`). Not where a writer holds only
-    /// an intent: the read lock of those lookups would hold up its upgrade, which waits for
-    /// the readers inside (at two threads, SET, looking first then cost 5% of the keys per
-    /// CPU-second, BENCHMARKS §48).
-    pub fn held_exclusively(&self) -> bool {
-        self.state.is_locked_exclusive()
+    /// [`Partition::intend_serving`], with the writer's lookups made first by `look` where that
+    /// pays: if another writer holds `state` exclusively (or is upgrading), the writer would
+    /// wait anyway, and looks up meanwhile under the read lock (`lookup::foresee`). Not where
+    /// another holds only an intent: the read lock of those lookups would hold up its upgrade,
+    /// which waits for the readers inside (at two threads, SET, looking first then cost 5% of
+    /// the keys per CPU-second, BENCHMARKS §48); nor where no one holds it.
+    pub fn intend_serving_after<T>(
+        &self,
+        look: impl FnOnce() -> T,
+    ) -> (WriteIntent<'_>, Option<T>) {
+        if let Some(g) = self.state.try_upgradable_read() {
+            return (self.intent(g), None);
+        }
+        let looked = self.state.is_locked_exclusive().then(look);
+        (self.intend_serving(), looked)
     }
 
     /// `state` for a serving read; a wait for it is counted.
