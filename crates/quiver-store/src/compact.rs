@@ -14,8 +14,9 @@
 //! - a tombstone: dropped if the range is a prefix of the log (every put it shadows is in the
 //!   range, and dead), else kept — an older copy of its key may lie before the range;
 //! - a batch's members and commit record: resolved like plain records when the whole part and
-//!   its commit record are in the range; otherwise kept exactly as they are (replay must
-//!   still find the part whole when it meets the commit record).
+//!   its end record (written with it, right after it) are in the range; otherwise kept
+//!   exactly as they are (replay must still find the part whole when it meets the commit
+//!   record).
 //!
 //! The background thread's passes take the range with the most garbage per record (old
 //! segments, mostly), sealing the active segment for the passes to come; on-demand
@@ -28,8 +29,9 @@
 //!
 //! 1. Under the partition lock: choose the range (sealing the active segment if the range
 //!    reaches it).
-//! 2. Without the lock: note the batches of the range; copy what survives (values verified)
-//!    into `*.seg.tmp` outputs; fsync them.
+//! 2. Without the lock: copy what survives (values verified; a batch's part held until the
+//!    record after it says whether it is whole, `copy::OpenPart`) into `*.seg.tmp` outputs;
+//!    fsync them.
 //! 3. Commit on disk: `COMPACT` (inputs, outputs) is written to a temp file, fsynced and
 //!    renamed; the outputs are renamed to `*.seg`.
 //! 4. Under the lock, in chunks: each index entry that still points at an input record moves
@@ -40,7 +42,7 @@
 //! Opening a store finishes step 5 if `COMPACT` exists, and otherwise deletes `*.seg.tmp`.
 //! The index never points at an output before step 3, so a crash before it loses nothing.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs;
 use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
@@ -50,8 +52,7 @@ use crate::checkpoint;
 use crate::dbs::DbMap;
 use crate::error::{Error, Result};
 use crate::hash::KeyHash;
-use crate::log::format::{self, CompactionManifest, SEGMENT_HEADER_LEN};
-use crate::log::reader::{Scanner, Step};
+use crate::log::format::CompactionManifest;
 use crate::log::segment::{
     segment_file_name, sync_dir, tmp_segment_file_name, Segment, SEGMENT_SUFFIX, SEGMENT_TMP_SUFFIX,
 };
@@ -76,10 +77,6 @@ const COMPACTION_WRITE_BYTES: usize = 1 << 20;
 /// writers and readers wait at most this many probes (prefetched: a fraction of a
 /// millisecond).
 const REMAP_CHUNK_ENTRIES: usize = 8 * 1024;
-
-/// Batches by sequence number: foldhash, not SipHash — a pass asks it for every record it
-/// copies, and after MSETs it holds a batch per few records.
-type SeqMap<V> = HashMap<u64, V, foldhash::fast::RandomState>;
 
 /// What a pass covered, for a sweep's cursor.
 #[derive(Debug, Default)]
@@ -175,7 +172,6 @@ pub(crate) fn compact(
     let report = &mut outcome.report;
 
     // 2. Copy what survives.
-    let resolved = resolved_batches(&inputs, &mut pacer)?;
     let mut out = Outputs::new(&snapshot, last_input);
     let mode = ScanMode {
         keep_bytes: true,
@@ -188,15 +184,17 @@ pub(crate) fn compact(
         out: &mut out,
         report,
         dbs: &dbs,
-        resolved: &resolved,
         prefix: choice.start == 0,
         now: ctx.now_ms(),
         copied: Copied::default(),
+        open: Default::default(),
+        resolved: Default::default(),
     };
     let scanned = maintenance::scan_records(ctx, part, &inputs, None, mode, |r| {
         pacer.done(1);
         copy.record(r)
-    });
+    })
+    .and_then(|skipped| copy.finish().map(|()| skipped));
     let copied = copy.copied;
     let skipped = match scanned.and_then(|skipped| out.finish().map(|()| skipped)) {
         Ok(s) => s,
@@ -426,44 +424,6 @@ fn compact_sweep(
 pub(crate) fn compact_locked(ctx: &StoreCtx, part: &Partition, want: Want) -> Result<PassOutcome> {
     let mut m = part.maintenance.lock();
     compact_pass(ctx, part, &mut m, want, false)
-}
-
-/// The batches a pass resolves into plain records: those whose commit or BatchEnd record lies
-/// in `inputs` with members of the part there too. A part is written whole, in one segment,
-/// in one append (only a commit record written when opening repaired a crashed batch lies in
-/// a later segment), so its members are all in the range — `true` — or none is; some but not
-/// all means damage (`false`: a salvaging open did not apply the batch). A whole part in a
-/// running store's log is committed: a failed batch takes its parts back, and opening cuts
-/// off the parts of a batch a crash interrupted. (A part whose commit record lies in another
-/// partition was sealed before this pass swaps anything in: see `seal`.)
-fn resolved_batches(inputs: &[Arc<Segment>], pacer: &mut Pacer) -> Result<SeqMap<bool>> {
-    // seq -> (members seen, members the commit record announces)
-    let mut seen: SeqMap<(u32, Option<u32>)> = SeqMap::default();
-    // A segment the appender wrote no batch record to has none to find.
-    for seg in inputs.iter().filter(|s| s.may_hold_batches()) {
-        let mut sc = Scanner::new(seg, SEGMENT_HEADER_LEN as u64, u64::MAX, false);
-        loop {
-            pacer.done(1);
-            match sc.next_step()? {
-                Step::Record { header, .. } if header.ty.is_batch_member() => {
-                    seen.entry(header.seq).or_default().0 += 1
-                }
-                Step::Record { header, .. } if header.ty.ends_part() => {
-                    let value = &sc.record()[header.value_range()];
-                    seen.entry(header.seq).or_default().1 = Some(format::commit_count(value));
-                }
-                Step::Record { .. } | Step::Damaged { .. } => {}
-                Step::End { .. } => break,
-            }
-        }
-    }
-    Ok(seen
-        .into_iter()
-        .filter_map(|(seq, (members, commit))| match commit {
-            Some(expected) if members > 0 => Some((seq, members == expected)),
-            _ => None,
-        })
-        .collect())
 }
 
 /// Replaces `inputs` (a contiguous range of the log) by `outputs`, in the segment list and

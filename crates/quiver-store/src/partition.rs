@@ -538,7 +538,6 @@ impl PartState {
         if ctx.opts.durability == Durability::Fsync {
             sync_dir(dir)?;
         }
-        seg.holds_no_batches_yet();
         let seg = Arc::new(seg);
         self.segs.push(seg.clone());
         let next = ctx.log_appender(seg, SEGMENT_HEADER_LEN as u64);

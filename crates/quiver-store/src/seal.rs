@@ -84,7 +84,6 @@ pub(crate) fn append_commit_record(
     let mut buf = Vec::with_capacity(COMMIT_RECORD_LEN);
     format::encode_commit(&mut buf, seq, members);
     st.ensure_room(ctx, part, dir, buf.len() as u64)?;
-    st.appender.segment.note_batch();
     st.append(&buf)?;
     st.count_appended_dead_here(); // a BatchEnd or commit record is never live
     Ok(())

@@ -254,7 +254,6 @@ fn append_run_into(
     match framing {
         Framing::Batch => {
             st.ensure_room(ctx, part.id, &part.dir, run.bytes.len() as u64)?;
-            st.appender.segment.note_batch();
             let base = st.append(&run.bytes)?;
             let slot = st.appender.segment.slot();
             for (l, r) in locs.iter_mut().zip(&run.records) {

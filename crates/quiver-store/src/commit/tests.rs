@@ -202,6 +202,75 @@ fn a_repaired_part_is_written_after_its_commit_record_is_durable() {
     s.close().unwrap();
 }
 
+/// Partition `p`'s log, every segment in order: each record's type, and the members an end
+/// record announces (0 for the others).
+fn log_records(s: &Store, p: u32) -> Vec<(RecordType, u32)> {
+    use crate::log::reader::{Scanner, Step};
+    let part = part(s, p);
+    let segs = part.state.read().segs.ordered.clone();
+    let mut records = Vec::new();
+    for seg in &segs {
+        let start = format::SEGMENT_HEADER_LEN as u64;
+        let mut sc = Scanner::new(seg, start, u64::MAX, false);
+        loop {
+            match sc.next_step().unwrap() {
+                Step::Record { header, .. } => {
+                    let announced = match header.ty.ends_part() {
+                        true => format::commit_count(&sc.record()[header.value_range()]),
+                        false => 0,
+                    };
+                    records.push((header.ty, announced));
+                }
+                Step::Damaged { offset, .. } => panic!("damage at {offset}"),
+                Step::End { .. } => break,
+            }
+        }
+    }
+    records
+}
+
+/// Compaction turns the whole parts of committed batches into plain records and drops their
+/// end records, in one reading of the range (`compact::copy::OpenPart`) — the commit record
+/// that opening wrote apart from a crashed batch's part too, resolved with its part.
+#[test]
+fn compaction_resolves_whole_parts_into_plain_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c) = (key_in(0, 0), key_in(1, 0), key_in(0, 1));
+    // A batch repaired by opening, as in `a_repaired_part_is_written_after_...`.
+    let s = Store::open(dir.path(), fsync_options()).unwrap();
+    apply(&s, &[(&a, b"new"), (&b, b"new")]);
+    s.simulate_crash();
+    let s = Store::open(dir.path(), fsync_options()).unwrap();
+    assert_eq!(s.recovery_report().batches_repaired, 1);
+    // Batches after it: of partition 0 alone, and over both.
+    apply(&s, &[(&c, b"one")]);
+    apply(&s, &[(&a, b"newer"), (&b, b"newer")]);
+    let before = log_records(&s, 0);
+    let count = |records: &[(RecordType, u32)], f: fn(&(RecordType, u32)) -> bool| {
+        records.iter().filter(|r| f(r)).count()
+    };
+    assert!(count(&before, |r| r.0.is_batch_member()) >= 3, "{before:?}");
+    // The parts' end records and the repair's commit record.
+    assert!(
+        count(&before, |r| r.0.ends_part() && r.1 > 0) >= 4,
+        "{before:?}"
+    );
+    s.compact().unwrap();
+    for p in 0..PARTITIONS {
+        let after = log_records(&s, p);
+        // Only seals (end records of no member) may be left, written after the range.
+        assert_eq!(count(&after, |r| r.0.is_batch_member()), 0, "{after:?}");
+        assert_eq!(
+            count(&after, |r| r.0.ends_part() && r.1 > 0),
+            0,
+            "{after:?}"
+        );
+    }
+    s.simulate_crash();
+    let want: [(&[u8], &[u8]); 3] = [(&a, b"newer"), (&b, b"newer"), (&c, b"one")];
+    reopen_and_check(dir.path(), &want).close().unwrap();
+}
+
 /// A batch whose commit record is in partition 1, its BatchEnd part ending partition 0's log;
 /// then partition 1 alone is compacted, which turns its part into plain records and drops the
 /// commit record, and the store crashes before the checkpoint after the pass. Replay of

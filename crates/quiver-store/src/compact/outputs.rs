@@ -36,16 +36,14 @@ impl Outputs {
         }
     }
 
-    /// Appends a copy of a record of type `ty` (retyped: a resolved batch member becomes a
-    /// plain record), counted as `dead` or live in the output's counts; returns its new
-    /// location. An output holding a batch record says so (`Segment::note_batch`: the next
-    /// pass reads it for batches).
+    /// Appends a copy of a record (`retype`d: a resolved batch member becomes a plain record),
+    /// counted as `dead` or live in the output's counts; returns its new location.
     pub(super) fn append(
         &mut self,
         ctx: &StoreCtx,
         part: &Partition,
         rec: &[u8],
-        (ty, retype): (RecordType, Option<RecordType>),
+        retype: Option<RecordType>,
         dead: bool,
     ) -> Result<u32> {
         let need = rec.len() as u64;
@@ -53,10 +51,6 @@ impl Outputs {
             Some(a) if a.room() >= need => a,
             _ => self.next_output(ctx, part)?,
         };
-        let ty = retype.unwrap_or(ty);
-        if ty.is_batch_member() || ty.ends_part() {
-            a.segment.note_batch();
-        }
         let at = match retype {
             Some(ty) => {
                 let mut copy = rec.to_vec();
@@ -96,7 +90,6 @@ impl Outputs {
                 slot,
                 order,
             )?);
-            seg.holds_no_batches_yet();
             st.segs.register(seg.clone());
             seg
         };
@@ -146,9 +139,6 @@ impl Outputs {
             fs::rename(&seg.path, &to)
                 .map_err(|e| Error::io("rename compaction output", &to, e))?;
             let out = Segment::open(to, false)?;
-            if !seg.may_hold_batches() {
-                out.holds_no_batches_yet();
-            }
             reopened.push(Arc::new(out));
         }
         sync_dir(dir)?;

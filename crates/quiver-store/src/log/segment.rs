@@ -32,11 +32,6 @@ pub struct Segment {
     /// A second descriptor opened with O_DIRECT (io_uring backend), made on first use; `None`
     /// remembers that the file system refused O_DIRECT (EINVAL), so it is not asked again.
     direct: OnceLock<Option<File>>,
-    /// Whether the segment may hold batch records (members, part ends): true unless it was
-    /// created as the appender's next segment and no batch record was appended since
-    /// (`PartState::rotate`, `note_batch`). Compaction reads no segment twice for batches
-    /// when none may hold any.
-    may_hold_batches: AtomicBool,
     /// Records appended to the segment, and records of it that died (overwritten, deleted,
     /// tombstones, commit records): what compaction weighs ranges of the log by. Known
     /// (`counted`) for a segment this process created; one opened from disk has seen only the
@@ -70,20 +65,6 @@ pub fn tmp_segment_file_name(file_id: u64) -> String {
 }
 
 impl Segment {
-    /// See `may_hold_batches`: called on a fresh segment that only the appender writes.
-    pub fn holds_no_batches_yet(&self) {
-        self.may_hold_batches.store(false, Ordering::Release);
-    }
-
-    /// Called before a batch record is appended to the segment.
-    pub fn note_batch(&self) {
-        self.may_hold_batches.store(true, Ordering::Release);
-    }
-
-    pub fn may_hold_batches(&self) -> bool {
-        self.may_hold_batches.load(Ordering::Acquire)
-    }
-
     /// Creates a new segment file (sparse, `segment_bytes` long) and writes its header.
     pub fn create(path: PathBuf, header: SegmentHeader) -> Result<Segment> {
         let file = OpenOptions::new()
@@ -131,7 +112,6 @@ impl Segment {
             file,
             map: OnceLock::new(),
             direct: OnceLock::new(),
-            may_hold_batches: AtomicBool::new(true),
             records: AtomicU64::new(0),
             dead: AtomicU64::new(0),
             counted: AtomicBool::new(false),
