@@ -1,10 +1,11 @@
 //! A pipeline of independent single-key accesses (`Db::pipeline`): each partition's share is
 //! applied on its own, under that partition's lock alone, in the pipeline's order within the
 //! partition; the shares one after another, in ascending partition order from that of the
-//! first access (`run`). That is what a Redis pipeline of independent commands promises — each command
-//! atomic, the pipeline not — and it never holds more than the partition it appends to, so
-//! pipelines on many threads run in parallel wherever their partitions differ (an atomic
-//! vector, `Store::write_plain_reading`, locks every partition it touches at once).
+//! first access (`run`). That is what a Redis pipeline of independent commands promises —
+//! each command atomic, the pipeline not — and it never holds more than the partition it
+//! appends to, so pipelines on many threads run in parallel wherever their partitions differ
+//! (an atomic vector, `Store::write_plain_reading`, locks every partition it touches at
+//! once).
 //!
 //! A partition's share follows the two phases of every plain write (`store`): room and space
 //! settled, then the records appended and indexed; a get sees the writes before it on its key

@@ -185,7 +185,9 @@ impl Partition {
     /// partitions), timed.
     pub fn write_serving(&self) -> WriteHold<'_> {
         let guard = self.state.try_write();
-        let guard = guard.unwrap_or_else(|| self.waited_for(|| self.state.write()));
+        let f = &self.locks;
+        let guard = guard
+            .unwrap_or_else(|| waited(&f.write_waits, &f.write_wait_ns, || self.state.write()));
         self.timed(guard)
     }
 
@@ -202,7 +204,12 @@ impl Partition {
     /// `state` for a serving write on this partition alone (see [`WriteIntent`]), timed.
     pub fn intend_serving(&self) -> WriteIntent<'_> {
         let guard = self.state.try_upgradable_read();
-        let guard = guard.unwrap_or_else(|| self.waited_for(|| self.state.upgradable_read()));
+        let f = &self.locks;
+        let guard = guard.unwrap_or_else(|| {
+            waited(&f.write_waits, &f.write_wait_ns, || {
+                self.state.upgradable_read()
+            })
+        });
         self.intent(guard)
     }
 
@@ -212,17 +219,6 @@ impl Partition {
             guard,
             timer: self.hold_timer(),
         }
-    }
-
-    /// A writer's lock taken by `wait` after a try failed, its wait counted.
-    fn waited_for<G>(&self, wait: impl FnOnce() -> G) -> G {
-        let f = &self.locks;
-        let t = Instant::now();
-        let g = wait();
-        f.write_waits.fetch_add(1, Ordering::Relaxed);
-        let waited = t.elapsed().as_nanos() as u64;
-        f.write_wait_ns.fetch_add(waited, Ordering::Relaxed);
-        g
     }
 
     /// The timer of a writer's hold taken now, counted (sampled one in `HOLD_SAMPLE_EVERY`).
@@ -258,14 +254,18 @@ impl Partition {
 
     /// `state` for a serving read; a wait for it is counted.
     pub fn read_serving(&self) -> RwLockReadGuard<'_, PartState> {
-        self.state.try_read().unwrap_or_else(|| {
-            let t = Instant::now();
-            let g = self.state.read();
-            let f = &self.locks;
-            f.read_waits.fetch_add(1, Ordering::Relaxed);
-            f.read_wait_ns
-                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            g
-        })
+        let f = &self.locks;
+        self.state
+            .try_read()
+            .unwrap_or_else(|| waited(&f.read_waits, &f.read_wait_ns, || self.state.read()))
     }
+}
+
+/// A lock taken by `wait` after a try failed, the wait counted into `waits` and `wait_ns`.
+fn waited<G>(waits: &AtomicU64, wait_ns: &AtomicU64, wait: impl FnOnce() -> G) -> G {
+    let t = Instant::now();
+    let g = wait();
+    waits.fetch_add(1, Ordering::Relaxed);
+    wait_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    g
 }
