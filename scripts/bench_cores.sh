@@ -20,6 +20,9 @@
 #   readers-writers  even clients MGET-32 (C x 4), odd clients SET (C x 32): readers of every
 #                partition beside its writers, each side's figures on a line of their own (not
 #                in the default list)
+#   readers-batches  even clients MGET-32, odd clients MSET-32 (C x 4 each): readers beside
+#                batches of several partitions, each side on a line of its own (not in the
+#                default list)
 #   get-unpipelined  GET, U connections per client, one request outstanding each (a web tier)
 #   set-unpipelined  SET, the same
 #
@@ -115,6 +118,7 @@ declare -A LOAD=(
   [mixed32-50-50]="--width 32 --get-ratio 0.5 --connections $CONNECTIONS --depth 4"
   # Loads split by "|": client i runs part i modulo their number.
   [readers-writers]="--width 32 --get-ratio 1 --connections $CONNECTIONS --depth 4|--width 1 --get-ratio 0 --connections $CONNECTIONS --depth 32"
+  [readers-batches]="--width 32 --get-ratio 1 --connections $CONNECTIONS --depth 4|--width 32 --get-ratio 0 --connections $CONNECTIONS --depth 4"
   [get-unpipelined]="--width 1 --get-ratio 1 --connections $UNPIPELINED --depth 1"
   [set-unpipelined]="--width 1 --get-ratio 0 --connections $UNPIPELINED --depth 1"
 )

@@ -13,11 +13,10 @@
 //!
 //! Log space for every part is reserved before anything is written, so a full disk refuses a
 //! batch whole. The caller holds every partition involved, taken in ascending order, from the
-//! precondition checks to the index updates: exclusively, or, for a batch of one partition,
-//! as an intent (lookups and preconditions beside its readers) upgraded for the appends and
-//! index updates (`BatchHold`).
+//! precondition checks to the index updates: as intents (lookups and preconditions beside its
+//! readers), upgraded in ascending order for the appends and index updates
+//! (`partition::intend_all`).
 
-use std::ops::Deref;
 use std::sync::Arc;
 
 use crate::batch::{self, Batch, BatchAction, BatchOutcome};
@@ -29,7 +28,10 @@ use crate::log::segment::{Segment, SyncFirst};
 use crate::lookup::foresee::{self, foresee, Foreseen};
 use crate::lookup::{Found, LookupKey};
 use crate::options::Durability;
-use crate::partition::{release_all, PartState, Partition, StoreCtx, WriteHold, WriteIntent};
+use crate::partition::{
+    intend_all, release_all, try_intend_all, upgrade_all, PartState, Partition, StoreCtx,
+    WriteHold, WriteIntent,
+};
 use crate::seal;
 use crate::write::{
     append_run, check_found, encode_part, inserts_needed, update_index, Framing, Run, WriteOp,
@@ -122,90 +124,36 @@ pub(crate) enum LookFirst<'a> {
     Always(&'a mut dyn FnMut()),
 }
 
-/// A batch's hold of one of its partitions: an intent where the batch has one partition (its
-/// lookups and preconditions shut no reader out; see `WriteIntent`), the write lock where it
-/// has several (an upgrade of one of several could deadlock with a reader of several).
-pub(crate) enum BatchHold<'p> {
-    Intent(WriteIntent<'p>),
-    Exclusive(WriteHold<'p>),
-}
-
-impl Deref for BatchHold<'_> {
-    type Target = PartState;
-    fn deref(&self) -> &PartState {
-        match self {
-            BatchHold::Intent(g) => g,
-            BatchHold::Exclusive(g) => g,
-        }
-    }
-}
-
-impl<'p> BatchHold<'p> {
-    /// The exclusive hold, for the batch's appends and index updates.
-    fn exclusive(self) -> WriteHold<'p> {
-        match self {
-            BatchHold::Intent(g) => g.upgrade(),
-            BatchHold::Exclusive(g) => g,
-        }
-    }
-}
-
-/// The holds of `parts` (ascending ids, as they come) for `batch`, whose ops' lookups are
-/// `items` ([`lookup_keys`]), with those lookups made before the locks as `look_first` says
-/// (`IfContended`, for one partition: as `Partition::intend_serving_after` says).
+/// The intents on `parts` (ascending ids, as they come) for `batch`, whose ops' lookups are
+/// `items` ([`lookup_keys`]), with those lookups made before the locks as `look_first` says.
+/// With `IfContended`, only where another writer holds one of them exclusively (or is
+/// upgrading): where another holds only an intent, the read locks of those lookups would
+/// hold up its upgrade (as `Partition::intend_serving_after` says for one partition).
 pub(crate) fn lock_parts<'p>(
     ctx: &StoreCtx,
     parts: &[&'p Arc<Partition>],
     batch: &Batch,
     items: &[LookupKey<'_>],
     look_first: LookFirst<'_>,
-) -> (Vec<BatchHold<'p>>, Option<Foreseen>) {
+) -> (Vec<WriteIntent<'p>>, Option<Foreseen>) {
     let look = || foresee(ctx, parts, items, needs_values(batch));
     if let LookFirst::IfContended = look_first {
         if let [part] = parts {
             let (intent, foreseen) = part.intend_serving_after(look);
-            return (vec![BatchHold::Intent(intent)], foreseen);
+            return (vec![intent], foreseen);
         }
-        if let Some(holds) = try_write_all(parts) {
-            return (holds, None);
+        if let Some(intents) = try_intend_all(parts) {
+            return (intents, None);
+        }
+        if !parts.iter().any(|p| p.state.is_locked_exclusive()) {
+            return (intend_all(parts), None);
         }
     }
     let foreseen = look();
     if let LookFirst::Always(meanwhile) = look_first {
         meanwhile();
     }
-    (hold_all(parts), Some(foreseen))
-}
-
-/// The write locks of `parts` if no one holds any of them.
-fn try_write_all<'p>(parts: &[&'p Arc<Partition>]) -> Option<Vec<BatchHold<'p>>> {
-    let mut free = Vec::with_capacity(parts.len());
-    for part in parts {
-        match part.state.try_write() {
-            Some(g) => free.push(g),
-            None => {
-                release_all(free);
-                return None;
-            }
-        }
-    }
-    let holds = parts.iter().zip(free);
-    Some(
-        holds
-            .map(|(p, g)| BatchHold::Exclusive(p.timed(g)))
-            .collect(),
-    )
-}
-
-/// The holds of `parts`, waiting for them.
-fn hold_all<'p>(parts: &[&'p Arc<Partition>]) -> Vec<BatchHold<'p>> {
-    if let [part] = parts {
-        return vec![BatchHold::Intent(part.intend_serving())];
-    }
-    let holds = parts
-        .iter()
-        .map(|p| BatchHold::Exclusive(p.write_serving()));
-    holds.collect()
+    (intend_all(parts), Some(foreseen))
 }
 
 /// The lookup of each op of `batch` (op `i` has namespace and hash `hashed[i]` and lies in
@@ -249,7 +197,7 @@ pub(crate) fn try_batch(
     ctx: &StoreCtx,
     background: &Background,
     parts: &[&Arc<Partition>],
-    guards: Vec<BatchHold<'_>>,
+    guards: Vec<WriteIntent<'_>>,
     batch: &Batch,
     prepared: Prepared<'_>,
     foreseen: Option<Foreseen>,
@@ -287,7 +235,7 @@ pub(crate) fn try_batch(
     if let Err(e) = check_found(&mut found) {
         return Attempt::Done(Err(e));
     }
-    let mut guards: Vec<WriteHold<'_>> = guards.into_iter().map(BatchHold::exclusive).collect();
+    let mut guards = upgrade_all(guards);
 
     // Each partition's share of the writes.
     let mut shares: Vec<Share<'_>> = Vec::new();

@@ -16,7 +16,7 @@ use crate::hash::KeyHash;
 use crate::inner::{owns, Table};
 use crate::lookup::{self, Found, LookupKey};
 use crate::meta;
-use crate::partition::{release_all, PartState};
+use crate::partition::{release_all, write_all, PartState};
 use crate::pipeline::{PipelineOutcome, Step};
 use crate::route::{RouteTries, Routed};
 use crate::scan::{self, ScanPage};
@@ -586,11 +586,7 @@ impl Store {
         let _layout = inner.layout_change.lock();
         let table = inner.table();
         let (next, dead) = change(&table.dbs)?;
-        let mut guards: Vec<_> = table
-            .in_lock_order()
-            .into_iter()
-            .map(|p| p.state.write())
-            .collect();
+        let mut guards = write_all(table.in_lock_order());
         let listed: Vec<(u32, SlotRange)> = table
             .parts
             .iter()

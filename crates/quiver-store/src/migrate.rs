@@ -32,7 +32,7 @@ use crate::inner::{StoreInner, Table};
 use crate::large_hash::{ANCHORS_DB, BUCKETS_DB};
 use crate::log::format::RecordType;
 use crate::maintenance::{self, LogPos, ScanMode};
-use crate::partition::{Partition, StoreCtx};
+use crate::partition::{write_all, Partition, StoreCtx};
 use crate::slot::{key_slot, SlotRange, SLOTS};
 use crate::store::Store;
 
@@ -526,7 +526,7 @@ impl Store {
 fn truncate(inner: &StoreInner, table: &Table, parts: Vec<&Arc<Partition>>) -> Result<u64> {
     let ctx = &inner.ctx;
     let now = ctx.now_ms();
-    let mut guards: Vec<_> = parts.iter().map(|p| p.state.write()).collect();
+    let mut guards = write_all(parts.iter().copied());
     let mut record = Vec::with_capacity(crate::log::format::RECORD_HEADER_LEN);
     crate::log::format::encode_record(
         &mut record,

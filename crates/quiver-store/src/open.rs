@@ -18,7 +18,7 @@ use crate::log::ahead::PagesAhead;
 use crate::log::format::{SegmentOrder, SEGMENT_HEADER_LEN};
 use crate::meta::{self, Layout};
 use crate::options::{DamagePolicy, Durability, Options};
-use crate::partition::{new_segment, partition_dir, PartState, Partition, StoreCtx};
+use crate::partition::{new_segment, partition_dir, PartState, Partition, StateLock, StoreCtx};
 use crate::recovery::{self, RecoveryProgress, RecoveryReport};
 use crate::reserve::DiskReserve;
 use crate::seal;
@@ -133,7 +133,7 @@ pub(crate) fn open(
         parts.push(Arc::new(Partition {
             id: p,
             dir: pdir,
-            state: RwLock::new(st),
+            state: StateLock::new(st),
             commit: Default::default(),
             maintenance: Mutex::new(Default::default()),
             room_wanted: AtomicUsize::new(0),

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
 use crate::dbs::DbMap;
 use crate::error::{Error, Result};
@@ -34,7 +34,10 @@ use crate::options::{Durability, Options};
 mod serving;
 
 pub use serving::LockStats;
-pub(crate) use serving::{release_all, LockFigures, WriteHold, WriteIntent};
+pub(crate) use serving::{
+    intend_all, release_all, try_intend_all, upgrade_all, write_all, LockFigures, StateLock,
+    WriteHold, WriteIntent,
+};
 
 /// Seqs a thread takes from `StoreCtx::next_seq` at once for its plain records
 /// (`StoreCtx::plain_seq`).
@@ -342,7 +345,7 @@ pub(crate) struct PartState {
 pub(crate) struct Partition {
     pub id: u32,
     pub dir: PathBuf,
-    pub state: RwLock<PartState>,
+    pub state: StateLock,
     pub commit: Arc<GroupCommit>,
     /// Held for a whole resize or compaction pass (one at a time per partition); it also
     /// keeps the background thread's memory of past passes.
@@ -359,7 +362,7 @@ pub(crate) struct Partition {
     /// Its log holds batch parts ended by a BatchEnd with no seal after them (it is then in
     /// `StoreCtx::unsealed`; see `commit::seal_parts`).
     pub unsealed: AtomicBool,
-    /// How the serving paths wait for and hold `state` (`write_serving`, `read_serving`).
+    /// How the serving paths wait for and hold `state` (`intend_serving`, `read_serving`).
     pub locks: LockFigures,
 }
 

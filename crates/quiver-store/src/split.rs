@@ -24,7 +24,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+use parking_lot::Mutex;
 
 use crate::checkpoint;
 use crate::error::{Error, Result};
@@ -36,7 +36,9 @@ use crate::lookup::{self, Found};
 use crate::maintenance::{self, LogPos};
 use crate::meta::{self, Partitioner};
 use crate::migrate::{self, keys_written_since, NsItem};
-use crate::partition::{new_segment, partition_dir, PartState, Partition, StoreCtx};
+use crate::partition::{
+    new_segment, partition_dir, release_all, write_all, PartState, Partition, StateLock, StoreCtx,
+};
 use crate::resize;
 use crate::slot::SlotRange;
 use crate::store::Store;
@@ -212,16 +214,16 @@ impl Store {
         // sources are deleted. A batch committed since the sources were marked `merging`
         // has its commit record outside them, or all its parts in them (copied here).
         crate::seal::seal_parts(ctx)?;
-        // 3. The switch, under the locks (ascending ids: the new partition's is the largest).
-        let mut guards: Vec<RwLockWriteGuard<'_, PartState>> =
-            sources.iter().map(|p| p.state.write()).collect();
-        let mut new_st = new.state.write();
+        // 3. The switch, under the locks of the sources and the new partition.
+        let mut held = write_all(sources.iter().chain([&new]));
+        let (guards, new_st) = held.split_at_mut(sources.len());
+        let new_st = &mut new_st[0];
         let mut last = 0;
         for (st, pos) in guards.iter_mut().zip(&positions) {
             st.appender.flush()?;
             let keys = migrate::tail_keys(&st.segs.ordered, moved, nss, *pos, LogPos::end_of(st))?;
             let items = current_items(ctx, st, &keys)?;
-            write_items_locked(ctx, &new, &mut new_st, &items)?;
+            write_items_locked(ctx, &new, new_st, &items)?;
             last += keys.len() as u64;
             written.extend(keys);
         }
@@ -251,8 +253,7 @@ impl Store {
             parts: layout.into_iter().map(|(p, _)| p).collect(),
             dbs: table.dbs.clone(),
         });
-        drop(new_st);
-        drop(guards);
+        release_all(held);
 
         // 4. Checkpoints; a merge's sources leave.
         checkpoint::save(ctx, &new)?;
@@ -309,7 +310,7 @@ fn create_partition(
     Ok(Partition {
         id,
         dir,
-        state: RwLock::new(PartState {
+        state: StateLock::new(PartState {
             index: Index::for_keys(expected_keys),
             segs,
             appender,

@@ -24,7 +24,7 @@ use crate::hash::KeyHash;
 use crate::inner::StoreInner;
 use crate::maintenance::MaintenanceReport;
 use crate::options::{Durability, Options, KEY_LEN_MAX};
-use crate::partition::{release_all, LockStats, PartState, Partition, WriteHold};
+use crate::partition::{intend_all, release_all, LockStats, PartState, Partition};
 use crate::pipeline;
 use crate::recovery::{RecoveryProgress, RecoveryReport};
 use crate::retry::WriteRetry;
@@ -217,8 +217,11 @@ impl Store {
                 .iter()
                 .map(|(_, r)| order[r.clone()].iter().map(|&(_, i)| ops[i]).collect())
                 .collect();
-            let mut guards: Vec<WriteHold<'_>> =
-                routed.parts().map(|p| p.write_serving()).collect();
+            // Intents first: the lookups, encoding and reads shut no reader out; upgraded for
+            // the space reservations, appends and index updates (`partition::intend_all`).
+            let parts: Vec<&Arc<Partition>> = routed.parts().collect();
+            let group_at: Vec<usize> = groups.iter().map(|&(at, _)| at).collect();
+            let guards = intend_all(&parts);
             if !routed.owned(&guards) {
                 drop(guards);
                 tries.again()?;
@@ -236,9 +239,9 @@ impl Store {
                 }
                 read_ns = now;
             }
-            // Phase 1: index room, lookups, encoding, log space for every partition.
-            // `groups[gi].0` is the partition's place in `routed` and `guards` (a partition
-            // only reads touch has no group).
+            // Phase 1: index room, lookups, encoding and log space for every partition
+            // (`write::plan_groups`). `groups[gi].0` is the partition's place in `routed` and
+            // `guards` (a partition only reads touch has no group).
             if let Some((gi, need)) = group_ops.iter().enumerate().find_map(|(gi, g)| {
                 let need = write::inserts_needed(g);
                 (!guards[groups[gi].0].index.has_room(need)).then_some((gi, need))
@@ -247,25 +250,8 @@ impl Store {
                 retry.make_room(routed.part(groups[gi].0).id, need)?;
                 continue;
             }
-            let mut plans = Vec::with_capacity(groups.len());
-            let mut refused = None;
-            for (gi, g) in group_ops.iter().enumerate() {
-                let part = routed.part(groups[gi].0);
-                match write::plan_reserved(ctx, part, &mut guards[groups[gi].0], g) {
-                    Ok(plan) => plans.push(plan),
-                    Err(e) => {
-                        refused = Some(e);
-                        break;
-                    }
-                }
-            }
-            if let Some(e) = refused {
-                drop(guards);
-                retry.after_refusal(e)?;
-                continue;
-            }
-
-            // The reads, on the state phase 1 left as it was.
+            // The reads, on the state as it was before the vector (nothing changes it while
+            // the intents are held).
             let values = if reads.is_empty() {
                 Vec::new()
             } else {
@@ -274,6 +260,14 @@ impl Store {
                 // A failed read: nothing is written (the guards go with the return).
                 read_among_writes(ctx, &states, of_read, read_ns, reads, &read_hashes, ops)?
             };
+            let (plans, mut guards) =
+                match write::plan_groups(ctx, &parts, guards, &group_at, &group_ops) {
+                    Ok(planned) => planned,
+                    Err(e) => {
+                        retry.after_refusal(e)?;
+                        continue;
+                    }
+                };
 
             // Phase 2: append and index.
             let mut existed = vec![false; ops.len()];

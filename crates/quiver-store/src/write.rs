@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -12,7 +13,7 @@ use crate::hash::KeyHash;
 use crate::log::format::{self, RecordExt, RecordType, ValueKind};
 use crate::lookup::foresee::{self, Foreseen};
 use crate::lookup::{self, Found, LookupKey};
-use crate::partition::{PartState, Partition, StoreCtx};
+use crate::partition::{upgrade_all, PartState, Partition, StoreCtx, WriteHold, WriteIntent};
 use crate::slot::key_slot;
 
 /// One put (`value: Some`) or delete (`value: None`).
@@ -408,6 +409,30 @@ pub(crate) fn reserve_plain(
     plan: &PlainPlan,
 ) -> Result<()> {
     st.prepare_append(ctx, part.id, &part.dir, plan.run.bytes.len() as u64)
+}
+
+/// Phase 1 of a plain vector over several partitions held as intents (`guards[i]` holds
+/// `parts[i]`; the ops `group_ops[g]` lie in partition `at[g]`): each group's lookups and
+/// encoding beside the partitions' readers; then the holds upgraded (in ascending order, see
+/// `partition::StateLock`) and each group's log space reserved. `Err`: nothing was written,
+/// and the holds are let go.
+pub(crate) fn plan_groups<'g>(
+    ctx: &StoreCtx,
+    parts: &[&'g Arc<Partition>],
+    guards: Vec<WriteIntent<'g>>,
+    at: &[usize],
+    group_ops: &[Vec<WriteOp<'_>>],
+) -> Result<(Vec<PlainPlan>, Vec<WriteHold<'g>>)> {
+    let plans = group_ops
+        .iter()
+        .zip(at)
+        .map(|(ops, &p)| plan_plain(ctx, &guards[p], ops, None))
+        .collect::<Result<Vec<_>>>()?;
+    let mut guards = upgrade_all(guards);
+    for (plan, &p) in plans.iter().zip(at) {
+        reserve_plain(ctx, parts[p], &mut guards[p], plan)?;
+    }
+    Ok((plans, guards))
 }
 
 /// Phase 1 of a plain vector on one exclusively locked partition, with nothing looked up

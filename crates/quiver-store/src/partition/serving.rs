@@ -1,13 +1,75 @@
-//! How the serving paths take a partition's `state` lock — writers as an intent or
-//! exclusively, readers shared — and the figures kept of their waits and holds.
+//! A partition's `state` lock ([`StateLock`]), how the serving paths take it — writers as an
+//! intent, then exclusively, readers shared — and the figures kept of their waits and holds.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::{RwLockReadGuard, RwLockUpgradableReadGuard, RwLockWriteGuard};
+use parking_lot::{RwLock, RwLockReadGuard, RwLockUpgradableReadGuard, RwLockWriteGuard};
 
 use super::{PartState, Partition};
+
+/// A partition's `state` lock: parking_lot's `RwLock`, whose exclusive lock is always taken
+/// as an intent (an upgradable read lock) first, then upgraded.
+///
+/// The rule that keeps the locks of several partitions free of deadlock: they are taken in
+/// ascending id order, and a thread that holds a partition exclusively waits for nothing but
+/// the readers of a higher partition whose intent it holds. So a writer of several takes
+/// intents on all of them first, then upgrades them in ascending order ([`intend_all`],
+/// [`upgrade_all`], [`write_all`]). Then every wait is for a partition higher than the
+/// waiter's, or for the readers of one: a reader holding partition p waits only for a higher
+/// one that a writer holds exclusively or is upgrading; that writer holds every intent it
+/// needs, so it waits only for the readers of its next upgrade, higher still; a writer taking
+/// intents waits for a higher partition's intent, whose holder is one of these two.
+///
+/// "A reader waits only for a writer holding the partition exclusively" holds only if no
+/// thread ever waits in parking_lot's `write()`: a thread parked there stands in the queue
+/// before the readers that came after it, and when the lock is let go only it is woken; if an
+/// intent is taken before it gets the lock, it parks again, and the readers behind it stay
+/// parked beside a lock they could share until the intent's holder lets go. A writer of
+/// several holding that intent and upgrading a lower partition whose reader is one of them
+/// never does (seen: a compaction's `write()`, two batches and a multi-get, stuck). Parked as
+/// intents, writers are woken with every reader; so [`StateLock::write`] is an intent and
+/// its upgrade, and `state` offers no other way to wait for the lock exclusively.
+pub(crate) struct StateLock<T = PartState>(RwLock<T>);
+
+impl<T> StateLock<T> {
+    pub fn new(st: T) -> StateLock<T> {
+        StateLock(RwLock::new(st))
+    }
+
+    pub fn read(&self) -> RwLockReadGuard<'_, T> {
+        self.0.read()
+    }
+
+    pub fn try_read(&self) -> Option<RwLockReadGuard<'_, T>> {
+        self.0.try_read()
+    }
+
+    pub fn upgradable_read(&self) -> RwLockUpgradableReadGuard<'_, T> {
+        self.0.upgradable_read()
+    }
+
+    pub fn try_upgradable_read(&self) -> Option<RwLockUpgradableReadGuard<'_, T>> {
+        self.0.try_upgradable_read()
+    }
+
+    /// The exclusive lock, waiting for it as an intent, then for the readers inside.
+    pub fn write(&self) -> RwLockWriteGuard<'_, T> {
+        RwLockUpgradableReadGuard::upgrade(self.0.upgradable_read())
+    }
+
+    #[cfg(test)]
+    pub fn try_write(&self) -> Option<RwLockWriteGuard<'_, T>> {
+        self.0.try_write()
+    }
+
+    /// Whether a writer holds it exclusively or is upgrading (readers wait).
+    pub fn is_locked_exclusive(&self) -> bool {
+        self.0.is_locked_exclusive()
+    }
+}
 
 /// Figures of a partition's `state` lock on the serving paths (gets, plain writes, pipelines,
 /// batches): how often writers took it (as an intent or exclusively), how often and how long
@@ -138,11 +200,7 @@ impl DerefMut for WriteHold<'_> {
 /// other writers and maintenance, not readers, while the writer looks its keys up, reads and
 /// plans; [`WriteIntent::upgrade`] then holds the state exclusively for the appends and index
 /// updates alone. Nothing but a writer changes the state, so what the writer found holds until
-/// then. A writer holding an intent holds no other partition's lock: an upgrade waits for the
-/// partition's readers, and a reader of several partitions may wait, holding this one, for a
-/// higher one that a writer of several holds exclusively — taken in ascending order, write
-/// locks cannot close that cycle; an upgrade of one of several, made holding a higher one,
-/// could.
+/// then. A writer of several partitions takes them as [`intend_all`] says.
 pub(crate) struct WriteIntent<'a> {
     guard: RwLockUpgradableReadGuard<'a, PartState>,
     timer: HoldTimer<'a>,
@@ -169,6 +227,54 @@ impl<'a> WriteIntent<'a> {
     }
 }
 
+/// The intents of a writer of several partitions (ascending ids), waiting for each; it then
+/// upgrades them in that order ([`upgrade_all`]). See [`StateLock`] for why in that way.
+pub(crate) fn intend_all<'p>(parts: &[&'p Arc<Partition>]) -> Vec<WriteIntent<'p>> {
+    parts.iter().map(|p| p.intend_serving()).collect()
+}
+
+/// The intents of `parts` (ascending ids) if no other writer holds any of them.
+pub(crate) fn try_intend_all<'p>(parts: &[&'p Arc<Partition>]) -> Option<Vec<WriteIntent<'p>>> {
+    let mut held = Vec::with_capacity(parts.len());
+    for part in parts {
+        match part.state.try_upgradable_read() {
+            Some(g) => held.push(part.intent(g)),
+            None => {
+                release_all(held);
+                return None;
+            }
+        }
+    }
+    Some(held)
+}
+
+/// The exclusive holds of a writer's intents (ascending ids), upgraded in that order: each
+/// upgrade waits for its partition's readers (see [`intend_all`]).
+pub(crate) fn upgrade_all(intents: Vec<WriteIntent<'_>>) -> Vec<WriteHold<'_>> {
+    intents.into_iter().map(WriteIntent::upgrade).collect()
+}
+
+/// Maintenance's write locks of several partitions, untimed, in the order given, taken as a
+/// serving writer of several takes them ([`StateLock`]): intents in ascending id order, then
+/// upgrades. (A merge's sources come in slot order, which need not be id order: a partition
+/// split off gets the largest id and the upper half of the range.)
+pub(crate) fn write_all<'p>(
+    parts: impl IntoIterator<Item = &'p Arc<Partition>>,
+) -> Vec<RwLockWriteGuard<'p, PartState>> {
+    let mut by_id: Vec<(usize, &Arc<Partition>)> = parts.into_iter().enumerate().collect();
+    by_id.sort_unstable_by_key(|(_, p)| p.id);
+    let intents: Vec<_> = by_id
+        .into_iter()
+        .map(|(at, p)| (at, p.state.upgradable_read()))
+        .collect();
+    let mut held: Vec<_> = intents
+        .into_iter()
+        .map(|(at, g)| (at, RwLockUpgradableReadGuard::upgrade(g)))
+        .collect();
+    held.sort_unstable_by_key(|&(at, _)| at);
+    held.into_iter().map(|(_, g)| g).collect()
+}
+
 /// Lets go of the locks of several partitions (taken in ascending order) in descending order.
 /// A writer that wants the same partitions waits on the first, so it is woken once, with the
 /// others free; let go of in ascending order, each wake found the next lock still held, and a
@@ -181,26 +287,6 @@ pub(crate) fn release_all<G>(mut guards: Vec<G>) {
 }
 
 impl Partition {
-    /// `state` held exclusively for a serving write (a plain vector, a batch of several
-    /// partitions), timed.
-    pub fn write_serving(&self) -> WriteHold<'_> {
-        let guard = self.state.try_write();
-        let f = &self.locks;
-        let guard = guard
-            .unwrap_or_else(|| waited(&f.write_waits, &f.write_wait_ns, || self.state.write()));
-        self.timed(guard)
-    }
-
-    /// [`Partition::write_serving`] from a write lock of `state` already taken.
-    pub fn timed<'a>(&'a self, guard: RwLockWriteGuard<'a, PartState>) -> WriteHold<'a> {
-        let mut timer = self.hold_timer();
-        timer.exclusive_from_now();
-        WriteHold {
-            guard,
-            _timer: timer,
-        }
-    }
-
     /// `state` for a serving write on this partition alone (see [`WriteIntent`]), timed.
     pub fn intend_serving(&self) -> WriteIntent<'_> {
         let guard = self.state.try_upgradable_read();
@@ -268,4 +354,62 @@ fn waited<G>(waits: &AtomicU64, wait_ns: &AtomicU64, wait: impl FnOnce() -> G) -
     waits.fetch_add(1, Ordering::Relaxed);
     wait_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
     g
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::sync::Arc;
+    use std::thread;
+    use std::time::Duration;
+
+    use super::StateLock;
+
+    /// Two writers waiting for the lock, then a reader; the first writer to get it lets go
+    /// and at once takes an intent: the reader must get in beside the intent. With parking_lot's
+    /// `write()` that let-go woke only the second writer (the queue's head), which found the
+    /// intent and parked again, and the reader stayed parked until the intent was let go —
+    /// which a writer of several, upgrading a lower partition this reader holds, never does.
+    #[test]
+    fn a_reader_waiting_behind_writers_gets_in_beside_an_intent() {
+        let lock = Arc::new(StateLock::new(0u32));
+        let held = lock.write();
+        let (intent_taken, taken) = mpsc::channel();
+        let (let_go, release) = mpsc::channel::<()>();
+        let first = {
+            let lock = Arc::clone(&lock);
+            thread::spawn(move || {
+                let g = lock.write();
+                drop(g);
+                let intent = lock.upgradable_read();
+                intent_taken.send(()).unwrap();
+                release.recv().unwrap();
+                drop(intent);
+            })
+        };
+        // Each waiter is given time to park before the next comes (the queue's order): the
+        // outcome does not depend on it, the old lock's failure did.
+        let pause = || thread::sleep(Duration::from_millis(100));
+        pause();
+        let second = {
+            let lock = Arc::clone(&lock);
+            thread::spawn(move || *lock.write() += 1)
+        };
+        pause();
+        let (tx, rx) = mpsc::channel();
+        let reader = {
+            let lock = Arc::clone(&lock);
+            thread::spawn(move || tx.send(*lock.read()).unwrap())
+        };
+        pause();
+        drop(held);
+        taken.recv().unwrap();
+        let read = rx.recv_timeout(Duration::from_secs(5));
+        let_go.send(()).unwrap();
+        for t in [first, second, reader] {
+            t.join().unwrap();
+        }
+        assert!(read.is_ok(), "the reader stayed parked beside an intent");
+        assert_eq!(*lock.read(), 1);
+    }
 }
