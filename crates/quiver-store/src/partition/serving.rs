@@ -363,7 +363,8 @@ mod tests {
     use std::thread;
     use std::time::Duration;
 
-    use super::StateLock;
+    use super::{write_all, StateLock};
+    use crate::{BackendKind, Options, Store};
 
     /// Two writers waiting for the lock, then a reader; the first writer to get it lets go
     /// and at once takes an intent: the reader must get in beside the intent. With parking_lot's
@@ -411,5 +412,39 @@ mod tests {
         }
         assert!(read.is_ok(), "the reader stayed parked beside an intent");
         assert_eq!(*lock.read(), 1);
+    }
+
+    /// A merge's sources come in slot order, which after a split is not id order (the new
+    /// partition, the largest id, takes the upper part of its source's range): `write_all`
+    /// takes them in id order all the same, so it never holds a higher partition while it
+    /// waits for a lower one that a writer of both holds. In slot order it held partition 2
+    /// waiting for 1, while batches hold 1 waiting for 2.
+    #[test]
+    fn several_partitions_are_locked_in_id_order_whatever_order_they_come_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            partitions: 2,
+            background: false,
+            backend: BackendKind::Pread,
+            disk_reserve_bytes: 1 << 20,
+            ..Options::default()
+        };
+        let s = Store::open(dir.path(), opts).unwrap();
+        s.split(4096).unwrap();
+        let table = s.inner().table();
+        // Slot order: partition 0, the new 2, then 1.
+        let (upper, lower) = (&table.parts[1], &table.parts[2]);
+        assert_eq!((upper.id, lower.id), (2, 1));
+        let intent = lower.state.upgradable_read();
+        thread::scope(|scope| {
+            let taker = scope.spawn(|| write_all([upper, lower]).len());
+            thread::sleep(Duration::from_millis(100));
+            // The taker waits for partition 1 holding nothing: a writer holding 1 can take 2.
+            assert!(upper.state.try_upgradable_read().is_some());
+            drop(intent);
+            assert_eq!(taker.join().unwrap(), 2);
+        });
+        drop(table);
+        s.close().unwrap();
     }
 }
