@@ -29,7 +29,7 @@ use crate::lookup::foresee::{self, foresee, Foreseen};
 use crate::lookup::{Found, LookupKey};
 use crate::options::Durability;
 use crate::partition::{
-    intend_all, release_all, try_intend_all, upgrade_all, PartState, Partition, StoreCtx,
+    intend_all, intend_all_after, release_all, upgrade_all, PartState, Partition, StoreCtx,
     WriteHold, WriteIntent,
 };
 use crate::seal;
@@ -125,10 +125,8 @@ pub(crate) enum LookFirst<'a> {
 }
 
 /// The intents on `parts` (ascending ids, as they come) for `batch`, whose ops' lookups are
-/// `items` ([`lookup_keys`]), with those lookups made before the locks as `look_first` says.
-/// With `IfContended`, only where another writer holds one of them exclusively (or is
-/// upgrading): where another holds only an intent, the read locks of those lookups would
-/// hold up its upgrade (as `Partition::intend_serving_after` says for one partition).
+/// `items` ([`lookup_keys`]), with those lookups made before the locks as `look_first` says
+/// (`IfContended`: as `partition::intend_all_after` says).
 pub(crate) fn lock_parts<'p>(
     ctx: &StoreCtx,
     parts: &[&'p Arc<Partition>],
@@ -138,16 +136,7 @@ pub(crate) fn lock_parts<'p>(
 ) -> (Vec<WriteIntent<'p>>, Option<Foreseen>) {
     let look = || foresee(ctx, parts, items, needs_values(batch));
     if let LookFirst::IfContended = look_first {
-        if let [part] = parts {
-            let (intent, foreseen) = part.intend_serving_after(look);
-            return (vec![intent], foreseen);
-        }
-        if let Some(intents) = try_intend_all(parts) {
-            return (intents, None);
-        }
-        if !parts.iter().any(|p| p.state.is_locked_exclusive()) {
-            return (intend_all(parts), None);
-        }
+        return intend_all_after(parts, look);
     }
     let foreseen = look();
     if let LookFirst::Always(meanwhile) = look_first {

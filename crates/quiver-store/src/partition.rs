@@ -35,7 +35,7 @@ mod serving;
 
 pub use serving::LockStats;
 pub(crate) use serving::{
-    intend_all, release_all, try_intend_all, upgrade_all, write_all, LockFigures, StateLock,
+    intend_all, intend_all_after, release_all, upgrade_all, write_all, LockFigures, StateLock,
     WriteHold, WriteIntent,
 };
 

@@ -220,7 +220,6 @@ impl Store {
             // Intents first: the lookups, encoding and reads shut no reader out; upgraded for
             // the space reservations, appends and index updates (`partition::intend_all`).
             let parts: Vec<&Arc<Partition>> = routed.parts().collect();
-            let group_at: Vec<usize> = groups.iter().map(|&(at, _)| at).collect();
             let guards = intend_all(&parts);
             if !routed.owned(&guards) {
                 drop(guards);
@@ -261,7 +260,7 @@ impl Store {
                 read_among_writes(ctx, &states, of_read, read_ns, reads, &read_hashes, ops)?
             };
             let (plans, mut guards) =
-                match write::plan_groups(ctx, &parts, guards, &group_at, &group_ops) {
+                match write::plan_groups(ctx, &parts, guards, &groups, &group_ops) {
                     Ok(planned) => planned,
                     Err(e) => {
                         retry.after_refusal(e)?;

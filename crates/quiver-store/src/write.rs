@@ -412,7 +412,7 @@ pub(crate) fn reserve_plain(
 }
 
 /// Phase 1 of a plain vector over several partitions held as intents (`guards[i]` holds
-/// `parts[i]`; the ops `group_ops[g]` lie in partition `at[g]`): each group's lookups and
+/// `parts[i]`; the ops `group_ops[g]` lie in partition `groups[g].0`): each group's lookups and
 /// encoding beside the partitions' readers; then the holds upgraded (in ascending order, see
 /// `partition::StateLock`) and each group's log space reserved. `Err`: nothing was written,
 /// and the holds are let go.
@@ -420,16 +420,16 @@ pub(crate) fn plan_groups<'g>(
     ctx: &StoreCtx,
     parts: &[&'g Arc<Partition>],
     guards: Vec<WriteIntent<'g>>,
-    at: &[usize],
+    groups: &[(usize, std::ops::Range<usize>)],
     group_ops: &[Vec<WriteOp<'_>>],
 ) -> Result<(Vec<PlainPlan>, Vec<WriteHold<'g>>)> {
     let plans = group_ops
         .iter()
-        .zip(at)
-        .map(|(ops, &p)| plan_plain(ctx, &guards[p], ops, None))
+        .zip(groups)
+        .map(|(ops, &(p, _))| plan_plain(ctx, &guards[p], ops, None))
         .collect::<Result<Vec<_>>>()?;
     let mut guards = upgrade_all(guards);
-    for (plan, &p) in plans.iter().zip(at) {
+    for (plan, &(p, _)) in plans.iter().zip(groups) {
         reserve_plain(ctx, parts[p], &mut guards[p], plan)?;
     }
     Ok((plans, guards))

@@ -233,6 +233,21 @@ pub(crate) fn intend_all<'p>(parts: &[&'p Arc<Partition>]) -> Vec<WriteIntent<'p
     parts.iter().map(|p| p.intend_serving()).collect()
 }
 
+/// [`intend_all`], with the writer's lookups made first by `look` where that pays: as
+/// [`Partition::intend_serving_after`] says for one partition, only if another writer holds
+/// one of `parts` exclusively (or is upgrading it).
+pub(crate) fn intend_all_after<'p, T>(
+    parts: &[&'p Arc<Partition>],
+    look: impl FnOnce() -> T,
+) -> (Vec<WriteIntent<'p>>, Option<T>) {
+    if let Some(intents) = try_intend_all(parts) {
+        return (intents, None);
+    }
+    let contended = parts.iter().any(|p| p.state.is_locked_exclusive());
+    let looked = contended.then(look);
+    (intend_all(parts), looked)
+}
+
 /// The intents of `parts` (ascending ids) if no other writer holds any of them.
 pub(crate) fn try_intend_all<'p>(parts: &[&'p Arc<Partition>]) -> Option<Vec<WriteIntent<'p>>> {
     let mut held = Vec::with_capacity(parts.len());
