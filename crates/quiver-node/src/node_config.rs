@@ -19,14 +19,17 @@ use quiver_service::names::PEER_COMMANDS;
 /// Default data directory.
 pub const DEFAULT_DIR: &str = "./quiver-data";
 /// Fewest partitions of a store the server creates when `partitions` is 0 (the default: one
-/// per server thread) in `os` and `none` durability. Each partition is its own log, so a
-/// vector of writes costs one append per partition it touches: with 16 a pipelined run of 32
-/// SETs made about 14 writes; with 4, pipelined SET and MSET-32 ran 16-28% faster on a 2-core
-/// machine (docs/BENCHMARKS.md §12). But a partition is also the unit of parallel writing
-/// (its lock serializes its writers) and of maintenance (an index resize or a checkpoint
-/// works on one partition's index at a time): with one partition of 2M keys, SET ran 30%
-/// slower than with 4 and a serving thread waited up to 0.5 s (§32). In `fsync` mode there
-/// is no floor (see [`NodeConfig::partitions`]).
+/// per server thread) in `os` and `none` durability with two serving threads or more. Each
+/// partition is its own log, so a vector of writes costs one append per partition it touches:
+/// with 16 a pipelined run of 32 SETs made about 14 writes; with 4, pipelined SET and MSET-32
+/// ran 16-28% faster on a 2-core machine (docs/BENCHMARKS.md §12). But a partition is also the
+/// unit of parallel writing (its lock serializes its writers), so threads get at least this
+/// many. One serving thread has no other writer to wait for, and gets one partition: an MSET
+/// is then one part and no commit record, a pipelined run of SETs one append (§51: SET
+/// 2-16% and MSET-32 9-21% faster at 1-2M keys). The price §32 measured for one partition,
+/// writers waiting up to 0.5 s while its index of 2M keys grew, went with the index spill and
+/// the resize's catch-up rounds (`resize`): loading 2M keys into one partition, no serving run
+/// took over 8.5 ms (§51). In `fsync` mode there is no floor (see [`NodeConfig::partitions`]).
 pub const PARTITIONS_MIN_DEFAULT: u32 = 4;
 /// Serving threads per partition of a new store in `fsync` mode when `partitions` is 0 (one
 /// partition up to four threads). There the disk bounds the writes, not the cores: every
@@ -97,7 +100,8 @@ pub struct NodeConfig {
     #[serde(deserialize_with = "parse_str")]
     pub backend: BackendKind,
     /// Partitions of a new store (an existing store keeps its own); 0: one per server thread,
-    /// at least `PARTITIONS_MIN_DEFAULT` outside `fsync` mode ([`NodeConfig::partitions`]).
+    /// at least `PARTITIONS_MIN_DEFAULT` with several threads outside `fsync` mode
+    /// ([`NodeConfig::partitions`]).
     pub partitions: u32,
     /// Segment file size of a new store (an existing store keeps its own): a power of two,
     /// and the unit compaction frees space in. A value of `proto-max-bulk-len` must fit.
@@ -210,14 +214,15 @@ impl NodeConfig {
     }
 
     /// Partitions of a new store: `partitions`, or when it is 0 one per serving thread — at
-    /// least `PARTITIONS_MIN_DEFAULT` — except in `fsync` mode, one per
-    /// `FSYNC_THREADS_PER_PARTITION` threads (each constant says why).
+    /// least `PARTITIONS_MIN_DEFAULT` with two threads or more — except in `fsync` mode, one
+    /// per `FSYNC_THREADS_PER_PARTITION` threads (each constant says why).
     pub fn partitions(&self, service: &Config) -> u32 {
         let threads = service.threads() as u32;
         match self.partitions {
             0 if self.durability == Durability::Fsync => {
                 threads.div_ceil(FSYNC_THREADS_PER_PARTITION)
             }
+            0 if threads <= 1 => 1,
             0 => threads.max(PARTITIONS_MIN_DEFAULT),
             n => n,
         }
@@ -368,7 +373,7 @@ mod tests {
     }
 
     #[test]
-    fn partitions_follow_threads_with_a_floor_outside_fsync_mode_and_a_share_in_it() {
+    fn partitions_follow_threads_with_a_floor_for_several_outside_fsync_mode_and_a_share_in_it() {
         let with = |threads, durability, partitions| {
             let service = Config {
                 threads,
@@ -381,7 +386,8 @@ mod tests {
             };
             node.partitions(&service)
         };
-        assert_eq!(with(1, Durability::Os, 0), PARTITIONS_MIN_DEFAULT);
+        assert_eq!(with(1, Durability::Os, 0), 1);
+        assert_eq!(with(2, Durability::Os, 0), PARTITIONS_MIN_DEFAULT);
         assert_eq!(with(8, Durability::None, 0), 8);
         assert_eq!(with(1, Durability::Fsync, 0), 1);
         let per = FSYNC_THREADS_PER_PARTITION as usize;
