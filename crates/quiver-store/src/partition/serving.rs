@@ -249,7 +249,7 @@ pub(crate) fn intend_all_after<'p, T>(
 }
 
 /// The intents of `parts` (ascending ids) if no other writer holds any of them.
-pub(crate) fn try_intend_all<'p>(parts: &[&'p Arc<Partition>]) -> Option<Vec<WriteIntent<'p>>> {
+fn try_intend_all<'p>(parts: &[&'p Arc<Partition>]) -> Option<Vec<WriteIntent<'p>>> {
     let mut held = Vec::with_capacity(parts.len());
     for part in parts {
         match part.state.try_upgradable_read() {
