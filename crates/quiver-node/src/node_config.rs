@@ -112,7 +112,8 @@ pub struct NodeConfig {
     #[serde(deserialize_with = "byte_size")]
     pub disk_reserve: usize,
     /// The share of a core background compaction takes while it is not urgent (the store's
-    /// `compact_cpu_share`): the serving threads on that core keep the rest. 1: unpaced.
+    /// `compact_cpu_share`; urgent, half a core or this if more): the serving threads on that
+    /// core keep the rest. 1: unpaced.
     pub compaction_cpu_share: f64,
     /// Background compaction starts in a partition whose garbage ratio (dead records over
     /// records) passes this (the store's `compact_garbage_ratio`); 0: no background

@@ -344,11 +344,20 @@ fn drop_gone(st: &mut PartState, copied: &Copied) {
     c.dead = c.dead.saturating_sub(gone_dead) + copied.tombstones;
 }
 
+/// The share of a core an urgent background pass takes (at least `compact_cpu_share`). Paced
+/// all the same, in short slices: unpaced, a pass on a serving thread's core took it for the
+/// scheduler's slices of milliseconds, and those were the serving thread's write tails (MSET-32
+/// p99 4.7 ms on one core against 1.2 ms paced, BENCHMARKS §51). Half a core is what an
+/// unpaced pass got there from the scheduler beside a busy serving thread; where the core is
+/// idle, an urgent pass now takes half of it instead of all.
+const URGENT_CPU_SHARE: f64 = 0.5;
+
 /// One compaction pass — over the whole log (`budget_bytes: None`, the active segment sealed
 /// into it) or the next pass of the partition's sweep — then a checkpoint (the old one names
 /// the retired segments; on a full disk it is skipped: the next open is only slower). The
 /// caller holds the partition's maintenance lock, `m`. `paced`: a background pass, kept to
-/// `compact_cpu_share` of the core unless the partition's garbage makes it urgent.
+/// `compact_cpu_share` of the core, or `URGENT_CPU_SHARE` when the partition's garbage makes
+/// it urgent.
 pub(crate) fn compact_pass(
     ctx: &StoreCtx,
     part: &Partition,
@@ -360,9 +369,13 @@ pub(crate) fn compact_pass(
         let st = part.state.read();
         (st.counters.dead, st.counters.records, st.retired)
     };
-    // Urgent past halfway from the trigger to all garbage: the pass then takes what it needs.
+    // Urgent past halfway from the trigger to all garbage: the pass then takes more.
     let urgent = dead as f64 > (1.0 + ctx.tuning.compact_garbage_ratio()) / 2.0 * records as f64;
-    let pacer = Pacer::new((paced && !urgent).then_some(ctx.tuning.compact_cpu_share()));
+    let share = match urgent {
+        true => URGENT_CPU_SHARE.max(ctx.tuning.compact_cpu_share()),
+        false => ctx.tuning.compact_cpu_share(),
+    };
+    let pacer = Pacer::new(paced.then_some(share));
     // A range export or split holds positions in this log: no records move until it ends. A
     // merged partition has nothing to keep (its directory is being deleted).
     if retired || part.exports.load(std::sync::atomic::Ordering::SeqCst) > 0 {

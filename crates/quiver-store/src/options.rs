@@ -139,9 +139,10 @@ pub struct Options {
     /// The share of a core a background compaction pass takes while it is not urgent: after
     /// each slice of work it sleeps long enough to keep to it, so serving threads on the same
     /// core keep the rest (a pass that took the core half the time while it ran made write
-    /// tails of seconds in an open loop, issue 13). A pass is urgent — unpaced — when the
-    /// partition's garbage ratio is past halfway from `compact_garbage_ratio` to 1, or the
-    /// disk is short of space. 1.0: never paced. Passes asked for (`compact()`) are unpaced.
+    /// tails of seconds in an open loop, issue 13). A pass is urgent when the partition's
+    /// garbage ratio is past halfway from `compact_garbage_ratio` to 1: it then takes half a
+    /// core (`compact::URGENT_CPU_SHARE`) or this share if larger. 1.0: never paced. Passes
+    /// on a disk short of space and passes asked for (`compact()`) are unpaced.
     pub compact_cpu_share: f64,
     /// Run maintenance (index growth, compaction, checkpoints, flushes) on a background thread.
     /// When false, index growth runs inline in the writer that needs it.
