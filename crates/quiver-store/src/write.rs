@@ -318,10 +318,12 @@ pub(crate) fn update_index(
             }
             continue;
         };
-        let slot = key_slot(op.key);
-        match op.value {
-            Some(_) => st.expiries.set(op.hash.0, op.ns, slot, op.expire_at),
-            None => st.expiries.remove(op.hash.0),
+        // The key's slot, only where it is needed: an overwrite without an expiry (the
+        // common write) needs none.
+        let slot = || key_slot(op.key);
+        match (op.value, op.expire_at) {
+            (Some(_), Some(at)) => st.expiries.set(op.hash.0, op.ns, slot(), Some(at)),
+            _ => st.expiries.remove(op.hash.0),
         }
         // The record replaced or deleted dies (in its segment's counts too; `append_run`
         // counted the new record in its segment), and a tombstone is dead from the start.
@@ -338,12 +340,12 @@ pub(crate) fn update_index(
                 Some(pos)
             }
             (Some(_), None) => {
-                st.ns_keys.add(op.ns, slot);
+                st.ns_keys.add(op.ns, slot());
                 Some(st.index.insert(op.hash, loc))
             }
             (None, Some(pos)) => {
                 st.index.remove(pos);
-                st.ns_keys.sub(op.ns, slot);
+                st.ns_keys.sub(op.ns, slot());
                 None
             }
             (None, None) => None,
