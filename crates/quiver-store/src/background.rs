@@ -21,6 +21,7 @@ use crate::options::Durability;
 use crate::partition::{MaintenanceState, Partition};
 use crate::resize;
 use crate::retry::WriteRetry;
+use crate::stalls::Pacer;
 use crate::sweep;
 
 /// Longest sleep between two rounds of checks.
@@ -107,7 +108,8 @@ fn run(inner: &StoreInner) {
         {
             for part in inner.table().parts.iter() {
                 if part.state.read().dirty {
-                    note(inner, checkpoint::save(ctx, part));
+                    let mut pacer = Pacer::new(Some(ctx.tuning.compact_cpu_share()));
+                    note(inner, checkpoint::save(ctx, part, &mut pacer));
                 }
             }
             last_checkpoint = Instant::now();

@@ -148,7 +148,7 @@ pub(crate) fn compact(
     ctx: &StoreCtx,
     part: &Partition,
     pass: Pass,
-    mut pacer: Pacer,
+    pacer: &mut Pacer,
 ) -> Result<PassOutcome> {
     // 1. The range.
     let Taken {
@@ -227,7 +227,7 @@ pub(crate) fn compact(
     report.segments_written = outputs.len();
 
     // 4. Move the index entries, then the segment list.
-    move_index(ctx, part, &copied, &mut pacer, &inputs, &outputs);
+    move_index(ctx, part, &copied, pacer, &inputs, &outputs);
 
     // 5. Retire the inputs.
     for seg in &inputs {
@@ -235,6 +235,17 @@ pub(crate) fn compact(
     }
     let _ = fs::remove_file(part.dir.join(MANIFEST_FILE));
     sync_dir(&part.dir)?;
+    // Their pages go a step at a time, paced: freed by the last drop, all at once, they were
+    // tens of ms of kernel work in one system call (`Segment::retire`). A reader that still
+    // holds one (it looked a location up before the index moved) drops it when done.
+    drop((out, snapshot));
+    for seg in inputs {
+        if let Ok(seg) = Arc::try_unwrap(seg) {
+            seg.retire(|| {
+                pacer.step_done();
+            });
+        }
+    }
     Ok(outcome)
 }
 
@@ -375,20 +386,20 @@ pub(crate) fn compact_pass(
         true => URGENT_CPU_SHARE.max(ctx.tuning.compact_cpu_share()),
         false => ctx.tuning.compact_cpu_share(),
     };
-    let pacer = Pacer::new(paced.then_some(share));
+    let mut pacer = Pacer::new(paced.then_some(share));
     // A range export or split holds positions in this log: no records move until it ends. A
     // merged partition has nothing to keep (its directory is being deleted).
     if retired || part.exports.load(std::sync::atomic::Ordering::SeqCst) > 0 {
         return Ok(PassOutcome::default());
     }
-    let o = compact(ctx, part, m.next_pass(want), pacer)?;
+    let o = compact(ctx, part, m.next_pass(want), &mut pacer)?;
     m.after_pass(&o, dead, ctx.opts.compact_min_dead_records);
     ctx.maintenance_runs.fetch_add(1, Relaxed);
     ctx.compaction_copied
         .fetch_add(o.report.records_copied, Relaxed);
     ctx.compaction_dropped
         .fetch_add(o.report.records_dropped, Relaxed);
-    match checkpoint::save(ctx, part) {
+    match checkpoint::save(ctx, part, &mut pacer) {
         Err(e) if e.is_no_space() => {}
         other => other?,
     }

@@ -254,7 +254,7 @@ pub(crate) fn store_layout(
     }
     text.push_str(&dbs.to_meta());
     let (path, tmp) = (dir.join(META_FILE), dir.join(META_TMP_FILE));
-    replace_file(&tmp, &path, text.as_bytes(), "write store metadata")?;
+    replace_file(&tmp, &path, text.as_bytes(), "write store metadata", || {})?;
     sync_dir(dir)
 }
 

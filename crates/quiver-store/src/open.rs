@@ -22,6 +22,7 @@ use crate::partition::{new_segment, partition_dir, PartState, Partition, StateLo
 use crate::recovery::{self, RecoveryProgress, RecoveryReport};
 use crate::reserve::DiskReserve;
 use crate::seal;
+use crate::stalls::Pacer;
 
 /// First segment of a new partition.
 const FIRST_ORDER: SegmentOrder = SegmentOrder { major: 1, minor: 0 };
@@ -173,7 +174,7 @@ pub(crate) fn open(
     // optimisation: on a full disk the store opens anyway (the log holds everything).
     if !read_only {
         for part in inner.table().parts.iter().filter(|p| p.state.read().dirty) {
-            match checkpoint::save(&inner.ctx, part) {
+            match checkpoint::save(&inner.ctx, part, &mut Pacer::new(None)) {
                 Err(e) if e.is_no_space() => inner.background.note(&e),
                 r => r?,
             }

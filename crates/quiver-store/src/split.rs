@@ -41,6 +41,7 @@ use crate::partition::{
 };
 use crate::resize;
 use crate::slot::SlotRange;
+use crate::stalls::Pacer;
 use crate::store::Store;
 use crate::write::{self, Framing, WriteOp};
 
@@ -256,9 +257,9 @@ impl Store {
         release_all(held);
 
         // 4. Checkpoints; a merge's sources leave.
-        checkpoint::save(ctx, &new)?;
+        checkpoint::save(ctx, &new, &mut Pacer::new(None))?;
         match kept {
-            Some(_) => checkpoint::save(ctx, &sources[0])?,
+            Some(_) => checkpoint::save(ctx, &sources[0], &mut Pacer::new(None))?,
             None => {
                 for src in sources {
                     std::fs::remove_dir_all(&src.dir)

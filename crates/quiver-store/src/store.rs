@@ -31,7 +31,7 @@ use crate::retry::WriteRetry;
 use crate::route::{RouteTries, Routed};
 use crate::scan::ScanPage;
 use crate::slot::SlotRange;
-use crate::stalls::StallEvent;
+use crate::stalls::{Pacer, StallEvent};
 use crate::sweep;
 use crate::write::{self, read_among_writes, ReadAt, WriteOp};
 
@@ -602,7 +602,7 @@ impl Store {
         crate::seal::seal_parts(&self.inner.ctx)?;
         for part in self.inner.table().parts.iter() {
             if part.state.read().dirty {
-                checkpoint::save(&self.inner.ctx, part)?;
+                checkpoint::save(&self.inner.ctx, part, &mut Pacer::new(None))?;
             }
         }
         Ok(())

@@ -288,7 +288,13 @@ fn a_seal_keeps_a_part_committed_when_compaction_drops_the_commit_record() {
     let p1 = part(&s, 1);
     let _m = p1.maintenance.lock();
     let pass = Pass::WHOLE;
-    crate::compact::compact(&s.inner().ctx, &p1, pass, crate::stalls::Pacer::new(None)).unwrap();
+    crate::compact::compact(
+        &s.inner().ctx,
+        &p1,
+        pass,
+        &mut crate::stalls::Pacer::new(None),
+    )
+    .unwrap();
     // The seal: a BatchCommit of no member after partition 0's part.
     assert_eq!(last_record_type(&s, 0), RecordType::BatchCommit);
     drop(_m);
@@ -461,8 +467,13 @@ fn a_batch_looks_again_after_a_compaction_or_resize_since_it_looked() {
         let released = p0.state.read().segs.released();
         let _m = p0.maintenance.lock();
         let pass = Pass::WHOLE;
-        crate::compact::compact(&s.inner().ctx, &p0, pass, crate::stalls::Pacer::new(None))
-            .unwrap();
+        crate::compact::compact(
+            &s.inner().ctx,
+            &p0,
+            pass,
+            &mut crate::stalls::Pacer::new(None),
+        )
+        .unwrap();
         assert!(
             p0.state.read().segs.released() > released,
             "no segment let go of"

@@ -125,7 +125,13 @@ impl Outputs {
         let path = dir.join(MANIFEST_FILE);
         let encoded = manifest.encode();
         let tmp = dir.join(MANIFEST_TMP_FILE);
-        replace_file(&tmp, &path, encoded.as_bytes(), "write compaction manifest")
+        replace_file(
+            &tmp,
+            &path,
+            encoded.as_bytes(),
+            "write compaction manifest",
+            || {},
+        )
     }
 
     /// After `commit`: the outputs renamed to their final names and reopened. If this fails,

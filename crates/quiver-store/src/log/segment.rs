@@ -5,7 +5,7 @@ use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -28,7 +28,7 @@ pub struct Segment {
     /// Mapping of the whole segment capacity (mmap backend), made on first use, owned by a
     /// `Bytes` so reads hand out slices of it without copying. A value slice keeps the mapping
     /// alive on its own, even after the segment is retired and its file deleted.
-    map: OnceLock<Bytes>,
+    map: OnceLock<ReadMap>,
     /// A second descriptor opened with O_DIRECT (io_uring backend), made on first use; `None`
     /// remembers that the file system refused O_DIRECT (EINVAL), so it is not asked again.
     direct: OnceLock<Option<File>>,
@@ -51,10 +51,35 @@ pub struct Segment {
     /// record does. Held for the whole of `sync_data`, so that an fdatasync already running
     /// finishes before a new one is added.
     sync_first: Mutex<Vec<SyncFirst>>,
+    /// `write_back` has started writing out the pages below this offset (whole steps).
+    written_back: AtomicU64,
+}
+
+/// A segment's read mapping (`Segment::map`).
+struct ReadMap {
+    bytes: Bytes,
+    /// The mapping, also held by `bytes` (as its owner, `SharedMap`) while `bytes` or any
+    /// slice of it is alive: so once `bytes` is dropped, a count of one says no reader holds
+    /// a slice (`Segment::retire`).
+    owner: Arc<memmap2::Mmap>,
+}
+
+/// The owner of a read mapping's `Bytes`.
+struct SharedMap(Arc<memmap2::Mmap>);
+
+impl AsRef<[u8]> for SharedMap {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
 }
 
 /// Makes something in another file durable first (see `Segment::sync_first`).
 pub type SyncFirst = Box<dyn FnOnce() -> Result<()> + Send>;
+
+/// Bytes of a file's cached pages handled per step by `Segment::retire` and
+/// `Segment::write_back`: 256 pages, about a pacing slice of kernel work, so maintenance that
+/// lets pages go or writes them out can sleep between steps.
+pub const PAGE_STEP_BYTES: u64 = 1 << 20;
 
 pub fn segment_file_name(file_id: u64) -> String {
     format!("{file_id:016x}{SEGMENT_SUFFIX}")
@@ -117,6 +142,7 @@ impl Segment {
             counted: AtomicBool::new(false),
             sync_failed: OnceLock::new(),
             sync_first: Mutex::new(Vec::new()),
+            written_back: AtomicU64::new(0),
         }
     }
 
@@ -169,7 +195,7 @@ impl Segment {
     /// `slice` it to read without copying.
     pub fn map(&self) -> Result<&Bytes> {
         if let Some(m) = self.map.get() {
-            return Ok(m);
+            return Ok(&m.bytes);
         }
         // A file shorter than its capacity (damage, found by a read-only open, which does not
         // extend it) would raise SIGBUS on a read past its end: refused instead.
@@ -198,7 +224,14 @@ impl Segment {
         }
         .map_err(|e| Error::io("mmap segment", &self.path, e))?;
         // Another reader may have mapped it meanwhile: the first mapping stays, this one goes.
-        Ok(self.map.get_or_init(|| Bytes::from_owner(m)))
+        let m = self.map.get_or_init(|| {
+            let owner = Arc::new(m);
+            ReadMap {
+                bytes: Bytes::from_owner(SharedMap(owner.clone())),
+                owner,
+            }
+        });
+        Ok(&m.bytes)
     }
 
     /// An O_DIRECT descriptor on the same file. EINVAL means the file system has no O_DIRECT.
@@ -260,6 +293,65 @@ impl Segment {
         buf.resize(len, 0);
         let n = self.read_at(buf, offset)?;
         Ok(&buf[..n])
+    }
+
+    /// Lets go of a segment compaction retired (its file deleted, and this the last handle),
+    /// a step at a time (`PAGE_STEP_BYTES`), calling `between` after each: its read
+    /// mapping's page-table entries (MADV_DONTNEED), then its pages and blocks, by cutting
+    /// the file short from its end. Dropped at once instead, the last handle's unmapping and
+    /// close made the kernel free them all in one system call — 40 ms of kernel work for a
+    /// retired segment here, which a kernel without preemption let no serving thread
+    /// interrupt (BENCHMARKS §53). Not while a reader still holds a slice of the mapping: it
+    /// reads the file's bytes, which then go with its slice, at once. Best effort.
+    pub fn retire(mut self, mut between: impl FnMut()) {
+        let read = match self.map.take() {
+            None => false,
+            Some(ReadMap { bytes, owner }) => {
+                drop(bytes);
+                match Arc::try_unwrap(owner) {
+                    Ok(map) => {
+                        unmap_in_steps(&map, &mut between);
+                        false
+                    }
+                    Err(_) => true,
+                }
+            }
+        };
+        if read {
+            return;
+        }
+        // Past the data only holes are left (`release`): the first cut is at the data's end.
+        use std::os::fd::AsRawFd;
+        // SAFETY: lseek on an open descriptor.
+        let data_end = unsafe { libc::lseek(self.file.as_raw_fd(), 0, libc::SEEK_HOLE) };
+        let mut len = u64::try_from(data_end)
+            .unwrap_or(self.header.segment_bytes)
+            .min(self.header.segment_bytes)
+            .next_multiple_of(PAGE_STEP_BYTES);
+        while len > 0 {
+            len = len.saturating_sub(PAGE_STEP_BYTES);
+            if self.file.set_len(len).is_err() {
+                return;
+            }
+            between();
+        }
+    }
+
+    /// Starts writing out the file's dirty pages below `to`, from where the last call reached,
+    /// a step at a time (`PAGE_STEP_BYTES`, SYNC_FILE_RANGE_WRITE), calling `between` after
+    /// each: a later fdatasync then has little left to write. An fdatasync writes a file's
+    /// dirty pages out in one system call (a checkpoint's, a second of a busy log's appends:
+    /// tens of ms of kernel work on the core of a serving thread, BENCHMARKS §53). Best
+    /// effort, and no promise: only a later `sync_data` makes anything durable, and it
+    /// reports what failed. Not where `sync_first` applies (`fsync` mode): there no page may
+    /// reach the disk before what it waits for.
+    pub fn write_back(&self, to: u64, mut between: impl FnMut()) {
+        let to = to.min(self.header.segment_bytes) / PAGE_STEP_BYTES * PAGE_STEP_BYTES;
+        let from = self.written_back.fetch_max(to, Ordering::Relaxed);
+        for at in (from..to).step_by(PAGE_STEP_BYTES as usize) {
+            start_write_back(&self.file, at, PAGE_STEP_BYTES);
+            between();
+        }
     }
 
     /// A shared writable mapping of the whole capacity, for the appender (see
@@ -408,23 +500,95 @@ impl Segment {
 
 /// Replaces the small file `path` by `bytes` as one step a crash cannot tear: written to
 /// `tmp`, fsynced, renamed over `path` (the caller fsyncs the directory, `sync_dir`). `op`
-/// names the step in errors ("write checkpoint", ...).
-pub fn replace_file(tmp: &Path, path: &Path, bytes: &[u8], op: &'static str) -> Result<()> {
-    let write = || -> io::Result<()> {
+/// names the step in errors ("write checkpoint", ...). Written a step at a time
+/// (`PAGE_STEP_BYTES`), each step's writeback started at once, with `between` called after
+/// each, and the replaced file's cached pages let go of the same way before the rename frees
+/// them: so the fsync and the rename leave little work in one system call (a checkpoint's
+/// megabytes: BENCHMARKS §53).
+pub fn replace_file(
+    tmp: &Path,
+    path: &Path,
+    bytes: &[u8],
+    op: &'static str,
+    mut between: impl FnMut(),
+) -> Result<()> {
+    let mut write = || -> io::Result<()> {
         let f = File::create(tmp)?;
         if let Some(fault) = faults::check(tmp, FileOp::Write, bytes.len()) {
             return Err(faults::partial_write(fault, bytes, |b| {
                 f.write_all_at(b, 0)
             }));
         }
-        f.write_all_at(bytes, 0)?;
+        for (i, step) in bytes.chunks(PAGE_STEP_BYTES as usize).enumerate() {
+            let at = i as u64 * PAGE_STEP_BYTES;
+            f.write_all_at(step, at)?;
+            start_write_back(&f, at, step.len() as u64);
+            between();
+        }
         if let Some(fault) = faults::check(tmp, FileOp::Sync, 0) {
             return Err(fault.error);
         }
         f.sync_all()
     };
     write().map_err(|e| Error::io(op, tmp, e))?;
+    if let Ok(old) = File::open(path) {
+        let len = old.metadata().map_or(0, |m| m.len());
+        for at in (0..len).step_by(PAGE_STEP_BYTES as usize) {
+            drop_cached(&old, at, PAGE_STEP_BYTES);
+            between();
+        }
+    }
     std::fs::rename(tmp, path).map_err(|e| Error::io(op, path, e))
+}
+
+/// Drops a mapping's page-table entries a step at a time (`PAGE_STEP_BYTES`), calling
+/// `between` after each, so that unmapping it is cheap.
+fn unmap_in_steps(map: &memmap2::Mmap, between: &mut impl FnMut()) {
+    for at in (0..map.len()).step_by(PAGE_STEP_BYTES as usize) {
+        let len = (PAGE_STEP_BYTES as usize).min(map.len() - at);
+        // SAFETY: `at..at + len` lies inside the mapping, at a page boundary, and nothing
+        // refers into it (the caller holds the mapping's only handle). MADV_DONTNEED on a
+        // shared file mapping only drops this process's page-table entries.
+        unsafe {
+            libc::madvise(
+                map.as_ptr().add(at).cast_mut().cast(),
+                len,
+                libc::MADV_DONTNEED,
+            )
+        };
+        between();
+    }
+}
+
+/// Asks the kernel to start writing out `file`'s dirty pages in `[at, at + len)`
+/// (SYNC_FILE_RANGE_WRITE). Best effort and no promise: only an fdatasync makes them durable,
+/// and it reports what failed.
+fn start_write_back(file: &File, at: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a request about a range of an open descriptor; it changes no byte of the file.
+    unsafe {
+        libc::sync_file_range(
+            file.as_raw_fd(),
+            at as libc::off64_t,
+            len as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        );
+    }
+}
+
+/// Drops `file`'s clean cached pages in `[at, at + len)` (POSIX_FADV_DONTNEED; pages mapped
+/// or dirty stay). Best effort: it changes no byte of the file.
+fn drop_cached(file: &File, at: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: advice about a range of an open descriptor.
+    unsafe {
+        libc::posix_fadvise(
+            file.as_raw_fd(),
+            at as libc::off_t,
+            len as libc::off_t,
+            libc::POSIX_FADV_DONTNEED,
+        );
+    }
 }
 
 /// fsyncs a directory so renames and creations in it are durable.
@@ -512,5 +676,76 @@ mod tests {
             entry.split_whitespace().any(|f| f == "rr"),
             "not advised random: {entry}"
         );
+    }
+
+    /// A retired segment goes a step at a time (`retire`): with no slice of its mapping left,
+    /// its page-table entries a step per call of `between`, then its file cut short a step per
+    /// call down to nothing; while a reader holds a slice, the file stays whole (the slice
+    /// reads it) and nothing is done.
+    #[test]
+    fn a_retired_segment_is_cut_short_in_steps_unless_a_reader_holds_a_slice() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(segment_file_name(1));
+        let cap = 4 * PAGE_STEP_BYTES;
+        let seg = Segment::create(path.clone(), test_header(1, cap)).unwrap();
+        seg.write_at(&vec![7u8; 3 * PAGE_STEP_BYTES as usize], 4096)
+            .unwrap();
+        let slice = seg.map().unwrap().slice(4096..4104);
+        seg.retire(|| panic!("nothing is let go while a reader holds a slice"));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), cap);
+        assert_eq!(&slice[..], &[7u8; 8]);
+        drop(slice);
+
+        let seg = Segment::open(path.clone(), false).unwrap();
+        assert_eq!(seg.map().unwrap()[4096], 7);
+        let mut lens = Vec::new();
+        seg.retire(|| lens.push(std::fs::metadata(&path).unwrap().len()));
+        let unmapped = (cap / PAGE_STEP_BYTES) as usize;
+        assert!(lens[..unmapped].iter().all(|&l| l == cap), "{lens:?}");
+        let cut = &lens[unmapped..];
+        assert_eq!(cut.last(), Some(&0), "{lens:?}");
+        assert!(
+            cut.windows(2).all(|w| w[0] - w[1] == PAGE_STEP_BYTES),
+            "one step at a time: {lens:?}"
+        );
+    }
+
+    /// `write_back` goes a step at a time from where the last call reached: a second call up
+    /// to the same offset has nothing to do.
+    #[test]
+    fn write_back_goes_in_steps_from_where_it_left_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let cap = 4 * PAGE_STEP_BYTES;
+        let seg =
+            Segment::create(dir.path().join(segment_file_name(1)), test_header(1, cap)).unwrap();
+        seg.write_at(&vec![7u8; 3 * PAGE_STEP_BYTES as usize], 4096)
+            .unwrap();
+        let mut steps = 0;
+        seg.write_back(2 * PAGE_STEP_BYTES + 100, || steps += 1);
+        assert_eq!(steps, 2);
+        seg.write_back(2 * PAGE_STEP_BYTES, || panic!("already written back"));
+        seg.write_back(cap, || steps += 1);
+        assert_eq!(steps, 4);
+        seg.sync_data().unwrap();
+    }
+
+    /// `replace_file` writes the new file a step at a time, and lets the old one's pages go
+    /// a step at a time, calling `between` after each.
+    #[test]
+    fn replace_file_goes_in_steps() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, tmp) = (dir.path().join("f"), dir.path().join("f.tmp"));
+        let old = vec![1u8; PAGE_STEP_BYTES as usize + 1];
+        replace_file(&tmp, &path, &old, "test", || {}).unwrap();
+        let new = vec![2u8; 2 * PAGE_STEP_BYTES as usize + 1];
+        let mut steps = 0;
+        replace_file(&tmp, &path, &new, "test", || steps += 1).unwrap();
+        assert_eq!(
+            steps,
+            3 + 2,
+            "three steps written, two of the old file let go"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), new);
+        assert!(!tmp.exists());
     }
 }
