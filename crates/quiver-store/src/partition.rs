@@ -94,14 +94,18 @@ pub(crate) struct StoreCtx {
 impl StoreCtx {
     /// The appender of a partition's log, in `segment` from `end`.
     pub fn log_appender(&self, segment: Arc<Segment>, end: u64) -> Appender {
-        Appender::new(
+        let appender = Appender::new(
             segment,
             end,
             self.opts.durability == Durability::None,
             self.opts.write_buffer_bytes_max,
             self.space_short.clone(),
             self.pages_ahead.clone(),
-        )
+        );
+        match self.opts.durability {
+            Durability::Fsync => appender.zeroing_ahead(),
+            _ => appender,
+        }
     }
 
     /// After a write has let go of its partition locks: a step of the log pages the

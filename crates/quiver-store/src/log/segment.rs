@@ -337,6 +337,23 @@ impl Segment {
         }
     }
 
+    /// Writes zeros over `[offset, offset + len)`, past the log's end, and starts writing
+    /// them out (`Appender::zeroing_ahead`). Best effort: zeros past the end are what the
+    /// file holds there anyway; a failure only leaves the blocks unwritten.
+    pub fn zero(&self, offset: u64, len: u64) {
+        static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+        let end = offset + len;
+        let mut at = offset;
+        while at < end {
+            let n = (end - at).min(ZEROS.len() as u64) as usize;
+            if self.file.write_all_at(&ZEROS[..n], at).is_err() {
+                return;
+            }
+            at += n as u64;
+        }
+        start_write_back(&self.file, offset, len);
+    }
+
     /// Starts writing out the file's dirty pages below `to`, from where the last call reached,
     /// a step at a time (`PAGE_STEP_BYTES`, SYNC_FILE_RANGE_WRITE), calling `between` after
     /// each: a later fdatasync then has little left to write. An fdatasync writes a file's

@@ -58,6 +58,8 @@ pub struct Appender {
     /// A failed append left bytes past the end that could not be zeroed (`append`): a later
     /// record must not follow them. Why, until `take_leftover` takes it.
     leftover: Option<String>,
+    /// Blocks reserved ahead are written with zeros (`zeroing_ahead`).
+    zero_ahead: bool,
 }
 
 /// Copies `src` (whole 8-byte words) to `dst` (8-byte aligned) a word at a time, front to
@@ -103,7 +105,21 @@ impl Appender {
             buffer_bytes_max,
             buffered,
             leftover: None,
+            zero_ahead: false,
         }
+    }
+
+    /// Writes zeros over the blocks it reserves ahead of the end, and starts writing them
+    /// out, for a log whose every append is followed by an fdatasync (`fsync` durability).
+    /// A block fallocated but never written is "unwritten" to the file system, and the first
+    /// fdatasync of data in it also commits the change of its state to the journal: on this
+    /// project's disk an fdatasync after a 4 KiB append took 171-182 µs in fallocated blocks
+    /// and 94-119 µs in blocks written before (BENCHMARKS §54). Written once per
+    /// `RESERVE_AHEAD_BYTES`, the zeros (past the end: the log's clean end to replay) make
+    /// each group commit's fdatasync the data's alone.
+    pub fn zeroing_ahead(mut self) -> Appender {
+        self.zero_ahead = true;
+        self
     }
 
     pub fn end(&self) -> u64 {
@@ -157,6 +173,9 @@ impl Appender {
             Err(e) => return Err(e),
         };
         self.blocks_known &= allocated;
+        if self.zero_ahead && allocated {
+            self.segment.zero(from, self.allocated - from);
+        }
         if let (Some(ahead), Some(Some(region))) = (&self.ahead, &self.map) {
             if self.blocks_known {
                 ahead.want(region, self.allocated);
@@ -416,5 +435,95 @@ impl Appender {
             .map_or(head_end - from, |h| h.record_len());
         let to = (from + len).min(self.buffer.len());
         Some(Bytes::copy_from_slice(&self.buffer[from..to]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::format::SEGMENT_HEADER_LEN;
+    use crate::log::segment::{segment_file_name, test_header};
+
+    /// Bytes of `file` in extents the file system reports unwritten (allocated, never
+    /// written: FIEMAP's `FIEMAP_EXTENT_UNWRITTEN`), or `None` where it cannot say.
+    fn unwritten_bytes(file: &std::fs::File) -> Option<u64> {
+        use std::os::fd::AsRawFd;
+        const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
+        const FIEMAP_FLAG_SYNC: u32 = 1;
+        const FIEMAP_EXTENT_UNWRITTEN: u32 = 0x800;
+        const EXTENTS: usize = 64;
+        #[repr(C)]
+        #[derive(Clone, Copy, Default)]
+        struct Extent {
+            logical: u64,
+            physical: u64,
+            length: u64,
+            reserved64: [u64; 2],
+            flags: u32,
+            reserved: [u32; 3],
+        }
+        #[repr(C)]
+        struct Fiemap {
+            start: u64,
+            length: u64,
+            flags: u32,
+            mapped_extents: u32,
+            extent_count: u32,
+            reserved: u32,
+            extents: [Extent; EXTENTS],
+        }
+        let mut map = Fiemap {
+            start: 0,
+            length: u64::MAX,
+            flags: FIEMAP_FLAG_SYNC,
+            mapped_extents: 0,
+            extent_count: EXTENTS as u32,
+            reserved: 0,
+            extents: [Extent::default(); EXTENTS],
+        };
+        // SAFETY: FS_IOC_FIEMAP fills `map`, whose layout is the kernel's `struct fiemap`
+        // followed by room for `extent_count` extents.
+        let r = unsafe { libc::ioctl(file.as_raw_fd(), FS_IOC_FIEMAP, &mut map) };
+        (r == 0).then(|| {
+            map.extents[..map.mapped_extents as usize]
+                .iter()
+                .filter(|e| e.flags & FIEMAP_EXTENT_UNWRITTEN != 0)
+                .map(|e| e.length)
+                .sum()
+        })
+    }
+
+    /// `zeroing_ahead` (the log in `fsync` mode): the blocks reserved ahead of the end are
+    /// written, so no fdatasync of an append also commits an unwritten block's change of
+    /// state. Without it they stay unwritten (the check can tell them apart).
+    #[test]
+    fn a_log_zeroing_ahead_leaves_no_reserved_block_unwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let appended = |zeroing: bool, id: u64| {
+            let path = dir.path().join(segment_file_name(id));
+            let seg =
+                Arc::new(Segment::create(path, test_header(id, 4 * RESERVE_AHEAD_BYTES)).unwrap());
+            let a = Appender::new(
+                seg.clone(),
+                SEGMENT_HEADER_LEN as u64,
+                false,
+                0,
+                Arc::new(AtomicBool::new(false)),
+                None,
+            );
+            let mut a = if zeroing { a.zeroing_ahead() } else { a };
+            a.append(&[7u8; 64]).unwrap();
+            seg.sync_data().unwrap();
+            let file = std::fs::File::open(&seg.path).unwrap();
+            (unwritten_bytes(&file), a.allocated)
+        };
+        let (plain, reserved) = appended(false, 1);
+        let Some(plain) = plain.filter(|&b| b > 0) else {
+            eprintln!("skipped: this file system shows no unwritten extents ({plain:?})");
+            return;
+        };
+        assert!(reserved > RESERVE_AHEAD_BYTES / 2, "{reserved}");
+        assert!(plain >= RESERVE_AHEAD_BYTES / 2, "{plain}");
+        assert_eq!(appended(true, 2).0, Some(0));
     }
 }
