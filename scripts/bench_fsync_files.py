@@ -4,6 +4,7 @@ of P files, then all P made durable before the next round, as a round of group c
 the P partitions a vector of writes touched.
 
     scripts/bench_fsync_files.py [--dir D] [--rounds N] [--files 1,4] [--modes falloc,zeroed,sfr]
+                                 [--round-bytes 2048]
 
 Modes: `falloc` (blocks fallocated, as the log does: the first write to each converts an
 unwritten extent), `zeroed` (blocks written with zeros and synced first: no metadata to
@@ -18,7 +19,7 @@ import time
 
 SEGMENT_BYTES = 1 << 30
 PREPARED_BYTES = 16 << 20
-ROUND_BYTES = 2048  # split between the files
+ROUND_BYTES = 2048  # split between the files (--round-bytes)
 SYNC_FILE_RANGE_ALL = 1 | 2 | 4  # WAIT_BEFORE | WRITE | WAIT_AFTER
 
 
@@ -33,11 +34,11 @@ def prepare(fd, mode):
     os.fdatasync(fd)
 
 
-def run(directory, mode, files, rounds):
+def run(directory, mode, files, rounds, round_bytes):
     paths = [os.path.join(directory, f"bench-fsync-{i}") for i in range(files)]
     fds = [os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644) for p in paths]
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    record = b"x" * (ROUND_BYTES // files)
+    record = b"x" * (round_bytes // files)
     start, done = threading.Barrier(files + 1), threading.Barrier(files + 1)
     stop = False
 
@@ -93,10 +94,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=1000)
     ap.add_argument("--files", default="1,4")
     ap.add_argument("--modes", default="falloc,zeroed,sfr")
+    ap.add_argument("--round-bytes", type=int, default=ROUND_BYTES)
     a = ap.parse_args()
     for mode in a.modes.split(","):
         for files in map(int, a.files.split(",")):
-            run(a.dir, mode, files, a.rounds)
+            run(a.dir, mode, files, a.rounds, a.round_bytes)
 
 
 if __name__ == "__main__":
