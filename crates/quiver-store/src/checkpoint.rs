@@ -117,7 +117,7 @@ pub(crate) fn save(ctx: &StoreCtx, part: &Partition, pacer: &mut Pacer) -> Resul
         encoded_len(st.segs.ordered.len(), &st.index, &st.expiries, &st.ns_keys)
     };
     let mut bytes = prefaulted(len, pacer);
-    let (segments, end) = {
+    let segments = {
         let mut st = part.state.write();
         // Writers wait until the index is encoded (the guard is downgraded, not let go).
         let _stall = ctx.stalls.hold("checkpoint");
@@ -148,7 +148,7 @@ pub(crate) fn save(ctx: &StoreCtx, part: &Partition, pacer: &mut Pacer) -> Resul
             segments: &list,
         };
         encode_unsealed(&mut bytes, &meta, &st.index, &st.expiries, &st.ns_keys);
-        (segments, (meta.end_file_id, meta.end_offset))
+        segments
     };
     append_checksum(&mut bytes, pacer);
     // Batch parts elsewhere whose commit record this checkpoint hides from replay are sealed
@@ -156,7 +156,7 @@ pub(crate) fn save(ctx: &StoreCtx, part: &Partition, pacer: &mut Pacer) -> Resul
     let written = crate::seal::seal_parts(ctx)
         .and_then(|()| {
             segments.iter().try_for_each(|seg| {
-                write_back_log(ctx, seg, end, pacer);
+                write_back_log(ctx, part, seg, pacer);
                 part.sync_segment(seg)
             })
         })
@@ -188,21 +188,29 @@ fn prefaulted(len: usize, pacer: &mut Pacer) -> Vec<u8> {
     b
 }
 
-/// Starts writing out the dirty pages of a segment the checkpoint covers, up to the
-/// checkpoint's end in the segment holding it (`end`: file id, offset): the fdatasync that
-/// follows then has little left to do (`Segment::write_back`). Not in `fsync` mode, whose
-/// commits leave little unsynced, and where a page may wait for another file's sync.
-fn write_back_log(ctx: &StoreCtx, seg: &Segment, end: (u64, u64), pacer: &mut Pacer) {
+/// Starts writing out the dirty pages of a segment the checkpoint covers, a step at a time
+/// (`Segment::write_back`), so that the fdatasync that follows has little left to do. The
+/// fdatasync takes the whole file, and the active segment's appends go on meanwhile: it is
+/// written back up to where they are, twice (the second pass takes what came during the
+/// first). A sealed segment is written back whole (past its end lie holes), the active one
+/// not past its end (there lie the zero pages faulted in ahead of it). Not in `fsync` mode,
+/// whose commits leave little unsynced, and where a page may wait for another file's sync.
+fn write_back_log(ctx: &StoreCtx, part: &Partition, seg: &Arc<Segment>, pacer: &mut Pacer) {
     if ctx.opts.durability == Durability::Fsync {
         return;
     }
-    let to = match seg.file_id() == end.0 {
-        true => end.1,
-        false => seg.header.segment_bytes,
-    };
-    seg.write_back(to, || {
-        pacer.step_done();
-    });
+    for _ in 0..2 {
+        let to = {
+            let st = part.state.read();
+            match Arc::ptr_eq(&st.appender.segment, seg) {
+                true => st.appender.end(),
+                false => seg.header.segment_bytes,
+            }
+        };
+        seg.write_back(to, || {
+            pacer.step_done();
+        });
+    }
 }
 
 /// Serialises a checkpoint into `b` but for its checksum (`append_checksum`, which needs no

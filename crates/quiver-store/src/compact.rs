@@ -196,7 +196,7 @@ pub(crate) fn compact(
     })
     .and_then(|skipped| copy.finish().map(|()| skipped));
     let copied = copy.copied;
-    let skipped = match scanned.and_then(|skipped| out.finish().map(|()| skipped)) {
+    let skipped = match scanned.and_then(|skipped| out.finish(pacer).map(|()| skipped)) {
         Ok(s) => s,
         Err(e) => {
             out.abandon(part);

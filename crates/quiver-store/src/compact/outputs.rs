@@ -12,6 +12,7 @@ use crate::log::segment::{
 };
 use crate::log::writer::Appender;
 use crate::partition::{new_segment_at, Partition, SegmentSet, StoreCtx};
+use crate::stalls::Pacer;
 
 use super::{COMPACTION_WRITE_BYTES, MANIFEST_FILE, MANIFEST_TMP_FILE};
 
@@ -104,12 +105,17 @@ impl Outputs {
         )))
     }
 
-    /// Writes out buffered records and makes the outputs durable.
-    pub(super) fn finish(&mut self) -> Result<()> {
+    /// Writes out buffered records and makes the outputs durable: their pages handed to
+    /// writeback a step at a time first, `pacer` sleeping between steps, so the fdatasyncs
+    /// find little left to write (`Segment::write_back`).
+    pub(super) fn finish(&mut self, pacer: &mut Pacer) -> Result<()> {
         if let Some(a) = self.appender.as_mut() {
             a.release_unused()?;
         }
         for seg in &self.segments {
+            seg.write_back(seg.header.segment_bytes, || {
+                pacer.step_done();
+            });
             seg.sync_data()?;
         }
         Ok(())

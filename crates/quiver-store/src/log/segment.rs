@@ -320,12 +320,12 @@ impl Segment {
         if read {
             return;
         }
-        // Past the data only holes are left (`release`): the first cut is at the data's end.
-        use std::os::fd::AsRawFd;
-        // SAFETY: lseek on an open descriptor.
-        let data_end = unsafe { libc::lseek(self.file.as_raw_fd(), 0, libc::SEEK_HOLE) };
-        let mut len = u64::try_from(data_end)
-            .unwrap_or(self.header.segment_bytes)
+        // Past the data only holes are left (`release`), and the data is written from the
+        // start without gaps: the blocks allocated say where the first cut goes. (Asking the
+        // file system where the data ends, SEEK_HOLE, walked the page cache: 2.5 ms.)
+        use std::os::unix::fs::MetadataExt;
+        let allocated = self.file.metadata().map_or(u64::MAX, |m| m.blocks() * 512);
+        let mut len = allocated
             .min(self.header.segment_bytes)
             .next_multiple_of(PAGE_STEP_BYTES);
         while len > 0 {
