@@ -121,6 +121,11 @@ pub(crate) fn save(ctx: &StoreCtx, part: &Partition, pacer: &mut Pacer) -> Resul
         let mut st = part.state.write();
         // Writers wait until the index is encoded (the guard is downgraded, not let go).
         let _stall = ctx.stalls.hold("checkpoint");
+        // A partition a merge retired is being deleted: nothing of it is saved (the merge
+        // waits for a save already past this point before it deletes the directory).
+        if st.retired {
+            return Ok(());
+        }
         // A partition that refuses writes may have unknown bytes past its end, or an
         // unsynced log: nothing of it is to be made to look settled.
         st.writable()?;

@@ -262,6 +262,11 @@ impl Store {
             Some(_) => checkpoint::save(ctx, &sources[0], &mut Pacer::new(None))?,
             None => {
                 for src in sources {
+                    // A compaction pass or a background save that began before the
+                    // retirement may still be writing into the directory (paced, they take
+                    // a while): they finish first; later ones find the partition retired.
+                    let _pass = src.maintenance.lock();
+                    let _saving = src.checkpointing.lock();
                     std::fs::remove_dir_all(&src.dir)
                         .map_err(|e| Error::io("remove a merged partition", &src.dir, e))?;
                 }
