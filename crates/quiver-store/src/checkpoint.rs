@@ -205,16 +205,16 @@ fn write_back_log(ctx: &StoreCtx, part: &Partition, seg: &Arc<Segment>, pacer: &
         return;
     }
     for _ in 0..2 {
-        let to = {
+        let active_end = {
             let st = part.state.read();
-            match Arc::ptr_eq(&st.appender.segment, seg) {
-                true => st.appender.end(),
-                false => seg.header.segment_bytes,
-            }
+            Arc::ptr_eq(&st.appender.segment, seg).then(|| st.appender.end())
         };
-        seg.write_back(to, || {
+        seg.write_back(active_end.unwrap_or(seg.header.segment_bytes), || {
             pacer.step_done();
         });
+        if active_end.is_none() {
+            return; // sealed: written back whole at once
+        }
     }
 }
 

@@ -304,21 +304,13 @@ impl Segment {
     /// interrupt (BENCHMARKS §53). Not while a reader still holds a slice of the mapping: it
     /// reads the file's bytes, which then go with its slice, at once. Best effort.
     pub fn retire(mut self, mut between: impl FnMut()) {
-        let read = match self.map.take() {
-            None => false,
-            Some(ReadMap { bytes, owner }) => {
-                drop(bytes);
-                match Arc::try_unwrap(owner) {
-                    Ok(map) => {
-                        unmap_in_steps(&map, &mut between);
-                        false
-                    }
-                    Err(_) => true,
-                }
+        if let Some(ReadMap { bytes, owner }) = self.map.take() {
+            drop(bytes);
+            match Arc::try_unwrap(owner) {
+                Ok(map) => unmap_in_steps(&map, &mut between),
+                // A reader's slice still reads the file: its bytes stay, and go with it.
+                Err(_) => return,
             }
-        };
-        if read {
-            return;
         }
         // Past the data only holes are left (`release`), and the data is written from the
         // start without gaps: the blocks allocated say where the first cut goes. (Asking the
