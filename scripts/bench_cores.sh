@@ -34,7 +34,8 @@
 # persistence: how long, by what), and the run's partition lock figures (INFO stats: writers'
 # locks, waits and their µs, µs held and of that upgrades' waits and exclusive; readers' waits
 # and their µs) on a line of their own; before a Quiver server's first run, its load of the
-# keys (time, serving runs over 25 ms, the longest: every index grows from empty meanwhile).
+# keys (time; serving runs over 5 ms and over 25 ms, the longest; wakes over 5 ms, the latest:
+# every index grows from empty meanwhile).
 # The JSON records of every client go to OUT.
 # --quick: fewer keys, shorter runs (a spot check).
 #
@@ -284,7 +285,8 @@ grid() {
   if [[ $sys == quiver* ]]; then
     # The load grows every index from empty: how long the serving threads were held meanwhile.
     stalls | awk -v ms="$(( ($(date +%s%N) - t0) / 1000000 ))" 'NF == 6 {
-      printf "#   load: %.2f s; runs over 25 ms %d (longest %.1f ms)\n", ms / 1000, $2, $3 / 1000 }'
+      printf "#   load: %.2f s; runs over 5 ms %d, over 25 ms %d (longest %.1f ms); wakes over 5 ms %d (latest %.1f ms)\n",
+        ms / 1000, $1, $2, $3 / 1000, $4, $6 / 1000 }'
   fi
   for wl in $WORKLOADS; do run "$sys" "$t" "$wl"; done
   stop

@@ -163,8 +163,12 @@ impl Server {
             // `block_in_place` (see `serving`).
             let serving = match state.blocking() {
                 true => Serving::Shared(tokio::runtime::Handle::current()),
-                false => Serving::start(state.serving_threads, &state.core.stats.stalls)
-                    .map_err(io_error("cannot start the serving threads"))?,
+                false => Serving::start(
+                    state.serving_threads,
+                    &state.core.stats.stalls,
+                    quiver_store::yielding_pass_running,
+                )
+                .map_err(io_error("cannot start the serving threads"))?,
             };
             let serving = Arc::new(serving);
             let served = serve_clients(

@@ -42,6 +42,8 @@ pub const PREFETCH_AHEAD: usize = 16;
 pub struct Index {
     main: Table,
     spill: Option<Box<Table>>,
+    /// A spill made ahead, its pages faulted in, for the insert that opens one (`SpareSpill`).
+    spare: Option<SpareSpill>,
     /// Unique among the indexes of a process: a position found in an index means the same
     /// slot later only in the same index (see `lookup::foresee`).
     id: u64,
@@ -52,6 +54,41 @@ static NEXT_INDEX_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 
 fn next_index_id() -> u64 {
     NEXT_INDEX_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A spill table made ahead of the insert that opens it, its pages faulted in (a resize makes
+/// one as it starts: `Index::keep_spare_spill`). Made by that insert, under the partition's
+/// lock, its first stores faulted the table's pages in on the serving thread: a huge page
+/// zeroed per fault, 6-8 ms of a serving thread's run each where the machine's memory was
+/// never touched before (BENCHMARKS §55).
+pub struct SpareSpill(Box<Table>);
+
+impl SpareSpill {
+    /// A spill of `cap` slots with every page faulted in, `step_done` called after each
+    /// `PAGE_STEP_BYTES` of them.
+    pub fn prefaulted(cap: usize, mut step_done: impl FnMut()) -> SpareSpill {
+        let mut table = Box::new(Table::with_capacity(cap));
+        touch_pages(&mut table.frags, &mut step_done);
+        touch_pages(&mut table.locs, &mut step_done);
+        SpareSpill(table)
+    }
+}
+
+/// Faults in every page of `v` (a store of the value already there), `step_done` after each
+/// `PAGE_STEP_BYTES`.
+fn touch_pages<T: Copy>(v: &mut [T], step_done: &mut impl FnMut()) {
+    const PAGE_BYTES: usize = 4096;
+    let per_page = (PAGE_BYTES / std::mem::size_of::<T>()).max(1);
+    let per_step = crate::log::segment::PAGE_STEP_BYTES as usize / PAGE_BYTES;
+    for (i, at) in (0..v.len()).step_by(per_page).enumerate() {
+        let p: *mut T = &mut v[at];
+        // SAFETY: `p` points at an element of `v`, which this function borrows mutably; a
+        // volatile store so the write (of the value already there) is not elided.
+        unsafe { std::ptr::write_volatile(p, std::ptr::read(p)) };
+        if (i + 1) % per_step == 0 {
+            step_done();
+        }
+    }
 }
 
 /// One linear-probing table; positions are its own.
@@ -90,6 +127,7 @@ impl Index {
         Index {
             main: Table::with_capacity(cap),
             spill: None,
+            spare: None,
             id: next_index_id(),
         }
     }
@@ -107,8 +145,35 @@ impl Index {
                 tombstones,
             },
             spill: None,
+            spare: None,
             id: next_index_id(),
         }
+    }
+
+    /// The capacity of the spare spill (`SpareSpill`) this index wants while `coming` more
+    /// keys are inserted: its main table has no room for them, and it has no spill yet nor a
+    /// spare. A spare is RAM as large as the main table, so only for a spill that is coming.
+    pub fn spare_spill_wanted(&self, coming: usize) -> Option<usize> {
+        let cap = self.capacity();
+        (coming > self.main.room() && self.takes_spare(cap)).then_some(cap)
+    }
+
+    /// Whether a spare of `cap` slots would be this index's spill: one of its main table's
+    /// size, and it has neither a spill nor such a spare yet.
+    fn takes_spare(&self, cap: usize) -> bool {
+        let have = self.spare.as_ref().is_some_and(|s| s.0.capacity() == cap);
+        cap == self.capacity() && self.spill.is_none() && !have
+    }
+
+    /// Keeps `spare` for the insert that opens this index's spill, if it is of the main
+    /// table's size and none is open; else hands it back (for the caller to free outside its
+    /// lock).
+    pub fn keep_spare_spill(&mut self, spare: SpareSpill) -> Option<SpareSpill> {
+        if !self.takes_spare(spare.0.capacity()) {
+            return Some(spare);
+        }
+        self.spare = Some(spare);
+        None
     }
 
     /// This index's identity (unique in the process).
@@ -178,9 +243,10 @@ impl Index {
         more <= self.main.room() + spill
     }
 
-    /// RAM the tables take.
+    /// RAM the tables take (a spare spill's too).
     pub fn bytes(&self) -> usize {
-        self.slots() * SLOT_BYTES
+        let spare = self.spare.as_ref().map_or(0, |s| s.0.capacity());
+        (self.slots() + spare) * SLOT_BYTES
     }
 
     /// The main table's home slot of `hash`.
@@ -270,9 +336,11 @@ impl Index {
         // As large as the main table: a spill of half its size filled while a resize ran, on
         // a core the writers shared with it (BENCHMARKS §35).
         let cap = self.capacity();
-        let spill = self
-            .spill
-            .get_or_insert_with(|| Box::new(Table::with_capacity(cap)));
+        let spare = &mut self.spare;
+        let spill = self.spill.get_or_insert_with(|| match spare.take() {
+            Some(SpareSpill(table)) if table.capacity() == cap => table,
+            _ => Box::new(Table::with_capacity(cap)),
+        });
         debug_assert!(spill.room() > 0, "an insert without room");
         self.main.capacity() + spill.insert(hash, loc)
     }
@@ -555,6 +623,61 @@ mod tests {
         // Both tables full: no room, and exactly as many inserts as fit are allowed.
         let left = 2 * MAIN_MAX - ix.live() - 1; // one tombstone in the spill
         assert!(ix.has_room(left) && !ix.has_room(left + 1));
+    }
+
+    /// A spill made ahead (by a resize, off the serving threads) is the one the insert that
+    /// overflows the main table opens: its pages are not faulted in by that writer.
+    #[test]
+    fn the_insert_that_spills_opens_the_spare_spill_made_ahead() {
+        let mut ix = Index::with_capacity(CAPACITY_MIN);
+        assert_eq!(
+            ix.spare_spill_wanted(MAIN_MAX),
+            None,
+            "room for those to come"
+        );
+        assert_eq!(ix.spare_spill_wanted(MAIN_MAX + 1), Some(CAPACITY_MIN));
+        // One of another size is handed back (the main table grew since it was asked for).
+        let wrong = SpareSpill::prefaulted(2 * CAPACITY_MIN, || {});
+        assert!(ix.keep_spare_spill(wrong).is_some());
+        let spare = SpareSpill::prefaulted(CAPACITY_MIN, || {});
+        let spare_frags = spare.0.frags.as_ptr();
+        assert!(ix.keep_spare_spill(spare).is_none());
+        assert_eq!(
+            ix.spare_spill_wanted(usize::MAX),
+            None,
+            "a spare is kept once"
+        );
+        assert_eq!(
+            ix.bytes(),
+            2 * CAPACITY_MIN * SLOT_BYTES,
+            "its RAM is counted"
+        );
+        let hs = hashes((MAIN_MAX + 1) as u32);
+        for (i, h) in hs.iter().enumerate() {
+            ix.insert(*h, i as u32);
+        }
+        assert!(ix.has_spill() && ix.spare.is_none());
+        assert_eq!(
+            ix.spill.as_ref().map(|t| t.frags.as_ptr()),
+            Some(spare_frags)
+        );
+        assert_eq!(ix.bytes(), ix.slots() * SLOT_BYTES);
+        for (i, h) in hs.iter().enumerate() {
+            assert!(ix.find_loc(*h, i as u32).is_some(), "key {i}");
+        }
+        // With a spill open, none is wanted.
+        assert_eq!(ix.spare_spill_wanted(usize::MAX), None);
+    }
+
+    /// A spare's pages are faulted in a `PAGE_STEP_BYTES` step at a time (the caller paces
+    /// between steps): 2 MiB of fragments and 4 MiB of locations, six steps.
+    #[test]
+    fn a_spare_spill_is_faulted_in_by_steps() {
+        let mut steps = 0;
+        let spare = SpareSpill::prefaulted(1 << 20, || steps += 1);
+        assert_eq!(steps, 6);
+        assert!(spare.0.frags.iter().all(|&f| f == FRAG_EMPTY));
+        assert_eq!(spare.0.live, 0);
     }
 
     #[test]

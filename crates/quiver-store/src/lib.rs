@@ -89,6 +89,7 @@ pub use recovery::{RecoveryProgress, RecoveryReport};
 pub use repair::{repair, RepairReport, DAMAGED_SUFFIX};
 pub use scan::ScanPage;
 pub use split::SplitReport;
+pub use stalls::yielding_pass_running;
 pub use stalls::StallEvent;
 pub use store::{Stats, Store, Ttl};
 pub use upgrade::{upgrade, UpgradeReport};

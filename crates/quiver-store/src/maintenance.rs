@@ -27,6 +27,7 @@ use crate::log::reader::{Scanner, Step};
 use crate::log::segment::Segment;
 use crate::options::DamagePolicy;
 use crate::partition::{PartState, Partition, SegmentSet, StoreCtx};
+use crate::stalls::Pacer;
 
 /// Below this load (and above twice the minimum capacity) an index is rebuilt smaller.
 pub const LOAD_SHRINK: f64 = 0.35;
@@ -321,19 +322,23 @@ pub(crate) fn records_between(
 // The snapshot's end segment is still in the log: the caller holds the partition's
 // maintenance lock, so no compaction has replaced it, and nothing else removes segments.
 pub(crate) fn catch_up(st: &PartState, from: LogPos, b: &mut IndexBuilder) -> Result<()> {
-    replay_between(&st.segs, from, LogPos::end_of(st), b)?;
+    // Under the partition's lock: never paced.
+    replay_between(&st.segs, from, LogPos::end_of(st), b, &mut Pacer::new(None))?;
     b.finish_live(&st.segs)
 }
 
 /// Applies to `b` the records of `segs` from `from` to `end`, in log order: a round of a
-/// catch-up done in several (`catch_up` ends it: a batch may end in a later round).
+/// catch-up done in several (`catch_up` ends it: a batch may end in a later round), `pacer`
+/// told of each record.
 pub(crate) fn replay_between(
     segs: &SegmentSet,
     from: LogPos,
     end: LogPos,
     b: &mut IndexBuilder,
+    pacer: &mut Pacer,
 ) -> Result<()> {
     let found = records_between(&segs.ordered, from, end, |seg, offset, h, rec| {
+        pacer.done(1);
         b.apply(segs, segs.loc(seg.slot(), offset), h, rec)
     })?;
     assert!(

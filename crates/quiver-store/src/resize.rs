@@ -16,9 +16,10 @@
 
 use crate::builder::IndexBuilder;
 use crate::error::{Error, Result};
-use crate::index::{Index, LOAD_AFTER_GROWTH};
+use crate::index::{Index, SpareSpill, LOAD_AFTER_GROWTH};
 use crate::maintenance::{self, LogPos, ScanMode};
 use crate::partition::{MaintenanceState, Partition, StoreCtx};
+use crate::stalls::Pacer;
 
 /// Rebuilds tried before giving up, each sized for what outran the previous one: writers can
 /// insert keys faster than a rebuild catches up only so many times in a row.
@@ -69,9 +70,26 @@ pub(crate) fn resize(
 /// `pace`; returns the pace it saw. `Ok(None)` if writers inserted more keys meanwhile than
 /// it has room for, or a split changed the partition's range.
 fn attempt(ctx: &StoreCtx, part: &Partition, extra_keys: usize, pace: f64) -> Result<Option<f64>> {
-    let (segs, end, live, spilled, range) = {
+    // Not slowed (writers fill the old index's spill meanwhile), but handing the core to a
+    // serving thread that shares it every `YIELD_SLICE` (`Pacer::yielding`).
+    let mut pacer = Pacer::yielding();
+    // Where the last resize's pace says the main table fills before this one ends, the spill
+    // the writers will open is made here, its pages faulted in, not by the writer (`SpareSpill`).
+    let wanted = {
+        let st = part.state.read();
+        let coming = st.index.live() as f64 * pace.min(RESIZE_PACE_MAX);
+        st.index.spare_spill_wanted(coming as usize)
+    };
+    let spare = wanted.map(|cap| {
+        SpareSpill::prefaulted(cap, || {
+            pacer.step_done();
+        })
+    });
+    // `_unkept`: a spare the index did not take (it spilled meanwhile), freed after the lock.
+    let (segs, end, live, spilled, range, _unkept) = {
         let mut st = part.state.write();
         let _stall = ctx.stalls.hold("index resize snapshot");
+        let unkept = spare.and_then(|s| st.index.keep_spare_spill(s));
         st.appender.flush()?;
         (
             st.segs.ordered.clone(),
@@ -79,6 +97,7 @@ fn attempt(ctx: &StoreCtx, part: &Partition, extra_keys: usize, pace: f64) -> Re
             st.index.live(),
             st.index.spilled(),
             st.range,
+            unkept,
         )
     };
     // Keys live at the snapshot whose record precedes it are at most `live`: no overflow here.
@@ -95,6 +114,7 @@ fn attempt(ctx: &StoreCtx, part: &Partition, extra_keys: usize, pace: f64) -> Re
         on_damage: ctx.opts.on_damage,
     };
     maintenance::scan_records(ctx, part, &segs, Some(end), mode, |r| {
+        pacer.done(1);
         if r.live {
             index.insert(r.hash, r.loc);
         }
@@ -115,7 +135,7 @@ fn attempt(ctx: &StoreCtx, part: &Partition, extra_keys: usize, pace: f64) -> Re
         }
         // The records up to `to` stay where they are: the maintenance lock keeps compaction
         // away, and appends only add after them.
-        maintenance::replay_between(&segs, from, to, &mut b)?;
+        maintenance::replay_between(&segs, from, to, &mut b, &mut pacer)?;
         if b.too_full() {
             // Writers outran the size chosen: a larger one is tried at once.
             return Ok(None);
@@ -124,7 +144,7 @@ fn attempt(ctx: &StoreCtx, part: &Partition, extra_keys: usize, pace: f64) -> Re
     }
 
     let mut st = part.state.write();
-    let _stall = ctx.stalls.hold("index resize catch-up");
+    let stall = ctx.stalls.hold("index resize catch-up");
     if st.range != range {
         // A split moved keys out meanwhile: what was replayed may hold them. Start again.
         return Ok(None);
@@ -137,7 +157,11 @@ fn attempt(ctx: &StoreCtx, part: &Partition, extra_keys: usize, pace: f64) -> Re
     // Keys that spilled before the snapshot came in while writers waited for room, or
     // during the last resize: the pace counts them too.
     let inserted = b.index.live().saturating_sub(live).max(spilled);
-    st.index = b.index;
+    let old = std::mem::replace(&mut st.index, b.index);
     st.dirty = true;
+    // The old tables are freed once writers can go on.
+    drop(stall);
+    drop(st);
+    drop(old);
     Ok(Some(inserted as f64 / live.max(1) as f64))
 }

@@ -4,7 +4,7 @@
 //! compaction pass to a share of the core (`Pacer`).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// CPU time a paced pass spends between two sleeps. A pass sharing a core with a serving
@@ -12,6 +12,12 @@ use std::time::{Duration, Instant};
 /// thread's requests wait for: 2 ms slices made closed-loop write p99s of 3-5 ms on one core,
 /// 100 µs ones 0.6-1.2 ms (BENCHMARKS §51).
 const PACE_SLICE: Duration = Duration::from_micros(100);
+
+/// CPU time a yielding pass (`Pacer::yielding`) runs before it hands its core over. A serving
+/// thread hands its core over as often while one runs (`yielding_pass_running`), so beside a
+/// busy one the pass gets about half the core, what the scheduler gave it, in slices of this
+/// instead of ticks.
+const YIELD_SLICE: Duration = Duration::from_millis(1);
 
 /// Units of work (records) between two looks at the clock (~20 µs of a pass's work).
 const PACE_CHECK_EVERY: u32 = 64;
@@ -22,9 +28,17 @@ const PACE_CHECK_EVERY: u32 = 64;
 /// waiting to run has done no work, and counted by the clock it would get less than its
 /// share. Called only where the pass holds no partition lock: a sleep must never keep writers
 /// waiting.
+///
+/// A pass that must not be slowed (an index resize: writers fill the old index's spill
+/// meanwhile) is not paced but *yields* (`Pacer::yielding`): after each `YIELD_SLICE` of CPU
+/// time it hands its core to a thread waiting for it (`sched_yield`). Left to the scheduler, a
+/// thread that never blocks keeps a core it shares with a serving thread until a timer tick —
+/// 4-5 ms at a time on this project's machines (BENCHMARKS §55).
 pub(crate) struct Pacer {
     /// `None`: unpaced.
     share: Option<f64>,
+    /// Unpaced, but yielding the core after each `YIELD_SLICE` (`Pacer::yielding`).
+    yields: bool,
     slice_start: Duration,
     since_check: u32,
 }
@@ -34,14 +48,28 @@ impl Pacer {
         let share = share.filter(|s| *s < 1.0);
         Pacer {
             share,
+            yields: false,
             slice_start: share.map_or(Duration::ZERO, |_| thread_cpu_time()),
             since_check: 0,
         }
     }
 
-    /// `units` of work (records) done; sleeps if the slice is used up (and says so).
+    /// Unpaced, but yielding its core after each `YIELD_SLICE` of CPU time; while it lives,
+    /// [`yielding_pass_running`] says so.
+    pub fn yielding() -> Pacer {
+        YIELDING_PASSES.fetch_add(1, Ordering::Relaxed);
+        Pacer {
+            share: None,
+            yields: true,
+            slice_start: thread_cpu_time(),
+            since_check: 0,
+        }
+    }
+
+    /// `units` of work (records) done; sleeps (or yields) if the slice is used up (and says
+    /// so).
     pub fn done(&mut self, units: usize) -> bool {
-        if self.share.is_none() {
+        if self.share.is_none() && !self.yields {
             return false;
         }
         self.since_check = self.since_check.saturating_add(units as u32);
@@ -58,18 +86,41 @@ impl Pacer {
     }
 
     fn pace(&mut self) -> bool {
-        let Some(share) = self.share else {
-            return false;
-        };
-        self.since_check = 0;
-        let worked = thread_cpu_time().saturating_sub(self.slice_start);
-        if worked < PACE_SLICE {
+        if self.share.is_none() && !self.yields {
             return false;
         }
-        std::thread::sleep(worked.mul_f64((1.0 - share) / share));
+        self.since_check = 0;
+        let worked = thread_cpu_time().saturating_sub(self.slice_start);
+        match self.share {
+            Some(share) if worked >= PACE_SLICE => {
+                std::thread::sleep(worked.mul_f64((1.0 - share) / share))
+            }
+            None if worked >= YIELD_SLICE => std::thread::yield_now(),
+            _ => return false,
+        }
         self.slice_start = thread_cpu_time();
         true
     }
+}
+
+impl Drop for Pacer {
+    fn drop(&mut self) {
+        if self.yields {
+            YIELDING_PASSES.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Yielding passes (`Pacer::yielding`) running in the process.
+static YIELDING_PASSES: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether a pass that yields its core every `YIELD_SLICE` runs in this process (a store's
+/// index resize): a serving thread then yields its own about as often, so that the two share a
+/// core in turns of about a millisecond rather than a timer tick's 4-5 ms (BENCHMARKS §55).
+/// Read by the serving threads' wake meters, about once a millisecond each; written twice a
+/// resize.
+pub fn yielding_pass_running() -> bool {
+    YIELDING_PASSES.load(Ordering::Relaxed) > 0
 }
 
 /// The CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`).
@@ -218,7 +269,9 @@ impl Drop for StallTimer<'_> {
 mod tests {
     use std::time::{Duration, Instant};
 
-    use super::{Pacer, PACE_CHECK_EVERY, PACE_SLICE};
+    use super::{
+        thread_cpu_time, yielding_pass_running, Pacer, PACE_CHECK_EVERY, PACE_SLICE, YIELD_SLICE,
+    };
 
     /// A pass is paced by the CPU it uses, not by the clock: one that waits (as it does for a
     /// core a serving thread holds) has used no slice, and one that works has.
@@ -247,5 +300,29 @@ mod tests {
         }
         assert!(slept, "a pass that worked its slice was not paced");
         assert!(!Pacer::new(None).done(units));
+    }
+
+    /// A yielding pass is never slowed, but gives its core up once it has used a slice of CPU
+    /// time since it last did, and says it runs while it lives.
+    #[test]
+    fn a_yielding_pass_gives_its_core_up_after_a_slice_of_cpu_time() {
+        let units = PACE_CHECK_EVERY as usize;
+        let mut pacer = Pacer::yielding();
+        // The serving threads are told, so they yield back (other tests may run one too: only
+        // this side is certain).
+        assert!(yielding_pass_running());
+        let start = thread_cpu_time();
+        let mut gave_up = 0;
+        // Bounded: ten slices of the thread's CPU time.
+        while thread_cpu_time() - start < YIELD_SLICE * 10 {
+            std::hint::spin_loop();
+            if pacer.done(units) {
+                gave_up += 1;
+            }
+        }
+        assert!(
+            (5..=10).contains(&gave_up),
+            "gave the core up {gave_up} times in ten slices"
+        );
     }
 }
