@@ -34,8 +34,8 @@
 # persistence: how long, by what), and the run's partition lock figures (INFO stats: writers'
 # locks, waits and their µs, µs held and of that upgrades' waits and exclusive; readers' waits
 # and their µs) on a line of their own; before a Quiver server's first run, its load of the
-# keys (time; serving runs over 5 ms and over 25 ms, the longest; wakes over 5 ms, the latest:
-# every index grows from empty meanwhile).
+# keys (time; serving runs over 5 ms and over 25 ms, the longest; wakes over 5 ms, the latest;
+# waits for a core over 5 ms, the longest: every index grows from empty meanwhile).
 # The JSON records of every client go to OUT.
 # --quick: fewer keys, shorter runs (a spot check).
 #
@@ -171,7 +171,8 @@ locks() {
 }
 
 # stalls: the serving threads' delay counters now (INFO stats: runs over 5 ms, over 25 ms, the
-# longest in µs since the server started; the same of the wake meters), space-separated.
+# longest in µs since the server started; the same of the wake meters, and of the waits for a
+# core between two wakes), space-separated: nine numbers.
 stalls() {
   { "$QUIVER" info stats --port "$PORT" 2>/dev/null || true; } | { grep '^serving_' || true; } |
     cut -d: -f2 | tr -d '\r' | xargs
@@ -248,9 +249,9 @@ run() {
     done
   fi
   [[ $sys == quiver* ]] && echo "$by_thread"
-  if [ "$(wc -w <<<"$stalled")" = 6 ]; then
-    echo "$stalled" "$(stalls)" | awk '{ printf "#   runs over 5 ms %d, over 25 ms %d (longest so far %.1f ms); wakes over 5 ms %d, over 25 ms %d (latest so far %.1f ms)\n",
-      $7 - $1, $8 - $2, $9 / 1000, $10 - $4, $11 - $5, $12 / 1000 }'
+  if [ "$(wc -w <<<"$stalled")" = 9 ]; then
+    echo "$stalled" "$(stalls)" | awk '{ printf "#   runs over 5 ms %d, over 25 ms %d (longest so far %.1f ms); wakes over 5 ms %d, over 25 ms %d (latest so far %.1f ms); off the core over 5 ms %d (longest so far %.1f ms)\n",
+      $10 - $1, $11 - $2, $12 / 1000, $13 - $4, $14 - $5, $15 / 1000, $16 - $7, $18 / 1000 }'
   fi
   if [[ $sys == quiver* ]]; then
     held | awk 'NF == 2 { printf "#   maintenance held a partition %.1f ms at most so far (%s)\n", $1 / 1000, $2 }'
@@ -284,9 +285,9 @@ grid() {
     --load-only --json >/dev/null 2>>"$RUN/load.log"
   if [[ $sys == quiver* ]]; then
     # The load grows every index from empty: how long the serving threads were held meanwhile.
-    stalls | awk -v ms="$(( ($(date +%s%N) - t0) / 1000000 ))" 'NF == 6 {
-      printf "#   load: %.2f s; runs over 5 ms %d, over 25 ms %d (longest %.1f ms); wakes over 5 ms %d (latest %.1f ms)\n",
-        ms / 1000, $1, $2, $3 / 1000, $4, $6 / 1000 }'
+    stalls | awk -v ms="$(( ($(date +%s%N) - t0) / 1000000 ))" 'NF == 9 {
+      printf "#   load: %.2f s; runs over 5 ms %d, over 25 ms %d (longest %.1f ms); wakes over 5 ms %d (latest %.1f ms); off the core over 5 ms %d (longest %.1f ms)\n",
+        ms / 1000, $1, $2, $3 / 1000, $4, $6 / 1000, $7, $9 / 1000 }'
   fi
   for wl in $WORKLOADS; do run "$sys" "$t" "$wl"; done
   stop

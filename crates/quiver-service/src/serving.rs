@@ -146,18 +146,28 @@ const QUIET_TICKS: u32 = 100;
 /// this is what a connection made ready waits: the runs queued before it, or a stall. A thread
 /// with no runs for [`QUIET_TICKS`] (idle connections, or none) is not woken a thousand times
 /// a second for nothing: the meter then looks every [`IDLE_TICK`].
+///
+/// At each wake it also records how long the thread waited for a core since the wake before
+/// (`RunDelay`; in the idle ticks only looked at): what of the lateness was the thread kept off
+/// its core rather than running the connections queued before the meter.
 async fn meter_wakes(stalls: Arc<Stalls>, hand_off: fn() -> bool) {
+    // Opened here, on the serving thread: `thread-self` is the thread that opens it.
+    let mut off_core = RunDelay::of_this_thread();
     let mut quiet = QUIET_TICKS;
     loop {
         let runs = Stalls::runs_here();
         if quiet >= QUIET_TICKS {
             tokio::time::sleep(IDLE_TICK).await;
+            off_core.since_last();
         } else {
             let due = Instant::now() + WAKE_TICK;
             tokio::time::sleep_until(due.into()).await;
             stalls
                 .wakes
                 .record(Instant::now().saturating_duration_since(due));
+            if let Some(waited) = off_core.since_last() {
+                stalls.offcore.record(waited);
+            }
             // The thread has been running requests: while `hand_off` says a thread that yields
             // back as often may be waiting for its core (a store's index resize), it hands the
             // core over; the scheduler would let that thread in only at a timer tick, and then
@@ -175,8 +185,102 @@ async fn meter_wakes(stalls: Arc<Stalls>, hand_off: fn() -> bool) {
     }
 }
 
+/// How long the thread that made it has waited for a core, runnable, since the last look: the
+/// kernel's count of the thread's run-queue delay (`/proc/thread-self/schedstat`, its second
+/// field, in ns; one `pread` a look). Nothing where the kernel keeps no such count.
+struct RunDelay {
+    file: Option<std::fs::File>,
+    last: u64,
+}
+
+/// Bytes of a schedstat line read at most (three decimal counts).
+const SCHEDSTAT_BYTES_MAX: usize = 96;
+
+impl RunDelay {
+    fn of_this_thread() -> RunDelay {
+        let mut delay = RunDelay {
+            file: std::fs::File::open("/proc/thread-self/schedstat").ok(),
+            last: 0,
+        };
+        delay.last = delay.read().unwrap_or(0);
+        delay
+    }
+
+    /// The thread's run-queue delay so far, ns.
+    fn read(&self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; SCHEDSTAT_BYTES_MAX];
+        let n = self.file.as_ref()?.read_at(&mut buf, 0).ok()?;
+        let line = std::str::from_utf8(&buf[..n]).ok()?;
+        line.split_ascii_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// The wait for a core since the last call (or since it was made).
+    fn since_last(&mut self) -> Option<Duration> {
+        let now = self.read()?;
+        let waited = now.saturating_sub(self.last);
+        self.last = now;
+        Some(Duration::from_nanos(waited))
+    }
+}
+
 impl Drop for Serving {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+
+    use super::RunDelay;
+
+    /// Pins the calling thread to the first CPU it may run on.
+    fn pin_to_one_cpu() {
+        // SAFETY: `set` is a plain bit set the calls fill and read; the calls act on the
+        // calling thread (pid 0) only.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            assert_eq!(
+                libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set),
+                0
+            );
+            let first = (0..libc::CPU_SETSIZE as usize)
+                .find(|&c| libc::CPU_ISSET(c, &set))
+                .expect("a CPU to run on");
+            libc::CPU_ZERO(&mut set);
+            libc::CPU_SET(first, &mut set);
+            assert_eq!(
+                libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set),
+                0
+            );
+        }
+    }
+
+    /// A thread that shares its core with another busy thread waits for it, and its meter's
+    /// look at the kernel's count says so.
+    #[test]
+    fn a_thread_sharing_its_core_is_seen_waiting_for_it() {
+        pin_to_one_cpu();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                pin_to_one_cpu();
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            });
+            let mut delay = RunDelay::of_this_thread();
+            // Bounded: 200 ms of the clock, both threads busy on one core meanwhile.
+            let until = Instant::now() + Duration::from_millis(200);
+            while Instant::now() < until {
+                std::hint::spin_loop();
+            }
+            stop.store(true, Ordering::Relaxed);
+            let waited = delay.since_last().expect("the kernel's schedstat");
+            assert!(waited > Duration::ZERO, "no wait for a shared core seen");
+        });
     }
 }

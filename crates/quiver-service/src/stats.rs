@@ -206,17 +206,22 @@ pub struct Stats {
     pub stalls: Arc<Stalls>,
 }
 
-/// How long serving threads (`serving`) were held from their other connections, two ways:
+/// How long serving threads (`serving`) were held from their other connections, three ways:
 /// - **runs**: the time each connection's run (executing it; not the waits for its
 ///   fdatasyncs or replication after it) held its thread — what one connection can make the
 ///   others wait (a turn of a connection, bounded by `conn::TURN_BOUND`, is one run or a few);
 /// - **wakes**: each thread's meter asks to be woken every millisecond and records how late
 ///   the wake came — what a connection made ready waits for its thread: runs of the
-///   connections queued before it, or the thread kept off its core.
+///   connections queued before it, or the thread kept off its core;
+/// - **off its core**: at each of those wakes, how long the thread waited for a core,
+///   runnable, since the one before (the kernel's count, `serving::RunDelay`) — the part of
+///   the wakes' lateness that is not its own work. A sum over the interval: the longest single
+///   wait is at most this.
 #[derive(Default)]
 pub struct Stalls {
     pub runs: Delays,
     pub wakes: Delays,
+    pub offcore: Delays,
 }
 
 /// Counts of delays over 5 ms and over 25 ms, and the longest since the server started.
@@ -365,7 +370,7 @@ impl Stats {
             c.store(0, Relaxed);
         }
         self.error_codes.lock().clear();
-        for d in [&self.stalls.runs, &self.stalls.wakes] {
+        for d in [&self.stalls.runs, &self.stalls.wakes, &self.stalls.offcore] {
             for c in [&d.over_5ms, &d.over_25ms, &d.max_us] {
                 c.store(0, Relaxed);
             }

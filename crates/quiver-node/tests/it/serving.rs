@@ -34,7 +34,7 @@ fn client_kill_of_a_connection_on_the_killers_thread_answers_once_it_is_gone() {
 }
 
 /// INFO stats shows how long serving threads were held: runs over 5 and 25 ms and the
-/// longest, and the same of their wake meters.
+/// longest, and the same of their wake meters and of their waits for a core.
 #[test]
 fn info_shows_the_serving_threads_delays() {
     let server = TestServer::start_with(|c| c.service.threads = 1);
@@ -43,11 +43,11 @@ fn info_shows_the_serving_threads_delays() {
     for _ in 0..20 {
         conn.ping().unwrap();
     }
-    for kind in ["run", "wake"] {
-        let field = |name: &str| format!("serving_{name}");
-        let over_5 = info_u64(&mut conn, "stats", &field(&format!("{kind}s_over_5ms")));
-        let over_25 = info_u64(&mut conn, "stats", &field(&format!("{kind}s_over_25ms")));
-        let max_us = info_u64(&mut conn, "stats", &field(&format!("{kind}_max_us")));
+    // Each delay's counts over 5 ms and over 25 ms, and its longest.
+    for (many, kind) in [("runs", "run"), ("wakes", "wake"), ("offcore", "offcore")] {
+        let over_5 = info_u64(&mut conn, "stats", &format!("serving_{many}_over_5ms"));
+        let over_25 = info_u64(&mut conn, "stats", &format!("serving_{many}_over_25ms"));
+        let max_us = info_u64(&mut conn, "stats", &format!("serving_{kind}_max_us"));
         assert!(
             over_25 <= over_5,
             "{kind}: {over_25} over 25 ms but {over_5} over 5 ms"

@@ -234,10 +234,11 @@ fn command_stats(stats: &crate::stats::Stats) -> Vec<Line> {
         .collect()
 }
 
-/// The serving threads' delays (`stats::Stalls`): runs that held a thread, and wakes of its
-/// meter, over 5 ms and over 25 ms, and the longest of each since start.
+/// The serving threads' delays (`stats::Stalls`): runs that held a thread, wakes of its
+/// meter, and its waits for a core between two wakes, over 5 ms and over 25 ms, and the
+/// longest of each since start.
 fn stall_lines(stalls: &crate::stats::Stalls) -> Vec<Line> {
-    let (runs, wakes) = (&stalls.runs, &stalls.wakes);
+    let (runs, wakes, offcore) = (&stalls.runs, &stalls.wakes, &stalls.offcore);
     [
         ("serving_runs_over_5ms", &runs.over_5ms),
         ("serving_runs_over_25ms", &runs.over_25ms),
@@ -245,6 +246,9 @@ fn stall_lines(stalls: &crate::stats::Stalls) -> Vec<Line> {
         ("serving_wakes_over_5ms", &wakes.over_5ms),
         ("serving_wakes_over_25ms", &wakes.over_25ms),
         ("serving_wake_max_us", &wakes.max_us),
+        ("serving_offcore_over_5ms", &offcore.over_5ms),
+        ("serving_offcore_over_25ms", &offcore.over_25ms),
+        ("serving_offcore_max_us", &offcore.max_us),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.load(Relaxed).to_string()))
