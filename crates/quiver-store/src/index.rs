@@ -57,9 +57,9 @@ fn next_index_id() -> u64 {
 }
 
 /// A spill table made ahead of the insert that opens it, its pages faulted in (a resize makes
-/// one as it starts: `Index::keep_spare_spill`). Made by that insert, under the partition's
-/// lock, its first stores faulted the table's pages in on the serving thread: a huge page
-/// zeroed per fault, 6-8 ms of a serving thread's run each where the machine's memory was
+/// one as it starts: `Index::keep_spare_spill`). Where that insert makes the table itself,
+/// under the partition's lock, its first stores fault the pages in on the serving thread: a
+/// huge page zeroed per fault, 6-8 ms of the thread's run each where the machine's memory was
 /// never touched before (BENCHMARKS §55).
 pub struct SpareSpill(Box<Table>);
 
