@@ -28,11 +28,11 @@ use crate::expiry::Expiries;
 use crate::index::Index;
 use crate::key_counts::NsKeys;
 use crate::layout::CHECKPOINT_FILE;
-use crate::log::segment::{replace_file, sync_dir, Segment, PAGE_STEP_BYTES};
+use crate::log::segment::{replace_file, sync_dir, Segment};
 use crate::options::Durability;
 use crate::partition::{Counters, Partition, SegmentSet, StoreCtx};
 use crate::slot::SlotRange;
-use crate::stalls::Pacer;
+use crate::stalls::{Pacer, PAGE_STEP_BYTES};
 
 const MAGIC: [u8; 8] = *b"QUIVCKP2";
 /// 3: expiry entries carry their namespace; live keys per namespace follow them. 4: expiry
@@ -181,14 +181,13 @@ fn encoded_len(segments: usize, index: &Index, expiries: &Expiries, ns_keys: &Ns
         + ns_keys.len() * (12 + ns_keys.slots() * 4)
 }
 
-/// An empty buffer of capacity `len` whose pages are already mapped, touched a step at a time.
+/// An empty buffer of capacity `len` whose pages are already mapped, faulted in a step at a
+/// time.
 fn prefaulted(len: usize, pacer: &mut Pacer) -> Vec<u8> {
-    let mut b = Vec::with_capacity(len);
-    while b.len() < len {
-        let step = (len - b.len()).min(PAGE_STEP_BYTES as usize);
-        b.resize(b.len() + step, 1u8);
+    let mut b = vec![0u8; len];
+    crate::stalls::fault_in(&mut b, &mut || {
         pacer.step_done();
-    }
+    });
     b.clear();
     b
 }

@@ -68,26 +68,9 @@ impl SpareSpill {
     /// `PAGE_STEP_BYTES` of them.
     pub fn prefaulted(cap: usize, mut step_done: impl FnMut()) -> SpareSpill {
         let mut table = Box::new(Table::with_capacity(cap));
-        touch_pages(&mut table.frags, &mut step_done);
-        touch_pages(&mut table.locs, &mut step_done);
+        crate::stalls::fault_in(&mut table.frags, &mut step_done);
+        crate::stalls::fault_in(&mut table.locs, &mut step_done);
         SpareSpill(table)
-    }
-}
-
-/// Faults in every page of `v` (a store of the value already there), `step_done` after each
-/// `PAGE_STEP_BYTES`.
-fn touch_pages<T: Copy>(v: &mut [T], step_done: &mut impl FnMut()) {
-    const PAGE_BYTES: usize = 4096;
-    let per_page = (PAGE_BYTES / std::mem::size_of::<T>()).max(1);
-    let per_step = crate::log::segment::PAGE_STEP_BYTES as usize / PAGE_BYTES;
-    for (i, at) in (0..v.len()).step_by(per_page).enumerate() {
-        let p: *mut T = &mut v[at];
-        // SAFETY: `p` points at an element of `v`, which this function borrows mutably; a
-        // volatile store so the write (of the value already there) is not elided.
-        unsafe { std::ptr::write_volatile(p, std::ptr::read(p)) };
-        if (i + 1) % per_step == 0 {
-            step_done();
-        }
     }
 }
 

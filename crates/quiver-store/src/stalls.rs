@@ -1,7 +1,8 @@
 //! How maintenance shares the serving threads' time: how long it keeps writers waiting
 //! (every hold of a partition's lock by a maintenance task, timed: INFO
-//! `maintenance_stall_max_us`, `_by`, `_total_us`, `maintenance_stalls`), and the pacing of a
-//! compaction pass to a share of the core (`Pacer`).
+//! `maintenance_stall_max_us`, `_by`, `_total_us`, `maintenance_stalls`), the pacing of a
+//! compaction pass to a share of the core (`Pacer`), and new memory faulted in by steps
+//! (`fault_in`).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -19,6 +20,12 @@ const PACE_SLICE: Duration = Duration::from_micros(100);
 /// instead of ticks.
 const YIELD_SLICE: Duration = Duration::from_millis(1);
 
+/// Bytes of pages handled per step of maintenance's kernel work (`Segment::retire`,
+/// `Segment::write_back`, `replace_file`, `fault_in`): 256 pages, about a pacing slice of
+/// kernel work, so maintenance that lets pages go, writes them out or faults them in can
+/// sleep between steps.
+pub const PAGE_STEP_BYTES: u64 = 1 << 20;
+
 /// Units of work (records) between two looks at the clock (~20 µs of a pass's work).
 const PACE_CHECK_EVERY: u32 = 64;
 
@@ -35,22 +42,30 @@ const PACE_CHECK_EVERY: u32 = 64;
 /// thread that never blocks keeps a core it shares with a serving thread until a timer tick —
 /// 4-5 ms at a time on this project's machines (BENCHMARKS §55).
 pub(crate) struct Pacer {
-    /// `None`: unpaced.
-    share: Option<f64>,
-    /// Unpaced, but yielding the core after each `YIELD_SLICE` (`Pacer::yielding`).
-    yields: bool,
+    pace: Pace,
     slice_start: Duration,
     since_check: u32,
 }
 
+/// How a pass shares its core.
+#[derive(Clone, Copy)]
+enum Pace {
+    Unpaced,
+    /// Sleeps after each `PACE_SLICE` to keep to this share of a core.
+    Share(f64),
+    /// Not slowed, but yielding the core after each `YIELD_SLICE` (`Pacer::yielding`).
+    Yielding,
+}
+
 impl Pacer {
     pub fn new(share: Option<f64>) -> Pacer {
-        let share = share.filter(|s| *s < 1.0);
-        Pacer {
-            share,
-            yields: false,
-            slice_start: share.map_or(Duration::ZERO, |_| thread_cpu_time()),
-            since_check: 0,
+        match share.filter(|s| *s < 1.0) {
+            Some(share) => Pacer::started(Pace::Share(share)),
+            None => Pacer {
+                pace: Pace::Unpaced,
+                slice_start: Duration::ZERO,
+                since_check: 0,
+            },
         }
     }
 
@@ -58,9 +73,13 @@ impl Pacer {
     /// [`yielding_pass_running`] says so.
     pub fn yielding() -> Pacer {
         YIELDING_PASSES.fetch_add(1, Ordering::Relaxed);
+        Pacer::started(Pace::Yielding)
+    }
+
+    /// A pacer whose first slice starts now.
+    fn started(pace: Pace) -> Pacer {
         Pacer {
-            share: None,
-            yields: true,
+            pace,
             slice_start: thread_cpu_time(),
             since_check: 0,
         }
@@ -69,7 +88,7 @@ impl Pacer {
     /// `units` of work (records) done; sleeps (or yields) if the slice is used up (and says
     /// so).
     pub fn done(&mut self, units: usize) -> bool {
-        if self.share.is_none() && !self.yields {
+        if let Pace::Unpaced = self.pace {
             return false;
         }
         self.since_check = self.since_check.saturating_add(units as u32);
@@ -86,17 +105,19 @@ impl Pacer {
     }
 
     fn pace(&mut self) -> bool {
-        if self.share.is_none() && !self.yields {
-            return false;
-        }
+        let slice = match self.pace {
+            Pace::Unpaced => return false,
+            Pace::Share(_) => PACE_SLICE,
+            Pace::Yielding => YIELD_SLICE,
+        };
         self.since_check = 0;
         let worked = thread_cpu_time().saturating_sub(self.slice_start);
-        match self.share {
-            Some(share) if worked >= PACE_SLICE => {
-                std::thread::sleep(worked.mul_f64((1.0 - share) / share))
-            }
-            None if worked >= YIELD_SLICE => std::thread::yield_now(),
-            _ => return false,
+        if worked < slice {
+            return false;
+        }
+        match self.pace {
+            Pace::Share(share) => std::thread::sleep(worked.mul_f64((1.0 - share) / share)),
+            _ => std::thread::yield_now(),
         }
         self.slice_start = thread_cpu_time();
         true
@@ -105,7 +126,7 @@ impl Pacer {
 
 impl Drop for Pacer {
     fn drop(&mut self) {
-        if self.yields {
+        if let Pace::Yielding = self.pace {
             YIELDING_PASSES.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -121,6 +142,25 @@ static YIELDING_PASSES: AtomicUsize = AtomicUsize::new(0);
 /// resize.
 pub fn yielding_pass_running() -> bool {
     YIELDING_PASSES.load(Ordering::Relaxed) > 0
+}
+
+/// Faults in every page of `v` (a store of the value already there: a buffer just allocated,
+/// zeroed or not, is left as it was), `step_done` after each `PAGE_STEP_BYTES` of them: the
+/// kernel's work of mapping new memory, a step at a time (a checkpoint's buffer, a spare
+/// index spill).
+pub(crate) fn fault_in<T: Copy>(v: &mut [T], step_done: &mut impl FnMut()) {
+    const PAGE_BYTES: usize = 4096;
+    let per_page = (PAGE_BYTES / std::mem::size_of::<T>()).max(1);
+    let per_step = PAGE_STEP_BYTES as usize / PAGE_BYTES;
+    for (i, at) in (0..v.len()).step_by(per_page).enumerate() {
+        let p: *mut T = &mut v[at];
+        // SAFETY: `p` points at an element of `v`, which this function borrows mutably; a
+        // volatile store so the write (of the value already there) is not elided.
+        unsafe { std::ptr::write_volatile(p, std::ptr::read(p)) };
+        if (i + 1) % per_step == 0 {
+            step_done();
+        }
+    }
 }
 
 /// The CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`).

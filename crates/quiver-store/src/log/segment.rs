@@ -13,6 +13,7 @@ use parking_lot::Mutex;
 use crate::error::{Error, Result};
 use crate::faults::{self, FileOp};
 use crate::log::format::{SegmentHeader, SEGMENT_HEADER_LEN};
+use crate::stalls::PAGE_STEP_BYTES;
 
 /// File-name suffix of a live segment.
 pub const SEGMENT_SUFFIX: &str = ".seg";
@@ -75,11 +76,6 @@ impl AsRef<[u8]> for SharedMap {
 
 /// Makes something in another file durable first (see `Segment::sync_first`).
 pub type SyncFirst = Box<dyn FnOnce() -> Result<()> + Send>;
-
-/// Bytes of a file's cached pages handled per step by `Segment::retire` and
-/// `Segment::write_back`: 256 pages, about a pacing slice of kernel work, so maintenance that
-/// lets pages go or writes them out can sleep between steps.
-pub const PAGE_STEP_BYTES: u64 = 1 << 20;
 
 pub fn segment_file_name(file_id: u64) -> String {
     format!("{file_id:016x}{SEGMENT_SUFFIX}")
