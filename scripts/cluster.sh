@@ -265,7 +265,7 @@ up() {
     die "$dir holds a cluster already: \`scripts/cluster.sh down --dir $dir\`, then remove it or pick another --dir"
   fi
   if [ -z "$bin" ]; then
-    apt_install_missing protoc:protobuf-compiler
+    apt_install_missing protoc:protobuf-compiler make:make
     (cd "$repo" && cargo build --release -p quiver >&2)
     local target=${CARGO_TARGET_DIR:-target}
     [[ $target == /* ]] || target=$repo/$target

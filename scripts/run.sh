@@ -4,13 +4,14 @@
 # work through it with the quiver CLI: bulk-loads 1M keys as pipelined MSET vectors (first run
 # only), reads a few back, writes and reads one more, prints the keyspace. Then keeps serving
 # until Ctrl-C: SIGINT / SIGTERM are passed on to the server, which checkpoints the store and
-# exits cleanly (exit status 0). The build needs protoc (Debian package protobuf-compiler): it is
-# installed first when missing.
+# exits cleanly (exit status 0). The build needs protoc (Debian package protobuf-compiler) and
+# make (jemalloc, the allocator, is built from its C sources): they are installed first when
+# missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
-apt_install_missing protoc:protobuf-compiler
+apt_install_missing protoc:protobuf-compiler make:make
 cargo build --release -p quiver
 q=./target/release/quiver
 dir=${QUIVER_DIR:-./quiver-data}

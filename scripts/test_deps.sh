@@ -7,6 +7,7 @@
 #
 # - protoc (Debian package protobuf-compiler): the build itself needs it (the etcd-client
 #   crate compiles etcd's protos).
+# - make: the build of jemalloc, the servers' allocator (the tikv-jemalloc-sys crate), runs it.
 # - mount (util-linux): the engine's full-disk test mounts a small tmpfs.
 # - redis-server, redis-cli and redis-benchmark (Debian packages redis-server, redis-tools): the reference server
 #   the golden replies come from, and the redis-cli whose output the compat tests compare; the
@@ -39,8 +40,8 @@ fail() {
   exit 1
 }
 
-# ---- protoc, mount, redis-server, redis-cli, redis-benchmark, etcd, etcdctl, iptables, openssl
-apt_install_missing protoc:protobuf-compiler mount:mount redis-server:redis-server \
+# ---- protoc, make, mount, redis-server, redis-cli, redis-benchmark, etcd, etcdctl, iptables, openssl
+apt_install_missing protoc:protobuf-compiler make:make mount:mount redis-server:redis-server \
   redis-cli:redis-tools redis-benchmark:redis-tools etcd:etcd-server etcdctl:etcd-client \
   iptables:iptables openssl:openssl ||
   fail "apt-get install failed (its output is above)"

@@ -6,6 +6,7 @@
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
 
+use crate::allocator::allocated_bytes;
 use crate::service::{Core, Line};
 
 /// A Prometheus metric's type.
@@ -160,21 +161,6 @@ pub const MEMORY: &[Figure] = &[
         read: |_| Value::Text("noeviction".into()),
     },
 ];
-
-/// Bytes the C allocator holds in use (glibc's `mallinfo2`: chunks in use plus mapped
-/// blocks); 0 where it cannot tell.
-pub fn allocated_bytes() -> u64 {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: mallinfo2 takes no arguments and returns a plain struct.
-        let m = unsafe { libc::mallinfo2() };
-        (m.uordblks + m.hblkhd) as u64
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    {
-        0
-    }
-}
 
 /// A byte count as Redis's `bytesToHuman` writes it: `512B`, `1.50K`, `2.00M`, ...
 pub fn bytes_human(n: u64) -> String {

@@ -19,10 +19,12 @@
 //!   their Unix time); [`pause`]
 //!   is CLIENT PAUSE; [`monitor`] MONITOR's feed; [`figures`] the figures INFO and the
 //!   metrics endpoint both show; [`metrics`] the Prometheus endpoint;
-//!   [`ratelog`] keeps repeated warnings to one line a second.
+//!   [`ratelog`] keeps repeated warnings to one line a second;
+//! * [`allocator`] is the process's allocator (jemalloc) and what it holds.
 
 pub mod acl;
 pub mod admission;
+pub mod allocator;
 pub mod batch;
 pub mod clients;
 pub mod clock;

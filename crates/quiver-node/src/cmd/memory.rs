@@ -4,8 +4,8 @@
 //! `redis-cli --memkeys` reads.
 
 use bytes::Bytes;
+use quiver_service::allocator::allocated_bytes;
 use quiver_service::errors::{self, err, unknown_subcommand, wrong_arity};
-use quiver_service::figures::allocated_bytes;
 use quiver_service::frame::string2ll;
 use quiver_service::reply::Reply;
 use quiver_store::index::{LOAD_AFTER_GROWTH, SLOT_BYTES};
