@@ -45,7 +45,7 @@
 
 use std::fmt;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use quiver_resp::limits;
 
 /// Redis's integer parsing (`string2ll`), from the shared codec; the commands reach it here.
@@ -270,6 +270,14 @@ struct State {
     args: Vec<(usize, usize)>,
 }
 
+/// A complete request of a run, before the run's bytes are split off the buffer.
+enum Parsed {
+    /// A multibulk: the range of its arguments' spans.
+    Spans(std::ops::Range<usize>),
+    /// An inline request: its arguments, already copied out.
+    Inline(Vec<Bytes>),
+}
+
 enum Step {
     Incomplete,
     /// Consume this many bytes; no command.
@@ -303,69 +311,91 @@ impl RequestParser {
         self.limits.proto_max_bulk_len = n;
     }
 
-    /// Forgets any progress in a partially received request.
+    /// Forgets any progress in a partially received request. The room for a request's
+    /// argument spans is kept for the next one, unless a large request grew it.
     pub fn reset(&mut self) {
-        self.st = State::default();
+        let mut args = std::mem::take(&mut self.st.args);
+        args.clear();
+        if args.capacity() > ARGV_PREALLOC {
+            args = Vec::new();
+        }
+        self.st = State {
+            args,
+            ..State::default()
+        };
     }
 
     /// See [`parse_request`]; resumes a partial request instead of re-reading
     /// it.
     pub fn parse(&mut self, buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
-        if self.st.pos > buf.len() || self.st.scan > buf.len() {
-            // The buffer was not only appended to; start over.
-            self.reset();
-        }
-        loop {
-            let step = match self.step(buf) {
-                Ok(step) => step,
-                Err(e) => {
-                    self.reset();
-                    return Err(e);
-                }
-            };
-            match step {
-                Step::Incomplete => return Ok(None),
-                Step::Skip(n) => {
-                    buf.advance(n);
-                    self.reset();
-                }
-                Step::Multibulk(n) => {
-                    let frame = buf.split_to(n).freeze();
-                    let args = self
-                        .st
-                        .args
-                        .iter()
-                        .map(|&(off, len)| frame.slice(off..off + len))
-                        .collect();
-                    self.reset();
-                    return Ok(Some(args));
-                }
-                Step::Inline(n, args) => {
-                    buf.advance(n);
-                    self.reset();
-                    return Ok(Some(args));
-                }
-            }
+        let mut run = self.parse_run(buf, RunSize::requests(1));
+        match run.error {
+            Some(e) => Err(e),
+            None => Ok(run.requests.pop()),
         }
     }
 
     /// See [`parse_run`]. A bound already reached gives an empty run.
+    ///
+    /// The run's bytes are split off the buffer once, and every argument is a slice of them:
+    /// a split per request cost a reference count taken and dropped (an atomic operation)
+    /// and an allocation per request.
     pub fn parse_run(&mut self, buf: &mut BytesMut, bound: RunSize) -> Run {
+        if self.st.pos > buf.len() || self.st.scan > buf.len() {
+            // The buffer was not only appended to; start over.
+            self.reset();
+        }
         let mut run = Run::default();
-        while !run.size.reached(bound) {
-            match self.parse(buf) {
-                Ok(Some(request)) => {
-                    run.size = run.size.plus(RunSize::of(&request));
-                    run.requests.push(request);
-                }
-                Ok(None) => return run,
+        let mut parsed: Vec<Parsed> = Vec::new();
+        // Every multibulk argument's (offset, length) in the run's bytes.
+        let mut spans: Vec<(usize, usize)> = Vec::new();
+        let mut consumed = 0;
+        loop {
+            if run.size.reached(bound) {
+                run.bounded = true;
+                break;
+            }
+            let step = match self.step(&buf[consumed..]) {
+                Ok(step) => step,
                 Err(e) => {
+                    self.reset();
                     run.error = Some(e);
-                    return run;
+                    break;
+                }
+            };
+            match step {
+                Step::Incomplete => break,
+                Step::Skip(n) => consumed += n,
+                Step::Multibulk(n) => {
+                    let first = spans.len();
+                    spans.extend(self.st.args.iter().map(|&(off, len)| (consumed + off, len)));
+                    run.size = run.size.plus(RunSize {
+                        requests: 1,
+                        args: self.st.args.len(),
+                        bytes: self.st.args.iter().map(|&(_, len)| len).sum(),
+                    });
+                    parsed.push(Parsed::Spans(first..spans.len()));
+                    consumed += n;
+                }
+                Step::Inline(n, args) => {
+                    run.size = run.size.plus(RunSize::of(&args));
+                    parsed.push(Parsed::Inline(args));
+                    consumed += n;
                 }
             }
+            self.reset();
         }
-        run.bounded = true;
+        let frame = buf.split_to(consumed).freeze();
+        run.requests = parsed
+            .into_iter()
+            .map(|p| match p {
+                Parsed::Spans(range) => spans[range]
+                    .iter()
+                    .map(|&(off, len)| frame.slice(off..off + len))
+                    .collect(),
+                Parsed::Inline(args) => args,
+            })
+            .collect();
         run
     }
 
@@ -429,7 +459,7 @@ impl RequestParser {
                 None => return Err(ProtocolError::new(INVALID_MULTIBULK)),
             };
             st.remaining = count;
-            st.args = Vec::with_capacity(count.min(ARGV_PREALLOC));
+            st.args.reserve(count.min(ARGV_PREALLOC));
             st.pos = cr + 2;
         }
         while st.remaining > 0 {

@@ -333,6 +333,12 @@ fn pipelined_run_of_1000() {
     let rest = parser.parse_run(&mut buf, RunSize::UNBOUNDED);
     assert!(rest.error.is_none() && !rest.bounded);
     assert_eq!(rest.requests.len(), 990);
+    // The partial request at the end, left where the run stopped, completes when its bytes
+    // come: the parser resumes it after the run's bytes were split off.
+    buf.extend_from_slice(b"\r\n$1\r\nk\r\n*0\r\nPING\r\n");
+    let last = parser.parse_run(&mut buf, RunSize::UNBOUNDED);
+    assert!(last.error.is_none() && !last.bounded && buf.is_empty());
+    assert_eq!(last.requests, [vec!["GET", "k"], vec!["PING"]]);
 }
 
 /// Runs of `bound` over `input` until it is used up: the number of requests in each.
