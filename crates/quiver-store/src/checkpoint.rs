@@ -340,7 +340,7 @@ pub(crate) fn decode(
     }
     let body = &b[..b.len() - 4];
     let crc = Reader { b, at: b.len() - 4 }.u32();
-    if crc32c::crc32c(body) != crc {
+    if crate::crc::crc32c(body) != crc {
         return Err("checksum mismatch".into());
     }
     if r.u32() != VERSION {

@@ -28,6 +28,7 @@ mod checkpoint;
 pub mod clock;
 mod commit;
 mod compact;
+mod crc;
 mod dbs;
 mod durable;
 pub mod error;

@@ -399,7 +399,7 @@ fn recompute_checksum(rng: &mut WyRand, image: &mut [u8]) -> bool {
     let past_checksum = rng.index(2) == 0 && image.len() >= 4;
     if past_checksum {
         let n = image.len() - 4;
-        let crc = crc32c::crc32c(&image[..n]);
+        let crc = crate::crc::crc32c(&image[..n]);
         image[n..].copy_from_slice(&crc.to_le_bytes());
     }
     past_checksum

@@ -243,7 +243,7 @@ fn check_candidate(bytes: &[u8], ns: u32, key: &[u8], verify_value: bool) -> Can
     if bytes.len() < value.end {
         return Candidate::Damaged("record truncated inside its value", true);
     }
-    if verify_value && crc32c::crc32c(&bytes[value.clone()]) != header.value_crc {
+    if verify_value && crate::crc::crc32c(&bytes[value.clone()]) != header.value_crc {
         return Candidate::Damaged("record value checksum mismatch", true);
     }
     Candidate::Match(value, ext)

@@ -74,7 +74,7 @@ impl SegmentHeader {
         b[32..40].copy_from_slice(&self.order.major.to_le_bytes());
         b[40..44].copy_from_slice(&self.order.minor.to_le_bytes());
         b[44..52].copy_from_slice(&self.segment_bytes.to_le_bytes());
-        let crc = crc32c::crc32c(&b[0..60]);
+        let crc = crate::crc::crc32c(&b[0..60]);
         b[60..64].copy_from_slice(&crc.to_le_bytes());
         b
     }
@@ -87,7 +87,7 @@ impl SegmentHeader {
             return Err("bad segment magic".into());
         }
         let crc = u32_at(b, 60);
-        if crc != crc32c::crc32c(&b[0..60]) {
+        if crc != crate::crc::crc32c(&b[0..60]) {
             return Err("segment header checksum mismatch".into());
         }
         let version = u32_at(b, 8);
@@ -334,7 +334,7 @@ pub fn encode_record(
     debug_assert!(value.len() <= u32::MAX as usize);
     debug_assert!(ext.expire_at.is_none() || ty.is_put());
     let start = out.len();
-    let value_crc = crc32c::crc32c(value);
+    let value_crc = crate::crc::crc32c(value);
     out.extend_from_slice(&[0u8; 4]);
     out.extend_from_slice(&value_crc.to_le_bytes());
     out.extend_from_slice(&seq.to_le_bytes());
@@ -344,7 +344,7 @@ pub fn encode_record(
     out.extend_from_slice(&(value.len() as u32).to_le_bytes());
     ext.encode(out);
     out.extend_from_slice(key);
-    let header_crc = crc32c::crc32c(&out[start + 4..]);
+    let header_crc = crate::crc::crc32c(&out[start + 4..]);
     out[start..start + 4].copy_from_slice(&header_crc.to_le_bytes());
     out.extend_from_slice(value);
     let padded = record_len_ext(ext.len(), key.len(), value.len());
@@ -358,7 +358,7 @@ pub fn retype_record(rec: &mut [u8], ty: RecordType) {
     let key_end =
         RECORD_HEADER_LEN + ext_len(rec[17]) + u16::from_le_bytes([rec[18], rec[19]]) as usize;
     rec[16] = ty as u8;
-    let crc = crc32c::crc32c(&rec[4..key_end]);
+    let crc = crate::crc::crc32c(&rec[4..key_end]);
     rec[0..4].copy_from_slice(&crc.to_le_bytes());
 }
 
@@ -418,7 +418,7 @@ pub fn check_header(b: &[u8]) -> Result<RecordHeader, &'static str> {
     if b.len() < key_end {
         return Err("record truncated inside its key");
     }
-    if crc32c::crc32c(&b[4..key_end]) != h.header_crc {
+    if crate::crc::crc32c(&b[4..key_end]) != h.header_crc {
         return Err("record header checksum mismatch");
     }
     // A namespace field holding 0 is not what an encoder writes (0 is written as no field).
@@ -453,7 +453,7 @@ pub struct RecordView {
 /// `b` ends inside the value.
 pub fn value_checksum_ok(b: &[u8], h: &RecordHeader) -> bool {
     b.get(h.value_range())
-        .is_some_and(|v| crc32c::crc32c(v) == h.value_crc)
+        .is_some_and(|v| crate::crc::crc32c(v) == h.value_crc)
 }
 
 /// Verifies a whole record at the start of `b` (header, key and, if `check_value`, the value).

@@ -127,7 +127,7 @@ fn ext_fields_round_trip_and_shape_rules() {
     };
     encode_record(&mut ns, RecordType::Put, 1, ext, b"k", b"v");
     ns[RECORD_HEADER_LEN..RECORD_HEADER_LEN + 4].fill(0);
-    let crc = crc32c::crc32c(&ns[4..RECORD_HEADER_LEN + 5]);
+    let crc = crate::crc::crc32c(&ns[4..RECORD_HEADER_LEN + 5]);
     ns[0..4].copy_from_slice(&crc.to_le_bytes());
     assert_eq!(check_header(&ns), Err("record namespace field holds 0"));
 }
