@@ -7,7 +7,8 @@
 #
 # Every server runs on cores 0..T-1 (`taskset`): Quiver as `quiver serve --threads T`, Redis
 # and Valkey with `--io-threads T` (T = 1: Redis's one thread). The clients run on the cores
-# after the widest server's. Each server gets KEYS keys of 16 B with 32 B values, then every
+# after the widest server's (where they do not fit there, after each server's own cores: T = 1
+# and 2 on a 2-core machine). Each server gets KEYS keys of 16 B with 32 B values, then every
 # workload runs once on it (WARMUP seconds unmeasured, DURATION measured):
 #
 #   get          GET, C connections x 32 pipelined per client
@@ -94,6 +95,23 @@ if ((WIDEST >= CORES)) && [ -z "${CLIENTS:-}" ]; then
   exit 2
 fi
 CLIENTS=${CLIENTS:-$((CORES - WIDEST < 8 ? CORES - WIDEST : 8))}
+
+# client_core T I: the core of load generator I beside a server of T threads (on cores
+# 0..T-1): past the widest server's cores, the same for every T; where the clients do not fit
+# there (T = 1 2 on two cores), past this server's own cores, so that a server which leaves a
+# core free does not share its core with a client.
+client_core() {
+  if ((WIDEST + CLIENTS <= CORES)); then
+    echo $(((WIDEST + $2) % CORES))
+  else
+    echo $((($1 + $2) % CORES))
+  fi
+}
+if ((WIDEST + CLIENTS <= CORES)); then
+  PLACES="clients on cores $WIDEST..$((WIDEST + CLIENTS - 1))"
+else
+  PLACES="clients on the cores after each server's"
+fi
 
 if [ -z "${QUIVER:-}" ]; then
   cargo build --release -q -p quiver
@@ -215,7 +233,7 @@ run() {
   started=$(date +%s.%N)
   for ((i = 0; i < CLIENTS; i++)); do
     # shellcheck disable=SC2086
-    taskset -c "$(((WIDEST + i) % CORES))" "$QUIVER" bench net --port "$PORT" --keys "$KEYS" \
+    taskset -c "$(client_core "$t" "$i")" "$QUIVER" bench net --port "$PORT" --keys "$KEYS" \
       --key-size 16 --value-size 32 --warmup-s "$WARMUP" --duration-s "$DURATION" \
       --seed "$((1000 + i))" --json --system "$sys" --workload "$wl" --tag "threads=$t" \
       --server-pid "$SERVER_PID" ${loads[$((i % ${#loads[@]}))]} >"$RUN/client-$i.json" 2>"$RUN/client-$i.err" &
@@ -299,7 +317,7 @@ grid() {
 ( WORKLOADS="set get" DURATION=2 WARMUP=0.5 grid quiver-warm-up 1 "$QUIVER" >/dev/null )
 
 echo "# $(date -u +%FT%TZ) $(uname -m), $CORES cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs));" \
-  "$CLIENTS clients on cores $((WIDEST % CORES))..$(((WIDEST + CLIENTS - 1) % CORES)); $KEYS keys; ${DURATION}s runs; quiver durability $DURABILITY"
+  "$CLIENTS $PLACES; $KEYS keys; ${DURATION}s runs; quiver durability $DURABILITY"
 printf "%-13s %3s  %-12s %10s %7s %12s %9s\n" system T workload "Mkeys/s" "busy" "Mkeys/cpu-s" "p99 ms"
 for t in $THREADS; do
   grid quiver "$t" "$QUIVER"
