@@ -264,7 +264,7 @@ fn encode_unsealed(
 fn append_checksum(b: &mut Vec<u8>, pacer: &mut Pacer) {
     let mut crc = 0;
     for step in b.chunks(PAGE_STEP_BYTES as usize) {
-        crc = crc32c::crc32c_append(crc, step);
+        crc = crate::crc::crc32c_append(crc, step);
         pacer.step_done();
     }
     b.extend_from_slice(&crc.to_le_bytes());

@@ -20,6 +20,12 @@ pub fn crc32c(bytes: &[u8]) -> u32 {
     crc32c::crc32c(bytes)
 }
 
+/// `crc` continued over `bytes`: a checksum computed in steps (a checkpoint's, over steps of
+/// a megabyte: the crate's routine).
+pub fn crc32c_append(crc: u32, bytes: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc, bytes)
+}
+
 /// A word at a time from the start (unaligned loads cost nothing extra on x86-64), then the
 /// 4-, 2- and 1-byte forms for the tail.
 #[cfg(target_arch = "x86_64")]
