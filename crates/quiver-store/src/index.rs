@@ -319,11 +319,14 @@ impl Index {
         // As large as the main table: a spill of half its size filled while a resize ran, on
         // a core the writers shared with it (BENCHMARKS §35).
         let cap = self.capacity();
+        // A spare is kept only at the main table's size (`takes_spare`), which changes only
+        // with a new index.
         let spare = &mut self.spare;
         let spill = self.spill.get_or_insert_with(|| match spare.take() {
-            Some(SpareSpill(table)) if table.capacity() == cap => table,
-            _ => Box::new(Table::with_capacity(cap)),
+            Some(SpareSpill(table)) => table,
+            None => Box::new(Table::with_capacity(cap)),
         });
+        debug_assert_eq!(spill.capacity(), cap, "a spill of another size");
         debug_assert!(spill.room() > 0, "an insert without room");
         self.main.capacity() + spill.insert(hash, loc)
     }
